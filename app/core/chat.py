@@ -1,0 +1,193 @@
+"""Chat values shared by the engine, the UI and storage: messages, stop reasons,
+context policy and the per-turn measurements."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+class Role(str, enum.Enum):
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One message as the chat template sees it."""
+
+    role: str
+    content: str
+
+
+class StopReason(str, enum.Enum):
+    """Why a reply ended (the ``stop_reason`` of every turn)."""
+
+    EOS = "eos"                    # the model produced an end-of-generation token (EOS/EOT)
+    STOP_STRING = "stop_string"    # a stop string appeared
+    MAX_TOKENS = "max_tokens"      # max_tokens reached
+    CONTEXT_FULL = "context_full"  # n_ctx reached and the policy says stop
+    CANCELLED = "cancelled"        # the person pressed Stop
+    ERROR = "error"                # the engine failed or died mid-reply
+
+    @property
+    def label(self) -> str:
+        return _STOP_LABELS[self]
+
+
+_STOP_LABELS = {
+    StopReason.EOS: "end of turn",
+    StopReason.STOP_STRING: "stop string",
+    StopReason.MAX_TOKENS: "max_tokens reached",
+    StopReason.CONTEXT_FULL: "context full",
+    StopReason.CANCELLED: "stopped",
+    StopReason.ERROR: "engine error",
+}
+
+
+class ContextPolicy(str, enum.Enum):
+    """What to do when the conversation no longer fits in n_ctx."""
+
+    STOP = "stop"        # stop at the limit and say so
+    ROLLING = "rolling"  # drop the oldest turns (then the oldest part of the reply) and go on
+
+    @property
+    def label(self) -> str:
+        return {
+            ContextPolicy.STOP: "Stop at the limit",
+            ContextPolicy.ROLLING: "Drop oldest turns and go on",
+        }[self]
+
+
+@dataclass(frozen=True)
+class GenerationStats:
+    """Measurements of one turn, taken in the engine around the llama.cpp calls.
+
+    Times in seconds, speeds in tokens/s, sizes in bytes, counts in tokens.
+
+    Attributes:
+        prompt_tokens: tokens of the whole rendered prompt (template included).
+        cached_tokens: of those, reused from the KV cache (common prefix with the last turn).
+        evaluated_tokens: prompt tokens evaluated this turn (prefill).
+        prefill_s: time spent evaluating them.
+        ttft_s: time from the request reaching the engine to the first token's text.
+        generated_tokens: tokens sampled (including the end token, if any).
+        decode_s: time from the first to the last sampled token.
+        n_ctx: context size, tokens.
+        context_used: tokens in the KV cache at the end.
+        kv_used_bytes / kv_allocated_bytes: KV cache bytes holding data / allocated.
+        stop_reason: why it ended (:class:`StopReason` value).
+        seed: the seed the sampler used.
+        dropped_messages: oldest messages left out to fit n_ctx (rolling policy).
+        context_shifts: times the context was rebuilt mid-reply (rolling policy).
+        llama_prefill_ms, llama_decode_ms, llama_n_prefill, llama_n_decode:
+            llama.cpp's own counters (llama_perf_context) for cross-checking.
+    """
+
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    evaluated_tokens: int = 0
+    prefill_s: float = 0.0
+    ttft_s: float = 0.0
+    generated_tokens: int = 0
+    decode_s: float = 0.0
+    n_ctx: int = 0
+    context_used: int = 0
+    kv_used_bytes: int = 0
+    kv_allocated_bytes: int = 0
+    stop_reason: str = StopReason.EOS.value
+    seed: int = 0
+    dropped_messages: int = 0
+    context_shifts: int = 0
+    llama_prefill_ms: float = 0.0
+    llama_decode_ms: float = 0.0
+    llama_n_prefill: int = 0
+    llama_n_decode: int = 0
+
+    @property
+    def prefill_tok_s(self) -> float:
+        """Prefill speed: evaluated prompt tokens / prefill time."""
+        return self.evaluated_tokens / self.prefill_s if self.prefill_s > 0 else 0.0
+
+    @property
+    def decode_tok_s(self) -> float:
+        """Decode speed = (generated - 1) / (time of last token - time of first token).
+
+        The first token's time belongs to TTFT (it needs the prefill), so it is
+        not counted (case E10).
+        """
+        if self.generated_tokens < 2 or self.decode_s <= 0:
+            return 0.0
+        return (self.generated_tokens - 1) / self.decode_s
+
+    @property
+    def context_fill(self) -> float:
+        return self.context_used / self.n_ctx if self.n_ctx else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["prefill_tok_s"] = self.prefill_tok_s
+        d["decode_tok_s"] = self.decode_tok_s
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> "GenerationStats":
+        if not data:
+            return cls()
+        names = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass(frozen=True)
+class LoadSettings:
+    """How to load a model (applied with a reload).
+
+    Attributes:
+        n_ctx: context length, tokens (0 = the trained length).
+        n_gpu_layers: layers to offload to the GPU (-1 = all; ignored on a CPU-only build).
+        n_threads: CPU threads for decode (0 = auto).
+        n_batch: prompt tokens evaluated per llama_decode call in prefill.
+        context_policy: :class:`ContextPolicy` value.
+        swa_full: full-size KV cache for sliding-window layers (enables prefix reuse).
+    """
+
+    n_ctx: int = 4096
+    n_gpu_layers: int = -1
+    n_threads: int = 0
+    n_batch: int = 512
+    context_policy: str = ContextPolicy.STOP.value
+    swa_full: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> "LoadSettings":
+        if not data:
+            return cls()
+        base = cls()
+        out: dict[str, Any] = {}
+        for k, default in asdict(base).items():
+            v = data.get(k, default)
+            try:
+                out[k] = type(default)(v)
+            except (TypeError, ValueError):
+                out[k] = default
+        if out["context_policy"] not in {p.value for p in ContextPolicy}:
+            out["context_policy"] = base.context_policy
+        out["n_ctx"] = max(0, min(out["n_ctx"], 1 << 20))
+        out["n_batch"] = max(16, min(out["n_batch"], 8192))
+        out["n_threads"] = max(0, min(out["n_threads"], 512))
+        return cls(**out)
+
+
+@dataclass(frozen=True)
+class TokenCandidate:
+    """A candidate for the next token: id, text, raw logit."""
+
+    token_id: int
+    text: str
+    logit: float
+

@@ -1,0 +1,147 @@
+"""User settings that survive a restart, in one JSON file written atomically.
+
+A damaged settings file is moved aside (``settings.json.damaged-<time>``) and
+defaults are used; :attr:`SettingsStore.notice` says so, so the UI can tell the
+person. Nothing is half-written: saves go to a temporary file that replaces the
+old one in one step (``os.replace``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from app.core.chat import LoadSettings
+from app.core.sampling import SamplerSettings
+
+MAX_RECENT = 12
+DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything remembered between runs.
+
+    Attributes:
+        sampler: the Sampler panel's values.
+        load: how models are loaded (n_ctx, n_gpu_layers, ...).
+        system_prompt: the system message of new chats.
+        recent_models: most recent first, absolute paths.
+        window_geometry, window_state: Qt's saveGeometry/saveState, base64.
+        extra: settings owned by other parts (library folders, Hub token...).
+    """
+
+    sampler: SamplerSettings = field(default_factory=SamplerSettings)
+    load: LoadSettings = field(default_factory=LoadSettings)
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    recent_models: tuple[str, ...] = ()
+    window_geometry: str = ""
+    window_state: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def with_recent(self, model_path: str) -> "Settings":
+        """Put ``model_path`` first in the recent list (deduplicated, capped)."""
+        p = str(Path(model_path).resolve()) if model_path else model_path
+        rest = [r for r in self.recent_models if r != p]
+        return replace(self, recent_models=tuple([p, *rest][:MAX_RECENT]))
+
+    def without_recent(self, model_path: str) -> "Settings":
+        return replace(self, recent_models=tuple(r for r in self.recent_models if r != model_path))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": 1,
+            "sampler": self.sampler.to_dict(),
+            "load": self.load.to_dict(),
+            "system_prompt": self.system_prompt,
+            "recent_models": list(self.recent_models),
+            "window_geometry": self.window_geometry,
+            "window_state": self.window_state,
+            "extra": self.extra,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Settings":
+        recent = data.get("recent_models") or []
+        return cls(
+            sampler=SamplerSettings.from_dict(data.get("sampler")),
+            load=LoadSettings.from_dict(data.get("load")),
+            system_prompt=str(data.get("system_prompt", DEFAULT_SYSTEM_PROMPT)),
+            recent_models=tuple(str(r) for r in recent if isinstance(r, str))[:MAX_RECENT],
+            window_geometry=str(data.get("window_geometry", "")),
+            window_state=str(data.get("window_state", "")),
+            extra=dict(data.get("extra") or {}),
+        )
+
+
+class SettingsStore:
+    """Loads and saves :class:`Settings` at one path.
+
+    Attributes:
+        notice: set after :meth:`load` when the file was damaged and set aside.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.notice: str | None = None
+
+    def load(self) -> Settings:
+        """Read the settings; defaults when the file is missing or damaged."""
+        self.notice = None
+        try:
+            raw = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return Settings()
+        except OSError as exc:
+            self.notice = f"Could not read the settings file {self.path} ({exc.strerror or exc}); using defaults."
+            return Settings()
+        try:
+            data = json.loads(raw)
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+            return Settings.from_dict(data)
+        except (ValueError, TypeError) as exc:
+            aside = self.path.with_name(f"{self.path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+            try:
+                os.replace(self.path, aside)
+                where = f"it was moved to {aside}"
+            except OSError:
+                where = "it could not be moved aside"
+            self.notice = f"The settings file {self.path} was damaged ({exc}); {where}. Defaults are in use."
+            return Settings()
+
+    def save(self, settings: Settings) -> None:
+        """Write atomically (temp file + os.replace).
+
+        Raises:
+            OSError: the folder is not writable; the message names the file.
+        """
+        atomic_write_text(self.path, json.dumps(settings.to_dict(), indent=2, ensure_ascii=False))
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that readers see the old or the new file, never half.
+
+    Raises:
+        OSError: with the path in the message.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise OSError(exc.errno, f"could not write {path}: {exc.strerror or exc}") from exc

@@ -1,0 +1,85 @@
+"""Where Glassbox keeps its files: one module over platformdirs.
+
+Every path the app writes comes from :class:`Paths`. Setting ``GLASSBOX_HOME``
+puts all of them under one folder (tests use it so they never touch a real
+profile; a portable install can use it too).
+
+Layout under the data folder::
+
+    models/          GGUF files Glassbox downloaded or imported
+    settings.json    user settings (see app.core.settings)
+    logs/            engine.log, app.log
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+
+APP_DIR_NAME = "Glassbox"
+HOME_ENV = "GLASSBOX_HOME"
+
+
+@dataclass(frozen=True)
+class Paths:
+    """The folders Glassbox uses. Create them with :meth:`ensure`."""
+
+    data_dir: Path
+    config_dir: Path
+    cache_dir: Path
+
+    @property
+    def models_dir(self) -> Path:
+        return self.data_dir / "models"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.data_dir / "logs"
+
+    @property
+    def settings_file(self) -> Path:
+        return self.config_dir / "settings.json"
+
+    @property
+    def conversations_db(self) -> Path:
+        return self.data_dir / "conversations.sqlite3"
+
+    @property
+    def downloads_dir(self) -> Path:
+        return self.models_dir
+
+    def ensure(self) -> "Paths":
+        """Create every folder (idempotent). Returns self.
+
+        Raises:
+            OSError: a folder cannot be created; the message names it.
+        """
+        for d in (self.data_dir, self.config_dir, self.cache_dir, self.models_dir, self.logs_dir):
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise OSError(f"Glassbox cannot create its folder {d}: {exc.strerror or exc}") from exc
+        return self
+
+
+def default_paths(environ: "os._Environ[str] | dict[str, str] | None" = None) -> Paths:
+    """The paths for this user, honouring ``GLASSBOX_HOME``.
+
+    With ``GLASSBOX_HOME=/some/dir`` everything lives in ``/some/dir/{data,config,cache}``;
+    otherwise platformdirs gives the platform's usual folders
+    (``~/.local/share/Glassbox``, ``~/Library/Application Support/Glassbox``,
+    ``%LOCALAPPDATA%\\Glassbox``...).
+    """
+    env = os.environ if environ is None else environ
+    home = env.get(HOME_ENV)
+    if home:
+        root = Path(home).expanduser()
+        return Paths(root / "data", root / "config", root / "cache")
+    return Paths(
+        Path(platformdirs.user_data_dir(APP_DIR_NAME, appauthor=False)),
+        Path(platformdirs.user_config_dir(APP_DIR_NAME, appauthor=False)),
+        Path(platformdirs.user_cache_dir(APP_DIR_NAME, appauthor=False)),
+    )
