@@ -1,0 +1,86 @@
+"""Capture llama.cpp's log inside the engine process.
+
+llama.cpp reports what it allocated only in its log ("llama_kv_cache: CPU KV
+buffer size = 90.00 MiB", "CPU compute buffer size = 99.38 MiB") and explains
+load failures there too. :class:`LlamaLog` installs a ``llama_log_set``
+callback that keeps recent lines, writes warnings and errors to the engine
+log, and parses the buffer sizes.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import logging
+import re
+import threading
+
+import llama_cpp
+
+log = logging.getLogger("glassbox.engine.llama")
+
+_KV_RE = re.compile(r"KV buffer size =\s*([0-9.]+) MiB")
+_COMPUTE_RE = re.compile(r"compute buffer size =\s*([0-9.]+) MiB")
+MIB = 1024 * 1024
+
+# enum ggml_log_level (ggml/include/ggml.h): NONE=0, DEBUG=1, INFO=2, WARN=3, ERROR=4, CONT=5
+_LEVEL_NAMES = {0: "none", 1: "debug", 2: "info", 3: "warning", 4: "error"}
+
+
+class LlamaLog:
+    """Keeps llama.cpp's last log lines; one instance per process (the callback is global)."""
+
+    def __init__(self, max_lines: int = 2000) -> None:
+        self._lines: collections.deque[tuple[str, str]] = collections.deque(maxlen=max_lines)
+        self._partial = ""
+        self._last_level = "info"
+        self._lock = threading.Lock()
+        self._mark = 0
+        self._count = 0
+        # Keep a reference: ctypes callbacks are freed with their Python object.
+        self._callback = llama_cpp.llama_log_callback(self._on_log)
+        llama_cpp.llama_log_set(self._callback, ctypes.c_void_p(0))
+
+    def _on_log(self, level: int, text: bytes, _user: ctypes.c_void_p) -> None:
+        s = text.decode("utf-8", errors="replace") if text else ""
+        name = self._last_level if level == 5 else _LEVEL_NAMES.get(level, "info")
+        self._last_level = name
+        with self._lock:
+            self._partial += s
+            while "\n" in self._partial:
+                line, self._partial = self._partial.split("\n", 1)
+                self._lines.append((name, line))
+                self._count += 1
+                if name in ("warning", "error"):
+                    log.log(logging.WARNING if name == "warning" else logging.ERROR, "%s", line)
+
+    def mark(self) -> None:
+        """Start a new section: :meth:`since_mark` returns lines logged after this call."""
+        with self._lock:
+            self._mark = self._count
+
+    def since_mark(self) -> list[tuple[str, str]]:
+        """``(level, line)`` pairs logged since :meth:`mark` (as many as are kept)."""
+        with self._lock:
+            n = self._count - self._mark
+            return list(self._lines)[-n:] if n > 0 else []
+
+    def kv_buffer_bytes(self) -> int:
+        """Sum of 'KV buffer size' lines since the mark, bytes (MiB rounded to 0.01 by llama.cpp)."""
+        return int(round(sum(float(m.group(1)) for _, line in self.since_mark() if (m := _KV_RE.search(line))) * MIB))
+
+    def compute_buffer_bytes(self) -> int:
+        """Sum of 'compute buffer size' lines since the mark, bytes (first report per load)."""
+        total = 0.0
+        for _, line in self.since_mark():
+            if line.startswith("~"):
+                continue  # the destructor's "compute buffer size is ..." check of an old context
+            m = _COMPUTE_RE.search(line)
+            if m:
+                total += float(m.group(1))
+        return int(round(total * MIB))
+
+    def errors_since_mark(self, limit: int = 6) -> list[str]:
+        """The last error (or failing) lines since the mark, for a load failure message."""
+        lines = [line.strip() for level, line in self.since_mark() if level == "error" and line.strip()]
+        return lines[-limit:]

@@ -1,0 +1,269 @@
+"""Messages between the UI process and the engine process.
+
+Requests go to the engine; events come back. Both are frozen dataclasses of
+plain values (they are pickled over a pipe). Every request with a
+``request_id`` ends with exactly one terminal event for that id:
+:class:`Finished` or :class:`Failed` for :class:`Generate`,
+:class:`ModelLoaded` or :class:`Failed` for :class:`LoadModel`,
+:class:`Tokenized` or :class:`Failed` for :class:`Tokenize`.
+
+Cancel is not a message: the UI sets a shared ``multiprocessing.Event`` that
+the engine checks between prefill chunks and decode steps (DESIGN.md, principle 4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from app.core.chat import ChatMessage, GenerationStats, LoadSettings
+from app.core.gguf_info import GGUFInfo
+from app.core.sampling import SamplerSettings
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LoadModel:
+    """Load a GGUF (replacing any loaded model).
+
+    Attributes:
+        path: the .gguf file (the first part of a split model).
+        settings: n_ctx, n_gpu_layers, n_threads, n_batch, context policy, swa_full.
+    """
+
+    request_id: int
+    path: str
+    settings: LoadSettings
+
+
+@dataclass(frozen=True)
+class Generate:
+    """Reply to a conversation.
+
+    Attributes:
+        messages: the whole conversation, system prompt first, last one from the user
+            (or an assistant message to continue when ``continue_last`` is set).
+        sampler: a snapshot of the sampler settings.
+        stop_strings: extra stop strings (the template's end-of-turn text is added by the engine).
+        top_candidates: how many top next-token candidates to report per token (0 = none).
+        continue_last: continue the last (assistant) message instead of starting a new one.
+    """
+
+    request_id: int
+    messages: tuple[ChatMessage, ...]
+    sampler: SamplerSettings
+    stop_strings: tuple[str, ...] = ()
+    top_candidates: int = 0
+    continue_last: bool = False
+
+
+@dataclass(frozen=True)
+class Tokenize:
+    """Split text into tokens with the loaded model's tokenizer."""
+
+    request_id: int
+    text: str
+    special: bool = True
+
+
+@dataclass(frozen=True)
+class ResetContext:
+    """Forget the KV cache ("New chat"): the next turn starts from an empty context."""
+
+    request_id: int
+
+
+@dataclass(frozen=True)
+class Shutdown:
+    """End the engine process."""
+
+
+Request = LoadModel | Generate | Tokenize | ResetContext | Shutdown
+
+
+# ---------------------------------------------------------------------------------------------
+# Events
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EngineReady:
+    """The engine process started and imported llama.cpp.
+
+    Attributes:
+        llama_cpp_version: llama-cpp-python's version.
+        system_info: llama_print_system_info() (CPU features the build uses).
+        gpu_offload: whether this build can offload layers to a GPU.
+    """
+
+    llama_cpp_version: str
+    system_info: str
+    gpu_offload: bool
+
+
+@dataclass(frozen=True)
+class ModelLoaded:
+    """A model is loaded and ready.
+
+    Attributes:
+        info: the GGUF facts (metadata, tensors).
+        settings: the settings actually in effect.
+        n_ctx: context length llama.cpp allocated (n_ctx padded to 256), tokens.
+        n_batch: prompt tokens per llama_decode call.
+        n_threads: decode threads.
+        gpu_offload: whether n_gpu_layers has any effect in this build.
+        load_s: seconds to load.
+        kv_allocated_bytes: KV cache bytes by Glassbox's formula (app.core.memory).
+        kv_reported_bytes: KV cache bytes llama.cpp logged that it allocated (0 if not seen).
+        compute_reported_bytes: compute buffer bytes llama.cpp logged (0 if not seen).
+        chat_template: the template used, or None (plain transcript fallback).
+        bos_text, eos_text: texts of BOS/EOS.
+        eog_token_ids: ids that end generation (EOS, EOT, ...).
+        add_bos: whether the tokenizer adds BOS.
+    """
+
+    request_id: int
+    info: GGUFInfo
+    settings: LoadSettings
+    n_ctx: int
+    n_batch: int
+    n_threads: int
+    gpu_offload: bool
+    load_s: float
+    kv_allocated_bytes: int
+    kv_reported_bytes: int
+    compute_reported_bytes: int
+    chat_template: str | None
+    bos_text: str
+    eos_text: str
+    eog_token_ids: tuple[int, ...]
+    add_bos: bool
+
+
+@dataclass(frozen=True)
+class PromptPrepared:
+    """The prompt is tokenized and the cached prefix found; prefill starts.
+
+    Attributes:
+        prompt_tokens: tokens of the rendered prompt.
+        cached_tokens: reused from the KV cache.
+        to_evaluate: tokens prefill will evaluate.
+        dropped_messages: oldest messages left out to fit n_ctx.
+        new_tokens: ``(token_id, text)`` of the tokens to evaluate (at most 4096).
+        prompt_text: the rendered prompt (chat template applied), for inspection.
+    """
+
+    request_id: int
+    prompt_tokens: int
+    cached_tokens: int
+    to_evaluate: int
+    dropped_messages: int
+    new_tokens: tuple[tuple[int, str], ...]
+    prompt_text: str
+
+
+@dataclass(frozen=True)
+class PrefillProgress:
+    """Prefill advanced by one chunk. Times are seconds since the request arrived."""
+
+    request_id: int
+    done: int
+    total: int
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    """One sampled token.
+
+    Attributes:
+        text: text now safe to show (may be empty while a UTF-8 character is incomplete
+            or a stop string may be starting).
+        token_id: the sampled token.
+        piece: the token's own text (may be a fragment of a character).
+        index: 0-based position in the reply.
+        t_s: engine time of the sample, seconds since the request arrived.
+        n_past: tokens in the KV cache after this token is evaluated.
+        p: probability of the sampled token under the raw model (when candidates are on).
+        candidates: top ``(token_id, text, logit)`` before sampling (when asked).
+        logsumexp: log-sum-exp over all logits, to turn logits into probabilities.
+    """
+
+    request_id: int
+    text: str
+    token_id: int
+    piece: str
+    index: int
+    t_s: float
+    n_past: int
+    p: float | None = None
+    candidates: tuple[tuple[int, str, float], ...] = ()
+    logsumexp: float | None = None
+
+
+@dataclass(frozen=True)
+class ContextShifted:
+    """The context was rebuilt mid-reply to make room (rolling policy)."""
+
+    request_id: int
+    dropped_messages: int
+    dropped_reply_tokens: int
+    n_past: int
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A reply ended normally (including Stop and context full).
+
+    Attributes:
+        text: the whole reply.
+        stats: the turn's measurements.
+    """
+
+    request_id: int
+    text: str
+    stats: GenerationStats
+
+
+@dataclass(frozen=True)
+class Failed:
+    """A request failed; ``message`` names the problem and what to do.
+
+    Attributes:
+        kind: short machine-readable kind: ``load``, ``bad_model``, ``context_overflow``,
+            ``no_model``, ``template``, ``internal``.
+        partial_text: reply text produced before the failure (kept by the UI).
+        stats: measurements up to the failure, when a reply had started.
+    """
+
+    request_id: int
+    kind: str
+    message: str
+    partial_text: str = ""
+    stats: GenerationStats | None = None
+
+
+@dataclass(frozen=True)
+class Tokenized:
+    """Tokens of a :class:`Tokenize` request: ``(token_id, text)`` each."""
+
+    request_id: int
+    tokens: tuple[tuple[int, str], ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class ContextReset:
+    request_id: int
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """A warning or error llama.cpp logged (level: 'warning' or 'error')."""
+
+    level: str
+    text: str
+
+
+Event = (EngineReady | ModelLoaded | PromptPrepared | PrefillProgress | TokenEvent | ContextShifted
+         | Finished | Failed | Tokenized | ContextReset | LogLine)
+
+TERMINAL_EVENTS = (ModelLoaded, Finished, Failed, Tokenized, ContextReset)
