@@ -225,10 +225,28 @@ def run_logged(
             raise
 
 
-def pip(py: Path, args: Sequence[str], log: Path, what: str, todo: str, *, verbose: bool, env=None) -> None:
+NETWORK_ERRORS = re.compile(
+    r"Could not find a version|No matching distribution|ConnectionError|Connection refused|"
+    r"Temporary failure in name resolution|Network is unreachable|HTTPError|ReadTimeout|SSLError",
+    re.I,
+)
+
+
+def pip_failure_hint(log: Path) -> str:
+    tail = log_tail(log, 60)
+    if NETWORK_ERRORS.search(tail):
+        return "pip could not download a package: check the network (or your pip index settings) and run this again"
+    if re.search(r"No space left on device", tail):
+        return "the disk is full: free some space and run this again"
+    if re.search(r"error: package directory|Getting requirements to build editable", tail):
+        return "the project's own packaging failed (pyproject.toml or a missing package folder): see pip's error above"
+    return "read pip's error above, fix its cause, then run this again"
+
+
+def pip(py: Path, args: Sequence[str], log: Path, what: str, *, verbose: bool, env=None) -> None:
     rc = run_logged([str(py), "-m", "pip", "--disable-pip-version-check", *args], log, env=env, verbose=verbose)
     if rc != 0:
-        raise SetupError(f"{what} failed (pip exit code {rc}); full log: {log}", todo, log_tail(log))
+        raise SetupError(f"{what} failed (pip exit code {rc}); full log: {log}", pip_failure_hint(log), log_tail(log))
 
 
 def probe(py: Path, code: str) -> Optional[subprocess.CompletedProcess]:
@@ -348,7 +366,7 @@ def build_failure_hint(log: Path, cmake_args: str) -> str:
         return "the C/C++ compiler was not usable: install build-essential (Linux), xcode-select --install (macOS) or the VS Build Tools (Windows)"
     if "CUDA" in cmake_args.upper() and re.search(r"CUDA|nvcc", text):
         return "the CUDA build failed: install the CUDA toolkit (nvcc on PATH), or unset CMAKE_ARGS for a CPU build"
-    if re.search(r"Could not find a version|No matching distribution|ConnectionError|Temporary failure|Network is unreachable|HTTPError", text):
+    if NETWORK_ERRORS.search(text):
         return "pip could not download the sources or build tools: check the network (or your pip index settings) and retry"
     if re.search(r"No space left on device", text):
         return "the disk is full: free some space (the build needs about 1 GB) and retry"
@@ -386,7 +404,7 @@ def ensure_llama_wheel(py: Path, version: str, cmake_args: str, key: str, verbos
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     say(
         f"llama-cpp-python {version}: building from source with CMAKE_ARGS='{cmake_args}'. "
-        f"This takes about 7-10 minutes on 2 cores, once; log: {log}"
+        f"This takes about 5-10 minutes on 2 cores (more for CUDA), once; log: {log}"
     )
 
     def heartbeat(elapsed: float, _last=[0.0]) -> None:  # noqa: B006 - a tiny closure state
@@ -420,6 +438,7 @@ def ensure_llama_wheel(py: Path, version: str, cmake_args: str, key: str, verbos
             "wheel": built[0].name,
         }
         (tmp / "build-info.json").write_text(json.dumps(info, indent=2), encoding="utf-8")
+        tmp.chmod(0o755)  # mkdtemp made it private; the wheel itself is not secret
         try:
             os.rename(tmp, key_dir)  # atomic: the entry appears whole or not at all
         except OSError:
@@ -494,16 +513,12 @@ def setup(extras: Sequence[str], verbose: bool) -> Path:
     t0 = time.monotonic()
     pip(
         py, ["install", "--no-deps", "--force-reinstall", str(wheel)], SETUP_LOG,
-        f"installing {wheel.name}", "delete .venv and run this again", verbose=verbose,
+        f"installing {wheel.name}", verbose=verbose,
     )  # fmt: skip
     target = "." + (f"[{','.join(extras)}]" if extras else "")
     # The pin in pyproject (==version) is satisfied by the wheel just installed, so
     # pip keeps it and does not fetch a PyPI build.
-    pip(
-        py, ["install", "-e", target], SETUP_LOG, f"pip install -e {target}",
-        "check the network (or your pip index settings) and the error above, then run this again",
-        verbose=verbose,
-    )  # fmt: skip
+    pip(py, ["install", "-e", target], SETUP_LOG, f"pip install -e {target}", verbose=verbose)
     say(f"packages: installed {wheel.name} and the project (pip install -e {target}) {took(t0)}")
 
     t0 = time.monotonic()
