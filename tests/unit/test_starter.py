@@ -64,6 +64,10 @@ def test_extract_writes_the_verified_file_and_reports_progress(tmp_path: Path, w
     assert seen and seen[-1] == (len(PAYLOAD), len(PAYLOAD))
     assert [d for d, _ in seen] == sorted(d for d, _ in seen)
     assert leftovers(tmp_path / "models") == []
+    if os.name == "posix":  # the usual permissions (not mkstemp's 0600): others may read the model
+        umask = os.umask(0)
+        os.umask(umask)
+        assert out.stat().st_mode & 0o777 == 0o666 & ~umask
 
 
 def test_parts_are_concatenated_in_order(tmp_path: Path) -> None:
