@@ -77,7 +77,7 @@ class EngineHost:
             EngineDied: the process is gone.
         """
         if self._conn is None:
-            raise EngineDied(self.process.exitcode if self.process else None)
+            raise EngineDied(self._wait_exitcode())
         with self._send_lock:
             try:
                 self._conn.send(request)
@@ -100,7 +100,7 @@ class EngineHost:
         """
         conn = self._conn
         if conn is None:
-            raise EngineDied(self.process.exitcode if self.process else None)
+            raise EngineDied(self._wait_exitcode())
         try:
             if timeout is not None and not conn.poll(timeout):
                 return None
@@ -109,10 +109,14 @@ class EngineHost:
             raise EngineDied(self._wait_exitcode()) from None
 
     def _wait_exitcode(self) -> int | None:
-        if self.process is None:
+        proc = self.process  # may be cleared by stop() on another thread
+        if proc is None:
             return None
-        self.process.join(2.0)
-        return self.process.exitcode
+        try:
+            proc.join(2.0)
+            return proc.exitcode
+        except ValueError:  # closed by stop() meanwhile
+            return None
 
     def request(self, request: Any, timeout: float = 120.0, on_event=None) -> Any:
         """Send ``request`` and return its terminal event (blocking; for tests and benchmarks).

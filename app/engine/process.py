@@ -63,7 +63,10 @@ def engine_main(conn: Connection, cancel, log_path: str | None = None) -> None:
              llama_cpp.__version__, system_info)
 
     def emit(event: object) -> None:
-        conn.send(event)
+        try:
+            conn.send(event)
+        except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
+            raise ParentGone() from None
 
     emit(P.EngineReady(llama_cpp.__version__, system_info, bool(llama_cpp.llama_supports_gpu_offload())))
     session = Session(emit, cancel, llama_log)
@@ -76,9 +79,15 @@ def engine_main(conn: Connection, cancel, log_path: str | None = None) -> None:
             if isinstance(req, P.Shutdown):
                 break
             _handle(session, req, emit, EngineError)
+    except ParentGone:
+        log.info("the window went away; the engine ends")
     finally:
         session.unload()
         conn.close()
+
+
+class ParentGone(Exception):
+    """The UI end of the pipe is closed: nobody is listening, so the engine ends."""
 
 
 def _handle(session, req, emit, engine_error) -> None:
@@ -96,6 +105,8 @@ def _handle(session, req, emit, engine_error) -> None:
             emit(P.ContextReset(rid))
         else:
             emit(P.Failed(rid, "internal", f"The engine does not know the request {type(req).__name__}."))
+    except ParentGone:
+        raise
     except engine_error as exc:
         log.info("request %s failed: %s", rid, exc.message)
         emit(P.Failed(rid, exc.kind, exc.message))

@@ -150,9 +150,12 @@ class PromptPrepared:
         dropped_messages: oldest messages left out to fit n_ctx.
         new_tokens: ``(token_id, text)`` of the tokens to evaluate (at most 4096).
         prompt_text: the rendered prompt (chat template applied), for inspection.
+        elapsed_s: seconds from the request reaching the engine to the start of prefill
+            (template rendering and tokenization).
     """
 
     request_id: int
+    elapsed_s: float
     prompt_tokens: int
     cached_tokens: int
     to_evaluate: int

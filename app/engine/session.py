@@ -396,6 +396,7 @@ class Session:
         new = prompt.tokens[cached:]
         self.emit(P.PromptPrepared(
             request_id=req.request_id,
+            elapsed_s=(time.perf_counter_ns() - t0) / 1e9,
             prompt_tokens=len(prompt.tokens),
             cached_tokens=cached,
             to_evaluate=len(new),

@@ -1,0 +1,70 @@
+"""Composition root: builds and wires everything. No singletons, no globals."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import multiprocessing
+import sys
+from pathlib import Path
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="glassbox", description="Chat with a local GGUF model and watch it work.")
+    p.add_argument("--model", help="load this GGUF file at start (default: the most recent model)")
+    p.add_argument("--no-model", action="store_true", help="start without loading a model")
+    p.add_argument("--version", action="store_true", help="print the version and exit")
+    return p.parse_args(argv)
+
+
+def setup_logging(log_file: Path) -> None:
+    root = logging.getLogger()
+    root.setLevel(logging.INFO)
+    handler = logging.FileHandler(log_file, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Start Glassbox. Returns the process exit code."""
+    multiprocessing.freeze_support()
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    from app import __version__
+
+    if args.version:
+        print(f"Glassbox {__version__}")
+        return 0
+
+    from PySide6.QtWidgets import QApplication
+
+    from app.core.settings import SettingsStore
+    from app.paths import default_paths
+    from app.ui.engine_client import EngineClient
+    from app.ui.main_window import MainWindow
+    from app.ui.theme import apply_theme
+
+    paths = default_paths().ensure()
+    setup_logging(paths.logs_dir / "app.log")
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("Glassbox")
+    app.setApplicationVersion(__version__)
+    app.setDesktopFileName("glassbox")
+    apply_theme(app)
+
+    store = SettingsStore(paths.settings_file)
+    settings = store.load()
+    engine = EngineClient(str(paths.logs_dir / "engine.log"))
+    window = MainWindow(paths, store, settings, engine)
+    if store.notice:
+        window.banner.show_message("warning", store.notice)
+    engine.start()
+    model = args.model or (None if args.no_model else next(iter(settings.recent_models), None))
+    if model:
+        if Path(model).exists():
+            window.load_model(model)
+        elif args.model:
+            window.banner.show_message("error", f"The model file {model} does not exist. Open a model with File → Open model.")
+    window.show()
+    code = app.exec()
+    engine.shutdown()
+    return code

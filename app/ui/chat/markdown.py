@@ -1,0 +1,153 @@
+"""Markdown to Qt rich text, with highlighted code blocks.
+
+Parsing is markdown-it-py (CommonMark + tables + strikethrough); code
+highlighting is Pygments with inline styles (Qt's rich-text engine has no
+stylesheet classes). A reply is cut into *segments* at top-level block
+boundaries so a streaming reply re-renders only its last segment; code blocks
+become their own segments so they can carry a header with a Copy button.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from functools import lru_cache
+
+from markdown_it import MarkdownIt
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import TextLexer, get_lexer_by_name
+from pygments.util import ClassNotFound
+
+_md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable(["table", "strikethrough"])
+_formatter = HtmlFormatter(nowrap=True, noclasses=True, style="monokai")
+
+TEXT_CSS = """
+p { margin-top: 0px; margin-bottom: 8px; }
+h1, h2, h3, h4 { margin-top: 6px; margin-bottom: 6px; }
+code { font-family: 'JetBrains Mono', 'DejaVu Sans Mono', monospace; background-color: #2b2f37; }
+table { border-collapse: collapse; }
+th, td { border: 1px solid #4a4f5a; padding: 4px 8px; }
+blockquote { color: #aab1bd; margin-left: 12px; }
+a { color: #7aa7ff; }
+"""
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A piece of a reply: prose (rendered HTML) or a code block (highlighted).
+
+    Attributes:
+        kind: ``"text"`` or ``"code"``.
+        source: the Markdown source of this segment.
+        html: Qt rich text.
+        language: the code block's language (code only).
+        code: the raw code (code only; what Copy copies).
+    """
+
+    kind: str
+    source: str
+    html: str
+    language: str = ""
+    code: str = ""
+
+
+def split_blocks(source: str) -> list[tuple[str, str, str, int]]:
+    """Cut Markdown into ``(kind, source, info, end_line)`` pieces at top-level block boundaries.
+
+    Code fences (closed or still open at the end) are their own pieces; prose is
+    split at blank lines so that, while a reply streams, only the last piece
+    changes. ``end_line`` is the line index (exclusive) where the piece ends.
+    """
+    tokens = _md.parse(source)
+    lines = source.split("\n")
+    pieces: list[tuple[str, str, str, int]] = []
+    last_end = 0
+    for tok in tokens:
+        if tok.level != 0 or tok.map is None or tok.nesting == -1:
+            continue
+        start, end = tok.map
+        if tok.type == "fence":
+            if start > last_end:
+                pieces.append(("text", "\n".join(lines[last_end:start]), "", start))
+            pieces.append(("code", tok.content.rstrip("\n"), tok.info.strip(), end))
+            last_end = end
+        elif start > last_end and _is_blank_gap(lines, last_end, start):
+            pieces.append(("text", "\n".join(lines[last_end:start]), "", start))
+            last_end = start
+    if last_end < len(lines):
+        pieces.append(("text", "\n".join(lines[last_end:]), "", len(lines)))
+    return [p for p in pieces if p[0] == "code" or p[1].strip()]
+
+
+def _is_blank_gap(lines: list[str], a: int, b: int) -> bool:
+    return b > a and not lines[b - 1].strip()
+
+
+@lru_cache(maxsize=512)
+def render_text(source: str) -> str:
+    """Markdown prose to Qt rich text (cached: finished segments are rendered once)."""
+    return _md.render(source)
+
+
+@lru_cache(maxsize=256)
+def render_code(code: str, language: str) -> str:
+    """A code block as highlighted HTML (``<pre>`` with inline colours)."""
+    try:
+        lexer = get_lexer_by_name(language) if language else TextLexer()
+    except ClassNotFound:
+        lexer = TextLexer()
+    body = highlight(code, lexer, _formatter)
+    return (
+        "<pre style=\"margin:0; font-family:'JetBrains Mono','DejaVu Sans Mono',monospace; color:#f8f8f2;\">"
+        f"{body}</pre>"
+    )
+
+
+def _segment(kind: str, src: str, info: str) -> Segment:
+    if kind == "code":
+        lang = info.split()[0] if info else ""
+        return Segment("code", src, render_code(src, lang), lang, src)
+    return Segment("text", src, render_text(src))
+
+
+def render_segments(source: str) -> list[Segment]:
+    """The whole text as segments (one pass)."""
+    return [_segment(kind, src, info) for kind, src, info, _ in split_blocks(source)]
+
+
+class StreamingDocument:
+    """Segments of a growing reply, re-parsing only the part after the last finished segment.
+
+    Every segment but the last is final once a later one starts; :meth:`update`
+    parses only the lines from the first unfinished segment on, so the cost per
+    repaint does not grow with the length of the reply.
+    """
+
+    def __init__(self) -> None:
+        self.final: list[Segment] = []
+        self._final_lines = 0
+
+    def update(self, source: str) -> tuple[list[Segment], list[Segment]]:
+        """Feed the whole text so far.
+
+        Returns:
+            ``(newly_final, tail)``: segments that just became final (append them), and
+            the segment(s) still open (replace the previous tail with these).
+        """
+        lines = source.split("\n")
+        rest = "\n".join(lines[self._final_lines :])
+        pieces = split_blocks(rest)
+        newly: list[Segment] = []
+        for kind, src, info, end in pieces[:-1]:
+            newly.append(_segment(kind, src, info))
+        if len(pieces) > 1:
+            self._final_lines += pieces[-2][3]
+        self.final.extend(newly)
+        tail = [_segment(k, s, i) for k, s, i, _ in pieces[-1:]]
+        return newly, tail
+
+
+def plain_to_html(text: str) -> str:
+    """Escape text for a rich-text label, keeping line breaks (user messages)."""
+    return html.escape(text).replace("\n", "<br>")

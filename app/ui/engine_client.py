@@ -1,0 +1,286 @@
+"""The engine as a QObject: requests in, Qt signals out, crash detection.
+
+A reader thread blocks on the engine pipe and hands each event to the UI
+thread through a queued signal; the UI thread never waits on the engine.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
+
+from app.core.chat import ChatMessage, LoadSettings
+from app.core.sampling import SamplerSettings
+from app.engine import protocol as P
+from app.engine.host import EngineDied, EngineHost
+
+log = logging.getLogger("glassbox.ui.engine")
+
+STOP_GRACE_MS = 3000
+
+
+class EngineState(str, enum.Enum):
+    STARTING = "starting"
+    NO_MODEL = "no model"
+    LOADING = "loading"
+    READY = "ready"
+    GENERATING = "generating"
+    DEAD = "stopped"
+
+
+class EngineClient(QObject):
+    """Owns the engine process for the window.
+
+    Signals:
+        state_changed(str): an :class:`EngineState` value.
+        engine_ready(object): :class:`~app.engine.protocol.EngineReady`.
+        model_loaded(object): :class:`~app.engine.protocol.ModelLoaded`.
+        model_load_failed(object): :class:`~app.engine.protocol.Failed` for a load.
+        prompt_prepared(object), prefill_progressed(object), token_received(object),
+        context_shifted(object): events of the reply in flight.
+        generation_finished(object): :class:`~app.engine.protocol.Finished`.
+        generation_failed(object): :class:`~app.engine.protocol.Failed` for a reply.
+        tokenized(object): :class:`~app.engine.protocol.Tokenized`.
+        engine_crashed(str): the engine died; the text says why and what to do.
+        log_line(object): a llama.cpp warning or error.
+    """
+
+    state_changed = Signal(str)
+    engine_ready = Signal(object)
+    model_loaded = Signal(object)
+    model_load_failed = Signal(object)
+    prompt_prepared = Signal(object)
+    prefill_progressed = Signal(object)
+    token_received = Signal(object)
+    context_shifted = Signal(object)
+    generation_finished = Signal(object)
+    generation_failed = Signal(object)
+    tokenized = Signal(object)
+    engine_crashed = Signal(str)
+    log_line = Signal(object)
+
+    # Internal: from the reader thread to the UI thread (queued).
+    _event = Signal(object, object)
+    _died = Signal(object, object)
+
+    def __init__(self, log_path: str | None = None, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._log_path = log_path
+        self._host: EngineHost | None = None
+        self._reader: threading.Thread | None = None
+        self._state = EngineState.DEAD
+        self._load_id: int | None = None
+        self._gen_id: int | None = None
+        self._tokenize_ids: set[int] = set()
+        self._last_load: tuple[str, LoadSettings] | None = None
+        self.ready_info: P.EngineReady | None = None
+        self.model: P.ModelLoaded | None = None
+        self._stop_timer = QTimer(self)
+        self._stop_timer.setSingleShot(True)
+        self._stop_timer.timeout.connect(self._stop_timed_out)
+        self._event.connect(self._on_event)
+        self._died.connect(self._on_died)
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def state(self) -> EngineState:
+        return self._state
+
+    def _set_state(self, state: EngineState) -> None:
+        if state != self._state:
+            self._state = state
+            self.state_changed.emit(state.value)
+
+    def start(self) -> None:
+        """Start the engine process (no-op when running)."""
+        if self._host is not None and self._host.alive:
+            return
+        host = EngineHost(self._log_path)
+        host.start()
+        self._host = host
+        self._set_state(EngineState.STARTING)
+        reader = threading.Thread(target=self._read_loop, args=(host,), name="glassbox-engine-reader", daemon=True)
+        self._reader = reader
+        reader.start()
+
+    def restart(self) -> None:
+        """End the engine and start a new one; reload the last model if there was one."""
+        self.shutdown()
+        self.start()
+        if self._last_load is not None:
+            path, settings = self._last_load
+            self.load_model(path, settings)
+
+    def shutdown(self) -> None:
+        """End the engine process and the reader thread (blocks up to a few seconds)."""
+        self._stop_timer.stop()
+        host, self._host = self._host, None
+        if host is not None:
+            host.stop()
+        if self._reader is not None:
+            self._reader.join(5.0)
+            self._reader = None
+        self._gen_id = None
+        self._load_id = None
+        self.model = None
+        self._set_state(EngineState.DEAD)
+
+    def _read_loop(self, host: EngineHost) -> None:
+        while True:
+            try:
+                ev = host.recv()
+            except EngineDied as died:
+                self._died.emit(host, died)
+                return
+            self._event.emit(host, ev)
+
+    # ------------------------------------------------------------------ commands
+    def load_model(self, path: str, settings: LoadSettings) -> int:
+        """Load a model (cancels a reply in flight). Returns the request id."""
+        if self._host is None or not self._host.alive:
+            self.start()
+        assert self._host is not None
+        if self._gen_id is not None:
+            self.cancel()
+        rid = self._host.next_id()
+        self._load_id = rid
+        self._last_load = (path, settings)
+        self.model = None
+        self._set_state(EngineState.LOADING)
+        self._send(P.LoadModel(rid, path, settings))
+        return rid
+
+    def generate(self, messages: tuple[ChatMessage, ...], sampler: SamplerSettings, *,
+                 stop_strings: tuple[str, ...] = (), top_candidates: int = 0, continue_last: bool = False) -> int | None:
+        """Start a reply. Returns the request id, or None when not ready (nothing is sent)."""
+        if self._host is None or self._state != EngineState.READY:
+            return None
+        self._host.clear_cancel()
+        rid = self._host.next_id()
+        self._gen_id = rid
+        self._set_state(EngineState.GENERATING)
+        self._send(P.Generate(rid, tuple(messages), sampler, tuple(stop_strings), top_candidates, continue_last))
+        return rid
+
+    def cancel(self) -> None:
+        """Stop the reply in flight; if the engine does not answer in 3 s it is restarted."""
+        if self._host is None or self._gen_id is None:
+            return
+        self._host.cancel()
+        self._stop_timer.start(STOP_GRACE_MS)
+
+    def tokenize(self, text: str) -> int | None:
+        if self._host is None or self.model is None:
+            return None
+        rid = self._host.next_id()
+        self._tokenize_ids.add(rid)
+        self._send(P.Tokenize(rid, text))
+        return rid
+
+    def reset_context(self) -> None:
+        """Empty the KV cache (New chat)."""
+        if self._host is not None and self.model is not None:
+            self._send(P.ResetContext(self._host.next_id()))
+
+    @property
+    def generating(self) -> bool:
+        return self._gen_id is not None
+
+    def _send(self, req: object) -> None:
+        assert self._host is not None
+        try:
+            self._host.send(req)
+        except EngineDied as died:
+            self._on_died(self._host, died)
+
+    # ------------------------------------------------------------------ events
+    @Slot(object, object)
+    def _on_event(self, host: EngineHost, ev: object) -> None:
+        if host is not self._host:
+            return  # a late event from an engine we already replaced
+        if isinstance(ev, P.TokenEvent):
+            if ev.request_id == self._gen_id:
+                self.token_received.emit(ev)
+        elif isinstance(ev, P.PrefillProgress):
+            if ev.request_id == self._gen_id:
+                self.prefill_progressed.emit(ev)
+        elif isinstance(ev, P.PromptPrepared):
+            if ev.request_id == self._gen_id:
+                self.prompt_prepared.emit(ev)
+        elif isinstance(ev, P.ContextShifted):
+            if ev.request_id == self._gen_id:
+                self.context_shifted.emit(ev)
+        elif isinstance(ev, P.Finished):
+            if ev.request_id == self._gen_id:
+                self._gen_id = None
+                self._stop_timer.stop()
+                self._set_state(EngineState.READY)
+                self.generation_finished.emit(ev)
+        elif isinstance(ev, P.ModelLoaded):
+            if ev.request_id == self._load_id:
+                self._load_id = None
+                self.model = ev
+                self._set_state(EngineState.READY)
+                self.model_loaded.emit(ev)
+        elif isinstance(ev, P.Failed):
+            if ev.request_id == self._load_id:
+                self._load_id = None
+                self.model = None
+                self._last_load = None
+                self._set_state(EngineState.NO_MODEL)
+                self.model_load_failed.emit(ev)
+            elif ev.request_id == self._gen_id:
+                self._gen_id = None
+                self._stop_timer.stop()
+                self._set_state(EngineState.READY if self.model else EngineState.NO_MODEL)
+                self.generation_failed.emit(ev)
+            elif ev.request_id in self._tokenize_ids:
+                self._tokenize_ids.discard(ev.request_id)
+        elif isinstance(ev, P.Tokenized):
+            self._tokenize_ids.discard(ev.request_id)
+            self.tokenized.emit(ev)
+        elif isinstance(ev, P.EngineReady):
+            self.ready_info = ev
+            if self._state == EngineState.STARTING:
+                self._set_state(EngineState.NO_MODEL)
+            self.engine_ready.emit(ev)
+        elif isinstance(ev, P.LogLine):
+            self.log_line.emit(ev)
+
+    @Slot(object, object)
+    def _on_died(self, host: EngineHost, died: EngineDied) -> None:
+        if host is not self._host:
+            return
+        log.error("engine died: %s", died.description)
+        self._stop_timer.stop()
+        host.stop(timeout=1.0)
+        self._host = None
+        self._gen_id = None
+        self._load_id = None
+        self.model = None
+        self._set_state(EngineState.DEAD)
+        self.engine_crashed.emit(died.description)
+
+    @Slot()
+    def _stop_timed_out(self) -> None:
+        host = self._host
+        if host is None or self._gen_id is None:
+            return
+        log.error("engine did not stop within %d ms; killing it", STOP_GRACE_MS)
+        host.kill()
+        # The reader thread sees the pipe close and reports the death; say why first.
+        self._host = None
+        self._gen_id = None
+        self.model = None
+        host.stop(timeout=1.0)
+        if self._reader is not None:
+            self._reader.join(5.0)
+            self._reader = None
+        self._set_state(EngineState.DEAD)
+        self.engine_crashed.emit(
+            f"The engine did not stop within {STOP_GRACE_MS / 1000:.0f} s of pressing Stop, so Glassbox ended it. "
+            "Your conversation is kept; restart the engine to go on."
+        )

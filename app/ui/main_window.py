@@ -1,0 +1,485 @@
+"""The main window: chat in the middle, panels around it, menus, drag and drop."""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from PySide6.QtCore import QByteArray, QElapsedTimer, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QDragEnterEvent, QDropEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QFileDialog,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QMenu,
+    QPushButton,
+    QScrollArea,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app import APP_NAME, __version__
+from app.core.chat import LoadSettings
+from app.core.gguf_info import GGUFError, format_bytes, read_gguf_info
+from app.core.memory import kv_cache_layout
+from app.core.settings import Settings, SettingsStore
+from app.engine import protocol as P
+from app.paths import Paths
+from app.ui.chat.controller import ChatController
+from app.ui.chat.view import ChatView, Composer, SystemPromptBar
+from app.ui.engine_client import EngineClient, EngineState
+from app.ui.panels.model import ModelPanel
+from app.ui.panels.sampler import SamplerPanel
+from app.ui.panels.stats import StatsPanel
+from app.ui.panels.tokens import TokensPanel
+from app.ui.turn import LiveTurn
+
+log = logging.getLogger("glassbox.ui")
+
+REFRESH_HZ = 30
+
+
+def display_name(path: str) -> str:
+    """A model's name for the window: its file name without .gguf (and the split suffix)."""
+    name = Path(path).name
+    if name.lower().endswith(".gguf"):
+        name = name[:-5]
+    return re.sub(r"-\d{5}-of-\d{5}$", "", name)
+
+
+class Banner(QFrame):
+    """A dismissible message above the chat, with optional action buttons."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("banner")
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(12, 8, 8, 8)
+        self.text = QLabel()
+        self.text.setWordWrap(True)
+        self.text.setObjectName("bannerText")
+        self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        lay.addWidget(self.text, 1)
+        self._actions = QHBoxLayout()
+        lay.addLayout(self._actions)
+        close = QToolButton()
+        close.setText("✕")
+        close.setObjectName("bannerClose")
+        close.clicked.connect(self.hide)
+        lay.addWidget(close)
+        self.hide()
+
+    def show_message(self, kind: str, text: str, actions: list[tuple[str, object]] | None = None) -> None:
+        self.setProperty("kind", kind)
+        self.style().unpolish(self)
+        self.style().polish(self)
+        self.text.setText(text)
+        while self._actions.count():
+            item = self._actions.takeAt(0)
+            if item.widget():
+                item.widget().deleteLater()
+        for label, fn in actions or []:
+            b = QPushButton(label)
+            b.setObjectName("bannerButton")
+            b.clicked.connect(fn)
+            self._actions.addWidget(b)
+        self.show()
+
+
+def _dock(title: str, name: str, widget: QWidget, scroll: bool = True) -> QDockWidget:
+    d = QDockWidget(title)
+    d.setObjectName(name)
+    d.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable | QDockWidget.DockWidgetFeature.DockWidgetClosable
+                  | QDockWidget.DockWidgetFeature.DockWidgetFloatable)
+    if scroll:
+        area = QScrollArea()
+        area.setWidgetResizable(True)
+        area.setFrameShape(QFrame.Shape.NoFrame)
+        area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        area.setWidget(widget)
+        d.setWidget(area)
+    else:
+        d.setWidget(widget)
+    return d
+
+
+class MainWindow(QMainWindow):
+    """Glassbox's window.
+
+    Signals:
+        model_changed(object): a model finished loading (ModelLoaded) or was unloaded (None).
+    """
+
+    model_changed = Signal(object)
+
+    def __init__(self, paths: Paths, store: SettingsStore, settings: Settings, engine: EngineClient) -> None:
+        super().__init__()
+        self.paths = paths
+        self.store = store
+        self.settings = settings
+        self.engine = engine
+        self.turn = LiveTurn()
+        self.setWindowTitle(APP_NAME)
+        self.setAcceptDrops(True)
+        self.resize(1500, 940)
+
+        # Centre: top bar, banner, chat, composer
+        centre = QWidget()
+        centre.setObjectName("centre")
+        col = QVBoxLayout(centre)
+        col.setContentsMargins(0, 0, 0, 0)
+        col.setSpacing(0)
+        col.addWidget(self._build_top_bar())
+        self.system_bar = SystemPromptBar(settings.system_prompt)
+        col.addWidget(self.system_bar)
+        self.banner = Banner()
+        col.addWidget(self.banner)
+        self.chat_view = ChatView()
+        col.addWidget(self.chat_view, 1)
+        self.composer = Composer()
+        col.addWidget(self.composer)
+        self.setCentralWidget(centre)
+
+        # Panels
+        self.stats_panel = StatsPanel(self.turn)
+        self.sampler_panel = SamplerPanel(settings.sampler)
+        self.model_panel = ModelPanel(settings.load)
+        self.tokens_panel = TokensPanel(self.turn)
+        self.model_dock = _dock("Model", "modelDock", self.model_panel)
+        self.stats_dock = _dock("Stats", "statsDock", self.stats_panel)
+        self.sampler_dock = _dock("Sampler", "samplerDock", self.sampler_panel)
+        self.tokens_dock = _dock("Tokens", "tokensDock", self.tokens_panel, scroll=False)
+        self.setCorner(Qt.Corner.BottomLeftCorner, Qt.DockWidgetArea.LeftDockWidgetArea)
+        self.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)
+        self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.model_dock)
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.stats_dock)
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.sampler_dock)
+        self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.tokens_dock)
+        self.resizeDocks([self.model_dock, self.stats_dock], [320, 380], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.stats_dock, self.sampler_dock], [480, 520], Qt.Orientation.Vertical)
+        self.resizeDocks([self.tokens_dock], [160], Qt.Orientation.Vertical)
+
+        self.chat = ChatController(engine, self.chat_view, self.composer, self.turn,
+                                   lambda: (self.sampler_panel.settings(), self.sampler_panel.stop_strings()),
+                                   self.system_bar.text)
+        self._build_menus()
+        self._wire()
+        self._update_placeholder()
+        self._restore_window_state()
+
+        # Repaint on a clock, not per event (DESIGN.md, principle 6).
+        self._ticks = 0
+        self._cand_version: tuple[int, int] | None = None
+        self._clock = QTimer(self)
+        self._clock.setInterval(1000 // REFRESH_HZ)
+        self._clock.timeout.connect(self._tick)
+        self._clock.start()
+        self._save_timer = QTimer(self)
+        self._save_timer.setSingleShot(True)
+        self._save_timer.setInterval(500)
+        self._save_timer.timeout.connect(self.save_settings)
+        self._loading_path: str | None = None
+        self._load_timer = QElapsedTimer()
+
+    # ------------------------------------------------------------------------------ building
+    def _build_top_bar(self) -> QWidget:
+        bar = QFrame()
+        bar.setObjectName("topBar")
+        lay = QHBoxLayout(bar)
+        lay.setContentsMargins(12, 6, 12, 6)
+        self.model_button = QToolButton()
+        self.model_button.setObjectName("modelButton")
+        self.model_button.setText("Select a model to load  ▾")
+        self.model_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.model_menu = QMenu(self.model_button)
+        self.model_menu.aboutToShow.connect(self._fill_model_menu)
+        self.model_button.setMenu(self.model_menu)
+        lay.addWidget(self.model_button)
+        self.state_label = QLabel("")
+        self.state_label.setObjectName("stateLabel")
+        lay.addWidget(self.state_label)
+        lay.addStretch(1)
+        self.new_chat_button = QPushButton("New chat")
+        self.new_chat_button.setObjectName("newChatButton")
+        self.new_chat_button.clicked.connect(self.new_chat)
+        lay.addWidget(self.new_chat_button)
+        return bar
+
+    def _build_menus(self) -> None:
+        m = self.menuBar().addMenu("&File")
+        self.act_open = QAction("&Open model…", self)
+        self.act_open.setShortcut(QKeySequence.StandardKey.Open)
+        self.act_open.triggered.connect(self.open_model_dialog)
+        m.addAction(self.act_open)
+        self.recent_menu = m.addMenu("Open &recent")
+        self.recent_menu.aboutToShow.connect(self._fill_recent_menu)
+        m.addSeparator()
+        self.act_new_chat = QAction("&New chat", self)
+        self.act_new_chat.setShortcut(QKeySequence("Ctrl+N"))
+        self.act_new_chat.triggered.connect(self.new_chat)
+        m.addAction(self.act_new_chat)
+        m.addSeparator()
+        act_logs = QAction("Show &logs folder", self)
+        act_logs.triggered.connect(lambda: QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.paths.logs_dir))))
+        m.addAction(act_logs)
+        act_quit = QAction("&Quit", self)
+        act_quit.setShortcut(QKeySequence.StandardKey.Quit)
+        act_quit.triggered.connect(self.close)
+        m.addAction(act_quit)
+
+        e = self.menuBar().addMenu("&Engine")
+        self.act_stop = QAction("&Stop reply", self)
+        self.act_stop.setShortcut(QKeySequence("Ctrl+."))
+        self.act_stop.triggered.connect(self.chat.stop)
+        e.addAction(self.act_stop)
+        self.act_restart = QAction("&Restart engine", self)
+        self.act_restart.triggered.connect(self.restart_engine)
+        e.addAction(self.act_restart)
+        self.act_unload = QAction("&Unload model", self)
+        self.act_unload.triggered.connect(self.unload_model)
+        e.addAction(self.act_unload)
+
+        v = self.menuBar().addMenu("&View")
+        for d in (self.model_dock, self.stats_dock, self.sampler_dock, self.tokens_dock):
+            v.addAction(d.toggleViewAction())
+        h = self.menuBar().addMenu("&Help")
+        about = QAction(f"About {APP_NAME}", self)
+        about.triggered.connect(self._about)
+        h.addAction(about)
+
+    def _wire(self) -> None:
+        eng = self.engine
+        eng.state_changed.connect(self._on_state)
+        eng.engine_ready.connect(self._on_engine_ready)
+        eng.model_loaded.connect(self._on_model_loaded)
+        eng.model_load_failed.connect(self._on_load_failed)
+        eng.engine_crashed.connect(self._on_crashed)
+        eng.log_line.connect(lambda ev: self.banner.show_message("warning", ev.text))
+        self.chat.notice.connect(self._on_notice)
+        self.chat.reply_finished.connect(lambda stats: self.sampler_panel.show_seed_used(stats.seed))
+        self.chat.busy_changed.connect(self._on_busy)
+        self.sampler_panel.settings_changed.connect(self._sampler_changed)
+        self.system_bar.changed.connect(self._system_prompt_changed)
+        self.model_panel.reload_requested.connect(self._reload_with)
+
+    # ------------------------------------------------------------------------------ actions
+    def open_model_dialog(self) -> None:
+        start = str(self.paths.models_dir)
+        path, _ = QFileDialog.getOpenFileName(self, "Open a GGUF model", start, "GGUF models (*.gguf);;All files (*)")
+        if path:
+            self.load_model(path)
+
+    def load_model(self, path: str, settings: LoadSettings | None = None) -> bool:
+        """Check ``path`` and load it in the engine. Returns False (with a message) if the file is unusable."""
+        try:
+            info = read_gguf_info(path)
+        except GGUFError as exc:
+            self.banner.show_message("error", exc.message, [("Open another model…", self.open_model_dialog)])
+            return False
+        missing = info.missing_parts()
+        if missing:
+            self.banner.show_message(
+                "error",
+                f"{Path(path).name}: this model has {len(info.split_paths())} parts and "
+                f"{', '.join(p.name for p in missing)} {'is' if len(missing) == 1 else 'are'} missing. "
+                "Put all parts in the same folder.",
+            )
+            return False
+        if self.chat.busy:
+            self.chat.stop()
+        s = settings or self.model_panel.load_settings()
+        self._loading_path = str(Path(path).resolve())
+        self._load_timer.start()
+        self.model_panel.set_loading(path)
+        self.model_button.setText(f"Loading {display_name(path)} …")
+        self.engine.load_model(self._loading_path, s)
+        self.banner.hide()
+        return True
+
+    def unload_model(self) -> None:
+        self.engine.shutdown()
+        self.engine.start()
+        self.model_panel.set_model(None)
+        self.model_button.setText("Select a model to load  ▾")
+        self.model_changed.emit(None)
+        self._update_placeholder()
+
+    def restart_engine(self) -> None:
+        self.banner.hide()
+        self.engine.restart()
+
+    def new_chat(self) -> None:
+        self.chat.new_chat()
+        self._update_placeholder()
+        self.composer.box.setFocus()
+
+    def _reload_with(self, s: LoadSettings) -> None:
+        self.settings = replace(self.settings, load=s)
+        self._schedule_save()
+        path = self.engine.model.info.path if self.engine.model else self._loading_path
+        if path:
+            self.load_model(path, s)
+
+    # ------------------------------------------------------------------------------ menus
+    def _fill_recent_menu(self) -> None:
+        self.recent_menu.clear()
+        if not self.settings.recent_models:
+            a = self.recent_menu.addAction("No recent models")
+            a.setEnabled(False)
+        for p in self.settings.recent_models:
+            a = self.recent_menu.addAction(Path(p).name)
+            a.setToolTip(p)
+            a.triggered.connect(lambda _=False, path=p: self.load_model(path))
+
+    def _fill_model_menu(self) -> None:
+        m = self.model_menu
+        m.clear()
+        for p in self.settings.recent_models[:8]:
+            exists = Path(p).exists()
+            a = m.addAction(Path(p).name + ("" if exists else "  (missing)"))
+            a.setEnabled(exists)
+            a.triggered.connect(lambda _=False, path=p: self.load_model(path))
+        if self.settings.recent_models:
+            m.addSeparator()
+        m.addAction("Open a GGUF file…", self.open_model_dialog)
+        if self.engine.model is not None:
+            m.addAction("Unload model", self.unload_model)
+
+    # ------------------------------------------------------------------------------ engine events
+    def _on_state(self, state: str) -> None:
+        text = {
+            EngineState.STARTING.value: "starting engine…",
+            EngineState.NO_MODEL.value: "no model",
+            EngineState.LOADING.value: "loading…",
+            EngineState.READY.value: "ready",
+            EngineState.GENERATING.value: "generating",
+            EngineState.DEAD.value: "engine stopped",
+        }.get(state, state)
+        self.state_label.setText(f"● {text}")
+        self.state_label.setProperty("state", state)
+        self.state_label.style().unpolish(self.state_label)
+        self.state_label.style().polish(self.state_label)
+
+    def _on_engine_ready(self, ev: P.EngineReady) -> None:
+        self.model_panel.set_gpu_offload(ev.gpu_offload)
+
+    def _on_model_loaded(self, ev: P.ModelLoaded) -> None:
+        info = ev.info
+        self.model_panel.set_model(ev)
+        self.model_panel.set_load_settings(replace(ev.settings, n_threads=self.model_panel.n_threads.value(),
+                                                   n_gpu_layers=self.model_panel.n_gpu_layers.value()))
+        self.model_button.setText(f"{display_name(info.path)} · n_ctx {ev.n_ctx:,}  ▾")
+        self.stats_panel.set_model(ev.n_ctx, kv_cache_layout(info, ev.n_ctx, n_ubatch=min(ev.n_batch, 512),
+                                                             swa_full=ev.settings.swa_full))
+        self.settings = self.settings.with_recent(info.path)
+        self._schedule_save()
+        self.setWindowTitle(f"{display_name(info.path)} — {APP_NAME}")
+        self._update_placeholder()
+        self.model_changed.emit(ev)
+        self.composer.box.setFocus()
+
+    def _on_load_failed(self, ev: P.Failed) -> None:
+        self.model_panel.set_model(None)
+        self.model_button.setText("Select a model to load  ▾")
+        self.banner.show_message("error", ev.message, [("Open another model…", self.open_model_dialog)])
+        self._update_placeholder()
+
+    def _on_crashed(self, description: str) -> None:
+        self.model_panel.set_model(None)
+        self.model_button.setText("Engine stopped  ▾")
+        self.banner.show_message("error", description + " Your conversation is kept.",
+                                 [("Restart engine", self.restart_engine)])
+
+    def _on_notice(self, kind: str, text: str) -> None:
+        self.banner.show_message(kind, text)
+
+    def _on_busy(self, busy: bool) -> None:
+        self.act_stop.setEnabled(busy)
+
+    # ------------------------------------------------------------------------------ settings
+    def _sampler_changed(self, s) -> None:
+        self.settings = replace(self.settings, sampler=s)
+        self._schedule_save()
+
+    def _system_prompt_changed(self, text: str) -> None:
+        self.settings = replace(self.settings, system_prompt=text)
+        self._schedule_save()
+
+    def _schedule_save(self) -> None:
+        self._save_timer.start()
+
+    def save_settings(self) -> None:
+        geo = bytes(self.saveGeometry().toBase64()).decode("ascii")
+        state = bytes(self.saveState().toBase64()).decode("ascii")
+        self.settings = replace(self.settings, window_geometry=geo, window_state=state,
+                                load=self.model_panel.load_settings())
+        try:
+            self.store.save(self.settings)
+        except OSError as exc:
+            self.banner.show_message("error", f"Settings could not be saved: {exc}")
+
+    def _restore_window_state(self) -> None:
+        if self.settings.window_geometry:
+            self.restoreGeometry(QByteArray.fromBase64(self.settings.window_geometry.encode("ascii")))
+        if self.settings.window_state:
+            self.restoreState(QByteArray.fromBase64(self.settings.window_state.encode("ascii")))
+
+    # ------------------------------------------------------------------------------ view
+    def _tick(self) -> None:
+        """The repaint clock: reply text every tick (30 Hz), panels every 3rd (10 Hz), plot every 6th (5 Hz)."""
+        self._ticks += 1
+        self.chat_view.refresh()
+        if self._ticks % 3 and self.turn.phase != "done":
+            return
+        self.stats_panel.refresh(plot=self._ticks % 6 == 0 or self.turn.phase == "done")
+        self.tokens_panel.refresh()
+        t = self.turn
+        if t.candidates and self._cand_version != (t.version, len(t.tokens)):
+            self._cand_version = (t.version, len(t.tokens))
+            self.sampler_panel.set_candidates(t.candidates, t.candidates_lse, t.chosen_token)
+
+    def _update_placeholder(self) -> None:
+        if self.engine.model is not None:
+            m = self.engine.model
+            self.chat_view.set_placeholder(
+                f"<h2>{display_name(m.info.path)}</h2><p style='color:#8b93a1'>{m.info.architecture} · "
+                f"{m.info.quant_type} · {format_bytes(m.info.file_size)} · n_ctx {m.n_ctx:,}</p>"
+                "<p>Ask anything. The panels show each step: the prompt's tokens, prefill, the KV cache, "
+                "time to first token, the decode loop and the sampler.</p>"
+            )
+        elif self.engine.state == EngineState.LOADING:
+            self.chat_view.set_placeholder("<h2>Loading the model…</h2>")
+        else:
+            self.chat_view.set_placeholder(
+                "<h2>No model loaded</h2><p>Open a GGUF file (File → Open model, Ctrl+O) "
+                "or drop one on this window.</p>"
+            )
+
+    def _about(self) -> None:
+        ready = self.engine.ready_info
+        info = f"llama-cpp-python {ready.llama_cpp_version}<br>{ready.system_info}" if ready else ""
+        self.banner.show_message("info", f"<b>{APP_NAME} {__version__}</b> — local LLM chat that shows its work.<br>{info}")
+
+    # ------------------------------------------------------------------------------ Qt events
+    def dragEnterEvent(self, e: QDragEnterEvent) -> None:  # noqa: N802 (Qt API)
+        if any(u.isLocalFile() and u.toLocalFile().lower().endswith(".gguf") for u in e.mimeData().urls()):
+            e.acceptProposedAction()
+
+    def dropEvent(self, e: QDropEvent) -> None:  # noqa: N802 (Qt API)
+        for u in e.mimeData().urls():
+            if u.isLocalFile() and u.toLocalFile().lower().endswith(".gguf"):
+                self.load_model(u.toLocalFile())
+                e.acceptProposedAction()
+                return
+
+    def closeEvent(self, e: QCloseEvent) -> None:  # noqa: N802 (Qt API)
+        self._clock.stop()
+        self.save_settings()
+        self.engine.shutdown()
+        super().closeEvent(e)

@@ -1,0 +1,258 @@
+"""Model panel: what the loaded GGUF is (from its metadata) and how it is loaded
+(n_ctx, n_gpu_layers, threads, n_batch, context policy), applied with a reload."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.chat import ContextPolicy, LoadSettings
+from app.core.gguf_info import GGUFInfo, format_bytes, format_count
+from app.core.memory import estimate_memory
+from app.engine import protocol as P
+
+
+class ModelPanel(QWidget):
+    """Signals:
+        reload_requested(object): apply these :class:`LoadSettings` (reload the model).
+    """
+
+    reload_requested = Signal(object)
+
+    def __init__(self, settings: LoadSettings, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("modelPanel")
+        self.info: GGUFInfo | None = None
+        self.loaded: P.ModelLoaded | None = None
+        self.gpu_offload = False
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(10, 8, 10, 8)
+        lay.setSpacing(8)
+
+        self.name = QLabel("No model loaded")
+        self.name.setObjectName("modelName")
+        self.name.setWordWrap(True)
+        lay.addWidget(self.name)
+        self.path = QLabel("")
+        self.path.setObjectName("detailLabel")
+        self.path.setWordWrap(True)
+        self.path.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        lay.addWidget(self.path)
+
+        self.hint = QLabel("Open a GGUF file (File → Open model, or drop it on the window).")
+        self.hint.setObjectName("detailLabel")
+        self.hint.setWordWrap(True)
+        lay.addWidget(self.hint)
+        self.facts = QFormLayout()
+        self.facts.setHorizontalSpacing(10)
+        self.facts.setVerticalSpacing(3)
+        self.facts.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)
+        self.facts.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        lay.addLayout(self.facts)
+        self.template_btn = QPushButton("View chat template")
+        self.template_btn.setObjectName("linkButton")
+        self.template_btn.clicked.connect(self._show_template)
+        self.template_btn.hide()
+        lay.addWidget(self.template_btn, 0, Qt.AlignmentFlag.AlignLeft)
+
+        t = QLabel("Load settings")
+        t.setObjectName("sectionTitle")
+        lay.addWidget(t)
+        form = QFormLayout()
+        form.setLabelAlignment(Qt.AlignmentFlag.AlignLeft)
+        form.setHorizontalSpacing(10)
+        form.setVerticalSpacing(4)
+        self.n_ctx = QSpinBox()
+        self.n_ctx.setObjectName("field_n_ctx")
+        self.n_ctx.setRange(0, 1 << 20)
+        self.n_ctx.setSingleStep(256)
+        self.n_ctx.setSpecialValueText("trained length")
+        self.n_ctx.setToolTip("Context length in tokens: how much conversation the model can see. "
+                              "llama.cpp rounds it up to a multiple of 256. The KV cache grows with it.")
+        self.n_gpu_layers = QSpinBox()
+        self.n_gpu_layers.setObjectName("field_n_gpu_layers")
+        self.n_gpu_layers.setRange(-1, 999)
+        self.n_gpu_layers.setSpecialValueText("all")
+        self.n_threads = QSpinBox()
+        self.n_threads.setObjectName("field_n_threads")
+        self.n_threads.setRange(0, 256)
+        self.n_threads.setSpecialValueText("auto")
+        self.n_batch = QSpinBox()
+        self.n_batch.setObjectName("field_n_batch")
+        self.n_batch.setRange(16, 8192)
+        self.n_batch.setSingleStep(64)
+        self.n_batch.setToolTip("Most prompt tokens evaluated per llama_decode call during prefill.")
+        self.policy = QComboBox()
+        self.policy.setObjectName("field_context_policy")
+        for p in ContextPolicy:
+            self.policy.addItem(p.label, p.value)
+        self.policy.setToolTip("What happens when the conversation no longer fits in n_ctx.")
+        self.swa_full = QCheckBox("full-size SWA cache")
+        self.swa_full.setToolTip("Keep every token in the sliding-window layers' cache (more memory) so a "
+                                 "cached prefix longer than the window can be reused across turns.")
+        form.addRow("n_ctx", self.n_ctx)
+        form.addRow("n_gpu_layers", self.n_gpu_layers)
+        form.addRow("n_threads", self.n_threads)
+        form.addRow("n_batch", self.n_batch)
+        form.addRow("context policy", self.policy)
+        form.addRow("", self.swa_full)
+        lay.addLayout(form)
+        self.gpu_note = QLabel("")
+        self.gpu_note.setObjectName("detailLabel")
+        self.gpu_note.setWordWrap(True)
+        lay.addWidget(self.gpu_note)
+        self.estimate = QLabel("")
+        self.estimate.setObjectName("detailLabel")
+        self.estimate.setWordWrap(True)
+        lay.addWidget(self.estimate)
+        self.apply_btn = QPushButton("Apply (reload model)")
+        self.apply_btn.setObjectName("applyButton")
+        self.apply_btn.clicked.connect(lambda: self.reload_requested.emit(self.load_settings()))
+        lay.addWidget(self.apply_btn)
+        lay.addStretch(1)
+        for w in (self.n_ctx, self.n_gpu_layers, self.n_threads, self.n_batch):
+            w.valueChanged.connect(self._edited)
+        self.policy.currentIndexChanged.connect(self._edited)
+        self.swa_full.toggled.connect(self._edited)
+        self.set_load_settings(settings)
+        self._applied = settings
+
+    # ----------------------------------------------------------------------------------------
+    def load_settings(self) -> LoadSettings:
+        return LoadSettings(
+            n_ctx=self.n_ctx.value(),
+            n_gpu_layers=self.n_gpu_layers.value(),
+            n_threads=self.n_threads.value(),
+            n_batch=self.n_batch.value(),
+            context_policy=self.policy.currentData(),
+            swa_full=self.swa_full.isChecked(),
+        )
+
+    def set_load_settings(self, s: LoadSettings) -> None:
+        for w in (self.n_ctx, self.n_gpu_layers, self.n_threads, self.n_batch, self.policy, self.swa_full):
+            w.blockSignals(True)
+        self.n_ctx.setValue(s.n_ctx)
+        self.n_gpu_layers.setValue(s.n_gpu_layers)
+        self.n_threads.setValue(s.n_threads)
+        self.n_batch.setValue(s.n_batch)
+        i = self.policy.findData(s.context_policy)
+        self.policy.setCurrentIndex(max(0, i))
+        self.swa_full.setChecked(s.swa_full)
+        for w in (self.n_ctx, self.n_gpu_layers, self.n_threads, self.n_batch, self.policy, self.swa_full):
+            w.blockSignals(False)
+        self._applied = s
+        self._edited()
+
+    def set_gpu_offload(self, available: bool) -> None:
+        self.gpu_offload = available
+        self.n_gpu_layers.setEnabled(available)
+        self.gpu_note.setText(
+            "" if available else
+            "This llama.cpp build is CPU-only: n_gpu_layers has no effect. "
+            "Rebuild llama-cpp-python with CMAKE_ARGS=\"-DGGML_CUDA=on\" (or -DGGML_METAL=on) to use a GPU."
+        )
+
+    def set_loading(self, path: str) -> None:
+        self.name.setText(f"Loading {Path(path).name} …")
+
+    def set_model(self, loaded: P.ModelLoaded | None) -> None:
+        self.loaded = loaded
+        self.info = loaded.info if loaded else None
+        while self.facts.rowCount():
+            self.facts.removeRow(0)
+        if loaded is None:
+            self.name.setText("No model loaded")
+            self.path.setText("")
+            self.hint.show()
+            self.template_btn.hide()
+            self._edited()
+            return
+        self.hint.hide()
+        info = loaded.info
+        self.name.setText(info.name)
+        self.path.setText(info.path)
+        emb = info.embedding_tensor
+        swa = info.swa_layers()
+        rows = [
+            ("architecture", info.architecture),
+            ("parameters", f"{format_count(info.n_params)} ({info.n_params:,})"),
+            ("quantization", f"{info.quant_type} · {info.bits_per_weight:.2f} bits/weight"),
+            ("file size", format_bytes(info.file_size)),
+            ("trained context", f"{info.context_length:,} tokens" if info.context_length else "not stated"),
+            ("chat template", "yes (from the GGUF)" if loaded.chat_template else "none: plain User:/Assistant: transcript"),
+            ("layers · heads", f"{info.n_layer} layers · {info.n_head} heads · {info.n_head_kv_layer(0)} KV heads (GQA)"),
+            ("embeddings", f"{info.n_vocab:,} tokens × {info.n_embd} dims"
+             + (f" · {emb.type_name} · {format_bytes(emb.n_bytes)}" if emb else "")),
+            ("BOS / EOS", f"{loaded.bos_text or '—'} / {loaded.eos_text or '—'}"),
+        ]
+        if any(swa):
+            rows.append(("sliding window", f"{sum(swa)} of {len(swa)} layers see the last {info.sliding_window} tokens"))
+        rows.append(("loaded", f"n_ctx {loaded.n_ctx:,} · {loaded.n_threads} threads · n_batch {loaded.n_batch} · "
+                               f"{loaded.load_s:.2f} s"))
+        kv = f"{format_bytes(loaded.kv_allocated_bytes)} (Glassbox's formula)"
+        if loaded.kv_reported_bytes:
+            kv += f" · llama.cpp allocated {format_bytes(loaded.kv_reported_bytes)}"
+        rows.append(("KV cache", kv))
+        if loaded.compute_reported_bytes:
+            rows.append(("compute buffer", format_bytes(loaded.compute_reported_bytes)))
+        types = ", ".join(f"{k} ×{v[0]} ({format_bytes(v[1])})" for k, v in list(info.tensor_types.items())[:4])
+        rows.append(("tensor types", types))
+        for key, value in rows:
+            k = QLabel(key)
+            k.setObjectName("factKey")
+            val = QLabel(value)
+            val.setObjectName("factValue")
+            val.setTextFormat(Qt.TextFormat.PlainText)
+            val.setWordWrap(True)
+            val.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            self.facts.addRow(k, val)
+        self.template_btn.setVisible(bool(loaded.chat_template))
+        self.swa_full.setVisible(any(swa))
+        self._edited()
+
+    def _edited(self) -> None:
+        s = self.load_settings()
+        changed = s != self._applied
+        self.apply_btn.setEnabled(self.info is not None)
+        self.apply_btn.setProperty("pending", changed)
+        self.apply_btn.style().unpolish(self.apply_btn)
+        self.apply_btn.style().polish(self.apply_btn)
+        if self.info is None:
+            self.estimate.setText("")
+            return
+        try:
+            est = estimate_memory(self.info, s.n_ctx or self.info.context_length, n_ubatch=min(s.n_batch, 512),
+                                  swa_full=s.swa_full)
+        except ValueError as exc:
+            self.estimate.setText(str(exc))
+            return
+        self.estimate.setText(f"Memory at these settings: {est.breakdown()}" + (" — press Apply to reload" if changed else ""))
+
+    def _show_template(self) -> None:
+        if not self.loaded or not self.loaded.chat_template:
+            return
+        dlg = QDialog(self)
+        dlg.setWindowTitle("Chat template (Jinja, from the GGUF metadata)")
+        v = QVBoxLayout(dlg)
+        text = QPlainTextEdit(self.loaded.chat_template)
+        text.setReadOnly(True)
+        v.addWidget(text)
+        box = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        box.rejected.connect(dlg.reject)
+        v.addWidget(box)
+        dlg.resize(640, 420)
+        dlg.exec()

@@ -1,0 +1,278 @@
+"""Stats panel: TTFT, prefill and decode speed, tokens, context fill, KV cache, tok/s plot."""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QColor, QPainter, QPen
+from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
+
+from app.core.chat import StopReason
+from app.core.gguf_info import format_bytes
+from app.core.memory import KVCacheLayout
+from app.ui.turn import LiveTurn
+
+COLORS = {
+    "cached": QColor("#3b82f6"),     # reused from the KV cache
+    "evaluated": QColor("#f59e0b"),  # evaluated this turn (prefill)
+    "generated": QColor("#22c55e"),  # generated this turn
+    "free": QColor("#2a2e36"),
+}
+
+
+class ContextBar(QWidget):
+    """n_ctx as a bar: reused prefix | prefill this turn | generated | free."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setMinimumHeight(18)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.parts = (0, 0, 0)
+        self.n_ctx = 0
+
+    def set_parts(self, cached: int, evaluated: int, generated: int, n_ctx: int) -> None:
+        if (cached, evaluated, generated) != self.parts or n_ctx != self.n_ctx:
+            self.parts = (cached, evaluated, generated)
+            self.n_ctx = n_ctx
+            self.update()
+
+    def paintEvent(self, _e) -> None:  # noqa: N802 (Qt API)
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        r = QRectF(self.rect()).adjusted(0.5, 0.5, -0.5, -0.5)
+        p.setPen(Qt.PenStyle.NoPen)
+        p.setBrush(COLORS["free"])
+        p.drawRoundedRect(r, 4, 4)
+        if self.n_ctx > 0:
+            x = r.left()
+            for value, key in zip(self.parts, ("cached", "evaluated", "generated")):
+                w = r.width() * min(value, self.n_ctx) / self.n_ctx
+                if w > 0:
+                    p.setBrush(COLORS[key])
+                    p.drawRect(QRectF(x, r.top(), min(w, r.right() - x), r.height()))
+                    x += w
+        p.setPen(QPen(QColor("#444a55")))
+        p.setBrush(Qt.BrushStyle.NoBrush)
+        p.drawRoundedRect(r, 4, 4)
+        p.end()
+
+
+def _tile(title: str) -> tuple[QFrame, QLabel, QLabel]:
+    f = QFrame()
+    f.setObjectName("metricTile")
+    lay = QVBoxLayout(f)
+    lay.setContentsMargins(10, 6, 10, 6)
+    lay.setSpacing(0)
+    t = QLabel(title)
+    t.setObjectName("metricTitle")
+    v = QLabel("—")
+    v.setObjectName("metricValue")
+    s = QLabel("")
+    s.setObjectName("metricSub")
+    lay.addWidget(t)
+    lay.addWidget(v)
+    lay.addWidget(s)
+    return f, v, s
+
+
+class StatsPanel(QWidget):
+    """Live figures of the turn in flight (refreshed by the window's repaint clock)."""
+
+    def __init__(self, turn: LiveTurn, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("statsPanel")
+        self.turn = turn
+        self.layout_kv: KVCacheLayout | None = None
+        self.n_ctx = 0
+        self._seen = -1
+        self._plot_stale = False
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(10, 8, 10, 8)
+        lay.setSpacing(8)
+
+        self.phase = QLabel("No reply yet")
+        self.phase.setObjectName("phaseLabel")
+        lay.addWidget(self.phase)
+
+        grid = QGridLayout()
+        grid.setSpacing(6)
+        tiles = {}
+        for i, (key, title) in enumerate([
+            ("ttft", "Time to first token"), ("prefill", "Prefill"), ("decode", "Decode"),
+            ("tokens", "Tokens"),
+        ]):
+            frame, value, sub = _tile(title)
+            tiles[key] = (value, sub)
+            grid.addWidget(frame, i // 2, i % 2)
+        self.tiles = tiles
+        lay.addLayout(grid)
+
+        ctx_title = QLabel("Context (n_ctx)")
+        ctx_title.setObjectName("sectionTitle")
+        lay.addWidget(ctx_title)
+        self.ctx_bar = ContextBar()
+        lay.addWidget(self.ctx_bar)
+        self.ctx_label = QLabel("—")
+        self.ctx_label.setObjectName("detailLabel")
+        self.ctx_label.setWordWrap(True)
+        lay.addWidget(self.ctx_label)
+        legend = QLabel(
+            "<span style='color:#3b82f6'>■</span> reused from KV cache &nbsp; "
+            "<span style='color:#f59e0b'>■</span> prefill this turn &nbsp; "
+            "<span style='color:#22c55e'>■</span> generated"
+        )
+        legend.setObjectName("legendLabel")
+        lay.addWidget(legend)
+
+        kv_title = QLabel("KV cache")
+        kv_title.setObjectName("sectionTitle")
+        lay.addWidget(kv_title)
+        self.kv_bar = ContextBar()
+        self.kv_bar.setMinimumHeight(10)
+        self.kv_bar.setMaximumHeight(10)
+        lay.addWidget(self.kv_bar)
+        self.kv_label = QLabel("—")
+        self.kv_label.setObjectName("detailLabel")
+        self.kv_label.setWordWrap(True)
+        lay.addWidget(self.kv_label)
+
+        plot_title = QLabel("Decode speed across the turn (tokens/s)")
+        plot_title.setObjectName("sectionTitle")
+        lay.addWidget(plot_title)
+        self.plot = pg.PlotWidget()
+        self.plot.setObjectName("ratePlot")
+        self.plot.setBackground("#1b1d23")
+        self.plot.setMinimumHeight(110)
+        self.plot.setMaximumHeight(150)
+        self.plot.showGrid(x=True, y=True, alpha=0.15)
+        self.plot.setLabel("bottom", "s since request")
+        self.plot.setMouseEnabled(x=False, y=False)
+        self.plot.hideButtons()
+        self.plot.getPlotItem().setMenuEnabled(False)
+        self.plot.setAntialiasing(False)
+        self.plot.enableAutoRange(False)
+        self.plot.setXRange(0, 5, padding=0)
+        self.plot.setYRange(0, 50, padding=0)
+        self._x_max, self._y_max = 5.0, 50.0
+        self.curve = self.plot.plot([], [], pen=pg.mkPen("#22c55e", width=2), skipFiniteCheck=True)
+        self.ttft_line = pg.InfiniteLine(angle=90, pen=pg.mkPen("#f59e0b", width=1, style=Qt.PenStyle.DashLine))
+        self.plot.addItem(self.ttft_line)
+        self.ttft_line.hide()
+        lay.addWidget(self.plot)
+
+        self.details = QLabel("")
+        self.details.setObjectName("detailLabel")
+        self.details.setWordWrap(True)
+        self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        lay.addWidget(self.details)
+        lay.addStretch(1)
+
+    def _update_plot(self, t: LiveTurn) -> None:
+        xs, ys = t.rate_series()
+        self.curve.setData(xs, ys)
+        # Grow the axes in steps instead of auto-ranging on every update (cheaper to repaint).
+        x_end = max(xs[-1] if xs else 0.0, t.ttft_s or 0.0)
+        y_top = max(ys) if ys else 0.0
+        if x_end > self._x_max or (not xs and self._x_max != 5.0):
+            self._x_max = 5.0 if not xs else max(5.0, x_end * 1.5)
+            self.plot.setXRange(0, self._x_max, padding=0)
+        if y_top > self._y_max * 0.95 or (not ys and self._y_max != 50.0):
+            self._y_max = 50.0 if not ys else max(50.0, y_top * 1.3)
+            self.plot.setYRange(0, self._y_max, padding=0)
+
+    def set_model(self, n_ctx: int, layout: KVCacheLayout | None) -> None:
+        self.n_ctx = n_ctx
+        self.layout_kv = layout
+        self._seen = -1
+        self.refresh()
+
+    def refresh(self, plot: bool = True) -> None:
+        """Repaint from :attr:`turn` if it changed since the last call.
+
+        Args:
+            plot: also redraw the tok/s plot (the window does it at a lower rate: it is the
+                costliest widget to repaint).
+        """
+        t = self.turn
+        if t.version == self._seen and not (plot and self._plot_stale):
+            return
+        self._plot_stale = not plot
+        self._seen = t.version
+        final = t.final
+        # Phase line
+        if t.phase == "idle":
+            self.phase.setText("No reply yet")
+        elif t.phase == "prefill":
+            pct = 100 * t.prefill_done / t.prefill_total if t.prefill_total else 0
+            self.phase.setText(f"● Prefill — evaluating the prompt: {t.prefill_done:,} / {t.prefill_total:,} tokens ({pct:.0f}%)")
+        elif t.phase == "decode":
+            self.phase.setText(f"● Decoding — one token per step ({t.generated:,} so far)")
+        else:
+            reason = StopReason(final.stop_reason).label if final else "failed"
+            self.phase.setText(f"✓ Done — {reason}")
+        self.phase.setProperty("phase", t.phase)
+        self.phase.style().unpolish(self.phase)
+        self.phase.style().polish(self.phase)
+
+        ttft = t.ttft_s
+        v, s = self.tiles["ttft"]
+        v.setText(f"{ttft * 1000:,.0f} ms" if ttft is not None else "—")
+        s.setText("prefill + first sample")
+        v, s = self.tiles["prefill"]
+        pr = t.prefill_tok_s
+        v.setText(f"{pr:,.0f} tok/s" if pr else "—")
+        ev = final.evaluated_tokens if final else t.prefill_done
+        secs = final.prefill_s if final else t.prefill_elapsed_s
+        s.setText(f"{ev:,} tokens in {secs:.2f} s")
+        v, s = self.tiles["decode"]
+        dr = t.decode_tok_s
+        v.setText(f"{dr:,.1f} tok/s" if dr else "—")
+        s.setText("(n − 1) / (t_last − t_first)")
+        v, s = self.tiles["tokens"]
+        prompt_n = t.prompt.prompt_tokens if t.prompt else 0
+        v.setText(f"{prompt_n:,} → {t.generated:,}")
+        s.setText("prompt → generated")
+
+        cached = t.prompt.cached_tokens if t.prompt else 0
+        evaluated = (t.prompt.to_evaluate if t.prompt else 0) if final else t.prefill_done
+        used = t.n_past
+        generated_in_ctx = max(0, used - cached - evaluated)
+        self.ctx_bar.set_parts(cached, evaluated, generated_in_ctx, self.n_ctx)
+        pct = 100 * used / self.n_ctx if self.n_ctx else 0
+        extra = ""
+        if t.prompt and t.prompt.dropped_messages:
+            extra = f" · {t.prompt.dropped_messages} oldest message(s) left out to fit"
+        if t.shifts:
+            extra += f" · context rebuilt {t.shifts}×"
+        self.ctx_label.setText(
+            f"{used:,} / {self.n_ctx:,} tokens ({pct:.0f}%) · {cached:,} reused from the cache, "
+            f"{evaluated:,} evaluated{extra}"
+        )
+        lay = self.layout_kv
+        if lay is not None:
+            used_b = lay.used_bytes(used)
+            alloc = lay.allocated_bytes
+            self.kv_bar.set_parts(used_b, 0, 0, alloc)
+            swa = ""
+            if lay.n_swa_layers:
+                swa = f" · {lay.n_swa_layers} sliding-window layers (window {lay.n_swa})"
+            self.kv_label.setText(
+                f"{format_bytes(used_b)} used of {format_bytes(alloc)} allocated · "
+                f"{format_bytes(lay.bytes_per_token)} per token ({lay.type_k}){swa}"
+            )
+        if plot:
+            self._update_plot(t)
+        if ttft is not None:
+            self.ttft_line.setPos(ttft)
+            self.ttft_line.show()
+        else:
+            self.ttft_line.hide()
+
+        lines = []
+        if final is not None:
+            lines.append(f"Stop reason: <b>{StopReason(final.stop_reason).label}</b> · seed {final.seed}")
+            lines.append(
+                f"llama.cpp's own timers: prefill {final.llama_prefill_ms:,.0f} ms for {final.llama_n_prefill:,} tokens, "
+                f"decode {final.llama_decode_ms:,.0f} ms for {final.llama_n_decode:,} tokens"
+            )
+        self.details.setText("<br>".join(lines))

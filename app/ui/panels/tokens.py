@@ -1,0 +1,114 @@
+"""Tokens panel: the turn as the model sees it, token by token.
+
+The prompt's new tokens (chat-template special tokens included), the prefix
+reused from the KV cache as one chip, then each generated token shaded by the
+probability the model gave it.
+"""
+
+from __future__ import annotations
+
+import html
+
+from PySide6.QtGui import QTextCursor
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QTextBrowser, QVBoxLayout, QWidget
+
+from app.ui.turn import LiveTurn
+
+MAX_PROMPT_CHIPS = 1500
+
+
+def _chip_text(text: str) -> str:
+    t = html.escape(text).replace(" ", "·").replace("\n", "⏎").replace("\t", "→")
+    return t or "∅"
+
+
+def _prob_color(p: float | None) -> str:
+    """Green for likely tokens, through amber, to red for unlikely ones."""
+    if p is None:
+        return "#1f4d36"
+    if p >= 0.8:
+        return "#1f4d36"
+    if p >= 0.5:
+        return "#35512a"
+    if p >= 0.25:
+        return "#5a4b1c"
+    if p >= 0.1:
+        return "#5e3a1a"
+    return "#5e2226"
+
+
+class TokensPanel(QWidget):
+    """The current turn's tokens (refreshed by the window's repaint clock)."""
+
+    def __init__(self, turn: LiveTurn, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("tokensPanel")
+        self.turn = turn
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(8, 4, 8, 6)
+        lay.setSpacing(4)
+        top = QHBoxLayout()
+        self.summary = QLabel("Tokens of the current turn appear here.")
+        self.summary.setObjectName("detailLabel")
+        top.addWidget(self.summary, 1)
+        self.show_ids = QCheckBox("token ids")
+        self.show_ids.toggled.connect(self._rebuild)
+        top.addWidget(self.show_ids)
+        lay.addLayout(top)
+        self.view = QTextBrowser()
+        self.view.setObjectName("tokenView")
+        self.view.setOpenLinks(False)
+        lay.addWidget(self.view)
+        self._seen_version = -1
+        self._prompt_shown = None
+        self._gen_shown = 0
+
+    def _chip(self, token_id: int, text: str, bg: str, fg: str = "#e6e9ef") -> str:
+        ids = f"<sub style='color:#8b93a1'>{token_id}</sub>" if self.show_ids.isChecked() else ""
+        return f"<span style='background-color:{bg}; color:{fg}'>&#8202;{_chip_text(text)}&#8202;</span>{ids} "
+
+    def _rebuild(self) -> None:
+        self._prompt_shown = None
+        self._gen_shown = 0
+        self._seen_version = -1
+        self.refresh()
+
+    def refresh(self) -> None:
+        t = self.turn
+        if t.version == self._seen_version:
+            return
+        self._seen_version = t.version
+        if t.prompt is not self._prompt_shown:
+            self._prompt_shown = t.prompt
+            self._gen_shown = 0
+            self.view.clear()
+            if t.prompt is not None:
+                parts = []
+                if t.prompt.cached_tokens:
+                    parts.append(
+                        f"<span style='background-color:#1e3a66; color:#cfe0ff'>&nbsp;⟲ {t.prompt.cached_tokens:,} tokens "
+                        "reused from the KV cache&nbsp;</span> "
+                    )
+                toks = t.prompt.new_tokens
+                if len(toks) > MAX_PROMPT_CHIPS:
+                    skipped = len(toks) - MAX_PROMPT_CHIPS
+                    parts.append(f"<span style='color:#8b93a1'>… {skipped:,} more prompt tokens …</span> ")
+                    toks = toks[-MAX_PROMPT_CHIPS:]
+                for tid, text in toks:
+                    special = text.startswith("<") and text.endswith(">") and len(text) > 2
+                    parts.append(self._chip(tid, text, "#4a2d6b" if special else "#4d3b12"))
+                self.view.setHtml("<div style='line-height:160%'>" + "".join(parts) + "</div>")
+        new = t.tokens[self._gen_shown:]
+        if new:
+            cur = self.view.textCursor()
+            cur.movePosition(QTextCursor.MoveOperation.End)
+            cur.insertHtml("".join(self._chip(r.token_id, r.piece, _prob_color(r.p)) for r in new))
+            self._gen_shown = len(t.tokens)
+            bar = self.view.verticalScrollBar()
+            bar.setValue(bar.maximum())
+        if t.prompt is not None:
+            self.summary.setText(
+                f"Prompt: {t.prompt.prompt_tokens:,} tokens ({t.prompt.cached_tokens:,} reused, "
+                f"{t.prompt.to_evaluate:,} new — amber; chat-template specials — purple) · "
+                f"generated: {len(t.tokens):,} (green = likely … red = unlikely)"
+            )

@@ -1,0 +1,139 @@
+"""The turn in flight, as the panels see it: engine events folded into figures.
+
+Every time comes from the engine's clock (``t_s`` on events), never from when
+the UI happened to receive or paint them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+from app.core.chat import GenerationStats
+from app.engine import protocol as P
+
+
+@dataclass
+class TokenRecord:
+    token_id: int
+    piece: str
+    t_s: float
+    p: float | None
+
+
+@dataclass
+class LiveTurn:
+    """Figures of the current (or last) turn, updated event by event.
+
+    Attributes:
+        phase: ``idle``, ``prefill``, ``decode``, ``done``.
+        prompt: the PromptPrepared event.
+        prefill_done / prefill_total: tokens.
+        prefill_elapsed_s: seconds spent in prefill so far.
+        tokens: the sampled tokens with their engine times.
+        final: the engine's final stats once finished.
+        candidates: the last token's top candidates ``(id, text, logit)`` and its logsumexp.
+        version: bumps on every change, so views repaint only when needed.
+    """
+
+    phase: str = "idle"
+    prompt: P.PromptPrepared | None = None
+    prefill_done: int = 0
+    prefill_total: int = 0
+    prefill_elapsed_s: float = 0.0
+    tokens: list[TokenRecord] = field(default_factory=list)
+    n_past: int = 0
+    final: GenerationStats | None = None
+    candidates: tuple[tuple[int, str, float], ...] = ()
+    candidates_lse: float | None = None
+    chosen_token: int | None = None
+    shifts: int = 0
+    version: int = 0
+
+    def start(self) -> None:
+        """Reset for a new turn (prefill begins)."""
+        version = self.version
+        fresh = LiveTurn()
+        for f in fields(self):
+            setattr(self, f.name, getattr(fresh, f.name))
+        self.phase = "prefill"
+        self.version = version + 1
+
+    def on_prompt(self, ev: P.PromptPrepared) -> None:
+        self.prompt = ev
+        self.prefill_total = ev.to_evaluate
+        self.n_past = ev.cached_tokens
+        self.version += 1
+
+    def on_prefill(self, ev: P.PrefillProgress) -> None:
+        self.prefill_done = ev.done
+        self.prefill_total = ev.total
+        start = self.prompt.elapsed_s if self.prompt else 0.0
+        self.prefill_elapsed_s = max(0.0, ev.elapsed_s - start)
+        self.n_past = (self.prompt.cached_tokens if self.prompt else 0) + ev.done
+        self.version += 1
+
+    def on_token(self, ev: P.TokenEvent) -> None:
+        self.phase = "decode"
+        self.tokens.append(TokenRecord(ev.token_id, ev.piece, ev.t_s, ev.p))
+        self.n_past = ev.n_past
+        if ev.candidates:
+            self.candidates = ev.candidates
+            self.candidates_lse = ev.logsumexp
+            self.chosen_token = ev.token_id
+        self.version += 1
+
+    def on_shift(self, ev: P.ContextShifted) -> None:
+        self.shifts += 1
+        self.n_past = ev.n_past
+        self.version += 1
+
+    def on_finished(self, stats: GenerationStats | None) -> None:
+        self.phase = "done"
+        self.final = stats
+        if stats is not None:
+            self.n_past = stats.context_used
+        self.version += 1
+
+    # -------------------------------------------------------------- live figures
+    @property
+    def ttft_s(self) -> float | None:
+        if self.final is not None and self.final.generated_tokens:
+            return self.final.ttft_s
+        return self.tokens[0].t_s if self.tokens else None
+
+    @property
+    def prefill_tok_s(self) -> float | None:
+        if self.final is not None and self.final.evaluated_tokens:
+            return self.final.prefill_tok_s
+        if self.prefill_elapsed_s > 0 and self.prefill_done:
+            return self.prefill_done / self.prefill_elapsed_s
+        return None
+
+    @property
+    def decode_tok_s(self) -> float | None:
+        """(generated - 1) / (t_last - t_first), the same formula the engine reports."""
+        if self.final is not None and self.final.generated_tokens > 1:
+            return self.final.decode_tok_s
+        if len(self.tokens) >= 2:
+            dt = self.tokens[-1].t_s - self.tokens[0].t_s
+            return (len(self.tokens) - 1) / dt if dt > 0 else None
+        return None
+
+    @property
+    def generated(self) -> int:
+        if self.final is not None:
+            return self.final.generated_tokens
+        return len(self.tokens)
+
+    def rate_series(self, window: int = 8) -> tuple[list[float], list[float]]:
+        """Decode speed over the turn: ``(times_s, tokens/s)`` over a moving window of tokens."""
+        ts = [t.t_s for t in self.tokens]
+        xs: list[float] = []
+        ys: list[float] = []
+        for i in range(1, len(ts)):
+            j = max(0, i - window)
+            dt = ts[i] - ts[j]
+            if dt > 0:
+                xs.append(ts[i])
+                ys.append((i - j) / dt)
+        return xs, ys

@@ -1,0 +1,68 @@
+"""Take screenshots of the running app mid-reply (for the README and for review).
+
+Usage: python packaging/screenshot.py MODEL.gguf OUT_DIR [prompt]
+Runs the real app window (use a virtual display: xvfb-run, or QT_QPA_PLATFORM=offscreen).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def main() -> int:
+    model, out = sys.argv[1], Path(sys.argv[2])
+    prompt = sys.argv[3] if len(sys.argv) > 3 else "Explain what a KV cache is, with a short Python example."
+    out.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("GLASSBOX_HOME", tempfile.mkdtemp(prefix="glassbox-shot-"))
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from app.core.settings import SettingsStore
+    from app.paths import default_paths
+    from app.ui.engine_client import EngineClient
+    from app.ui.main_window import MainWindow
+    from app.ui.theme import apply_theme
+
+    paths = default_paths().ensure()
+    app = QApplication(sys.argv[:1])
+    apply_theme(app)
+    store = SettingsStore(paths.settings_file)
+    engine = EngineClient(str(paths.logs_dir / "engine.log"))
+    win = MainWindow(paths, store, store.load(), engine)
+    win.resize(1600, 1000)
+    win.show()
+    engine.start()
+    win.load_model(model)
+    shots = {"n": 0}
+
+    def grab(name: str) -> None:
+        win.grab().save(str(out / f"{name}.png"))
+        print("saved", out / f"{name}.png", flush=True)
+
+    def on_loaded(_ev) -> None:
+        grab("1-loaded")
+        win.chat.send(prompt)
+
+    def on_token(_ev) -> None:
+        shots["n"] += 1
+        if shots["n"] == 60:
+            QTimer.singleShot(50, lambda: grab("2-mid-reply"))
+
+    def on_done(_ev) -> None:
+        QTimer.singleShot(300, lambda: (grab("3-done"), win.close(), app.quit()))
+
+    engine.model_loaded.connect(on_loaded)
+    engine.token_received.connect(on_token)
+    engine.generation_finished.connect(on_done)
+    QTimer.singleShot(120_000, app.quit)
+    app.exec()
+    engine.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Runtime assets (stylesheet, icons, desktop entry). Installed as the package ``app.resources``."""
