@@ -61,6 +61,7 @@ UNREADABLE_TEXT = "[Glassbox could not recover the text of this message from the
 # SQLite primary result codes that mean "the file is damaged" (not "busy" or "no permission").
 _SQLITE_CORRUPT = 11
 _SQLITE_NOTADB = 26
+_SQLITE_HEADER = b"SQLite format 3\x00"
 # Highlight markers inside search snippets before they are turned into offsets.
 _HL_START, _HL_END = "\x02", "\x03"
 # Rowids probed past the last readable one when the end of a damaged table is unknown.
@@ -467,8 +468,8 @@ def _fts5_available(conn: sqlite3.Connection) -> bool:
         return False
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(str(path), isolation_level=None, timeout=5.0)
+def _connect(path: Path, busy_timeout: float = 5.0) -> sqlite3.Connection:
+    conn = sqlite3.connect(str(path), isolation_level=None, timeout=busy_timeout)
     conn.create_function("gb_fold", 1, lambda s: s.casefold() if isinstance(s, str) else s, deterministic=True)
     return conn
 
@@ -506,6 +507,7 @@ class ConversationStore:
         *,
         use_fts: bool | None = None,
         stream_interval: float = STREAM_INTERVAL_S,
+        busy_timeout: float = 5.0,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -515,6 +517,7 @@ class ConversationStore:
             path: the database file, usually ``Paths.conversations_db``.
             use_fts: True/None = use FTS5 search when this SQLite has it; False = never.
             stream_interval: seconds between writes of a streaming reply.
+            busy_timeout: seconds to wait for another process's write lock.
             clock: wall clock for timestamps (seconds since the epoch).
             monotonic: clock for the streaming throttle (seconds).
 
@@ -529,6 +532,7 @@ class ConversationStore:
         self.fts_enabled = False
         self._want_fts = use_fts is not False
         self._stream_interval = stream_interval
+        self._busy_timeout = busy_timeout
         self._clock = clock
         self._monotonic = monotonic
         self._last_now = 0.0
@@ -565,9 +569,12 @@ class ConversationStore:
         if self._is_empty_file():
             self.notice = (f"The conversation history file {self.path} was empty (0 bytes), so there was "
                            "nothing in it to recover. A new history was started.")
+        elif not self._has_sqlite_header():
+            # Decided without opening it: SQLite would delete the -wal/-shm beside it on close.
+            return self._recover("file is not a database")
         conn = None
         try:
-            conn = _connect(self.path)
+            conn = _connect(self.path, self._busy_timeout)
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version > len(MIGRATIONS):
                 raise SchemaTooNewError(self.path, version, len(MIGRATIONS))
@@ -598,6 +605,18 @@ class ConversationStore:
             return False
         wal = Path(f"{self.path}-wal")
         return not wal.exists() or wal.stat().st_size == 0
+
+    def _has_sqlite_header(self) -> bool:
+        """True for a missing or empty file, or one that starts like an SQLite database."""
+        try:
+            with open(self.path, "rb") as fh:
+                head = fh.read(16)
+        except FileNotFoundError:
+            return True
+        except OSError as exc:
+            raise OSError(exc.errno, f"Glassbox cannot read its conversation history {self.path}: "
+                                     f"{exc.strerror or exc}") from exc
+        return not head or head == _SQLITE_HEADER
 
     @staticmethod
     def _health_problem(conn: sqlite3.Connection, version: int) -> str | None:
@@ -1454,7 +1473,7 @@ class ConversationStore:
         building = self.path.with_name(self.path.name + ".recovering")
         for p in _with_sidecars(building):
             p.unlink(missing_ok=True)
-        conn = _connect(building)
+        conn = _connect(building, self._busy_timeout)
         try:
             self._prepare(conn)
             conn.execute("BEGIN IMMEDIATE")
@@ -1487,7 +1506,7 @@ class ConversationStore:
 
         self.recovery = replace(report, problem=problem, damaged_path=moved)
         self.notice = _recovery_notice(self.path, self.recovery)
-        conn = _connect(self.path)
+        conn = _connect(self.path, self._busy_timeout)
         try:
             self._prepare(conn)
         except BaseException:
@@ -1504,24 +1523,31 @@ def _recovery_notice(path: Path, r: RecoveryReport) -> str:
     where = (f"The damaged file was kept as {r.damaged_path}." if r.damaged_path
              else "The damaged file could not be moved aside and was replaced.")
     if r.conversations:
-        got = (f"{r.conversations} conversation{'s' if r.conversations != 1 else ''} "
-               f"({r.messages} message{'s' if r.messages != 1 else ''}) were recovered")
+        got = (_count(r.conversations, "conversation", "conversations") + " ("
+               + _count(r.messages, "message", "messages") + (") was" if r.conversations == 1 else ") were")
+               + " recovered")
     else:
         got = "no conversations could be recovered from it"
     lost = []
     if r.unreadable_rows:
         lost.append(f"some damaged records could not be read (at most {r.unreadable_rows})")
     if r.text_lost:
-        lost.append(f"{r.text_lost} message{'s' if r.text_lost != 1 else ''} lost their text")
+        lost.append(_count(r.text_lost, "message lost its text", "messages lost their text"))
     if r.detached_messages:
-        lost.append(f"{r.detached_messages} message{'s' if r.detached_messages != 1 else ''} lost the message "
-                    "before them and now start a branch of their own")
+        lost.append(_count(r.detached_messages, "message lost the message before it and now starts a branch",
+                           "messages lost the message before them and now start branches"))
     if r.placeholder_conversations:
-        lost.append(f"{r.placeholder_conversations} conversation{'s' if r.placeholder_conversations != 1 else ''} "
-                    "lost their title and settings and are listed as \"Recovered conversation\"")
+        lost.append(_count(r.placeholder_conversations,
+                           "conversation lost its title and settings and is listed as \"Recovered conversation\"",
+                           "conversations lost their title and settings and are listed as "
+                           "\"Recovered conversation\""))
     tail = (" " + "; ".join(lost) + ".") if lost else ""
     return (f"The conversation history {path} was damaged ({r.problem}). {where} "
             f"A new history was started and {got}.{tail}")
+
+
+def _count(n: int, singular: str, plural: str) -> str:
+    return f"{n} {singular if n == 1 else plural}"
 
 
 class _Salvage:
@@ -1544,12 +1570,14 @@ class _Salvage:
             # Lets SQLite open a file shorter than its header says (a cut-off file).
             conn.execute("PRAGMA writable_schema = ON")
             conn.execute("PRAGMA cell_size_check = ON")
-            conv_rows = self._read_table(conn, "conversations", _CONV_COLS, None, hint_max=0)
+            conv_rows = [r for r in self._read_table(conn, "conversations", _CONV_COLS, None, hint_max=0)
+                         if _plausible(r, ("created_at",))]
             self.conversations = {r["id"]: r for r in conv_rows}
             leaves = (_as_int(r.get("current_leaf_id")) or 0 for r in conv_rows)
             msg_rows = self._read_table(conn, "messages", _MSG_COLS, ("content", "meta_json"),
                                         hint_max=max(leaves, default=0))
-            self.messages = {r["id"]: r for r in msg_rows}
+            self.messages = {r["id"]: r for r in msg_rows
+                             if _plausible(r, ("conversation_id", "role", "created_at"))}
         except sqlite3.Error as exc:
             self.errors.append(str(exc))
         finally:
@@ -1678,6 +1706,15 @@ class _Salvage:
             detached_messages=detached,
             text_lost=self.text_lost,
         )
+
+
+def _plausible(row: dict[str, Any], not_null: Sequence[str]) -> bool:
+    """False for rows Glassbox cannot have written (a zeroed cell decodes as id 0 with NULLs).
+
+    Ids start at 1 and these columns are NOT NULL, so such rows are noise, not lost data.
+    """
+    rid = _as_int(row.get("id"))
+    return rid is not None and rid >= 1 and all(row.get(c) is not None for c in not_null)
 
 
 def _as_int(v: Any) -> int | None:
