@@ -350,20 +350,51 @@ def format_count(n: float) -> str:
     return f"{int(n)}"
 
 
-class _Cursor:
-    """Little-endian reads over a memory map; any overrun is a truncated header."""
+class GGUFHeaderIncomplete(GGUFError):
+    """The bytes given to :func:`read_gguf_info_bytes` end inside the header.
 
-    def __init__(self, buf: mmap.mmap, path: Path) -> None:
+    Not a damaged file: the caller holds only a prefix of it and must fetch more.
+
+    Attributes:
+        needed: the parser needed at least this many bytes from the start of
+            the file (a lower bound: more may be needed after that).
+        have: how many bytes it was given.
+    """
+
+    def __init__(self, path: os.PathLike[str] | str, needed: int, have: int) -> None:
+        self.needed = needed
+        self.have = have
+        super().__init__(
+            path,
+            f"the header continues past the first {have:,} bytes (at least {needed:,} are needed)",
+            "Fetch more of the file",
+        )
+
+
+class _Cursor:
+    """Little-endian reads over a buffer (a memory map or bytes).
+
+    ``file_size`` is the whole file's size; the buffer may hold only a prefix of
+    it (``partial``). An overrun past the end of the file is a truncated header;
+    an overrun past the end of a partial buffer, still inside the file, raises
+    :class:`GGUFHeaderIncomplete`.
+    """
+
+    def __init__(self, buf: Any, path: Path, file_size: int | None = None, partial: bool = False) -> None:
         self.buf = buf
         self.size = len(buf)
+        self.file_size = self.size if file_size is None else file_size
+        self.partial = partial
         self.off = 0
         self.path = path
 
     def _need(self, n: int) -> None:
         if n < 0 or self.off + n > self.size:
+            if self.partial and 0 <= n and self.off + n <= self.file_size:
+                raise GGUFHeaderIncomplete(self.path, self.off + n, self.size)
             raise GGUFError(
                 self.path,
-                f"the file ends inside its header (at byte {self.off:,} of {self.size:,}); it is cut short",
+                f"the file ends inside its header (at byte {self.off:,} of {self.file_size:,}); it is cut short",
                 "The download or copy is incomplete: download the file again",
             )
 
@@ -422,7 +453,7 @@ def _read_value(cur: _Cursor, vtype: gguf.GGUFValueType, key: str, arrays: dict[
     if vtype == gguf.GGUFValueType.ARRAY:
         itype = _value_type(cur, cur.unpack("<I"), key)
         count = cur.unpack("<Q")
-        if count > cur.size:
+        if count > cur.file_size:
             raise GGUFError(cur.path, f"its header is damaged (array '{key}' claims {count:,} items)",
                             "Download the file again")
         arrays[key] = count
@@ -512,75 +543,116 @@ def read_gguf_info(path: os.PathLike[str] | str, *, check_tensors: bool = True) 
     except OSError as exc:
         raise GGUFError(p, f"the file cannot be opened ({exc.strerror or exc})", "Check its permissions") from None
     with fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        head = mm[:64]
-        if head[:4] != GGUF_MAGIC_BYTES:
-            raise _sniff_not_gguf(p, head)
-        cur = _Cursor(mm, p)
-        cur.off = 4
-        version = cur.unpack("<I")
-        if version & 0xFFFF == 0 and version != 0:
-            raise GGUFError(p, "this GGUF file is big-endian (made for s390x machines)",
-                            "Download the little-endian version of the model")
-        if version not in (2, 3):
+        return _parse_header(mm, p, size, check_tensors=check_tensors, partial=False)
+
+
+def read_gguf_info_bytes(
+    data: bytes | bytearray | memoryview,
+    *,
+    file_size: int,
+    name: os.PathLike[str] | str = "model.gguf",
+    check_tensors: bool = True,
+) -> GGUFInfo:
+    """Parse a GGUF header from the first bytes of a file (for example fetched
+    with an HTTP Range request), with the same parser as :func:`read_gguf_info`.
+
+    Args:
+        data: a prefix of the file (or all of it), starting at byte 0.
+        file_size: the whole file's size in bytes (from the Hub listing); used
+            for the sanity checks and, with ``check_tensors``, to check that the
+            tensors fit in the file.
+        name: what to call the file in messages and :attr:`GGUFInfo.path`
+            (a file name or URL path).
+        check_tensors: check that every tensor's data lies inside ``file_size``.
+
+    Returns:
+        A :class:`GGUFInfo` (``file_size`` is the whole file's size).
+
+    Raises:
+        GGUFHeaderIncomplete: ``data`` ends inside the header; ``needed`` says
+            how many bytes the parser wanted (fetch more and call again).
+        GGUFError: the bytes are not GGUF, an unsupported version or damaged.
+    """
+    p = Path(name)
+    if file_size <= 0:
+        raise GGUFError(p, "the file is empty (0 bytes)", "The file on the server is not a model")
+    buf = bytes(data[:file_size])
+    if len(buf) < 4 and file_size >= 4:
+        raise GGUFHeaderIncomplete(p, 4, len(buf))
+    return _parse_header(buf, p, file_size, check_tensors=check_tensors, partial=len(buf) < file_size)
+
+
+def _parse_header(buf: Any, p: Path, size: int, *, check_tensors: bool, partial: bool) -> GGUFInfo:
+    """The one GGUF header parser, over a memory map of the whole file or a byte prefix."""
+    head = bytes(buf[:64])
+    if head[:4] != GGUF_MAGIC_BYTES:
+        raise _sniff_not_gguf(p, head)
+    cur = _Cursor(buf, p, size, partial)
+    cur.off = 4
+    version = cur.unpack("<I")
+    if version & 0xFFFF == 0 and version != 0:
+        raise GGUFError(p, "this GGUF file is big-endian (made for s390x machines)",
+                        "Download the little-endian version of the model")
+    if version not in (2, 3):
+        raise GGUFError(
+            p,
+            f"this GGUF file has version {version}; llama.cpp reads versions 2 and 3",
+            "Download a current GGUF of this model" if version < 2 else "Update Glassbox (the file is newer than it)",
+        )
+    n_tensors = cur.unpack("<Q")
+    n_kv = cur.unpack("<Q")
+    if n_tensors > size or n_kv > size:
+        raise GGUFError(p, f"its header is damaged ({n_tensors:,} tensors, {n_kv:,} keys claimed)",
+                        "Download the file again")
+    metadata: dict[str, Any] = {}
+    arrays: dict[str, int] = {}
+    array_offsets: dict[str, int] = {}
+    for _ in range(n_kv):
+        key = cur.string()
+        vtype = _value_type(cur, cur.unpack("<I"), key)
+        metadata[key] = _read_value(cur, vtype, key, arrays, array_offsets)
+    metadata = {k: v for k, v in metadata.items() if v is not None}
+
+    tensors_raw = []
+    for _ in range(n_tensors):
+        name = cur.string()
+        n_dims = cur.unpack("<I")
+        if n_dims > 8:
+            raise GGUFError(p, f"its tensor table is damaged ('{name}' has {n_dims} dimensions)",
+                            "Download the file again")
+        dims = tuple(cur.unpack("<Q") for _ in range(n_dims))
+        ttype = cur.unpack("<I")
+        offset = cur.unpack("<Q")
+        tensors_raw.append((name, dims, ttype, offset))
+    alignment = int(metadata.get("general.alignment", DEFAULT_ALIGNMENT) or DEFAULT_ALIGNMENT)
+    data_offset = (cur.off + alignment - 1) // alignment * alignment
+
+    tensors = []
+    for name, dims, ttype, offset in tensors_raw:
+        n_el = 1
+        for d in dims:
+            n_el *= d
+        try:
+            qtype = gguf.GGMLQuantizationType(ttype)
+            block, type_size = gguf.GGML_QUANT_SIZES[qtype]
+            n_bytes = n_el // block * type_size
+            tname = qtype.name
+        except (ValueError, KeyError):
+            n_bytes = 0
+            tname = f"type{ttype}"
+        tensors.append(TensorInfo(name, dims, tname, n_el, n_bytes, offset))
+
+    if check_tensors and tensors:
+        end = max(data_offset + t.offset + t.n_bytes for t in tensors)
+        if end > size:
             raise GGUFError(
                 p,
-                f"this GGUF file has version {version}; llama.cpp reads versions 2 and 3",
-                "Download a current GGUF of this model" if version < 2 else "Update Glassbox (the file is newer than it)",
+                f"the file is cut short: it is {size:,} bytes but its tensors need {end:,} bytes "
+                f"({100.0 * size / end:.0f}% present)",
+                "The download or copy is incomplete: download the model again",
             )
-        n_tensors = cur.unpack("<Q")
-        n_kv = cur.unpack("<Q")
-        if n_tensors > size or n_kv > size:
-            raise GGUFError(p, f"its header is damaged ({n_tensors:,} tensors, {n_kv:,} keys claimed)",
-                            "Download the file again")
-        metadata: dict[str, Any] = {}
-        arrays: dict[str, int] = {}
-        array_offsets: dict[str, int] = {}
-        for _ in range(n_kv):
-            key = cur.string()
-            vtype = _value_type(cur, cur.unpack("<I"), key)
-            metadata[key] = _read_value(cur, vtype, key, arrays, array_offsets)
-        metadata = {k: v for k, v in metadata.items() if v is not None}
 
-        tensors_raw = []
-        for _ in range(n_tensors):
-            name = cur.string()
-            n_dims = cur.unpack("<I")
-            if n_dims > 8:
-                raise GGUFError(p, f"its tensor table is damaged ('{name}' has {n_dims} dimensions)",
-                                "Download the file again")
-            dims = tuple(cur.unpack("<Q") for _ in range(n_dims))
-            ttype = cur.unpack("<I")
-            offset = cur.unpack("<Q")
-            tensors_raw.append((name, dims, ttype, offset))
-        alignment = int(metadata.get("general.alignment", DEFAULT_ALIGNMENT) or DEFAULT_ALIGNMENT)
-        data_offset = (cur.off + alignment - 1) // alignment * alignment
-
-        tensors = []
-        for name, dims, ttype, offset in tensors_raw:
-            n_el = 1
-            for d in dims:
-                n_el *= d
-            try:
-                qtype = gguf.GGMLQuantizationType(ttype)
-                block, type_size = gguf.GGML_QUANT_SIZES[qtype]
-                n_bytes = n_el // block * type_size
-                tname = qtype.name
-            except (ValueError, KeyError):
-                n_bytes = 0
-                tname = f"type{ttype}"
-            tensors.append(TensorInfo(name, dims, tname, n_el, n_bytes, offset))
-
-        if check_tensors and tensors:
-            end = max(data_offset + t.offset + t.n_bytes for t in tensors)
-            if end > size:
-                raise GGUFError(
-                    p,
-                    f"the file is cut short: it is {size:,} bytes but its tensors need {end:,} bytes "
-                    f"({100.0 * size / end:.0f}% present)",
-                    "The download or copy is incomplete: download the model again",
-                )
-
-        token_texts = _resolve_token_texts(cur, metadata, array_offsets)
+    token_texts = _resolve_token_texts(cur, metadata, array_offsets)
 
     return GGUFInfo(
         path=str(p),
