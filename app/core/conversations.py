@@ -346,7 +346,7 @@ class RecoveryReport:
 
     Attributes:
         problem: what was wrong, in SQLite's words.
-        damaged_path: where the damaged file was moved (None if it could not be moved).
+        damaged_path: where the damaged file was moved (with its ``-wal``/``-shm``, if any).
         conversations: conversations recovered (including placeholders).
         messages: messages recovered.
         unreadable_rows: row ids whose lookup failed: an upper bound on the
@@ -355,16 +355,18 @@ class RecoveryReport:
             conversation row was lost.
         detached_messages: messages whose parent was lost; they start a branch of their own.
         text_lost: messages kept without their text (it could not be read).
+        errors: what went wrong while reading the damaged file, for the log.
     """
 
     problem: str
-    damaged_path: Path | None
+    damaged_path: Path
     conversations: int = 0
     messages: int = 0
     unreadable_rows: int = 0
     placeholder_conversations: int = 0
     detached_messages: int = 0
     text_lost: int = 0
+    errors: tuple[str, ...] = ()
 
 
 def make_title(text: str, limit: int = TITLE_MAX_CHARS) -> str:
@@ -524,7 +526,9 @@ class ConversationStore:
         Raises:
             SchemaTooNewError: the file comes from a newer Glassbox (left untouched).
             OSError: the file or its folder cannot be opened or written
-                (permissions, disk full, locked by another program); the message names it.
+                (permissions, disk full, locked by another program), or a damaged
+                file cannot be set aside (it is then left exactly as it was); the
+                message names the file.
         """
         self.path = Path(path)
         self.notice: str | None = None
@@ -571,7 +575,7 @@ class ConversationStore:
                            "nothing in it to recover. A new history was started.")
         elif not self._has_sqlite_header():
             # Decided without opening it: SQLite would delete the -wal/-shm beside it on close.
-            return self._recover("file is not a database")
+            return self._recover_or_raise("file is not a database")
         conn = None
         try:
             conn = _connect(self.path, self._busy_timeout)
@@ -595,7 +599,14 @@ class ConversationStore:
                 conn.close()
             raise
         conn.close()
-        return self._recover(problem)
+        return self._recover_or_raise(problem)
+
+    def _recover_or_raise(self, problem: str) -> sqlite3.Connection:
+        try:
+            return self._recover(problem)
+        except (OSError, sqlite3.Error) as exc:
+            raise OSError(f"Glassbox found its conversation history {self.path} damaged ({problem}) and could "
+                          f"not replace it: {exc}") from exc
 
     def _is_empty_file(self) -> bool:
         try:
@@ -653,21 +664,21 @@ class ConversationStore:
         Without FTS5 (or with ``use_fts=False``) the triggers are dropped, so
         writes work on any SQLite build; when FTS5 is back the index is rebuilt.
         """
-        have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+        triggers = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+        have = triggers & set(_FTS_TRIGGERS)
         self.fts_enabled = self._want_fts and _fts5_available(conn)
+        if have == (set(_FTS_TRIGGERS) if self.fts_enabled else set()):
+            return  # already in step: no write at open
         conn.execute("BEGIN IMMEDIATE")
         try:
+            for name in have:
+                conn.execute(f"DROP TRIGGER {name}")
             if self.fts_enabled:
-                if not set(_FTS_TRIGGERS) <= have:
-                    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING "
-                                 "fts5(content, content='messages', content_rowid='id')")
-                    for name, sql in _FTS_TRIGGERS.items():
-                        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
-                        conn.execute(sql)
-                    conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')")
-            else:
-                for name in _FTS_TRIGGERS:
-                    conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+                conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING "
+                             "fts5(content, content='messages', content_rowid='id')")
+                for sql in _FTS_TRIGGERS.values():
+                    conn.execute(sql)
+                conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
@@ -993,14 +1004,22 @@ class ConversationStore:
 
         The old reply and everything after it stay reachable through :meth:`siblings`.
 
+        Args:
+            message_id: the assistant reply to generate again.
+            meta: how the new reply will be made (model, settings); stats come with
+                :meth:`finish_message`.
+
         Returns:
             The new (selected) message's id; stream into it with :meth:`update_streaming`.
 
         Raises:
             KeyError: no such message.
+            ValueError: the message is not an assistant reply.
         """
         row = self._message_row(message_id)
-        return self.add_message(row[1], row[2], Role(row[3]), "", meta, complete=False)
+        if row[3] != Role.ASSISTANT.value:
+            raise ValueError(f"message {message_id} is a {row[3]} message; only assistant replies are regenerated")
+        return self.add_message(row[1], row[2], Role.ASSISTANT, "", meta, complete=False)
 
     def edit_message(self, message_id: int, new_content: str) -> int:
         """Edit a message by adding an edited copy next to it (a new branch).
@@ -1293,7 +1312,7 @@ class ConversationStore:
     def _search_fts(self, terms: list[str], limit: int) -> list[SearchHit]:
         match = " ".join('"' + t.replace('"', '""') + '"*' for t in terms)
         rows = self._conn.execute(
-            f"""SELECT m.conversation_id, m.id, c.title, m.role,
+            """SELECT m.conversation_id, m.id, c.title, m.role,
                        snippet(messages_fts, 0, char(2), char(3), '…', 16)
                 FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
                 JOIN conversations c ON c.id = m.conversation_id
@@ -1470,6 +1489,8 @@ class ConversationStore:
             else:
                 salvage.read(scratch)
 
+        # Build the new history beside the damaged one; the damaged one stays in
+        # place until the new one is complete.
         building = self.path.with_name(self.path.name + ".recovering")
         for p in _with_sidecars(building):
             p.unlink(missing_ok=True)
@@ -1489,22 +1510,25 @@ class ConversationStore:
         stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(self._clock()))
         aside = self.path.with_name(f"{self.path.name}.damaged-{stamp}")
         n = 1
-        while aside.exists():
+        while any(p.exists() for p in _with_sidecars(aside)):
             aside = self.path.with_name(f"{self.path.name}.damaged-{stamp}-{n}")
             n += 1
-        moved: Path | None = aside
+        # Sidecars first: a stale -wal must never be left beside the new file.
+        moves = [(src, dst) for src, dst in zip(_with_sidecars(self.path)[::-1], _with_sidecars(aside)[::-1])
+                 if src.exists()]
+        done: list[tuple[Path, Path]] = []
         try:
-            for src, dst in zip(_with_sidecars(self.path), _with_sidecars(aside)):
-                if src.exists():
-                    os.replace(src, dst)
-        except OSError as exc:
-            moved = None
-            salvage.errors.append(f"could not move it aside: {exc}")
-            for p in _with_sidecars(self.path):
-                p.unlink(missing_ok=True)
+            for src, dst in moves:
+                os.replace(src, dst)
+                done.append((src, dst))
+        except OSError:
+            for src, dst in reversed(done):  # put everything back as it was
+                os.replace(dst, src)
+            building.unlink(missing_ok=True)
+            raise
         os.replace(building, self.path)
 
-        self.recovery = replace(report, problem=problem, damaged_path=moved)
+        self.recovery = replace(report, problem=problem, damaged_path=aside, errors=tuple(salvage.errors))
         self.notice = _recovery_notice(self.path, self.recovery)
         conn = _connect(self.path, self._busy_timeout)
         try:
@@ -1520,8 +1544,7 @@ def _with_sidecars(path: Path) -> list[Path]:
 
 
 def _recovery_notice(path: Path, r: RecoveryReport) -> str:
-    where = (f"The damaged file was kept as {r.damaged_path}." if r.damaged_path
-             else "The damaged file could not be moved aside and was replaced.")
+    where = f"The damaged file was kept as {r.damaged_path}."
     if r.conversations:
         got = (_count(r.conversations, "conversation", "conversations") + " ("
                + _count(r.messages, "message", "messages") + (") was" if r.conversations == 1 else ") were")
@@ -1698,7 +1721,7 @@ class _Salvage:
             conn.execute("UPDATE conversations SET current_leaf_id = ? WHERE id = ?", (leaf, cid))
         return RecoveryReport(
             problem="",
-            damaged_path=None,
+            damaged_path=Path(),
             conversations=len(convs),
             messages=len(msgs),
             unreadable_rows=self.unreadable,

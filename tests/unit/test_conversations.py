@@ -351,6 +351,8 @@ def test_siblings_are_in_creation_order(store: ConversationStore) -> None:
         assert (sib.index, sib.position, sib.count, sib.label) == (i, i + 1, 3, f"{i + 1}/3")
     assert store.siblings(r2).previous_id == a2 and store.siblings(r2).next_id == r3
     assert store.siblings(u1).ids == (u1,)  # first messages are siblings of each other
+    with pytest.raises(ValueError, match="only assistant replies"):
+        store.regenerate(u2)
     assert store.active_path(cid)[-1].id == r3
 
 

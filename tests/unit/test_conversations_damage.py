@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from app.core import conversations as conv_mod
 from app.core.chat import Role
 from app.core.conversations import UNREADABLE_TEXT, ConversationStore
 from app.paths import default_paths
@@ -224,6 +225,27 @@ def test_healthy_sqlite_file_of_another_program_is_set_aside(db_path: Path) -> N
         with closing(sqlite3.connect(str(aside))) as c:
             assert c.execute("SELECT name FROM photos").fetchall() == [("cat.jpg",)]
         assert s.list_conversations() == []
+
+
+def test_damaged_file_that_cannot_be_moved_aside_is_left_exactly_as_it_was(db_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    db_path.parent.mkdir(parents=True)
+    garbage, wal = os.urandom(20_000), b"wal bytes " * 50
+    db_path.write_bytes(garbage)
+    Path(f"{db_path}-wal").write_bytes(wal)
+    real_replace = os.replace
+
+    def replace(src, dst):  # the main file is held open by another program (Windows)
+        if Path(src) == db_path:
+            raise PermissionError(13, "The process cannot access the file", str(src))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(conv_mod.os, "replace", replace)
+    with pytest.raises(OSError, match="damaged .* could not replace it"):
+        ConversationStore(db_path)
+    monkeypatch.undo()
+    assert db_path.read_bytes() == garbage and Path(f"{db_path}-wal").read_bytes() == wal  # -wal moved back
+    assert sorted(p.name for p in db_path.parent.iterdir()) == [db_path.name, f"{db_path.name}-wal"]
 
 
 def test_locked_file_is_an_error_not_damage(db_path: Path) -> None:
