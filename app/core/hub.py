@@ -42,7 +42,8 @@ from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 from huggingface_hub.utils import build_hf_headers, get_session, get_token, hf_raise_for_status, set_client_factory
 
 from app.core.fit import FitReport, SystemMemory, Verdict, fit_verdict, system_memory
-from app.core.gguf_info import SPLIT_RE, GGUFError, GGUFHeaderIncomplete, GGUFInfo, format_bytes, read_gguf_info_bytes
+from app.core.gguf_info import SPLIT_RE, GGUFHeaderIncomplete, GGUFInfo, format_bytes, read_gguf_info_bytes
+from app.core.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ SORTS = {
     "created": "created_at",
     "trending": "trending_score",
 }
+SETTINGS_TOKEN_KEY = "hub.token"
 _SEARCH_EXPAND = ["author", "downloads", "likes", "lastModified", "createdAt", "gated", "private", "tags", "gguf"]
 
 
@@ -98,6 +100,26 @@ class HubNotFoundError(HubError):
 def repo_page_url(repo_id: str) -> str:
     """The repository's page on huggingface.co."""
     return f"{HUB_WEBSITE}/{repo_id}"
+
+
+def hub_token(settings: Settings) -> str | None:
+    """The token entered in Glassbox's settings (``Settings.extra["hub.token"]``), or None.
+
+    Stored in settings.json in plain text, as huggingface_hub stores its own
+    login token; never logged or shown by Glassbox.
+    """
+    t = settings.extra.get(SETTINGS_TOKEN_KEY)
+    return t.strip() if isinstance(t, str) and t.strip() else None
+
+
+def with_hub_token(settings: Settings, token: str | None) -> Settings:
+    """``settings`` with the Hub token set (None or "" removes it)."""
+    from dataclasses import replace
+
+    extra = {k: v for k, v in settings.extra.items() if k != SETTINGS_TOKEN_KEY}
+    if token and token.strip():
+        extra[SETTINGS_TOKEN_KEY] = token.strip()
+    return replace(settings, extra=extra)
 
 
 def scrub(text: str, *secrets: str | None) -> str:
@@ -194,20 +216,26 @@ def _request_hook() -> Any:
         return hook
 
 
-def install_http_client(*, connect_timeout: float = CONNECT_TIMEOUT, read_timeout: float = READ_TIMEOUT) -> None:
-    """Make huggingface_hub's shared HTTP client fail fast (idempotent; opens no connection).
+def install_http_client(*, connect_timeout: float | None = None, read_timeout: float | None = None) -> None:
+    """Make huggingface_hub's shared HTTP client fail fast (opens no connection).
 
     Replaces huggingface_hub's client factory (``set_client_factory``) with one
     that builds the same client (its request hook, redirects, proxies from the
     environment) plus default timeouts and fail-fast connects. Process-wide:
-    huggingface_hub has one shared session.
+    huggingface_hub has one shared session. Called without arguments it keeps
+    an existing installation (so :class:`HubClient` and the download manager
+    do not undo a configuration the app chose).
 
     Args:
-        connect_timeout: seconds to open a connection.
-        read_timeout: seconds a read may wait for the next byte.
+        connect_timeout: seconds to open a connection (default :data:`CONNECT_TIMEOUT`).
+        read_timeout: seconds a read may wait for the next byte (default :data:`READ_TIMEOUT`).
     """
     global _installed
     with _install_lock:
+        if connect_timeout is None and read_timeout is None and _installed is not None:
+            return
+        connect_timeout = CONNECT_TIMEOUT if connect_timeout is None else connect_timeout
+        read_timeout = READ_TIMEOUT if read_timeout is None else read_timeout
         if _installed == (connect_timeout, read_timeout):
             return
         hook = _request_hook()
@@ -561,6 +589,19 @@ class HubClient:
                 for s in (info.siblings or [])]
         return RepoFiles(_summary(info), rev, tuple(group_gguf_files(repo_id, rev, sibs)))
 
+    def file(self, repo_id: str, filename: str, revision: str | None = None) -> HubFile:
+        """The downloadable item whose (first) file is ``filename`` (e.g. a :data:`STARTER_MODELS` entry).
+
+        Raises:
+            HubNotFoundError: no such GGUF file in the repository; and what
+            :meth:`repo_files` raises.
+        """
+        rf = self.repo_files(repo_id, revision)
+        for f in rf.files:
+            if filename in (p.filename for p in f.parts):
+                return f
+        raise HubNotFoundError(f"{repo_id} has no GGUF file {filename} (at {rf.revision[:12]})")
+
     def file_url(self, repo_id: str, filename: str, revision: str) -> str:
         """The download URL of a file (huggingface_hub's ``hf_hub_url``)."""
         return hf_hub_url(repo_id, filename, revision=revision, endpoint=self.endpoint)
@@ -581,7 +622,7 @@ class HubClient:
             HubOfflineError, HubAuthError (gated: needs token and licence),
             HubNotFoundError, HubError: network or server trouble, or a header
             longer than ``max_bytes``.
-            GGUFError: the file is not a usable GGUF.
+            GGUFError: the file is not a usable GGUF (from app.core.gguf_info).
         """
         part = file.parts[0]
         key = (file.repo_id, file.revision, part.filename)
@@ -628,8 +669,6 @@ class HubClient:
                     out += chunk
                     if len(out) >= want:
                         break
-        except GGUFError:
-            raise
         except Exception as exc:  # noqa: BLE001 - translated
             raise self._fail(exc, repo_id) from None
         return bytes(out[:want])
@@ -650,6 +689,35 @@ class HubClient:
         if len(file.parts) > 1:
             weights = info.tensor_bytes + sum(p.size for p in file.parts[1:])
         return fit_verdict(info, n_ctx, memory=memory or self.memory or system_memory(), weights_bytes=weights)
+
+    def fit_all(self, files: Sequence[HubFile], n_ctx: int, *,
+                memory: SystemMemory | None = None) -> dict[HubFile, FitReport]:
+        """Verdicts for every quant of one model from a single header fetch.
+
+        The quants of a repository share the model's shape, so KV cache and
+        compute come from one header (the smallest file's); each file's weights
+        are its size minus that header (exact to within the header's few MiB).
+        Projectors and incomplete split listings are left out. Use
+        :func:`recommend` on the result.
+
+        Raises:
+            What :meth:`fetch_header` raises.
+        """
+        return _fit_all(self, files, n_ctx, memory)
+
+
+def _fit_all(client: "HubClient", files: Sequence[HubFile], n_ctx: int,
+             memory: SystemMemory | None) -> dict[HubFile, FitReport]:
+    judged = [f for f in files if not f.is_projector and not f.missing_parts]
+    if not judged:
+        return {}
+    info = client.fetch_header(min(judged, key=lambda f: f.size))
+    mem = memory or client.memory or system_memory()
+    out = {}
+    for f in judged:
+        weights = max(0, f.size - info.data_offset * len(f.parts))
+        out[f] = fit_verdict(info, n_ctx, memory=mem, weights_bytes=weights)
+    return out
 
 
 def _summary(m: Any) -> RepoSummary:

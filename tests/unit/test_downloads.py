@@ -157,12 +157,15 @@ def test_pause_keeps_the_part_and_resume_continues_from_it(smol: HubFile, manage
     m.start()
     i = m.add(smol)
     part = m.status(i).path.with_name(SMOL_FILE + ".part")
-    _wait_for(lambda: _part_size(part) >= 10 * MiB, what="10 MiB")
+    _wait_for(lambda: _part_size(part) >= 20 * MiB, what="20 MiB")
+    st = m.status(i)  # speed: averaged over the last seconds; ETA from it
+    assert 20 * MiB <= st.speed <= 60 * MiB, st.speed
+    assert st.eta is not None and abs(st.eta - (SMOL_SIZE - st.done_bytes) / st.speed) < 0.01
     m.pause(i)
     st = m.wait(i, timeout=10)
     assert st.state is DownloadState.PAUSED
     size = _part_size(part)
-    assert 10 * MiB <= size < SMOL_SIZE
+    assert 20 * MiB <= size < SMOL_SIZE and st.speed == 0 and st.eta is None
     time.sleep(0.2)
     assert _part_size(part) == size  # really paused
     hub_endpoint.throttle = None

@@ -28,16 +28,22 @@ from app.core.hub import (
     HubNotFoundError,
     HubOfflineError,
     group_gguf_files,
+    hub_token,
     quant_from_filename,
     recommend,
     scrub,
+    with_hub_token,
 )
 from app.core.memory import estimate_memory
+from app.core.settings import Settings, SettingsStore
 from tests.support.fixtures import *  # noqa: F403 - fixtures
 from tests.support.hub_server import FakeHub
 from tests.support.models import (
     SMOLLM2_SHA256,
+    llama_metadata,
+    llama_tensors,
     require_smollm2,
+    write_gguf,
     write_huge_header,
     write_split_model,
     write_tiny_model,
@@ -258,6 +264,59 @@ def test_recommended_quant_is_the_largest_that_fits() -> None:
     assert recommend({f16: rep(Verdict.DOES_NOT_FIT)}) is None
 
 
+def test_fit_all_judges_every_quant_from_one_header(client: HubClient, hub_endpoint: FakeHub, tmp_path: Path) -> None:
+    shape = dict(n_layer=4, n_embd=512)
+    q4 = write_gguf(tmp_path / "m-Q4_0.gguf", llama_metadata(**shape, file_type=2), llama_tensors(**shape))
+    q8 = write_gguf(tmp_path / "m-Q8_0.gguf", llama_metadata(**shape, file_type=7),
+                    llama_tensors(**shape, qtype="Q8_0"))
+    f16 = write_gguf(tmp_path / "m-F16.gguf", llama_metadata(**shape, file_type=1),
+                     llama_tensors(**shape, qtype="F16"))
+    hub_endpoint.add_repo("x/quants-GGUF", {p.name: p for p in (q4, q8, f16)} | {"mmproj-m-F16.gguf": f16})
+    files = client.repo_files("x/quants-GGUF").files
+    q8_tensors = read_gguf_info(q8).tensor_bytes
+    f16_total = estimate_memory(read_gguf_info(f16), 2048).total
+    mem = SystemMemory(GiB, int(f16_total / 0.9))  # F16 is tight, Q8_0 fits comfortably
+    reports = client.fit_all(files, 2048, memory=mem)
+    assert {f.filename for f in reports} == {"m-Q4_0.gguf", "m-Q8_0.gguf", "m-F16.gguf"}  # no projector
+    by = {f.filename: r for f, r in reports.items()}
+    assert abs(by["m-Q8_0.gguf"].estimate.weights - q8_tensors) < 64 * 1024
+    assert by["m-F16.gguf"].verdict is Verdict.TIGHT and by["m-Q8_0.gguf"].verdict is Verdict.FITS
+    assert recommend(reports).filename == "m-Q8_0.gguf"
+    fetched = {r.path.rsplit("/", 1)[-1] for r in hub_endpoint.requests if "/resolve/" in r.path}
+    assert fetched == {"m-Q4_0.gguf"}  # one header for all of them
+
+
+def test_file_finds_a_starter_model_by_name(client: HubClient, hub_endpoint: FakeHub, tmp_path: Path) -> None:
+    tiny = write_tiny_model(tmp_path / "t.gguf")
+    starter = STARTER_MODELS[0]
+    hub_endpoint.add_repo(starter.repo_id, {starter.filename: tiny, "other-Q8_0.gguf": tiny})
+    f = client.file(starter.repo_id, starter.filename)
+    assert f.filename == starter.filename and f.size == tiny.stat().st_size
+    with pytest.raises(HubNotFoundError, match="no GGUF file"):
+        client.file(starter.repo_id, "nope.gguf")
+
+
+def test_token_from_settings_round_trips(gb_paths) -> None:
+    store = SettingsStore(gb_paths.settings_file)
+    store.save(with_hub_token(Settings(), f"  {TOKEN} "))
+    assert hub_token(store.load()) == TOKEN
+    assert hub_token(with_hub_token(store.load(), None)) is None
+
+
+def test_fake_hub_tree_listing_matches_model_info(hub_endpoint: FakeHub, tmp_path: Path) -> None:
+    from huggingface_hub import HfApi
+
+    parts = write_split_model(tmp_path, "S-Q4_0", 2)
+    hub_endpoint.add_repo("x/tree-GGUF", {f"sub/{p.name}": p for p in parts} | {"README.md": b"hi"})
+    api = HfApi(endpoint=hub_endpoint.url)
+    tree = {f.path: f for f in api.list_repo_tree("x/tree-GGUF", recursive=True, token=False)}
+    info = api.model_info("x/tree-GGUF", files_metadata=True, token=False)
+    for s in info.siblings:
+        assert tree[s.rfilename].size == s.size
+        assert (tree[s.rfilename].lfs.sha256 if s.lfs else None) == (s.lfs.sha256 if s.lfs else None)
+    assert tree["README.md"].lfs is None and tree[f"sub/{parts[0].name}"].lfs.size == parts[0].stat().st_size
+
+
 def test_split_model_fit_counts_every_part(client: HubClient, hub_endpoint: FakeHub, tmp_path: Path) -> None:
     parts = write_split_model(tmp_path / "split", "tiny-Q4_0", 3)
     hub_endpoint.add_repo("x/split-GGUF", {p.name: p for p in parts})
@@ -306,6 +365,28 @@ def test_h3_unreachable_hub_says_offline_quickly(hf_isolated: Path, monkeypatch:
     elapsed = time.monotonic() - t0
     assert elapsed < 1.0, f"took {elapsed:.2f} s (huggingface_hub's retry loop would take ~23 s)"
     assert "offline" in str(exc.value).lower() and f"127.0.0.1:{port}" in str(exc.value)
+
+
+def test_h3_a_network_that_drops_packets_times_out_quickly_without_retries(
+        hf_isolated: Path, monkeypatch: pytest.MonkeyPatch, no_leaks: None) -> None:
+    """A host that never answers the connect (a full listen queue drops SYNs, like a black hole)."""
+    from app.core.hub import CONNECT_TIMEOUT, install_http_client
+
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(0)
+        port = srv.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)):  # fills the queue; later SYNs are dropped
+            point_hub_at(monkeypatch, f"http://127.0.0.1:{port}")
+            install_http_client(connect_timeout=0.3)
+            try:
+                client = HubClient(use_login_token=False)
+                t0 = time.monotonic()
+                with pytest.raises(HubOfflineError, match="timed out"):
+                    client.search("x")
+                assert time.monotonic() - t0 < 1.0  # one 0.3 s attempt, no retry loop
+            finally:
+                install_http_client(connect_timeout=CONNECT_TIMEOUT)
 
 
 # --- H4: gated and private ---------------------------------------------------------------------------------
