@@ -1,0 +1,80 @@
+"""Engine tests run the real engine process on the real SmolLM2 model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.core.chat import ChatMessage, ContextPolicy, LoadSettings
+from app.core.sampling import SamplerSettings
+from app.engine import protocol as P
+from app.engine.host import EngineHost
+
+
+class Engine:
+    """An engine process with a model loaded, and helpers for one turn."""
+
+    def __init__(self, host: EngineHost, loaded: P.ModelLoaded) -> None:
+        self.host = host
+        self.loaded = loaded
+
+    def load(self, path: Path | str, **settings) -> P.ModelLoaded | P.Failed:
+        ev = self.host.request(P.LoadModel(self.host.next_id(), str(path), LoadSettings(**settings)))
+        if isinstance(ev, P.ModelLoaded):
+            self.loaded = ev
+        return ev
+
+    def generate(self, messages, *, events: list | None = None, on_event=None, timeout: float = 120.0,
+                 stop_strings=(), top_candidates=0, continue_last=False, **sampler):
+        """One turn; returns the terminal event (Finished or Failed)."""
+        msgs = tuple(m if isinstance(m, ChatMessage) else ChatMessage(*m) for m in messages)
+        self.host.clear_cancel()
+        seen = events if events is not None else []
+
+        def handle(ev):
+            seen.append(ev)
+            if on_event:
+                on_event(ev)
+
+        req = P.Generate(self.host.next_id(), msgs, SamplerSettings(**sampler), tuple(stop_strings),
+                         top_candidates, continue_last)
+        return self.host.request(req, timeout=timeout, on_event=handle)
+
+
+def start_engine(model: Path, **settings) -> Engine:
+    host = EngineHost()
+    host.start()
+    ready = host.recv(60)
+    assert isinstance(ready, P.EngineReady), ready
+    loaded = host.request(P.LoadModel(host.next_id(), str(model), LoadSettings(**settings)))
+    assert isinstance(loaded, P.ModelLoaded), getattr(loaded, "message", loaded)
+    return Engine(host, loaded)
+
+
+@pytest.fixture(scope="module")
+def engine(smollm2):
+    """SmolLM2 in an engine process, n_ctx 4096, shared by a test module."""
+    eng = start_engine(smollm2, n_ctx=4096)
+    yield eng
+    eng.host.stop()
+
+
+@pytest.fixture
+def fresh_engine(smollm2):
+    """A factory for an engine with its own settings (stopped after the test)."""
+    made: list[Engine] = []
+
+    def make(**settings) -> Engine:
+        eng = start_engine(smollm2, **settings)
+        made.append(eng)
+        return eng
+
+    yield make
+    for eng in made:
+        eng.host.stop()
+
+
+SYSTEM = ("system", "You are a helpful assistant.")
+STOP_POLICY = ContextPolicy.STOP.value
+ROLLING_POLICY = ContextPolicy.ROLLING.value
