@@ -63,7 +63,6 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, Callable, Iterable
 
-import httpx2
 from huggingface_hub import constants, hf_hub_url
 from huggingface_hub.errors import OfflineModeIsEnabled
 from huggingface_hub.utils import build_hf_headers, get_session, get_token
@@ -76,6 +75,7 @@ from app.core.hub import (
     HubFile,
     HubOfflineError,
     auth_error,
+    httpx2,
     install_http_client,
     is_offline_mode,
     offline_error,
@@ -415,7 +415,7 @@ class DownloadManager:
         parts = []
         for p in file.parts:
             rel = PurePosixPath(p.filename)
-            if rel.is_absolute() or any(s in ("..", "") for s in rel.parts):
+            if rel.is_absolute() or any(s in ("..", "") or "\\" in s or ":" in s for s in rel.parts):
                 raise DownloadError(f"unsafe file name in the listing: {p.filename}")
             parts.append(PartState(p.filename, p.size, p.sha256, str(folder.joinpath(*rel.parts))))
         with self._emit_lock:

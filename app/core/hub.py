@@ -36,9 +36,9 @@ from datetime import datetime
 from pathlib import PurePosixPath
 from typing import Any, Iterable, Sequence
 
-import httpx2
 from huggingface_hub import HfApi, constants, hf_hub_url
 from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
+from huggingface_hub.utils import _http as _hf_http
 from huggingface_hub.utils import build_hf_headers, get_session, get_token, hf_raise_for_status, set_client_factory
 
 from app.core.fit import FitReport, SystemMemory, Verdict, fit_verdict, system_memory
@@ -46,6 +46,10 @@ from app.core.gguf_info import SPLIT_RE, GGUFHeaderIncomplete, GGUFInfo, format_
 from app.core.settings import Settings
 
 log = logging.getLogger(__name__)
+
+# The HTTP library huggingface_hub's session is built on: httpx2 in huggingface_hub 2.x, httpx in 1.x
+# (same API). Exceptions must be caught from the very module the session raises them from.
+httpx2: Any = getattr(_hf_http, "httpx2", None) or getattr(_hf_http, "httpx")
 
 CONNECT_TIMEOUT = 5.0  # seconds to open a connection before calling the Hub unreachable
 READ_TIMEOUT = 30.0  # seconds without a byte before a read fails
