@@ -297,6 +297,10 @@ class DownloadManager:
         free_space: ``f(folder) -> free bytes`` (tests replace it).
         chunk_size: bytes read per network read.
         progress_interval: seconds between progress events per download.
+        state_file: where the queue is saved; default ``paths.data_dir / "downloads.json"``.
+
+    Raises:
+        ValueError: ``concurrency`` below 1.
     """
 
     def __init__(
