@@ -1,0 +1,62 @@
+"""KV cache bytes: Glassbox's formula (app/core/memory.py) against what llama.cpp allocates."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.core.memory import compute_buffer_estimate
+from app.engine import protocol as P
+from tests.engine.conftest import SYSTEM, start_engine
+
+MIB = 1024 * 1024
+# llama.cpp logs buffer sizes in MiB with two decimals: allow that rounding per buffer.
+ROUNDING = 0.006 * MIB
+
+
+@pytest.mark.parametrize("n_ctx", [512, 1000, 4096])
+def test_smollm2_kv_allocation_matches_llama_cpp(smollm2, n_ctx):
+    eng = start_engine(smollm2, n_ctx=n_ctx)
+    try:
+        ml = eng.loaded
+        assert ml.n_ctx == -(-n_ctx // 256) * 256
+        assert ml.kv_reported_bytes > 0, "llama.cpp's KV buffer line was not captured"
+        assert abs(ml.kv_allocated_bytes - ml.kv_reported_bytes) <= ROUNDING
+        est = compute_buffer_estimate(ml.info, ml.n_ctx)
+        assert est == pytest.approx(ml.compute_reported_bytes, rel=0.15)
+        # KV bytes in use grow with the context, by the per-token figure.
+        fin = eng.generate([SYSTEM, ("user", "Hello!")], temperature=0.0, max_tokens=8)
+        assert fin.stats.kv_allocated_bytes == ml.kv_allocated_bytes
+        assert fin.stats.kv_used_bytes == fin.stats.context_used * 30 * 3 * 64 * 2 * 2
+    finally:
+        eng.host.stop()
+
+
+@pytest.mark.parametrize("swa_full", [True, False])
+def test_gemma3_sliding_window_kv_allocation_matches_llama_cpp(gemma, swa_full):
+    eng = start_engine(gemma, n_ctx=4096, swa_full=swa_full)
+    try:
+        ml = eng.loaded
+        assert abs(ml.kv_allocated_bytes - ml.kv_reported_bytes) <= 2 * ROUNDING  # two caches: full + SWA
+        expected_mib = 72.0 if swa_full else 27.0  # 18 layers x 4096 cells, or 3 x 4096 + 15 x 1024
+        assert ml.kv_allocated_bytes == expected_mib * MIB
+        assert ml.compute_reported_bytes == pytest.approx(compute_buffer_estimate(ml.info, ml.n_ctx), rel=0.15)
+        # A base model without a chat template still answers, through the plain transcript.
+        assert ml.chat_template is None
+        fin = eng.generate([("user", "The capital of France is")], temperature=0.0, max_tokens=6)
+        assert isinstance(fin, P.Finished) and fin.stats.generated_tokens > 0
+    finally:
+        eng.host.stop()
+
+
+def test_gemma3_prefix_reuse_without_full_swa_cache(gemma):
+    """Without swa_full, a prefix longer than the window cannot be kept: the engine starts over cleanly."""
+    eng = start_engine(gemma, n_ctx=2048, swa_full=False)
+    try:
+        long = " ".join(f"sentence {i} about nothing in particular." for i in range(150))
+        a = eng.generate([("user", long)], temperature=0.0, max_tokens=4)
+        b = eng.generate([("user", long + " More.")], temperature=0.0, max_tokens=4)
+        assert isinstance(b, P.Finished)
+        assert b.stats.cached_tokens + b.stats.evaluated_tokens == b.stats.prompt_tokens
+        assert a.stats.prompt_tokens > 700
+    finally:
+        eng.host.stop()

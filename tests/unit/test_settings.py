@@ -1,0 +1,52 @@
+"""Settings survive a restart; a damaged file is set aside with a notice."""
+
+from __future__ import annotations
+
+import json
+
+from app.core.chat import LoadSettings
+from app.core.sampling import SamplerSettings
+from app.core.settings import MAX_RECENT, Settings, SettingsStore
+
+
+def test_round_trip(tmp_path):
+    store = SettingsStore(tmp_path / "settings.json")
+    s = Settings(sampler=SamplerSettings(temperature=0.3, seed=9), load=LoadSettings(n_ctx=2048, context_policy="rolling"),
+                 system_prompt="Be brief.")
+    s = s.with_recent(str(tmp_path / "a.gguf")).with_recent(str(tmp_path / "b.gguf")).with_recent(str(tmp_path / "a.gguf"))
+    store.save(s)
+    back = SettingsStore(tmp_path / "settings.json").load()
+    assert back.sampler == s.sampler and back.load == s.load and back.system_prompt == "Be brief."
+    assert [p.rsplit("/", 1)[-1] for p in back.recent_models] == ["a.gguf", "b.gguf"]
+
+
+def test_recent_list_is_capped(tmp_path):
+    s = Settings()
+    for i in range(MAX_RECENT + 5):
+        s = s.with_recent(str(tmp_path / f"m{i}.gguf"))
+    assert len(s.recent_models) == MAX_RECENT and s.recent_models[0].endswith(f"m{MAX_RECENT + 4}.gguf")
+
+
+def test_damaged_file_is_set_aside(tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_text("{ this is not json")
+    store = SettingsStore(path)
+    s = store.load()
+    assert s == Settings()
+    assert store.notice and "damaged" in store.notice and str(path) in store.notice
+    aside = list(tmp_path.glob("settings.json.damaged-*"))
+    assert len(aside) == 1 and aside[0].read_text() == "{ this is not json"
+
+
+def test_bad_values_fall_back_to_defaults(tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"load": {"n_ctx": "lots", "context_policy": "explode"}, "sampler": {"top_k": -5}}))
+    s = SettingsStore(path).load()
+    assert s.load.n_ctx == LoadSettings().n_ctx and s.load.context_policy == "stop" and s.sampler.top_k == 0
+
+
+def test_save_leaves_no_temp_files(tmp_path):
+    store = SettingsStore(tmp_path / "settings.json")
+    for i in range(3):
+        store.save(Settings(system_prompt=str(i)))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["settings.json"]
