@@ -243,8 +243,23 @@ def pip_failure_hint(log: Path) -> str:
     return "read pip's error above, fix its cause, then run this again"
 
 
+def every_minute(what: str) -> Callable[[float], None]:
+    """A heartbeat for long silent steps: one line a minute."""
+    last = [0.0]
+
+    def beat(elapsed: float) -> None:
+        if elapsed - last[0] >= 60:
+            last[0] = elapsed
+            say(f"  {what}: still running ({elapsed / 60:.0f} min)")
+
+    return beat
+
+
 def pip(py: Path, args: Sequence[str], log: Path, what: str, *, verbose: bool, env=None) -> None:
-    rc = run_logged([str(py), "-m", "pip", "--disable-pip-version-check", *args], log, env=env, verbose=verbose)
+    rc = run_logged(
+        [str(py), "-m", "pip", "--disable-pip-version-check", *args], log,
+        env=env, verbose=verbose, heartbeat=every_minute(what),
+    )  # fmt: skip
     if rc != 0:
         raise SetupError(f"{what} failed (pip exit code {rc}); full log: {log}", pip_failure_hint(log), log_tail(log))
 
@@ -275,6 +290,7 @@ def ensure_venv(verbose: bool) -> Path:
     if py.exists():
         r = probe(py, "import sys; print('%d.%d.%d' % sys.version_info[:3])")
         if r is not None and r.returncode == 0 and r.stdout.strip() == want:
+            say(f"venv: using {VENV} (Python {want}) {took(t0)}")
             return py
         say(f"venv: {VENV} is broken or made by another Python ({(r.stdout.strip() if r else '') or 'does not run'}); recreating it")
         shutil.rmtree(VENV, ignore_errors=True)
@@ -407,17 +423,12 @@ def ensure_llama_wheel(py: Path, version: str, cmake_args: str, key: str, verbos
         f"This takes about 5-10 minutes on 2 cores (more for CUDA), once; log: {log}"
     )
 
-    def heartbeat(elapsed: float, _last=[0.0]) -> None:  # noqa: B006 - a tiny closure state
-        if elapsed - _last[0] >= 60:
-            _last[0] = elapsed
-            say(f"  still building llama-cpp-python ({elapsed / 60:.0f} min)")
-
     cmd = [
         str(py), "-m", "pip", "wheel", "--no-deps", "--no-binary", LLAMA, "--no-cache-dir",
         f"{LLAMA}=={version}", "-w", str(tmp),
     ]  # fmt: skip
     try:
-        rc = run_logged(cmd, log, env=env, verbose=verbose, heartbeat=heartbeat)
+        rc = run_logged(cmd, log, env=env, verbose=verbose, heartbeat=every_minute("building llama-cpp-python"))
         if rc != 0:
             raise SetupError(
                 f"building llama-cpp-python {version} failed (pip exit code {rc}); full log: {log}",
@@ -486,6 +497,7 @@ def check_llama(py: Path, version: str, wheel: Path) -> str:
 
 def setup(extras: Sequence[str], verbose: bool) -> Path:
     """Steps 1-3, skipped when the stamp says they are done. Returns the venv's python."""
+    t0 = time.monotonic()
     version = llama_pin()
     stamp = read_stamp()
     cmake_args, origin = effective_cmake_args(stamp.get("cmake_args"))
@@ -502,12 +514,15 @@ def setup(extras: Sequence[str], verbose: bool) -> Path:
         and all(stamp.get(k) == v for k, v in want.items())
         and set(extras) <= set(stamp.get("extras", []))
     ):
-        say(f"setup: up to date (.venv, llama-cpp-python {version}, CMAKE_ARGS='{cmake_args}': {origin})")
+        say(f"setup: up to date (.venv, llama-cpp-python {version}, CMAKE_ARGS='{cmake_args}': {origin}) {took(t0)}")
         return py
 
     say(f"setup: CMAKE_ARGS='{cmake_args}' ({origin})")
     py = ensure_venv(verbose)
-    STAMP.unlink(missing_ok=True)  # whatever happens next, the old stamp no longer holds
+    # Whatever happens next, the old stamp no longer holds; keep only the remembered
+    # CMAKE_ARGS, so a failed attempt with other options does not forget them.
+    remembered = {"cmake_args": stamp["cmake_args"]} if stamp.get("cmake_args") else {}
+    STAMP.write_text(json.dumps(remembered), encoding="utf-8")
     wheel = ensure_llama_wheel(py, version, cmake_args, key, verbose)
 
     t0 = time.monotonic()
