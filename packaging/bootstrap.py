@@ -476,7 +476,7 @@ def check_llama(py: Path, version: str, wheel: Path) -> str:
     r = probe(py, code)
     if r is None or r.returncode != 0:
         rc = r.returncode if r else None
-        if rc is not None and rc < 0 and -rc == 4:  # SIGILL
+        if rc in (-4, 0xC000001D):  # SIGILL on POSIX; STATUS_ILLEGAL_INSTRUCTION on Windows
             raise SetupError(
                 "import llama_cpp died with SIGILL: this build uses CPU instructions this machine does not allow",
                 "rebuild portable: CMAKE_ARGS=-DGGML_NATIVE=OFF python3 packaging/bootstrap.py ...",
