@@ -37,10 +37,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from PySide6.QtWidgets import QApplication
 
-    from app.core.settings import SettingsStore
     from app.paths import default_paths
-    from app.ui.engine_client import EngineClient
-    from app.ui.main_window import MainWindow
     from app.ui.theme import apply_theme
 
     paths = default_paths().ensure()
@@ -51,12 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     app.setDesktopFileName("glassbox")
     apply_theme(app)
 
-    store = SettingsStore(paths.settings_file)
-    settings = store.load()
-    engine = EngineClient(str(paths.logs_dir / "engine.log"))
-    window = MainWindow(paths, store, settings, engine)
-    if store.notice:
-        window.banner.show_message("warning", store.notice)
+    window = create_window(paths)
+    engine = window.engine
+    settings = window.settings
     engine.start()
     model = args.model or (None if args.no_model else next(iter(settings.recent_models), None))
     if model:
@@ -67,4 +61,49 @@ def main(argv: list[str] | None = None) -> int:
     window.show()
     code = app.exec()
     engine.shutdown()
+    window.conversations.close()
     return code
+
+
+def create_window(paths):
+    """Build the window and everything it needs (settings, chat history, engine client).
+
+    The engine process is not started: call ``window.engine.start()``. Used by
+    :func:`main`, the UI tests and the benchmarks, so they all run the same wiring.
+    """
+    from app.core.settings import SettingsStore
+    from app.ui.engine_client import EngineClient
+    from app.ui.main_window import MainWindow
+
+    store = SettingsStore(paths.settings_file)
+    settings = store.load()
+    conversations, history_notice = open_conversations(paths)
+    engine = EngineClient(str(paths.logs_dir / "engine.log"))
+    window = MainWindow(paths, store, settings, engine, conversations)
+    notices = [n for n in (store.notice, history_notice) if n]
+    if notices:
+        window.banner.show_message("warning", " ".join(notices))
+    recent = conversations.list_conversations()
+    if recent:
+        window.open_conversation(recent[0].id)
+    return window
+
+
+def open_conversations(paths):
+    """The conversation store, and a notice for the person if it had to be set aside or replaced.
+
+    A history from a newer Glassbox, or one that cannot be opened at all, is left
+    untouched; this session then keeps its chats in a separate file and says so.
+    """
+    from app.core.conversations import ConversationStore, SchemaTooNewError
+
+    try:
+        store = ConversationStore(paths.conversations_db)
+        store.purge_deleted(older_than=7 * 24 * 3600)
+        return store, store.notice
+    except (SchemaTooNewError, OSError) as exc:
+        fallback = paths.data_dir / "conversations-this-session.sqlite3"
+        return ConversationStore(fallback), (
+            f"Your chat history could not be opened ({exc}); it was left untouched. "
+            f"Chats from this session are kept in {fallback}."
+        )

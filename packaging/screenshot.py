@@ -21,18 +21,15 @@ def main() -> int:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from app.core.settings import SettingsStore
+    from app.main import create_window
     from app.paths import default_paths
-    from app.ui.engine_client import EngineClient
-    from app.ui.main_window import MainWindow
     from app.ui.theme import apply_theme
 
     paths = default_paths().ensure()
     app = QApplication(sys.argv[:1])
     apply_theme(app)
-    store = SettingsStore(paths.settings_file)
-    engine = EngineClient(str(paths.logs_dir / "engine.log"))
-    win = MainWindow(paths, store, store.load(), engine)
+    win = create_window(paths)
+    engine = win.engine
     win.resize(1600, 1000)
     win.show()
     engine.start()

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 
 from app import APP_NAME, __version__
 from app.core.chat import LoadSettings
+from app.core.conversations import ConversationStore
 from app.core.gguf_info import GGUFError, format_bytes, read_gguf_info
 from app.core.memory import kv_cache_layout
 from app.core.settings import Settings, SettingsStore
@@ -34,6 +35,7 @@ from app.paths import Paths
 from app.ui.chat.controller import ChatController
 from app.ui.chat.view import ChatView, Composer, SystemPromptBar
 from app.ui.engine_client import EngineClient, EngineState
+from app.ui.panels.conversations import ConversationsPanel
 from app.ui.panels.model import ModelPanel
 from app.ui.panels.sampler import SamplerPanel
 from app.ui.panels.stats import StatsPanel
@@ -118,10 +120,12 @@ class MainWindow(QMainWindow):
 
     model_changed = Signal(object)
 
-    def __init__(self, paths: Paths, store: SettingsStore, settings: Settings, engine: EngineClient) -> None:
+    def __init__(self, paths: Paths, store: SettingsStore, settings: Settings, engine: EngineClient,
+                 conversations: ConversationStore) -> None:
         super().__init__()
         self.paths = paths
         self.store = store
+        self.conversations = conversations
         self.settings = settings
         self.engine = engine
         self.turn = LiveTurn()
@@ -151,21 +155,25 @@ class MainWindow(QMainWindow):
         self.sampler_panel = SamplerPanel(settings.sampler)
         self.model_panel = ModelPanel(settings.load)
         self.tokens_panel = TokensPanel(self.turn)
+        self.chats_panel = ConversationsPanel(conversations)
+        self.chats_dock = _dock("Chats", "chatsDock", self.chats_panel, scroll=False)
         self.model_dock = _dock("Model", "modelDock", self.model_panel)
         self.stats_dock = _dock("Stats", "statsDock", self.stats_panel)
         self.sampler_dock = _dock("Sampler", "samplerDock", self.sampler_panel)
         self.tokens_dock = _dock("Tokens", "tokensDock", self.tokens_panel, scroll=False)
         self.setCorner(Qt.Corner.BottomLeftCorner, Qt.DockWidgetArea.LeftDockWidgetArea)
         self.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)
+        self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.chats_dock)
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.model_dock)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.stats_dock)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.sampler_dock)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.tokens_dock)
         self.resizeDocks([self.model_dock, self.stats_dock], [320, 380], Qt.Orientation.Horizontal)
         self.resizeDocks([self.stats_dock, self.sampler_dock], [480, 520], Qt.Orientation.Vertical)
+        self.resizeDocks([self.chats_dock, self.model_dock], [300, 640], Qt.Orientation.Vertical)
         self.resizeDocks([self.tokens_dock], [160], Qt.Orientation.Vertical)
 
-        self.chat = ChatController(engine, self.chat_view, self.composer, self.turn,
+        self.chat = ChatController(engine, self.chat_view, self.composer, self.turn, conversations,
                                    lambda: (self.sampler_panel.settings(), self.sampler_panel.stop_strings()),
                                    self.system_bar.text)
         self._build_menus()
@@ -174,6 +182,7 @@ class MainWindow(QMainWindow):
         self._restore_window_state()
 
         # Repaint on a clock, not per event (DESIGN.md, principle 6).
+        self._applying_conversation = False
         self._ticks = 0
         self._cand_version: tuple[int, int] | None = None
         self._clock = QTimer(self)
@@ -224,6 +233,15 @@ class MainWindow(QMainWindow):
         self.act_new_chat.setShortcut(QKeySequence("Ctrl+N"))
         self.act_new_chat.triggered.connect(self.new_chat)
         m.addAction(self.act_new_chat)
+        act_export_md = QAction("Export chat as &Markdown…", self)
+        act_export_md.triggered.connect(lambda: self.export_conversation(self.chat.conversation_id, "markdown"))
+        m.addAction(act_export_md)
+        act_export_json = QAction("Export chat as &JSON (all branches)…", self)
+        act_export_json.triggered.connect(lambda: self.export_conversation(self.chat.conversation_id, "json"))
+        m.addAction(act_export_json)
+        act_import = QAction("&Import chat (JSON)…", self)
+        act_import.triggered.connect(self.import_conversation)
+        m.addAction(act_import)
         m.addSeparator()
         act_logs = QAction("Show &logs folder", self)
         act_logs.triggered.connect(lambda: QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.paths.logs_dir))))
@@ -246,7 +264,7 @@ class MainWindow(QMainWindow):
         e.addAction(self.act_unload)
 
         v = self.menuBar().addMenu("&View")
-        for d in (self.model_dock, self.stats_dock, self.sampler_dock, self.tokens_dock):
+        for d in (self.chats_dock, self.model_dock, self.stats_dock, self.sampler_dock, self.tokens_dock):
             v.addAction(d.toggleViewAction())
         h = self.menuBar().addMenu("&Help")
         about = QAction(f"About {APP_NAME}", self)
@@ -267,6 +285,12 @@ class MainWindow(QMainWindow):
         self.sampler_panel.settings_changed.connect(self._sampler_changed)
         self.system_bar.changed.connect(self._system_prompt_changed)
         self.model_panel.reload_requested.connect(self._reload_with)
+        self.chats_panel.open_requested.connect(self.open_conversation)
+        self.chats_panel.new_requested.connect(self.new_chat)
+        self.chats_panel.deleted.connect(self._conversation_deleted)
+        self.chats_panel.export_requested.connect(self.export_conversation)
+        self.chat.conversations_changed.connect(self.chats_panel.refresh)
+        self.chat.conversation_changed.connect(self._conversation_changed)
 
     # ------------------------------------------------------------------------------ actions
     def open_model_dialog(self) -> None:
@@ -318,6 +342,76 @@ class MainWindow(QMainWindow):
         self.chat.new_chat()
         self._update_placeholder()
         self.composer.box.setFocus()
+
+    def open_conversation(self, conv_id: int, focus_message: int | None = None) -> None:
+        try:
+            self.chat.open_conversation(conv_id, focus_message)
+        except KeyError:
+            self.banner.show_message("warning", "That chat no longer exists.")
+            self.chats_panel.refresh()
+
+    def _conversation_changed(self, conv_id: int | None) -> None:
+        self.chats_panel.set_current(conv_id)
+        self._update_placeholder()
+        if conv_id is None:
+            self.system_bar.set_text(self.settings.system_prompt)
+            return
+        conv = self.conversations.get_conversation(conv_id)
+        self._applying_conversation = True
+        try:
+            self.system_bar.set_text(conv.system_prompt)
+            self.sampler_panel.set_settings(conv.sampler)
+        finally:
+            self._applying_conversation = False
+        model = self.engine.model
+        if conv.model_path and (model is None or model.info.path != conv.model_path) and Path(conv.model_path).exists() \
+                and self.engine.state != EngineState.LOADING:
+            self.banner.show_message(
+                "info", f"This chat was made with {display_name(conv.model_path)}, which is not the loaded model.",
+                [(f"Load {display_name(conv.model_path)}", lambda: self.load_model(conv.model_path))])
+
+    def _conversation_deleted(self, conv_id: int, title: str) -> None:
+        if self.chat.conversation_id == conv_id:
+            self.chat.new_chat()
+
+        def undo() -> None:
+            self.conversations.undo_delete(conv_id)
+            self.chats_panel.refresh()
+            self.banner.hide()
+
+        self.banner.show_message("info", f"Deleted “{title}”.", [("Undo", undo)])
+
+    def export_conversation(self, conv_id: int | None, fmt: str) -> None:
+        if conv_id is None:
+            self.banner.show_message("info", "There is no chat to export yet.")
+            return
+        title = self.conversations.get_conversation(conv_id).title
+        safe = re.sub(r"[^\w\- ]+", "", title).strip() or "chat"
+        ext, filt = (".md", "Markdown (*.md)") if fmt == "markdown" else (".json", "Glassbox chat (*.json)")
+        path, _ = QFileDialog.getSaveFileName(self, "Export chat", str(Path.home() / f"{safe}{ext}"), filt)
+        if not path:
+            return
+        try:
+            if fmt == "markdown":
+                self.conversations.export_markdown(conv_id, path)
+            else:
+                self.conversations.export_json(conv_id, path)
+        except OSError as exc:
+            self.banner.show_message("error", f"Could not write {path}: {exc.strerror or exc}")
+            return
+        self.banner.show_message("info", f"Exported “{title}” to {path}.")
+
+    def import_conversation(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Import a chat", str(Path.home()), "Glassbox chat (*.json)")
+        if not path:
+            return
+        try:
+            conv_id = self.conversations.import_json(path)
+        except (ValueError, OSError) as exc:
+            self.banner.show_message("error", str(exc))
+            return
+        self.chats_panel.refresh()
+        self.open_conversation(conv_id)
 
     def _reload_with(self, s: LoadSettings) -> None:
         self.settings = replace(self.settings, load=s)
@@ -406,10 +500,16 @@ class MainWindow(QMainWindow):
     def _sampler_changed(self, s) -> None:
         self.settings = replace(self.settings, sampler=s)
         self._schedule_save()
+        if self.chat.conversation_id is not None and not self._applying_conversation:
+            self.conversations.update_conversation(self.chat.conversation_id, sampler=s)
 
     def _system_prompt_changed(self, text: str) -> None:
+        if self._applying_conversation:
+            return
         self.settings = replace(self.settings, system_prompt=text)
         self._schedule_save()
+        if self.chat.conversation_id is not None:
+            self.conversations.update_conversation(self.chat.conversation_id, system_prompt=text)
 
     def _schedule_save(self) -> None:
         self._save_timer.start()
@@ -435,6 +535,8 @@ class MainWindow(QMainWindow):
         """The repaint clock: reply text every tick (30 Hz), panels every 3rd (10 Hz), plot every 6th (5 Hz)."""
         self._ticks += 1
         self.chat_view.refresh()
+        if self._ticks % REFRESH_HZ == 0:
+            self.chat.flush()  # a streaming reply reaches the disk at least once a second
         if self._ticks % 3 and self.turn.phase != "done":
             return
         self.stats_panel.refresh(plot=self._ticks % 6 == 0 or self.turn.phase == "done")
@@ -445,7 +547,9 @@ class MainWindow(QMainWindow):
             self.sampler_panel.set_candidates(t.candidates, t.candidates_lse, t.chosen_token)
 
     def _update_placeholder(self) -> None:
-        if self.engine.model is not None:
+        if self.chat.conversation_id is not None:
+            self.chat_view.set_placeholder("")
+        elif self.engine.model is not None:
             m = self.engine.model
             self.chat_view.set_placeholder(
                 f"<h2>{display_name(m.info.path)}</h2><p style='color:#8b93a1'>{m.info.architecture} · "
@@ -480,6 +584,7 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, e: QCloseEvent) -> None:  # noqa: N802 (Qt API)
         self._clock.stop()
+        self.chat.flush()
         self.save_settings()
         self.engine.shutdown()
         super().closeEvent(e)

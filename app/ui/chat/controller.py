@@ -1,17 +1,28 @@
-"""The conversation in the window: what is on screen, what the engine is asked,
-and the live turn the panels show."""
+"""The conversation in the window: what is on screen, what is stored, what the
+engine is asked, and the live turn the panels show.
+
+The screen always shows the stored active path (root to the selected leaf), and
+the engine is always sent that same path, so the model's context matches the
+screen: after an edit, a regenerate or a branch switch the engine keeps the
+longest common token prefix in its KV cache and evaluates only the rest; "New
+chat" empties the KV cache.
+"""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
 from app.core.chat import ChatMessage, GenerationStats, StopReason
+from app.core.conversations import ConversationStore, Message, MessageMeta
 from app.engine import protocol as P
 from app.ui.chat.view import ChatView, Composer, MessageWidget
 from app.ui.engine_client import EngineClient, EngineState
 from app.ui.turn import LiveTurn
+
+log = logging.getLogger("glassbox.ui.chat")
 
 
 def stats_footer(stats: GenerationStats) -> str:
@@ -25,38 +36,55 @@ def stats_footer(stats: GenerationStats) -> str:
         parts.append(f"prefill {stats.evaluated_tokens:,} tok @ {stats.prefill_tok_s:,.0f} tok/s")
     if stats.cached_tokens:
         parts.append(f"{stats.cached_tokens:,} reused")
+    parts.append(f"seed {stats.seed}")
     parts.append(StopReason(stats.stop_reason).label)
     return " · ".join(parts)
 
 
+_CUT_BADGES = {
+    StopReason.CANCELLED.value: ("stopped", "warn"),
+    StopReason.CONTEXT_FULL.value: ("context full", "warn"),
+    StopReason.MAX_TOKENS.value: ("max_tokens reached", "warn"),
+    StopReason.ERROR.value: ("cut off", "error"),
+}
+
+
 class ChatController(QObject):
-    """Sends the conversation to the engine and streams the reply into the view.
+    """Sends the conversation to the engine, streams the reply into the view and the store.
 
     Signals:
         reply_finished(object): :class:`GenerationStats` of a finished reply.
         notice(str, str): a message for the banner (kind, text).
         busy_changed(bool): a reply started or ended.
+        conversation_changed(object): the conversation shown changed (id or None).
+        conversations_changed(): titles, order or the set of conversations changed.
     """
 
     reply_finished = Signal(object)
     notice = Signal(str, str)
     busy_changed = Signal(bool)
+    conversation_changed = Signal(object)
+    conversations_changed = Signal()
 
     def __init__(self, engine: EngineClient, view: ChatView, composer: Composer, turn: LiveTurn,
-                 sampler_source, system_prompt_source, parent: QObject | None = None) -> None:
+                 store: ConversationStore, sampler_source, system_prompt_source, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.engine = engine
         self.view = view
         self.composer = composer
         self.turn = turn
-        self._sampler = sampler_source          # () -> (SamplerSettings, stop strings)
+        self.store = store
+        self._sampler = sampler_source              # () -> (SamplerSettings, stop strings)
         self._system_prompt = system_prompt_source  # () -> str
-        self.history: list[ChatMessage] = []
-        self._reply: MessageWidget | None = None
+        self.conversation_id: int | None = None
+        self._reply_id: int | None = None           # stored id of the reply in flight
+        self._reply_widget: MessageWidget | None = None
         self._reply_text = ""
+        self._reply_prefix = ""                     # text already there when continuing a reply
         self.want_candidates = 20
         composer.submitted.connect(self.send)
         composer.stop_requested.connect(self.stop)
+        view.action_requested.connect(self._on_action)
         engine.prompt_prepared.connect(self._on_prompt)
         engine.prefill_progressed.connect(self.turn.on_prefill)
         engine.token_received.connect(self._on_token)
@@ -67,109 +95,254 @@ class ChatController(QObject):
 
     @property
     def busy(self) -> bool:
-        return self._reply is not None
+        return self._reply_id is not None
 
-    def messages_for_engine(self) -> tuple[ChatMessage, ...]:
-        sp = self._system_prompt().strip()
-        head = (ChatMessage("system", sp),) if sp else ()
-        return head + tuple(self.history)
+    # ------------------------------------------------------------------ conversation
+    def new_chat(self) -> None:
+        """Show an empty conversation (created on the first message) and empty the KV cache."""
+        if self.busy:
+            self.stop()
+            return
+        self.conversation_id = None
+        self.render()
+        self.turn.start()
+        self.turn.phase = "idle"
+        self.engine.reset_context()
+        self.conversation_changed.emit(None)
+
+    def open_conversation(self, conv_id: int, focus_message: int | None = None) -> None:
+        """Show a stored conversation (the KV cache follows on the next reply)."""
+        if self.busy:
+            self.notice.emit("info", "Stop the reply in progress before switching conversations.")
+            return
+        self.store.get_conversation(conv_id)  # KeyError if gone
+        self.conversation_id = conv_id
+        self.render(focus_message)
+        self.conversation_changed.emit(conv_id)
+
+    def render(self, focus_message: int | None = None) -> None:
+        """Rebuild the view from the stored active path."""
+        if self.conversation_id is None:
+            self.view.clear()
+            return
+        path = self.store.active_path(self.conversation_id)
+        self.view.clear()
+        for m in path:
+            self._add_widget(m)
+        if focus_message is not None:
+            self.view.scroll_to_message(focus_message)
+
+    def _add_widget(self, m: Message) -> MessageWidget:
+        sib = self.store.siblings(m.id)
+        title = ""
+        if m.role.value == "assistant":
+            title = m.meta.model_name or (Path(m.meta.model_path).stem if m.meta.model_path else "Assistant")
+        w = self.view.add_message(m.role.value, m.content, title, message_id=m.id)
+        w.set_branch(sib.position, sib.count)
+        if m.role.value == "assistant":
+            if m.meta.stats is not None:
+                w.set_footer(stats_footer(m.meta.stats))
+            w.set_how_made(_how_made(m.meta))
+            if not m.complete:
+                reason = m.meta.stats.stop_reason if m.meta.stats else StopReason.ERROR.value
+                w.set_badge(*_CUT_BADGES.get(reason, ("cut off", "warn")))
+                w.set_can_continue(True)
+        return w
+
+    # ------------------------------------------------------------------ sending
+    def messages_for_engine(self, before: int | None = None) -> tuple[ChatMessage, ...]:
+        assert self.conversation_id is not None
+        return tuple(self.store.chat_history(self.conversation_id, before=before))
 
     def send(self, text: str) -> bool:
-        """Append the person's message and ask for a reply. Returns False if the engine is not ready."""
+        """Append the person's message and ask for a reply. Returns False if nothing was sent."""
         if self.busy:
             return False
-        if self.engine.state != EngineState.READY:
-            if self.engine.state == EngineState.LOADING:
-                self.notice.emit("info", "The model is still loading; your message is kept in the box.")
-            else:
-                self.notice.emit("warning", "No model is loaded. Open a GGUF model first (File → Open model).")
+        if not self._engine_ready():
             return False
-        self.history.append(ChatMessage("user", text))
-        self.view.add_message("user", text)
-        self.composer.box.clear()
-        return self._start_reply()
-
-    def _start_reply(self) -> bool:
-        sampler, stops = self._sampler()
+        sampler, _ = self._sampler()
         model = self.engine.model
-        title = Path(model.info.path).name.removesuffix(".gguf") if model else "Assistant"
-        self._reply = self.view.add_message("assistant", "", title)
-        self._reply.set_badge("thinking…", "live")
-        self._reply_text = ""
-        self.turn.start()
-        rid = self.engine.generate(self.messages_for_engine(), sampler, stop_strings=stops,
-                                   top_candidates=self.want_candidates)
-        if rid is None:
-            self._reply.set_badge("not sent", "error")
-            self._reply = None
+        if self.conversation_id is None:
+            self.conversation_id = self.store.create_conversation(
+                system_prompt=self._system_prompt(), model_path=model.info.path if model else "", sampler=sampler)
+            self.conversation_changed.emit(self.conversation_id)
+        path = self.store.active_path(self.conversation_id)
+        parent = path[-1].id if path else None
+        mid = self.store.add_message(self.conversation_id, parent, "user", text)
+        self.view.add_message("user", text, message_id=mid)
+        self.composer.box.clear()
+        self.conversations_changed.emit()
+        return self._start_reply(parent_id=mid)
+
+    def regenerate(self, message_id: int) -> bool:
+        """A new reply next to ``message_id`` (the old one stays as a branch)."""
+        if self.busy or not self._engine_ready():
             return False
-        self.composer.set_generating(True)
-        self.busy_changed.emit(True)
-        return True
+        new_id = self.store.regenerate(message_id, self._meta())
+        self.render()
+        return self._stream_into(new_id, continue_last=False)
+
+    def continue_reply(self, message_id: int) -> bool:
+        """Continue a reply that was cut off (stopped, max_tokens, context full)."""
+        if self.busy or not self._engine_ready():
+            return False
+        msg = self.store.get_message(message_id)
+        self.render()
+        return self._stream_into(message_id, continue_last=True, prefix=msg.content)
+
+    def edit(self, message_id: int, text: str) -> None:
+        """Edit a message: a new branch with the edited text. Editing a question asks for a new reply."""
+        if self.busy:
+            self.notice.emit("info", "Stop the reply in progress before editing.")
+            return
+        msg = self.store.get_message(message_id)
+        new_id = self.store.edit_message(message_id, text)
+        self.render()
+        self.conversations_changed.emit()
+        if msg.role.value == "user" and new_id != message_id and self._engine_ready(quiet=True):
+            self._start_reply(parent_id=new_id)
+
+    def switch_branch(self, message_id: int) -> None:
+        if self.busy:
+            return
+        self.store.select_branch(message_id)
+        self.render()
+
+    def delete_message(self, message_id: int) -> None:
+        if self.busy:
+            return
+        n = self.store.delete_message(message_id)
+        self.render()
+        self.conversations_changed.emit()
+        if n > 1:
+            self.notice.emit("info", f"Deleted the message and the {n - 1} message(s) after it in that branch.")
 
     def stop(self) -> None:
         """Stop the reply in flight (Esc / the Stop button)."""
         if self.busy:
             self.engine.cancel()
-            if self._reply is not None:
-                self._reply.set_badge("stopping…", "live")
+            if self._reply_widget is not None:
+                self._reply_widget.set_badge("stopping…", "live")
 
-    def new_chat(self) -> None:
-        """Empty the conversation and the model's context."""
-        if self.busy:
-            self.engine.cancel()
-        self.history.clear()
-        self.view.clear()
+    def _engine_ready(self, quiet: bool = False) -> bool:
+        if self.engine.state == EngineState.READY:
+            return True
+        if not quiet:
+            if self.engine.state == EngineState.LOADING:
+                self.notice.emit("info", "The model is still loading; your message is kept in the box.")
+            else:
+                self.notice.emit("warning", "No model is loaded. Open a GGUF model first (File → Open model).")
+        return False
+
+    def _meta(self) -> MessageMeta:
+        model = self.engine.model
+        sampler, _ = self._sampler()
+        ready = self.engine.ready_info
+        if model is None:
+            return MessageMeta(sampler=sampler)
+        return MessageMeta(
+            model_path=model.info.path, model_name=Path(model.info.path).name.removesuffix(".gguf"),
+            quant=model.info.quant_type, sampler=sampler, load=model.settings,
+            system_prompt=self.store.get_conversation(self.conversation_id).system_prompt if self.conversation_id else "",
+            engine=f"llama-cpp-python {ready.llama_cpp_version}" if ready else "",
+        )
+
+    def _start_reply(self, parent_id: int) -> bool:
+        assert self.conversation_id is not None
+        new_id = self.store.add_message(self.conversation_id, parent_id, "assistant", "", self._meta(), complete=False)
+        return self._stream_into(new_id, continue_last=False, render=False)
+
+    def _stream_into(self, message_id: int, *, continue_last: bool, prefix: str = "", render: bool = True) -> bool:
+        sampler, stops = self._sampler()
+        if continue_last:
+            messages = self.messages_for_engine()  # includes the partial reply, continued as is
+            widget = self.view.widget_for(message_id)
+        else:
+            messages = self.messages_for_engine(before=message_id)
+            widget = self.view.widget_for(message_id) if render else None
+            if widget is None:
+                widget = self._add_widget(self.store.get_message(message_id))
+        assert widget is not None
+        self._reply_id = message_id
+        self._reply_widget = widget
+        self._reply_prefix = prefix
+        self._reply_text = prefix
+        widget.set_badge("thinking…", "live")
+        widget.set_can_continue(False)
+        widget.set_footer("")
         self.turn.start()
-        self.turn.phase = "idle"
-        self.engine.reset_context()
+        rid = self.engine.generate(messages, sampler, stop_strings=stops, top_candidates=self.want_candidates,
+                                   continue_last=continue_last)
+        if rid is None:
+            self._abandon("not sent")
+            return False
+        self.composer.set_generating(True)
+        self.busy_changed.emit(True)
+        return True
 
-    # ------------------------------------------------------------------------------ events
+    def _abandon(self, badge: str) -> None:
+        if self._reply_id is not None:
+            self.store.finish_message(self._reply_id, self._reply_text, complete=False)
+        if self._reply_widget is not None:
+            self._reply_widget.set_badge(badge, "error")
+        self._reply_id = None
+        self._reply_widget = None
+
+    def flush(self) -> None:
+        """Write pending streamed text to disk (the window calls it every second)."""
+        self.store.flush()
+
+    # ------------------------------------------------------------------ engine events
     def _on_prompt(self, ev: P.PromptPrepared) -> None:
         self.turn.on_prompt(ev)
-        if self._reply is not None:
-            self._reply.set_badge("prefill…", "live")
+        if self._reply_widget is not None:
+            self._reply_widget.set_badge("prefill…", "live")
 
     def _on_token(self, ev: P.TokenEvent) -> None:
         self.turn.on_token(ev)
-        if self._reply is not None and ev.text:
-            if not self._reply_text:
-                self._reply.set_badge("", "")
+        if self._reply_widget is not None and ev.text:
+            if self._reply_text == self._reply_prefix:
+                self._reply_widget.set_badge("", "")
             self._reply_text += ev.text
-            self._reply.set_text(self._reply_text)
+            self._reply_widget.set_text(self._reply_text)
+            self.store.update_streaming(self._reply_id, self._reply_text)
 
     def _on_shift(self, ev: P.ContextShifted) -> None:
         self.turn.on_shift(ev)
         self.notice.emit("info", f"The context was full: {ev.dropped_messages} oldest message(s) and "
                                  f"{ev.dropped_reply_tokens} reply tokens left the context; the reply goes on.")
 
-    def _end_reply(self, text: str, stats: GenerationStats | None, badge: tuple[str, str]) -> None:
-        w = self._reply
-        self._reply = None
+    def _end_reply(self, text: str, stats: GenerationStats | None, complete: bool | None, badge: tuple[str, str]) -> None:
+        mid, w = self._reply_id, self._reply_widget
+        self._reply_id = None
+        self._reply_widget = None
         self.turn.on_finished(stats)
+        if mid is not None:
+            try:
+                self.store.finish_message(mid, text, stats=stats, complete=complete)
+            except Exception as exc:  # storage failure must not lose the on-screen reply
+                log.exception("could not save reply %s", mid)
+                self.notice.emit("error", f"The reply could not be saved: {exc}")
         if w is not None:
             w.set_text(text)
             w.refresh()
             w.set_badge(*badge)
             if stats is not None:
                 w.set_footer(stats_footer(stats))
-            if text:
-                self.history.append(ChatMessage("assistant", text))
-            elif w.text == "" and badge[0] == "":
-                w.set_badge("empty reply", "warn")
+            if mid is not None:
+                w.set_how_made(_how_made(self.store.get_message(mid).meta))
+            w.set_can_continue(bool(badge[0]) and bool(text))
         self.composer.set_generating(False)
         self.busy_changed.emit(False)
+        self.conversations_changed.emit()
         self.composer.box.setFocus()
 
     def _on_finished(self, ev: P.Finished) -> None:
-        reason = StopReason(ev.stats.stop_reason)
-        badge = {
-            StopReason.CANCELLED: ("stopped", "warn"),
-            StopReason.CONTEXT_FULL: ("context full", "warn"),
-            StopReason.MAX_TOKENS: ("max_tokens reached", "warn"),
-        }.get(reason, ("", ""))
-        self._end_reply(ev.text, ev.stats, badge)
-        if reason == StopReason.CONTEXT_FULL:
+        # A continued reply's text is the old part plus what the engine added.
+        text = self._reply_prefix + ev.text
+        badge = _CUT_BADGES.get(ev.stats.stop_reason, ("", ""))
+        self._end_reply(text, ev.stats, None, badge)
+        if ev.stats.stop_reason == StopReason.CONTEXT_FULL.value:
             self.notice.emit(
                 "warning",
                 f"The context is full ({ev.stats.n_ctx:,} tokens, n_ctx). The reply so far is kept. Raise n_ctx in the "
@@ -178,17 +351,71 @@ class ChatController(QObject):
         self.reply_finished.emit(ev.stats)
 
     def _on_failed(self, ev: P.Failed) -> None:
-        partial = self._reply_text
-        # A refused turn leaves nothing half-done: the person's message stays on screen and in history.
-        self._end_reply(partial, ev.stats, ("not answered" if not partial else "cut off", "error"))
-        if not partial and self.view.messages and self.view.messages[-1].role == "assistant":
-            # Keep the empty reply card out of the way: it says why below.
-            self.view.messages[-1].set_footer(ev.message)
+        text = self._reply_text
+        w = self._reply_widget
+        mid = self._reply_id
+        if not text.strip() and mid is not None and not self._reply_prefix:
+            # Nothing was generated: drop the empty reply; the question stays, with the reason.
+            self._reply_id = None
+            self._reply_widget = None
+            self.store.delete_message(mid)
+            self.view.remove_widget(w)
+            self.turn.on_finished(ev.stats)
+            self.composer.set_generating(False)
+            self.busy_changed.emit(False)
+            if self.view.messages:
+                self.view.messages[-1].set_footer(ev.message)
+        else:
+            self._end_reply(text, ev.stats, False, ("cut off", "error"))
         self.notice.emit("error", ev.message)
 
     def _on_crash(self, description: str) -> None:
-        if self._reply is not None:
-            text = self._reply_text
-            self._end_reply(text, None, ("engine stopped", "error"))
-            if self.view.messages:
-                self.view.messages[-1].set_footer("The engine stopped during this reply; the text above is kept.")
+        if self._reply_id is not None:
+            w = self._reply_widget
+            self._end_reply(self._reply_text, None, False, ("engine stopped", "error"))
+            if w is not None:
+                w.set_footer("The engine stopped during this reply; the text above is kept.")
+
+    # ------------------------------------------------------------------ message actions
+    def _on_action(self, action: str, message_id: int, payload: object) -> None:
+        if action == "regenerate":
+            self.regenerate(message_id)
+        elif action == "continue":
+            self.continue_reply(message_id)
+        elif action == "edit":
+            self.edit(message_id, str(payload))
+        elif action == "branch":
+            self.switch_branch(int(payload))  # the sibling to show
+        elif action == "delete":
+            self.delete_message(message_id)
+        elif action == "branch_step":
+            sib = self.store.siblings(message_id)
+            target = sib.previous_id if payload == -1 else sib.next_id
+            if target is not None:
+                self.switch_branch(target)
+
+
+def _how_made(meta: MessageMeta) -> str:
+    """Tooltip text: model, quant, sampler, seed, tokens, speeds."""
+    if not meta.model_path and meta.sampler is None:
+        return ""
+    lines = []
+    if meta.model_path:
+        lines.append(f"model: {Path(meta.model_path).name} ({meta.quant})")
+    if meta.load is not None:
+        lines.append(f"n_ctx {meta.load.n_ctx} · context policy {meta.load.context_policy}")
+    s = meta.reproduction_sampler()
+    if s is not None:
+        lines.append(
+            f"temperature {s.temperature} · top_k {s.top_k} · top_p {s.top_p} · min_p {s.min_p} · "
+            f"typical_p {s.typical_p} · repeat_penalty {s.repeat_penalty} (last {s.repeat_last_n}) · "
+            f"presence {s.presence_penalty} · frequency {s.frequency_penalty} · max_tokens {s.max_tokens}"
+        )
+        lines.append(f"seed {s.seed if s.seed is not None else 'random'}")
+    st = meta.stats
+    if st is not None:
+        lines.append(f"prompt {st.prompt_tokens} tokens ({st.cached_tokens} reused) · generated {st.generated_tokens}")
+        lines.append(f"TTFT {st.ttft_s * 1000:.0f} ms · prefill {st.prefill_tok_s:.0f} tok/s · decode {st.decode_tok_s:.1f} tok/s")
+    if meta.engine:
+        lines.append(meta.engine)
+    return "\n".join(lines)

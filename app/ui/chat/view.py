@@ -85,6 +85,13 @@ class CodeBlock(QFrame):
         QTimer.singleShot(1200, lambda: self.copy_btn.setText("Copy"))
 
 
+def _discard(w: QWidget) -> None:
+    """Take a widget out of its layout now and free it on the next event-loop turn."""
+    w.hide()
+    w.setParent(None)
+    w.deleteLater()
+
+
 class MarkdownView(QWidget):
     """A reply rendered as segment widgets; while streaming only the last ones change."""
 
@@ -108,9 +115,8 @@ class MarkdownView(QWidget):
         self.source = source
         newly, tail = self._doc.update(source)
         if newly:
-            # The old tail widgets become final widgets when kinds match, else rebuild them.
             for w in self._tail_widgets:
-                w.deleteLater()
+                _discard(w)
             self._tail_widgets, self._tail_kinds = [], []
             for seg in newly:
                 w = self._make(seg)
@@ -121,7 +127,7 @@ class MarkdownView(QWidget):
                 self._update(w, seg)
         else:
             for w in self._tail_widgets:
-                w.deleteLater()
+                _discard(w)
             self._tail_widgets = []
             for seg in tail:
                 w = self._make(seg)
@@ -131,7 +137,7 @@ class MarkdownView(QWidget):
 
     def _clear(self) -> None:
         for w in self._final_widgets + self._tail_widgets:
-            w.deleteLater()
+            _discard(w)
         self._final_widgets, self._tail_widgets, self._tail_kinds = [], [], []
         self._doc = StreamingDocument()
         self.source = ""
@@ -154,23 +160,27 @@ class MarkdownView(QWidget):
 
 
 class MessageWidget(QFrame):
-    """One chat message: header, body, and (for replies) a stats footer.
+    """One chat message: header with actions, body, and (for replies) a stats footer.
 
     Signals:
-        copy_requested(str): the Copy button was pressed (text given).
+        action_requested(str, int, object): ``(action, message_id, payload)`` with action one of
+            ``edit`` (payload: new text), ``regenerate``, ``continue``, ``delete``,
+            ``branch_step`` (payload: -1 or +1).
     """
 
-    copy_requested = Signal(str)
+    action_requested = Signal(str, int, object)
 
-    def __init__(self, role: str, text: str = "", title: str = "", parent: QWidget | None = None) -> None:
+    def __init__(self, role: str, text: str = "", title: str = "", message_id: int | None = None,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.role = role
+        self.message_id = message_id
         self.setObjectName("userMessage" if role == "user" else "assistantMessage")
         lay = QVBoxLayout(self)
         lay.setContentsMargins(14, 10, 14, 10)
         lay.setSpacing(6)
         head = QHBoxLayout()
-        head.setSpacing(8)
+        head.setSpacing(4)
         self.title = QLabel(title or ("You" if role == "user" else "Assistant"))
         self.title.setObjectName("msgRole")
         head.addWidget(self.title)
@@ -179,12 +189,36 @@ class MessageWidget(QFrame):
         self.badge.hide()
         head.addWidget(self.badge)
         head.addStretch(1)
-        self.copy_btn = QToolButton()
-        self.copy_btn.setObjectName("msgAction")
-        self.copy_btn.setText("Copy")
-        self.copy_btn.setToolTip("Copy this message's text")
-        self.copy_btn.clicked.connect(self._copy)
+        self.prev_btn = self._action_button("‹", "Previous version", lambda: self._emit("branch_step", -1))
+        self.branch_label = QLabel("")
+        self.branch_label.setObjectName("branchLabel")
+        self.next_btn = self._action_button("›", "Next version", lambda: self._emit("branch_step", 1))
+        for w in (self.prev_btn, self.branch_label, self.next_btn):
+            head.addWidget(w)
+            w.hide()
+        self.info_btn = self._action_button("ⓘ", "")
+        self.info_btn.hide()
+        head.addWidget(self.info_btn)
+        self.copy_btn = self._action_button("Copy", "Copy this message's text", self._copy)
         head.addWidget(self.copy_btn)
+        self.edit_btn = self._action_button("Edit", "Edit (the current version stays as a branch)", self._start_edit)
+        head.addWidget(self.edit_btn)
+        self.regen_btn = self._action_button("Regenerate", "A new reply; this one stays as a branch",
+                                             lambda: self._emit("regenerate"))
+        self.continue_btn = self._action_button("Continue", "Continue this reply where it stopped",
+                                                lambda: self._emit("continue"))
+        self.continue_btn.hide()
+        if role == "assistant":
+            head.addWidget(self.continue_btn)
+            head.addWidget(self.regen_btn)
+        else:
+            self.regen_btn.hide()
+        self.delete_btn = self._action_button("✕", "Delete this message and what follows it in this branch",
+                                              lambda: self._emit("delete"))
+        head.addWidget(self.delete_btn)
+        if message_id is None:
+            for b in (self.edit_btn, self.regen_btn, self.delete_btn):
+                b.hide()
         lay.addLayout(head)
         if role == "user":
             self.body: QWidget = _rich_label(plain_to_html(text), "userText")
@@ -193,13 +227,30 @@ class MessageWidget(QFrame):
             if text:
                 self.body.set_markdown(text)
         lay.addWidget(self.body)
+        self.editor: QPlainTextEdit | None = None
+        self._edit_bar: QWidget | None = None
         self.footer = QLabel("")
         self.footer.setObjectName("msgFooter")
+        self.footer.setWordWrap(True)
         self.footer.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.footer.hide()
         lay.addWidget(self.footer)
         self._text = text
         self._shown = text
+
+    def _action_button(self, text: str, tip: str, slot=None) -> QToolButton:
+        b = QToolButton()
+        b.setObjectName("msgAction")
+        b.setText(text)
+        b.setToolTip(tip)
+        b.setCursor(Qt.CursorShape.PointingHandCursor)
+        if slot is not None:
+            b.clicked.connect(slot)
+        return b
+
+    def _emit(self, action: str, payload: object = None) -> None:
+        if self.message_id is not None:
+            self.action_requested.emit(action, self.message_id, payload)
 
     @property
     def text(self) -> str:
@@ -208,9 +259,6 @@ class MessageWidget(QFrame):
     def set_text(self, text: str) -> None:
         """Set the message's text; the view catches up on :meth:`refresh` (the repaint clock)."""
         self._text = text
-
-    def append_text(self, more: str) -> None:
-        self._text += more
 
     def refresh(self) -> bool:
         """Render pending text. Returns True if anything changed."""
@@ -235,13 +283,76 @@ class MessageWidget(QFrame):
         self.badge.style().polish(self.badge)
         self.badge.setVisible(bool(text))
 
+    def set_branch(self, position: int, count: int) -> None:
+        """Show "‹ 2/3 ›" when this message has other versions."""
+        show = count > 1
+        self.branch_label.setText(f"{position}/{count}")
+        for w in (self.prev_btn, self.branch_label, self.next_btn):
+            w.setVisible(show)
+        self.prev_btn.setEnabled(position > 1)
+        self.next_btn.setEnabled(position < count)
+
+    def set_how_made(self, text: str) -> None:
+        """The ⓘ tooltip: model, quant, sampler settings, seed, measurements."""
+        self.info_btn.setToolTip(text)
+        self.info_btn.setVisible(bool(text))
+
+    def set_can_continue(self, on: bool) -> None:
+        self.continue_btn.setVisible(on and self.role == "assistant" and self.message_id is not None)
+
+    def _start_edit(self) -> None:
+        if self.editor is not None:
+            return
+        self.editor = QPlainTextEdit(self._text)
+        self.editor.setObjectName("editBox")
+        self.editor.setMinimumHeight(80)
+        bar = QWidget()
+        row = QHBoxLayout(bar)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addStretch(1)
+        cancel = QPushButton("Cancel")
+        save = QPushButton("Save and send" if self.role == "user" else "Save")
+        save.setObjectName("sendButton")
+        cancel.clicked.connect(self._end_edit)
+        save.clicked.connect(self._save_edit)
+        row.addWidget(cancel)
+        row.addWidget(save)
+        self._edit_bar = bar
+        lay = self.layout()
+        idx = lay.indexOf(self.body)
+        self.body.hide()
+        lay.insertWidget(idx + 1, self.editor)
+        lay.insertWidget(idx + 2, bar)
+        self.editor.setFocus()
+
+    def _save_edit(self) -> None:
+        if self.editor is None:
+            return
+        text = self.editor.toPlainText()
+        self._end_edit()
+        if text.strip() and text != self._text:
+            self._emit("edit", text)
+
+    def _end_edit(self) -> None:
+        for w in (self.editor, self._edit_bar):
+            if w is not None:
+                w.deleteLater()
+        self.editor = None
+        self._edit_bar = None
+        self.body.show()
+
     def _copy(self) -> None:
         QGuiApplication.clipboard().setText(self._text)
-        self.copy_requested.emit(self._text)
 
 
 class ChatView(QScrollArea):
-    """The conversation: a column of :class:`MessageWidget` that follows the newest text."""
+    """The conversation: a column of :class:`MessageWidget` that follows the newest text.
+
+    Signals:
+        action_requested(str, int, object): a message's action (see :class:`MessageWidget`).
+    """
+
+    action_requested = Signal(str, int, object)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -271,17 +382,33 @@ class ChatView(QScrollArea):
         self.placeholder.setText(html)
         self.placeholder.setVisible(bool(html) and not self.messages)
 
-    def add_message(self, role: str, text: str = "", title: str = "") -> MessageWidget:
-        w = MessageWidget(role, text, title)
+    def add_message(self, role: str, text: str = "", title: str = "", message_id: int | None = None) -> MessageWidget:
+        w = MessageWidget(role, text, title, message_id)
+        w.action_requested.connect(self.action_requested)
         self._col.insertWidget(self._col.count() - 1, w)
         self.messages.append(w)
         self.placeholder.hide()
         self._follow = True
         return w
 
+    def widget_for(self, message_id: int) -> MessageWidget | None:
+        return next((w for w in self.messages if w.message_id == message_id), None)
+
+    def remove_widget(self, w: MessageWidget | None) -> None:
+        if w is not None and w in self.messages:
+            self.messages.remove(w)
+            _discard(w)
+        self.placeholder.setVisible(bool(self.placeholder.text()) and not self.messages)
+
+    def scroll_to_message(self, message_id: int) -> None:
+        w = self.widget_for(message_id)
+        if w is not None:
+            self._follow = False
+            QTimer.singleShot(0, lambda: self.ensureWidgetVisible(w, 0, 40))
+
     def clear(self) -> None:
         for w in self.messages:
-            w.deleteLater()
+            _discard(w)
         self.messages = []
         self.placeholder.setVisible(bool(self.placeholder.text()))
 

@@ -1,0 +1,150 @@
+"""Chats panel: the conversation list (newest first), search across all messages,
+rename, delete with undo, export."""
+
+from __future__ import annotations
+
+import html
+import time
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QInputDialog,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QMenu,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.conversations import ConversationStore
+
+ROLE_ID = Qt.ItemDataRole.UserRole
+ROLE_MESSAGE = Qt.ItemDataRole.UserRole + 1
+
+
+def _ago(ts: float, now: float | None = None) -> str:
+    d = max(0.0, (now or time.time()) - ts)
+    if d < 60:
+        return "just now"
+    if d < 3600:
+        return f"{int(d // 60)} min ago"
+    if d < 86400:
+        return f"{int(d // 3600)} h ago"
+    return time.strftime("%d %b", time.localtime(ts))
+
+
+class ConversationsPanel(QWidget):
+    """Signals:
+        open_requested(int, object): show conversation ``id`` (and scroll to a message id, or None).
+        new_requested(): start a new chat.
+        deleted(int, str): a conversation was deleted (id, title) — the window offers Undo.
+        export_requested(int, str): export conversation ``id`` as ``"markdown"`` or ``"json"``.
+    """
+
+    open_requested = Signal(int, object)
+    new_requested = Signal()
+    deleted = Signal(int, str)
+    export_requested = Signal(int, str)
+
+    def __init__(self, store: ConversationStore, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("conversationsPanel")
+        self.store = store
+        self.current_id: int | None = None
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(8, 8, 8, 8)
+        lay.setSpacing(6)
+        top = QHBoxLayout()
+        self.search = QLineEdit()
+        self.search.setObjectName("chatSearch")
+        self.search.setPlaceholderText("Search all chats…")
+        self.search.setClearButtonEnabled(True)
+        top.addWidget(self.search, 1)
+        new = QPushButton("+ New")
+        new.setObjectName("presetButton")
+        new.setToolTip("New chat (Ctrl+N)")
+        new.clicked.connect(self.new_requested)
+        top.addWidget(new)
+        lay.addLayout(top)
+        self.list = QListWidget()
+        self.list.setObjectName("chatList")
+        self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.list.customContextMenuRequested.connect(self._menu)
+        self.list.itemActivated.connect(self._activated)
+        self.list.itemClicked.connect(self._activated)
+        self.list.setWordWrap(True)
+        lay.addWidget(self.list, 1)
+        self._search_timer = QTimer(self)
+        self._search_timer.setSingleShot(True)
+        self._search_timer.setInterval(200)
+        self._search_timer.timeout.connect(self.refresh)
+        self.search.textChanged.connect(lambda _t: self._search_timer.start())
+        self.refresh()
+
+    def set_current(self, conv_id: int | None) -> None:
+        self.current_id = conv_id
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Rebuild the list: conversations, or search hits while the search box has text."""
+        self.list.clear()
+        query = self.search.text().strip()
+        if query:
+            hits = self.store.search(query, limit=100)
+            if not hits:
+                item = QListWidgetItem(f"No message contains “{query}”.")
+                item.setFlags(Qt.ItemFlag.NoItemFlags)
+                self.list.addItem(item)
+            for h in hits:
+                item = QListWidgetItem(f"{h.conversation_title}\n{h.role.value}: {h.snippet}")
+                item.setData(ROLE_ID, h.conversation_id)
+                item.setData(ROLE_MESSAGE, h.message_id)
+                item.setToolTip(html.escape(h.snippet))
+                self.list.addItem(item)
+            return
+        now = time.time()
+        for c in self.store.list_conversations():
+            item = QListWidgetItem(f"{c.title}\n{_ago(c.updated_at, now)}")
+            item.setData(ROLE_ID, c.id)
+            self.list.addItem(item)
+            if c.id == self.current_id:
+                item.setSelected(True)
+                self.list.setCurrentItem(item)
+        if self.list.count() == 0:
+            item = QListWidgetItem("No chats yet.")
+            item.setFlags(Qt.ItemFlag.NoItemFlags)
+            self.list.addItem(item)
+
+    def _activated(self, item: QListWidgetItem) -> None:
+        cid = item.data(ROLE_ID)
+        if cid is not None:
+            self.open_requested.emit(int(cid), item.data(ROLE_MESSAGE))
+
+    def _menu(self, pos) -> None:
+        item = self.list.itemAt(pos)
+        if item is None or item.data(ROLE_ID) is None:
+            return
+        cid = int(item.data(ROLE_ID))
+        m = QMenu(self)
+        m.addAction("Rename…", lambda: self.rename(cid))
+        m.addAction("Export as Markdown…", lambda: self.export_requested.emit(cid, "markdown"))
+        m.addAction("Export as JSON (all branches)…", lambda: self.export_requested.emit(cid, "json"))
+        m.addSeparator()
+        m.addAction("Delete", lambda: self.delete(cid))
+        m.exec(self.list.viewport().mapToGlobal(pos))
+
+    def rename(self, conv_id: int) -> None:
+        conv = self.store.get_conversation(conv_id)
+        title, ok = QInputDialog.getText(self, "Rename chat", "Title:", text=conv.title)
+        if ok:
+            self.store.rename(conv_id, title)
+            self.refresh()
+
+    def delete(self, conv_id: int) -> None:
+        title = self.store.get_conversation(conv_id).title
+        self.store.delete_conversation(conv_id)
+        self.refresh()
+        self.deleted.emit(conv_id, title)

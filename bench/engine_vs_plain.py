@@ -1,0 +1,145 @@
+"""Glassbox's engine path against plain llama-cpp-python: prefill and decode tok/s.
+
+Both sides evaluate the same prompt tokens (the engine's rendered chat prompt)
+with the same threads, n_ctx and n_batch, and generate the same number of
+tokens greedily. The engine runs as Glassbox runs it: in its child process,
+with every measurement on and one event per token sent over the pipe. Plain
+llama-cpp-python is timed the way its own users time it (``Llama.eval`` for
+prefill, the ``Llama.generate`` loop for decode). Decode tok/s on both sides
+= (generated - 1) / (time of last token - time of first token).
+
+Usage::
+
+    python bench/engine_vs_plain.py [--model PATH] [--threads N] [--gen 128] [--prompt-lines 60] [--repeats 5]
+
+The last line printed is JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def plain_run(llm, tokens: list[int], n_gen: int) -> tuple[float, float, list[int]]:
+    import llama_cpp
+
+    llm.reset()
+    llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(llm.ctx), True)
+    t = time.perf_counter()
+    llm.eval(tokens[:-1])
+    prefill_s = time.perf_counter() - t
+    out: list[int] = []
+    times: list[float] = []
+    for tok in llm.generate(tokens, temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0, reset=True):
+        times.append(time.perf_counter())
+        out.append(tok)
+        if len(out) >= n_gen:
+            break
+    decode = (len(out) - 1) / (times[-1] - times[0])
+    return (len(tokens) - 1) / prefill_s, decode, out
+
+
+def engine_run(host, messages, n_gen: int, candidates: int):
+    from app.core.sampling import SamplerSettings
+    from app.engine import protocol as P
+
+    host.request(P.ResetContext(host.next_id()))
+    events: list = []
+    fin = host.request(
+        P.Generate(host.next_id(), messages, SamplerSettings(temperature=0.0, repeat_penalty=1.0, max_tokens=n_gen),
+                   top_candidates=candidates),
+        timeout=600, on_event=events.append)
+    prepared = next(e for e in events if isinstance(e, P.PromptPrepared))
+    ids = [e.token_id for e in events if isinstance(e, P.TokenEvent)]
+    return fin.stats, prepared, ids
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default=os.environ.get("GLASSBOX_TEST_SMOLLM2"))
+    ap.add_argument("--threads", type=int, default=0, help="0: Glassbox's auto choice, used for both sides")
+    ap.add_argument("--n-ctx", type=int, default=4096)
+    ap.add_argument("--n-batch", type=int, default=512)
+    ap.add_argument("--gen", type=int, default=128)
+    ap.add_argument("--prompt-lines", type=int, default=60)
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    if not args.model:
+        ap.error("give --model or set GLASSBOX_TEST_SMOLLM2")
+
+    import llama_cpp
+
+    from app.core.chat import ChatMessage, LoadSettings
+    from app.engine import protocol as P
+    from app.engine.host import EngineHost
+    from app.engine.session import auto_threads
+
+    threads = args.threads or auto_threads()
+    body = "\n".join(f"{i}. The quick brown fox jumps over the lazy dog." for i in range(args.prompt_lines))
+    messages = (ChatMessage("system", "You are a helpful assistant."),
+                ChatMessage("user", body + "\nNow count from 1 to 1000, one number per line."))
+
+    host = EngineHost()
+    host.start()
+    assert isinstance(host.recv(60), P.EngineReady)
+    loaded = host.request(P.LoadModel(host.next_id(), args.model,
+                                      LoadSettings(n_ctx=args.n_ctx, n_batch=args.n_batch, n_threads=threads)))
+    assert isinstance(loaded, P.ModelLoaded), loaded
+    llm = llama_cpp.Llama(args.model, n_ctx=args.n_ctx, n_batch=args.n_batch, n_ubatch=min(args.n_batch, 512),
+                          n_threads=threads, n_threads_batch=threads, verbose=False)
+    results: dict[str, list[tuple[float, float]]] = {"plain": [], "engine": [], "engine+candidates": []}
+    same_tokens = True
+    try:
+        stats, prepared, _ = engine_run(host, messages, 4, 0)  # warm-up, and the exact prompt text
+        tokens = llm.tokenize(prepared.prompt_text.encode(), add_bos=False, special=True)
+        assert len(tokens) == prepared.prompt_tokens, (len(tokens), prepared.prompt_tokens)
+        plain_run(llm, tokens, 4)  # warm-up
+        for _ in range(args.repeats):
+            p_pre, p_dec, p_ids = plain_run(llm, tokens, args.gen)
+            results["plain"].append((p_pre, p_dec))
+            stats, _, e_ids = engine_run(host, messages, args.gen, 0)
+            results["engine"].append((stats.prefill_tok_s, stats.decode_tok_s))
+            same_tokens &= e_ids == p_ids[: len(e_ids)] and len(e_ids) == args.gen
+            stats, _, _ = engine_run(host, messages, args.gen, 20)
+            results["engine+candidates"].append((stats.prefill_tok_s, stats.decode_tok_s))
+    finally:
+        host.stop()
+        llm.close()
+
+    def med(name: str, i: int) -> float:
+        return statistics.median(v[i] for v in results[name])
+
+    out = {
+        "model": Path(args.model).name,
+        "threads": threads,
+        "n_ctx": args.n_ctx,
+        "n_batch": args.n_batch,
+        "prompt_tokens": len(tokens),
+        "generated_tokens": args.gen,
+        "repeats": args.repeats,
+        "same_greedy_tokens": same_tokens,
+        "plain": {"prefill_tok_s": round(med("plain", 0), 1), "decode_tok_s": round(med("plain", 1), 1)},
+        "engine": {"prefill_tok_s": round(med("engine", 0), 1), "decode_tok_s": round(med("engine", 1), 1)},
+        "engine_with_top20_candidates": {"prefill_tok_s": round(med("engine+candidates", 0), 1),
+                                         "decode_tok_s": round(med("engine+candidates", 1), 1)},
+    }
+    out["decode_ratio"] = round(out["engine"]["decode_tok_s"] / out["plain"]["decode_tok_s"], 3)
+    out["prefill_ratio"] = round(out["engine"]["prefill_tok_s"] / out["plain"]["prefill_tok_s"], 3)
+    out["decode_ratio_with_candidates"] = round(
+        out["engine_with_top20_candidates"]["decode_tok_s"] / out["plain"]["decode_tok_s"], 3)
+    for name in results:
+        print(f"{name:>20}: " + ", ".join(f"prefill {a:7.1f} decode {b:6.1f}" for a, b in results[name]))
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
