@@ -576,6 +576,41 @@ def exec_in_venv(py: Path, argv: Sequence[str], env: dict[str, str], dry_run: bo
     return 0  # not reached
 
 
+def debian_package(soname: str) -> str:
+    """``libxcb-icccm.so.4`` -> ``libxcb-icccm4`` (Debian's naming), a good guess elsewhere too."""
+    m = re.fullmatch(r"(lib[\w.+-]+?)\.so\.(\d+).*", soname)
+    if not m:
+        return soname
+    name, major = m.groups()
+    return f"{name}-{major}" if name[-1].isdigit() else f"{name}{major}"
+
+
+def missing_qt_x11_libraries(venv: Path = VENV) -> list[str]:
+    """On Linux under X11: the system libraries Qt's xcb plugin needs and cannot find.
+
+    Qt wheels bundle Qt itself but not these (desktops have them; minimal installs
+    often lack libxcb-cursor0, which Qt needs since 6.5). Best effort: [] when unsure.
+    """
+    if not sys.platform.startswith("linux") or not os.environ.get("DISPLAY"):
+        return []
+    if os.environ.get("WAYLAND_DISPLAY") or os.environ.get("QT_QPA_PLATFORM", "xcb").split(":")[0] != "xcb":
+        return []
+    plugins = list(venv.glob("lib/python3*/site-packages/PySide6/Qt/plugins/platforms/libqxcb.so"))
+    ldd = shutil.which("ldd")
+    if not plugins or not ldd:
+        return []
+    missing: set[str] = set()
+    try:
+        r = subprocess.run([ldd, str(plugins[0])], capture_output=True, text=True, timeout=20, check=False)
+        missing.update(m.group(1) for m in re.finditer(r"^\s*(\S+) => not found", r.stdout, re.M))
+        known = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, timeout=20, check=False).stdout
+        if known and "libxcb-cursor.so.0" not in known:
+            missing.add("libxcb-cursor.so.0")  # loaded at run time, so ldd does not list it
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return sorted(missing)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     py = setup([], args.verbose)
     t0 = time.monotonic()
@@ -591,6 +626,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         app_args = ["--model", model, *app_args]
     if not (ROOT / "app" / "main.py").exists():
         say("note: app/main.py does not exist yet, so the app cannot start")
+    missing = missing_qt_x11_libraries()
+    if missing:
+        say(
+            f"warning: Qt's X11 plugin needs system libraries that are missing ({', '.join(missing)}); "
+            f"the window may not open. Install them: sudo apt install {' '.join(debian_package(m) for m in missing)} "
+            "(Fedora: sudo dnf install xcb-util-cursor xcb-util-wm xcb-util-keysyms)"
+        )
     say("starting Glassbox")
     return exec_in_venv(py, ["-m", "app", *app_args], dict(os.environ), args.dry_run)
 

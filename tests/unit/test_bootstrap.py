@@ -99,3 +99,9 @@ def test_ci_runs_exactly_the_test_command() -> None:
     script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "set -euo pipefail" in script
     assert script.strip().splitlines()[-1] == 'exec python3 packaging/bootstrap.py test "$@"'
+
+
+def test_missing_x11_libraries_become_package_names(bootstrap: ModuleType) -> None:
+    assert bootstrap.debian_package("libxcb-cursor.so.0") == "libxcb-cursor0"
+    assert bootstrap.debian_package("libxcb-icccm.so.4") == "libxcb-icccm4"
+    assert bootstrap.debian_package("libxkbcommon-x11.so.0") == "libxkbcommon-x11-0"
