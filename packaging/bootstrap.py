@@ -54,6 +54,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import sysconfig
 import tempfile
@@ -200,19 +201,22 @@ def run_logged(
         out.write(f"\n$ {' '.join(cmd)}\n".encode())
         out.flush()
         try:
+            # Its own process group, so that stopping us stops the whole build
+            # (pip, cmake, the compilers), not only pip.
             proc = subprocess.Popen(
-                list(cmd), stdout=subprocess.PIPE if verbose else out, stderr=subprocess.STDOUT, env=env, cwd=ROOT
-            )
+                list(cmd), stdout=subprocess.PIPE if verbose else out, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+                **({"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP} if IS_WINDOWS else {"start_new_session": True}),
+            )  # fmt: skip
         except OSError as exc:
             raise SetupError(f"could not run {cmd[0]}: {exc}") from exc
         t0 = time.monotonic()
-        if verbose:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                out.write(line)
-                sys.stdout.write(line.decode(errors="replace"))
-            return proc.wait()
         try:
+            if verbose:
+                assert proc.stdout is not None
+                for line in proc.stdout:
+                    out.write(line)
+                    sys.stdout.write(line.decode(errors="replace"))
+                return proc.wait()
             while True:
                 try:
                     return proc.wait(timeout=5)
@@ -220,9 +224,28 @@ def run_logged(
                     if heartbeat is not None:
                         heartbeat(time.monotonic() - t0)
         except BaseException:
-            proc.kill()
-            proc.wait()
+            stop_tree(proc)
             raise
+
+
+def stop_tree(proc: subprocess.Popen) -> None:
+    """End ``proc`` and everything it started (it leads its own process group)."""
+    if proc.poll() is not None:
+        return
+    try:
+        if IS_WINDOWS:
+            subprocess.run(["taskkill", "/T", "/F", "/PID", str(proc.pid)], capture_output=True, check=False)
+        else:
+            for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 0)):
+                os.killpg(proc.pid, sig)
+                try:
+                    proc.wait(timeout=grace or None)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+    except (OSError, subprocess.SubprocessError):
+        proc.kill()
+    proc.wait()
 
 
 NETWORK_ERRORS = re.compile(
@@ -663,6 +686,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("command", choices=["run", "test"], help="run: start the app; test: run the test suite headless")
     parser.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+
+    def terminated(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # clean up (stop the build, drop temporary files) as for Ctrl-C
+
+    if hasattr(signal, "SIGTERM"):
+        signal.signal(signal.SIGTERM, terminated)
     try:
         return cmd_run(args) if args.command == "run" else cmd_test(args)
     except SetupError as exc:
