@@ -670,7 +670,6 @@ def cmd_test(args: argparse.Namespace) -> int:
     env.update(found)
     say(f"test models: {', '.join(Path(p).name for p in found.values())} verified in {dest} {took(t0)}")
     env["QT_QPA_PLATFORM"] = "offscreen"
-    env["PYTHONDONTWRITEBYTECODE"] = env.get("PYTHONDONTWRITEBYTECODE", "1")
     say("running the test suite: python -m pytest " + " ".join(args.rest))
     return exec_in_venv(py, ["-m", "pytest", *args.rest], env, args.dry_run)
 
