@@ -1,0 +1,47 @@
+"""Everything that asks the person or leaves the app (message boxes, file dialogs, opening
+URLs), in one module so tests can replace each function with ``monkeypatch.setattr``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QUrl
+from PySide6.QtGui import QDesktopServices
+from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
+
+
+def confirm(parent: QWidget | None, title: str, text: str, details: str = "", *, destructive: bool = True) -> bool:
+    """Ask a yes/no question; True when the person agrees (default button: No)."""
+    box = QMessageBox(parent)
+    box.setIcon(QMessageBox.Icon.Warning if destructive else QMessageBox.Icon.Question)
+    box.setWindowTitle(title)
+    box.setText(text)
+    if details:
+        box.setInformativeText(details)
+    box.setStandardButtons(QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No)
+    box.setDefaultButton(QMessageBox.StandardButton.No)
+    yes = box.button(QMessageBox.StandardButton.Yes)
+    yes.setText("Delete" if destructive else "Yes")
+    return box.exec() == QMessageBox.StandardButton.Yes
+
+
+def choose_gguf_files(parent: QWidget | None, start: Path) -> list[str]:
+    """GGUF files the person picks (empty when cancelled)."""
+    paths, _ = QFileDialog.getOpenFileNames(parent, "Import GGUF models", str(start),
+                                            "GGUF models (*.gguf);;All files (*)")
+    return paths
+
+
+def choose_folder(parent: QWidget | None, start: Path) -> str:
+    """A folder the person picks ("" when cancelled)."""
+    return QFileDialog.getExistingDirectory(parent, "Add a models folder", str(start))
+
+
+def open_url(url: QUrl | str) -> bool:
+    """Open a web page or a local folder with the desktop's handler."""
+    return QDesktopServices.openUrl(QUrl(url) if isinstance(url, str) else url)
+
+
+def open_folder(path: Path) -> bool:
+    """Show a folder in the file manager."""
+    return open_url(QUrl.fromLocalFile(str(path)))
