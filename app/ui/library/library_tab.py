@@ -1,0 +1,806 @@
+"""The Library tab: every GGUF model Glassbox can load, with load, delete, show, import and folders.
+
+Scans, imports, deletes and last-used updates run on one worker thread (the
+:class:`~app.core.library.ModelLibrary` is used from one thread at a time);
+their results come back by queued signal and replace the table's rows.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QItemSelectionModel,
+    QModelIndex,
+    QPersistentModelIndex,
+    QSortFilterProxyModel,
+    Qt,
+    Signal,
+)
+from PySide6.QtGui import QColor, QDragEnterEvent, QDragMoveEvent, QDropEvent, QFont
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFrame,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QMenu,
+    QProgressBar,
+    QPushButton,
+    QStackedWidget,
+    QTableView,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.gguf_info import GGUFError
+from app.core.hub import STARTER_MODELS, StarterModel
+from app.core.library import (
+    SOURCE_FOLDER,
+    SOURCE_HF_CACHE,
+    SOURCE_MODELS,
+    ModelEntry,
+    ModelLibrary,
+    suggested_folders,
+)
+from app.ui.library import dialogs
+from app.ui.library.fmt import ago, format_bytes, format_count
+from app.ui.library.tasks import TaskPool
+from app.ui.library.widgets import RED, FlatDelegate, InlineMessage, TwoLineDelegate
+
+log = logging.getLogger("glassbox.ui.library")
+
+SOURCE_SHORT = {SOURCE_MODELS: "Glassbox", SOURCE_FOLDER: "Folder", SOURCE_HF_CACHE: "HF cache"}
+
+
+class LibraryRole(enum.IntEnum):
+    """Item data roles of :class:`LibraryModel` (any column)."""
+
+    ENTRY = Qt.ItemDataRole.UserRole + 1  #: the :class:`ModelEntry`
+    PATH = enum.auto()  #: str, the file to load
+    ERROR = enum.auto()  #: str or None
+    SORT = enum.auto()  #: the column's sort key
+    FILTER = enum.auto()  #: lower-case text the filter box matches
+    SUBTITLE = enum.auto()  #: second line of the name cell
+    SUBTITLE_COLOR = enum.auto()  #: QColor of the second line (red for errors)
+    BADGE = enum.auto()  #: "loaded" on the loaded model's row
+    LOADED = enum.auto()  #: bool
+
+
+class LibraryColumn(enum.IntEnum):
+    NAME = 0
+    ARCHITECTURE = 1
+    PARAMS = 2
+    QUANT = 3
+    SIZE = 4
+    CONTEXT = 5
+    LAST_USED = 6
+    SOURCE = 7
+
+
+HEADERS = {
+    LibraryColumn.NAME: "Model", LibraryColumn.ARCHITECTURE: "Architecture", LibraryColumn.PARAMS: "Params",
+    LibraryColumn.QUANT: "Quant", LibraryColumn.SIZE: "Size", LibraryColumn.CONTEXT: "Trained ctx",
+    LibraryColumn.LAST_USED: "Last used", LibraryColumn.SOURCE: "Source",
+}
+_RIGHT = {LibraryColumn.PARAMS, LibraryColumn.SIZE, LibraryColumn.CONTEXT}
+
+
+def _same(a: str | os.PathLike[str] | None, b: str | os.PathLike[str] | None) -> bool:
+    return a is not None and b is not None and os.path.abspath(a) == os.path.abspath(b)
+
+
+class LibraryModel(QAbstractTableModel):
+    """The library's entries as a table (one row per model; a split model is one row).
+
+    Touch it only on the UI thread.
+    """
+
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(parent)
+        self.entries: list[ModelEntry] = []
+        self.loaded_path: str | None = None
+
+    def set_entries(self, entries: list[ModelEntry]) -> None:
+        self.beginResetModel()
+        self.entries = list(entries)
+        self.endResetModel()
+
+    def set_loaded(self, path: str | None) -> None:
+        self.loaded_path = path
+        if self.entries:
+            self.dataChanged.emit(self.index(0, 0), self.index(len(self.entries) - 1, len(LibraryColumn) - 1))
+
+    def row_of(self, path: str | os.PathLike[str]) -> int:
+        """The row whose model includes ``path`` (any part), or -1."""
+        for i, e in enumerate(self.entries):
+            if any(_same(p, path) for p in e.paths):
+                return i
+        return -1
+
+    # --- Qt model API ---------------------------------------------------------------------------
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802, B008
+        return 0 if parent.isValid() else len(self.entries)
+
+    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802, B008
+        return 0 if parent.isValid() else len(LibraryColumn)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:  # noqa: N802
+        if orientation == Qt.Orientation.Horizontal:
+            if role == Qt.ItemDataRole.DisplayRole:
+                return HEADERS[LibraryColumn(section)]
+            if role == Qt.ItemDataRole.TextAlignmentRole:
+                right = LibraryColumn(section) in _RIGHT
+                return int((Qt.AlignmentFlag.AlignRight if right else Qt.AlignmentFlag.AlignLeft)
+                           | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+    def flags(self, index: QModelIndex | QPersistentModelIndex) -> Qt.ItemFlag:
+        return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable if index.isValid() else \
+            Qt.ItemFlag.ItemIsDropEnabled
+
+    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid() or index.row() >= len(self.entries):
+            return None
+        e = self.entries[index.row()]
+        col = LibraryColumn(index.column())
+        loaded = _same(e.path, self.loaded_path)
+        if role == Qt.ItemDataRole.DisplayRole:
+            return self._display(e, col)
+        if role == LibraryRole.ENTRY:
+            return e
+        if role == LibraryRole.PATH:
+            return str(e.path)
+        if role == LibraryRole.ERROR:
+            return e.error
+        if role == LibraryRole.LOADED:
+            return loaded
+        if role == LibraryRole.BADGE:
+            return "loaded" if loaded else None
+        if role == LibraryRole.SUBTITLE:
+            return e.error if e.error else e.file_name
+        if role == LibraryRole.SUBTITLE_COLOR:
+            return RED if e.error else None
+        if role == LibraryRole.FILTER:
+            return " ".join([e.name, e.file_name, e.architecture, e.quant, e.source_label, e.repo_id or ""]).lower()
+        if role == LibraryRole.SORT:
+            return self._sort_key(e, col)
+        if role == Qt.ItemDataRole.ToolTipRole:
+            if col == LibraryColumn.SOURCE:
+                return f"{e.source_label}\n{e.folder}"
+            tip = f"{e.name}\n{e.path}"
+            if e.is_split:
+                tip += f"\n{len(e.paths)} parts"
+            return tip + (f"\n\n{e.error}" if e.error else "")
+        if role == Qt.ItemDataRole.ForegroundRole:
+            if e.error and col != LibraryColumn.NAME:
+                return QColor("#7c8391")
+            if col in (LibraryColumn.LAST_USED, LibraryColumn.SOURCE):
+                return QColor("#9aa2b1")
+            return None
+        if role == Qt.ItemDataRole.FontRole and col == LibraryColumn.QUANT and e.quant:
+            f = QFont()
+            f.setFamily("DejaVu Sans Mono")
+            f.setPointSizeF(9)
+            return f
+        if role == Qt.ItemDataRole.TextAlignmentRole:
+            return int((Qt.AlignmentFlag.AlignRight if col in _RIGHT else Qt.AlignmentFlag.AlignLeft)
+                       | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+    @staticmethod
+    def _display(e: ModelEntry, col: LibraryColumn) -> str:
+        if col == LibraryColumn.NAME:
+            return e.name
+        if col == LibraryColumn.ARCHITECTURE:
+            return e.architecture if e.architecture != "unknown" or not e.error else "—"
+        if col == LibraryColumn.PARAMS:
+            return format_count(e.n_params) if e.n_params else "—"
+        if col == LibraryColumn.QUANT:
+            return e.quant or "—"
+        if col == LibraryColumn.SIZE:
+            return format_bytes(e.size) if e.size else "—"
+        if col == LibraryColumn.CONTEXT:
+            return f"{e.context_length:,}" if e.context_length else "—"
+        if col == LibraryColumn.LAST_USED:
+            return ago(e.last_used) if e.last_used else "never"
+        return SOURCE_SHORT.get(e.source, e.source)
+
+    @staticmethod
+    def _sort_key(e: ModelEntry, col: LibraryColumn) -> Any:
+        if col == LibraryColumn.PARAMS:
+            return e.n_params
+        if col == LibraryColumn.SIZE:
+            return e.size
+        if col == LibraryColumn.CONTEXT:
+            return e.context_length
+        if col == LibraryColumn.LAST_USED:
+            return e.last_used or 0.0
+        return LibraryModel._display(e, col).lower()
+
+
+class LibraryView(QTableView):
+    """The library table; .gguf files dropped on it are imported.
+
+    Signals:
+        files_dropped(list): local paths of the .gguf files dropped.
+    """
+
+    files_dropped = Signal(list)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("libraryTable")
+        self.setAcceptDrops(True)
+        self.viewport().setAcceptDrops(True)
+        self.setDropIndicatorShown(False)
+        self.setDragDropMode(QAbstractItemView.DragDropMode.DropOnly)
+
+    @staticmethod
+    def gguf_paths(mime: Any) -> list[str]:
+        return [u.toLocalFile() for u in mime.urls() if u.isLocalFile() and u.toLocalFile().lower().endswith(".gguf")]
+
+    def dragEnterEvent(self, e: QDragEnterEvent) -> None:  # noqa: N802 (Qt API)
+        if self.gguf_paths(e.mimeData()):
+            e.acceptProposedAction()
+        else:
+            e.ignore()
+
+    def dragMoveEvent(self, e: QDragMoveEvent) -> None:  # noqa: N802 (Qt API)
+        if self.gguf_paths(e.mimeData()):
+            e.acceptProposedAction()
+        else:
+            e.ignore()
+
+    def dropEvent(self, e: QDropEvent) -> None:  # noqa: N802 (Qt API)
+        paths = self.gguf_paths(e.mimeData())
+        if paths:
+            e.acceptProposedAction()
+            self.files_dropped.emit(paths)
+        else:
+            e.ignore()
+
+
+class StarterList(QFrame):
+    """Small instruct models to start with (first run), each with a Download button.
+
+    Signals:
+        download_requested(object): the :class:`StarterModel` to download.
+    """
+
+    download_requested = Signal(object)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("starterList")
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(0)
+        self.buttons: dict[str, QPushButton] = {}
+        for i, s in enumerate(STARTER_MODELS):
+            row = QFrame()
+            row.setObjectName("starterRow")
+            row.setProperty("first", i == 0)
+            h = QHBoxLayout(row)
+            h.setContentsMargins(14, 8, 10, 8)
+            text = QVBoxLayout()
+            text.setSpacing(1)
+            title, _, blurb = s.label.partition(": ")
+            name = QLabel(title)
+            name.setObjectName("starterName")
+            sub = QLabel(f"{blurb} · {s.repo_id}" if blurb else s.repo_id)
+            sub.setObjectName("starterSub")
+            text.addWidget(name)
+            text.addWidget(sub)
+            h.addLayout(text, 1)
+            size = QLabel(format_bytes(s.approx_size))
+            size.setObjectName("starterSize")
+            size.setToolTip(f"{s.filename}, about {s.approx_size / 1e6:,.0f} MB (the Hub lists the exact size)")
+            h.addWidget(size)
+            b = QPushButton("Download")
+            b.setObjectName("starterDownload")
+            b.setMinimumWidth(110)
+            b.clicked.connect(lambda _=False, st=s: self.download_requested.emit(st))
+            h.addWidget(b)
+            self.buttons[s.filename] = b
+            lay.addWidget(row)
+
+    def set_state(self, starter: StarterModel, text: str, enabled: bool) -> None:
+        b = self.buttons.get(starter.filename)
+        if b is not None:
+            b.setText(text)
+            b.setEnabled(enabled)
+
+
+class LibraryTab(QWidget):
+    """The models Glassbox can load, from every place it knows.
+
+    Args:
+        library: the model library (used only from ``pool``'s thread).
+        pool: a one-thread :class:`TaskPool` for scans, imports and deletes.
+        get_folders, set_folders: read and store the added folders (Settings.extra).
+
+    Signals:
+        load_requested(str): load this GGUF (the first part of a split model).
+        open_file_requested(): the person wants to open a GGUF file from anywhere.
+        notice(str, str): kind ("info"/"warning"/"error") and text for the window's banner.
+        starter_download_requested(object): download this :class:`StarterModel`.
+        entries_changed(): a scan finished (the rows were replaced).
+    """
+
+    load_requested = Signal(str)
+    open_file_requested = Signal()
+    notice = Signal(str, str)
+    starter_download_requested = Signal(object)
+    entries_changed = Signal()
+
+    _import_progressed = Signal(str, int, int)  # internal, from the worker: name, done, total
+
+    def __init__(self, library: ModelLibrary, pool: TaskPool, get_folders: Callable[[], list[Path]],
+                 set_folders: Callable[[list[Path]], None], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("libraryTab")
+        self.library = library
+        self.pool = pool
+        self._get_folders = get_folders
+        self._set_folders = set_folders
+        self.scanned = False  # a scan has finished at least once
+        self._scanning = False
+        self._rescan = False
+        self._importing = False
+        self._cancel_import = False
+
+        self.model = LibraryModel(self)
+        self.proxy = QSortFilterProxyModel(self)
+        self.proxy.setSourceModel(self.model)
+        self.proxy.setSortRole(LibraryRole.SORT)
+        self.proxy.setFilterRole(LibraryRole.FILTER)
+        self.proxy.setFilterKeyColumn(0)
+        self.proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(12, 10, 12, 10)
+        lay.setSpacing(8)
+
+        # toolbar
+        bar = QHBoxLayout()
+        bar.setSpacing(6)
+        self.filter = QLineEdit()
+        self.filter.setObjectName("libraryFilter")
+        self.filter.setPlaceholderText("Filter models by name, architecture, quant…")
+        self.filter.setClearButtonEnabled(True)
+        self.filter.textChanged.connect(self.proxy.setFilterFixedString)
+        bar.addWidget(self.filter, 1)
+        self.count_label = QLabel("")
+        self.count_label.setObjectName("countLabel")
+        bar.addWidget(self.count_label)
+        self.import_progress = QProgressBar()
+        self.import_progress.setObjectName("importProgress")
+        self.import_progress.setMaximumWidth(180)
+        self.import_progress.setRange(0, 1000)
+        self.import_progress.hide()
+        bar.addWidget(self.import_progress)
+        self.folders_button = QToolButton()
+        self.folders_button.setObjectName("foldersButton")
+        self.folders_button.setText("Folders  ▾")
+        self.folders_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.folders_menu = QMenu(self.folders_button)
+        self.folders_menu.aboutToShow.connect(self._fill_folders_menu)
+        self.folders_button.setMenu(self.folders_menu)
+        bar.addWidget(self.folders_button)
+        self.import_button = QPushButton("Import…")
+        self.import_button.setObjectName("importButton")
+        self.import_button.setToolTip("Copy GGUF files into Glassbox's models folder (or drop them on the list)")
+        self.import_button.clicked.connect(self.import_dialog)
+        bar.addWidget(self.import_button)
+        self.refresh_button = QPushButton("Refresh")
+        self.refresh_button.setObjectName("refreshButton")
+        self.refresh_button.clicked.connect(self.refresh)
+        bar.addWidget(self.refresh_button)
+        lay.addLayout(bar)
+
+        self.message = InlineMessage()
+        lay.addWidget(self.message)
+
+        # pages: the table, or the first-run page
+        self.stack = QStackedWidget()
+        self.view = LibraryView()
+        self.view.setModel(self.proxy)
+        self.view.setSortingEnabled(True)
+        self.view.sortByColumn(LibraryColumn.LAST_USED, Qt.SortOrder.DescendingOrder)
+        self.view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.view.setShowGrid(False)
+        self.view.setMouseTracking(True)
+        self.view.setWordWrap(False)
+        self.view.verticalHeader().hide()
+        self.view.verticalHeader().setDefaultSectionSize(46)
+        self.view.setHorizontalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        self.view.setItemDelegate(FlatDelegate(self.view))
+        self.view.setItemDelegateForColumn(LibraryColumn.NAME, TwoLineDelegate(
+            LibraryRole.SUBTITLE, LibraryRole.SUBTITLE_COLOR, LibraryRole.BADGE, self.view))
+        hh = self.view.horizontalHeader()
+        hh.setHighlightSections(False)
+        hh.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        hh.setSectionResizeMode(LibraryColumn.NAME, QHeaderView.ResizeMode.Stretch)
+        for col, w in ((LibraryColumn.ARCHITECTURE, 110), (LibraryColumn.PARAMS, 80), (LibraryColumn.QUANT, 90),
+                       (LibraryColumn.SIZE, 90), (LibraryColumn.CONTEXT, 95), (LibraryColumn.LAST_USED, 100),
+                       (LibraryColumn.SOURCE, 90)):
+            self.view.setColumnWidth(col, w)
+        self.view.doubleClicked.connect(lambda _i: self.load_selected())
+        self.view.files_dropped.connect(self.import_files)
+        self.view.selectionModel().selectionChanged.connect(lambda *_: self._selection_changed())
+        self.stack.addWidget(self.view)
+        self.empty_page = self._build_empty_page()
+        self.stack.addWidget(self.empty_page)
+        lay.addWidget(self.stack, 1)
+
+        # details and actions for the selected model
+        details = QFrame()
+        details.setObjectName("detailsBar")
+        dl = QHBoxLayout(details)
+        dl.setContentsMargins(12, 8, 8, 8)
+        col = QVBoxLayout()
+        col.setSpacing(2)
+        self.detail_title = QLabel("")
+        self.detail_title.setObjectName("detailTitle")
+        self.detail_text = QLabel("Select a model.")
+        self.detail_text.setObjectName("detailText")
+        self.detail_text.setWordWrap(True)
+        self.detail_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        col.addWidget(self.detail_title)
+        col.addWidget(self.detail_text)
+        dl.addLayout(col, 1)
+        self.show_button = QPushButton("Show in folder")
+        self.show_button.setObjectName("showButton")
+        self.show_button.clicked.connect(self.show_selected)
+        self.delete_button = QPushButton("Delete…")
+        self.delete_button.setObjectName("deleteButton")
+        self.delete_button.clicked.connect(self.delete_selected)
+        self.load_button = QPushButton("Load")
+        self.load_button.setObjectName("loadButton")
+        self.load_button.clicked.connect(self.load_selected)
+        for b in (self.show_button, self.delete_button, self.load_button):
+            dl.addWidget(b, 0, Qt.AlignmentFlag.AlignVCenter)
+        self.details = details
+        lay.addWidget(details)
+
+        self._import_progressed.connect(self._on_import_progress, Qt.ConnectionType.QueuedConnection)
+        self._selection_changed()
+        self._update_page()
+
+    # --- pages ------------------------------------------------------------------------------------
+    def _build_empty_page(self) -> QWidget:
+        page = QWidget()
+        page.setObjectName("emptyPage")
+        outer = QHBoxLayout(page)
+        outer.addStretch(1)
+        col = QVBoxLayout()
+        col.setSpacing(10)
+        col.addStretch(1)
+        title = QLabel("No models yet")
+        title.setObjectName("emptyTitle")
+        col.addWidget(title)
+        text = QLabel("Glassbox looks for GGUF files in its models folder, in the Hugging Face cache and in "
+                      "folders you add. Open a GGUF file you already have, or download a small model to start:")
+        text.setObjectName("emptyText")
+        text.setWordWrap(True)
+        col.addWidget(text)
+        actions = QHBoxLayout()
+        self.open_file_button = QPushButton("Open a GGUF file…")
+        self.open_file_button.setObjectName("primaryButton")
+        self.open_file_button.clicked.connect(self.open_file_requested)
+        actions.addWidget(self.open_file_button)
+        imp = QPushButton("Import into the library…")
+        imp.clicked.connect(self.import_dialog)
+        actions.addWidget(imp)
+        add = QPushButton("Add a folder…")
+        add.clicked.connect(self.add_folder_dialog)
+        actions.addWidget(add)
+        actions.addStretch(1)
+        col.addLayout(actions)
+        self.suggest_label = QLabel("")
+        self.suggest_label.setObjectName("emptyText")
+        self.suggest_label.setWordWrap(True)
+        self.suggest_label.setTextFormat(Qt.TextFormat.RichText)
+        self.suggest_label.linkActivated.connect(lambda p: self.add_folder(Path(p)))
+        self.suggest_label.hide()
+        col.addWidget(self.suggest_label)
+        head = QLabel("Small models to start with")
+        head.setObjectName("sectionTitle")
+        col.addWidget(head)
+        self.starters = StarterList()
+        self.starters.download_requested.connect(self.starter_download_requested)
+        col.addWidget(self.starters)
+        note = QLabel("Sizes are approximate; downloads come from the Hugging Face Hub and resume if interrupted.")
+        note.setObjectName("detailLabel")
+        note.setWordWrap(True)
+        col.addWidget(note)
+        col.addStretch(2)
+        box = QWidget()
+        box.setLayout(col)
+        box.setMaximumWidth(760)
+        box.setMinimumWidth(420)
+        outer.addWidget(box, 4)
+        outer.addStretch(1)
+        return page
+
+    def _update_page(self) -> None:
+        empty = self.scanned and not self.model.entries
+        self.stack.setCurrentWidget(self.empty_page if empty else self.view)
+        self.details.setVisible(not empty)
+        self.filter.setEnabled(not empty)
+        if empty:
+            found = [f for f in suggested_folders() if f not in self._get_folders()]
+            if found:
+                links = ", ".join(f'<a href="{f}" style="color:#7aa7ff">add {f}</a>' for f in found)
+                self.suggest_label.setText(f"Models of another app were found on this computer: {links}")
+                self.suggest_label.show()
+            else:
+                self.suggest_label.hide()
+        n = len(self.model.entries)
+        bad = sum(1 for e in self.model.entries if e.error)
+        size = sum(e.size for e in self.model.entries)
+        self.count_label.setText(
+            "" if not n else f"{n} model{'s' if n != 1 else ''} · {format_bytes(size)}"
+            + (f" · {bad} with problems" if bad else ""))
+
+    # --- scanning ---------------------------------------------------------------------------------
+    def refresh(self) -> None:
+        """Scan every source again (on the worker thread); a scan in progress is followed by one more."""
+        if self._scanning:
+            self._rescan = True
+            return
+        self._scanning = True
+        self.refresh_button.setEnabled(False)
+        if not self.scanned:
+            self.message.show_message("busy", "Looking for models…")
+        self.pool.submit(self.library.scan, self._scanned, self._scan_failed)
+
+    def _scanned(self, entries: list[ModelEntry]) -> None:
+        self._scanning = False
+        self.refresh_button.setEnabled(True)
+        if self.message.kind == "busy":
+            self.message.clear_message()
+        self.scanned = True
+        self._set_entries(entries)
+        if self._rescan:
+            self._rescan = False
+            self.refresh()
+
+    def _scan_failed(self, exc: BaseException) -> None:
+        self._scanning = False
+        self.refresh_button.setEnabled(True)
+        self.scanned = True
+        self.message.show_message("error", f"The model library could not be read: {exc}")
+        self._update_page()
+
+    def _set_entries(self, entries: list[ModelEntry]) -> None:
+        selected = self.selected_entry()
+        self.model.set_entries(entries)
+        self._update_page()
+        if selected is not None:
+            self.select_path(selected.path)
+        self._selection_changed()
+        self.entries_changed.emit()
+
+    # --- selection --------------------------------------------------------------------------------
+    def selected_entry(self) -> ModelEntry | None:
+        rows = self.view.selectionModel().selectedRows()
+        if not rows:
+            return None
+        return rows[0].data(LibraryRole.ENTRY)
+
+    def select_path(self, path: str | os.PathLike[str]) -> bool:
+        """Select the row of the model at ``path``; False when it is not listed (or filtered out)."""
+        row = self.model.row_of(path)
+        if row < 0:
+            return False
+        idx = self.proxy.mapFromSource(self.model.index(row, 0))
+        if not idx.isValid():
+            return False
+        self.view.selectionModel().select(idx, QItemSelectionModel.SelectionFlag.ClearAndSelect
+                                          | QItemSelectionModel.SelectionFlag.Rows)
+        self.view.scrollTo(idx)
+        return True
+
+    def _selection_changed(self) -> None:
+        e = self.selected_entry()
+        for b in (self.show_button, self.delete_button, self.load_button):
+            b.setEnabled(e is not None)
+        if e is None:
+            self.detail_title.setText("")
+            self.detail_text.setText("Select a model to load, show or delete it. Drop .gguf files here to import them.")
+            self.detail_text.setProperty("error", False)
+        else:
+            self.load_button.setEnabled(e.ok)
+            self.detail_title.setText(e.name)
+            if e.error:
+                self.detail_text.setText(e.error)
+            else:
+                parts = f" · {len(e.paths)} parts" if e.is_split else ""
+                self.detail_text.setText(f"{e.path}{parts} · {e.source_label}")
+            self.detail_text.setProperty("error", bool(e.error))
+        self.detail_text.style().unpolish(self.detail_text)
+        self.detail_text.style().polish(self.detail_text)
+
+    # --- actions ----------------------------------------------------------------------------------
+    def load_selected(self) -> None:
+        e = self.selected_entry()
+        if e is None:
+            return
+        if e.error:
+            self.notice.emit("error", e.error)
+            return
+        self.load_requested.emit(str(e.path))
+
+    def show_selected(self) -> None:
+        e = self.selected_entry()
+        if e is not None:
+            dialogs.open_folder(e.folder)
+
+    def delete_selected(self) -> None:
+        """Ask, then delete every file of the selected model (on the worker thread)."""
+        e = self.selected_entry()
+        if e is None:
+            return
+        present = [p for p in e.paths if p not in e.missing_parts]
+        files = "\n".join(f"• {p}" for p in present)
+        where = {SOURCE_HF_CACHE: "It is in the Hugging Face cache, which other tools share. ",
+                 SOURCE_FOLDER: f"It is in a folder you added ({e.source_label}). "}.get(e.source, "")
+        loaded = "It is loaded now: the engine keeps it open until the model is unloaded. " \
+            if _same(e.path, self.model.loaded_path) else ""
+        n = len(present)
+        details = (f"{files}\n\n{n} file{'s' if n != 1 else ''}, {format_bytes(e.size)} in all. {where}{loaded}"
+                   "The files are deleted from the disk, not moved to the trash.")
+        if not dialogs.confirm(self, "Delete model", f"Delete {e.name}?", details):
+            return
+        self.pool.submit(lambda: self.library.delete(e), lambda deleted: self._deleted(e, deleted),
+                         lambda exc: self._delete_failed(e, exc))
+
+    def _deleted(self, e: ModelEntry, deleted: list[Path]) -> None:
+        self._set_entries(self.library.entries)
+        self.notice.emit("info", f"Deleted {e.name} ({len(deleted)} file{'s' if len(deleted) != 1 else ''}, "
+                                 f"{format_bytes(e.size)}).")
+
+    def _delete_failed(self, e: ModelEntry, exc: BaseException) -> None:
+        self.notice.emit("error", f"{e.name} could not be deleted: {exc}")
+        self.refresh()
+
+    # --- import -----------------------------------------------------------------------------------
+    def import_dialog(self) -> None:
+        paths = dialogs.choose_gguf_files(self, Path.home())
+        if paths:
+            self.import_files(paths)
+
+    def import_files(self, paths: list[str]) -> None:
+        """Copy GGUF files into the models folder (atomically, on the worker thread)."""
+        if not paths:
+            return
+        self._importing = True
+        self._cancel_import = False
+        self.import_progress.setValue(0)
+        self.import_progress.setFormat(f"Importing {Path(paths[0]).name}… %p%")
+        self.import_progress.show()
+
+        def work() -> tuple[list[ModelEntry], list[str]]:
+            done: list[ModelEntry] = []
+            errors: list[str] = []
+            for p in paths:
+                name = Path(p).name
+
+                def progress(d: int, t: int, name: str = name) -> None:
+                    if self._cancel_import:
+                        raise InterruptedError("import cancelled")
+                    self._import_progressed.emit(name, d, t)
+
+                try:
+                    done.append(self.library.import_file(p, progress=progress))
+                except GGUFError as exc:
+                    errors.append(exc.message)
+                except InterruptedError:
+                    errors.append(f"{name}: import cancelled")
+                    break
+                except OSError as exc:
+                    errors.append(f"{name}: {exc.strerror or exc}" if not str(exc).startswith("Not enough")
+                                  else str(exc))
+            return done, errors
+
+        self.pool.submit(work, self._imported, self._import_failed)
+
+    def _on_import_progress(self, name: str, done: int, total: int) -> None:
+        if self._importing and total:
+            self.import_progress.setFormat(f"Importing {name}… %p%")
+            self.import_progress.setValue(int(1000 * done / total))
+
+    def _imported(self, result: tuple[list[ModelEntry], list[str]]) -> None:
+        self._importing = False
+        self.import_progress.hide()
+        done, errors = result
+        self._set_entries(self.library.entries)
+        if done:
+            self.select_path(done[-1].path)
+            names = ", ".join(e.name for e in done)
+            self.notice.emit("info", f"Imported {names} into the models folder.")
+        if errors:
+            self.notice.emit("error", "Import failed: " + "; ".join(errors))
+            self.message.show_message("error", "Import failed: " + "; ".join(errors))
+
+    def _import_failed(self, exc: BaseException) -> None:
+        self._importing = False
+        self.import_progress.hide()
+        self.notice.emit("error", f"Import failed: {exc}")
+
+    def cancel_import(self) -> None:
+        """Stop an import at its next block (the partial copy is removed)."""
+        self._cancel_import = True
+
+    # --- folders ----------------------------------------------------------------------------------
+    def _fill_folders_menu(self) -> None:
+        m = self.folders_menu
+        m.clear()
+        a = m.addAction(f"Glassbox models folder: {self.library.paths.models_dir}")
+        a.triggered.connect(lambda: dialogs.open_folder(self.library.paths.models_dir))
+        m.addAction("Hugging Face cache (shared with other tools)").setEnabled(False)
+        folders = self._get_folders()
+        if folders:
+            m.addSeparator()
+            for f in folders:
+                sub = m.addMenu(str(f))
+                sub.addAction("Show in file manager", lambda f=f: dialogs.open_folder(f))
+                sub.addAction("Remove from the library", lambda f=f: self.remove_folder(f))
+        m.addSeparator()
+        for f in suggested_folders():
+            if f not in folders:
+                m.addAction(f"Add {f} (found)", lambda f=f: self.add_folder(f))
+        m.addAction("Add a folder…", self.add_folder_dialog)
+
+    def add_folder_dialog(self) -> None:
+        path = dialogs.choose_folder(self, Path.home())
+        if path:
+            self.add_folder(Path(path))
+
+    def add_folder(self, folder: Path) -> None:
+        """Search ``folder`` (recursively) too, remember it, and rescan."""
+        folders = self._get_folders()
+        if folder in folders:
+            return
+        self._apply_folders([*folders, folder])
+
+    def remove_folder(self, folder: Path) -> None:
+        """Stop searching ``folder`` (its files stay where they are)."""
+        self._apply_folders([f for f in self._get_folders() if f != folder])
+
+    def _apply_folders(self, folders: list[Path]) -> None:
+        self._set_folders(folders)
+        new = list(self._get_folders())
+
+        def work() -> list[ModelEntry]:
+            self.library.folders = new
+            return self.library.scan()
+
+        self._scanning = True
+        self.pool.submit(work, self._scanned, self._scan_failed)
+
+    # --- usage ------------------------------------------------------------------------------------
+    def set_loaded(self, path: str | None) -> None:
+        """Mark the loaded model's row and remember when it was used."""
+        self.model.set_loaded(path)
+        if path is None:
+            return
+
+        def work() -> list[ModelEntry]:
+            try:
+                self.library.mark_used(path)
+            except OSError as exc:
+                log.warning("could not record the model's last use: %s", exc)
+            return self.library.entries
+
+        self.pool.submit(work, lambda entries: self._set_entries(entries) if self.scanned else None)

@@ -1,0 +1,271 @@
+"""ModelsWindow: the model library, the Hub browser and the downloads, in one widget.
+
+It owns the :class:`~app.core.library.ModelLibrary`, a lazily built
+:class:`~app.core.hub.HubClient`, the :class:`~app.core.downloads.DownloadManager`
+and the worker threads they run on; the main window only connects its signals
+and calls :meth:`ModelsWindow.shutdown` when it closes.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Callable
+
+from PySide6.QtCore import QTimer, Signal
+from PySide6.QtWidgets import QTabWidget, QVBoxLayout, QWidget
+
+from app.core.downloads import (
+    DownloadError,
+    DownloadManager,
+    DownloadState,
+    DownloadStatus,
+    InsufficientSpaceError,
+    dest_dir_for,
+)
+from app.core.fit import SystemMemory
+from app.core.hub import (
+    HubClient,
+    HubError,
+    HubFile,
+    StarterModel,
+    STARTER_MODELS,
+    hub_token,
+    is_offline_mode,
+    offline_error,
+    scrub,
+    with_hub_token,
+)
+from app.core.library import ModelLibrary, library_folders, with_library_folders
+from app.core.settings import Settings
+from app.paths import Paths
+from app.ui.library.downloads_tab import DownloadsTab
+from app.ui.library.hub_tab import HubTab
+from app.ui.library.library_tab import LibraryTab
+from app.ui.library.tasks import TaskPool
+
+log = logging.getLogger("glassbox.ui.library")
+
+DEFAULT_N_CTX = 4096
+TAB_NAMES = ("library", "hub", "downloads")
+
+
+class ModelsWindow(QWidget):
+    """Find, download and manage GGUF models: Library, Hub and Downloads tabs.
+
+    Creating it and showing the Library tab opens no network connection: the
+    library is scanned from disk on a worker thread, and the Hub is contacted
+    only when the person searches or downloads (``HF_HUB_OFFLINE`` honoured).
+    Downloads interrupted by a quit or a crash resume when it is created.
+
+    Args:
+        paths: Glassbox's folders (models go to ``paths.models_dir``).
+        settings_getter: returns the current settings (library folders and
+            the Hub token live in ``Settings.extra``).
+        settings_setter: stores changed settings (the caller persists them).
+        parent: the parent widget.
+        memory: the machine's memory for fit verdicts (e.g. with the GPU's
+            VRAM from the engine); None measures RAM at each verdict.
+        download_options: extra keyword arguments for
+            :class:`~app.core.downloads.DownloadManager` (concurrency, retries...).
+
+    Signals:
+        load_requested(str): load this GGUF file (the first part of a split model).
+        open_file_requested(): the person asked to open a GGUF file from anywhere.
+        notice(str, str): kind ("info", "warning" or "error") and text for the window's banner.
+        download_finished(str): a model finished downloading (sha256 verified); its path.
+    """
+
+    load_requested = Signal(str)
+    open_file_requested = Signal()
+    notice = Signal(str, str)
+    download_finished = Signal(str)
+
+    def __init__(self, paths: Paths, settings_getter: Callable[[], Settings],
+                 settings_setter: Callable[[Settings], None], parent: QWidget | None = None, *,
+                 memory: SystemMemory | None = None, download_options: dict[str, Any] | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("modelsWindow")
+        self.paths = paths
+        self._get_settings = settings_getter
+        self._set_settings = settings_setter
+        self._n_ctx = DEFAULT_N_CTX
+        self._memory = memory
+        self._hub: HubClient | None = None
+        self._closed = False
+
+        settings = settings_getter()
+        self.library = ModelLibrary(paths, folders=library_folders(settings))
+        self.library_pool = TaskPool("library", 1, self)
+        self.hub_pool = TaskPool("hub", 2, self)
+        self.manager = DownloadManager(paths, token=hub_token(settings), **(download_options or {}))
+
+        self.library_tab = LibraryTab(self.library, self.library_pool, self._folders, self._store_folders)
+        self.hub_tab = HubTab(self.hub_client, self.hub_pool, paths.models_dir, lambda: self._n_ctx,
+                              lambda: self._memory, lambda: hub_token(self._get_settings()), self._store_token)
+        self.downloads_tab = DownloadsTab(self.manager)
+
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        self.tabs = QTabWidget()
+        self.tabs.setObjectName("modelsTabs")
+        self.tabs.tabBar().setObjectName("modelsTabBar")
+        self.tabs.setDocumentMode(True)
+        self.tabs.addTab(self.library_tab, "Library")
+        self.tabs.addTab(self.hub_tab, "Hub")
+        self.tabs.addTab(self.downloads_tab, "Downloads")
+        lay.addWidget(self.tabs)
+
+        for tab in (self.library_tab, self.hub_tab, self.downloads_tab):
+            tab.notice.connect(self._notice)
+            tab.load_requested.connect(self.load_requested)
+        self.library_tab.open_file_requested.connect(self.open_file_requested)
+        self.library_tab.starter_download_requested.connect(self.download_starter)
+        self.hub_tab.download_requested.connect(self.download)
+        self.downloads_tab.download_finished.connect(self._download_finished)
+        self.downloads_tab.statuses_changed.connect(self._sync_download_states)
+        self.downloads_tab.active_count_changed.connect(self._active_downloads)
+
+        self.downloads_tab.attach()
+        self.manager.start()
+        self.library_tab.refresh()
+        notices = [n for n in (self.manager.notice,) if n]
+        if notices:
+            QTimer.singleShot(0, lambda: [self._notice("warning", n) for n in notices])
+
+    # --- public API ------------------------------------------------------------------------------
+    def refresh_library(self) -> None:
+        """Scan the library's sources again (off the UI thread)."""
+        if not self._closed:
+            self.library_tab.refresh()
+
+    def set_n_ctx(self, n_ctx: int) -> None:
+        """The context length fit verdicts are for (default 4096); the shown files are judged again."""
+        n_ctx = int(n_ctx)
+        if n_ctx != self._n_ctx:
+            self._n_ctx = n_ctx
+            self.hub_tab.rejudge()
+
+    @property
+    def n_ctx(self) -> int:
+        return self._n_ctx
+
+    def set_memory(self, memory: SystemMemory | None) -> None:
+        """The machine's memory for fit verdicts (with VRAM on a GPU build); None measures RAM."""
+        self._memory = memory
+        self.hub_tab.rejudge()
+
+    def set_loaded_model(self, path: str | None) -> None:
+        """Mark the loaded model's row (None: no model loaded) and record its last use."""
+        if not self._closed:
+            self.library_tab.set_loaded(path)
+
+    def show_tab(self, name: str) -> None:
+        """Bring ``library``, ``hub`` or ``downloads`` to the front."""
+        self.tabs.setCurrentIndex(TAB_NAMES.index(name))
+
+    def shutdown(self) -> None:
+        """Stop the downloads (they resume next time) and every worker thread. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self.library_tab.cancel_import()
+        self.downloads_tab.detach()
+        self.manager.shutdown()
+        self.hub_pool.shutdown()
+        self.library_pool.shutdown()
+
+    # --- the Hub client and the settings -----------------------------------------------------------
+    def hub_client(self) -> HubClient:
+        """The Hub client (built on first use with the token from the settings, if any)."""
+        if self._hub is None:
+            self._hub = HubClient(token=hub_token(self._get_settings()))
+        return self._hub
+
+    def _store_token(self, token: str | None) -> None:
+        self._set_settings(with_hub_token(self._get_settings(), token))
+        self._hub = None  # rebuilt with the new token on next use
+        # DownloadManager reads its token at each request but has no setter (see the report to the lead).
+        self.manager._token = token  # noqa: SLF001
+
+    def _folders(self) -> list[Path]:
+        return library_folders(self._get_settings())
+
+    def _store_folders(self, folders: list[Path]) -> None:
+        self._set_settings(with_library_folders(self._get_settings(), folders))
+
+    def _notice(self, kind: str, text: str) -> None:
+        s = self._get_settings()
+        self.notice.emit(kind, scrub(text, hub_token(s)))
+
+    # --- downloads ---------------------------------------------------------------------------------
+    def download(self, file: HubFile) -> str | None:
+        """Queue ``file`` (or resume its paused or failed download); None with a notice when refused.
+
+        Free disk space is checked first (H2): a file larger than the free space
+        is refused with both sizes in the notice.
+        """
+        if self._closed:
+            return None
+        try:
+            dest = dest_dir_for(self.paths.models_dir, file.repo_id).joinpath(*file.filename.split("/"))
+            existing = self.downloads_tab.statuses_by_dest().get(str(dest))
+            if existing is not None and existing.state in (DownloadState.PAUSED, DownloadState.FAILED):
+                self.manager.resume(existing.id)
+                return existing.id
+            return self.manager.add(file)
+        except InsufficientSpaceError as exc:
+            self._notice("error", str(exc))
+        except DownloadError as exc:
+            self._notice("warning", str(exc))
+        return None
+
+    def download_starter(self, starter: StarterModel) -> None:
+        """Find a starter model's file on the Hub (worker), then queue its download."""
+        if is_offline_mode():
+            self._notice("warning", offline_error().message)
+            return
+        self.library_tab.starters.set_state(starter, "Finding…", False)
+        client = self.hub_client()
+        self.hub_pool.submit(lambda: client.file(starter.repo_id, starter.filename),
+                             lambda f: self._starter_found(starter, f), lambda e: self._starter_failed(starter, e))
+
+    def _starter_found(self, starter: StarterModel, file: HubFile) -> None:
+        if self.download(file) is None:
+            self.library_tab.starters.set_state(starter, "Download", True)
+        else:
+            self.library_tab.starters.set_state(starter, "Queued", False)
+
+    def _starter_failed(self, starter: StarterModel, exc: BaseException) -> None:
+        self.library_tab.starters.set_state(starter, "Download", True)
+        msg = exc.message if isinstance(exc, HubError) else f"{type(exc).__name__}: {exc}"
+        self._notice("warning" if "Offline" in msg else "error", f"Could not start the download of "
+                     f"{starter.filename}: {msg}")
+
+    def _download_finished(self, status: DownloadStatus) -> None:
+        self.refresh_library()
+        self.download_finished.emit(str(status.path))
+
+    def _sync_download_states(self) -> None:
+        by_dest = self.downloads_tab.statuses_by_dest()
+        self.hub_tab.set_download_statuses(by_dest)
+        for s in STARTER_MODELS:
+            try:
+                dest = dest_dir_for(self.paths.models_dir, s.repo_id) / s.filename
+            except DownloadError:
+                continue
+            st = by_dest.get(str(dest))
+            if st is None:
+                continue
+            text, enabled = {
+                DownloadState.QUEUED: ("Queued", False), DownloadState.RUNNING: (f"{int(st.fraction * 100)}%", False),
+                DownloadState.PAUSED: ("Paused", False), DownloadState.FAILED: ("Download", True),
+                DownloadState.CANCELLED: ("Download", True), DownloadState.DONE: ("Downloaded", False),
+            }[st.state]
+            self.library_tab.starters.set_state(s, text, enabled)
+
+    def _active_downloads(self, n: int) -> None:
+        self.tabs.setTabText(TAB_NAMES.index("downloads"), f"Downloads · {n}" if n else "Downloads")
+
+
+__all__ = ["ModelsWindow"]
