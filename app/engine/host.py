@@ -6,6 +6,7 @@ wraps, and what engine tests and benchmarks use directly.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import multiprocessing as mp
 import threading
@@ -48,6 +49,7 @@ class EngineHost:
         self.process: mp.process.BaseProcess | None = None
         self._conn: Connection | None = None
         self.cancel_event = self._ctx.Event()
+        self._queued: collections.deque = collections.deque()
 
     def next_id(self) -> int:
         """A fresh request id."""
@@ -95,9 +97,21 @@ class EngineHost:
     def recv(self, timeout: float | None = None) -> Any:
         """The next event, or None after ``timeout`` seconds.
 
+        A :class:`~app.engine.protocol.TokenBatch` is handed out one TokenEvent at a time.
+
         Raises:
             EngineDied: the process ended (its exit code says how).
         """
+        if self._queued:
+            return self._queued.popleft()
+        ev = self.recv_raw(timeout)
+        if isinstance(ev, P.TokenBatch):
+            self._queued.extend(ev.tokens[1:])
+            return ev.tokens[0] if ev.tokens else self.recv(timeout)
+        return ev
+
+    def recv_raw(self, timeout: float | None = None) -> Any:
+        """Like :meth:`recv`, but a TokenBatch comes whole (the UI's reader thread uses this)."""
         conn = self._conn
         if conn is None:
             raise EngineDied(self._wait_exitcode())

@@ -187,8 +187,10 @@ class TokenEvent:
         t_s: engine time of the sample, seconds since the request arrived.
         n_past: tokens in the KV cache after this token is evaluated.
         p: probability of the sampled token under the raw model (when candidates are on).
-        candidates: top ``(token_id, text, logit)`` before sampling (when asked).
-        logsumexp: log-sum-exp over all logits, to turn logits into probabilities.
+        candidates: top ``(token_id, text, logit)`` before sampling (when asked; at most
+            every 0.1 s, empty on the tokens in between).
+        logsumexp: log-sum-exp over all logits, to turn the candidates' logits into
+            probabilities (set with ``candidates``).
     """
 
     request_id: int
@@ -201,6 +203,17 @@ class TokenEvent:
     p: float | None = None
     candidates: tuple[tuple[int, str, float], ...] = ()
     logsumexp: float | None = None
+
+
+@dataclass(frozen=True)
+class TokenBatch:
+    """Tokens sampled since the last batch, in order (the engine sends ~30 batches a second).
+
+    :class:`~app.engine.host.EngineHost` hands them out one :class:`TokenEvent` at a time.
+    """
+
+    request_id: int
+    tokens: tuple[TokenEvent, ...]
 
 
 @dataclass(frozen=True)
@@ -266,7 +279,7 @@ class LogLine:
     text: str
 
 
-Event = (EngineReady | ModelLoaded | PromptPrepared | PrefillProgress | TokenEvent | ContextShifted
+Event = (EngineReady | ModelLoaded | PromptPrepared | PrefillProgress | TokenEvent | TokenBatch | ContextShifted
          | Finished | Failed | Tokenized | ContextReset | LogLine)
 
 TERMINAL_EVENTS = (ModelLoaded, Finished, Failed, Tokenized, ContextReset)

@@ -52,6 +52,10 @@ FIRST_SLICE = 128
 # Tokens kept free for the reply when the rolling policy trims the prompt.
 ROLLING_RESERVE_FRACTION = 0.25
 MAX_REPORTED_PROMPT_TOKENS = 4096
+# Tokens are sent to the UI in batches at most this often (the first token at once).
+TOKEN_FLUSH_S = 0.03
+# Top candidates for the Sampler panel at most this often (it repaints at ~10 Hz).
+CANDIDATES_EVERY_S = 0.1
 
 
 class CancelFlag(Protocol):
@@ -67,13 +71,24 @@ class EngineError(Exception):
         self.message = message
 
 
-def auto_threads() -> int:
-    """CPU threads for llama.cpp: the CPUs this process may use, at most 8."""
+def available_cpus() -> int:
+    """CPUs this process may run on."""
     try:
-        n = len(os.sched_getaffinity(0))
+        return len(os.sched_getaffinity(0))
     except AttributeError:  # macOS, Windows
-        n = os.cpu_count() or 1
-    return max(1, min(n, 8))
+        return os.cpu_count() or 1
+
+
+def auto_threads() -> int:
+    """Decode threads for llama.cpp: one CPU fewer than available (at least 1, at most 8).
+
+    llama.cpp's threads meet at a barrier after every graph node; when one of them
+    loses its CPU to another process (the window repainting, a browser), the
+    others wait. Measured here on 2 CPUs with one busy process beside it:
+    2 threads fell to 0.6-6.7 tok/s on SmolLM2, 1 thread kept 40-85 tok/s.
+    Leaving a CPU for the window keeps decode speed steady.
+    """
+    return max(1, min(available_cpus() - 1, 8))
 
 
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
@@ -502,21 +517,35 @@ class Session:
                 llama_cpp.llama_sampler_accept(chain, t)
         return chain
 
-    def _top_candidates(self, n: int) -> tuple[tuple[tuple[int, str, float], ...], float, np.ndarray]:
+    def _logits(self) -> np.ndarray:
+        """The last position's logits as a numpy view (n_vocab floats, no copy)."""
         llm = self.llm
         assert llm is not None
-        n_vocab = llm.n_vocab()
-        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(n_vocab,))
+        return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(llm.n_vocab(),))
+
+    @staticmethod
+    def _logsumexp(logits: np.ndarray) -> float:
         m = float(logits.max())
-        lse = m + math.log(float(np.exp(logits - m).sum()))
-        k = min(n, n_vocab)
+        return m + math.log(float(np.exp(logits - m).sum()))
+
+    def _top_candidates(self, logits: np.ndarray, n: int) -> tuple[tuple[int, str, float], ...]:
+        """The ``n`` highest logits as ``(token_id, text, logit)``, best first."""
+        k = min(n, logits.shape[0])
         idx = np.argpartition(logits, -k)[-k:]
         idx = idx[np.argsort(-logits[idx])]
-        cands = tuple((int(i), self.token_piece_text(int(i)), float(logits[i])) for i in idx)
-        return cands, lse, logits
+        return tuple((int(i), self.token_piece_text(int(i)), float(logits[i])) for i in idx)
 
     def _decode(self, req: P.Generate, chain, stats: dict, t0: int, messages: list[ChatMessage],
                 policy: ContextPolicy) -> P.Finished:
+        """The decode loop: sample, detokenize, check stops, evaluate the token; repeat.
+
+        Tokens go to the UI in batches (:class:`~app.engine.protocol.TokenBatch`): the
+        first token at once (TTFT), then at most every ``TOKEN_FLUSH_S``, so the UI
+        process wakes ~30 times a second instead of once per token. With
+        ``req.top_candidates`` set, each token carries its probability under the raw
+        model (one log-sum-exp over the vocabulary) and, at most every
+        ``CANDIDATES_EVERY_S``, the top candidates for the Sampler panel.
+        """
         llm = self.llm
         assert llm is not None and self.layout is not None
         vocab = self._vocab
@@ -530,15 +559,26 @@ class Session:
         want = req.top_candidates
         emit = self.emit
         rid = req.request_id
+        pending: list[P.TokenEvent] = []
+        last_flush = 0
+        last_cands = 0
+        flush_ns = int(TOKEN_FLUSH_S * 1e9)
+        cands_ns = int(CANDIDATES_EVERY_S * 1e9)
+        cancel = self.cancel
         while True:
-            if self.cancel.is_set():
+            if cancel.is_set():
                 reason = StopReason.CANCELLED
                 break
             if 0 <= max_tokens <= len(generated):
                 reason = StopReason.MAX_TOKENS
                 break
             if want:
-                cands, lse, logits = self._top_candidates(want)
+                logits = self._logits()
+                lse = self._logsumexp(logits)
+                cands: tuple = ()
+                if time.perf_counter_ns() - last_cands >= cands_ns:
+                    cands = self._top_candidates(logits, want)
+                    last_cands = time.perf_counter_ns()
             token = llama_cpp.llama_sampler_sample(chain, llm.ctx, -1)
             now = time.perf_counter_ns()
             if not generated:
@@ -551,12 +591,17 @@ class Session:
             piece = self._piece(token)
             res = stream.push(piece)
             if want:
-                emit(P.TokenEvent(rid, res.text, token, display_piece(piece), len(generated) - 1,
-                                  (now - t0) / 1e9, llm.n_tokens + 1,
-                                  p=math.exp(float(logits[token]) - lse), candidates=cands, logsumexp=lse))
+                pending.append(P.TokenEvent(rid, res.text, token, display_piece(piece), len(generated) - 1,
+                                            (now - t0) / 1e9, llm.n_tokens + 1,
+                                            p=math.exp(float(logits[token]) - lse), candidates=cands,
+                                            logsumexp=lse if cands else None))
             else:
-                emit(P.TokenEvent(rid, res.text, token, display_piece(piece), len(generated) - 1,
-                                  (now - t0) / 1e9, llm.n_tokens + 1))
+                pending.append(P.TokenEvent(rid, res.text, token, display_piece(piece), len(generated) - 1,
+                                            (now - t0) / 1e9, llm.n_tokens + 1))
+            if now - last_flush >= flush_ns:
+                emit(P.TokenBatch(rid, tuple(pending)))
+                pending.clear()
+                last_flush = now
             if res.stopped:
                 reason = StopReason.STOP_STRING
                 break
@@ -564,11 +609,16 @@ class Session:
                 if policy == ContextPolicy.STOP:
                     reason = StopReason.CONTEXT_FULL
                     break
+                if pending:
+                    emit(P.TokenBatch(rid, tuple(pending)))
+                    pending.clear()
                 if not self._shift_context(req, messages, generated, stats, t0):
-                    reason = StopReason.CANCELLED if self.cancel.is_set() else StopReason.CONTEXT_FULL
+                    reason = StopReason.CANCELLED if cancel.is_set() else StopReason.CONTEXT_FULL
                     break
                 shifts += 1
             llm.eval([token])
+        if pending:
+            emit(P.TokenBatch(rid, tuple(pending)))
         stream.finish()  # flushes held-back text into stream.text
         stats["context_shifts"] = shifts
         return self._finish(req, stream.text, reason, stats, len(generated), t0, t_first, t_last)

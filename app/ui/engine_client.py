@@ -131,7 +131,7 @@ class EngineClient(QObject):
     def _read_loop(self, host: EngineHost) -> None:
         while True:
             try:
-                ev = host.recv()
+                ev = host.recv_raw()
             except EngineDied as died:
                 self._died.emit(host, died)
                 return
@@ -201,9 +201,10 @@ class EngineClient(QObject):
     def _on_event(self, host: EngineHost, ev: object) -> None:
         if host is not self._host:
             return  # a late event from an engine we already replaced
-        if isinstance(ev, P.TokenEvent):
+        if isinstance(ev, P.TokenBatch):
             if ev.request_id == self._gen_id:
-                self.token_received.emit(ev)
+                for tok in ev.tokens:
+                    self.token_received.emit(tok)
         elif isinstance(ev, P.PrefillProgress):
             if ev.request_id == self._gen_id:
                 self.prefill_progressed.emit(ev)
