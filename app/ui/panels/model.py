@@ -183,11 +183,12 @@ class ModelPanel(QWidget):
             return
         self.hint.hide()
         info = loaded.info
-        self.name.setText(info.name)
+        self.name.setText(Path(info.path).name.removesuffix(".gguf"))
         self.path.setText(info.path)
         emb = info.embedding_tensor
         swa = info.swa_layers()
         rows = [
+            ("name", info.name),
             ("architecture", info.architecture),
             ("parameters", f"{format_count(info.n_params)} ({info.n_params:,})"),
             ("quantization", f"{info.quant_type} · {info.bits_per_weight:.2f} bits/weight"),
