@@ -188,3 +188,31 @@ def test_markdown_and_code_blocks_render(qtbot):
     assert len(blocks) == 1 and blocks[0].code == "print('hi')" and blocks[0].lang.text() == "python"
     labels = [lbl.text() for lbl in w.body.findChildren(type(w.footer)) if "bold" in lbl.text()]
     assert labels and "<strong>bold</strong>" in labels[-1]
+
+
+def test_e4_a_message_longer_than_the_context_is_given_back_and_the_next_works(qtbot, smollm2):
+    from app.core.chat import LoadSettings
+
+    win = make_window(qtbot)
+    try:
+        with qtbot.waitSignal(win.engine.model_loaded, timeout=60_000):
+            win.load_model(str(smollm2), LoadSettings(n_ctx=512))
+        panel = win.sampler_panel
+        panel.set_settings(replace(panel.settings(), max_tokens=12, temperature=0.0), emit=True)
+        long_msg = " ".join(f"word{i}" for i in range(350))
+        box = win.composer.box
+        box.setPlainText(long_msg)
+        with qtbot.waitSignal(win.engine.generation_failed, timeout=60_000):
+            qtbot.keyClick(box, Qt.Key.Key_Return)
+        qtbot.wait(30)
+        text = win.banner.text.text()
+        assert "512" in text and "n_ctx" in text and "Raise n_ctx" in text
+        assert box.toPlainText() == long_msg  # nothing lost
+        assert win.chat_view.messages == []
+        box.clear()
+        fin = send(qtbot, win, "Say hi.")
+        assert isinstance(fin, P.Finished) and fin.text.strip()
+        assert [m.role for m in win.chat_view.messages] == ["user", "assistant"]
+    finally:
+        win.close()
+        win.conversations.close()

@@ -81,6 +81,7 @@ class ChatController(QObject):
         self._reply_widget: MessageWidget | None = None
         self._reply_text = ""
         self._reply_prefix = ""                     # text already there when continuing a reply
+        self._sent_user: tuple[int, str] | None = None  # the message this turn answers, if just sent
         self.want_candidates = 20
         composer.submitted.connect(self.send)
         composer.stop_requested.connect(self.stop)
@@ -172,6 +173,7 @@ class ChatController(QObject):
         self.view.add_message("user", text, message_id=mid)
         self.composer.box.clear()
         self.conversations_changed.emit()
+        self._sent_user = (mid, text)
         return self._start_reply(parent_id=mid)
 
     def regenerate(self, message_id: int) -> bool:
@@ -314,6 +316,7 @@ class ChatController(QObject):
 
     def _end_reply(self, text: str, stats: GenerationStats | None, complete: bool | None, badge: tuple[str, str]) -> None:
         mid, w = self._reply_id, self._reply_widget
+        self._sent_user = None
         self._reply_id = None
         self._reply_widget = None
         self.turn.on_finished(stats)
@@ -355,7 +358,7 @@ class ChatController(QObject):
         w = self._reply_widget
         mid = self._reply_id
         if not text.strip() and mid is not None and not self._reply_prefix:
-            # Nothing was generated: drop the empty reply; the question stays, with the reason.
+            # Nothing was generated: drop the empty reply.
             self._reply_id = None
             self._reply_widget = None
             self.store.delete_message(mid)
@@ -363,10 +366,21 @@ class ChatController(QObject):
             self.turn.on_finished(ev.stats)
             self.composer.set_generating(False)
             self.busy_changed.emit(False)
-            if self.view.messages:
+            sent = self._sent_user
+            if sent is not None and self.view.messages and self.view.messages[-1].message_id == sent[0]:
+                # The message just sent could not be answered (e.g. longer than the context):
+                # take it out of the conversation, so the next message is not refused for it
+                # too, and give its text back in the box, so nothing is lost.
+                self.store.delete_message(sent[0])
+                self.view.remove_widget(self.view.messages[-1])
+                if not self.composer.box.toPlainText().strip():
+                    self.composer.box.setPlainText(sent[1])
+                self.conversations_changed.emit()
+            elif self.view.messages:
                 self.view.messages[-1].set_footer(ev.message)
         else:
             self._end_reply(text, ev.stats, False, ("cut off", "error"))
+        self._sent_user = None
         self.notice.emit("error", ev.message)
 
     def _on_crash(self, description: str) -> None:
