@@ -10,8 +10,10 @@ never per event.
 from __future__ import annotations
 
 import enum
+import html
 import logging
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +43,18 @@ from PySide6.QtWidgets import (
 from app.core.downloads import TERMINAL, DownloadManager, DownloadState, DownloadStatus, InsufficientSpaceError
 from app.ui.library import dialogs
 from app.ui.library.fmt import duration, format_bytes, speed
-from app.ui.library.widgets import ACCENT, AMBER, GREEN, MUTED, RED, TRACK, FlatDelegate, TwoLineDelegate, \
-    paint_background
+from app.ui.library.widgets import (
+    ACCENT,
+    AMBER,
+    GREEN,
+    MUTED,
+    RED,
+    TRACK,
+    FlatDelegate,
+    TwoLineDelegate,
+    linkify,
+    paint_background,
+)
 
 log = logging.getLogger("glassbox.ui.library")
 
@@ -263,7 +275,7 @@ class RowActions(QWidget):
             DownloadState.QUEUED: ("pause", "cancel"),
             DownloadState.RUNNING: ("pause", "cancel"),
             DownloadState.PAUSED: ("resume", "cancel"),
-            DownloadState.FAILED: ("retry", "cancel", "remove"),
+            DownloadState.FAILED: ("retry", "cancel"),
             DownloadState.CANCELLED: ("remove",),
             DownloadState.DONE: ("load", "show", "remove"),
         }[state]
@@ -302,6 +314,7 @@ class DownloadsTab(QWidget):
         self.events = 0  # statuses received
         self.actions: dict[str, RowActions] = {}
         self._active = -1
+        self._disk_checked = 0.0
 
         lay = QVBoxLayout(self)
         lay.setContentsMargins(12, 10, 12, 10)
@@ -352,7 +365,10 @@ class DownloadsTab(QWidget):
         self.detail = QLabel("")
         self.detail.setObjectName("downloadDetail")
         self.detail.setWordWrap(True)
-        self.detail.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.detail.setTextFormat(Qt.TextFormat.RichText)
+        self.detail.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
+        self.detail.setOpenExternalLinks(False)
+        self.detail.linkActivated.connect(lambda url: dialogs.open_url(url))
         lay.addWidget(self.detail)
 
         self.clock = QTimer(self)
@@ -435,24 +451,30 @@ class DownloadsTab(QWidget):
         paused = sum(1 for s in rows if s.state is DownloadState.PAUSED)
         bits = []
         if running:
-            bits.append(f"{len(running)} downloading at {speed(sum(s.speed for s in running))}")
+            total = sum(s.speed for s in running)
+            bits.append(f"{len(running)} downloading" + (f" at {speed(total)}" if total > 0 else ""))
         if queued:
             bits.append(f"{queued} queued")
         if paused:
             bits.append(f"{paused} paused")
-        done = sum(1 for s in rows if s.state in TERMINAL)
-        if done:
-            bits.append(f"{done} finished")
+        for state, word in ((DownloadState.DONE, "done"), (DownloadState.FAILED, "failed"),
+                            (DownloadState.CANCELLED, "cancelled")):
+            n_state = sum(1 for s in rows if s.state is state)
+            if n_state:
+                bits.append(f"{n_state} {word}")
         self.summary.setText("  ·  ".join(bits) if bits else "No downloads.")
-        self.clear_button.setEnabled(done > 0)
+        self.clear_button.setEnabled(any(s.state in TERMINAL for s in rows))
         self.view.setVisible(n > 0)
         self.empty.setVisible(n == 0)
-        try:
-            free = shutil.disk_usage(self.manager.paths.models_dir if self.manager.paths.models_dir.exists()
-                                     else self.manager.paths.data_dir).free
-            self.disk_label.setText(f"{format_bytes(free)} free for models")
-        except OSError:
-            self.disk_label.setText("")
+        now = time.monotonic()
+        if now - self._disk_checked > 1.0:  # a statvfs at most once a second
+            self._disk_checked = now
+            try:
+                paths = self.manager.paths
+                free = shutil.disk_usage(paths.models_dir if paths.models_dir.exists() else paths.data_dir).free
+                self.disk_label.setText(f"{format_bytes(free)} free for models")
+            except OSError:
+                self.disk_label.setText("")
         active = len(running) + queued + paused
         if active != self._active:
             self._active = active
@@ -470,13 +492,11 @@ class DownloadsTab(QWidget):
         if st is None:
             self.detail.hide()
             return
-        text = f"{st.repo_id} · {st.name} → {st.path}"
+        text = f"<span style='color:#8b93a1'>{html.escape(f'{st.repo_id} · {st.name} → {st.path}')}</span>"
         if st.error:
-            text += f"\n{st.error}"
+            color = "#f87171" if st.state is DownloadState.FAILED else "#f5c451"
+            text += f"<br><span style='color:{color}'>{linkify(st.error)}</span>"
         self.detail.setText(text)
-        self.detail.setProperty("error", st.state is DownloadState.FAILED)
-        self.detail.style().unpolish(self.detail)
-        self.detail.style().polish(self.detail)
         self.detail.show()
 
     def statuses_by_dest(self) -> dict[str, DownloadStatus]:

@@ -463,7 +463,7 @@ class HubTab(QWidget):
             self.files.setColumnWidth(c, w)
         self.files.selectionModel().currentRowChanged.connect(lambda *_: self._show_file_detail())
         self.files_model.modelReset.connect(self._make_buttons)
-        self.files_model.dataChanged.connect(lambda *_: self._show_file_detail())
+        self.files_model.dataChanged.connect(lambda *_: (self._show_file_detail(), self._update_buttons()))
         rl.addWidget(self.files, 1)
 
         self.file_detail = QFrame()
@@ -798,6 +798,9 @@ class HubTab(QWidget):
             dest = self.files_model.dests[row]
             st = self.statuses.get(str(dest))
             text, enabled, tip = "Download", True, f"Download {f.name} ({format_bytes(f.size)}) to {dest.parent}"
+            rep = self.files_model.reports.get(f)
+            if rep is not None and rep.verdict is not Verdict.FITS:
+                tip += f"\nCareful: {VERDICT_SENTENCE[rep.verdict]}"
             if f.missing_parts:
                 text, enabled, tip = "Incomplete", False, "The Hub listing lacks: " + ", ".join(f.missing_parts)
             elif f.is_projector:

@@ -22,7 +22,7 @@ from PySide6.QtCore import (
     Qt,
     Signal,
 )
-from PySide6.QtGui import QColor, QDragEnterEvent, QDragMoveEvent, QDropEvent, QFont
+from PySide6.QtGui import QColor, QDragEnterEvent, QDragMoveEvent, QDropEvent, QFont, QGuiApplication, QKeyEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFrame,
@@ -41,7 +41,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.gguf_info import GGUFError
-from app.core.hub import STARTER_MODELS, StarterModel
+from app.core.hub import STARTER_MODELS, StarterModel, repo_page_url
 from app.core.library import (
     SOURCE_FOLDER,
     SOURCE_HF_CACHE,
@@ -231,9 +231,13 @@ class LibraryView(QTableView):
 
     Signals:
         files_dropped(list): local paths of the .gguf files dropped.
+        load_pressed(): Enter on a row.
+        delete_pressed(): Delete on a row.
     """
 
     files_dropped = Signal(list)
+    load_pressed = Signal()
+    delete_pressed = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -242,6 +246,14 @@ class LibraryView(QTableView):
         self.viewport().setAcceptDrops(True)
         self.setDropIndicatorShown(False)
         self.setDragDropMode(QAbstractItemView.DragDropMode.DropOnly)
+
+    def keyPressEvent(self, e: QKeyEvent) -> None:  # noqa: N802 (Qt API)
+        if e.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+            self.load_pressed.emit()
+        elif e.key() == Qt.Key.Key_Delete:
+            self.delete_pressed.emit()
+        else:
+            super().keyPressEvent(e)
 
     @staticmethod
     def gguf_paths(mime: Any) -> list[str]:
@@ -435,6 +447,10 @@ class LibraryTab(QWidget):
                        (LibraryColumn.SOURCE, 90)):
             self.view.setColumnWidth(col, w)
         self.view.doubleClicked.connect(lambda _i: self.load_selected())
+        self.view.load_pressed.connect(self.load_selected)
+        self.view.delete_pressed.connect(self.delete_selected)
+        self.view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.view.customContextMenuRequested.connect(self._context_menu)
         self.view.files_dropped.connect(self.import_files)
         self.view.selectionModel().selectionChanged.connect(lambda *_: self._selection_changed())
         self.stack.addWidget(self.view)
@@ -630,6 +646,23 @@ class LibraryTab(QWidget):
             self.detail_text.setProperty("error", bool(e.error))
         self.detail_text.style().unpolish(self.detail_text)
         self.detail_text.style().polish(self.detail_text)
+
+    def _context_menu(self, pos: Any) -> None:
+        if not self.view.indexAt(pos).isValid():
+            return
+        e = self.selected_entry()
+        if e is None:
+            return
+        m = QMenu(self)
+        load = m.addAction("Load", self.load_selected)
+        load.setEnabled(e.ok)
+        m.addAction("Show in folder", self.show_selected)
+        m.addAction("Copy path", lambda: QGuiApplication.clipboard().setText(str(e.path)))
+        if e.repo_id:
+            m.addAction("Open on huggingface.co", lambda: dialogs.open_url(repo_page_url(e.repo_id or "")))
+        m.addSeparator()
+        m.addAction("Delete…", self.delete_selected)
+        m.exec(self.view.viewport().mapToGlobal(pos))
 
     # --- actions ----------------------------------------------------------------------------------
     def load_selected(self) -> None:
