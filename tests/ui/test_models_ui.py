@@ -28,7 +28,7 @@ from app.core.hub import STARTER_MODELS, hub_token
 from app.core.library import library_folders
 from app.core.memory import estimate_memory
 from app.core.settings import Settings
-from app.paths import Paths
+from app.paths import Paths, default_paths
 from app.ui.library import ModelsWindow, dialogs
 from app.ui.library.downloads_tab import DownloadColumn, DownloadRole
 from app.ui.library.hub_tab import FileColumn, FileRole, RepoRole
@@ -80,10 +80,10 @@ def windows(qtbot, gb_paths: Paths, hub_endpoint: FakeHub) -> Iterator[Callable[
     apply_theme(QApplication.instance())  # a stylesheet error would be a Qt warning, which fails the test
     made: list[ModelsWindow] = []
 
-    def make(box: SettingsBox | None = None, **kw) -> ModelsWindow:
+    def make(box: SettingsBox | None = None, paths: Paths | None = None, **kw) -> ModelsWindow:
         box = box or SettingsBox()
         kw.setdefault("memory", BIG_MEM)
-        w = ModelsWindow(gb_paths, box.get, box.set, **kw)
+        w = ModelsWindow(paths or gb_paths, box.get, box.set, **kw)
         w.box = box
         w.notices = []
         w.notice.connect(lambda kind, text: w.notices.append((kind, text)))
@@ -464,6 +464,17 @@ def test_a_repo_lists_its_files_with_fit_verdicts_and_the_recommended_quant(qtbo
     # Buttons: downloadable files, never the projector.
     assert hub.buttons[file_row(w, "mmproj-m-F16.gguf")].isEnabled() is False
     assert hub.buttons[rec].text() == "Download" and hub.buttons[rec].isEnabled()
+    assert "Careful" in hub.buttons[file_row(w, "m-F32.gguf")].toolTip()
+    # H5: the split model downloads whole and the library shows it as one model.
+    finished: list[str] = []
+    w.download_finished.connect(finished.append)
+    qtbot.mouseClick(hub.buttons[fm.row_of(split[0])], Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: bool(finished), timeout=WAIT_MS)
+    assert download_status(w, "big-Q2_K.gguf (3 parts)").n_parts == 3
+    qtbot.waitUntil(lambda: len(library_rows(w)) == 1, timeout=WAIT_MS)
+    [entry] = library_rows(w).values()
+    assert entry.is_split and entry.ok and entry.path.name == "big-Q2_K-00001-of-00003.gguf"
+    assert all(p.is_file() for p in entry.paths) and entry.paths[0].parent.name == "Q2"
 
 
 def test_a_gated_repo_says_token_and_licence_with_a_link_and_never_shows_the_token(
@@ -546,9 +557,11 @@ def test_a_file_larger_than_the_free_space_is_refused_with_both_sizes(qtbot, win
 
 # --- Downloads --------------------------------------------------------------------------------------------------
 def test_download_reaches_100_percent_with_a_verified_sha256_and_loads_from_the_library(
-        qtbot, windows, gb_paths: Paths, hub_endpoint: FakeHub, smollm2: Path) -> None:
+        qtbot, windows, hub_endpoint: FakeHub, smollm2: Path, tmp_path: Path, monkeypatch) -> None:
     hub_endpoint.add_repo(SMOL_REPO, {SMOL_FILE: smollm2}, sha256s={SMOL_FILE: SMOLLM2_SHA256}, downloads=500)
-    w = windows()
+    monkeypatch.setenv("GLASSBOX_HOME", str(tmp_path / "Тест Ünï 田中"))  # H6: spaces and non-ASCII letters
+    gb_paths = default_paths().ensure()
+    w = windows(paths=gb_paths)
     w.show()
     search_and_open(qtbot, w, "smollm2", SMOL_REPO)
     hub = w.hub_tab

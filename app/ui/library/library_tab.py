@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -726,13 +727,17 @@ class LibraryTab(QWidget):
         def work() -> tuple[list[ModelEntry], list[str]]:
             done: list[ModelEntry] = []
             errors: list[str] = []
+            last = [0.0]
             for p in paths:
                 name = Path(p).name
 
                 def progress(d: int, t: int, name: str = name) -> None:
                     if self._cancel_import:
                         raise InterruptedError("import cancelled")
-                    self._import_progressed.emit(name, d, t)
+                    now = time.monotonic()
+                    if now - last[0] >= 0.1 or d >= t:  # at most 10 updates a second reach the UI
+                        last[0] = now
+                        self._import_progressed.emit(name, d, t)
 
                 try:
                     done.append(self.library.import_file(p, progress=progress))
