@@ -111,6 +111,7 @@ class ModelsWindow(QWidget):
         self.tabs.setObjectName("modelsTabs")
         self.tabs.tabBar().setObjectName("modelsTabBar")
         self.tabs.setDocumentMode(True)
+        self.tabs.tabBar().setDrawBase(False)
         self.tabs.addTab(self.library_tab, "Library")
         self.tabs.addTab(self.hub_tab, "Hub")
         self.tabs.addTab(self.downloads_tab, "Downloads")
