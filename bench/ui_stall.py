@@ -26,8 +26,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-PROMPT = ("Write a short Python tutorial about lists: explain with headings, bullet points, "
-          "and three code examples in fenced code blocks.")
+PROMPTS = {
+    "tutorial": ("Write a short Python tutorial about lists: explain with headings, bullet points, "
+                 "and three code examples in fenced code blocks."),
+    # Worst case for incremental Markdown: one list that grows without a blank line.
+    "list": "Write a numbered list from 1 to 5000, one number per line.",
+}
 
 
 def main() -> int:
@@ -35,6 +39,7 @@ def main() -> int:
     ap.add_argument("--model", default=os.environ.get("GLASSBOX_TEST_SMOLLM2"))
     ap.add_argument("--tokens", type=int, default=400)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--prompt", choices=sorted(PROMPTS), default="tutorial")
     args = ap.parse_args()
     if not args.model:
         ap.error("give --model or set GLASSBOX_TEST_SMOLLM2")
@@ -60,6 +65,7 @@ def main() -> int:
 
     clock = QElapsedTimer()
     gaps: list[float] = []
+    when: list[float] = []
     state = {"last": 0, "on": False}
     probe = QTimer()
     probe.setTimerType(Qt.TimerType.PreciseTimer)
@@ -69,6 +75,7 @@ def main() -> int:
         now = clock.nsecsElapsed()
         if state["on"] and state["last"]:
             gaps.append((now - state["last"]) / 1e6 - 1.0)
+            when.append(now / 1e9)
         state["last"] = now
 
     probe.timeout.connect(tick)
@@ -76,19 +83,22 @@ def main() -> int:
 
     def loaded(_ev) -> None:
         panel = win.sampler_panel
-        panel.set_settings(replace(panel.settings(), max_tokens=args.tokens, temperature=0.0, repeat_penalty=1.1), emit=True)
+        panel.set_settings(replace(panel.settings(), max_tokens=args.tokens, temperature=0.0,
+                                   repeat_penalty=1.0 if args.prompt == "list" else 1.1), emit=True)
         clock.start()
         probe.start()
         result["cpu0"] = time.process_time()
         result["wall0"] = time.perf_counter()
         state["on"] = True
-        win.chat.send(PROMPT)
+        win.chat.send(PROMPTS[args.prompt])
 
     def finished(ev) -> None:
         state["on"] = False
         result["cpu"] = time.process_time() - result["cpu0"]
         result["wall"] = time.perf_counter() - result["wall0"]
         result["stats"] = ev.stats
+        result["t_end"] = clock.nsecsElapsed() / 1e9
+        result["threads"] = engine.model.n_threads if engine.model else None
         QTimer.singleShot(200, app.quit)
 
     engine.model_loaded.connect(loaded)
@@ -116,8 +126,12 @@ def main() -> int:
         "stall_ms_mean": round(statistics.fmean(stalls), 3),
         "ui_cpu_percent": round(100 * result["cpu"] / result["wall"], 1),
         "engine_decode_tok_s": round(s.decode_tok_s, 1),
-        "engine_threads": engine.model.n_threads if engine.model else None,
+        "engine_threads": result["threads"],
+        "prompt": args.prompt,
     }
+    worst = sorted(zip(gaps, when), reverse=True)[:5]
+    print("worst stalls (ms @ s after start; reply ended at %.2f s): " % result["t_end"]
+          + ", ".join(f"{g:.1f} @ {w:.2f}" for g, w in worst))
     print(json.dumps(out))
     return 0
 

@@ -52,29 +52,42 @@ class Segment:
     code: str = ""
 
 
+LIST_CHUNK = 16  # list items per segment: a long streaming list re-renders only its last chunk
+
+
 def split_blocks(source: str) -> list[tuple[str, str, str, int]]:
     """Cut Markdown into ``(kind, source, info, end_line)`` pieces at top-level block boundaries.
 
     Code fences (closed or still open at the end) are their own pieces; prose is
-    split at blank lines so that, while a reply streams, only the last piece
-    changes. ``end_line`` is the line index (exclusive) where the piece ends.
+    split at blank lines, and long lists every ``LIST_CHUNK`` items (an ordered
+    list's later chunks keep their numbers: CommonMark starts a list at its first
+    number), so that while a reply streams only the last piece changes.
+    ``end_line`` is the line index (exclusive) where the piece ends.
     """
     tokens = _md.parse(source)
     lines = source.split("\n")
     pieces: list[tuple[str, str, str, int]] = []
     last_end = 0
+    list_items = 0
     for tok in tokens:
-        if tok.level != 0 or tok.map is None or tok.nesting == -1:
+        if tok.map is None or tok.nesting == -1:
             continue
         start, end = tok.map
-        if tok.type == "fence":
-            if start > last_end:
+        if tok.level == 0:
+            list_items = 0
+            if tok.type == "fence":
+                if start > last_end:
+                    pieces.append(("text", "\n".join(lines[last_end:start]), "", start))
+                pieces.append(("code", tok.content.rstrip("\n"), tok.info.strip(), end))
+                last_end = end
+            elif start > last_end and _is_blank_gap(lines, last_end, start):
                 pieces.append(("text", "\n".join(lines[last_end:start]), "", start))
-            pieces.append(("code", tok.content.rstrip("\n"), tok.info.strip(), end))
-            last_end = end
-        elif start > last_end and _is_blank_gap(lines, last_end, start):
-            pieces.append(("text", "\n".join(lines[last_end:start]), "", start))
-            last_end = start
+                last_end = start
+        elif tok.level == 1 and tok.type == "list_item_open":
+            list_items += 1
+            if list_items > LIST_CHUNK and (list_items - 1) % LIST_CHUNK == 0 and start > last_end:
+                pieces.append(("text", "\n".join(lines[last_end:start]), "", start))
+                last_end = start
     if last_end < len(lines):
         pieces.append(("text", "\n".join(lines[last_end:]), "", len(lines)))
     return [p for p in pieces if p[0] == "code" or p[1].strip()]
