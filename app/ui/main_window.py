@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QMenu,
     QPushButton,
     QScrollArea,
+    QStackedWidget,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -35,6 +36,7 @@ from app.paths import Paths
 from app.ui.chat.controller import ChatController
 from app.ui.chat.view import ChatView, Composer, SystemPromptBar
 from app.ui.engine_client import EngineClient, EngineState
+from app.ui.library import ModelsWindow
 from app.ui.panels.conversations import ConversationsPanel
 from app.ui.panels.model import ModelPanel
 from app.ui.panels.sampler import SamplerPanel
@@ -148,7 +150,19 @@ class MainWindow(QMainWindow):
         col.addWidget(self.chat_view, 1)
         self.composer = Composer()
         col.addWidget(self.composer)
-        self.setCentralWidget(centre)
+        # The centre shows the chat or the model library / Hub browser / downloads.
+        self.models = ModelsWindow(paths, lambda: self.settings, self._set_settings)
+        self.pages = QStackedWidget()
+        self.pages.addWidget(centre)
+        models_page = QWidget()
+        models_page.setObjectName("centre")
+        mcol = QVBoxLayout(models_page)
+        mcol.setContentsMargins(0, 0, 0, 0)
+        mcol.setSpacing(0)
+        mcol.addWidget(self._build_models_bar())
+        mcol.addWidget(self.models, 1)
+        self.pages.addWidget(models_page)
+        self.setCentralWidget(self.pages)
 
         # Panels
         self.stats_panel = StatsPanel(self.turn)
@@ -197,11 +211,47 @@ class MainWindow(QMainWindow):
         self._load_timer = QElapsedTimer()
 
     # ------------------------------------------------------------------------------ building
+    def _nav_buttons(self, lay: QHBoxLayout, current: str) -> None:
+        for name, label in (("chat", "Chat"), ("models", "Models")):
+            b = QPushButton(label)
+            b.setObjectName("navButton")
+            b.setCheckable(True)
+            b.setChecked(name == current)
+            b.clicked.connect(lambda _=False, n=name: self.show_page(n))
+            lay.addWidget(b)
+        lay.addSpacing(8)
+
+    def _build_models_bar(self) -> QWidget:
+        bar = QFrame()
+        bar.setObjectName("topBar")
+        lay = QHBoxLayout(bar)
+        lay.setContentsMargins(12, 6, 12, 6)
+        self._nav_buttons(lay, "models")
+        hint = QLabel("Models on this computer, the Hugging Face Hub, and downloads. Chatting goes on meanwhile.")
+        hint.setObjectName("stateLabel")
+        lay.addWidget(hint)
+        lay.addStretch(1)
+        return bar
+
+    def show_page(self, name: str) -> None:
+        """Show the chat (``"chat"``) or the models page (``"models"``)."""
+        self.pages.setCurrentIndex(0 if name == "chat" else 1)
+        for bar_index in (0, 1):
+            for b in self.pages.widget(bar_index).findChildren(QPushButton, "navButton"):
+                b.setChecked((b.text() == "Chat") == (name == "chat"))
+        if name == "chat":
+            self.composer.box.setFocus()
+
+    def _set_settings(self, s: Settings) -> None:
+        self.settings = s
+        self._schedule_save()
+
     def _build_top_bar(self) -> QWidget:
         bar = QFrame()
         bar.setObjectName("topBar")
         lay = QHBoxLayout(bar)
         lay.setContentsMargins(12, 6, 12, 6)
+        self._nav_buttons(lay, "chat")
         self.model_button = QToolButton()
         self.model_button.setObjectName("modelButton")
         self.model_button.setText("Select a model to load  ▾")
@@ -285,6 +335,13 @@ class MainWindow(QMainWindow):
         self.sampler_panel.settings_changed.connect(self._sampler_changed)
         self.system_bar.changed.connect(self._system_prompt_changed)
         self.model_panel.reload_requested.connect(self._reload_with)
+        self.model_panel.n_ctx.valueChanged.connect(lambda v: self.models.set_n_ctx(v or 4096))
+        self.models.load_requested.connect(self._load_from_library)
+        self.models.open_file_requested.connect(self.open_model_dialog)
+        self.models.notice.connect(lambda kind, text: self.banner.show_message(kind, text))
+        self.models.download_finished.connect(self._download_finished)
+        self.chat_view.link_activated.connect(
+            lambda link: self.open_model_dialog() if link == "open" else self.show_page("models"))
         self.chats_panel.open_requested.connect(self.open_conversation)
         self.chats_panel.new_requested.connect(self.new_chat)
         self.chats_panel.deleted.connect(self._conversation_deleted)
@@ -326,10 +383,19 @@ class MainWindow(QMainWindow):
         self.banner.hide()
         return True
 
+    def _load_from_library(self, path: str) -> None:
+        if self.load_model(path):
+            self.show_page("chat")
+
+    def _download_finished(self, path: str) -> None:
+        self.banner.show_message("info", f"Downloaded {Path(path).name} (sha256 verified).",
+                                 [("Load it", lambda: self._load_from_library(path))])
+
     def unload_model(self) -> None:
         self.engine.shutdown()
         self.engine.start()
         self.model_panel.set_model(None)
+        self.models.set_loaded_model(None)
         self.model_button.setText("Select a model to load  ▾")
         self.model_changed.emit(None)
         self._update_placeholder()
@@ -442,6 +508,7 @@ class MainWindow(QMainWindow):
         if self.settings.recent_models:
             m.addSeparator()
         m.addAction("Open a GGUF file…", self.open_model_dialog)
+        m.addAction("Browse models and the Hub…", lambda: self.show_page("models"))
         if self.engine.model is not None:
             m.addAction("Unload model", self.unload_model)
 
@@ -473,6 +540,8 @@ class MainWindow(QMainWindow):
                                                              swa_full=ev.settings.swa_full))
         self.settings = self.settings.with_recent(info.path)
         self._schedule_save()
+        self.models.set_loaded_model(info.path)
+        self.models.set_n_ctx(ev.n_ctx)
         self.setWindowTitle(f"{display_name(info.path)} — {APP_NAME}")
         self._update_placeholder()
         self.model_changed.emit(ev)
@@ -561,8 +630,8 @@ class MainWindow(QMainWindow):
             self.chat_view.set_placeholder("<h2>Loading the model…</h2>")
         else:
             self.chat_view.set_placeholder(
-                "<h2>No model loaded</h2><p>Open a GGUF file (File → Open model, Ctrl+O) "
-                "or drop one on this window.</p>"
+                "<h2>No model loaded</h2><p><a href='open'>Open a GGUF file</a> (Ctrl+O), drop one on this "
+                "window, or <a href='models'>find one on the Hugging Face Hub</a>.</p>"
             )
 
     def _about(self) -> None:
@@ -585,6 +654,7 @@ class MainWindow(QMainWindow):
     def closeEvent(self, e: QCloseEvent) -> None:  # noqa: N802 (Qt API)
         self._clock.stop()
         self.chat.flush()
+        self.models.shutdown()
         self.save_settings()
         self.engine.shutdown()
         super().closeEvent(e)

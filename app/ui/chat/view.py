@@ -350,9 +350,11 @@ class ChatView(QScrollArea):
 
     Signals:
         action_requested(str, int, object): a message's action (see :class:`MessageWidget`).
+        link_activated(str): a link in the placeholder was clicked (``open``, ``models``).
     """
 
     action_requested = Signal(str, int, object)
+    link_activated = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -369,6 +371,9 @@ class ChatView(QScrollArea):
         self.placeholder.setObjectName("chatPlaceholder")
         self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.placeholder.setWordWrap(True)
+        self.placeholder.setOpenExternalLinks(False)
+        self.placeholder.setTextInteractionFlags(Qt.TextInteractionFlag.LinksAccessibleByMouse)
+        self.placeholder.linkActivated.connect(self.link_activated)
         self._col.addWidget(self.placeholder)
         self._col.addStretch(1)
         self.setWidget(self._inner)
