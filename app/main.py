@@ -59,10 +59,28 @@ def main(argv: list[str] | None = None) -> int:
         elif args.model:
             window.banner.show_message("error", f"The model file {model} does not exist. Open a model with File → Open model.")
     window.show()
+    _quit_on_signals(window)
     code = app.exec()
     engine.shutdown()
     window.conversations.close()
     return code
+
+
+def _quit_on_signals(window) -> None:
+    """Ctrl+C in the terminal and SIGTERM close the window properly (settings saved, engine ended)."""
+    import signal
+
+    from PySide6.QtCore import QTimer
+
+    def close(*_args) -> None:
+        window.close()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, close)
+    # Python runs signal handlers only between bytecodes: wake it up now and then.
+    timer = QTimer(window)
+    timer.timeout.connect(lambda: None)
+    timer.start(250)
 
 
 def create_window(paths):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import logging
 import re
 from dataclasses import replace
@@ -182,7 +183,7 @@ class MainWindow(QMainWindow):
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.stats_dock)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.sampler_dock)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.tokens_dock)
-        self.resizeDocks([self.model_dock, self.stats_dock], [320, 380], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.model_dock, self.stats_dock], [320, 400], Qt.Orientation.Horizontal)
         self.resizeDocks([self.stats_dock, self.sampler_dock], [480, 520], Qt.Orientation.Vertical)
         self.resizeDocks([self.chats_dock, self.model_dock], [300, 640], Qt.Orientation.Vertical)
         self.resizeDocks([self.tokens_dock], [160], Qt.Orientation.Vertical)
@@ -340,8 +341,7 @@ class MainWindow(QMainWindow):
         self.models.open_file_requested.connect(self.open_model_dialog)
         self.models.notice.connect(lambda kind, text: self.banner.show_message(kind, text))
         self.models.download_finished.connect(self._download_finished)
-        self.chat_view.link_activated.connect(
-            lambda link: self.open_model_dialog() if link == "open" else self.show_page("models"))
+        self.chat_view.link_activated.connect(self._placeholder_link)
         self.chats_panel.open_requested.connect(self.open_conversation)
         self.chats_panel.new_requested.connect(self.new_chat)
         self.chats_panel.deleted.connect(self._conversation_deleted)
@@ -382,6 +382,14 @@ class MainWindow(QMainWindow):
         self.engine.load_model(self._loading_path, s)
         self.banner.hide()
         return True
+
+    def _placeholder_link(self, link: str) -> None:
+        if link == "open":
+            self.open_model_dialog()
+        elif link == "models":
+            self.show_page("models")
+        elif link.startswith("load:"):
+            self.load_model(link[5:])
 
     def _load_from_library(self, path: str) -> None:
         if self.load_model(path):
@@ -629,8 +637,12 @@ class MainWindow(QMainWindow):
         elif self.engine.state == EngineState.LOADING:
             self.chat_view.set_placeholder("<h2>Loading the model…</h2>")
         else:
+            on_disk = sorted(p for p in self.paths.models_dir.rglob("*.gguf") if p.is_file())[:4]
+            quick = "".join(f"<p><a href='load:{html.escape(str(p))}'>Load {html.escape(display_name(str(p)))}</a></p>"
+                            for p in on_disk)
             self.chat_view.set_placeholder(
-                "<h2>No model loaded</h2><p><a href='open'>Open a GGUF file</a> (Ctrl+O), drop one on this "
+                "<h2>No model loaded</h2>" + quick +
+                "<p><a href='open'>Open a GGUF file</a> (Ctrl+O), drop one on this "
                 "window, or <a href='models'>find one on the Hugging Face Hub</a>.</p>"
             )
 

@@ -271,6 +271,7 @@ class ChatController(QObject):
         self._reply_text = prefix
         widget.set_badge("thinking…", "live")
         widget.set_can_continue(False)
+        widget.set_streaming(True)
         widget.set_footer("")
         self.turn.start()
         rid = self.engine.generate(messages, sampler, stop_strings=stops, top_candidates=self.want_candidates,
@@ -329,6 +330,7 @@ class ChatController(QObject):
         if w is not None:
             w.set_text(text)
             w.refresh()
+            w.set_streaming(False)
             w.set_badge(*badge)
             if stats is not None:
                 w.set_footer(stats_footer(stats))
@@ -410,7 +412,7 @@ class ChatController(QObject):
 
 
 def _how_made(meta: MessageMeta) -> str:
-    """Tooltip text: model, quant, sampler, seed, tokens, speeds."""
+    """The Details tooltip: model, quant, sampler, seed, tokens, speeds."""
     if not meta.model_path and meta.sampler is None:
         return ""
     lines = []

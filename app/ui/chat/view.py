@@ -196,7 +196,7 @@ class MessageWidget(QFrame):
         for w in (self.prev_btn, self.branch_label, self.next_btn):
             head.addWidget(w)
             w.hide()
-        self.info_btn = self._action_button("ⓘ", "")
+        self.info_btn = self._action_button("Details", "")
         self.info_btn.hide()
         head.addWidget(self.info_btn)
         self.copy_btn = self._action_button("Copy", "Copy this message's text", self._copy)
@@ -293,9 +293,14 @@ class MessageWidget(QFrame):
         self.next_btn.setEnabled(position < count)
 
     def set_how_made(self, text: str) -> None:
-        """The ⓘ tooltip: model, quant, sampler settings, seed, measurements."""
+        """The Details tooltip: model, quant, sampler settings, seed, measurements."""
         self.info_btn.setToolTip(text)
         self.info_btn.setVisible(bool(text))
+
+    def set_streaming(self, on: bool) -> None:
+        """Hide the actions that make no sense while this reply is being written."""
+        for b in (self.edit_btn, self.regen_btn, self.delete_btn):
+            b.setVisible(not on and self.message_id is not None and (b is not self.regen_btn or self.role == "assistant"))
 
     def set_can_continue(self, on: bool) -> None:
         self.continue_btn.setVisible(on and self.role == "assistant" and self.message_id is not None)

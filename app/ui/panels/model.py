@@ -110,7 +110,10 @@ class ModelPanel(QWidget):
         form.addRow("n_batch", self.n_batch)
         form.addRow("context policy", self.policy)
         form.addRow("", self.swa_full)
+        self.swa_full.hide()
         lay.addLayout(form)
+        for w in (self.n_ctx, self.n_gpu_layers, self.n_threads, self.n_batch, self.policy):
+            w.setMinimumWidth(60)
         self.gpu_note = QLabel("")
         self.gpu_note.setObjectName("detailLabel")
         self.gpu_note.setWordWrap(True)

@@ -45,6 +45,7 @@ class ParamRow:
         self.slider.setRange(int(spec.minimum * self._scale), int(spec.maximum * self._scale))
         self.slider.setSingleStep(max(1, int(round(spec.step * self._scale))))
         self.slider.setToolTip(spec.help)
+        self.slider.setMinimumWidth(50)
         if spec.kind is int:
             self.field: QSpinBox | QDoubleSpinBox = QSpinBox()
             self.field.setRange(int(spec.minimum), int(spec.maximum))
@@ -56,7 +57,7 @@ class ParamRow:
         self.field.setObjectName(f"field_{spec.name}")
         self.field.setToolTip(spec.help)
         self.field.setKeyboardTracking(False)
-        self.field.setFixedWidth(78)
+        self.field.setFixedWidth(72)
         self.off = QLabel("off")
         self.off.setObjectName("offBadge")
         self.off.setToolTip(f"{spec.name} = {spec.off_value} turns this sampler off")
