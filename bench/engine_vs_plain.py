@@ -82,7 +82,7 @@ def main() -> int:
     from app.engine.host import EngineHost
     from app.engine.session import auto_threads
 
-    threads = args.threads or auto_threads()
+    threads = args.threads or auto_threads()  # 0: the engine's auto choice (decode and prefill threads differ)
     body = "\n".join(f"{i}. The quick brown fox jumps over the lazy dog." for i in range(args.prompt_lines))
     messages = (ChatMessage("system", "You are a helpful assistant."),
                 ChatMessage("user", body + "\nNow count from 1 to 1000, one number per line."))
@@ -91,15 +91,18 @@ def main() -> int:
     host.start()
     assert isinstance(host.recv(60), P.EngineReady)
     loaded = host.request(P.LoadModel(host.next_id(), args.model,
-                                      LoadSettings(n_ctx=args.n_ctx, n_batch=args.n_batch, n_threads=threads)))
+                                      LoadSettings(n_ctx=args.n_ctx, n_batch=args.n_batch, n_threads=args.threads)))
     assert isinstance(loaded, P.ModelLoaded), loaded
     llm = llama_cpp.Llama(args.model, n_ctx=args.n_ctx, n_batch=args.n_batch, n_ubatch=min(args.n_batch, 512),
-                          n_threads=threads, n_threads_batch=threads, verbose=False)
+                          n_threads=threads, n_threads_batch=loaded.n_threads_batch, verbose=False)
     results: dict[str, list[tuple[float, float]]] = {"plain": [], "engine": [], "engine+candidates": []}
+    engine_generated = 0
     same_tokens = True
     try:
         stats, prepared, _ = engine_run(host, messages, 4, 0)  # warm-up, and the exact prompt text
         tokens = llm.tokenize(prepared.prompt_text.encode(), add_bos=False, special=True)
+        if loaded.add_bos and (not tokens or tokens[0] != llm.token_bos()):
+            tokens.insert(0, llm.token_bos())  # as the engine does for models that want BOS
         assert len(tokens) == prepared.prompt_tokens, (len(tokens), prepared.prompt_tokens)
         plain_run(llm, tokens, 4)  # warm-up
         for _ in range(args.repeats):
@@ -107,7 +110,8 @@ def main() -> int:
             results["plain"].append((p_pre, p_dec))
             stats, _, e_ids = engine_run(host, messages, args.gen, 0)
             results["engine"].append((stats.prefill_tok_s, stats.decode_tok_s))
-            same_tokens &= e_ids == p_ids[: len(e_ids)] and len(e_ids) == args.gen
+            same_tokens &= e_ids == p_ids[: len(e_ids)]  # the engine may stop earlier (EOS, a stop string)
+            engine_generated = stats.generated_tokens
             stats, _, _ = engine_run(host, messages, args.gen, 20)
             results["engine+candidates"].append((stats.prefill_tok_s, stats.decode_tok_s))
     finally:
@@ -120,10 +124,12 @@ def main() -> int:
     out = {
         "model": Path(args.model).name,
         "threads": threads,
+        "threads_batch": loaded.n_threads_batch,
         "n_ctx": args.n_ctx,
         "n_batch": args.n_batch,
         "prompt_tokens": len(tokens),
         "generated_tokens": args.gen,
+        "engine_generated_tokens": engine_generated,
         "repeats": args.repeats,
         "same_greedy_tokens": same_tokens,
         "plain": {"prefill_tok_s": round(med("plain", 0), 1), "decode_tok_s": round(med("plain", 1), 1)},

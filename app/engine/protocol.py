@@ -110,6 +110,7 @@ class ModelLoaded:
         n_ctx: context length llama.cpp allocated (n_ctx padded to 256), tokens.
         n_batch: prompt tokens per llama_decode call.
         n_threads: decode threads.
+        n_threads_batch: prefill threads.
         gpu_offload: whether n_gpu_layers has any effect in this build.
         load_s: seconds to load.
         kv_allocated_bytes: KV cache bytes by Glassbox's formula (app.core.memory).
@@ -127,6 +128,7 @@ class ModelLoaded:
     n_ctx: int
     n_batch: int
     n_threads: int
+    n_threads_batch: int
     gpu_offload: bool
     load_s: float
     kv_allocated_bytes: int

@@ -8,9 +8,9 @@ One turn, step by step (each step measured with ``time.perf_counter_ns``):
    oldest turns).
 3. Keep the longest common token prefix with what the KV cache holds
    (``llama_memory_seq_rm`` of the rest) so turn N+1 evaluates only what is new.
-4. Prefill the rest in slices of at most ``n_batch`` tokens, checking the
-   cancel flag between slices; slices are sized to about 0.3 s each on this
-   machine so Stop acts within a second even on a slow CPU.
+4. Prefill the rest in slices of at most ``n_batch`` tokens at fixed positions
+   (reproducible), with the cancel flag checked between slices and, through
+   llama.cpp's abort callback, between graph nodes inside a slice.
 5. Decode loop: sample with llama.cpp's own sampler chain, detokenize without
    splitting UTF-8 characters, stop at end-of-generation tokens, stop strings,
    max_tokens, the context limit or the cancel flag.
@@ -45,10 +45,6 @@ from app.engine.llama_log import LlamaLog
 
 log = logging.getLogger("glassbox.engine")
 
-# Target wall time of one prefill slice: short enough that Stop acts within ~1 s.
-PREFILL_SLICE_S = 0.3
-MIN_SLICE = 32
-FIRST_SLICE = 128
 # Tokens kept free for the reply when the rolling policy trims the prompt.
 ROLLING_RESERVE_FRACTION = 0.25
 MAX_REPORTED_PROMPT_TOKENS = 4096
@@ -89,6 +85,15 @@ def auto_threads() -> int:
     Leaving a CPU for the window keeps decode speed steady.
     """
     return max(1, min(available_cpus() - 1, 8))
+
+
+def auto_threads_batch() -> int:
+    """Prefill threads: every available CPU (at most 16).
+
+    Prefill is one big matrix product per slice, so it scales with threads, and the
+    window is idle meanwhile (SmolLM2 here: 165 tok/s on 1 thread, 260 on 2).
+    """
+    return max(1, min(available_cpus(), 16))
 
 
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
@@ -165,7 +170,7 @@ class Session:
         self._piece_buf = ctypes.create_string_buffer(256)
         self._add_bos = False
         self._bos = -1
-        self._prefill_rate = 0.0  # tokens/s measured on the last slices
+        self._nodes_per_ubatch = 0  # graph nodes of one full ubatch (for progress within a slice)
 
     # ----------------------------------------------------------------------------------- load
     def load(self, req: P.LoadModel) -> P.ModelLoaded:
@@ -192,6 +197,7 @@ class Session:
         s = req.settings
         gpu = bool(llama_cpp.llama_supports_gpu_offload())
         n_threads = s.n_threads or auto_threads()
+        n_threads_batch = s.n_threads or auto_threads_batch()
         n_ctx_req = s.n_ctx or info.context_length or 4096
         n_batch = max(16, s.n_batch)
         self.llama_log.mark()
@@ -202,7 +208,7 @@ class Session:
                 n_batch=n_batch,
                 n_ubatch=min(n_batch, 512),
                 n_threads=n_threads,
-                n_threads_batch=n_threads,
+                n_threads_batch=n_threads_batch,
                 n_gpu_layers=s.n_gpu_layers if gpu else 0,
                 swa_full=s.swa_full,
                 verbose=False,
@@ -239,7 +245,7 @@ class Session:
                 log.warning("chat template of %s does not compile (%s); using a plain transcript", req.path, exc)
                 self.emit(P.LogLine("warning", f"The model's chat template does not compile ({exc}); using a plain transcript."))
                 template = None
-        self._prefill_rate = 0.0
+        self._nodes_per_ubatch = 0
         return P.ModelLoaded(
             request_id=req.request_id,
             info=info,
@@ -247,6 +253,7 @@ class Session:
             n_ctx=self.n_ctx,
             n_batch=n_batch,
             n_threads=n_threads,
+            n_threads_batch=n_threads_batch,
             gpu_offload=gpu,
             load_s=time.perf_counter() - t0,
             kv_allocated_bytes=self.layout.allocated_bytes,
@@ -457,16 +464,21 @@ class Session:
         return keep
 
     def _prefill(self, request_id: int, tokens: list[int], t0: int) -> int:
-        """Evaluate ``tokens`` in slices, checking the cancel flag between them.
+        """Evaluate ``tokens`` (appended after the cached prefix), Stop-able at any moment.
 
-        Slices hold at most ``n_batch`` tokens and are sized from the measured
-        prefill speed to take about ``PREFILL_SLICE_S``. The last token is always
-        evaluated on its own: llama.cpp's single-token path gives logits that
-        differ from the batched path (by up to 0.43 on SmolLM2 here), so
-        evaluating it alone makes the first sampled token bit-identical whether
-        the rest of the prompt came from the KV cache or not (greedy replies
-        repeat exactly, cases E9 and regenerate). How the other tokens are
-        sliced does not change any result (measured).
+        Slices end at absolute positions that are multiples of ``n_batch``, the same
+        on every machine, and the last token is evaluated on its own. Both matter
+        for reproducible replies: llama.cpp's results depend slightly on how a
+        prompt is cut into batches (Gemma 3 270M picks a different greedy token
+        after 3 tokens when the prompt is cut at 128 instead of 512), and its
+        single-token path gives logits that differ from the batched path (by up to
+        0.9). So a prompt is always cut the same way, whatever the speed.
+
+        Stop works inside a slice too: while prefill runs, llama.cpp's abort
+        callback (checked between graph nodes, ``llama_set_abort_callback``) reads
+        the cancel flag; llama.cpp then drops the unfinished batch from the KV
+        cache. The same callback reports progress within a slice about 10 times a
+        second. It is removed for decode, where the flag is checked between tokens.
 
         Returns:
             How many were evaluated (less than ``len(tokens)`` when cancelled).
@@ -474,26 +486,54 @@ class Session:
         llm = self.llm
         assert llm is not None
         n_batch = self.settings.n_batch
-        done = 0
+        n_ubatch = min(n_batch, 512)
         total = len(tokens)
-        while done < total:
-            if self.cancel.is_set():
-                return done
-            if done == total - 1:
-                size = 1
-            else:
-                size = int(self._prefill_rate * PREFILL_SLICE_S) if self._prefill_rate > 0 else FIRST_SLICE
-                size = min(max(MIN_SLICE, min(n_batch, size)), total - 1 - done)
-            chunk = tokens[done : done + size]
-            ts = time.perf_counter_ns()
-            llm.eval(chunk)
-            dt = (time.perf_counter_ns() - ts) / 1e9
-            if dt > 0 and len(chunk) >= MIN_SLICE:
-                rate = len(chunk) / dt
-                self._prefill_rate = rate if self._prefill_rate == 0 else 0.5 * (self._prefill_rate + rate)
-            done += len(chunk)
-            self.emit(P.PrefillProgress(request_id, done, total, (time.perf_counter_ns() - t0) / 1e9))
-        return done
+        start = llm.n_tokens
+        done = 0
+        state = {"nodes": 0, "per_ubatch": self._nodes_per_ubatch, "base": 0, "size": 0, "last": time.perf_counter_ns()}
+        cancel = self.cancel
+
+        def on_node(_data) -> bool:
+            if cancel.is_set():
+                return True
+            state["nodes"] += 1
+            per = state["per_ubatch"]
+            now = time.perf_counter_ns()
+            if per and now - state["last"] >= 100_000_000:
+                state["last"] = now
+                n_ub = -(-state["size"] // n_ubatch)
+                frac = min(0.99, state["nodes"] / (per * n_ub))
+                self.emit(P.PrefillProgress(request_id, state["base"] + int(frac * state["size"]), total, (now - t0) / 1e9))
+            return False
+
+        callback = llama_cpp.ggml_abort_callback(on_node)
+        llama_cpp.llama_set_abort_callback(llm.ctx, callback, None)
+        try:
+            while done < total:
+                if cancel.is_set():
+                    return done
+                pos = start + done
+                if done == total - 1:
+                    size = 1
+                else:
+                    size = min((pos // n_batch + 1) * n_batch - pos, total - 1 - done)
+                state.update(nodes=0, base=done, size=size)
+                try:
+                    llm.eval(tokens[done : done + size])
+                except RuntimeError:
+                    if not cancel.is_set():
+                        raise
+                    # Aborted: llama.cpp removed the unfinished ubatch; drop any finished
+                    # ubatches of this slice too, so the cache holds exactly llm.n_tokens tokens.
+                    llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(llm.ctx), 0, llm.n_tokens, -1)
+                    return done
+                if size >= n_ubatch and state["nodes"]:
+                    state["per_ubatch"] = self._nodes_per_ubatch = state["nodes"] // (-(-size // n_ubatch))
+                done += size
+                self.emit(P.PrefillProgress(request_id, done, total, (time.perf_counter_ns() - t0) / 1e9))
+            return done
+        finally:
+            llama_cpp.llama_set_abort_callback(llm.ctx, llama_cpp.ggml_abort_callback(), None)
 
     def _make_sampler(self, s: SamplerSettings, seed: int, prompt_tokens: Sequence[int]):
         """llama.cpp's sampler chain for ``s`` (order: llama.cpp common defaults)."""

@@ -295,3 +295,22 @@ def test_no_model_loaded_is_a_clear_failure():
         assert isinstance(fail, P.Failed) and fail.kind == "no_model" and "Open a GGUF model" in fail.message
     finally:
         host.stop()
+
+
+def test_greedy_replies_repeat_after_new_chat_even_on_gemma(gemma):
+    """Fresh prefills cut the prompt the same way every time, so a greedy reply repeats
+    exactly after "New chat" too (Gemma 3 is sensitive to how a prompt is batched)."""
+    from tests.engine.conftest import start_engine
+
+    eng = start_engine(gemma, n_ctx=2048, n_batch=256)
+    try:
+        prompt = " ".join(f"Line {i}: a fox jumps." for i in range(80)) + "\nNow count from 1 to 30."
+        replies = []
+        for _ in range(3):
+            eng.host.request(P.ResetContext(eng.host.next_id()))
+            fin = eng.generate([("user", prompt)], temperature=0.0, max_tokens=24, repeat_penalty=1.0)
+            assert fin.stats.cached_tokens == 0 and fin.stats.evaluated_tokens > 512
+            replies.append(fin.text)
+        assert replies[0] == replies[1] == replies[2], replies
+    finally:
+        eng.host.stop()

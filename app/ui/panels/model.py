@@ -205,8 +205,8 @@ class ModelPanel(QWidget):
         ]
         if any(swa):
             rows.append(("sliding window", f"{sum(swa)} of {len(swa)} layers see the last {info.sliding_window} tokens"))
-        rows.append(("loaded", f"n_ctx {loaded.n_ctx:,} · {loaded.n_threads} threads · n_batch {loaded.n_batch} · "
-                               f"{loaded.load_s:.2f} s"))
+        rows.append(("loaded", f"n_ctx {loaded.n_ctx:,} · threads {loaded.n_threads} decode / "
+                               f"{loaded.n_threads_batch} prefill · n_batch {loaded.n_batch} · {loaded.load_s:.2f} s"))
         kv = f"{format_bytes(loaded.kv_allocated_bytes)} (Glassbox's formula)"
         if loaded.kv_reported_bytes:
             kv += f" · llama.cpp allocated {format_bytes(loaded.kv_reported_bytes)}"
