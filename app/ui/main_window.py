@@ -176,6 +176,10 @@ class MainWindow(QMainWindow):
         self.stats_dock = _dock("Stats", "statsDock", self.stats_panel)
         self.sampler_dock = _dock("Sampler", "samplerDock", self.sampler_panel)
         self.tokens_dock = _dock("Tokens", "tokensDock", self.tokens_panel, scroll=False)
+        for dock in (self.stats_dock, self.sampler_dock):
+            dock.setMinimumWidth(360)
+        for dock in (self.chats_dock, self.model_dock):
+            dock.setMinimumWidth(260)
         self.setCorner(Qt.Corner.BottomLeftCorner, Qt.DockWidgetArea.LeftDockWidgetArea)
         self.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.chats_dock)

@@ -122,6 +122,7 @@ class StatsPanel(QWidget):
             "<span style='color:#22c55e'>■</span> generated"
         )
         legend.setObjectName("legendLabel")
+        legend.setWordWrap(True)
         lay.addWidget(legend)
 
         kv_title = QLabel("KV cache")
