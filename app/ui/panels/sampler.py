@@ -57,7 +57,7 @@ class ParamRow:
         self.field.setObjectName(f"field_{spec.name}")
         self.field.setToolTip(spec.help)
         self.field.setKeyboardTracking(False)
-        self.field.setFixedWidth(72)
+        self.field.setFixedWidth(66)
         self.off = QLabel("off")
         self.off.setObjectName("offBadge")
         self.off.setToolTip(f"{spec.name} = {spec.off_value} turns this sampler off")

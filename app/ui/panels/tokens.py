@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QTextBrowser, QVBo
 
 from app.ui.turn import LiveTurn
 
-MAX_PROMPT_CHIPS = 1500
+MAX_PROMPT_CHIPS = 400
 
 
 def _chip_text(text: str) -> str:
