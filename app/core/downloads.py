@@ -548,6 +548,10 @@ class DownloadManager:
     def _endpoint_now(self) -> str:
         return (self._endpoint or constants.ENDPOINT).rstrip("/")
 
+    def set_token(self, token: str | None) -> None:
+        """Use ``token`` (or the login token again, with None) for requests from now on."""
+        self._token = token
+
     def _token_now(self) -> str | None:
         if self._token:
             return self._token

@@ -167,7 +167,7 @@ def auth_error(repo_id: str, status: int, *, token_sent: bool, rejected: bool = 
         what = "it needs a Hugging Face access token and none is set"
     return HubAuthError(
         f"{repo_id} is gated or private (HTTP {status}): {what}. To download it, create a token at "
-        f"{HUB_WEBSITE}/settings/tokens and enter it in Settings (or run `hf auth login`), and accept the "
+        f"{HUB_WEBSITE}/settings/tokens and enter it under Models → Hub (or run `hf auth login`), and accept the "
         f"model's licence (request access) on its page: {url}",
         repo_id=repo_id,
         status=status,
@@ -698,8 +698,9 @@ class HubClient:
                 memory: SystemMemory | None = None) -> dict[HubFile, FitReport]:
         """Verdicts for every quant of one model from a single header fetch.
 
-        The quants of a repository share the model's shape, so KV cache and
-        compute come from one header (the smallest file's); each file's weights
+        The quants of one model share its shape, so KV cache and compute come
+        from one header per model (the smallest file's; files are grouped by
+        :func:`model_key`, so a repo holding two models gets two); each file's weights
         are its size minus that header (exact to within the header's few MiB).
         Projectors and incomplete split listings are left out. Use
         :func:`recommend` on the result.
@@ -710,17 +711,33 @@ class HubClient:
         return _fit_all(self, files, n_ctx, memory)
 
 
+def model_key(filename: str) -> str:
+    """What stays of a GGUF file name without its quant and split suffix: files with the
+    same key are quants of one model (``Qwen2.5-7B-Instruct-Q4_K_M.gguf`` -> ``qwen2-5-7b-instruct``)."""
+    name = PurePosixPath(filename).name
+    m = SPLIT_RE.match(name)
+    stem = m.group("stem") if m else re.sub(r"\.gguf$", "", name, flags=re.IGNORECASE)
+    q = quant_from_filename(filename)
+    if q:
+        stem = re.sub(re.escape(q), "", stem, flags=re.IGNORECASE)
+    return re.sub(r"[-_. ]+", "-", stem).strip("-").lower()
+
+
 def _fit_all(client: "HubClient", files: Sequence[HubFile], n_ctx: int,
              memory: SystemMemory | None) -> dict[HubFile, FitReport]:
     judged = [f for f in files if not f.is_projector and not f.missing_parts]
     if not judged:
         return {}
-    info = client.fetch_header(min(judged, key=lambda f: f.size))
     mem = memory or client.memory or system_memory()
-    out = {}
+    groups: dict[str, list[HubFile]] = {}
     for f in judged:
-        weights = max(0, f.size - info.data_offset * len(f.parts))
-        out[f] = fit_verdict(info, n_ctx, memory=mem, weights_bytes=weights)
+        groups.setdefault(model_key(f.filename), []).append(f)
+    out = {}
+    for group in groups.values():  # one header per model; a repo may hold several (a draft model...)
+        info = client.fetch_header(min(group, key=lambda f: f.size))
+        for f in group:
+            weights = max(0, f.size - info.data_offset * len(f.parts))
+            out[f] = fit_verdict(info, n_ctx, memory=mem, weights_bytes=weights)
     return out
 
 

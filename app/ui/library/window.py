@@ -186,8 +186,7 @@ class ModelsWindow(QWidget):
     def _store_token(self, token: str | None) -> None:
         self._set_settings(with_hub_token(self._get_settings(), token))
         self._hub = None  # rebuilt with the new token on next use
-        # DownloadManager reads its token at each request but has no setter (see the report to the lead).
-        self.manager._token = token  # noqa: SLF001
+        self.manager.set_token(token)
 
     def _folders(self) -> list[Path]:
         return library_folders(self._get_settings())

@@ -20,20 +20,10 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.conversations import ConversationStore
+from app.ui.library.fmt import ago
 
 ROLE_ID = Qt.ItemDataRole.UserRole
 ROLE_MESSAGE = Qt.ItemDataRole.UserRole + 1
-
-
-def _ago(ts: float, now: float | None = None) -> str:
-    d = max(0.0, (now or time.time()) - ts)
-    if d < 60:
-        return "just now"
-    if d < 3600:
-        return f"{int(d // 60)} min ago"
-    if d < 86400:
-        return f"{int(d // 3600)} h ago"
-    return time.strftime("%d %b", time.localtime(ts))
 
 
 class ConversationsPanel(QWidget):
@@ -107,7 +97,7 @@ class ConversationsPanel(QWidget):
             return
         now = time.time()
         for c in self.store.list_conversations():
-            item = QListWidgetItem(f"{c.title}\n{_ago(c.updated_at, now)}")
+            item = QListWidgetItem(f"{c.title}\n{ago(c.updated_at, now)}")
             item.setData(ROLE_ID, c.id)
             self.list.addItem(item)
             if c.id == self.current_id:
