@@ -88,12 +88,14 @@ def auto_threads() -> int:
 
 
 def auto_threads_batch() -> int:
-    """Prefill threads: every available CPU (at most 16).
+    """Prefill threads: the same rule as decode (one CPU fewer than available, at most 16).
 
-    Prefill is one big matrix product per slice, so it scales with threads, and the
-    window is idle meanwhile (SmolLM2 here: 165 tok/s on 1 thread, 260 on 2).
+    Prefill scales with threads when the machine is idle (SmolLM2 here: 165 tok/s on
+    1 thread, 260 on 2), but it collapses the same way decode does when another
+    process takes a CPU: a 23-token slice took over 2 s on 2 threads beside a busy
+    neighbour. Set n_threads in the Model panel to use every CPU on an idle machine.
     """
-    return max(1, min(available_cpus(), 16))
+    return max(1, min(available_cpus() - 1, 16))
 
 
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:

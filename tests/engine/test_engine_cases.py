@@ -62,18 +62,27 @@ def test_fixed_seed_reproduces_a_sampled_reply(engine):
 def test_e3_stop_during_a_runaway_reply(engine):
     events: list = []
     cancel_at: list[float] = []
+    first_token = threading.Event()
 
     def stopper():
-        time.sleep(2.0)
+        first_token.wait(60)
+        time.sleep(2.0)  # the person watches the reply run for 2 s, then presses Stop
         cancel_at.append(time.monotonic())
         engine.host.cancel()
 
+    def on_event(ev):
+        if isinstance(ev, P.TokenEvent):
+            first_token.set()
+
     t = threading.Thread(target=stopper)
     t.start()
-    fin = engine.generate([SYSTEM, ("user", "Write a numbered list from 1 to 5000, one number per line.")],
-                          events=events, temperature=0.0, max_tokens=-1, repeat_penalty=1.0)
+    try:
+        fin = engine.generate([SYSTEM, ("user", "Write a numbered list from 1 to 5000, one number per line.")],
+                              events=events, on_event=on_event, temperature=0.0, max_tokens=-1, repeat_penalty=1.0)
+    finally:
+        first_token.set()
+        t.join()
     done_at = time.monotonic()
-    t.join()
     assert isinstance(fin, P.Finished)
     assert fin.stats.stop_reason == StopReason.CANCELLED.value
     assert done_at - cancel_at[0] < 1.0, f"stopped {done_at - cancel_at[0]:.2f} s after Stop"
