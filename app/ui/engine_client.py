@@ -256,6 +256,11 @@ class EngineClient(QObject):
         if host is not self._host:
             return
         log.error("engine died: %s", died.description)
+        description = died.description
+        if self._state == EngineState.LOADING and self._last_load is not None:
+            # Dying while loading: restarting must not load the same file into the same crash.
+            description = f"{description} It happened while loading {self._last_load[0]}."
+            self._last_load = None
         self._stop_timer.stop()
         host.stop(timeout=1.0)
         self._host = None
@@ -263,7 +268,7 @@ class EngineClient(QObject):
         self._load_id = None
         self.model = None
         self._set_state(EngineState.DEAD)
-        self.engine_crashed.emit(died.description)
+        self.engine_crashed.emit(description)
 
     @Slot()
     def _stop_timed_out(self) -> None:

@@ -216,3 +216,22 @@ def test_e4_a_message_longer_than_the_context_is_given_back_and_the_next_works(q
     finally:
         win.close()
         win.conversations.close()
+
+
+def test_engine_dying_while_loading_is_not_restarted_into_the_same_crash(qtbot, smollm2):
+    win = make_window(qtbot)
+    try:
+        with qtbot.waitSignal(win.engine.engine_ready, timeout=60_000):
+            pass
+        with qtbot.waitSignal(win.engine.engine_crashed, timeout=10_000):
+            win.load_model(str(smollm2))
+            os.kill(win.engine._host.process.pid, signal.SIGKILL)
+        text = win.banner.text.text()
+        assert "SIGKILL" in text and "while loading" in text and smollm2.name in text
+        with qtbot.waitSignal(win.engine.engine_ready, timeout=60_000):
+            win.restart_engine()
+        qtbot.wait(200)
+        assert win.engine.model is None and win.engine.state.value == "no model"
+    finally:
+        win.close()
+        win.conversations.close()
