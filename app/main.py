@@ -100,7 +100,7 @@ def create_window(paths):
     window = MainWindow(paths, store, settings, engine, conversations)
     notices = [n for n in (store.notice, history_notice) if n]
     if notices:
-        window.banner.show_message("warning", " ".join(notices))
+        window.banner.show_message("warning", " ".join(notices), topic="startup")
     recent = conversations.list_conversations()
     if recent:
         window.open_conversation(recent[0].id)

@@ -1450,11 +1450,18 @@ class ConversationStore:
         except ValueError as exc:
             raise ValueError(f"{path}: cannot import: {exc}") from exc
         now = self._now()
+        title = conv["title"]
+        taken = {c.title for c in self.list_conversations()}
+        if title in taken:  # importing the same file twice: tell the copies apart
+            n = 2
+            while f"{title} (imported {n})" in taken:
+                n += 1
+            title = f"{title} (imported{'' if n == 2 and f'{title} (imported)' not in taken else f' {n}'})"
         with self._write() as conn:
             cur = conn.execute(
                 "INSERT INTO conversations (created_at, updated_at, title_custom, title, model_path, system_prompt, "
                 "sampler_json) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (conv["created_at"], now, int(conv["title_is_custom"]), conv["title"], conv["model_path"],
+                (conv["created_at"], now, int(conv["title_is_custom"] or title != conv["title"]), title, conv["model_path"],
                  conv["system_prompt"], json.dumps(conv["sampler"].to_dict())))
             cid = int(cur.lastrowid)
             new_ids: dict[int, int] = {}

@@ -71,7 +71,8 @@ class GGUFError(ValueError):
         self.path = Path(path)
         self.problem = problem
         self.advice = advice
-        super().__init__(f"{self.path.name}: {problem}. {advice}")
+        end = "" if advice.endswith((".", "!", "?")) else "."
+        super().__init__(f"{self.path.name}: {problem}. {advice}{end}")
 
     @property
     def message(self) -> str:
@@ -392,6 +393,13 @@ class _Cursor:
         if n < 0 or self.off + n > self.size:
             if self.partial and 0 <= n and self.off + n <= self.file_size:
                 raise GGUFHeaderIncomplete(self.path, self.off + n, self.size)
+            if n < 0 or n > self.file_size:
+                # A length no file of this size can hold: the header is damaged, not cut short.
+                raise GGUFError(
+                    self.path,
+                    f"its header is damaged (at byte {self.off:,} it claims {n:,} bytes, more than the whole file)",
+                    "Download the file again; if it happens again, the file was written by a broken converter",
+                )
             raise GGUFError(
                 self.path,
                 f"the file ends inside its header (at byte {self.off:,} of {self.file_size:,}); it is cut short",

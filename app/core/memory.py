@@ -141,6 +141,7 @@ def kv_cache_layout(
     n_swa = info.sliding_window
     is_swa = info.swa_layers()
     if any(is_swa) and not swa_full:
+        n_ubatch = min(n_ubatch, cells_full)  # llama.cpp caps n_ubatch at n_ctx
         cells_swa = pad(min(cells_full, n_swa * n_seq + n_ubatch), SWA_PAD)
     else:
         cells_swa = cells_full
@@ -173,6 +174,7 @@ def compute_buffer_estimate(info: GGUFInfo, n_ctx: int, *, n_ubatch: int = 512) 
     buffer llama.cpp reports (within 15% on SmolLM2 and Gemma 3 270M).
     """
     cells = pad(n_ctx if n_ctx > 0 else (info.context_length or 4096), CTX_PAD)
+    n_ubatch = min(n_ubatch, cells)  # llama.cpp caps n_batch (and n_ubatch) at n_ctx
     logits = info.n_vocab * n_ubatch * 4
     kq = cells * n_ubatch * max(info.n_head, 1) * 4
     return max(logits, kq) + 3 * n_ubatch * info.n_embd * 4

@@ -94,18 +94,20 @@ class SettingsStore:
         """Read the settings; defaults when the file is missing or damaged."""
         self.notice = None
         try:
-            raw = self.path.read_text(encoding="utf-8")
+            raw_bytes = self.path.read_bytes()
         except FileNotFoundError:
             return Settings()
         except OSError as exc:
             self.notice = f"Could not read the settings file {self.path} ({exc.strerror or exc}); using defaults."
             return Settings()
         try:
-            data = json.loads(raw)
+            data = json.loads(raw_bytes.decode("utf-8"))
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
             return Settings.from_dict(data)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+            if isinstance(exc, UnicodeDecodeError):
+                exc = ValueError("it is not text")
             aside = self.path.with_name(f"{self.path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
             try:
                 os.replace(self.path, aside)

@@ -48,6 +48,8 @@ class Generate:
         stop_strings: extra stop strings (the template's end-of-turn text is added by the engine).
         top_candidates: how many top next-token candidates to report per token (0 = none).
         continue_last: continue the last (assistant) message instead of starting a new one.
+        context_policy: what to do when the conversation outgrows n_ctx (a
+            :class:`~app.core.chat.ContextPolicy` value); None: the one given at load.
     """
 
     request_id: int
@@ -56,6 +58,7 @@ class Generate:
     stop_strings: tuple[str, ...] = ()
     top_candidates: int = 0
     continue_last: bool = False
+    context_policy: str | None = None
 
 
 @dataclass(frozen=True)

@@ -411,7 +411,7 @@ class Session:
         t0 = time.perf_counter_ns()
         llm = self._require_model()
         assert self.layout is not None
-        policy = ContextPolicy(self.settings.context_policy)
+        policy = ContextPolicy(req.context_policy or self.settings.context_policy)
         messages = list(req.messages)
         prompt = self._fit_prompt(messages, req.continue_last, policy)
         llama_cpp.llama_perf_context_reset(llm.ctx)
@@ -628,6 +628,10 @@ class Session:
             t_last = now
             generated.append(token)
             if llama_cpp.llama_vocab_is_eog(vocab, token):
+                # Shown in the token view (it was sampled), never in the text, never evaluated.
+                pending.append(P.TokenEvent(rid, "", token, self.token_piece_text(token), len(generated) - 1,
+                                            (now - t0) / 1e9, llm.n_tokens,
+                                            p=math.exp(float(logits[token]) - lse) if want else None))
                 reason = StopReason.EOS
                 break
             piece = self._piece(token)

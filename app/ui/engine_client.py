@@ -154,7 +154,8 @@ class EngineClient(QObject):
         return rid
 
     def generate(self, messages: tuple[ChatMessage, ...], sampler: SamplerSettings, *,
-                 stop_strings: tuple[str, ...] = (), top_candidates: int = 0, continue_last: bool = False) -> int | None:
+                 stop_strings: tuple[str, ...] = (), top_candidates: int = 0, continue_last: bool = False,
+                 context_policy: str | None = None) -> int | None:
         """Start a reply. Returns the request id, or None when not ready (nothing is sent)."""
         if self._host is None or self._state != EngineState.READY:
             return None
@@ -162,7 +163,8 @@ class EngineClient(QObject):
         rid = self._host.next_id()
         self._gen_id = rid
         self._set_state(EngineState.GENERATING)
-        self._send(P.Generate(rid, tuple(messages), sampler, tuple(stop_strings), top_candidates, continue_last))
+        self._send(P.Generate(rid, tuple(messages), sampler, tuple(stop_strings), top_candidates, continue_last,
+                              context_policy))
         return rid
 
     def cancel(self) -> None:

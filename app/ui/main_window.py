@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QMenu,
     QPushButton,
     QScrollArea,
+    QSizePolicy,
     QStackedWidget,
     QToolButton,
     QVBoxLayout,
@@ -78,9 +79,21 @@ class Banner(QFrame):
         close.setObjectName("bannerClose")
         close.clicked.connect(self.hide)
         lay.addWidget(close)
+        self.topic = ""
         self.hide()
 
-    def show_message(self, kind: str, text: str, actions: list[tuple[str, object]] | None = None) -> None:
+    def clear(self, topic: str) -> None:
+        """Hide the banner if it shows a message about ``topic``."""
+        if self.isVisible() and self.topic == topic:
+            self.hide()
+
+    def show_message(self, kind: str, text: str, actions: list[tuple[str, object]] | None = None,
+                     topic: str = "general") -> None:
+        """Show ``text``; ``topic`` lets a later event clear only its own kind of message
+        (a new model load clears a load error, never a startup notice)."""
+        log.log(logging.ERROR if kind == "error" else logging.WARNING if kind == "warning" else logging.INFO,
+                "banner (%s): %s", kind, text)
+        self.topic = topic
         self.setProperty("kind", kind)
         self.style().unpolish(self)
         self.style().polish(self)
@@ -107,6 +120,9 @@ def _dock(title: str, name: str, widget: QWidget, scroll: bool = True) -> QDockW
         area.setWidgetResizable(True)
         area.setFrameShape(QFrame.Shape.NoFrame)
         area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # The panel takes the viewport's width, never its children's (long) minimum
+        # widths: word-wrapped text wraps instead of running under the dock's edge.
+        widget.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         area.setWidget(widget)
         d.setWidget(area)
     else:
@@ -340,6 +356,8 @@ class MainWindow(QMainWindow):
         self.sampler_panel.settings_changed.connect(self._sampler_changed)
         self.system_bar.changed.connect(self._system_prompt_changed)
         self.model_panel.reload_requested.connect(self._reload_with)
+        self.model_panel.policy_changed.connect(self._policy_changed)
+        self.chat.context_policy_source = lambda: self.model_panel.policy.currentData()
         self.model_panel.n_ctx.valueChanged.connect(lambda v: self.models.set_n_ctx(v or 4096))
         self.models.load_requested.connect(self._load_from_library)
         self.models.open_file_requested.connect(self.open_model_dialog)
@@ -365,7 +383,8 @@ class MainWindow(QMainWindow):
         try:
             info = read_gguf_info(path)
         except GGUFError as exc:
-            self.banner.show_message("error", exc.message, [("Open another model…", self.open_model_dialog)])
+            self.banner.show_message("error", exc.message, [("Open another model…", self.open_model_dialog)],
+                                     topic="model")
             return False
         missing = info.missing_parts()
         if missing:
@@ -374,6 +393,7 @@ class MainWindow(QMainWindow):
                 f"{Path(path).name}: this model has {len(info.split_paths())} parts and "
                 f"{', '.join(p.name for p in missing)} {'is' if len(missing) == 1 else 'are'} missing. "
                 "Put all parts in the same folder.",
+                topic="model",
             )
             return False
         if self.chat.busy:
@@ -384,7 +404,8 @@ class MainWindow(QMainWindow):
         self.model_panel.set_loading(path)
         self.model_button.setText(f"Loading {display_name(path)} …")
         self.engine.load_model(self._loading_path, s)
-        self.banner.hide()
+        self.banner.clear("model")
+        self.banner.clear("engine")
         return True
 
     def _placeholder_link(self, link: str) -> None:
@@ -413,7 +434,7 @@ class MainWindow(QMainWindow):
         self._update_placeholder()
 
     def restart_engine(self) -> None:
-        self.banner.hide()
+        self.banner.clear("engine")
         self.engine.restart()
 
     def new_chat(self) -> None:
@@ -490,6 +511,8 @@ class MainWindow(QMainWindow):
             return
         self.chats_panel.refresh()
         self.open_conversation(conv_id)
+        self.banner.show_message("info", f"Imported “{self.conversations.get_conversation(conv_id).title}” "
+                                         f"from {Path(path).name}.")
 
     def _reload_with(self, s: LoadSettings) -> None:
         self.settings = replace(self.settings, load=s)
@@ -544,6 +567,7 @@ class MainWindow(QMainWindow):
 
     def _on_model_loaded(self, ev: P.ModelLoaded) -> None:
         info = ev.info
+        self.turn.reset()  # the KV cache is new: last turn's figures no longer describe it
         self.model_panel.set_model(ev)
         self.model_panel.set_load_settings(replace(ev.settings, n_threads=self.model_panel.n_threads.value(),
                                                    n_gpu_layers=self.model_panel.n_gpu_layers.value()))
@@ -562,14 +586,15 @@ class MainWindow(QMainWindow):
     def _on_load_failed(self, ev: P.Failed) -> None:
         self.model_panel.set_model(None)
         self.model_button.setText("Select a model to load  ▾")
-        self.banner.show_message("error", ev.message, [("Open another model…", self.open_model_dialog)])
+        self.banner.show_message("error", ev.message, [("Open another model…", self.open_model_dialog)],
+                                 topic="model")
         self._update_placeholder()
 
     def _on_crashed(self, description: str) -> None:
         self.model_panel.set_model(None)
         self.model_button.setText("Engine stopped  ▾")
         self.banner.show_message("error", description + " Your conversation is kept.",
-                                 [("Restart engine", self.restart_engine)])
+                                 [("Restart engine", self.restart_engine)], topic="engine")
 
     def _on_notice(self, kind: str, text: str) -> None:
         self.banner.show_message(kind, text)
@@ -578,6 +603,10 @@ class MainWindow(QMainWindow):
         self.act_stop.setEnabled(busy)
 
     # ------------------------------------------------------------------------------ settings
+    def _policy_changed(self, policy: str) -> None:
+        self.settings = replace(self.settings, load=replace(self.settings.load, context_policy=policy))
+        self._schedule_save()
+
     def _sampler_changed(self, s) -> None:
         self.settings = replace(self.settings, sampler=s)
         self._schedule_save()

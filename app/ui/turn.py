@@ -25,7 +25,7 @@ class LiveTurn:
     """Figures of the current (or last) turn, updated event by event.
 
     Attributes:
-        phase: ``idle``, ``prefill``, ``decode``, ``done``.
+        phase: ``idle``, ``prefill``, ``decode``, ``done``, ``failed``.
         prompt: the PromptPrepared event.
         prefill_done / prefill_total: tokens.
         prefill_elapsed_s: seconds spent in prefill so far.
@@ -49,14 +49,18 @@ class LiveTurn:
     shifts: int = 0
     version: int = 0
 
-    def start(self) -> None:
-        """Reset for a new turn (prefill begins)."""
+    def reset(self, phase: str = "idle") -> None:
+        """Forget the last turn (a new model, another chat); ``phase`` is the new phase."""
         version = self.version
         fresh = LiveTurn()
         for f in fields(self):
             setattr(self, f.name, getattr(fresh, f.name))
-        self.phase = "prefill"
+        self.phase = phase
         self.version = version + 1
+
+    def start(self) -> None:
+        """Reset for a new turn (prefill begins)."""
+        self.reset("prefill")
 
     def on_prompt(self, ev: P.PromptPrepared) -> None:
         self.prompt = ev
@@ -88,7 +92,7 @@ class LiveTurn:
         self.version += 1
 
     def on_finished(self, stats: GenerationStats | None) -> None:
-        self.phase = "done"
+        self.phase = "done" if stats is not None else "failed"
         self.final = stats
         if stats is not None:
             self.n_past = stats.context_used

@@ -13,7 +13,7 @@ MIB = 1024 * 1024
 ROUNDING = 0.006 * MIB
 
 
-@pytest.mark.parametrize("n_ctx", [512, 1000, 4096])
+@pytest.mark.parametrize("n_ctx", [256, 512, 1000, 4096])
 def test_smollm2_kv_allocation_matches_llama_cpp(smollm2, n_ctx):
     eng = start_engine(smollm2, n_ctx=n_ctx)
     try:

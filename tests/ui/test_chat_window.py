@@ -235,3 +235,62 @@ def test_engine_dying_while_loading_is_not_restarted_into_the_same_crash(qtbot, 
     finally:
         win.close()
         win.conversations.close()
+
+
+def test_e5_context_policy_applies_to_the_next_reply_without_a_reload(qtbot, smollm2):
+    from app.core.chat import LoadSettings
+
+    win = make_window(qtbot)
+    try:
+        with qtbot.waitSignal(win.engine.model_loaded, timeout=60_000):
+            win.load_model(str(smollm2), LoadSettings(n_ctx=256, context_policy="stop"))
+        panel = win.sampler_panel
+        panel.set_settings(replace(panel.settings(), max_tokens=-1, temperature=0.0, repeat_penalty=1.0), emit=True)
+        fin = send(qtbot, win, "Tell me a very long story about a dragon and a knight.")
+        assert fin.stats.stop_reason == StopReason.CONTEXT_FULL.value
+        reply = win.chat_view.messages[-1]
+        assert reply.badge.text() == "context full" and reply.text == fin.text
+        assert "context is full" in win.banner.text.text()
+        # Stop policy: the conversation no longer fits, so the next message is refused...
+        box = win.composer.box
+        box.setPlainText("Go on.")
+        with qtbot.waitSignal(win.engine.generation_failed, timeout=60_000):
+            qtbot.keyClick(box, Qt.Key.Key_Return)
+        assert box.toPlainText() == "Go on."
+        # ...until the policy changes; no reload is needed.
+        loads: list = []
+        win.engine.model_loaded.connect(loads.append)
+        win.model_panel.policy.setCurrentIndex(win.model_panel.policy.findData("rolling"))
+        assert not win.model_panel.apply_btn.property("pending")
+        panel.set_settings(replace(panel.settings(), max_tokens=16), emit=True)
+        box.clear()
+        fin2 = send(qtbot, win, "Go on.")
+        assert isinstance(fin2, P.Finished) and fin2.stats.dropped_messages >= 1
+        assert loads == []
+        assert win.settings.load.context_policy == "rolling"
+    finally:
+        win.close()
+        win.conversations.close()
+
+
+def test_the_chat_column_is_as_tall_as_its_messages(qtbot):
+    """Word-wrapped replies must not leave the view scrolled into blank space below them."""
+    from app.ui.chat.view import ChatView
+
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.resize(800, 540)
+    view.show()
+    para = "Rome has been home to many peoples through its history, with different languages and customs. " * 3
+    for i in range(3):
+        view.add_message("user", f"Question {i}?", message_id=2 * i + 1)
+        reply = view.add_message("assistant", "", message_id=2 * i + 2)
+        reply.set_text("\n\n".join([para] * 8))
+        view.refresh()
+        qtbot.wait(20)
+    qtbot.wait(50)
+    inner, last = view.widget(), view.messages[-1]
+    assert inner.height() - last.geometry().bottom() < 40
+    bar = view.verticalScrollBar()
+    assert bar.value() == bar.maximum()  # following the newest text, which is on screen
+    assert last.geometry().bottom() - bar.value() <= view.viewport().height() + 40

@@ -653,7 +653,9 @@ def test_json_export_import_round_trip_keeps_every_branch(store: ConversationSto
     new = store.import_json(out)
     assert new != cid and store.list_conversations()[0].id == new
     old_conv, new_conv = store.get_conversation(cid), store.get_conversation(new)
-    for field in ("title", "title_is_custom", "system_prompt", "model_path", "sampler", "created_at"):
+    # Imported next to the original, the copy's title says so (the rest is kept as is).
+    assert new_conv.title == old_conv.title + " (imported)" and new_conv.title_is_custom
+    for field in ("system_prompt", "model_path", "sampler", "created_at"):
         assert getattr(new_conv, field) == getattr(old_conv, field), field
 
     def shape(conv_id: int):

@@ -139,3 +139,15 @@ def test_split_names():
     parts = split_part_paths(Path("/m/Qwen-7B-Q4_K_M-00001-of-00003.gguf"))
     assert [p.name for p in parts] == [f"Qwen-7B-Q4_K_M-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
     assert split_part_paths(Path("/m/model.gguf")) == []
+
+
+def test_a_damaged_length_in_a_whole_file_is_not_called_a_truncated_download(tmp_path, smollm2):
+    p = tmp_path / "mid.gguf"
+    data = bytearray(smollm2.read_bytes()[:3_000_000])
+    # the length of the first metadata key's string (right after the 24-byte preamble)
+    data[24:32] = (2**62).to_bytes(8, "little")
+    p.write_bytes(bytes(data))
+    with pytest.raises(GGUFError) as e:
+        read_gguf_info(p)
+    assert "header is damaged" in str(e.value) and "cut short" not in str(e.value)
+    assert str(e.value).endswith(".")

@@ -50,3 +50,12 @@ def test_save_leaves_no_temp_files(tmp_path):
     for i in range(3):
         store.save(Settings(system_prompt=str(i)))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["settings.json"]
+
+
+def test_binary_garbage_is_set_aside_too(tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_bytes(bytes(range(256)) * 4)
+    store = SettingsStore(path)
+    assert store.load() == Settings()
+    assert store.notice and "not text" in store.notice
+    assert len(list(tmp_path.glob("settings.json.damaged-*"))) == 1

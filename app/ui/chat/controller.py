@@ -83,6 +83,7 @@ class ChatController(QObject):
         self._reply_prefix = ""                     # text already there when continuing a reply
         self._sent_user: tuple[int, str] | None = None  # the message this turn answers, if just sent
         self.want_candidates = 20
+        self.context_policy_source = lambda: None   # () -> ContextPolicy value for the next reply
         composer.submitted.connect(self.send)
         composer.stop_requested.connect(self.stop)
         view.action_requested.connect(self._on_action)
@@ -106,8 +107,7 @@ class ChatController(QObject):
             return
         self.conversation_id = None
         self.render()
-        self.turn.start()
-        self.turn.phase = "idle"
+        self.turn.reset()
         self.engine.reset_context()
         self.conversation_changed.emit(None)
 
@@ -117,6 +117,8 @@ class ChatController(QObject):
             self.notice.emit("info", "Stop the reply in progress before switching conversations.")
             return
         self.store.get_conversation(conv_id)  # KeyError if gone
+        if conv_id != self.conversation_id:
+            self.turn.reset()
         self.conversation_id = conv_id
         self.render(focus_message)
         self.conversation_changed.emit(conv_id)
@@ -275,7 +277,7 @@ class ChatController(QObject):
         widget.set_footer("")
         self.turn.start()
         rid = self.engine.generate(messages, sampler, stop_strings=stops, top_candidates=self.want_candidates,
-                                   continue_last=continue_last)
+                                   continue_last=continue_last, context_policy=self.context_policy_source())
         if rid is None:
             self._abandon("not sent")
             return False
@@ -333,7 +335,7 @@ class ChatController(QObject):
             w.set_streaming(False)
             w.set_badge(*badge)
             if stats is not None:
-                w.set_footer(stats_footer(stats))
+                w.set_footer(("continued: " if self._reply_prefix else "") + stats_footer(stats))
             if mid is not None:
                 w.set_how_made(_how_made(self.store.get_message(mid).meta))
             w.set_can_continue(bool(badge[0]) and bool(text))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QDesktopServices, QFontDatabase, QGuiApplication, QKeyEvent, QTextOption
 from PySide6.QtWidgets import (
     QFrame,
@@ -350,6 +350,32 @@ class MessageWidget(QFrame):
         QGuiApplication.clipboard().setText(self._text)
 
 
+class _Column(QWidget):
+    """The scroll area's content: its size hint is its height at the viewport's width.
+
+    QScrollArea asks a height-for-width layout for the height at the *size hint's*
+    width; word-wrapped labels hint a narrow width, so the column came out twice as
+    tall as its messages and the view scrolled into blank space. Answering with the
+    viewport's width makes the column exactly as tall as what it shows.
+    """
+
+    def __init__(self, area: QScrollArea) -> None:
+        super().__init__()
+        self._area = area
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt API)
+        lay = self.layout()
+        w = self._area.viewport().width()
+        if lay is not None and lay.hasHeightForWidth() and w > 0:
+            return QSize(w, lay.heightForWidth(w))
+        return super().sizeHint()
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt API)
+        # The children's minimum heights are measured at their narrowest width (far too
+        # tall for word-wrapped text); at the viewport's width the hint is the minimum.
+        return self.sizeHint()
+
+
 class ChatView(QScrollArea):
     """The conversation: a column of :class:`MessageWidget` that follows the newest text.
 
@@ -367,7 +393,7 @@ class ChatView(QScrollArea):
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self._inner = QWidget()
+        self._inner = _Column(self)
         self._inner.setObjectName("chatInner")
         self._col = QVBoxLayout(self._inner)
         self._col.setContentsMargins(24, 16, 24, 16)

@@ -27,6 +27,7 @@ from PySide6.QtCore import (
 )
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter
 from PySide6.QtWidgets import (
+    QSizePolicy,
     QAbstractItemView,
     QComboBox,
     QFrame,
@@ -509,6 +510,7 @@ class HubTab(QWidget):
         self.token_field.setObjectName("tokenField")
         self.token_field.setEchoMode(QLineEdit.EchoMode.Password)
         self.token_field.setPlaceholderText("hf_… (for gated and private models)")
+        self.token_field.setMinimumWidth(200)
         self.token_field.setMaximumWidth(280)
         self.token_field.returnPressed.connect(self.save_token)
         tl.addWidget(self.token_field)
@@ -522,6 +524,8 @@ class HubTab(QWidget):
         tl.addWidget(self.token_clear)
         self.token_status = QLabel("")
         self.token_status.setObjectName("tokenStatus")
+        self.token_status.setWordWrap(True)
+        self.token_status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         tl.addWidget(self.token_status, 1)
         lay.addWidget(tok)
 
@@ -591,6 +595,8 @@ class HubTab(QWidget):
         kind = "warning" if isinstance(exc, HubOfflineError) else "error"
         text = exc.message if isinstance(exc, HubError) else f"Search failed: {type(exc).__name__}: {exc}"
         self.search_message.show_message(kind, self._scrub(text))
+        if self.results_model.rowCount() == 0:
+            self.results_hint.setText("No results: the search did not reach the Hub (see the message above).")
 
     # --- a repository -----------------------------------------------------------------------------
     def _result_changed(self, current: QModelIndex, _prev: QModelIndex) -> None:

@@ -66,6 +66,8 @@ class ConversationsPanel(QWidget):
         self.list.itemActivated.connect(self._activated)
         self.list.itemClicked.connect(self._activated)
         self.list.setWordWrap(True)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         lay.addWidget(self.list, 1)
         self._search_timer = QTimer(self)
         self._search_timer.setSingleShot(True)
@@ -128,9 +130,13 @@ class ConversationsPanel(QWidget):
 
     def rename(self, conv_id: int) -> None:
         conv = self.store.get_conversation(conv_id)
-        title, ok = QInputDialog.getText(self, "Rename chat", "Title:", text=conv.title)
-        if ok:
-            self.store.rename(conv_id, title)
+        dlg = QInputDialog(self)
+        dlg.setWindowTitle("Rename chat")
+        dlg.setLabelText("Title:")
+        dlg.setTextValue(conv.title)
+        dlg.resize(460, dlg.sizeHint().height())
+        if dlg.exec():
+            self.store.rename(conv_id, dlg.textValue())
             self.refresh()
 
     def delete(self, conv_id: int) -> None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
@@ -29,9 +30,11 @@ from app.engine import protocol as P
 class ModelPanel(QWidget):
     """Signals:
         reload_requested(object): apply these :class:`LoadSettings` (reload the model).
+        policy_changed(str): the context policy changed (applies to the next reply, no reload).
     """
 
     reload_requested = Signal(object)
+    policy_changed = Signal(str)
 
     def __init__(self, settings: LoadSettings, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -100,7 +103,8 @@ class ModelPanel(QWidget):
         self.policy.setObjectName("field_context_policy")
         for p in ContextPolicy:
             self.policy.addItem(p.label, p.value)
-        self.policy.setToolTip("What happens when the conversation no longer fits in n_ctx.")
+        self.policy.setToolTip("What happens when the conversation no longer fits in n_ctx. "
+                               "Applies to the next reply; no reload needed.")
         self.swa_full = QCheckBox("full-size SWA cache")
         self.swa_full.setToolTip("Keep every token in the sliding-window layers' cache (more memory) so a "
                                  "cached prefix longer than the window can be reused across turns.")
@@ -130,6 +134,7 @@ class ModelPanel(QWidget):
         for w in (self.n_ctx, self.n_gpu_layers, self.n_threads, self.n_batch):
             w.valueChanged.connect(self._edited)
         self.policy.currentIndexChanged.connect(self._edited)
+        self.policy.currentIndexChanged.connect(lambda _i: self.policy_changed.emit(self.policy.currentData()))
         self.swa_full.toggled.connect(self._edited)
         self.set_load_settings(settings)
         self._applied = settings
@@ -230,7 +235,7 @@ class ModelPanel(QWidget):
 
     def _edited(self) -> None:
         s = self.load_settings()
-        changed = s != self._applied
+        changed = replace(s, context_policy="") != replace(self._applied, context_policy="")
         self.apply_btn.setEnabled(self.info is not None)
         self.apply_btn.setProperty("pending", changed)
         self.apply_btn.style().unpolish(self.apply_btn)

@@ -92,6 +92,7 @@ class StatsPanel(QWidget):
 
         self.phase = QLabel("No reply yet")
         self.phase.setObjectName("phaseLabel")
+        self.phase.setWordWrap(True)
         lay.addWidget(self.phase)
 
         grid = QGridLayout()
@@ -208,9 +209,10 @@ class StatsPanel(QWidget):
             self.phase.setText(f"● Prefill — evaluating the prompt: {t.prefill_done:,} / {t.prefill_total:,} tokens ({pct:.0f}%)")
         elif t.phase == "decode":
             self.phase.setText(f"● Decoding — one token per step ({t.generated:,} so far)")
+        elif t.phase == "failed" or final is None:
+            self.phase.setText("✕ Not finished — the reason is in the message above the chat")
         else:
-            reason = StopReason(final.stop_reason).label if final else "failed"
-            self.phase.setText(f"✓ Done — {reason}")
+            self.phase.setText(f"✓ Done — {StopReason(final.stop_reason).label}")
         self.phase.setProperty("phase", t.phase)
         self.phase.style().unpolish(self.phase)
         self.phase.style().polish(self.phase)

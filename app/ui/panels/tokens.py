@@ -22,6 +22,11 @@ def _chip_text(text: str) -> str:
     return t or "∅"
 
 
+def _is_special(text: str) -> bool:
+    """Chat-template control tokens look like ``<|im_end|>``, ``<start_of_turn>``, ``<eos>``."""
+    return len(text) > 2 and text.startswith("<") and text.endswith(">") and " " not in text
+
+
 def _prob_color(p: float | None) -> str:
     """Green for likely tokens, through amber, to red for unlikely ones."""
     if p is None:
@@ -78,6 +83,8 @@ class TokensPanel(QWidget):
         if t.version == self._seen_version:
             return
         self._seen_version = t.version
+        if t.prompt is None and self._prompt_shown is not None:
+            self.summary.setText("Tokens of the current turn appear here.")
         if t.prompt is not self._prompt_shown:
             self._prompt_shown = t.prompt
             self._gen_shown = 0
@@ -95,20 +102,23 @@ class TokensPanel(QWidget):
                     parts.append(f"<span style='color:#8b93a1'>… {skipped:,} more prompt tokens …</span> ")
                     toks = toks[-MAX_PROMPT_CHIPS:]
                 for tid, text in toks:
-                    special = text.startswith("<") and text.endswith(">") and len(text) > 2
-                    parts.append(self._chip(tid, text, "#4a2d6b" if special else "#4d3b12"))
+                    parts.append(self._chip(tid, text, "#4a2d6b" if _is_special(text) else "#4d3b12"))
                 self.view.setHtml("<div style='line-height:160%'>" + "".join(parts) + "</div>")
         new = t.tokens[self._gen_shown:]
         if new:
             cur = self.view.textCursor()
             cur.movePosition(QTextCursor.MoveOperation.End)
-            cur.insertHtml("".join(self._chip(r.token_id, r.piece, _prob_color(r.p)) for r in new))
+            cur.insertHtml("".join(self._chip(r.token_id, r.piece, "#4a2d6b" if _is_special(r.piece) else _prob_color(r.p))
+                                   for r in new))
             self._gen_shown = len(t.tokens)
             bar = self.view.verticalScrollBar()
             bar.setValue(bar.maximum())
         if t.prompt is not None:
+            end = ""
+            if t.final is not None and t.final.stop_reason == "eos":
+                end = "; the last, the end-of-turn token, ends the reply and is not added to the context"
             self.summary.setText(
                 f"Prompt: {t.prompt.prompt_tokens:,} tokens ({t.prompt.cached_tokens:,} reused, "
                 f"{t.prompt.to_evaluate:,} new — amber; chat-template specials — purple) · "
-                f"generated: {len(t.tokens):,} (green = likely … red = unlikely)"
+                f"generated: {len(t.tokens):,} (green = likely … red = unlikely{end})"
             )
