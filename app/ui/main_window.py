@@ -250,6 +250,7 @@ class MainWindow(QMainWindow):
         self._nav_buttons(lay, "models")
         hint = QLabel("Models on this computer, the Hugging Face Hub, and downloads. Chatting goes on meanwhile.")
         hint.setObjectName("stateLabel")
+        hint.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         lay.addWidget(hint)
         lay.addStretch(1)
         return bar
@@ -263,6 +264,12 @@ class MainWindow(QMainWindow):
         if name == "chat":
             self.composer.box.setFocus()
 
+    def _set_model_button(self, text: str) -> None:
+        """The model picker's label, elided so a long file name never widens the window."""
+        fm = self.model_button.fontMetrics()
+        self.model_button.setText(fm.elidedText(text, Qt.TextElideMode.ElideMiddle, 260))
+        self.model_button.setToolTip(text)
+
     def _set_settings(self, s: Settings) -> None:
         self.settings = s
         self._schedule_save()
@@ -275,7 +282,7 @@ class MainWindow(QMainWindow):
         self._nav_buttons(lay, "chat")
         self.model_button = QToolButton()
         self.model_button.setObjectName("modelButton")
-        self.model_button.setText("Select a model to load  ▾")
+        self._set_model_button("Select a model to load  ▾")
         self.model_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         self.model_menu = QMenu(self.model_button)
         self.model_menu.aboutToShow.connect(self._fill_model_menu)
@@ -283,12 +290,10 @@ class MainWindow(QMainWindow):
         lay.addWidget(self.model_button)
         self.state_label = QLabel("")
         self.state_label.setObjectName("stateLabel")
+        self.state_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.state_label.setMinimumWidth(90)
         lay.addWidget(self.state_label)
         lay.addStretch(1)
-        self.new_chat_button = QPushButton("New chat")
-        self.new_chat_button.setObjectName("newChatButton")
-        self.new_chat_button.clicked.connect(self.new_chat)
-        lay.addWidget(self.new_chat_button)
         return bar
 
     def _build_menus(self) -> None:
@@ -402,7 +407,7 @@ class MainWindow(QMainWindow):
         self._loading_path = str(Path(path).resolve())
         self._load_timer.start()
         self.model_panel.set_loading(path)
-        self.model_button.setText(f"Loading {display_name(path)} …")
+        self._set_model_button(f"Loading {display_name(path)} …")
         self.engine.load_model(self._loading_path, s)
         self.banner.clear("model")
         self.banner.clear("engine")
@@ -429,7 +434,7 @@ class MainWindow(QMainWindow):
         self.engine.start()
         self.model_panel.set_model(None)
         self.models.set_loaded_model(None)
-        self.model_button.setText("Select a model to load  ▾")
+        self._set_model_button("Select a model to load  ▾")
         self.model_changed.emit(None)
         self._update_placeholder()
 
@@ -571,7 +576,7 @@ class MainWindow(QMainWindow):
         self.model_panel.set_model(ev)
         self.model_panel.set_load_settings(replace(ev.settings, n_threads=self.model_panel.n_threads.value(),
                                                    n_gpu_layers=self.model_panel.n_gpu_layers.value()))
-        self.model_button.setText(f"{display_name(info.path)} · n_ctx {ev.n_ctx:,}  ▾")
+        self._set_model_button(f"{display_name(info.path)} · n_ctx {ev.n_ctx:,}  ▾")
         self.stats_panel.set_model(ev.n_ctx, kv_cache_layout(info, ev.n_ctx, n_ubatch=min(ev.n_batch, 512),
                                                              swa_full=ev.settings.swa_full))
         self.settings = self.settings.with_recent(info.path)
@@ -585,14 +590,14 @@ class MainWindow(QMainWindow):
 
     def _on_load_failed(self, ev: P.Failed) -> None:
         self.model_panel.set_model(None)
-        self.model_button.setText("Select a model to load  ▾")
+        self._set_model_button("Select a model to load  ▾")
         self.banner.show_message("error", ev.message, [("Open another model…", self.open_model_dialog)],
                                  topic="model")
         self._update_placeholder()
 
     def _on_crashed(self, description: str) -> None:
         self.model_panel.set_model(None)
-        self.model_button.setText("Engine stopped  ▾")
+        self._set_model_button("Engine stopped  ▾")
         self.banner.show_message("error", description + " Your conversation is kept.",
                                  [("Restart engine", self.restart_engine)], topic="engine")
 

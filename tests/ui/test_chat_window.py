@@ -294,3 +294,12 @@ def test_the_chat_column_is_as_tall_as_its_messages(qtbot):
     bar = view.verticalScrollBar()
     assert bar.value() == bar.maximum()  # following the newest text, which is on screen
     assert last.geometry().bottom() - bar.value() <= view.viewport().height() + 40
+
+
+def test_long_panel_texts_never_force_the_window_wider(qtbot, window):
+    send(qtbot, window, "Write one sentence about the sea.")
+    window.tokens_panel.refresh()
+    window.stats_panel.refresh()
+    qtbot.wait(50)
+    # Fits a 1366-pixel-wide laptop screen with room to spare.
+    assert window.minimumSizeHint().width() <= 1300, window.minimumSizeHint()

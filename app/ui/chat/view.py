@@ -372,8 +372,9 @@ class _Column(QWidget):
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt API)
         # The children's minimum heights are measured at their narrowest width (far too
-        # tall for word-wrapped text); at the viewport's width the hint is the minimum.
-        return self.sizeHint()
+        # tall for word-wrapped text): the minimum height is the one at the viewport's
+        # width, and the width may shrink (the window must stay resizable).
+        return QSize(200, self.sizeHint().height())
 
 
 class ChatView(QScrollArea):

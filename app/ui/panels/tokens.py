@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 
 from PySide6.QtGui import QTextCursor
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QTextBrowser, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget
 
 from app.ui.turn import LiveTurn
 
@@ -55,6 +55,8 @@ class TokensPanel(QWidget):
         top = QHBoxLayout()
         self.summary = QLabel("Tokens of the current turn appear here.")
         self.summary.setObjectName("detailLabel")
+        self.summary.setWordWrap(True)
+        self.summary.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         top.addWidget(self.summary, 1)
         self.show_ids = QCheckBox("token ids")
         self.show_ids.toggled.connect(self._rebuild)
