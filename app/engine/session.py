@@ -173,6 +173,7 @@ class Session:
         self._add_bos = False
         self._bos = -1
         self._nodes_per_ubatch = 0  # graph nodes of one full ubatch (for progress within a slice)
+        self._lse_buf: np.ndarray | None = None
 
     # ----------------------------------------------------------------------------------- load
     def load(self, req: P.LoadModel) -> P.ModelLoaded:
@@ -565,10 +566,16 @@ class Session:
         assert llm is not None
         return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(llm.n_vocab(),))
 
-    @staticmethod
-    def _logsumexp(logits: np.ndarray) -> float:
+    def _logsumexp(self, logits: np.ndarray) -> float:
+        """log(sum(exp(logits))) over the vocabulary, in a reused float32 buffer (no allocation
+        per token: 262k-token vocabularies make this the costliest step of the inspector)."""
+        buf = self._lse_buf
+        if buf is None or buf.shape != logits.shape:
+            buf = self._lse_buf = np.empty(logits.shape, dtype=np.float32)
         m = float(logits.max())
-        return m + math.log(float(np.exp(logits - m).sum()))
+        np.subtract(logits, m, out=buf)
+        np.exp(buf, out=buf)
+        return m + math.log(float(buf.sum(dtype=np.float64)))
 
     def _top_candidates(self, logits: np.ndarray, n: int) -> tuple[tuple[int, str, float], ...]:
         """The ``n`` highest logits as ``(token_id, text, logit)``, best first."""

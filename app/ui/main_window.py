@@ -363,6 +363,8 @@ class MainWindow(QMainWindow):
         self.model_panel.reload_requested.connect(self._reload_with)
         self.model_panel.policy_changed.connect(self._policy_changed)
         self.chat.context_policy_source = lambda: self.model_panel.policy.currentData()
+        self.chat.candidates_source = lambda: (
+            20 if self.sampler_dock.isVisible() or self.tokens_dock.isVisible() else 0)
         self.model_panel.n_ctx.valueChanged.connect(lambda v: self.models.set_n_ctx(v or 4096))
         self.models.load_requested.connect(self._load_from_library)
         self.models.open_file_requested.connect(self.open_model_dialog)

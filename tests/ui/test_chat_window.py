@@ -303,3 +303,15 @@ def test_long_panel_texts_never_force_the_window_wider(qtbot, window):
     qtbot.wait(50)
     # Fits a 1366-pixel-wide laptop screen with room to spare.
     assert window.minimumSizeHint().width() <= 1300, window.minimumSizeHint()
+
+
+def test_the_token_inspector_is_only_asked_for_while_it_is_shown(qtbot, window):
+    sent: list = []
+    real = window.engine._send
+    window.engine._send = lambda req: (sent.append(req), real(req))[1]
+    send(qtbot, window, "Hi.")
+    assert [r for r in sent if isinstance(r, P.Generate)][-1].top_candidates == 20
+    window.sampler_dock.hide()
+    window.tokens_dock.hide()
+    send(qtbot, window, "Hi again.")
+    assert [r for r in sent if isinstance(r, P.Generate)][-1].top_candidates == 0

@@ -82,7 +82,9 @@ class ChatController(QObject):
         self._reply_text = ""
         self._reply_prefix = ""                     # text already there when continuing a reply
         self._sent_user: tuple[int, str] | None = None  # the message this turn answers, if just sent
-        self.want_candidates = 20
+        # How many next-token candidates to ask for (0: none; the token inspector costs
+        # a pass over the vocabulary per token, so the window asks only while it is shown).
+        self.candidates_source = lambda: 20
         self.context_policy_source = lambda: None   # () -> ContextPolicy value for the next reply
         composer.submitted.connect(self.send)
         composer.stop_requested.connect(self.stop)
@@ -276,7 +278,7 @@ class ChatController(QObject):
         widget.set_streaming(True)
         widget.set_footer("")
         self.turn.start()
-        rid = self.engine.generate(messages, sampler, stop_strings=stops, top_candidates=self.want_candidates,
+        rid = self.engine.generate(messages, sampler, stop_strings=stops, top_candidates=self.candidates_source(),
                                    continue_last=continue_last, context_policy=self.context_policy_source())
         if rid is None:
             self._abandon("not sent")
