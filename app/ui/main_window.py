@@ -267,7 +267,7 @@ class MainWindow(QMainWindow):
     def _set_model_button(self, text: str) -> None:
         """The model picker's label, elided so a long file name never widens the window."""
         fm = self.model_button.fontMetrics()
-        self.model_button.setText(fm.elidedText(text, Qt.TextElideMode.ElideMiddle, 260))
+        self.model_button.setText(fm.elidedText(text, Qt.TextElideMode.ElideMiddle, 280))
         self.model_button.setToolTip(text)
 
     def _set_settings(self, s: Settings) -> None:
@@ -291,7 +291,7 @@ class MainWindow(QMainWindow):
         self.state_label = QLabel("")
         self.state_label.setObjectName("stateLabel")
         self.state_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.state_label.setMinimumWidth(90)
+        self.state_label.setMinimumWidth(120)
         lay.addWidget(self.state_label)
         lay.addStretch(1)
         return bar
@@ -578,7 +578,8 @@ class MainWindow(QMainWindow):
         self.model_panel.set_model(ev)
         self.model_panel.set_load_settings(replace(ev.settings, n_threads=self.model_panel.n_threads.value(),
                                                    n_gpu_layers=self.model_panel.n_gpu_layers.value()))
-        self._set_model_button(f"{display_name(info.path)} · n_ctx {ev.n_ctx:,}  ▾")
+        self._set_model_button(f"{display_name(info.path)}  ▾")
+        self.model_button.setToolTip(f"{info.path}\nn_ctx {ev.n_ctx:,} · {info.quant_type} · {format_bytes(info.file_size)}")
         self.stats_panel.set_model(ev.n_ctx, kv_cache_layout(info, ev.n_ctx, n_ubatch=min(ev.n_batch, 512),
                                                              swa_full=ev.settings.swa_full))
         self.settings = self.settings.with_recent(info.path)
