@@ -21,6 +21,7 @@ log = logging.getLogger("glassbox.engine.llama")
 
 _KV_RE = re.compile(r"KV buffer size =\s*([0-9.]+) MiB")
 _COMPUTE_RE = re.compile(r"compute buffer size =\s*([0-9.]+) MiB")
+_NODES_RE = re.compile(r"graph: nodes = (\d+)")
 MIB = 1024 * 1024
 
 # enum ggml_log_level (ggml/include/ggml.h): NONE=0, DEBUG=1, INFO=2, WARN=3, ERROR=4, CONT=5
@@ -79,6 +80,11 @@ class LlamaLog:
             if m:
                 total += float(m.group(1))
         return int(round(total * MIB))
+
+    def graph_nodes(self) -> int:
+        """Nodes of the graph llama.cpp reserved at load ("graph: nodes = N"), 0 if not logged."""
+        found = [int(m.group(1)) for _, line in self.since_mark() if (m := _NODES_RE.search(line))]
+        return max(found) if found else 0
 
     def errors_since_mark(self, limit: int = 6) -> list[str]:
         """The last error (or failing) lines since the mark, for a load failure message."""

@@ -248,7 +248,9 @@ class Session:
                 log.warning("chat template of %s does not compile (%s); using a plain transcript", req.path, exc)
                 self.emit(P.LogLine("warning", f"The model's chat template does not compile ({exc}); using a plain transcript."))
                 template = None
-        self._nodes_per_ubatch = 0
+        # Nodes of one ubatch's graph, for progress inside a prefill slice (refined by the
+        # first full slice): the reserve graph llama.cpp logs at load has the same shape.
+        self._nodes_per_ubatch = self.llama_log.graph_nodes()
         return P.ModelLoaded(
             request_id=req.request_id,
             info=info,

@@ -470,11 +470,14 @@ class MainWindow(QMainWindow):
         finally:
             self._applying_conversation = False
         model = self.engine.model
+        # Offer the chat's model when another one (or none) is in place; not while starting or
+        # loading (start-up opens the last chat before it loads the last model).
         if conv.model_path and (model is None or model.info.path != conv.model_path) and Path(conv.model_path).exists() \
-                and self.engine.state != EngineState.LOADING:
+                and self.engine.state in (EngineState.READY, EngineState.NO_MODEL):
             self.banner.show_message(
                 "info", f"This chat was made with {display_name(conv.model_path)}, which is not the loaded model.",
-                [(f"Load {display_name(conv.model_path)}", lambda: self.load_model(conv.model_path))])
+                [(f"Load {display_name(conv.model_path)}", lambda: self.load_model(conv.model_path))],
+                topic="chat-model")
 
     def _conversation_deleted(self, conv_id: int, title: str) -> None:
         if self.chat.conversation_id == conv_id:
@@ -575,6 +578,7 @@ class MainWindow(QMainWindow):
     def _on_model_loaded(self, ev: P.ModelLoaded) -> None:
         info = ev.info
         self.turn.reset()  # the KV cache is new: last turn's figures no longer describe it
+        self.banner.clear("chat-model")
         self.model_panel.set_model(ev)
         self.model_panel.set_load_settings(replace(ev.settings, n_threads=self.model_panel.n_threads.value(),
                                                    n_gpu_layers=self.model_panel.n_gpu_layers.value()))
