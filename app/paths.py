@@ -4,11 +4,15 @@ Every path the app writes comes from :class:`Paths`. Setting ``GLASSBOX_HOME``
 puts all of them under one folder (tests use it so they never touch a real
 profile; a portable install can use it too).
 
-Layout under the data folder::
+Layout::
 
-    models/          GGUF files Glassbox downloaded or imported
-    settings.json    user settings (see app.core.settings)
-    logs/            engine.log, app.log
+    <data>/models/                  GGUF files Glassbox downloaded or imported (Hub downloads
+                                    under <owner>/<repo>/, with .part files while in flight)
+    <data>/conversations.sqlite3    chats (app.core.conversations)
+    <data>/downloads.json           the download queue, so downloads resume after a restart
+    <data>/logs/                    app.log, engine.log
+    <config>/settings.json          user settings (app.core.settings)
+    <cache>/library-headers.json    GGUF facts of the library's files, by path, size and mtime
 """
 
 from __future__ import annotations
@@ -46,10 +50,6 @@ class Paths:
     @property
     def conversations_db(self) -> Path:
         return self.data_dir / "conversations.sqlite3"
-
-    @property
-    def downloads_dir(self) -> Path:
-        return self.models_dir
 
     def ensure(self) -> "Paths":
         """Create every folder (idempotent). Returns self.

@@ -122,10 +122,6 @@ class GenerationStats:
             return 0.0
         return (self.generated_tokens - 1) / self.decode_s
 
-    @property
-    def context_fill(self) -> float:
-        return self.context_used / self.n_ctx if self.n_ctx else 0.0
-
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["prefill_tok_s"] = self.prefill_tok_s
@@ -181,13 +177,3 @@ class LoadSettings:
         out["n_batch"] = max(16, min(out["n_batch"], 8192))
         out["n_threads"] = max(0, min(out["n_threads"], 512))
         return cls(**out)
-
-
-@dataclass(frozen=True)
-class TokenCandidate:
-    """A candidate for the next token: id, text, raw logit."""
-
-    token_id: int
-    text: str
-    logit: float
-

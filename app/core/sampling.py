@@ -140,8 +140,6 @@ PARAMS: tuple[ParamSpec, ...] = (
               "Most tokens to generate in one reply. -1 = until the context is full.", int),
 )
 
-PARAMS_BY_NAME = {p.name: p for p in PARAMS}
-
 DEFAULTS = SamplerSettings()
 
 PRESETS: dict[str, SamplerSettings] = {

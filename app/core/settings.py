@@ -50,9 +50,6 @@ class Settings:
         rest = [r for r in self.recent_models if r != p]
         return replace(self, recent_models=tuple([p, *rest][:MAX_RECENT]))
 
-    def without_recent(self, model_path: str) -> "Settings":
-        return replace(self, recent_models=tuple(r for r in self.recent_models if r != model_path))
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "version": 1,

@@ -252,14 +252,12 @@ class Failed:
     Attributes:
         kind: short machine-readable kind: ``load``, ``bad_model``, ``context_overflow``,
             ``no_model``, ``template``, ``internal``.
-        partial_text: reply text produced before the failure (kept by the UI).
         stats: measurements up to the failure, when a reply had started.
     """
 
     request_id: int
     kind: str
     message: str
-    partial_text: str = ""
     stats: GenerationStats | None = None
 
 

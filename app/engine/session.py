@@ -408,12 +408,16 @@ class Session:
             The terminal :class:`Finished` event (the caller emits it).
 
         Raises:
-            EngineError: no model, context overflow (STOP policy, or nothing left to drop),
-                or a template error; nothing is generated then.
+            EngineError: no model, a sampler value out of range, context overflow (STOP
+                policy, or nothing left to drop), or a template error; nothing is generated then.
         """
         t0 = time.perf_counter_ns()
         llm = self._require_model()
         assert self.layout is not None
+        try:
+            req.sampler.validated()
+        except ValueError as exc:
+            raise EngineError("bad_settings", f"The sampler settings cannot be used: {exc}.") from None
         policy = ContextPolicy(req.context_policy or self.settings.context_policy)
         messages = list(req.messages)
         prompt = self._fit_prompt(messages, req.continue_last, policy)

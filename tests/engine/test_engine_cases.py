@@ -323,3 +323,9 @@ def test_greedy_replies_repeat_after_new_chat_even_on_gemma(gemma):
         assert replies[0] == replies[1] == replies[2], replies
     finally:
         eng.host.stop()
+
+
+def test_out_of_range_sampler_values_are_refused_clearly(engine):
+    fail = engine.generate([SYSTEM, ("user", "Hi")], top_p=1.5, max_tokens=4)
+    assert isinstance(fail, P.Failed) and fail.kind == "bad_settings"
+    assert "top_p = 1.5" in fail.message and "between 0.0 and 1.0" in fail.message
