@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import multiprocessing
+import os
 import sys
 from pathlib import Path
 
@@ -28,6 +29,9 @@ def setup_logging(log_file: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Start Glassbox. Returns the process exit code."""
     multiprocessing.freeze_support()
+    # Glassbox talks to the Hub only to search and download; no telemetry calls besides.
+    # (huggingface_hub reads this when it is first imported.)
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     args = parse_args(sys.argv[1:] if argv is None else argv)
     from app import __version__
 
