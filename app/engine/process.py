@@ -97,9 +97,6 @@ def _handle(session, req, emit, engine_error) -> None:
             emit(session.load(req))
         elif isinstance(req, P.Generate):
             emit(session.generate(req))
-        elif isinstance(req, P.Tokenize):
-            toks = session.tokenize(req.text, special=req.special)
-            emit(P.Tokenized(rid, tuple((t, session.token_piece_text(t)) for t in toks)))
         elif isinstance(req, P.ResetContext):
             session.reset()
             emit(P.ContextReset(rid))

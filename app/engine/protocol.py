@@ -5,7 +5,7 @@ plain values (they are pickled over a pipe). Every request with a
 ``request_id`` ends with exactly one terminal event for that id:
 :class:`Finished` or :class:`Failed` for :class:`Generate`,
 :class:`ModelLoaded` or :class:`Failed` for :class:`LoadModel`,
-:class:`Tokenized` or :class:`Failed` for :class:`Tokenize`.
+:class:`ContextReset` for :class:`ResetContext`.
 
 Cancel is not a message: the UI sets a shared ``multiprocessing.Event`` that
 the engine checks between prefill chunks and decode steps (DESIGN.md, principle 4).
@@ -13,7 +13,7 @@ the engine checks between prefill chunks and decode steps (DESIGN.md, principle 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from app.core.chat import ChatMessage, GenerationStats, LoadSettings
 from app.core.gguf_info import GGUFInfo
@@ -62,15 +62,6 @@ class Generate:
 
 
 @dataclass(frozen=True)
-class Tokenize:
-    """Split text into tokens with the loaded model's tokenizer."""
-
-    request_id: int
-    text: str
-    special: bool = True
-
-
-@dataclass(frozen=True)
 class ResetContext:
     """Forget the KV cache ("New chat"): the next turn starts from an empty context."""
 
@@ -82,7 +73,7 @@ class Shutdown:
     """End the engine process."""
 
 
-Request = LoadModel | Generate | Tokenize | ResetContext | Shutdown
+Request = LoadModel | Generate | ResetContext | Shutdown
 
 
 # ---------------------------------------------------------------------------------------------
@@ -262,14 +253,6 @@ class Failed:
 
 
 @dataclass(frozen=True)
-class Tokenized:
-    """Tokens of a :class:`Tokenize` request: ``(token_id, text)`` each."""
-
-    request_id: int
-    tokens: tuple[tuple[int, str], ...] = field(default_factory=tuple)
-
-
-@dataclass(frozen=True)
 class ContextReset:
     request_id: int
 
@@ -283,6 +266,6 @@ class LogLine:
 
 
 Event = (EngineReady | ModelLoaded | PromptPrepared | PrefillProgress | TokenEvent | TokenBatch | ContextShifted
-         | Finished | Failed | Tokenized | ContextReset | LogLine)
+         | Finished | Failed | ContextReset | LogLine)
 
-TERMINAL_EVENTS = (ModelLoaded, Finished, Failed, Tokenized, ContextReset)
+TERMINAL_EVENTS = (ModelLoaded, Finished, Failed, ContextReset)

@@ -36,7 +36,7 @@ import llama_cpp
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
 from app.core.chat import ChatMessage, ContextPolicy, GenerationStats, LoadSettings, StopReason
-from app.core.gguf_info import GGUFError, GGUFInfo, format_bytes, read_gguf_info
+from app.core.gguf_info import GGUFError, GGUFInfo, read_gguf_info
 from app.core.memory import KVCacheLayout, kv_cache_layout
 from app.core.sampling import SamplerSettings
 from app.core.textstream import TextStream

@@ -43,7 +43,6 @@ class EngineClient(QObject):
         context_shifted(object): events of the reply in flight.
         generation_finished(object): :class:`~app.engine.protocol.Finished`.
         generation_failed(object): :class:`~app.engine.protocol.Failed` for a reply.
-        tokenized(object): :class:`~app.engine.protocol.Tokenized`.
         engine_crashed(str): the engine died; the text says why and what to do.
         log_line(object): a llama.cpp warning or error.
     """
@@ -58,7 +57,6 @@ class EngineClient(QObject):
     context_shifted = Signal(object)
     generation_finished = Signal(object)
     generation_failed = Signal(object)
-    tokenized = Signal(object)
     engine_crashed = Signal(str)
     log_line = Signal(object)
 
@@ -74,7 +72,6 @@ class EngineClient(QObject):
         self._state = EngineState.DEAD
         self._load_id: int | None = None
         self._gen_id: int | None = None
-        self._tokenize_ids: set[int] = set()
         self._last_load: tuple[str, LoadSettings] | None = None
         self.ready_info: P.EngineReady | None = None
         self.model: P.ModelLoaded | None = None
@@ -174,14 +171,6 @@ class EngineClient(QObject):
         self._host.cancel()
         self._stop_timer.start(STOP_GRACE_MS)
 
-    def tokenize(self, text: str) -> int | None:
-        if self._host is None or self.model is None:
-            return None
-        rid = self._host.next_id()
-        self._tokenize_ids.add(rid)
-        self._send(P.Tokenize(rid, text))
-        return rid
-
     def reset_context(self) -> None:
         """Empty the KV cache (New chat)."""
         if self._host is not None and self.model is not None:
@@ -240,11 +229,6 @@ class EngineClient(QObject):
                 self._stop_timer.stop()
                 self._set_state(EngineState.READY if self.model else EngineState.NO_MODEL)
                 self.generation_failed.emit(ev)
-            elif ev.request_id in self._tokenize_ids:
-                self._tokenize_ids.discard(ev.request_id)
-        elif isinstance(ev, P.Tokenized):
-            self._tokenize_ids.discard(ev.request_id)
-            self.tokenized.emit(ev)
         elif isinstance(ev, P.EngineReady):
             self.ready_info = ev
             if self._state == EngineState.STARTING:

@@ -63,16 +63,22 @@ def test_a_slider_change_reaches_the_next_request(qtbot, window):
     assert gen2.sampler.temperature == 1.1 and gen2.sampler.max_tokens == 12
 
 
-def test_escape_stops_the_reply_within_a_second(qtbot, window):
-    import time
-
+def _start_runaway_reply(qtbot, window, run_ms: int):
+    """Send a prompt that runs on (no max_tokens), and let it stream for ``run_ms``."""
     panel = window.sampler_panel
     panel.set_settings(replace(panel.settings(), max_tokens=-1, temperature=0.0, repeat_penalty=1.0), emit=True)
     box = window.composer.box
     qtbot.keyClicks(box, "Write the numbers from 1 to 3000, one per line.")
     with qtbot.waitSignal(window.engine.token_received, timeout=60_000):
         qtbot.keyClick(box, Qt.Key.Key_Return)
-    qtbot.wait(800)
+    qtbot.wait(run_ms)
+    return panel, box
+
+
+def test_escape_stops_the_reply_within_a_second(qtbot, window):
+    import time
+
+    panel, box = _start_runaway_reply(qtbot, window, 800)
     assert window.composer.button.text() == "Stop"
     t0 = time.monotonic()
     with qtbot.waitSignal(window.engine.generation_finished, timeout=3000) as blocker:
@@ -114,13 +120,7 @@ def test_dropping_a_gguf_loads_it(qtbot, window, smollm2):
 
 
 def test_engine_crash_keeps_the_conversation_and_restarts(qtbot, window):
-    panel = window.sampler_panel
-    panel.set_settings(replace(panel.settings(), max_tokens=-1, temperature=0.0, repeat_penalty=1.0), emit=True)
-    box = window.composer.box
-    qtbot.keyClicks(box, "Write the numbers from 1 to 3000, one per line.")
-    with qtbot.waitSignal(window.engine.token_received, timeout=60_000):
-        qtbot.keyClick(box, Qt.Key.Key_Return)
-    qtbot.wait(500)
+    panel, box = _start_runaway_reply(qtbot, window, 500)
     assert window.engine.generating
     pid = window.engine._host.process.pid
     with qtbot.waitSignal(window.engine.engine_crashed, timeout=10_000):

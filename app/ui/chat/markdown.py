@@ -124,11 +124,6 @@ def _segment(kind: str, src: str, info: str) -> Segment:
     return Segment("text", src, render_text(src))
 
 
-def render_segments(source: str) -> list[Segment]:
-    """The whole text as segments (one pass)."""
-    return [_segment(kind, src, info) for kind, src, info, _ in split_blocks(source)]
-
-
 class StreamingDocument:
     """Segments of a growing reply, re-parsing only the part after the last finished segment.
 

@@ -155,9 +155,6 @@ class MarkdownView(QWidget):
         elif isinstance(w, QLabel):
             w.setText(f"<style>{TEXT_CSS}</style>{seg.html}")
 
-    def visible_text(self) -> str:
-        return self.source
-
 
 class MessageWidget(QFrame):
     """One chat message: header with actions, body, and (for replies) a stats footer.
