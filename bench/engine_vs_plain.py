@@ -49,7 +49,7 @@ def plain_run(llm, tokens: list[int], n_gen: int) -> tuple[float, float, list[in
 
 def engine_run(host, messages, n_gen: int, candidates: int):
     from app.core.sampling import SamplerSettings
-    from app.engine import protocol as P
+    from app.core import protocol as P
 
     host.request(P.ResetContext(host.next_id()))
     events: list = []
@@ -78,7 +78,7 @@ def main() -> int:
     import llama_cpp
 
     from app.core.chat import ChatMessage, LoadSettings
-    from app.engine import protocol as P
+    from app.core import protocol as P
     from app.engine.host import EngineHost
     from app.engine.session import auto_threads
 

@@ -14,7 +14,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from app.core.exitinfo import describe_exit
-from app.engine import protocol as P
+from app.core import protocol as P
 
 
 class EngineDied(RuntimeError):
@@ -97,7 +97,7 @@ class EngineHost:
     def recv(self, timeout: float | None = None) -> Any:
         """The next event, or None after ``timeout`` seconds.
 
-        A :class:`~app.engine.protocol.TokenBatch` is handed out one TokenEvent at a time.
+        A :class:`~app.core.protocol.TokenBatch` is handed out one TokenEvent at a time.
 
         Raises:
             EngineDied: the process ended (its exit code says how).

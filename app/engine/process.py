@@ -17,7 +17,7 @@ import traceback
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from app.engine import protocol as P
+from app.core import protocol as P
 
 log = logging.getLogger("glassbox.engine")
 

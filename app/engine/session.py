@@ -40,7 +40,7 @@ from app.core.gguf_info import GGUFError, GGUFInfo, read_gguf_info
 from app.core.memory import KVCacheLayout, kv_cache_layout
 from app.core.sampling import SamplerSettings
 from app.core.textstream import TextStream
-from app.engine import protocol as P
+from app.core import protocol as P
 from app.engine.llama_log import LlamaLog
 
 log = logging.getLogger("glassbox.engine")
@@ -594,7 +594,7 @@ class Session:
                 policy: ContextPolicy) -> P.Finished:
         """The decode loop: sample, detokenize, check stops, evaluate the token; repeat.
 
-        Tokens go to the UI in batches (:class:`~app.engine.protocol.TokenBatch`): the
+        Tokens go to the UI in batches (:class:`~app.core.protocol.TokenBatch`): the
         first token at once (TTFT), then at most every ``TOKEN_FLUSH_S``, so the UI
         process wakes ~30 times a second instead of once per token. With
         ``req.top_candidates`` set, each token carries its probability under the raw

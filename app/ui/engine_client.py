@@ -14,7 +14,7 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.core.chat import ChatMessage, LoadSettings
 from app.core.sampling import SamplerSettings
-from app.engine import protocol as P
+from app.core import protocol as P
 from app.engine.host import EngineDied, EngineHost
 
 log = logging.getLogger("glassbox.ui.engine")
@@ -36,13 +36,13 @@ class EngineClient(QObject):
 
     Signals:
         state_changed(str): an :class:`EngineState` value.
-        engine_ready(object): :class:`~app.engine.protocol.EngineReady`.
-        model_loaded(object): :class:`~app.engine.protocol.ModelLoaded`.
-        model_load_failed(object): :class:`~app.engine.protocol.Failed` for a load.
+        engine_ready(object): :class:`~app.core.protocol.EngineReady`.
+        model_loaded(object): :class:`~app.core.protocol.ModelLoaded`.
+        model_load_failed(object): :class:`~app.core.protocol.Failed` for a load.
         prompt_prepared(object), prefill_progressed(object), token_received(object),
         context_shifted(object): events of the reply in flight.
-        generation_finished(object): :class:`~app.engine.protocol.Finished`.
-        generation_failed(object): :class:`~app.engine.protocol.Failed` for a reply.
+        generation_finished(object): :class:`~app.core.protocol.Finished`.
+        generation_failed(object): :class:`~app.core.protocol.Failed` for a reply.
         engine_crashed(str): the engine died; the text says why and what to do.
         log_line(object): a llama.cpp warning or error.
     """

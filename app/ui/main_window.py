@@ -33,7 +33,7 @@ from app.core.conversations import ConversationStore
 from app.core.gguf_info import GGUFError, format_bytes, read_gguf_info
 from app.core.memory import kv_cache_layout
 from app.core.settings import Settings, SettingsStore
-from app.engine import protocol as P
+from app.core import protocol as P
 from app.paths import Paths
 from app.ui.chat.controller import ChatController
 from app.ui.chat.view import ChatView, Composer, SystemPromptBar

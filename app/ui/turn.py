@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from app.core.chat import GenerationStats
-from app.engine import protocol as P
+from app.core import protocol as P
 
 
 @dataclass

@@ -8,7 +8,7 @@ import pytest
 
 from app.core.chat import ChatMessage, ContextPolicy, LoadSettings
 from app.core.sampling import SamplerSettings
-from app.engine import protocol as P
+from app.core import protocol as P
 from app.engine.host import EngineHost
 
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from app.engine import protocol as P
+from app.core import protocol as P
 from app.engine.host import EngineDied, EngineHost
 from tests.engine.conftest import SYSTEM, start_engine
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from app.core.chat import StopReason
-from app.engine import protocol as P
+from app.core import protocol as P
 from tests.engine.conftest import ROLLING_POLICY, STOP_POLICY, SYSTEM
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.core.memory import compute_buffer_estimate
-from app.engine import protocol as P
+from app.core import protocol as P
 from tests.engine.conftest import SYSTEM, start_engine
 
 MIB = 1024 * 1024

@@ -10,7 +10,7 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
 
 from app.core.chat import StopReason
-from app.engine import protocol as P
+from app.core import protocol as P
 from app.ui.chat.view import CodeBlock, MessageWidget
 from tests.ui.conftest import load, make_window, send
 

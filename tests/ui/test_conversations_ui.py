@@ -10,7 +10,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFileDialog
 
 from app.core.chat import StopReason
-from app.engine import protocol as P
+from app.core import protocol as P
 from tests.ui.conftest import load, make_window, send
 
 

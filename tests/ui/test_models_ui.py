@@ -29,7 +29,8 @@ from app.core.library import library_folders
 from app.core.memory import estimate_memory
 from app.core.settings import Settings
 from app.paths import Paths, default_paths
-from app.ui.library import ModelsWindow, dialogs
+from app.ui.common import dialogs
+from app.ui.library import ModelsWindow
 from app.ui.library.downloads_tab import DownloadColumn, DownloadRole
 from app.ui.library.hub_tab import FileColumn, FileRole, RepoRole
 from app.ui.library.library_tab import LibraryColumn, LibraryRole

@@ -17,7 +17,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.core.chat import ChatMessage, GenerationStats, StopReason
 from app.core.conversations import ConversationStore, Message, MessageMeta
-from app.engine import protocol as P
+from app.core import protocol as P
 from app.ui.chat.view import ChatView, Composer, MessageWidget
 from app.ui.engine_client import EngineClient, EngineState
 from app.ui.turn import LiveTurn

@@ -41,8 +41,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.downloads import TERMINAL, DownloadManager, DownloadState, DownloadStatus, InsufficientSpaceError
-from app.ui.library import dialogs
-from app.ui.library.fmt import duration, format_bytes, speed
+from app.ui.common import dialogs
+from app.ui.common.fmt import duration, format_bytes, speed
 from app.ui.library.widgets import (
     ACCENT,
     AMBER,

@@ -1,6 +1,6 @@
 """The Hub tab: search GGUF repositories, list a repository's files, judge fit, download.
 
-Every Hub call runs on a worker thread (:class:`~app.ui.library.tasks.TaskPool`);
+Every Hub call runs on a worker thread (:class:`~app.ui.common.tasks.TaskPool`);
 a newer search, listing or verdict supersedes an older one still in flight.
 Nothing here touches the network until the person searches: the tab opens
 empty, and with ``HF_HUB_OFFLINE`` set a search says "offline" at once,
@@ -62,9 +62,9 @@ from app.core.hub import (
     repo_page_url,
     scrub,
 )
-from app.ui.library import dialogs
-from app.ui.library.fmt import ago, count, format_bytes
-from app.ui.library.tasks import TaskPool
+from app.ui.common import dialogs
+from app.ui.common.fmt import ago, count, format_bytes
+from app.ui.common.tasks import TaskPool
 from app.ui.library.widgets import (
     ACCENT,
     AMBER,

@@ -51,9 +51,9 @@ from app.core.library import (
     ModelLibrary,
     suggested_folders,
 )
-from app.ui.library import dialogs
-from app.ui.library.fmt import ago, format_bytes, format_count
-from app.ui.library.tasks import TaskPool
+from app.ui.common import dialogs
+from app.ui.common.fmt import ago, format_bytes, format_count
+from app.ui.common.tasks import TaskPool
 from app.ui.library.widgets import RED, FlatDelegate, InlineMessage, TwoLineDelegate
 
 log = logging.getLogger("glassbox.ui.library")

@@ -10,7 +10,7 @@ from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen
 from PySide6.QtWidgets import QLabel, QSizePolicy, QStyle, QStyledItemDelegate, QStyleOptionViewItem, QWidget
 
 from app.core.fit import COMFORT, FitReport, Verdict
-from app.ui.library import dialogs
+from app.ui.common import dialogs
 
 TEXT = QColor("#e6e9ef")
 MUTED = QColor("#8b93a1")
@@ -44,7 +44,7 @@ def linkify(text: str) -> str:
 class InlineMessage(QLabel):
     """A message inside a tab (kind ``info``, ``warning``, ``error`` or ``busy``) with clickable links.
 
-    Links open through :func:`app.ui.library.dialogs.open_url`.
+    Links open through :func:`app.ui.common.dialogs.open_url`.
     """
 
     def __init__(self, parent: QWidget | None = None) -> None:

@@ -42,7 +42,7 @@ from app.paths import Paths
 from app.ui.library.downloads_tab import DownloadsTab
 from app.ui.library.hub_tab import HubTab
 from app.ui.library.library_tab import LibraryTab
-from app.ui.library.tasks import TaskPool
+from app.ui.common.tasks import TaskPool
 
 log = logging.getLogger("glassbox.ui.library")
 

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.conversations import ConversationStore
-from app.ui.library.fmt import ago
+from app.ui.common.fmt import ago
 
 ROLE_ID = Qt.ItemDataRole.UserRole
 ROLE_MESSAGE = Qt.ItemDataRole.UserRole + 1

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 from app.core.chat import ContextPolicy, LoadSettings
 from app.core.gguf_info import GGUFInfo, format_bytes, format_count
 from app.core.memory import estimate_memory
-from app.engine import protocol as P
+from app.core import protocol as P
 
 
 class ModelPanel(QWidget):

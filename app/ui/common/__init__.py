@@ -1,0 +1,1 @@
+"""UI pieces shared by every page: formatting, the worker-thread pool, dialogs, the palette."""
