@@ -61,7 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         if Path(model).exists():
             window.load_model(model)
         elif args.model:
-            window.banner.show_message("error", f"The model file {model} does not exist. Open a model with File → Open model.")
+            window.banner.show_message(
+                "error", f"The model file {model} does not exist. Open a model with File → Open model."
+            )
     window.show()
     _quit_on_signals(window)
     code = app.exec()

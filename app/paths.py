@@ -51,7 +51,7 @@ class Paths:
     def conversations_db(self) -> Path:
         return self.data_dir / "conversations.sqlite3"
 
-    def ensure(self) -> "Paths":
+    def ensure(self) -> Paths:
         """Create every folder (idempotent). Returns self.
 
         Raises:
@@ -65,7 +65,7 @@ class Paths:
         return self
 
 
-def default_paths(environ: "os._Environ[str] | dict[str, str] | None" = None) -> Paths:
+def default_paths(environ: os._Environ[str] | dict[str, str] | None = None) -> Paths:
     """The paths for this user, honouring ``GLASSBOX_HOME``.
 
     With ``GLASSBOX_HOME=/some/dir`` everything lives in ``/some/dir/{data,config,cache}``;

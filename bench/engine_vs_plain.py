@@ -48,15 +48,21 @@ def plain_run(llm, tokens: list[int], n_gen: int) -> tuple[float, float, list[in
 
 
 def engine_run(host, messages, n_gen: int, candidates: int):
-    from app.core.sampling import SamplerSettings
     from app.core import protocol as P
+    from app.core.sampling import SamplerSettings
 
     host.request(P.ResetContext(host.next_id()))
     events: list = []
     fin = host.request(
-        P.Generate(host.next_id(), messages, SamplerSettings(temperature=0.0, repeat_penalty=1.0, max_tokens=n_gen),
-                   top_candidates=candidates),
-        timeout=600, on_event=events.append)
+        P.Generate(
+            host.next_id(),
+            messages,
+            SamplerSettings(temperature=0.0, repeat_penalty=1.0, max_tokens=n_gen),
+            top_candidates=candidates,
+        ),
+        timeout=600,
+        on_event=events.append,
+    )
     prepared = next(e for e in events if isinstance(e, P.PromptPrepared))
     ids = [e.token_id for e in events if isinstance(e, P.TokenEvent)]
     return fin.stats, prepared, ids
@@ -77,24 +83,36 @@ def main() -> int:
 
     import llama_cpp
 
-    from app.core.chat import ChatMessage, LoadSettings
     from app.core import protocol as P
+    from app.core.chat import ChatMessage, LoadSettings
     from app.engine.host import EngineHost
     from app.engine.session import auto_threads
 
     threads = args.threads or auto_threads()  # 0: the engine's auto choice (decode and prefill threads differ)
     body = "\n".join(f"{i}. The quick brown fox jumps over the lazy dog." for i in range(args.prompt_lines))
-    messages = (ChatMessage("system", "You are a helpful assistant."),
-                ChatMessage("user", body + "\nNow count from 1 to 1000, one number per line."))
+    messages = (
+        ChatMessage("system", "You are a helpful assistant."),
+        ChatMessage("user", body + "\nNow count from 1 to 1000, one number per line."),
+    )
 
     host = EngineHost()
     host.start()
     assert isinstance(host.recv(60), P.EngineReady)
-    loaded = host.request(P.LoadModel(host.next_id(), args.model,
-                                      LoadSettings(n_ctx=args.n_ctx, n_batch=args.n_batch, n_threads=args.threads)))
+    loaded = host.request(
+        P.LoadModel(
+            host.next_id(), args.model, LoadSettings(n_ctx=args.n_ctx, n_batch=args.n_batch, n_threads=args.threads)
+        )
+    )
     assert isinstance(loaded, P.ModelLoaded), loaded
-    llm = llama_cpp.Llama(args.model, n_ctx=args.n_ctx, n_batch=args.n_batch, n_ubatch=min(args.n_batch, 512),
-                          n_threads=threads, n_threads_batch=loaded.n_threads_batch, verbose=False)
+    llm = llama_cpp.Llama(
+        args.model,
+        n_ctx=args.n_ctx,
+        n_batch=args.n_batch,
+        n_ubatch=min(args.n_batch, 512),
+        n_threads=threads,
+        n_threads_batch=loaded.n_threads_batch,
+        verbose=False,
+    )
     results: dict[str, list[tuple[float, float]]] = {"plain": [], "engine": [], "engine+candidates": []}
     engine_generated = 0
     same_tokens = True
@@ -134,13 +152,16 @@ def main() -> int:
         "same_greedy_tokens": same_tokens,
         "plain": {"prefill_tok_s": round(med("plain", 0), 1), "decode_tok_s": round(med("plain", 1), 1)},
         "engine": {"prefill_tok_s": round(med("engine", 0), 1), "decode_tok_s": round(med("engine", 1), 1)},
-        "engine_with_top20_candidates": {"prefill_tok_s": round(med("engine+candidates", 0), 1),
-                                         "decode_tok_s": round(med("engine+candidates", 1), 1)},
+        "engine_with_top20_candidates": {
+            "prefill_tok_s": round(med("engine+candidates", 0), 1),
+            "decode_tok_s": round(med("engine+candidates", 1), 1),
+        },
     }
     out["decode_ratio"] = round(out["engine"]["decode_tok_s"] / out["plain"]["decode_tok_s"], 3)
     out["prefill_ratio"] = round(out["engine"]["prefill_tok_s"] / out["plain"]["prefill_tok_s"], 3)
     out["decode_ratio_with_candidates"] = round(
-        out["engine_with_top20_candidates"]["decode_tok_s"] / out["plain"]["decode_tok_s"], 3)
+        out["engine_with_top20_candidates"]["decode_tok_s"] / out["plain"]["decode_tok_s"], 3
+    )
     for name in results:
         print(f"{name:>20}: " + ", ".join(f"prefill {a:7.1f} decode {b:6.1f}" for a, b in results[name]))
     print(json.dumps(out))

@@ -27,8 +27,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 PROMPTS = {
-    "tutorial": ("Write a short Python tutorial about lists: explain with headings, bullet points, "
-                 "and three code examples in fenced code blocks."),
+    "tutorial": (
+        "Write a short Python tutorial about lists: explain with headings, bullet points, "
+        "and three code examples in fenced code blocks."
+    ),
     # Worst case for incremental Markdown: one list that grows without a blank line.
     "list": "Write a numbered list from 1 to 5000, one number per line.",
 }
@@ -83,8 +85,15 @@ def main() -> int:
 
     def loaded(_ev) -> None:
         panel = win.sampler_panel
-        panel.set_settings(replace(panel.settings(), max_tokens=args.tokens, temperature=0.0,
-                                   repeat_penalty=1.0 if args.prompt == "list" else 1.1), emit=True)
+        panel.set_settings(
+            replace(
+                panel.settings(),
+                max_tokens=args.tokens,
+                temperature=0.0,
+                repeat_penalty=1.0 if args.prompt == "list" else 1.1,
+            ),
+            emit=True,
+        )
         clock.start()
         probe.start()
         result["cpu0"] = time.process_time()
@@ -130,8 +139,10 @@ def main() -> int:
         "prompt": args.prompt,
     }
     worst = sorted(zip(gaps, when), reverse=True)[:5]
-    print("worst stalls (ms @ s after start; reply ended at %.2f s): " % result["t_end"]
-          + ", ".join(f"{g:.1f} @ {w:.2f}" for g, w in worst))
+    print(
+        "worst stalls (ms @ s after start; reply ended at %.2f s): " % result["t_end"]
+        + ", ".join(f"{g:.1f} @ {w:.2f}" for g, w in worst)
+    )
     print(json.dumps(out))
     return 0
 

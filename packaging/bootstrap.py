@@ -60,8 +60,8 @@ import sysconfig
 import tempfile
 import time
 import zipfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Optional, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
@@ -149,11 +149,11 @@ def llama_pin(pyproject: Path = PYPROJECT) -> str:
             return m.group(1)
     raise SetupError(
         f"pyproject.toml does not pin {LLAMA} with '=='",
-        f"add e.g. \"{LLAMA}==0.3.36\" to [project].dependencies: the cached wheel is keyed by that version",
+        f'add e.g. "{LLAMA}==0.3.36" to [project].dependencies: the cached wheel is keyed by that version',
     )
 
 
-def effective_cmake_args(remembered: Optional[str]) -> tuple[str, str]:
+def effective_cmake_args(remembered: str | None) -> tuple[str, str]:
     """The CMAKE_ARGS to build with, and where they came from."""
     raw = os.environ.get("CMAKE_ARGS")
     if raw is not None and raw.strip():
@@ -191,9 +191,9 @@ def run_logged(
     cmd: Sequence[str],
     log: Path,
     *,
-    env: Optional[dict[str, str]] = None,
+    env: dict[str, str] | None = None,
     verbose: bool = False,
-    heartbeat: Optional[Callable[[float], None]] = None,
+    heartbeat: Callable[[float], None] | None = None,
 ) -> int:
     """Run ``cmd`` with its output appended to ``log`` (and shown when verbose)."""
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -287,7 +287,7 @@ def pip(py: Path, args: Sequence[str], log: Path, what: str, *, verbose: bool, e
         raise SetupError(f"{what} failed (pip exit code {rc}); full log: {log}", pip_failure_hint(log), log_tail(log))
 
 
-def probe(py: Path, code: str) -> Optional[subprocess.CompletedProcess]:
+def probe(py: Path, code: str) -> subprocess.CompletedProcess | None:
     try:
         return subprocess.run([str(py), "-c", code], capture_output=True, text=True, cwd=ROOT, check=False)
     except OSError:
@@ -315,12 +315,12 @@ def ensure_venv(verbose: bool) -> Path:
         if r is not None and r.returncode == 0 and r.stdout.strip() == want:
             say(f"venv: using {VENV} (Python {want}) {took(t0)}")
             return py
-        say(f"venv: {VENV} is broken or made by another Python ({(r.stdout.strip() if r else '') or 'does not run'}); recreating it")
+        say(
+            f"venv: {VENV} is broken or made by another Python ({(r.stdout.strip() if r else '') or 'does not run'}); recreating it"
+        )
         shutil.rmtree(VENV, ignore_errors=True)
     try:
-        r = subprocess.run(
-            [sys.executable, "-m", "venv", str(VENV)], capture_output=True, text=True, check=False
-        )
+        r = subprocess.run([sys.executable, "-m", "venv", str(VENV)], capture_output=True, text=True, check=False)
     except OSError as exc:
         raise SetupError(f"could not run {sys.executable} -m venv: {exc}") from exc
     if r.returncode != 0 or not py.exists():
@@ -382,7 +382,7 @@ def check_toolchain() -> None:
     say(f"toolchain: {', '.join(found) or 'MSVC'}; {cm} {took(t0)}")
 
 
-def cached_wheel(key_dir: Path, version: str) -> Optional[Path]:
+def cached_wheel(key_dir: Path, version: str) -> Path | None:
     """The wheel in a finished cache entry, or None (a damaged entry is removed)."""
     if not (key_dir / "build-info.json").exists():
         return None
@@ -426,7 +426,9 @@ def ensure_llama_wheel(py: Path, version: str, cmake_args: str, key: str, verbos
     try:
         cache.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise SetupError(f"cannot create the build cache {cache}: {exc}", "set GLASSBOX_BUILD_CACHE to a writable folder")
+        raise SetupError(
+            f"cannot create the build cache {cache}: {exc}", "set GLASSBOX_BUILD_CACHE to a writable folder"
+        )
     # A build killed half-way leaves a .tmp-* folder that is never used; tidy old ones.
     for old in cache.glob(".tmp-*"):
         try:
@@ -532,11 +534,7 @@ def setup(extras: Sequence[str], verbose: bool) -> Path:
         "python": "%d.%d.%d" % sys.version_info[:3],
     }
     py = venv_python()
-    if (
-        py.exists()
-        and all(stamp.get(k) == v for k, v in want.items())
-        and set(extras) <= set(stamp.get("extras", []))
-    ):
+    if py.exists() and all(stamp.get(k) == v for k, v in want.items()) and set(extras) <= set(stamp.get("extras", [])):
         say(f"setup: up to date (.venv, llama-cpp-python {version}, CMAKE_ARGS='{cmake_args}': {origin}) {took(t0)}")
         return py
 
@@ -563,7 +561,9 @@ def setup(extras: Sequence[str], verbose: bool) -> Path:
     kind = check_llama(py, version, wheel)
     say(f"check: import llama_cpp works in .venv ({version}, {kind}) {took(t0)}")
 
-    STAMP.write_text(json.dumps({**want, "extras": sorted(extras), "cmake_args": cmake_args}, indent=2), encoding="utf-8")
+    STAMP.write_text(
+        json.dumps({**want, "extras": sorted(extras), "cmake_args": cmake_args}, indent=2), encoding="utf-8"
+    )
     return py
 
 
@@ -674,15 +674,19 @@ def cmd_test(args: argparse.Namespace) -> int:
     return exec_in_venv(py, ["-m", "pytest", *args.rest], env, args.dry_run)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python3 packaging/bootstrap.py",
         description="Set up Glassbox (virtual environment, llama-cpp-python, models), then start it or test it.",
         epilog="Arguments after the command go to the app (run) or to pytest (test).",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="show pip's and the build's output")
-    parser.add_argument("--dry-run", action="store_true", help="set up, then print the final command instead of running it")
-    parser.add_argument("command", choices=["run", "test"], help="run: start the app; test: run the test suite headless")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="set up, then print the final command instead of running it"
+    )
+    parser.add_argument(
+        "command", choices=["run", "test"], help="run: start the app; test: run the test suite headless"
+    )
     parser.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 

@@ -25,12 +25,12 @@ class ChatMessage:
 class StopReason(str, enum.Enum):
     """Why a reply ended (the ``stop_reason`` of every turn)."""
 
-    EOS = "eos"                    # the model produced an end-of-generation token (EOS/EOT)
-    STOP_STRING = "stop_string"    # a stop string appeared
-    MAX_TOKENS = "max_tokens"      # max_tokens reached
+    EOS = "eos"  # the model produced an end-of-generation token (EOS/EOT)
+    STOP_STRING = "stop_string"  # a stop string appeared
+    MAX_TOKENS = "max_tokens"  # max_tokens reached
     CONTEXT_FULL = "context_full"  # n_ctx reached and the policy says stop
-    CANCELLED = "cancelled"        # the person pressed Stop
-    ERROR = "error"                # the engine failed or died mid-reply
+    CANCELLED = "cancelled"  # the person pressed Stop
+    ERROR = "error"  # the engine failed or died mid-reply
 
     @property
     def label(self) -> str:
@@ -50,7 +50,7 @@ _STOP_LABELS = {
 class ContextPolicy(str, enum.Enum):
     """What to do when the conversation no longer fits in n_ctx."""
 
-    STOP = "stop"        # stop at the limit and say so
+    STOP = "stop"  # stop at the limit and say so
     ROLLING = "rolling"  # drop the oldest turns (then the oldest part of the reply) and go on
 
     @property
@@ -129,7 +129,7 @@ class GenerationStats:
         return d
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> "GenerationStats":
+    def from_dict(cls, data: dict[str, Any] | None) -> GenerationStats:
         if not data:
             return cls()
         names = set(cls.__dataclass_fields__)
@@ -160,7 +160,7 @@ class LoadSettings:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> "LoadSettings":
+    def from_dict(cls, data: dict[str, Any] | None) -> LoadSettings:
         if not data:
             return cls()
         base = cls()

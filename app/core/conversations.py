@@ -42,10 +42,11 @@ import shutil
 import sqlite3
 import tempfile
 import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from app.core.chat import ChatMessage, GenerationStats, LoadSettings, Role, StopReason
 from app.core.sampling import SamplerSettings
@@ -181,7 +182,7 @@ class MessageMeta:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> "MessageMeta":
+    def from_dict(cls, data: dict[str, Any] | None) -> MessageMeta:
         """Build from stored values; wrong types fall back to defaults, unknown keys are ignored."""
         if not isinstance(data, dict):
             return cls()
@@ -434,10 +435,29 @@ def _migrate_v1(conn: sqlite3.Connection) -> None:
 # transaction. Append steps; never change a released one.
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_migrate_v1]
 
-_CONV_COLS = ("id", "created_at", "updated_at", "deleted_at", "title_custom", "current_leaf_id",
-              "title", "model_path", "system_prompt", "sampler_json")
-_MSG_COLS = ("id", "conversation_id", "parent_id", "role", "created_at", "complete", "selected_seq",
-             "content", "meta_json")
+_CONV_COLS = (
+    "id",
+    "created_at",
+    "updated_at",
+    "deleted_at",
+    "title_custom",
+    "current_leaf_id",
+    "title",
+    "model_path",
+    "system_prompt",
+    "sampler_json",
+)
+_MSG_COLS = (
+    "id",
+    "conversation_id",
+    "parent_id",
+    "role",
+    "created_at",
+    "complete",
+    "selected_seq",
+    "content",
+    "meta_json",
+)
 _MSG_SELECT = ", ".join(_MSG_COLS)
 _CONV_SELECT = ", ".join(_CONV_COLS)
 
@@ -558,7 +578,7 @@ class ConversationStore:
             conn.close()
             self._conn = None  # type: ignore[assignment]
 
-    def __enter__(self) -> "ConversationStore":
+    def __enter__(self) -> ConversationStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -568,11 +588,16 @@ class ConversationStore:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise OSError(exc.errno, f"Glassbox cannot create the folder for its conversation history "
-                                     f"{self.path.parent}: {exc.strerror or exc}") from exc
+            raise OSError(
+                exc.errno,
+                f"Glassbox cannot create the folder for its conversation history "
+                f"{self.path.parent}: {exc.strerror or exc}",
+            ) from exc
         if self._is_empty_file():
-            self.notice = (f"The conversation history file {self.path} was empty (0 bytes), so there was "
-                           "nothing in it to recover. A new history was started.")
+            self.notice = (
+                f"The conversation history file {self.path} was empty (0 bytes), so there was "
+                "nothing in it to recover. A new history was started."
+            )
         elif not self._has_sqlite_header():
             # Decided without opening it: SQLite would delete the -wal/-shm beside it on close.
             return self._recover_or_raise("file is not a database")
@@ -605,8 +630,10 @@ class ConversationStore:
         try:
             return self._recover(problem)
         except (OSError, sqlite3.Error) as exc:
-            raise OSError(f"Glassbox found its conversation history {self.path} damaged ({problem}) and could "
-                          f"not replace it: {exc}") from exc
+            raise OSError(
+                f"Glassbox found its conversation history {self.path} damaged ({problem}) and could "
+                f"not replace it: {exc}"
+            ) from exc
 
     def _is_empty_file(self) -> bool:
         try:
@@ -625,8 +652,9 @@ class ConversationStore:
         except FileNotFoundError:
             return True
         except OSError as exc:
-            raise OSError(exc.errno, f"Glassbox cannot read its conversation history {self.path}: "
-                                     f"{exc.strerror or exc}") from exc
+            raise OSError(
+                exc.errno, f"Glassbox cannot read its conversation history {self.path}: {exc.strerror or exc}"
+            ) from exc
         return not head or head == _SQLITE_HEADER
 
     @staticmethod
@@ -674,8 +702,10 @@ class ConversationStore:
             for name in have:
                 conn.execute(f"DROP TRIGGER {name}")
             if self.fts_enabled:
-                conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING "
-                             "fts5(content, content='messages', content_rowid='id')")
+                conn.execute(
+                    "CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING "
+                    "fts5(content, content='messages', content_rowid='id')"
+                )
                 for sql in _FTS_TRIGGERS.values():
                     conn.execute(sql)
                 conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')")
@@ -720,8 +750,11 @@ class ConversationStore:
     def _store_content(conn: sqlite3.Connection, message_id: int, content: str, now: float) -> bool:
         cur = conn.execute("UPDATE messages SET content = ? WHERE id = ?", (content, message_id))
         if cur.rowcount:
-            conn.execute("UPDATE conversations SET updated_at = ? WHERE id = "
-                         "(SELECT conversation_id FROM messages WHERE id = ?)", (now, message_id))
+            conn.execute(
+                "UPDATE conversations SET updated_at = ? WHERE id = "
+                "(SELECT conversation_id FROM messages WHERE id = ?)",
+                (now, message_id),
+            )
         return cur.rowcount > 0
 
     def _message_from_row(self, row: Sequence[Any]) -> Message:
@@ -770,7 +803,9 @@ class ConversationStore:
         while True:
             row = conn.execute(
                 "SELECT id FROM messages WHERE conversation_id = ? AND parent_id IS ? "
-                "ORDER BY selected_seq DESC, id DESC LIMIT 1", (conv_id, node)).fetchone()
+                "ORDER BY selected_seq DESC, id DESC LIMIT 1",
+                (conv_id, node),
+            ).fetchone()
             if row is None:
                 return node
             node = row[0]
@@ -781,29 +816,38 @@ class ConversationStore:
         conn.execute("UPDATE conversations SET current_leaf_id = ? WHERE id = ?", (leaf, conv_id))
         if leaf is None:
             return
-        seq = conn.execute("SELECT coalesce(max(selected_seq), 0) + 1 FROM messages WHERE conversation_id = ?",
-                           (conv_id,)).fetchone()[0]
+        seq = conn.execute(
+            "SELECT coalesce(max(selected_seq), 0) + 1 FROM messages WHERE conversation_id = ?", (conv_id,)
+        ).fetchone()[0]
         conn.execute(
             """WITH RECURSIVE up(id, parent_id, depth) AS (
                    SELECT id, parent_id, 0 FROM messages WHERE id = ?
                    UNION ALL
                    SELECT m.id, m.parent_id, up.depth + 1 FROM messages m JOIN up ON m.id = up.parent_id
                    WHERE up.depth < 1000000)
-               UPDATE messages SET selected_seq = ? WHERE id IN (SELECT id FROM up)""", (leaf, seq))
+               UPDATE messages SET selected_seq = ? WHERE id IN (SELECT id FROM up)""",
+            (leaf, seq),
+        )
 
     def _current_leaf(self, conv_id: int) -> int | None:
         row = self._conn.execute("SELECT current_leaf_id FROM conversations WHERE id = ?", (conv_id,)).fetchone()
         if row is None:
             raise KeyError(f"no conversation with id {conv_id}")
         leaf = row[0]
-        if leaf is not None and self._conn.execute(
-                "SELECT 1 FROM messages WHERE id = ? AND conversation_id = ?", (leaf, conv_id)).fetchone():
+        if (
+            leaf is not None
+            and self._conn.execute(
+                "SELECT 1 FROM messages WHERE id = ? AND conversation_id = ?", (leaf, conv_id)
+            ).fetchone()
+        ):
             return leaf
         return self._descend(self._conn, conv_id, None)
 
     def _retitle_if_auto(self, conn: sqlite3.Connection, conv_id: int, first_user_text: str) -> None:
-        conn.execute("UPDATE conversations SET title = ? WHERE id = ? AND title_custom = 0",
-                     (make_title(first_user_text), conv_id))
+        conn.execute(
+            "UPDATE conversations SET title = ? WHERE id = ? AND title_custom = 0",
+            (make_title(first_user_text), conv_id),
+        )
 
     # ------------------------------------------------------------------ conversations
 
@@ -832,8 +876,16 @@ class ConversationStore:
             cur = conn.execute(
                 "INSERT INTO conversations (created_at, updated_at, title_custom, title, model_path, "
                 "system_prompt, sampler_json) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (now, now, int(custom), title.strip() if custom and title else DEFAULT_TITLE, model_path,
-                 system_prompt, json.dumps((sampler or SamplerSettings()).to_dict())))
+                (
+                    now,
+                    now,
+                    int(custom),
+                    title.strip() if custom and title else DEFAULT_TITLE,
+                    model_path,
+                    system_prompt,
+                    json.dumps((sampler or SamplerSettings()).to_dict()),
+                ),
+            )
             return int(cur.lastrowid)
 
     def get_conversation(self, conv_id: int) -> Conversation:
@@ -851,7 +903,8 @@ class ConversationStore:
         """All conversations, most recently updated first (deleted ones only when asked)."""
         where = "" if include_deleted else "WHERE deleted_at IS NULL"
         rows = self._conn.execute(
-            f"SELECT {_CONV_SELECT} FROM conversations {where} ORDER BY updated_at DESC, id DESC").fetchall()
+            f"SELECT {_CONV_SELECT} FROM conversations {where} ORDER BY updated_at DESC, id DESC"
+        ).fetchall()
         return [self._conversation_from_row(r) for r in rows]
 
     def update_conversation(
@@ -869,8 +922,11 @@ class ConversationStore:
         """
         sets: list[str] = []
         args: list[Any] = []
-        for column, value in (("system_prompt", system_prompt), ("model_path", model_path),
-                              ("sampler_json", json.dumps(sampler.to_dict()) if sampler is not None else None)):
+        for column, value in (
+            ("system_prompt", system_prompt),
+            ("model_path", model_path),
+            ("sampler_json", json.dumps(sampler.to_dict()) if sampler is not None else None),
+        ):
             if value is not None:
                 sets.append(f"{column} = ?")
                 args.append(value)
@@ -878,8 +934,10 @@ class ConversationStore:
         if not sets:
             return
         with self._write() as conn:
-            conn.execute(f"UPDATE conversations SET {', '.join(sets)}, updated_at = ? WHERE id = ?",
-                         (*args, self._now(), conv_id))
+            conn.execute(
+                f"UPDATE conversations SET {', '.join(sets)}, updated_at = ? WHERE id = ?",
+                (*args, self._now(), conv_id),
+            )
 
     def rename(self, conv_id: int, title: str) -> str:
         """Give a conversation a title; a blank title goes back to the automatic one.
@@ -898,7 +956,9 @@ class ConversationStore:
                 return title
             root = conn.execute(
                 "SELECT content FROM messages WHERE conversation_id = ? AND parent_id IS NULL AND role = 'user' "
-                "ORDER BY selected_seq DESC, id LIMIT 1", (conv_id,)).fetchone()
+                "ORDER BY selected_seq DESC, id LIMIT 1",
+                (conv_id,),
+            ).fetchone()
             auto = make_title(root[0]) if root else DEFAULT_TITLE
             conn.execute("UPDATE conversations SET title = ?, title_custom = 0 WHERE id = ?", (auto, conv_id))
             return auto
@@ -911,8 +971,9 @@ class ConversationStore:
         """
         self._require_conversation(conv_id)
         with self._write() as conn:
-            conn.execute("UPDATE conversations SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL",
-                         (self._now(), conv_id))
+            conn.execute(
+                "UPDATE conversations SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL", (self._now(), conv_id)
+            )
 
     def undo_delete(self, conv_id: int) -> None:
         """Bring back a deleted conversation (until it is purged).
@@ -935,8 +996,12 @@ class ConversationStore:
         """
         cutoff = self._now() - older_than
         with self._write() as conn:
-            ids = [r[0] for r in conn.execute(
-                "SELECT id FROM conversations WHERE deleted_at IS NOT NULL AND deleted_at <= ?", (cutoff,))]
+            ids = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT id FROM conversations WHERE deleted_at IS NOT NULL AND deleted_at <= ?", (cutoff,)
+                )
+            ]
             for cid in ids:
                 conn.execute("DELETE FROM messages WHERE conversation_id = ?", (cid,))
                 conn.execute("DELETE FROM conversations WHERE id = ?", (cid,))
@@ -991,12 +1056,21 @@ class ConversationStore:
         return mid
 
     @staticmethod
-    def _insert_message(conn: sqlite3.Connection, conv_id: int, parent_id: int | None, role: Role, content: str,
-                        meta: MessageMeta, complete: bool, now: float) -> int:
+    def _insert_message(
+        conn: sqlite3.Connection,
+        conv_id: int,
+        parent_id: int | None,
+        role: Role,
+        content: str,
+        meta: MessageMeta,
+        complete: bool,
+        now: float,
+    ) -> int:
         cur = conn.execute(
             "INSERT INTO messages (conversation_id, parent_id, role, created_at, complete, content, meta_json) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (conv_id, parent_id, role.value, now, int(complete), content, json.dumps(meta.to_dict())))
+            (conv_id, parent_id, role.value, now, int(complete), content, json.dumps(meta.to_dict())),
+        )
         return int(cur.lastrowid)
 
     def regenerate(self, message_id: int, meta: MessageMeta | None = None) -> int:
@@ -1042,8 +1116,9 @@ class ConversationStore:
         meta = replace(msg.meta, edited=True) if msg.role is Role.ASSISTANT else msg.meta
         now = self._now()
         with self._write() as conn:
-            mid = self._insert_message(conn, msg.conversation_id, msg.parent_id, msg.role, new_content, meta,
-                                       msg.complete, now)
+            mid = self._insert_message(
+                conn, msg.conversation_id, msg.parent_id, msg.role, new_content, meta, msg.complete, now
+            )
             self._set_leaf(conn, msg.conversation_id, mid)
             conn.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, msg.conversation_id))
             if msg.parent_id is None and msg.role is Role.USER:
@@ -1066,7 +1141,8 @@ class ConversationStore:
         """
         self._require_conversation(conv_id)
         rows = self._conn.execute(
-            f"SELECT {_MSG_SELECT} FROM messages WHERE conversation_id = ? ORDER BY id", (conv_id,)).fetchall()
+            f"SELECT {_MSG_SELECT} FROM messages WHERE conversation_id = ? ORDER BY id", (conv_id,)
+        ).fetchall()
         return [self._message_from_row(r) for r in rows]
 
     def siblings(self, message_id: int) -> Siblings:
@@ -1076,8 +1152,12 @@ class ConversationStore:
             KeyError: no such message.
         """
         row = self._message_row(message_id)
-        ids = tuple(r[0] for r in self._conn.execute(
-            "SELECT id FROM messages WHERE conversation_id = ? AND parent_id IS ? ORDER BY id", (row[1], row[2])))
+        ids = tuple(
+            r[0]
+            for r in self._conn.execute(
+                "SELECT id FROM messages WHERE conversation_id = ? AND parent_id IS ? ORDER BY id", (row[1], row[2])
+            )
+        )
         return Siblings(ids=ids, index=ids.index(message_id))
 
     def select_branch(self, message_id: int) -> list[Message]:
@@ -1115,8 +1195,10 @@ class ConversationStore:
                     UNION ALL
                     SELECT m.parent_id, up.depth + 1 FROM messages m JOIN up ON m.id = up.id
                     WHERE m.parent_id IS NOT NULL AND up.depth < 1000000)
-                SELECT {', '.join('m.' + c for c in _MSG_COLS)} FROM up JOIN messages m ON m.id = up.id
-                ORDER BY up.depth DESC""", (leaf,)).fetchall()
+                SELECT {", ".join("m." + c for c in _MSG_COLS)} FROM up JOIN messages m ON m.id = up.id
+                ORDER BY up.depth DESC""",
+            (leaf,),
+        ).fetchall()
         return [self._message_from_row(r) for r in rows]
 
     def chat_history(self, conv_id: int, *, before: int | None = None) -> list[ChatMessage]:
@@ -1154,10 +1236,15 @@ class ConversationStore:
         row = self._message_row(message_id)
         conv_id, parent = row[1], row[2]
         with self._write() as conn:
-            subtree = [r[0] for r in conn.execute(
-                """WITH RECURSIVE down(id) AS (
+            subtree = [
+                r[0]
+                for r in conn.execute(
+                    """WITH RECURSIVE down(id) AS (
                        SELECT ? UNION ALL SELECT m.id FROM messages m JOIN down ON m.parent_id = down.id)
-                   SELECT id FROM down""", (message_id,))]
+                   SELECT id FROM down""",
+                    (message_id,),
+                )
+            ]
             leaf = conn.execute("SELECT current_leaf_id FROM conversations WHERE id = ?", (conv_id,)).fetchone()[0]
             conn.executemany("DELETE FROM messages WHERE id = ?", [(i,) for i in subtree])
             if leaf is None or leaf in subtree:
@@ -1278,8 +1365,10 @@ class ConversationStore:
             complete = stats is None or stats.stop_reason in (StopReason.EOS.value, StopReason.STOP_STRING.value)
         with self._write() as conn:
             self._store_content(conn, message_id, final, self._now())
-            conn.execute("UPDATE messages SET complete = ?, meta_json = ? WHERE id = ?",
-                         (int(complete), json.dumps(new_meta.to_dict()), message_id))
+            conn.execute(
+                "UPDATE messages SET complete = ?, meta_json = ? WHERE id = ?",
+                (int(complete), json.dumps(new_meta.to_dict()), message_id),
+            )
         self._last_stream_write.pop(message_id, None)
         return self.get_message(message_id)
 
@@ -1317,7 +1406,9 @@ class ConversationStore:
                 FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
                 JOIN conversations c ON c.id = m.conversation_id
                 WHERE messages_fts MATCH ? AND c.deleted_at IS NULL
-                ORDER BY rank LIMIT ?""", (match, limit)).fetchall()
+                ORDER BY rank LIMIT ?""",
+            (match, limit),
+        ).fetchall()
         return [SearchHit(cid, mid, title, Role(role), *_parse_marked(snip)) for cid, mid, title, role, snip in rows]
 
     def _search_scan(self, terms: list[str], limit: int) -> list[SearchHit]:
@@ -1326,10 +1417,14 @@ class ConversationStore:
             f"""SELECT m.conversation_id, m.id, c.title, m.role, m.content
                 FROM messages m JOIN conversations c ON c.id = m.conversation_id
                 WHERE c.deleted_at IS NULL AND {where}
-                ORDER BY c.updated_at DESC, m.id LIMIT ?""", (*[t.casefold() for t in terms], limit)).fetchall()
+                ORDER BY c.updated_at DESC, m.id LIMIT ?""",
+            (*[t.casefold() for t in terms], limit),
+        ).fetchall()
         pattern = re.compile("|".join(re.escape(t) for t in sorted(terms, key=len, reverse=True)), re.IGNORECASE)
-        return [SearchHit(cid, mid, title, Role(role), *_parse_marked(_mark_snippet(text, pattern)))
-                for cid, mid, title, role, text in rows]
+        return [
+            SearchHit(cid, mid, title, Role(role), *_parse_marked(_mark_snippet(text, pattern)))
+            for cid, mid, title, role, text in rows
+        ]
 
     # ------------------------------------------------------------------ export / import
 
@@ -1461,17 +1556,33 @@ class ConversationStore:
             cur = conn.execute(
                 "INSERT INTO conversations (created_at, updated_at, title_custom, title, model_path, system_prompt, "
                 "sampler_json) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (conv["created_at"], now, int(conv["title_is_custom"] or title != conv["title"]), title, conv["model_path"],
-                 conv["system_prompt"], json.dumps(conv["sampler"].to_dict())))
+                (
+                    conv["created_at"],
+                    now,
+                    int(conv["title_is_custom"] or title != conv["title"]),
+                    title,
+                    conv["model_path"],
+                    conv["system_prompt"],
+                    json.dumps(conv["sampler"].to_dict()),
+                ),
+            )
             cid = int(cur.lastrowid)
             new_ids: dict[int, int] = {}
             for m in msgs:
                 cur = conn.execute(
                     "INSERT INTO messages (conversation_id, parent_id, role, created_at, complete, selected_seq, "
                     "content, meta_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (cid, new_ids[m["parent_id"]] if m["parent_id"] is not None else None, m["role"],
-                     m["created_at"], int(m["complete"]), m["selected_seq"], m["content"],
-                     json.dumps(m["meta"].to_dict())))
+                    (
+                        cid,
+                        new_ids[m["parent_id"]] if m["parent_id"] is not None else None,
+                        m["role"],
+                        m["created_at"],
+                        int(m["complete"]),
+                        m["selected_seq"],
+                        m["content"],
+                        json.dumps(m["meta"].to_dict()),
+                    ),
+                )
                 new_ids[m["id"]] = int(cur.lastrowid)
             leaf = new_ids.get(conv["current_leaf_id"]) if conv["current_leaf_id"] is not None else None
             if leaf is None:
@@ -1521,8 +1632,9 @@ class ConversationStore:
             aside = self.path.with_name(f"{self.path.name}.damaged-{stamp}-{n}")
             n += 1
         # Sidecars first: a stale -wal must never be left beside the new file.
-        moves = [(src, dst) for src, dst in zip(_with_sidecars(self.path)[::-1], _with_sidecars(aside)[::-1])
-                 if src.exists()]
+        moves = [
+            (src, dst) for src, dst in zip(_with_sidecars(self.path)[::-1], _with_sidecars(aside)[::-1]) if src.exists()
+        ]
         done: list[tuple[Path, Path]] = []
         try:
             for src, dst in moves:
@@ -1553,9 +1665,13 @@ def _with_sidecars(path: Path) -> list[Path]:
 def _recovery_notice(path: Path, r: RecoveryReport) -> str:
     where = f"The damaged file was kept as {r.damaged_path}."
     if r.conversations:
-        got = (_count(r.conversations, "conversation", "conversations") + " ("
-               + _count(r.messages, "message", "messages") + (") was" if r.conversations == 1 else ") were")
-               + " recovered")
+        got = (
+            _count(r.conversations, "conversation", "conversations")
+            + " ("
+            + _count(r.messages, "message", "messages")
+            + (") was" if r.conversations == 1 else ") were")
+            + " recovered"
+        )
     else:
         got = "no conversations could be recovered from it"
     lost = []
@@ -1564,16 +1680,25 @@ def _recovery_notice(path: Path, r: RecoveryReport) -> str:
     if r.text_lost:
         lost.append(_count(r.text_lost, "message lost its text", "messages lost their text"))
     if r.detached_messages:
-        lost.append(_count(r.detached_messages, "message lost the message before it and now starts a branch",
-                           "messages lost the message before them and now start branches"))
+        lost.append(
+            _count(
+                r.detached_messages,
+                "message lost the message before it and now starts a branch",
+                "messages lost the message before them and now start branches",
+            )
+        )
     if r.placeholder_conversations:
-        lost.append(_count(r.placeholder_conversations,
-                           "conversation lost its title and settings and is listed as \"Recovered conversation\"",
-                           "conversations lost their title and settings and are listed as "
-                           "\"Recovered conversation\""))
+        lost.append(
+            _count(
+                r.placeholder_conversations,
+                'conversation lost its title and settings and is listed as "Recovered conversation"',
+                'conversations lost their title and settings and are listed as "Recovered conversation"',
+            )
+        )
     tail = (" " + "; ".join(lost) + ".") if lost else ""
-    return (f"The conversation history {path} was damaged ({r.problem}). {where} "
-            f"A new history was started and {got}.{tail}")
+    return (
+        f"The conversation history {path} was damaged ({r.problem}). {where} A new history was started and {got}.{tail}"
+    )
 
 
 def _count(n: int, singular: str, plural: str) -> str:
@@ -1600,21 +1725,30 @@ class _Salvage:
             # Lets SQLite open a file shorter than its header says (a cut-off file).
             conn.execute("PRAGMA writable_schema = ON")
             conn.execute("PRAGMA cell_size_check = ON")
-            conv_rows = [r for r in self._read_table(conn, "conversations", _CONV_COLS, None, hint_max=0)
-                         if _plausible(r, ("created_at",))]
+            conv_rows = [
+                r
+                for r in self._read_table(conn, "conversations", _CONV_COLS, None, hint_max=0)
+                if _plausible(r, ("created_at",))
+            ]
             self.conversations = {r["id"]: r for r in conv_rows}
             leaves = (_as_int(r.get("current_leaf_id")) or 0 for r in conv_rows)
-            msg_rows = self._read_table(conn, "messages", _MSG_COLS, ("content", "meta_json"),
-                                        hint_max=max(leaves, default=0))
-            self.messages = {r["id"]: r for r in msg_rows
-                             if _plausible(r, ("conversation_id", "role", "created_at"))}
+            msg_rows = self._read_table(
+                conn, "messages", _MSG_COLS, ("content", "meta_json"), hint_max=max(leaves, default=0)
+            )
+            self.messages = {r["id"]: r for r in msg_rows if _plausible(r, ("conversation_id", "role", "created_at"))}
         except sqlite3.Error as exc:
             self.errors.append(str(exc))
         finally:
             conn.close()
 
-    def _read_table(self, conn: sqlite3.Connection, table: str, wanted: Sequence[str],
-                    droppable: Sequence[str] | None, hint_max: int) -> list[dict[str, Any]]:
+    def _read_table(
+        self,
+        conn: sqlite3.Connection,
+        table: str,
+        wanted: Sequence[str],
+        droppable: Sequence[str] | None,
+        hint_max: int,
+    ) -> list[dict[str, Any]]:
         """Every readable row: forward scan, backward scan, then row by row over the gap."""
         try:
             names = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
@@ -1701,15 +1835,25 @@ class _Salvage:
             conn.execute(
                 "INSERT INTO conversations (id, created_at, updated_at, deleted_at, title_custom, title, model_path, "
                 "system_prompt, sampler_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (cid, created, _as_float(raw.get("updated_at"), created),
-                 _as_float(raw.get("deleted_at"), None), int(custom), title or DEFAULT_TITLE,
-                 _as_text(raw.get("model_path")), _as_text(raw.get("system_prompt")), json.dumps(sampler)))
+                (
+                    cid,
+                    created,
+                    _as_float(raw.get("updated_at"), created),
+                    _as_float(raw.get("deleted_at"), None),
+                    int(custom),
+                    title or DEFAULT_TITLE,
+                    _as_text(raw.get("model_path")),
+                    _as_text(raw.get("system_prompt")),
+                    json.dumps(sampler),
+                ),
+            )
         roles = {r.value for r in Role}
         for mid, raw in msgs.items():
             cid = _as_int(raw.get("conversation_id"))
             parent = _as_int(raw.get("parent_id"))
-            if parent is not None and (parent not in msgs or parent >= mid
-                                       or _as_int(msgs[parent].get("conversation_id")) != cid):
+            if parent is not None and (
+                parent not in msgs or parent >= mid or _as_int(msgs[parent].get("conversation_id")) != cid
+            ):
                 parent = None
                 detached += 1
             role = raw.get("role") if raw.get("role") in roles else Role.USER.value
@@ -1718,9 +1862,18 @@ class _Salvage:
             conn.execute(
                 "INSERT INTO messages (id, conversation_id, parent_id, role, created_at, complete, selected_seq, "
                 "content, meta_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (mid, cid, parent, role, _as_float(raw.get("created_at"), now),
-                 0 if text_lost else int(bool(_as_int(raw.get("complete")))), _as_int(raw.get("selected_seq")) or 0,
-                 content, json.dumps(_json_dict(raw.get("meta_json")))))
+                (
+                    mid,
+                    cid,
+                    parent,
+                    role,
+                    _as_float(raw.get("created_at"), now),
+                    0 if text_lost else int(bool(_as_int(raw.get("complete")))),
+                    _as_int(raw.get("selected_seq")) or 0,
+                    content,
+                    json.dumps(_json_dict(raw.get("meta_json"))),
+                ),
+            )
         for cid, raw in convs.items():
             leaf = _as_int(raw.get("current_leaf_id"))
             if leaf is None or leaf not in msgs or _as_int(msgs[leaf].get("conversation_id")) != cid:
@@ -1828,16 +1981,17 @@ def _validate_export(data: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     if not isinstance(data, dict):
         raise ValueError("the top level is not a JSON object")
     if data.get("format") != EXPORT_FORMAT:
-        raise ValueError(f"\"format\" is {data.get('format')!r}, expected {EXPORT_FORMAT!r}")
+        raise ValueError(f'"format" is {data.get("format")!r}, expected {EXPORT_FORMAT!r}')
     version = data.get("version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise ValueError(f"\"version\" is {version!r}, expected a whole number")
+        raise ValueError(f'"version" is {version!r}, expected a whole number')
     if version > EXPORT_VERSION:
-        raise ValueError(f"it was written by a newer Glassbox (format version {version}; "
-                         f"this version reads up to {EXPORT_VERSION})")
+        raise ValueError(
+            f"it was written by a newer Glassbox (format version {version}; this version reads up to {EXPORT_VERSION})"
+        )
     c = data.get("conversation")
     if not isinstance(c, dict):
-        raise ValueError("\"conversation\" is missing or not an object")
+        raise ValueError('"conversation" is missing or not an object')
     conv: dict[str, Any] = {}
     for key in ("title", "system_prompt", "model_path"):
         v = c.get(key, "")
@@ -1860,7 +2014,7 @@ def _validate_export(data: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
     raw_msgs = data.get("messages")
     if not isinstance(raw_msgs, list):
-        raise ValueError("\"messages\" is missing or not a list")
+        raise ValueError('"messages" is missing or not a list')
     roles = {r.value for r in Role}
     seen: set[int] = set()
     msgs: list[dict[str, Any]] = []
@@ -1893,12 +2047,18 @@ def _validate_export(data: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             raise ValueError(f"{where}.created_at is not a number (seconds since the epoch)")
         seq = m.get("selected_seq", 0)
         seen.add(mid)
-        msgs.append({
-            "id": mid, "parent_id": parent, "role": role, "content": content, "created_at": created,
-            "complete": m.get("complete", True) is not False,
-            "selected_seq": seq if isinstance(seq, int) and not isinstance(seq, bool) else 0,
-            "meta": MessageMeta.from_dict(meta),
-        })
+        msgs.append(
+            {
+                "id": mid,
+                "parent_id": parent,
+                "role": role,
+                "content": content,
+                "created_at": created,
+                "complete": m.get("complete", True) is not False,
+                "selected_seq": seq if isinstance(seq, int) and not isinstance(seq, bool) else 0,
+                "meta": MessageMeta.from_dict(meta),
+            }
+        )
     if conv["current_leaf_id"] is not None and conv["current_leaf_id"] not in seen:
         raise ValueError(f"conversation.current_leaf_id {conv['current_leaf_id']} is not a message in the file")
     return conv, msgs

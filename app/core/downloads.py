@@ -59,9 +59,10 @@ import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO, Callable, Iterable
+from typing import Any, BinaryIO
 
 from huggingface_hub import constants, hf_hub_url
 from huggingface_hub.errors import OfflineModeIsEnabled
@@ -238,22 +239,56 @@ class _Item:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "id": self.id, "repo_id": self.repo_id, "revision": self.revision, "endpoint": self.endpoint,
-            "name": self.name, "quant": self.quant, "state": self.state.value, "error": self.error,
+            "id": self.id,
+            "repo_id": self.repo_id,
+            "revision": self.revision,
+            "endpoint": self.endpoint,
+            "name": self.name,
+            "quant": self.quant,
+            "state": self.state.value,
+            "error": self.error,
             "created": self.created,
-            "parts": [{"filename": p.filename, "size": p.size, "sha256": p.sha256, "dest": p.dest,
-                       "verified": p.verified, "installed": p.installed} for p in self.parts],
+            "parts": [
+                {
+                    "filename": p.filename,
+                    "size": p.size,
+                    "sha256": p.sha256,
+                    "dest": p.dest,
+                    "verified": p.verified,
+                    "installed": p.installed,
+                }
+                for p in self.parts
+            ],
         }
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "_Item":
-        parts = [PartState(str(p["filename"]), int(p["size"]), p.get("sha256"), str(p["dest"]),
-                           bool(p.get("verified")), bool(p.get("installed"))) for p in d["parts"]]
+    def from_json(cls, d: dict[str, Any]) -> _Item:
+        parts = [
+            PartState(
+                str(p["filename"]),
+                int(p["size"]),
+                p.get("sha256"),
+                str(p["dest"]),
+                bool(p.get("verified")),
+                bool(p.get("installed")),
+            )
+            for p in d["parts"]
+        ]
         state = DownloadState(d.get("state", "queued"))
         if state is DownloadState.RUNNING:  # it was running when the app quit or crashed
             state = DownloadState.QUEUED
-        return cls(str(d["id"]), str(d["repo_id"]), str(d["revision"]), str(d["endpoint"]), str(d["name"]),
-                   str(d.get("quant", "")), parts, state, d.get("error"), float(d.get("created", time.time())))
+        return cls(
+            str(d["id"]),
+            str(d["repo_id"]),
+            str(d["revision"]),
+            str(d["endpoint"]),
+            str(d["name"]),
+            str(d.get("quant", "")),
+            parts,
+            state,
+            d.get("error"),
+            float(d.get("created", time.time())),
+        )
 
 
 def _open_for_append(path: Path) -> BinaryIO:
@@ -390,7 +425,7 @@ class DownloadManager:
         for t in workers:
             t.join(timeout)
 
-    def __enter__(self) -> "DownloadManager":
+    def __enter__(self) -> DownloadManager:
         self.start()
         return self
 
@@ -413,8 +448,10 @@ class DownloadManager:
                 parts, or its path is unsafe.
         """
         if file.missing_parts:
-            raise DownloadError(f"{file.name}: the Hub listing lacks part(s) {', '.join(file.missing_parts)}; "
-                                "the model cannot be downloaded whole")
+            raise DownloadError(
+                f"{file.name}: the Hub listing lacks part(s) {', '.join(file.missing_parts)}; "
+                "the model cannot be downloaded whole"
+            )
         folder = Path(dest_dir) if dest_dir else dest_dir_for(self.paths.models_dir, file.repo_id)
         parts = []
         for p in file.parts:
@@ -429,8 +466,15 @@ class DownloadManager:
                         return it.id
                 if all(Path(p.dest).exists() for p in parts):
                     raise DownloadError(f"{file.name} is already downloaded: {parts[0].dest}")
-                item = _Item(uuid.uuid4().hex[:12], file.repo_id, file.revision, self._endpoint_now(), file.name,
-                             file.quant, parts)
+                item = _Item(
+                    uuid.uuid4().hex[:12],
+                    file.repo_id,
+                    file.revision,
+                    self._endpoint_now(),
+                    file.name,
+                    file.quant,
+                    parts,
+                )
                 self._check_space(item)
                 self._items[item.id] = item
                 self._save()
@@ -527,8 +571,12 @@ class DownloadManager:
         with self._lock:
             return [self._snapshot(i) for i in self._items.values()]
 
-    def wait(self, download_id: str, timeout: float | None = None,
-             states: Iterable[DownloadState] = (*TERMINAL, DownloadState.PAUSED)) -> DownloadStatus:
+    def wait(
+        self,
+        download_id: str,
+        timeout: float | None = None,
+        states: Iterable[DownloadState] = (*TERMINAL, DownloadState.PAUSED),
+    ) -> DownloadStatus:
         """Block until the download reaches one of ``states``; returns its status.
 
         Raises:
@@ -559,7 +607,7 @@ class DownloadManager:
             return None
         try:
             return get_token()
-        except Exception:  # noqa: BLE001
+        except Exception:
             return None
 
     def _load(self) -> None:
@@ -614,15 +662,30 @@ class DownloadManager:
                 f"Not enough disk space for {item.name}: it needs {format_bytes(remaining)} "
                 f"(plus {format_bytes(self.disk_reserve)} kept free) but only {format_bytes(free)} is free "
                 f"on the disk holding {folder}. Free some space or choose another models folder.",
-                needed=remaining + self.disk_reserve, free=free, folder=folder)
+                needed=remaining + self.disk_reserve,
+                free=free,
+                folder=folder,
+            )
 
     def _snapshot(self, item: _Item) -> DownloadStatus:
         remaining = item.total_bytes - item.done_bytes
         eta = remaining / item.speed if item.speed > 0 and item.state is DownloadState.RUNNING else None
-        return DownloadStatus(item.id, item.repo_id, item.revision, item.name, item.quant, item.state,
-                              item.done_bytes, item.total_bytes, item.speed if item.state is DownloadState.RUNNING
-                              else 0.0, eta, item.error, tuple(p.dest_path for p in item.parts),
-                              item.part_index, len(item.parts))
+        return DownloadStatus(
+            item.id,
+            item.repo_id,
+            item.revision,
+            item.name,
+            item.quant,
+            item.state,
+            item.done_bytes,
+            item.total_bytes,
+            item.speed if item.state is DownloadState.RUNNING else 0.0,
+            eta,
+            item.error,
+            tuple(p.dest_path for p in item.parts),
+            item.part_index,
+            len(item.parts),
+        )
 
     def _emit(self, item: _Item, status: DownloadStatus | None = None) -> None:
         """Wake waiters and call the listeners with ``status`` (default: a snapshot taken now).
@@ -638,7 +701,7 @@ class DownloadManager:
             for cb in listeners:
                 try:
                     cb(status)
-                except Exception:  # noqa: BLE001 - a listener must not kill a download
+                except Exception:
                     log.exception("download listener failed")
 
     def _progress(self, item: _Item, done: int, *, force: bool = False) -> None:
@@ -711,7 +774,7 @@ class DownloadManager:
                 with self._lock:
                     item.state = DownloadState.FAILED
                     item.error = msg
-            except Exception as exc:  # noqa: BLE001 - a worker must survive anything
+            except Exception as exc:
                 log.exception("download of %s failed unexpectedly", item.name)
                 with self._lock:
                     item.state = DownloadState.FAILED
@@ -753,11 +816,13 @@ class DownloadManager:
                     os.replace(part.part_path, part.dest_path)
                 elif not part.dest_path.exists():
                     part.verified = False
-                    raise DownloadError(f"{part.part_path} disappeared before it could be installed; "
-                                        "resume to download it again")
+                    raise DownloadError(
+                        f"{part.part_path} disappeared before it could be installed; resume to download it again"
+                    )
             except OSError as exc:
-                raise DownloadError(f"could not rename {part.part_path} to {part.dest_path.name}: "
-                                    f"{exc.strerror or exc}") from exc
+                raise DownloadError(
+                    f"could not rename {part.part_path} to {part.dest_path.name}: {exc.strerror or exc}"
+                ) from exc
             with self._lock:
                 part.installed = True
                 self._save()
@@ -784,8 +849,10 @@ class DownloadManager:
             except _Retryable as exc:
                 failures = 1 if h.hashed > have else failures + 1
                 if failures > self.max_retries:
-                    raise DownloadError(f"{part.filename}: the download kept failing ({exc}); "
-                                        f"gave up after {self.max_retries} retries. Resume to try again.") from None
+                    raise DownloadError(
+                        f"{part.filename}: the download kept failing ({exc}); "
+                        f"gave up after {self.max_retries} retries. Resume to try again."
+                    ) from None
                 delay = min(self.retry_max, self.retry_base * (2 ** (failures - 1)))
                 log.info("download of %s interrupted (%s); retry %d in %.1f s", part.filename, exc, failures, delay)
                 with self._lock:
@@ -842,11 +909,13 @@ class DownloadManager:
                 if status in (401, 403):
                     r.read()
                     rejected = r.headers.get("X-Error-Message") == "Invalid credentials in Authorization header"
-                    raise DownloadError(str(auth_error(item.repo_id, status, token_sent=token is not None,
-                                                       rejected=rejected)))
+                    raise DownloadError(
+                        str(auth_error(item.repo_id, status, token_sent=token is not None, rejected=rejected))
+                    )
                 if status == 404:
-                    raise DownloadError(f"{part.filename} is no longer on the Hub at revision "
-                                        f"{item.revision[:12]} (HTTP 404)")
+                    raise DownloadError(
+                        f"{part.filename} is no longer on the Hub at revision {item.revision[:12]} (HTTP 404)"
+                    )
                 if status == 429 or status >= 500:
                     raise _Retryable(f"HTTP {status}")
                 if status >= 400:
@@ -867,8 +936,9 @@ class DownloadManager:
                     with fh:
                         for chunk in r.iter_raw(self.chunk_size):
                             if h.hashed + len(chunk) > part.size:
-                                raise DownloadError(f"{part.filename}: the server sent more than the "
-                                                    f"{part.size:,} bytes the Hub lists")
+                                raise DownloadError(
+                                    f"{part.filename}: the server sent more than the {part.size:,} bytes the Hub lists"
+                                )
                             fh.write(chunk)
                             h.hasher.update(chunk)
                             h.hashed += len(chunk)
@@ -899,7 +969,8 @@ class DownloadManager:
             return DownloadError(
                 f"The disk is full: writing {part.part_path.name} stopped at {format_bytes(have)} of "
                 f"{format_bytes(part.size)} (free on {folder}: {free}). The partial file was kept so the "
-                "download can resume once space is freed; cancel the download to delete it.")
+                "download can resume once space is freed; cancel the download to delete it."
+            )
         return DownloadError(f"cannot write {part.part_path}: {exc.strerror or exc}")
 
     def _verify(self, item: _Item, index: int, part: PartState, h: _Hash) -> None:
@@ -917,17 +988,26 @@ class DownloadManager:
                 raise DownloadError(
                     f"{part.filename}: the downloaded file's sha256 ({digest[:16]}…) does not match the one the "
                     f"Hub lists ({part.sha256[:16]}…): it was damaged on the way. The damaged file was deleted; "
-                    "resume to download it again.")
+                    "resume to download it again."
+                )
         try:
             with open(path, "rb+") as fh:
                 os.fsync(fh.fileno())
         except OSError:
             pass
         item.hash_cache = None
-        self._progress(item, sum(p.size for p in item.parts[:index + 1]), force=True)
+        self._progress(item, sum(p.size for p in item.parts[: index + 1]), force=True)
 
 
 __all__ = [
-    "DISK_RESERVE", "PART_SUFFIX", "DownloadError", "DownloadManager", "DownloadState", "DownloadStatus",
-    "InsufficientSpaceError", "PartState", "dest_dir_for", "disk_free",
+    "DISK_RESERVE",
+    "PART_SUFFIX",
+    "DownloadError",
+    "DownloadManager",
+    "DownloadState",
+    "DownloadStatus",
+    "InsufficientSpaceError",
+    "PartState",
+    "dest_dir_for",
+    "disk_free",
 ]

@@ -7,11 +7,11 @@ import signal
 # Why llama.cpp usually dies of each signal.
 _SIGNAL_MEANING = {
     "SIGILL": "this llama.cpp build uses CPU instructions this machine lacks (for example AVX-512 or AMX). "
-              "Rebuild llama-cpp-python with CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" (the Glassbox default)",
+    'Rebuild llama-cpp-python with CMAKE_ARGS="-DGGML_NATIVE=OFF" (the Glassbox default)',
     "SIGSEGV": "llama.cpp crashed reading memory it should not (a bug, or a damaged model file)",
     "SIGABRT": "llama.cpp stopped itself on a failed check (GGML_ASSERT), often a model this build does not support",
     "SIGKILL": "the process was killed from outside, most often by the system for running out of memory. "
-               "Try a smaller n_ctx or a smaller quant",
+    "Try a smaller n_ctx or a smaller quant",
     "SIGBUS": "the model file changed or shrank while it was loaded (it is memory-mapped)",
     "SIGFPE": "llama.cpp hit an arithmetic fault (a bug or a damaged model)",
     "SIGTERM": "the process was asked to end from outside",

@@ -77,11 +77,17 @@ def _windows_memory() -> SystemMemory | None:  # pragma: no cover - Windows only
     import ctypes
 
     class MEMORYSTATUSEX(ctypes.Structure):
-        _fields_ = [("dwLength", ctypes.c_ulong), ("dwMemoryLoad", ctypes.c_ulong),
-                    ("ullTotalPhys", ctypes.c_ulonglong), ("ullAvailPhys", ctypes.c_ulonglong),
-                    ("ullTotalPageFile", ctypes.c_ulonglong), ("ullAvailPageFile", ctypes.c_ulonglong),
-                    ("ullTotalVirtual", ctypes.c_ulonglong), ("ullAvailVirtual", ctypes.c_ulonglong),
-                    ("ullAvailExtendedVirtual", ctypes.c_ulonglong)]
+        _fields_ = [
+            ("dwLength", ctypes.c_ulong),
+            ("dwMemoryLoad", ctypes.c_ulong),
+            ("ullTotalPhys", ctypes.c_ulonglong),
+            ("ullAvailPhys", ctypes.c_ulonglong),
+            ("ullTotalPageFile", ctypes.c_ulonglong),
+            ("ullAvailPageFile", ctypes.c_ulonglong),
+            ("ullTotalVirtual", ctypes.c_ulonglong),
+            ("ullAvailVirtual", ctypes.c_ulonglong),
+            ("ullAvailExtendedVirtual", ctypes.c_ulonglong),
+        ]
 
     st = MEMORYSTATUSEX()
     st.dwLength = ctypes.sizeof(MEMORYSTATUSEX)
@@ -108,7 +114,7 @@ def system_memory() -> SystemMemory:
 
         vm = psutil.virtual_memory()
         return SystemMemory(int(vm.total), int(vm.available), source="psutil")
-    except Exception:  # noqa: BLE001 - not installed, or failing on an odd platform
+    except Exception:
         pass
     if sys.platform == "win32":  # pragma: no cover
         m = _windows_memory()
@@ -194,8 +200,9 @@ def fit_verdict(
             (from :func:`~app.core.memory.kv_cache_layout`).
     """
     mem = memory or system_memory()
-    est = estimate_memory(info, n_ctx, n_ubatch=n_ubatch, swa_full=swa_full, type_k=type_k, type_v=type_v,
-                          weights_bytes=weights_bytes)
+    est = estimate_memory(
+        info, n_ctx, n_ubatch=n_ubatch, swa_full=swa_full, type_k=type_k, type_v=type_v, weights_bytes=weights_bytes
+    )
     vram = mem.vram_available
     budget = mem.ram_available + (vram or 0)
     total = est.total
@@ -206,5 +213,6 @@ def fit_verdict(
     else:
         verdict = Verdict.DOES_NOT_FIT
     n = n_ctx if n_ctx > 0 else (info.context_length or 4096)
-    return FitReport(verdict, est, n, mem.ram_available, vram, budget,
-                     None if vram is None else total <= COMFORT * vram)
+    return FitReport(
+        verdict, est, n, mem.ram_available, vram, budget, None if vram is None else total <= COMFORT * vram
+    )

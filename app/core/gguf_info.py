@@ -391,7 +391,7 @@ class _Cursor:
 
     def _need(self, n: int) -> None:
         if n < 0 or self.off + n > self.size:
-            if self.partial and 0 <= n and self.off + n <= self.file_size:
+            if self.partial and n >= 0 and self.off + n <= self.file_size:
                 raise GGUFHeaderIncomplete(self.path, self.off + n, self.size)
             if n < 0 or n > self.file_size:
                 # A length no file of this size can hold: the header is damaged, not cut short.
@@ -452,8 +452,9 @@ def _value_type(cur: _Cursor, raw: int, key: str) -> gguf.GGUFValueType:
         ) from None
 
 
-def _read_value(cur: _Cursor, vtype: gguf.GGUFValueType, key: str, arrays: dict[str, int],
-                array_offsets: dict[str, int]) -> Any:
+def _read_value(
+    cur: _Cursor, vtype: gguf.GGUFValueType, key: str, arrays: dict[str, int], array_offsets: dict[str, int]
+) -> Any:
     if vtype == gguf.GGUFValueType.STRING:
         return cur.string()
     if vtype in _SCALAR_FMT:
@@ -462,8 +463,9 @@ def _read_value(cur: _Cursor, vtype: gguf.GGUFValueType, key: str, arrays: dict[
         itype = _value_type(cur, cur.unpack("<I"), key)
         count = cur.unpack("<Q")
         if count > cur.file_size:
-            raise GGUFError(cur.path, f"its header is damaged (array '{key}' claims {count:,} items)",
-                            "Download the file again")
+            raise GGUFError(
+                cur.path, f"its header is damaged (array '{key}' claims {count:,} items)", "Download the file again"
+            )
         arrays[key] = count
         array_offsets[key] = cur.off
         if itype == gguf.GGUFValueType.STRING:
@@ -508,7 +510,7 @@ def _sniff_not_gguf(path: Path, head: bytes) -> GGUFError:
             what = "a text file"
         return GGUFError(
             path,
-            f"this is not a GGUF model: it is {what} (it starts with \"{preview}\")",
+            f'this is not a GGUF model: it is {what} (it starts with "{preview}")',
             "Choose a .gguf model file; if you downloaded it, the download saved the wrong thing",
         )
     return GGUFError(
@@ -539,7 +541,9 @@ def read_gguf_info(path: os.PathLike[str] | str, *, check_tensors: bool = True) 
     try:
         size = p.stat().st_size
     except FileNotFoundError:
-        raise GGUFError(p, f"the file does not exist (looked for {p})", "Check the path, or pick the file again") from None
+        raise GGUFError(
+            p, f"the file does not exist (looked for {p})", "Check the path, or pick the file again"
+        ) from None
     except OSError as exc:
         raise GGUFError(p, f"the file cannot be read ({exc.strerror or exc})", "Check its permissions") from None
     if p.is_dir():
@@ -599,8 +603,11 @@ def _parse_header(buf: Any, p: Path, size: int, *, check_tensors: bool, partial:
     cur.off = 4
     version = cur.unpack("<I")
     if version & 0xFFFF == 0 and version != 0:
-        raise GGUFError(p, "this GGUF file is big-endian (made for s390x machines)",
-                        "Download the little-endian version of the model")
+        raise GGUFError(
+            p,
+            "this GGUF file is big-endian (made for s390x machines)",
+            "Download the little-endian version of the model",
+        )
     if version not in (2, 3):
         raise GGUFError(
             p,
@@ -610,8 +617,9 @@ def _parse_header(buf: Any, p: Path, size: int, *, check_tensors: bool, partial:
     n_tensors = cur.unpack("<Q")
     n_kv = cur.unpack("<Q")
     if n_tensors > size or n_kv > size:
-        raise GGUFError(p, f"its header is damaged ({n_tensors:,} tensors, {n_kv:,} keys claimed)",
-                        "Download the file again")
+        raise GGUFError(
+            p, f"its header is damaged ({n_tensors:,} tensors, {n_kv:,} keys claimed)", "Download the file again"
+        )
     metadata: dict[str, Any] = {}
     arrays: dict[str, int] = {}
     array_offsets: dict[str, int] = {}
@@ -626,8 +634,9 @@ def _parse_header(buf: Any, p: Path, size: int, *, check_tensors: bool, partial:
         name = cur.string()
         n_dims = cur.unpack("<I")
         if n_dims > 8:
-            raise GGUFError(p, f"its tensor table is damaged ('{name}' has {n_dims} dimensions)",
-                            "Download the file again")
+            raise GGUFError(
+                p, f"its tensor table is damaged ('{name}' has {n_dims} dimensions)", "Download the file again"
+            )
         dims = tuple(cur.unpack("<Q") for _ in range(n_dims))
         ttype = cur.unpack("<I")
         offset = cur.unpack("<Q")
@@ -680,7 +689,8 @@ def _resolve_token_texts(cur: _Cursor, metadata: dict[str, Any], array_offsets: 
     if start is None:
         return {}
     wanted = {
-        int(v) for k, v in metadata.items()
+        int(v)
+        for k, v in metadata.items()
         if k.startswith("tokenizer.ggml.") and k.endswith("_token_id") and isinstance(v, int) and v >= 0
     }
     if not wanted:

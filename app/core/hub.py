@@ -31,10 +31,11 @@ import logging
 import os
 import re
 import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import PurePosixPath
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from huggingface_hub import HfApi, constants, hf_hub_url
 from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
@@ -49,7 +50,7 @@ log = logging.getLogger(__name__)
 
 # The HTTP library huggingface_hub's session is built on: httpx2 in huggingface_hub 2.x, httpx in 1.x
 # (same API). Exceptions must be caught from the very module the session raises them from.
-httpx2: Any = getattr(_hf_http, "httpx2", None) or getattr(_hf_http, "httpx")
+httpx2: Any = getattr(_hf_http, "httpx2", None) or _hf_http.httpx
 
 CONNECT_TIMEOUT = 5.0  # seconds to open a connection before calling the Hub unreachable
 READ_TIMEOUT = 30.0  # seconds without a byte before a read fails
@@ -189,8 +190,12 @@ class _FailFastClient(httpx2.Client):
 
     def send(self, request: httpx2.Request, **kwargs: Any) -> httpx2.Response:  # type: ignore[override]
         t = dict(request.extensions.get("timeout") or {})
-        for key, default in (("connect", self.connect_timeout), ("read", self.read_timeout),
-                             ("write", self.read_timeout), ("pool", self.read_timeout)):
+        for key, default in (
+            ("connect", self.connect_timeout),
+            ("read", self.read_timeout),
+            ("write", self.read_timeout),
+            ("pool", self.read_timeout),
+        ):
             if t.get(key) is None:
                 t[key] = default
         request.extensions = {**request.extensions, "timeout": t}
@@ -254,8 +259,14 @@ def install_http_client(*, connect_timeout: float | None = None, read_timeout: f
         _installed = (connect_timeout, read_timeout)
 
 
-def translate_error(exc: BaseException, *, repo_id: str | None = None, token: str | None = None,
-                    endpoint: str | None = None, token_sent: bool = False) -> HubError:
+def translate_error(
+    exc: BaseException,
+    *,
+    repo_id: str | None = None,
+    token: str | None = None,
+    endpoint: str | None = None,
+    token_sent: bool = False,
+) -> HubError:
     """A :class:`HubError` for an exception from huggingface_hub or httpx.
 
     Args:
@@ -273,28 +284,83 @@ def translate_error(exc: BaseException, *, repo_id: str | None = None, token: st
         status = exc.response.status_code
         server_msg = exc.response.headers.get("X-Error-Message", "")
         if status in (401, 403) and repo_id:
-            return auth_error(repo_id, status, token_sent=token_sent,
-                              rejected=server_msg == "Invalid credentials in Authorization header")
+            return auth_error(
+                repo_id,
+                status,
+                token_sent=token_sent,
+                rejected=server_msg == "Invalid credentials in Authorization header",
+            )
         if status == 404:
-            return HubNotFoundError(f"Not found on the Hugging Face Hub: {repo_id or ''} "
-                                    f"({scrub(server_msg or 'HTTP 404', token)}).")
-        return HubError(f"The Hugging Face Hub answered HTTP {status} "
-                        f"{scrub(server_msg, token)} for {repo_id or 'the request'}. Try again later.")
+            return HubNotFoundError(
+                f"Not found on the Hugging Face Hub: {repo_id or ''} ({scrub(server_msg or 'HTTP 404', token)})."
+            )
+        return HubError(
+            f"The Hugging Face Hub answered HTTP {status} "
+            f"{scrub(server_msg, token)} for {repo_id or 'the request'}. Try again later."
+        )
     if isinstance(exc, (httpx2.ConnectError, httpx2.ConnectTimeout)):
         return offline_error(endpoint, scrub(str(exc), token))
     if isinstance(exc, httpx2.TransportError):
-        return HubError(f"The connection to the Hugging Face Hub failed ({type(exc).__name__}: "
-                        f"{scrub(str(exc), token)}). Try again.")
+        return HubError(
+            f"The connection to the Hugging Face Hub failed ({type(exc).__name__}: "
+            f"{scrub(str(exc), token)}). Try again."
+        )
     return HubError(f"Hugging Face Hub request failed: {type(exc).__name__}: {scrub(str(exc), token)}")
 
 
 # --- values ------------------------------------------------------------------------------------
 _QUANT_NAMES = [
-    "IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ3_XXS", "IQ3_XS", "IQ3_S", "IQ3_M",
-    "IQ4_XS", "IQ4_NL", "TQ1_0", "TQ2_0", "Q2_K", "Q2_K_S", "Q2_K_L", "Q2_K_XL", "Q3_K", "Q3_K_S", "Q3_K_M",
-    "Q3_K_L", "Q3_K_XL", "Q4_0", "Q4_1", "Q4_K", "Q4_K_S", "Q4_K_M", "Q4_K_L", "Q4_K_XL", "Q4_0_4_4",
-    "Q4_0_4_8", "Q4_0_8_8", "Q5_0", "Q5_1", "Q5_K", "Q5_K_S", "Q5_K_M", "Q5_K_L", "Q5_K_XL", "Q6_K", "Q6_K_L",
-    "Q6_K_XL", "Q8_0", "Q8_K_XL", "F16", "BF16", "F32", "FP16", "FP32", "MXFP4",
+    "IQ1_S",
+    "IQ1_M",
+    "IQ2_XXS",
+    "IQ2_XS",
+    "IQ2_S",
+    "IQ2_M",
+    "IQ3_XXS",
+    "IQ3_XS",
+    "IQ3_S",
+    "IQ3_M",
+    "IQ4_XS",
+    "IQ4_NL",
+    "TQ1_0",
+    "TQ2_0",
+    "Q2_K",
+    "Q2_K_S",
+    "Q2_K_L",
+    "Q2_K_XL",
+    "Q3_K",
+    "Q3_K_S",
+    "Q3_K_M",
+    "Q3_K_L",
+    "Q3_K_XL",
+    "Q4_0",
+    "Q4_1",
+    "Q4_K",
+    "Q4_K_S",
+    "Q4_K_M",
+    "Q4_K_L",
+    "Q4_K_XL",
+    "Q4_0_4_4",
+    "Q4_0_4_8",
+    "Q4_0_8_8",
+    "Q5_0",
+    "Q5_1",
+    "Q5_K",
+    "Q5_K_S",
+    "Q5_K_M",
+    "Q5_K_L",
+    "Q5_K_XL",
+    "Q6_K",
+    "Q6_K_L",
+    "Q6_K_XL",
+    "Q8_0",
+    "Q8_K_XL",
+    "F16",
+    "BF16",
+    "F32",
+    "FP16",
+    "FP32",
+    "MXFP4",
 ]
 _QUANT_RE = re.compile(
     r"(?:^|[-._\s])((?:UD-)?(?:" + "|".join(sorted(_QUANT_NAMES, key=len, reverse=True)) + r"))(?=$|[-._\s])",
@@ -421,22 +487,45 @@ class StarterModel:
 
 # Small instruct models for a first run with an empty library (sizes approximate, from the Hub pages).
 STARTER_MODELS: tuple[StarterModel, ...] = (
-    StarterModel("unsloth/gemma-3-270m-it-GGUF", "gemma-3-270m-it-Q4_K_M.gguf", 253_000_000,
-                 "Gemma 3 270M Instruct (Google): tiny and quick"),
-    StarterModel("HuggingFaceTB/SmolLM2-360M-Instruct-GGUF", "smollm2-360m-instruct-q8_0.gguf", 386_000_000,
-                 "SmolLM2 360M Instruct (Hugging Face): tiny, English"),
-    StarterModel("bartowski/Qwen2.5-0.5B-Instruct-GGUF", "Qwen2.5-0.5B-Instruct-Q4_K_M.gguf", 398_000_000,
-                 "Qwen2.5 0.5B Instruct (Alibaba): small, multilingual"),
-    StarterModel("Qwen/Qwen3-0.6B-GGUF", "Qwen3-0.6B-Q8_0.gguf", 639_000_000,
-                 "Qwen3 0.6B (Alibaba): small, with a thinking mode"),
-    StarterModel("bartowski/Llama-3.2-1B-Instruct-GGUF", "Llama-3.2-1B-Instruct-Q4_K_M.gguf", 808_000_000,
-                 "Llama 3.2 1B Instruct (Meta): good all-rounder for its size"),
-    StarterModel("HuggingFaceTB/SmolLM2-1.7B-Instruct-GGUF", "smollm2-1.7b-instruct-q4_k_m.gguf", 1_060_000_000,
-                 "SmolLM2 1.7B Instruct (Hugging Face): the largest of the set"),
+    StarterModel(
+        "unsloth/gemma-3-270m-it-GGUF",
+        "gemma-3-270m-it-Q4_K_M.gguf",
+        253_000_000,
+        "Gemma 3 270M Instruct (Google): tiny and quick",
+    ),
+    StarterModel(
+        "HuggingFaceTB/SmolLM2-360M-Instruct-GGUF",
+        "smollm2-360m-instruct-q8_0.gguf",
+        386_000_000,
+        "SmolLM2 360M Instruct (Hugging Face): tiny, English",
+    ),
+    StarterModel(
+        "bartowski/Qwen2.5-0.5B-Instruct-GGUF",
+        "Qwen2.5-0.5B-Instruct-Q4_K_M.gguf",
+        398_000_000,
+        "Qwen2.5 0.5B Instruct (Alibaba): small, multilingual",
+    ),
+    StarterModel(
+        "Qwen/Qwen3-0.6B-GGUF", "Qwen3-0.6B-Q8_0.gguf", 639_000_000, "Qwen3 0.6B (Alibaba): small, with a thinking mode"
+    ),
+    StarterModel(
+        "bartowski/Llama-3.2-1B-Instruct-GGUF",
+        "Llama-3.2-1B-Instruct-Q4_K_M.gguf",
+        808_000_000,
+        "Llama 3.2 1B Instruct (Meta): good all-rounder for its size",
+    ),
+    StarterModel(
+        "HuggingFaceTB/SmolLM2-1.7B-Instruct-GGUF",
+        "smollm2-1.7b-instruct-q4_k_m.gguf",
+        1_060_000_000,
+        "SmolLM2 1.7B Instruct (Hugging Face): the largest of the set",
+    ),
 )
 
 
-def group_gguf_files(repo_id: str, revision: str, siblings: Iterable[tuple[str, int | None, str | None]]) -> list[HubFile]:
+def group_gguf_files(
+    repo_id: str, revision: str, siblings: Iterable[tuple[str, int | None, str | None]]
+) -> list[HubFile]:
     """Group a repository's files into downloadable models.
 
     Args:
@@ -520,7 +609,7 @@ class HubClient:
             return None
         try:
             return get_token()
-        except Exception:  # noqa: BLE001 - a broken OIDC/OAuth setup must not break search
+        except Exception:
             return None
 
     @property
@@ -561,10 +650,17 @@ class HubClient:
             raise ValueError(f"unknown sort '{sort}'; expected one of {', '.join(SORTS)}")
         self._check_online()
         try:
-            models = list(self._api.list_models(search=query or None, filter="gguf", sort=SORTS[sort],  # type: ignore[arg-type]
-                                                limit=limit, expand=_SEARCH_EXPAND,  # type: ignore[arg-type]
-                                                token=self._token_arg()))
-        except Exception as exc:  # noqa: BLE001 - translated
+            models = list(
+                self._api.list_models(
+                    search=query or None,
+                    filter="gguf",
+                    sort=SORTS[sort],  # type: ignore[arg-type]
+                    limit=limit,
+                    expand=_SEARCH_EXPAND,  # type: ignore[arg-type]
+                    token=self._token_arg(),
+                )
+            )
+        except Exception as exc:
             raise self._fail(exc) from None
         return [_summary(m) for m in models]
 
@@ -586,11 +682,13 @@ class HubClient:
         self._check_online()
         try:
             info = self._api.model_info(repo_id, revision=revision, files_metadata=True, token=self._token_arg())
-        except Exception as exc:  # noqa: BLE001 - translated
+        except Exception as exc:
             raise self._fail(exc, repo_id) from None
         rev = info.sha or revision or "main"
-        sibs = [(s.rfilename, (s.lfs.size if s.lfs else s.size), (s.lfs.sha256 if s.lfs else None))
-                for s in (info.siblings or [])]
+        sibs = [
+            (s.rfilename, (s.lfs.size if s.lfs else s.size), (s.lfs.sha256 if s.lfs else None))
+            for s in (info.siblings or [])
+        ]
         return RepoFiles(_summary(info), rev, tuple(group_gguf_files(repo_id, rev, sibs)))
 
     def file(self, repo_id: str, filename: str, revision: str | None = None) -> HubFile:
@@ -611,8 +709,9 @@ class HubClient:
         return hf_hub_url(repo_id, filename, revision=revision, endpoint=self.endpoint)
 
     # --- header and fit --------------------------------------------------------------------------
-    def fetch_header(self, file: HubFile, *, first_fetch: int = HEADER_FIRST_FETCH,
-                     max_bytes: int = HEADER_MAX) -> GGUFInfo:
+    def fetch_header(
+        self, file: HubFile, *, first_fetch: int = HEADER_FIRST_FETCH, max_bytes: int = HEADER_MAX
+    ) -> GGUFInfo:
         """The GGUF header of ``file``'s first part, read with HTTP Range requests.
 
         Starts with ``first_fetch`` bytes and fetches more (at least doubling)
@@ -639,13 +738,16 @@ class HubClient:
         while True:
             data += self._fetch_range(file.repo_id, url, len(data), want - 1)
             try:
-                info = read_gguf_info_bytes(data, file_size=part.size or len(data), name=part.filename,
-                                            check_tensors=False)
+                info = read_gguf_info_bytes(
+                    data, file_size=part.size or len(data), name=part.filename, check_tensors=False
+                )
                 break
             except GGUFHeaderIncomplete as inc:
                 if len(data) >= max_bytes or (part.size and len(data) >= part.size):
-                    raise HubError(f"{part.filename}: its GGUF header is longer than {format_bytes(max_bytes)}; "
-                                   "Glassbox cannot judge it before downloading") from None
+                    raise HubError(
+                        f"{part.filename}: its GGUF header is longer than {format_bytes(max_bytes)}; "
+                        "Glassbox cannot judge it before downloading"
+                    ) from None
                 want = min(max(inc.needed + (1 << 20), 2 * len(data)), max_bytes)
                 if part.size:
                     want = min(want, part.size)
@@ -673,7 +775,7 @@ class HubClient:
                     out += chunk
                     if len(out) >= want:
                         break
-        except Exception as exc:  # noqa: BLE001 - translated
+        except Exception as exc:
             raise self._fail(exc, repo_id) from None
         return bytes(out[:want])
 
@@ -694,8 +796,9 @@ class HubClient:
             weights = info.tensor_bytes + sum(p.size for p in file.parts[1:])
         return fit_verdict(info, n_ctx, memory=memory or self.memory or system_memory(), weights_bytes=weights)
 
-    def fit_all(self, files: Sequence[HubFile], n_ctx: int, *,
-                memory: SystemMemory | None = None) -> dict[HubFile, FitReport]:
+    def fit_all(
+        self, files: Sequence[HubFile], n_ctx: int, *, memory: SystemMemory | None = None
+    ) -> dict[HubFile, FitReport]:
         """Verdicts for every quant of one model from a single header fetch.
 
         The quants of one model share its shape, so KV cache and compute come
@@ -723,8 +826,9 @@ def model_key(filename: str) -> str:
     return re.sub(r"[-_. ]+", "-", stem).strip("-").lower()
 
 
-def _fit_all(client: "HubClient", files: Sequence[HubFile], n_ctx: int,
-             memory: SystemMemory | None) -> dict[HubFile, FitReport]:
+def _fit_all(
+    client: HubClient, files: Sequence[HubFile], n_ctx: int, memory: SystemMemory | None
+) -> dict[HubFile, FitReport]:
     judged = [f for f in files if not f.is_projector and not f.missing_parts]
     if not judged:
         return {}

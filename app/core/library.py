@@ -34,9 +34,10 @@ import os
 import shutil
 import time
 import uuid
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from huggingface_hub import constants as hf_constants
 
@@ -191,7 +192,8 @@ class ModelLibrary:
         self.headers_read = 0  # headers parsed by the last scan (the rest came from the cache)
         self._cache: dict[str, dict[str, Any]] = self._load_json(self.header_cache_file).get("files", {})
         self._usage: dict[str, float] = {
-            k: float(v) for k, v in self._load_json(self.usage_file).get("last_used", {}).items()
+            k: float(v)
+            for k, v in self._load_json(self.usage_file).get("last_used", {}).items()
             if isinstance(v, (int, float))
         }
 
@@ -258,7 +260,7 @@ class ModelLibrary:
             from huggingface_hub import scan_cache_dir
 
             info = scan_cache_dir(cache)
-        except Exception as exc:  # noqa: BLE001 - a broken cache must not break the library
+        except Exception as exc:
             log.info("cannot scan the Hugging Face cache %s: %s", cache, exc)
             return
         for repo in sorted(info.repos, key=lambda r: r.repo_id):
@@ -271,8 +273,9 @@ class ModelLibrary:
                 for f in sorted(rev.files, key=lambda f: str(f.file_path)):
                     if _is_model_file_name(f.file_name) and f.blob_path not in blobs:
                         blobs.add(f.blob_path)
-                        yield _Candidate(Path(f.file_path), SOURCE_HF_CACHE,
-                                         f"Hugging Face cache ({repo.repo_id})", repo.repo_id)
+                        yield _Candidate(
+                            Path(f.file_path), SOURCE_HF_CACHE, f"Hugging Face cache ({repo.repo_id})", repo.repo_id
+                        )
 
     def _groups(self, cands: Iterable[_Candidate], seen: set[str]) -> Iterator[list[_Candidate]]:
         """One list per model: a single file, or the present parts of a split model."""
@@ -317,7 +320,7 @@ class ModelLibrary:
             info = read_gguf_info(path)
         except GGUFError as exc:
             return _Facts(error=str(exc))
-        except Exception as exc:  # noqa: BLE001 - an odd file must not break the library
+        except Exception as exc:
             return _Facts(error=f"{path.name}: cannot be read ({type(exc).__name__}: {exc})")
         return _Facts(info.name, info.architecture, info.n_params, info.quant_type, info.context_length)
 
@@ -350,8 +353,11 @@ class ModelLibrary:
             return None  # a multimodal projector, not a chat model
         if missing:
             names = ", ".join(p.name for p in missing)
-            errors.insert(0, f"{file_name}: {len(missing)} of {len(paths)} parts missing: {names} "
-                             f"(expected in {paths[0].parent}). Download or copy the missing part(s) again")
+            errors.insert(
+                0,
+                f"{file_name}: {len(missing)} of {len(paths)} parts missing: {names} "
+                f"(expected in {paths[0].parent}). Download or copy the missing part(s) again",
+            )
         name = (head.name if head and head.name else None) or (m.group("stem") if m else first.path.stem)
         return ModelEntry(
             path=paths[0],
@@ -428,8 +434,9 @@ class ModelLibrary:
         self.entries = [e for e in self.entries if e.path != entry.path]
         return deleted
 
-    def import_file(self, src: os.PathLike[str] | str, *, move: bool = False,
-                    progress: Callable[[int, int], None] | None = None) -> ModelEntry:
+    def import_file(
+        self, src: os.PathLike[str] | str, *, move: bool = False, progress: Callable[[int, int], None] | None = None
+    ) -> ModelEntry:
         """Copy (or move) a GGUF file into the models folder, atomically.
 
         Each file is copied to a hidden temporary name in the models folder and
@@ -467,9 +474,12 @@ class ModelLibrary:
         if not same_disk:
             free = shutil.disk_usage(dest_dir).free
             if total > free:
-                raise OSError(errno.ENOSPC, f"Not enough disk space to import {parts[0].name}: it needs "
-                                            f"{format_bytes(total)} but only {format_bytes(free)} is free on "
-                                            f"the disk holding {dest_dir}")
+                raise OSError(
+                    errno.ENOSPC,
+                    f"Not enough disk space to import {parts[0].name}: it needs "
+                    f"{format_bytes(total)} but only {format_bytes(free)} is free on "
+                    f"the disk holding {dest_dir}",
+                )
         done = 0
         order = list(zip(parts, dests))
         order = order[1:] + order[:1]
@@ -536,8 +546,7 @@ def _blob_still_used(blob: Path) -> bool:
     return False
 
 
-def _copy_atomic(src: Path, dest: Path, done: int, total: int,
-                 progress: Callable[[int, int], None] | None) -> int:
+def _copy_atomic(src: Path, dest: Path, done: int, total: int, progress: Callable[[int, int], None] | None) -> int:
     tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:8]}.part")
     try:
         with open(src, "rb") as fin, open(tmp, "wb") as fout:

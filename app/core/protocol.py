@@ -265,7 +265,18 @@ class LogLine:
     text: str
 
 
-Event = (EngineReady | ModelLoaded | PromptPrepared | PrefillProgress | TokenEvent | TokenBatch | ContextShifted
-         | Finished | Failed | ContextReset | LogLine)
+Event = (
+    EngineReady
+    | ModelLoaded
+    | PromptPrepared
+    | PrefillProgress
+    | TokenEvent
+    | TokenBatch
+    | ContextShifted
+    | Finished
+    | Failed
+    | ContextReset
+    | LogLine
+)
 
 TERMINAL_EVENTS = (ModelLoaded, Finished, Failed, ContextReset)

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 SEED_MAX = 2**32 - 2  # llama.cpp treats 0xFFFFFFFF (LLAMA_DEFAULT_SEED) as "random"
 
@@ -54,7 +55,7 @@ class SamplerSettings:
     seed: int | None = None
     max_tokens: int = 1024
 
-    def validated(self) -> "SamplerSettings":
+    def validated(self) -> SamplerSettings:
         """Return self after checking every value against :data:`PARAMS`.
 
         Raises:
@@ -63,7 +64,9 @@ class SamplerSettings:
         for spec in PARAMS:
             v = getattr(self, spec.name)
             if not (spec.minimum <= v <= spec.maximum):
-                raise ValueError(f"{spec.name} = {v} is out of range; it must be between {spec.minimum} and {spec.maximum}")
+                raise ValueError(
+                    f"{spec.name} = {v} is out of range; it must be between {spec.minimum} and {spec.maximum}"
+                )
         if self.seed is not None and not (0 <= self.seed <= SEED_MAX):
             raise ValueError(f"seed = {self.seed} is out of range; it must be between 0 and {SEED_MAX}")
         return self
@@ -82,7 +85,7 @@ class SamplerSettings:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> "SamplerSettings":
+    def from_dict(cls, data: dict[str, Any] | None) -> SamplerSettings:
         """Build from stored values, ignoring unknown keys and clamping to range."""
         if not data:
             return cls()
@@ -118,26 +121,99 @@ class ParamSpec:
 
 
 PARAMS: tuple[ParamSpec, ...] = (
-    ParamSpec("temperature", "temperature", 0.0, 2.0, 0.05, 2, None,
-              "Divides the logits before sampling. Lower is more focused, higher more varied. 0 = greedy: always the most likely token."),
-    ParamSpec("top_k", "top_k", 0, 200, 1, 0, 0,
-              "Keep only the k most likely tokens. 0 = off.", int),
-    ParamSpec("top_p", "top_p", 0.0, 1.0, 0.01, 2, 1.0,
-              "Nucleus sampling: keep the smallest set of tokens whose probabilities add up to p. 1 = off."),
-    ParamSpec("min_p", "min_p", 0.0, 1.0, 0.01, 2, 0.0,
-              "Drop tokens less likely than min_p x the top token's probability. 0 = off."),
-    ParamSpec("typical_p", "typical_p", 0.0, 1.0, 0.01, 2, 1.0,
-              "Locally typical sampling: prefer tokens whose surprise is close to the average. 1 = off."),
-    ParamSpec("repeat_penalty", "repeat_penalty", 1.0, 2.0, 0.01, 2, 1.0,
-              "Divides the logits of tokens that appeared in the last repeat_last_n tokens. 1 = off."),
-    ParamSpec("repeat_last_n", "repeat_last_n", -1, 4096, 1, 0, 0,
-              "How many recent tokens the penalties look at. 0 = off, -1 = the whole context.", int),
-    ParamSpec("presence_penalty", "presence_penalty", -2.0, 2.0, 0.05, 2, 0.0,
-              "Subtracted once from the logit of every token already present. 0 = off."),
-    ParamSpec("frequency_penalty", "frequency_penalty", -2.0, 2.0, 0.05, 2, 0.0,
-              "Subtracted from a token's logit for each time it already appeared. 0 = off."),
-    ParamSpec("max_tokens", "max_tokens", -1, 32768, 1, 0, -1,
-              "Most tokens to generate in one reply. -1 = until the context is full.", int),
+    ParamSpec(
+        "temperature",
+        "temperature",
+        0.0,
+        2.0,
+        0.05,
+        2,
+        None,
+        "Divides the logits before sampling. Lower is more focused, higher more varied. 0 = greedy: always the most likely token.",
+    ),
+    ParamSpec("top_k", "top_k", 0, 200, 1, 0, 0, "Keep only the k most likely tokens. 0 = off.", int),
+    ParamSpec(
+        "top_p",
+        "top_p",
+        0.0,
+        1.0,
+        0.01,
+        2,
+        1.0,
+        "Nucleus sampling: keep the smallest set of tokens whose probabilities add up to p. 1 = off.",
+    ),
+    ParamSpec(
+        "min_p",
+        "min_p",
+        0.0,
+        1.0,
+        0.01,
+        2,
+        0.0,
+        "Drop tokens less likely than min_p x the top token's probability. 0 = off.",
+    ),
+    ParamSpec(
+        "typical_p",
+        "typical_p",
+        0.0,
+        1.0,
+        0.01,
+        2,
+        1.0,
+        "Locally typical sampling: prefer tokens whose surprise is close to the average. 1 = off.",
+    ),
+    ParamSpec(
+        "repeat_penalty",
+        "repeat_penalty",
+        1.0,
+        2.0,
+        0.01,
+        2,
+        1.0,
+        "Divides the logits of tokens that appeared in the last repeat_last_n tokens. 1 = off.",
+    ),
+    ParamSpec(
+        "repeat_last_n",
+        "repeat_last_n",
+        -1,
+        4096,
+        1,
+        0,
+        0,
+        "How many recent tokens the penalties look at. 0 = off, -1 = the whole context.",
+        int,
+    ),
+    ParamSpec(
+        "presence_penalty",
+        "presence_penalty",
+        -2.0,
+        2.0,
+        0.05,
+        2,
+        0.0,
+        "Subtracted once from the logit of every token already present. 0 = off.",
+    ),
+    ParamSpec(
+        "frequency_penalty",
+        "frequency_penalty",
+        -2.0,
+        2.0,
+        0.05,
+        2,
+        0.0,
+        "Subtracted from a token's logit for each time it already appeared. 0 = off.",
+    ),
+    ParamSpec(
+        "max_tokens",
+        "max_tokens",
+        -1,
+        32768,
+        1,
+        0,
+        -1,
+        "Most tokens to generate in one reply. -1 = until the context is full.",
+        int,
+    ),
 )
 
 DEFAULTS = SamplerSettings()
@@ -212,7 +288,9 @@ def preview_distribution(
         if settings.typical_p < 1.0 and len(alive) > 1:
             probs = _softmax([logits[i] for i in alive])
             entropy = -sum(q * math.log(q) for q in probs if q > 0)
-            order = sorted(range(len(alive)), key=lambda j: abs(-math.log(probs[j]) - entropy) if probs[j] > 0 else math.inf)
+            order = sorted(
+                range(len(alive)), key=lambda j: abs(-math.log(probs[j]) - entropy) if probs[j] > 0 else math.inf
+            )
             cum, kept = 0.0, []
             for j in order:
                 kept.append(alive[j])

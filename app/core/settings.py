@@ -44,7 +44,7 @@ class Settings:
     window_state: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def with_recent(self, model_path: str) -> "Settings":
+    def with_recent(self, model_path: str) -> Settings:
         """Put ``model_path`` first in the recent list (deduplicated, capped)."""
         p = str(Path(model_path).resolve()) if model_path else model_path
         rest = [r for r in self.recent_models if r != p]
@@ -63,7 +63,7 @@ class Settings:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Settings":
+    def from_dict(cls, data: dict[str, Any]) -> Settings:
         recent = data.get("recent_models") or []
         return cls(
             sampler=SamplerSettings.from_dict(data.get("sampler")),

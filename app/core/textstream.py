@@ -40,7 +40,7 @@ class TextStream:
     def __init__(self, stop_strings: tuple[str, ...] | list[str] = ()) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._stops = tuple(s for s in stop_strings if s)
-        self._held = ""       # decoded text not yet shown (could start a stop string)
+        self._held = ""  # decoded text not yet shown (could start a stop string)
         self._shown: list[str] = []
         self.stopped = False
 

@@ -13,8 +13,8 @@ import threading
 from multiprocessing.connection import Connection
 from typing import Any
 
-from app.core.exitinfo import describe_exit
 from app.core import protocol as P
+from app.core.exitinfo import describe_exit
 
 
 class EngineDied(RuntimeError):
@@ -61,8 +61,9 @@ class EngineHost:
 
         parent, child = self._ctx.Pipe(duplex=True)
         self.cancel_event.clear()
-        proc = self._ctx.Process(target=engine_main, args=(child, self.cancel_event, self.log_path),
-                                 name="glassbox-engine", daemon=True)
+        proc = self._ctx.Process(
+            target=engine_main, args=(child, self.cancel_event, self.log_path), name="glassbox-engine", daemon=True
+        )
         proc.start()
         child.close()
         self.process = proc

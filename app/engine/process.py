@@ -59,8 +59,12 @@ def engine_main(conn: Connection, cancel, log_path: str | None = None) -> None:
     llama_log = LlamaLog()
     llama_cpp.llama_backend_init()
     system_info = llama_cpp.llama_print_system_info().decode("utf-8", errors="replace").strip()
-    log.info("engine started in %.2f s; llama-cpp-python %s; %s", time.perf_counter() - t0,
-             llama_cpp.__version__, system_info)
+    log.info(
+        "engine started in %.2f s; llama-cpp-python %s; %s",
+        time.perf_counter() - t0,
+        llama_cpp.__version__,
+        system_info,
+    )
 
     def emit(event: object) -> None:
         try:
@@ -109,5 +113,10 @@ def _handle(session, req, emit, engine_error) -> None:
         emit(P.Failed(rid, exc.kind, exc.message))
     except Exception as exc:  # a bug: report it, keep the engine alive
         log.error("request %s crashed:\n%s", rid, traceback.format_exc())
-        emit(P.Failed(rid, "internal", f"The engine hit an internal error ({type(exc).__name__}: {exc}). "
-                                       "Details are in the engine log."))
+        emit(
+            P.Failed(
+                rid,
+                "internal",
+                f"The engine hit an internal error ({type(exc).__name__}: {exc}). Details are in the engine log.",
+            )
+        )

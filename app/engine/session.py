@@ -26,21 +26,21 @@ import logging
 import math
 import os
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Protocol, Sequence
-
-import numpy as np
+from typing import Protocol
 
 import llama_cpp
+import numpy as np
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
+from app.core import protocol as P
 from app.core.chat import ChatMessage, ContextPolicy, GenerationStats, LoadSettings, StopReason
 from app.core.gguf_info import GGUFError, GGUFInfo, read_gguf_info
 from app.core.memory import KVCacheLayout, kv_cache_layout
 from app.core.sampling import SamplerSettings
 from app.core.textstream import TextStream
-from app.core import protocol as P
 from app.engine.llama_log import LlamaLog
 
 log = logging.getLogger("glassbox.engine")
@@ -246,7 +246,11 @@ class Session:
                 self._template_stop = (eos_text,) if eos_text else ()
             except Exception as exc:  # a template jinja2 cannot compile: fall back, say so
                 log.warning("chat template of %s does not compile (%s); using a plain transcript", req.path, exc)
-                self.emit(P.LogLine("warning", f"The model's chat template does not compile ({exc}); using a plain transcript."))
+                self.emit(
+                    P.LogLine(
+                        "warning", f"The model's chat template does not compile ({exc}); using a plain transcript."
+                    )
+                )
                 template = None
         # Nodes of one ubatch's graph, for progress inside a prefill slice (refined by the
         # first full slice): the reserve graph llama.cpp logs at load has the same shape.
@@ -379,17 +383,19 @@ class Session:
             advice = (
                 f"Raise n_ctx in the Model panel (this model was trained for "
                 f"{self.info.context_length if self.info else '?'} tokens), or set the context policy to "
-                "\"Drop oldest turns and go on\" so the oldest messages are left out."
+                '"Drop oldest turns and go on" so the oldest messages are left out.'
             )
         raise EngineError(
             "context_overflow",
             f"The conversation is {n_full} tokens but the context holds {self.n_ctx} (n_ctx). {advice}",
         )
 
-    def _drop_oldest(self, messages: list[ChatMessage], budget: int, continue_last: bool) -> tuple[list[ChatMessage] | None, int]:
+    def _drop_oldest(
+        self, messages: list[ChatMessage], budget: int, continue_last: bool
+    ) -> tuple[list[ChatMessage] | None, int]:
         """Drop the oldest non-system messages until the prompt fits in ``budget`` tokens."""
         system = [m for m in messages[:1] if m.role == "system"]
-        rest = messages[len(system):]
+        rest = messages[len(system) :]
         dropped = 0
         while len(rest) > 1:
             # Drop a whole exchange when possible so roles keep alternating.
@@ -425,20 +431,26 @@ class Session:
 
         cached = self._rewind_to_prefix(prompt.tokens)
         new = prompt.tokens[cached:]
-        self.emit(P.PromptPrepared(
-            request_id=req.request_id,
-            elapsed_s=(time.perf_counter_ns() - t0) / 1e9,
-            prompt_tokens=len(prompt.tokens),
-            cached_tokens=cached,
-            to_evaluate=len(new),
-            dropped_messages=prompt.dropped,
-            new_tokens=tuple((t, self.token_piece_text(t)) for t in new[-MAX_REPORTED_PROMPT_TOKENS:]),
-            prompt_text=prompt.text,
-        ))
+        self.emit(
+            P.PromptPrepared(
+                request_id=req.request_id,
+                elapsed_s=(time.perf_counter_ns() - t0) / 1e9,
+                prompt_tokens=len(prompt.tokens),
+                cached_tokens=cached,
+                to_evaluate=len(new),
+                dropped_messages=prompt.dropped,
+                new_tokens=tuple((t, self.token_piece_text(t)) for t in new[-MAX_REPORTED_PROMPT_TOKENS:]),
+                prompt_text=prompt.text,
+            )
+        )
         seed = req.sampler.resolved_seed()
         stats = dict(
-            prompt_tokens=len(prompt.tokens), cached_tokens=cached, evaluated_tokens=0,
-            n_ctx=self.n_ctx, seed=seed, dropped_messages=prompt.dropped,
+            prompt_tokens=len(prompt.tokens),
+            cached_tokens=cached,
+            evaluated_tokens=0,
+            n_ctx=self.n_ctx,
+            seed=seed,
+            dropped_messages=prompt.dropped,
             kv_allocated_bytes=self.layout.allocated_bytes,
         )
         t_prefill0 = time.perf_counter_ns()
@@ -512,7 +524,9 @@ class Session:
                 state["last"] = now
                 n_ub = -(-state["size"] // n_ubatch)
                 frac = min(0.99, state["nodes"] / (per * n_ub))
-                self.emit(P.PrefillProgress(request_id, state["base"] + int(frac * state["size"]), total, (now - t0) / 1e9))
+                self.emit(
+                    P.PrefillProgress(request_id, state["base"] + int(frac * state["size"]), total, (now - t0) / 1e9)
+                )
             return False
 
         callback = llama_cpp.ggml_abort_callback(on_node)
@@ -550,7 +564,11 @@ class Session:
         add = lambda smpl: llama_cpp.llama_sampler_chain_add(chain, smpl)  # noqa: E731
         last_n = self.n_ctx if s.repeat_last_n < 0 else s.repeat_last_n
         n_vocab = llama_cpp.llama_vocab_n_tokens(self._vocab)
-        add(llama_cpp.llama_sampler_init_penalties(n_vocab, last_n, s.repeat_penalty, s.frequency_penalty, s.presence_penalty))
+        add(
+            llama_cpp.llama_sampler_init_penalties(
+                n_vocab, last_n, s.repeat_penalty, s.frequency_penalty, s.presence_penalty
+            )
+        )
         if s.is_greedy:
             add(llama_cpp.llama_sampler_init_greedy())
         else:
@@ -590,8 +608,9 @@ class Session:
         idx = idx[np.argsort(-logits[idx])]
         return tuple((int(i), self.token_piece_text(int(i)), float(logits[i])) for i in idx)
 
-    def _decode(self, req: P.Generate, chain, stats: dict, t0: int, messages: list[ChatMessage],
-                policy: ContextPolicy) -> P.Finished:
+    def _decode(
+        self, req: P.Generate, chain, stats: dict, t0: int, messages: list[ChatMessage], policy: ContextPolicy
+    ) -> P.Finished:
         """The decode loop: sample, detokenize, check stops, evaluate the token; repeat.
 
         Tokens go to the UI in batches (:class:`~app.core.protocol.TokenBatch`): the
@@ -604,8 +623,9 @@ class Session:
         llm = self.llm
         assert llm is not None and self.layout is not None
         vocab = self._vocab
-        stream = TextStream(tuple(req.stop_strings) + self._template_stop
-                            + (self._plain.stop if self._formatter is None else ()))
+        stream = TextStream(
+            tuple(req.stop_strings) + self._template_stop + (self._plain.stop if self._formatter is None else ())
+        )
         max_tokens = req.sampler.max_tokens
         generated: list[int] = []
         t_first = t_last = 0
@@ -642,21 +662,49 @@ class Session:
             generated.append(token)
             if llama_cpp.llama_vocab_is_eog(vocab, token):
                 # Shown in the token view (it was sampled), never in the text, never evaluated.
-                pending.append(P.TokenEvent(rid, "", token, self.token_piece_text(token), len(generated) - 1,
-                                            (now - t0) / 1e9, llm.n_tokens,
-                                            p=math.exp(float(logits[token]) - lse) if want else None))
+                pending.append(
+                    P.TokenEvent(
+                        rid,
+                        "",
+                        token,
+                        self.token_piece_text(token),
+                        len(generated) - 1,
+                        (now - t0) / 1e9,
+                        llm.n_tokens,
+                        p=math.exp(float(logits[token]) - lse) if want else None,
+                    )
+                )
                 reason = StopReason.EOS
                 break
             piece = self._piece(token)
             res = stream.push(piece)
             if want:
-                pending.append(P.TokenEvent(rid, res.text, token, display_piece(piece), len(generated) - 1,
-                                            (now - t0) / 1e9, llm.n_tokens + 1,
-                                            p=math.exp(float(logits[token]) - lse), candidates=cands,
-                                            logsumexp=lse if cands else None))
+                pending.append(
+                    P.TokenEvent(
+                        rid,
+                        res.text,
+                        token,
+                        display_piece(piece),
+                        len(generated) - 1,
+                        (now - t0) / 1e9,
+                        llm.n_tokens + 1,
+                        p=math.exp(float(logits[token]) - lse),
+                        candidates=cands,
+                        logsumexp=lse if cands else None,
+                    )
+                )
             else:
-                pending.append(P.TokenEvent(rid, res.text, token, display_piece(piece), len(generated) - 1,
-                                            (now - t0) / 1e9, llm.n_tokens + 1))
+                pending.append(
+                    P.TokenEvent(
+                        rid,
+                        res.text,
+                        token,
+                        display_piece(piece),
+                        len(generated) - 1,
+                        (now - t0) / 1e9,
+                        llm.n_tokens + 1,
+                    )
+                )
             if now - last_flush >= flush_ns:
                 emit(P.TokenBatch(rid, tuple(pending)))
                 pending.clear()
@@ -682,8 +730,9 @@ class Session:
         stats["context_shifts"] = shifts
         return self._finish(req, stream.text, reason, stats, len(generated), t0, t_first, t_last)
 
-    def _shift_context(self, req: P.Generate, messages: list[ChatMessage], generated: list[int],
-                       stats: dict, t0: int) -> bool:
+    def _shift_context(
+        self, req: P.Generate, messages: list[ChatMessage], generated: list[int], stats: dict, t0: int
+    ) -> bool:
         """Rolling policy: make room by dropping the oldest turns, then the oldest half of the reply.
 
         The KV cache is rebuilt as prompt(kept messages) + kept reply tokens; the
@@ -716,8 +765,17 @@ class Session:
         self.emit(P.ContextShifted(req.request_id, dropped, dropped_reply, llm.n_tokens))
         return True
 
-    def _finish(self, req: P.Generate, text: str, reason: StopReason, stats: dict, n_gen: int,
-                t0: int, t_first: int, t_last: int) -> P.Finished:
+    def _finish(
+        self,
+        req: P.Generate,
+        text: str,
+        reason: StopReason,
+        stats: dict,
+        n_gen: int,
+        t0: int,
+        t_first: int,
+        t_last: int,
+    ) -> P.Finished:
         llm = self.llm
         assert llm is not None and self.layout is not None
         perf = llama_cpp.llama_perf_context(llm.ctx)

@@ -12,9 +12,9 @@ import threading
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
+from app.core import protocol as P
 from app.core.chat import ChatMessage, LoadSettings
 from app.core.sampling import SamplerSettings
-from app.core import protocol as P
 from app.engine.host import EngineDied, EngineHost
 
 log = logging.getLogger("glassbox.ui.engine")
@@ -150,9 +150,16 @@ class EngineClient(QObject):
         self._send(P.LoadModel(rid, path, settings))
         return rid
 
-    def generate(self, messages: tuple[ChatMessage, ...], sampler: SamplerSettings, *,
-                 stop_strings: tuple[str, ...] = (), top_candidates: int = 0, continue_last: bool = False,
-                 context_policy: str | None = None) -> int | None:
+    def generate(
+        self,
+        messages: tuple[ChatMessage, ...],
+        sampler: SamplerSettings,
+        *,
+        stop_strings: tuple[str, ...] = (),
+        top_candidates: int = 0,
+        continue_last: bool = False,
+        context_policy: str | None = None,
+    ) -> int | None:
         """Start a reply. Returns the request id, or None when not ready (nothing is sent)."""
         if self._host is None or self._state != EngineState.READY:
             return None
@@ -160,8 +167,11 @@ class EngineClient(QObject):
         rid = self._host.next_id()
         self._gen_id = rid
         self._set_state(EngineState.GENERATING)
-        self._send(P.Generate(rid, tuple(messages), sampler, tuple(stop_strings), top_candidates, continue_last,
-                              context_policy))
+        self._send(
+            P.Generate(
+                rid, tuple(messages), sampler, tuple(stop_strings), top_candidates, continue_last, context_policy
+            )
+        )
         return rid
 
     def cancel(self) -> None:

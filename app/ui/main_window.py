@@ -28,12 +28,12 @@ from PySide6.QtWidgets import (
 )
 
 from app import APP_NAME, __version__
+from app.core import protocol as P
 from app.core.chat import LoadSettings
 from app.core.conversations import ConversationStore
 from app.core.gguf_info import GGUFError, format_bytes, read_gguf_info
 from app.core.memory import kv_cache_layout
 from app.core.settings import Settings, SettingsStore
-from app.core import protocol as P
 from app.paths import Paths
 from app.ui.chat.controller import ChatController
 from app.ui.chat.view import ChatView, Composer, SystemPromptBar
@@ -87,12 +87,17 @@ class Banner(QFrame):
         if self.isVisible() and self.topic == topic:
             self.hide()
 
-    def show_message(self, kind: str, text: str, actions: list[tuple[str, object]] | None = None,
-                     topic: str = "general") -> None:
+    def show_message(
+        self, kind: str, text: str, actions: list[tuple[str, object]] | None = None, topic: str = "general"
+    ) -> None:
         """Show ``text``; ``topic`` lets a later event clear only its own kind of message
         (a new model load clears a load error, never a startup notice)."""
-        log.log(logging.ERROR if kind == "error" else logging.WARNING if kind == "warning" else logging.INFO,
-                "banner (%s): %s", kind, text)
+        log.log(
+            logging.ERROR if kind == "error" else logging.WARNING if kind == "warning" else logging.INFO,
+            "banner (%s): %s",
+            kind,
+            text,
+        )
         self.topic = topic
         self.setProperty("kind", kind)
         self.style().unpolish(self)
@@ -113,8 +118,11 @@ class Banner(QFrame):
 def _dock(title: str, name: str, widget: QWidget, scroll: bool = True) -> QDockWidget:
     d = QDockWidget(title)
     d.setObjectName(name)
-    d.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable | QDockWidget.DockWidgetFeature.DockWidgetClosable
-                  | QDockWidget.DockWidgetFeature.DockWidgetFloatable)
+    d.setFeatures(
+        QDockWidget.DockWidgetFeature.DockWidgetMovable
+        | QDockWidget.DockWidgetFeature.DockWidgetClosable
+        | QDockWidget.DockWidgetFeature.DockWidgetFloatable
+    )
     if scroll:
         area = QScrollArea()
         area.setWidgetResizable(True)
@@ -139,8 +147,14 @@ class MainWindow(QMainWindow):
 
     model_changed = Signal(object)
 
-    def __init__(self, paths: Paths, store: SettingsStore, settings: Settings, engine: EngineClient,
-                 conversations: ConversationStore) -> None:
+    def __init__(
+        self,
+        paths: Paths,
+        store: SettingsStore,
+        settings: Settings,
+        engine: EngineClient,
+        conversations: ConversationStore,
+    ) -> None:
         super().__init__()
         self.paths = paths
         self.store = store
@@ -208,9 +222,15 @@ class MainWindow(QMainWindow):
         self.resizeDocks([self.chats_dock, self.model_dock], [300, 640], Qt.Orientation.Vertical)
         self.resizeDocks([self.tokens_dock], [160], Qt.Orientation.Vertical)
 
-        self.chat = ChatController(engine, self.chat_view, self.composer, self.turn, conversations,
-                                   lambda: (self.sampler_panel.settings(), self.sampler_panel.stop_strings()),
-                                   self.system_bar.text)
+        self.chat = ChatController(
+            engine,
+            self.chat_view,
+            self.composer,
+            self.turn,
+            conversations,
+            lambda: (self.sampler_panel.settings(), self.sampler_panel.stop_strings()),
+            self.system_bar.text,
+        )
         self._build_menus()
         self._wire()
         self._update_placeholder()
@@ -363,8 +383,7 @@ class MainWindow(QMainWindow):
         self.model_panel.reload_requested.connect(self._reload_with)
         self.model_panel.policy_changed.connect(self._policy_changed)
         self.chat.context_policy_source = lambda: self.model_panel.policy.currentData()
-        self.chat.candidates_source = lambda: (
-            20 if self.sampler_dock.isVisible() or self.tokens_dock.isVisible() else 0)
+        self.chat.candidates_source = lambda: 20 if self.sampler_dock.isVisible() or self.tokens_dock.isVisible() else 0
         self.model_panel.n_ctx.valueChanged.connect(lambda v: self.models.set_n_ctx(v or 4096))
         self.models.load_requested.connect(self._load_from_library)
         self.models.open_file_requested.connect(self.open_model_dialog)
@@ -390,8 +409,9 @@ class MainWindow(QMainWindow):
         try:
             info = read_gguf_info(path)
         except GGUFError as exc:
-            self.banner.show_message("error", exc.message, [("Open another model…", self.open_model_dialog)],
-                                     topic="model")
+            self.banner.show_message(
+                "error", exc.message, [("Open another model…", self.open_model_dialog)], topic="model"
+            )
             return False
         missing = info.missing_parts()
         if missing:
@@ -428,8 +448,11 @@ class MainWindow(QMainWindow):
             self.show_page("chat")
 
     def _download_finished(self, path: str) -> None:
-        self.banner.show_message("info", f"Downloaded {Path(path).name} (sha256 verified).",
-                                 [("Load it", lambda: self._load_from_library(path))])
+        self.banner.show_message(
+            "info",
+            f"Downloaded {Path(path).name} (sha256 verified).",
+            [("Load it", lambda: self._load_from_library(path))],
+        )
 
     def unload_model(self) -> None:
         self.engine.shutdown()
@@ -472,12 +495,18 @@ class MainWindow(QMainWindow):
         model = self.engine.model
         # Offer the chat's model when another one (or none) is in place; not while starting or
         # loading (start-up opens the last chat before it loads the last model).
-        if conv.model_path and (model is None or model.info.path != conv.model_path) and Path(conv.model_path).exists() \
-                and self.engine.state in (EngineState.READY, EngineState.NO_MODEL):
+        if (
+            conv.model_path
+            and (model is None or model.info.path != conv.model_path)
+            and Path(conv.model_path).exists()
+            and self.engine.state in (EngineState.READY, EngineState.NO_MODEL)
+        ):
             self.banner.show_message(
-                "info", f"This chat was made with {display_name(conv.model_path)}, which is not the loaded model.",
+                "info",
+                f"This chat was made with {display_name(conv.model_path)}, which is not the loaded model.",
                 [(f"Load {display_name(conv.model_path)}", lambda: self.load_model(conv.model_path))],
-                topic="chat-model")
+                topic="chat-model",
+            )
 
     def _conversation_deleted(self, conv_id: int, title: str) -> None:
         if self.chat.conversation_id == conv_id:
@@ -521,8 +550,9 @@ class MainWindow(QMainWindow):
             return
         self.chats_panel.refresh()
         self.open_conversation(conv_id)
-        self.banner.show_message("info", f"Imported “{self.conversations.get_conversation(conv_id).title}” "
-                                         f"from {Path(path).name}.")
+        self.banner.show_message(
+            "info", f"Imported “{self.conversations.get_conversation(conv_id).title}” from {Path(path).name}."
+        )
 
     def _reload_with(self, s: LoadSettings) -> None:
         self.settings = replace(self.settings, load=s)
@@ -580,12 +610,20 @@ class MainWindow(QMainWindow):
         self.turn.reset()  # the KV cache is new: last turn's figures no longer describe it
         self.banner.clear("chat-model")
         self.model_panel.set_model(ev)
-        self.model_panel.set_load_settings(replace(ev.settings, n_threads=self.model_panel.n_threads.value(),
-                                                   n_gpu_layers=self.model_panel.n_gpu_layers.value()))
+        self.model_panel.set_load_settings(
+            replace(
+                ev.settings,
+                n_threads=self.model_panel.n_threads.value(),
+                n_gpu_layers=self.model_panel.n_gpu_layers.value(),
+            )
+        )
         self._set_model_button(f"{display_name(info.path)}  ▾")
-        self.model_button.setToolTip(f"{info.path}\nn_ctx {ev.n_ctx:,} · {info.quant_type} · {format_bytes(info.file_size)}")
-        self.stats_panel.set_model(ev.n_ctx, kv_cache_layout(info, ev.n_ctx, n_ubatch=min(ev.n_batch, 512),
-                                                             swa_full=ev.settings.swa_full))
+        self.model_button.setToolTip(
+            f"{info.path}\nn_ctx {ev.n_ctx:,} · {info.quant_type} · {format_bytes(info.file_size)}"
+        )
+        self.stats_panel.set_model(
+            ev.n_ctx, kv_cache_layout(info, ev.n_ctx, n_ubatch=min(ev.n_batch, 512), swa_full=ev.settings.swa_full)
+        )
         self.settings = self.settings.with_recent(info.path)
         self._schedule_save()
         self.models.set_loaded_model(info.path)
@@ -598,15 +636,18 @@ class MainWindow(QMainWindow):
     def _on_load_failed(self, ev: P.Failed) -> None:
         self.model_panel.set_model(None)
         self._set_model_button("Select a model to load  ▾")
-        self.banner.show_message("error", ev.message, [("Open another model…", self.open_model_dialog)],
-                                 topic="model")
+        self.banner.show_message("error", ev.message, [("Open another model…", self.open_model_dialog)], topic="model")
         self._update_placeholder()
 
     def _on_crashed(self, description: str) -> None:
         self.model_panel.set_model(None)
         self._set_model_button("Engine stopped  ▾")
-        self.banner.show_message("error", description + " Your conversation is kept.",
-                                 [("Restart engine", self.restart_engine)], topic="engine")
+        self.banner.show_message(
+            "error",
+            description + " Your conversation is kept.",
+            [("Restart engine", self.restart_engine)],
+            topic="engine",
+        )
 
     def _on_notice(self, kind: str, text: str) -> None:
         self.banner.show_message(kind, text)
@@ -639,8 +680,9 @@ class MainWindow(QMainWindow):
     def save_settings(self) -> None:
         geo = bytes(self.saveGeometry().toBase64()).decode("ascii")
         state = bytes(self.saveState().toBase64()).decode("ascii")
-        self.settings = replace(self.settings, window_geometry=geo, window_state=state,
-                                load=self.model_panel.load_settings())
+        self.settings = replace(
+            self.settings, window_geometry=geo, window_state=state, load=self.model_panel.load_settings()
+        )
         try:
             self.store.save(self.settings)
         except OSError as exc:
@@ -683,32 +725,37 @@ class MainWindow(QMainWindow):
             self.chat_view.set_placeholder("<h2>Loading the model…</h2>")
         else:
             on_disk = sorted(p for p in self.paths.models_dir.rglob("*.gguf") if p.is_file())[:4]
-            quick = "".join(f"<p><a href='load:{html.escape(str(p))}'>Load {html.escape(display_name(str(p)))}</a></p>"
-                            for p in on_disk)
+            quick = "".join(
+                f"<p><a href='load:{html.escape(str(p))}'>Load {html.escape(display_name(str(p)))}</a></p>"
+                for p in on_disk
+            )
             self.chat_view.set_placeholder(
-                "<h2>No model loaded</h2>" + quick +
-                "<p><a href='open'>Open a GGUF file</a> (Ctrl+O), drop one on this "
+                "<h2>No model loaded</h2>"
+                + quick
+                + "<p><a href='open'>Open a GGUF file</a> (Ctrl+O), drop one on this "
                 "window, or <a href='models'>find one on the Hugging Face Hub</a>.</p>"
             )
 
     def _about(self) -> None:
         ready = self.engine.ready_info
         info = f"llama-cpp-python {ready.llama_cpp_version}<br>{ready.system_info}" if ready else ""
-        self.banner.show_message("info", f"<b>{APP_NAME} {__version__}</b> — local LLM chat that shows its work.<br>{info}")
+        self.banner.show_message(
+            "info", f"<b>{APP_NAME} {__version__}</b> — local LLM chat that shows its work.<br>{info}"
+        )
 
     # ------------------------------------------------------------------------------ Qt events
-    def dragEnterEvent(self, e: QDragEnterEvent) -> None:  # noqa: N802 (Qt API)
+    def dragEnterEvent(self, e: QDragEnterEvent) -> None:
         if any(u.isLocalFile() and u.toLocalFile().lower().endswith(".gguf") for u in e.mimeData().urls()):
             e.acceptProposedAction()
 
-    def dropEvent(self, e: QDropEvent) -> None:  # noqa: N802 (Qt API)
+    def dropEvent(self, e: QDropEvent) -> None:
         for u in e.mimeData().urls():
             if u.isLocalFile() and u.toLocalFile().lower().endswith(".gguf"):
                 self.load_model(u.toLocalFile())
                 e.acceptProposedAction()
                 return
 
-    def closeEvent(self, e: QCloseEvent) -> None:  # noqa: N802 (Qt API)
+    def closeEvent(self, e: QCloseEvent) -> None:
         self._clock.stop()
         self.chat.flush()
         self.models.shutdown()

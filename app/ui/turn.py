@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
-from app.core.chat import GenerationStats
 from app.core import protocol as P
+from app.core.chat import GenerationStats
 
 
 @dataclass

@@ -44,14 +44,26 @@ def hub(smollm2):
     server.stop()
 
 
-def test_search_download_kill_restart_resume_load_and_answer(qtbot, hub, smollm2, tmp_path, monkeypatch,
-                                                             glassbox_home):
+def test_search_download_kill_restart_resume_load_and_answer(qtbot, hub, smollm2, tmp_path, monkeypatch, glassbox_home):
     hf_home = tmp_path / "hf"
-    env = dict(os.environ, HF_ENDPOINT=hub.url, HF_HOME=str(hf_home), HF_HUB_CACHE=str(hf_home / "hub"),
-               HF_HUB_DISABLE_TELEMETRY="1", QT_QPA_PLATFORM="offscreen", PYTHONPATH=str(ROOT))
+    env = dict(
+        os.environ,
+        HF_ENDPOINT=hub.url,
+        HF_HOME=str(hf_home),
+        HF_HUB_CACHE=str(hf_home / "hub"),
+        HF_HUB_DISABLE_TELEMETRY="1",
+        QT_QPA_PLATFORM="offscreen",
+        PYTHONPATH=str(ROOT),
+    )
     env.pop("HF_TOKEN", None)
-    child = subprocess.Popen([sys.executable, "-m", "tests.support.app_download_child", "SmolLM2"], cwd=ROOT, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.app_download_child", "SmolLM2"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     lines: list[str] = []
     try:
         deadline = time.monotonic() + 90
@@ -62,7 +74,10 @@ def test_search_download_kill_restart_resume_load_and_answer(qtbot, hub, smollm2
             lines.append(line.strip())
             if line.startswith("progress"):
                 break
-        assert lines and lines[-1].startswith("progress"), (lines, child.stderr.read() if child.poll() is not None else "")
+        assert lines and lines[-1].startswith("progress"), (
+            lines,
+            child.stderr.read() if child.poll() is not None else "",
+        )
         child.send_signal(signal.SIGKILL)  # kill the app halfway
         child.wait(10)
     finally:
@@ -97,7 +112,9 @@ def test_search_download_kill_restart_resume_load_and_answer(qtbot, hub, smollm2
         assert not list(Path(glassbox_home).rglob("*.part"))
         with qtbot.waitSignal(win.engine.model_loaded, timeout=60_000):
             assert win.load_model(str(path))
-        win.sampler_panel.set_settings(win.sampler_panel.settings().__class__(temperature=0.0, max_tokens=12), emit=True)
+        win.sampler_panel.set_settings(
+            win.sampler_panel.settings().__class__(temperature=0.0, max_tokens=12), emit=True
+        )
         fin = send(qtbot, win, "Say hello.")
         assert fin.text.strip()
     finally:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from app.core import protocol as P
 from app.core.chat import ChatMessage, ContextPolicy, LoadSettings
 from app.core.sampling import SamplerSettings
-from app.core import protocol as P
 from app.engine.host import EngineHost
 
 
@@ -25,8 +25,18 @@ class Engine:
             self.loaded = ev
         return ev
 
-    def generate(self, messages, *, events: list | None = None, on_event=None, timeout: float = 120.0,
-                 stop_strings=(), top_candidates=0, continue_last=False, **sampler):
+    def generate(
+        self,
+        messages,
+        *,
+        events: list | None = None,
+        on_event=None,
+        timeout: float = 120.0,
+        stop_strings=(),
+        top_candidates=0,
+        continue_last=False,
+        **sampler,
+    ):
         """One turn; returns the terminal event (Finished or Failed)."""
         msgs = tuple(m if isinstance(m, ChatMessage) else ChatMessage(*m) for m in messages)
         self.host.clear_cancel()
@@ -37,8 +47,9 @@ class Engine:
             if on_event:
                 on_event(ev)
 
-        req = P.Generate(self.host.next_id(), msgs, SamplerSettings(**sampler), tuple(stop_strings),
-                         top_candidates, continue_last)
+        req = P.Generate(
+            self.host.next_id(), msgs, SamplerSettings(**sampler), tuple(stop_strings), top_candidates, continue_last
+        )
         return self.host.request(req, timeout=timeout, on_event=handle)
 
 

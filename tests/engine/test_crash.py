@@ -39,8 +39,12 @@ def test_killed_mid_reply_reports_sigkill_and_keeps_the_partial_text(smollm2):
     t.start()
     try:
         with pytest.raises(EngineDied) as e:
-            eng.generate([SYSTEM, ("user", "Count to one thousand.")], temperature=0.0, max_tokens=-1,
-                         on_event=lambda ev: got.append(ev.text) if isinstance(ev, P.TokenEvent) else None)
+            eng.generate(
+                [SYSTEM, ("user", "Count to one thousand.")],
+                temperature=0.0,
+                max_tokens=-1,
+                on_event=lambda ev: got.append(ev.text) if isinstance(ev, P.TokenEvent) else None,
+            )
         assert "SIGKILL" in e.value.description and "memory" in e.value.description
         assert "".join(got), "tokens streamed before the kill are kept by the caller"
     finally:

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from app.core.chat import StopReason
 from app.core import protocol as P
+from app.core.chat import StopReason
 from tests.engine.conftest import ROLLING_POLICY, STOP_POLICY, SYSTEM
 
 
@@ -30,8 +30,15 @@ def test_e9_temperature_zero_is_greedy_and_repeatable(engine):
 def test_e7_top_p_one_does_not_make_replies_deterministic(engine):
     replies = set()
     for _ in range(5):
-        fin = engine.generate([SYSTEM, ("user", "Invent a name for a cat.")], temperature=1.0, top_p=1.0,
-                              top_k=40, min_p=0.0, seed=None, max_tokens=16)
+        fin = engine.generate(
+            [SYSTEM, ("user", "Invent a name for a cat.")],
+            temperature=1.0,
+            top_p=1.0,
+            top_k=40,
+            min_p=0.0,
+            seed=None,
+            max_tokens=16,
+        )
         assert isinstance(fin, P.Finished), fin
         replies.add(fin.text)
     assert len(replies) >= 2, replies
@@ -41,8 +48,14 @@ def test_e8_top_k_zero_means_off(engine):
     replies = []
     seeds = set()
     for _ in range(5):
-        fin = engine.generate([SYSTEM, ("user", "Say something about the weather.")], temperature=1.5, top_k=0,
-                              top_p=1.0, min_p=0.0, max_tokens=16)
+        fin = engine.generate(
+            [SYSTEM, ("user", "Say something about the weather.")],
+            temperature=1.5,
+            top_k=0,
+            top_p=1.0,
+            min_p=0.0,
+            max_tokens=16,
+        )
         assert isinstance(fin, P.Finished), fin
         replies.append(fin.text)
         seeds.add(fin.stats.seed)
@@ -77,8 +90,14 @@ def test_e3_stop_during_a_runaway_reply(engine):
     t = threading.Thread(target=stopper)
     t.start()
     try:
-        fin = engine.generate([SYSTEM, ("user", "Write a numbered list from 1 to 5000, one number per line.")],
-                              events=events, on_event=on_event, temperature=0.0, max_tokens=-1, repeat_penalty=1.0)
+        fin = engine.generate(
+            [SYSTEM, ("user", "Write a numbered list from 1 to 5000, one number per line.")],
+            events=events,
+            on_event=on_event,
+            temperature=0.0,
+            max_tokens=-1,
+            repeat_penalty=1.0,
+        )
     finally:
         first_token.set()
         t.join()
@@ -103,8 +122,13 @@ def test_e3_stop_during_a_long_prompt(engine):
             cancel_at.append(time.monotonic())
             engine.host.cancel()
 
-    fin = engine.generate([SYSTEM, ("user", long_text + "\nSummarise the list.")], events=events, on_event=on_event,
-                          temperature=0.0, max_tokens=20)
+    fin = engine.generate(
+        [SYSTEM, ("user", long_text + "\nSummarise the list.")],
+        events=events,
+        on_event=on_event,
+        temperature=0.0,
+        max_tokens=20,
+    )
     done_at = time.monotonic()
     prepared = next(e for e in events if isinstance(e, P.PromptPrepared))
     assert prepared.to_evaluate > 2500
@@ -157,8 +181,13 @@ def test_e4_rolling_policy_drops_oldest_turns(fresh_engine):
 def test_e5_context_fills_during_the_reply_stop_policy(fresh_engine):
     eng = fresh_engine(n_ctx=256, context_policy=STOP_POLICY)
     events: list = []
-    fin = eng.generate([SYSTEM, ("user", "Tell me a very long story about a dragon and a knight.")], events=events,
-                       temperature=0.0, max_tokens=-1, repeat_penalty=1.0)
+    fin = eng.generate(
+        [SYSTEM, ("user", "Tell me a very long story about a dragon and a knight.")],
+        events=events,
+        temperature=0.0,
+        max_tokens=-1,
+        repeat_penalty=1.0,
+    )
     assert isinstance(fin, P.Finished)
     assert fin.stats.stop_reason in (StopReason.CONTEXT_FULL.value, StopReason.EOS.value)
     if fin.stats.stop_reason == StopReason.EOS.value:
@@ -175,8 +204,13 @@ def test_e5_context_fills_during_the_reply_stop_policy(fresh_engine):
 def test_e5_context_fills_during_the_reply_rolling_policy(fresh_engine):
     eng = fresh_engine(n_ctx=256, context_policy=ROLLING_POLICY)
     events: list = []
-    fin = eng.generate([SYSTEM, ("user", "Count from 1 to 400, separated by commas.")], events=events,
-                       temperature=0.0, max_tokens=400, repeat_penalty=1.0)
+    fin = eng.generate(
+        [SYSTEM, ("user", "Count from 1 to 400, separated by commas.")],
+        events=events,
+        temperature=0.0,
+        max_tokens=400,
+        repeat_penalty=1.0,
+    )
     assert isinstance(fin, P.Finished), getattr(fin, "message", fin)
     shifts = [e for e in events if isinstance(e, P.ContextShifted)]
     assert shifts, f"no context shift; stop reason {fin.stats.stop_reason}, {fin.stats.generated_tokens} tokens"
@@ -229,12 +263,18 @@ def test_e11_second_turn_reuses_the_cache(engine):
     first = engine.generate(first_msgs, temperature=0.0, max_tokens=300, repeat_penalty=1.0)
     assert first.stats.generated_tokens >= 250, first.stats
     events: list = []
-    second = engine.generate(first_msgs + [("assistant", first.text), ("user", "Thanks! Now a title for it.")],
-                             events=events, temperature=0.0, max_tokens=16)
+    second = engine.generate(
+        first_msgs + [("assistant", first.text), ("user", "Thanks! Now a title for it.")],
+        events=events,
+        temperature=0.0,
+        max_tokens=16,
+    )
     prepared = next(e for e in events if isinstance(e, P.PromptPrepared))
     # Everything up to the end of the first reply is reused; only the new message and glue is evaluated.
     assert second.stats.cached_tokens >= first.stats.prompt_tokens + first.stats.generated_tokens - 3
-    assert second.stats.evaluated_tokens == prepared.to_evaluate == second.stats.prompt_tokens - second.stats.cached_tokens
+    assert (
+        second.stats.evaluated_tokens == prepared.to_evaluate == second.stats.prompt_tokens - second.stats.cached_tokens
+    )
     assert second.stats.evaluated_tokens < 30
     assert "Thanks" in "".join(text for _, text in prepared.new_tokens)
 
@@ -261,12 +301,15 @@ def _bad_files(tmp_path, smollm2):
     return {"text": text, "empty": empty, "half": half, "ggml": ggml}
 
 
-@pytest.mark.parametrize("kind,needle", [
-    ("text", "not a GGUF model"),
-    ("empty", "empty (0 bytes)"),
-    ("half", "cut short"),
-    ("ggml", "old GGJT model file"),
-])
+@pytest.mark.parametrize(
+    "kind,needle",
+    [
+        ("text", "not a GGUF model"),
+        ("empty", "empty (0 bytes)"),
+        ("half", "cut short"),
+        ("ggml", "old GGJT model file"),
+    ],
+)
 def test_e6_files_that_are_not_models(engine, tmp_path, smollm2, kind, needle):
     path = _bad_files(tmp_path, smollm2)[kind]
     fail = engine.load(path, n_ctx=2048)

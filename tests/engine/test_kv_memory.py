@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.memory import compute_buffer_estimate
 from app.core import protocol as P
+from app.core.memory import compute_buffer_estimate
 from tests.engine.conftest import SYSTEM, start_engine
 
 MIB = 1024 * 1024

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from app.core.conversations import ConversationStore  # noqa: E402
+from app.core.conversations import ConversationStore
 
 
 def main() -> None:

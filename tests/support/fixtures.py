@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from huggingface_hub import constants
@@ -28,7 +28,7 @@ from huggingface_hub.utils import close_session
 from app.paths import HOME_ENV, Paths, default_paths
 from tests.support.hub_server import FakeHub
 
-__all__ = ["hf_isolated", "gb_paths", "fake_hub", "hub_endpoint", "no_leaks", "point_hub_at"]
+__all__ = ["fake_hub", "gb_paths", "hf_isolated", "hub_endpoint", "no_leaks", "point_hub_at"]
 
 
 def point_hub_at(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
@@ -44,8 +44,13 @@ def hf_isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     hf_home = tmp_path / "hf-home"
     monkeypatch.setenv("HF_HOME", str(hf_home))
     monkeypatch.setenv("HF_HUB_CACHE", str(hf_home / "hub"))
-    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
-                "HUGGINGFACE_HUB_CACHE"):
+    for var in (
+        "HF_TOKEN",
+        "HUGGING_FACE_HUB_TOKEN",
+        "HF_HUB_OFFLINE",
+        "TRANSFORMERS_OFFLINE",
+        "HUGGINGFACE_HUB_CACHE",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(hf_home / "token"))
     monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(hf_home / "stored_tokens"))

@@ -46,8 +46,13 @@ from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 CHUNK = 64 * 1024
-_SORT_KEYS = {"downloads": "downloads", "likes": "likes", "lastModified": "last_modified",
-              "createdAt": "created_at", "trendingScore": "downloads"}
+_SORT_KEYS = {
+    "downloads": "downloads",
+    "likes": "likes",
+    "lastModified": "last_modified",
+    "createdAt": "created_at",
+    "trendingScore": "downloads",
+}
 
 
 @dataclass
@@ -92,15 +97,14 @@ class FakeFile:
         return self._git_sha1
 
     def pointer(self) -> bytes:
-        return (f"version https://git-lfs.github.com/spec/v1\noid sha256:{self.sha256}\n"
-                f"size {self.size}\n").encode()
+        return (f"version https://git-lfs.github.com/spec/v1\noid sha256:{self.sha256}\nsize {self.size}\n").encode()
 
     def read(self, start: int, length: int) -> bytes:
         if isinstance(self.source, Path):
             with open(self.source, "rb") as fh:
                 fh.seek(start)
                 return fh.read(length)
-        return self.source[start:start + length]
+        return self.source[start : start + length]
 
 
 @dataclass
@@ -177,8 +181,10 @@ class FakeHub:
         """
         sha = kw.pop("sha", None) or hashlib.sha1(repo_id.encode()).hexdigest()
         sha256s = kw.pop("sha256s", {})
-        ff = {name: FakeFile(name, src, lfs=name.endswith(".gguf"), sha256_hex=sha256s.get(name))
-              for name, src in files.items()}
+        ff = {
+            name: FakeFile(name, src, lfs=name.endswith(".gguf"), sha256_hex=sha256s.get(name))
+            for name, src in files.items()
+        }
         repo = FakeRepo(repo_id, ff, sha, **kw)
         self.repos[repo_id] = repo
         self.valid_tokens |= repo.allowed_tokens
@@ -217,17 +223,21 @@ class FakeHub:
 
     def file_requests(self, filename: str) -> list[RequestRecord]:
         """Requests that downloaded ``filename`` (GET, from the Hub or the CDN)."""
-        return [r for r in self.requests if r.method == "GET" and r.path.endswith("/" + quote(filename))
-                and "/api/" not in r.path]
+        return [
+            r
+            for r in self.requests
+            if r.method == "GET" and r.path.endswith("/" + quote(filename)) and "/api/" not in r.path
+        ]
 
     # --- lifecycle ---------------------------------------------------------------------------
-    def start(self) -> "FakeHub":
+    def start(self) -> FakeHub:
         for role in ("hub", "cdn"):
             srv = _Server(("127.0.0.1", 0), _Handler)
             srv.hub = self
             srv.role = role
-            t = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05},
-                                 name=f"fake-hub-{role}", daemon=True)
+            t = threading.Thread(
+                target=srv.serve_forever, kwargs={"poll_interval": 0.05}, name=f"fake-hub-{role}", daemon=True
+            )
             t.start()
             self._servers.append(srv)
             self._threads.append(t)
@@ -255,7 +265,7 @@ class FakeHub:
         self._servers.clear()
         self._threads.clear()
 
-    def __enter__(self) -> "FakeHub":
+    def __enter__(self) -> FakeHub:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
@@ -296,7 +306,7 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = 15  # idle keep-alive connections end after this
 
     # quiet
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def setup(self) -> None:
@@ -315,7 +325,7 @@ class _Handler(BaseHTTPRequestHandler):
     def handle(self) -> None:
         try:
             super().handle()
-        except (ConnectionError, socket.timeout, OSError):
+        except (TimeoutError, ConnectionError, OSError):
             pass
 
     # --- plumbing --------------------------------------------------------------------------------
@@ -329,12 +339,24 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _record(self, status: int) -> None:
         with self.hub._lock:
-            self.hub.requests.append(RequestRecord(self.server.role, self.command, urlsplit(self.path).path,
-                                                   self.headers.get("Range"),
-                                                   self.headers.get("Authorization") is not None, status))
+            self.hub.requests.append(
+                RequestRecord(
+                    self.server.role,
+                    self.command,
+                    urlsplit(self.path).path,
+                    self.headers.get("Range"),
+                    self.headers.get("Authorization") is not None,
+                    status,
+                )
+            )
 
-    def _send(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None,
-              content_type: str = "application/json") -> None:
+    def _send(
+        self,
+        status: int,
+        body: bytes = b"",
+        headers: dict[str, str] | None = None,
+        content_type: str = "application/json",
+    ) -> None:
         self._record(status)
         self.send_response(status)
         self.send_header("Content-Type", content_type)
@@ -354,10 +376,10 @@ class _Handler(BaseHTTPRequestHandler):
             headers["X-Error-Code"] = code
         self._json(status, {"error": message}, headers)
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self.do_GET()
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         parts = urlsplit(self.path)
         path = unquote(parts.path)
         query = parse_qs(parts.query)
@@ -396,19 +418,40 @@ class _Handler(BaseHTTPRequestHandler):
     def _repo_json(self, repo: FakeRepo, fields: list[str] | None) -> dict[str, Any]:
         ggufs = [f for f in repo.files.values() if f.name.endswith(".gguf")]
         full: dict[str, Any] = {
-            "_id": repo.sha[:24], "id": repo.repo_id, "modelId": repo.repo_id,
-            "author": repo.repo_id.split("/")[0], "sha": repo.sha,
-            "downloads": repo.downloads, "likes": repo.likes, "trendingScore": repo.likes,
-            "private": repo.private, "gated": repo.gated, "disabled": False,
-            "tags": repo.tags, "pipeline_tag": "text-generation", "library_name": "gguf",
-            "createdAt": repo.created_at, "lastModified": repo.last_modified,
+            "_id": repo.sha[:24],
+            "id": repo.repo_id,
+            "modelId": repo.repo_id,
+            "author": repo.repo_id.split("/")[0],
+            "sha": repo.sha,
+            "downloads": repo.downloads,
+            "likes": repo.likes,
+            "trendingScore": repo.likes,
+            "private": repo.private,
+            "gated": repo.gated,
+            "disabled": False,
+            "tags": repo.tags,
+            "pipeline_tag": "text-generation",
+            "library_name": "gguf",
+            "createdAt": repo.created_at,
+            "lastModified": repo.last_modified,
         }
         if ggufs:
             full["gguf"] = {"total": 0, "architecture": "llama", "context_length": 2048}
         if fields:
             return {k: v for k, v in full.items() if k in fields or k in ("_id", "id")}
-        keep = ("_id", "id", "modelId", "likes", "trendingScore", "private", "downloads", "tags",
-                "pipeline_tag", "library_name", "createdAt")
+        keep = (
+            "_id",
+            "id",
+            "modelId",
+            "likes",
+            "trendingScore",
+            "private",
+            "downloads",
+            "tags",
+            "pipeline_tag",
+            "library_name",
+            "createdAt",
+        )
         return {k: full[k] for k in keep}
 
     def _search(self, query: dict[str, list[str]], token: str | None) -> None:
@@ -418,9 +461,14 @@ class _Handler(BaseHTTPRequestHandler):
         sort = (query.get("sort") or [None])[0]
         limit = int((query.get("limit") or ["1000"])[0])
         expand = query.get("expand") or query.get("expand[]")
-        repos = [r for r in self.hub.repos.values()
-                 if self._visible(r, token) and search in r.repo_id.lower()
-                 and all(f in r.tags for f in filters) and (author is None or r.repo_id.startswith(author + "/"))]
+        repos = [
+            r
+            for r in self.hub.repos.values()
+            if self._visible(r, token)
+            and search in r.repo_id.lower()
+            and all(f in r.tags for f in filters)
+            and (author is None or r.repo_id.startswith(author + "/"))
+        ]
         if sort:
             key = _SORT_KEYS.get(sort)
             if key is None:
@@ -443,9 +491,25 @@ class _Handler(BaseHTTPRequestHandler):
         repo = self._lookup(repo_id, revision and unquote(revision), token)
         if repo is None:
             return
-        data = self._repo_json(repo, ["author", "sha", "downloads", "likes", "private", "gated", "disabled",
-                                      "tags", "pipeline_tag", "library_name", "createdAt", "lastModified",
-                                      "gguf", "modelId"])
+        data = self._repo_json(
+            repo,
+            [
+                "author",
+                "sha",
+                "downloads",
+                "likes",
+                "private",
+                "gated",
+                "disabled",
+                "tags",
+                "pipeline_tag",
+                "library_name",
+                "createdAt",
+                "lastModified",
+                "gguf",
+                "modelId",
+            ],
+        )
         blobs = (query.get("blobs") or ["false"])[0].lower() == "true"
         sibs = []
         for f in repo.files.values():
@@ -480,19 +544,31 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if repo.gated and not (token is not None and token in repo.allowed_tokens):
             if token is None:
-                self._error(401, "GatedRepo", f"Access to model {repo_id} is restricted. You must have access to it "
-                            "and be authenticated to access it. Please log in.")
+                self._error(
+                    401,
+                    "GatedRepo",
+                    f"Access to model {repo_id} is restricted. You must have access to it "
+                    "and be authenticated to access it. Please log in.",
+                )
             else:
-                self._error(403, "GatedRepo", f"Access to model {repo_id} is restricted and you are not in the "
-                            "authorized list. Visit https://huggingface.co/{repo_id} to ask for access.")
+                self._error(
+                    403,
+                    "GatedRepo",
+                    f"Access to model {repo_id} is restricted and you are not in the "
+                    "authorized list. Visit https://huggingface.co/{repo_id} to ask for access.",
+                )
             return
         f = repo.files.get(filename)
         if f is None:
-            self._error(404, "EntryNotFound", f"{filename} does not exist on \"{revision}\"")
+            self._error(404, "EntryNotFound", f'{filename} does not exist on "{revision}"')
             return
         etag = f'"{f.sha256 if f.lfs else f.git_sha1}"'
-        common = {"X-Repo-Commit": repo.sha, "ETag": etag, "Accept-Ranges": "bytes",
-                  "Last-Modified": email.utils.formatdate(0, usegmt=True)}
+        common = {
+            "X-Repo-Commit": repo.sha,
+            "ETag": etag,
+            "Accept-Ranges": "bytes",
+            "Last-Modified": email.utils.formatdate(0, usegmt=True),
+        }
         if f.lfs:
             common.update({"X-Linked-Etag": etag, "X-Linked-Size": str(f.size)})
         if f.lfs and self.hub.cdn_redirect:
@@ -582,7 +658,7 @@ class _Handler(BaseHTTPRequestHandler):
                     fh.seek(pos)
                     chunk = bytearray(fh.read(n))
                 else:
-                    chunk = bytearray(f.source[pos:pos + n])  # type: ignore[index]
+                    chunk = bytearray(f.source[pos : pos + n])  # type: ignore[index]
                 for c in corrupt:
                     if pos <= c < pos + n:
                         chunk[c - pos] ^= 0xFF

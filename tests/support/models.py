@@ -18,8 +18,9 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import gguf
 
@@ -173,8 +174,9 @@ def llama_metadata(
     return md
 
 
-def llama_tensors(*, n_layer: int = 2, n_embd: int = 64, n_vocab: int = 80, qtype: str = "Q4_0",
-                  n_head: int = 4, n_head_kv: int = 2) -> list[tuple[str, tuple[int, ...], str]]:
+def llama_tensors(
+    *, n_layer: int = 2, n_embd: int = 64, n_vocab: int = 80, qtype: str = "Q4_0", n_head: int = 4, n_head_kv: int = 2
+) -> list[tuple[str, tuple[int, ...], str]]:
     """A llama model's tensor table (shapes in GGUF order: innermost first)."""
     head_dim = n_embd // n_head
     kv = head_dim * n_head_kv
@@ -200,8 +202,9 @@ def write_tiny_model(path: Path, *, name: str = "Tiny Test", **kw: Any) -> Path:
     return write_gguf(path, llama_metadata(name=name, **kw), llama_tensors())
 
 
-def write_split_model(folder: Path, stem: str, n_parts: int = 3, *, name: str = "Tiny Split",
-                      n_layer: int = 6, n_embd: int = 256) -> list[Path]:
+def write_split_model(
+    folder: Path, stem: str, n_parts: int = 3, *, name: str = "Tiny Split", n_layer: int = 6, n_embd: int = 256
+) -> list[Path]:
     """A model split like llama.cpp's gguf-split: ``{stem}-00001-of-0000N.gguf`` ...
 
     The first part holds all metadata; every part holds ``split.*`` keys and its
@@ -211,7 +214,7 @@ def write_split_model(folder: Path, stem: str, n_parts: int = 3, *, name: str = 
     per = -(-len(tensors) // n_parts)
     paths = []
     for i in range(n_parts):
-        chunk = tensors[i * per:(i + 1) * per]
+        chunk = tensors[i * per : (i + 1) * per]
         split_keys = {"split.no": i, "split.count": n_parts, "split.tensors.count": len(tensors)}
         md = {**llama_metadata(name=name, n_layer=n_layer, n_embd=n_embd), **split_keys} if i == 0 else split_keys
         p = folder / f"{stem}-{i + 1:05d}-of-{n_parts:05d}.gguf"
@@ -220,10 +223,23 @@ def write_split_model(folder: Path, stem: str, n_parts: int = 3, *, name: str = 
     return paths
 
 
-def write_huge_header(path: Path, *, n_layer: int = 80, n_embd: int = 8192, n_vocab: int = 128_256,
-                      n_ctx_train: int = 131_072) -> Path:
+def write_huge_header(
+    path: Path, *, n_layer: int = 80, n_embd: int = 8192, n_vocab: int = 128_256, n_ctx_train: int = 131_072
+) -> Path:
     """A header-only GGUF of a 70B-class F16 model (about 140 GB of claimed tensors)."""
-    md = llama_metadata(name="Huge Test 70B", n_layer=n_layer, n_embd=n_embd, n_head=64, n_head_kv=8,
-                        n_ctx_train=n_ctx_train, n_vocab=n_vocab, file_type=1)
-    return write_gguf(path, md, llama_tensors(n_layer=n_layer, n_embd=n_embd, n_vocab=n_vocab, qtype="F16",
-                                              n_head=64, n_head_kv=8), write_data=False)
+    md = llama_metadata(
+        name="Huge Test 70B",
+        n_layer=n_layer,
+        n_embd=n_embd,
+        n_head=64,
+        n_head_kv=8,
+        n_ctx_train=n_ctx_train,
+        n_vocab=n_vocab,
+        file_type=1,
+    )
+    return write_gguf(
+        path,
+        md,
+        llama_tensors(n_layer=n_layer, n_embd=n_embd, n_vocab=n_vocab, qtype="F16", n_head=64, n_head_kv=8),
+        write_data=False,
+    )

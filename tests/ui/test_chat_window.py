@@ -9,8 +9,8 @@ from dataclasses import replace
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
 
-from app.core.chat import StopReason
 from app.core import protocol as P
+from app.core.chat import StopReason
 from app.ui.chat.view import CodeBlock, MessageWidget
 from tests.ui.conftest import load, make_window, send
 
@@ -47,8 +47,8 @@ def test_a_slider_change_reaches_the_next_request(qtbot, window):
     real_send = window.engine._send
     window.engine._send = lambda req: (sent.append(req), real_send(req))[1]
     panel = window.sampler_panel
-    panel.rows["temperature"].slider.setValue(0)           # temperature 0 (greedy)
-    panel.rows["top_k"].field.setValue(0)                  # top_k off
+    panel.rows["temperature"].slider.setValue(0)  # temperature 0 (greedy)
+    panel.rows["top_k"].field.setValue(0)  # top_k off
     panel.rows["max_tokens"].field.setValue(12)
     send(qtbot, window, "Name a fruit.")
     gen = [r for r in sent if isinstance(r, P.Generate)][-1]
@@ -112,8 +112,9 @@ def test_a_file_that_is_not_a_model_gives_one_clear_message(qtbot, window, tmp_p
 def test_dropping_a_gguf_loads_it(qtbot, window, smollm2):
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(smollm2))])
-    ev = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
-                    Qt.KeyboardModifier.NoModifier)
+    ev = QDropEvent(
+        QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier
+    )
     with qtbot.waitSignal(window.engine.model_loaded, timeout=60_000):
         window.dropEvent(ev)
     assert window.engine.model.info.path == str(smollm2.resolve())

@@ -9,8 +9,8 @@ from dataclasses import replace
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFileDialog
 
-from app.core.chat import StopReason
 from app.core import protocol as P
+from app.core.chat import StopReason
 from tests.ui.conftest import load, make_window, send
 
 
@@ -177,8 +177,9 @@ def test_export_markdown_and_json_then_import(qtbot, window, tmp_path, monkeypat
     data = json.loads(js.read_text(encoding="utf-8"))
     assistants = [m for m in data["messages"] if m["role"] == "assistant"]
     assert len(assistants) == 2  # all branches
-    assert all(m["meta"]["stats"]["generated_tokens"] > 0 and m["meta"]["sampler"]["temperature"] == 0.0
-               for m in assistants)
+    assert all(
+        m["meta"]["stats"]["generated_tokens"] > 0 and m["meta"]["sampler"]["temperature"] == 0.0 for m in assistants
+    )
     monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(js), ""))
     window.import_conversation()
     assert window.chat.conversation_id != cid
@@ -186,7 +187,7 @@ def test_export_markdown_and_json_then_import(qtbot, window, tmp_path, monkeypat
     assert window.chat_view.messages[-1].branch_label.text() == "2/2"
     # A bad file is refused with a message that names it, and nothing is imported.
     bad = tmp_path / "bad.json"
-    bad.write_text("{\"format\": \"something else\"}")
+    bad.write_text('{"format": "something else"}')
     n = len(window.conversations.list_conversations())
     monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(bad), ""))
     window.import_conversation()

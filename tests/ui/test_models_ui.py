@@ -13,8 +13,8 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
@@ -105,8 +105,10 @@ def scanned(qtbot, w: ModelsWindow) -> None:
 def library_rows(w: ModelsWindow) -> dict[str, object]:
     """Library entries by file name, in the view's order."""
     proxy = w.library_tab.proxy
-    return {proxy.index(r, 0).data(LibraryRole.ENTRY).path.name: proxy.index(r, 0).data(LibraryRole.ENTRY)
-            for r in range(proxy.rowCount())}
+    return {
+        proxy.index(r, 0).data(LibraryRole.ENTRY).path.name: proxy.index(r, 0).data(LibraryRole.ENTRY)
+        for r in range(proxy.rowCount())
+    }
 
 
 def shown_texts(w: ModelsWindow) -> str:
@@ -126,22 +128,31 @@ def shown_texts(w: ModelsWindow) -> str:
     return "\n".join(out)
 
 
-def quants_repo(hub: FakeHub, tmp_path: Path, repo: str = "bartowski/Quants-GGUF",
-                extra: dict[str, Path] | None = None) -> dict[str, Path]:
+def quants_repo(
+    hub: FakeHub, tmp_path: Path, repo: str = "bartowski/Quants-GGUF", extra: dict[str, Path] | None = None
+) -> dict[str, Path]:
     """Four quants of one small model (+ a projector); sparse files, so cheap."""
     shape = dict(n_layer=4, n_embd=512)
     files = {
-        "m-Q4_0.gguf": write_gguf(tmp_path / "src" / "m-Q4_0.gguf", llama_metadata(**shape, file_type=2),
-                                  llama_tensors(**shape)),
-        "m-Q8_0.gguf": write_gguf(tmp_path / "src" / "m-Q8_0.gguf", llama_metadata(**shape, file_type=7),
-                                  llama_tensors(**shape, qtype="Q8_0")),
-        "m-F16.gguf": write_gguf(tmp_path / "src" / "m-F16.gguf", llama_metadata(**shape, file_type=1),
-                                 llama_tensors(**shape, qtype="F16")),
-        "m-F32.gguf": write_gguf(tmp_path / "src" / "m-F32.gguf", llama_metadata(**shape, file_type=0),
-                                 llama_tensors(**shape, qtype="F32")),
+        "m-Q4_0.gguf": write_gguf(
+            tmp_path / "src" / "m-Q4_0.gguf", llama_metadata(**shape, file_type=2), llama_tensors(**shape)
+        ),
+        "m-Q8_0.gguf": write_gguf(
+            tmp_path / "src" / "m-Q8_0.gguf", llama_metadata(**shape, file_type=7), llama_tensors(**shape, qtype="Q8_0")
+        ),
+        "m-F16.gguf": write_gguf(
+            tmp_path / "src" / "m-F16.gguf", llama_metadata(**shape, file_type=1), llama_tensors(**shape, qtype="F16")
+        ),
+        "m-F32.gguf": write_gguf(
+            tmp_path / "src" / "m-F32.gguf", llama_metadata(**shape, file_type=0), llama_tensors(**shape, qtype="F32")
+        ),
     }
-    hub.add_repo(repo, {**files, "mmproj-m-F16.gguf": files["m-F16.gguf"], "README.md": b"# quants\n", **(extra or {})},
-                 downloads=5000, likes=40)
+    hub.add_repo(
+        repo,
+        {**files, "mmproj-m-F16.gguf": files["m-F16.gguf"], "README.md": b"# quants\n", **(extra or {})},
+        downloads=5000,
+        likes=40,
+    )
     return files
 
 
@@ -170,8 +181,9 @@ def download_status(w: ModelsWindow, name: str):
 
 
 # --- network rule -------------------------------------------------------------------------------------
-def test_creating_the_window_and_showing_the_library_opens_no_socket(qtbot, windows, gb_paths: Paths,
-                                                                     hub_endpoint: FakeHub, monkeypatch) -> None:
+def test_creating_the_window_and_showing_the_library_opens_no_socket(
+    qtbot, windows, gb_paths: Paths, hub_endpoint: FakeHub, monkeypatch
+) -> None:
     write_tiny_model(gb_paths.models_dir / "tiny-Q4_0.gguf")
     calls: list[object] = []
     real_connect = socket.socket.connect
@@ -201,7 +213,8 @@ def test_creating_the_window_and_showing_the_library_opens_no_socket(qtbot, wind
 
 # --- Library tab ------------------------------------------------------------------------------------------
 def test_library_lists_models_bad_files_with_their_error_and_split_models_as_one_row(
-        qtbot, windows, gb_paths: Paths, smollm2: Path) -> None:
+    qtbot, windows, gb_paths: Paths, smollm2: Path
+) -> None:
     d = gb_paths.models_dir / "QuantFactory" / "SmolLM2-135M-Instruct-GGUF"
     d.mkdir(parents=True)
     os.link(smollm2, d / smollm2.name)
@@ -276,8 +289,9 @@ def test_load_by_button_and_double_click_and_mark_the_loaded_row(qtbot, windows,
     assert not tab.model.index(tab.model.row_of(tiny), 0).data(LibraryRole.LOADED)
 
 
-def test_delete_asks_with_the_files_and_size_then_removes_every_part(qtbot, windows, gb_paths: Paths,
-                                                                     monkeypatch) -> None:
+def test_delete_asks_with_the_files_and_size_then_removes_every_part(
+    qtbot, windows, gb_paths: Paths, monkeypatch
+) -> None:
     parts = write_split_model(gb_paths.models_dir / "owner" / "Split-GGUF", "Split-Q4_0", 3)
     total = sum(p.stat().st_size for p in parts)
     asked: list[tuple[str, str]] = []
@@ -315,10 +329,12 @@ def test_drop_imports_gguf_files_and_reports_bad_ones(qtbot, windows, gb_paths: 
     bad = tmp_path / "elsewhere" / "not-a-model.gguf"
     bad.write_bytes(b"hello")
     mime = QMimeData()
-    mime.setUrls([QUrl.fromLocalFile(str(src)), QUrl.fromLocalFile(str(bad)),
-                  QUrl.fromLocalFile(str(tmp_path / "notes.txt"))])
-    ev = QDropEvent(QPointF(20, 20), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
-                    Qt.KeyboardModifier.NoModifier)
+    mime.setUrls(
+        [QUrl.fromLocalFile(str(src)), QUrl.fromLocalFile(str(bad)), QUrl.fromLocalFile(str(tmp_path / "notes.txt"))]
+    )
+    ev = QDropEvent(
+        QPointF(20, 20), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier
+    )
     w.library_tab.view.dropEvent(ev)
     assert ev.isAccepted()
     qtbot.waitUntil(lambda: "dropped-Q4_0.gguf" in library_rows(w) and not w.library_pool.busy, timeout=WAIT_MS)
@@ -332,8 +348,9 @@ def test_drop_imports_gguf_files_and_reports_bad_ones(qtbot, windows, gb_paths: 
     assert not w.library_tab.import_progress.isVisible()
 
 
-def test_added_folders_are_searched_stored_in_settings_and_removable(qtbot, windows, gb_paths: Paths,
-                                                                     tmp_path: Path, monkeypatch) -> None:
+def test_added_folders_are_searched_stored_in_settings_and_removable(
+    qtbot, windows, gb_paths: Paths, tmp_path: Path, monkeypatch
+) -> None:
     other = tmp_path / "LM Studio models"
     write_tiny_model(other / "lmstudio-community" / "x-GGUF" / "x-Q4_0.gguf", name="Elsewhere")
     w = windows()
@@ -358,9 +375,9 @@ def test_added_folders_are_searched_stored_in_settings_and_removable(qtbot, wind
     assert other.exists()
 
 
-def test_first_run_shows_starter_models_and_one_downloads_into_the_library(qtbot, windows, gb_paths: Paths,
-                                                                           hub_endpoint: FakeHub,
-                                                                           tmp_path: Path) -> None:
+def test_first_run_shows_starter_models_and_one_downloads_into_the_library(
+    qtbot, windows, gb_paths: Paths, hub_endpoint: FakeHub, tmp_path: Path
+) -> None:
     starter = STARTER_MODELS[0]
     hub_endpoint.add_repo(starter.repo_id, {starter.filename: write_tiny_model(tmp_path / "s.gguf", name="Starter")})
     w = windows()
@@ -388,12 +405,15 @@ def test_first_run_shows_starter_models_and_one_downloads_into_the_library(qtbot
 # --- Hub tab ------------------------------------------------------------------------------------------------
 def test_search_shows_results_in_the_chosen_order(qtbot, windows, hub_endpoint: FakeHub, tmp_path: Path) -> None:
     tiny = write_tiny_model(tmp_path / "t.gguf")
-    hub_endpoint.add_repo("a/popular-GGUF", {"p-Q4_0.gguf": tiny}, downloads=900, likes=1,
-                          last_modified="2024-01-01T00:00:00.000Z")
-    hub_endpoint.add_repo("b/liked-GGUF", {"l-Q4_0.gguf": tiny}, downloads=10, likes=99,
-                          last_modified="2024-02-01T00:00:00.000Z")
-    hub_endpoint.add_repo("c/fresh-GGUF", {"f-Q4_0.gguf": tiny}, downloads=50, likes=7,
-                          last_modified="2025-05-01T00:00:00.000Z")
+    hub_endpoint.add_repo(
+        "a/popular-GGUF", {"p-Q4_0.gguf": tiny}, downloads=900, likes=1, last_modified="2024-01-01T00:00:00.000Z"
+    )
+    hub_endpoint.add_repo(
+        "b/liked-GGUF", {"l-Q4_0.gguf": tiny}, downloads=10, likes=99, last_modified="2024-02-01T00:00:00.000Z"
+    )
+    hub_endpoint.add_repo(
+        "c/fresh-GGUF", {"f-Q4_0.gguf": tiny}, downloads=50, likes=7, last_modified="2025-05-01T00:00:00.000Z"
+    )
     hub_endpoint.add_repo("d/safetensors-only", {"model.safetensors": b"x"}, downloads=10_000, tags=["transformers"])
     w = windows()
     w.show()
@@ -419,8 +439,9 @@ def test_search_shows_results_in_the_chosen_order(qtbot, windows, hub_endpoint: 
     assert "nothing-like-this" in hub.search_message.plain and ids() == []
 
 
-def test_a_repo_lists_its_files_with_fit_verdicts_and_the_recommended_quant(qtbot, windows, hub_endpoint: FakeHub,
-                                                                          tmp_path: Path) -> None:
+def test_a_repo_lists_its_files_with_fit_verdicts_and_the_recommended_quant(
+    qtbot, windows, hub_endpoint: FakeHub, tmp_path: Path
+) -> None:
     split = write_split_model(tmp_path / "split", "big-Q2_K", 3, n_layer=4, n_embd=512)  # same shape as the quants
     files = quants_repo(hub_endpoint, tmp_path, extra={f"Q2/{p.name}": p for p in split})
     f16_total = estimate_memory(read_gguf_info(files["m-F16.gguf"]), 2048).total
@@ -451,8 +472,13 @@ def test_a_repo_lists_its_files_with_fit_verdicts_and_the_recommended_quant(qtbo
     tip = fm.index(rec, FileColumn.FIT).data(Qt.ItemDataRole.ToolTipRole)
     assert report.breakdown() in tip and "weights" in tip and "KV cache" in tip and "compute" in tip
     detail = hub.breakdown_label.text()
-    for part in (format_bytes(report.estimate.weights), format_bytes(report.estimate.kv_cache),
-                 format_bytes(report.estimate.compute), "n_ctx 2,048", f"{format_bytes(mem.ram_available)} free RAM"):
+    for part in (
+        format_bytes(report.estimate.weights),
+        format_bytes(report.estimate.kv_cache),
+        format_bytes(report.estimate.compute),
+        "n_ctx 2,048",
+        f"{format_bytes(mem.ram_available)} free RAM",
+    ):
         assert part in detail, part
     assert "Fits" in hub.verdict_label.text() and hub.fit_bar.report == report
     hub.files.selectRow(file_row(w, "m-F32.gguf"))
@@ -479,7 +505,8 @@ def test_a_repo_lists_its_files_with_fit_verdicts_and_the_recommended_quant(qtbo
 
 
 def test_a_gated_repo_says_token_and_licence_with_a_link_and_never_shows_the_token(
-        qtbot, windows, hub_endpoint: FakeHub, tmp_path: Path, caplog, monkeypatch) -> None:
+    qtbot, windows, hub_endpoint: FakeHub, tmp_path: Path, caplog, monkeypatch
+) -> None:
     caplog.set_level(logging.DEBUG)
     tiny = write_tiny_model(tmp_path / "g.gguf")
     hub_endpoint.add_repo("meta-llama/Gated-GGUF", {"gated-Q4_0.gguf": tiny}, gated="manual", allowed_tokens={TOKEN})
@@ -505,8 +532,10 @@ def test_a_gated_repo_says_token_and_licence_with_a_link_and_never_shows_the_tok
     assert opened == [url]
     # Downloading it fails with the same advice, and still without the token.
     qtbot.mouseClick(hub.buttons[0], Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: (st := download_status(w, "gated-Q4_0.gguf")) is not None
-                    and st.state is DownloadState.FAILED, timeout=WAIT_MS)
+    qtbot.waitUntil(
+        lambda: (st := download_status(w, "gated-Q4_0.gguf")) is not None and st.state is DownloadState.FAILED,
+        timeout=WAIT_MS,
+    )
     w.downloads_tab.flush()
     assert "licence" in download_status(w, "gated-Q4_0.gguf").error
     assert any(k == "error" and "licence" in t for k, t in w.notices)
@@ -523,8 +552,9 @@ def test_a_gated_repo_says_token_and_licence_with_a_link_and_never_shows_the_tok
     assert TOKEN not in shown_texts(w)
 
 
-def test_offline_says_so_at_once_and_uses_no_network(qtbot, windows, hub_endpoint: FakeHub, monkeypatch,
-                                                     tmp_path: Path) -> None:
+def test_offline_says_so_at_once_and_uses_no_network(
+    qtbot, windows, hub_endpoint: FakeHub, monkeypatch, tmp_path: Path
+) -> None:
     hub_endpoint.add_repo("a/r-GGUF", {"r-Q4_0.gguf": write_tiny_model(tmp_path / "t.gguf")})
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     w = windows()
@@ -542,8 +572,9 @@ def test_offline_says_so_at_once_and_uses_no_network(qtbot, windows, hub_endpoin
     assert hub_endpoint.requests == []
 
 
-def test_a_file_larger_than_the_free_space_is_refused_with_both_sizes(qtbot, windows, hub_endpoint: FakeHub,
-                                                                     tmp_path: Path) -> None:
+def test_a_file_larger_than_the_free_space_is_refused_with_both_sizes(
+    qtbot, windows, hub_endpoint: FakeHub, tmp_path: Path
+) -> None:
     tiny = write_tiny_model(tmp_path / "t.gguf")
     hub_endpoint.add_repo("a/r-GGUF", {"r-Q4_0.gguf": tiny})
     w = windows(download_options={"free_space": lambda folder: 50_000_000, "disk_reserve": 100 << 20})
@@ -558,7 +589,8 @@ def test_a_file_larger_than_the_free_space_is_refused_with_both_sizes(qtbot, win
 
 # --- Downloads --------------------------------------------------------------------------------------------------
 def test_download_reaches_100_percent_with_a_verified_sha256_and_loads_from_the_library(
-        qtbot, windows, hub_endpoint: FakeHub, smollm2: Path, tmp_path: Path, monkeypatch) -> None:
+    qtbot, windows, hub_endpoint: FakeHub, smollm2: Path, tmp_path: Path, monkeypatch
+) -> None:
     hub_endpoint.add_repo(SMOL_REPO, {SMOL_FILE: smollm2}, sha256s={SMOL_FILE: SMOLLM2_SHA256}, downloads=500)
     monkeypatch.setenv("GLASSBOX_HOME", str(tmp_path / "Тест Ünï 田中"))  # H6: spaces and non-ASCII letters
     gb_paths = default_paths().ensure()
@@ -581,8 +613,10 @@ def test_download_reaches_100_percent_with_a_verified_sha256_and_loads_from_the_
     r = dm.row_of(download_status(w, SMOL_FILE).id)
     assert dm.index(r, 0).data(DownloadRole.FRACTION) == 1.0
     assert dm.index(r, DownloadColumn.PROGRESS).data() == "100%"
-    assert dm.index(r, DownloadColumn.BYTES).data() == f"{format_bytes(dest.stat().st_size)} / " \
-                                                       f"{format_bytes(dest.stat().st_size)}"
+    assert (
+        dm.index(r, DownloadColumn.BYTES).data() == f"{format_bytes(dest.stat().st_size)} / "
+        f"{format_bytes(dest.stat().st_size)}"
+    )
     assert dm.index(r, DownloadColumn.STATE).data() == "done · verified"
     assert any(k == "info" and "sha256" in t for k, t in w.notices)
     acts = w.downloads_tab.row_actions(download_status(w, SMOL_FILE).id)
@@ -600,11 +634,13 @@ def test_download_reaches_100_percent_with_a_verified_sha256_and_loads_from_the_
     assert loads == [str(dest)] * 3
 
 
-def test_pause_resume_cancel_retry_and_remove(qtbot, windows, gb_paths: Paths, hub_endpoint: FakeHub,
-                                              tmp_path: Path) -> None:
+def test_pause_resume_cancel_retry_and_remove(
+    qtbot, windows, gb_paths: Paths, hub_endpoint: FakeHub, tmp_path: Path
+) -> None:
     shape = dict(n_layer=6, n_embd=1024)
-    big = write_gguf(tmp_path / "src" / "slow-Q8_0.gguf", llama_metadata(**shape, file_type=7),
-                     llama_tensors(**shape, qtype="Q8_0"))  # ~80 MB of zeros (sparse)
+    big = write_gguf(
+        tmp_path / "src" / "slow-Q8_0.gguf", llama_metadata(**shape, file_type=7), llama_tensors(**shape, qtype="Q8_0")
+    )  # ~80 MB of zeros (sparse)
     small = write_tiny_model(tmp_path / "src" / "quick-Q4_0.gguf")
     hub_endpoint.add_repo("a/slow-GGUF", {"slow-Q8_0.gguf": big, "quick-Q4_0.gguf": small})
     hub_endpoint.throttle = 8e6  # 8 MB/s: ~10 s for the big file, so it can be paused and cancelled midway
@@ -615,8 +651,9 @@ def test_pause_resume_cancel_retry_and_remove(qtbot, windows, gb_paths: Paths, h
     qtbot.mouseClick(w.hub_tab.buttons[file_row(w, "slow-Q8_0.gguf")], Qt.MouseButton.LeftButton)
     w.show_tab("downloads")
     st = lambda: download_status(w, "slow-Q8_0.gguf")  # noqa: E731
-    qtbot.waitUntil(lambda: st() is not None and st().state is DownloadState.RUNNING and st().done_bytes > 3 << 20,
-                    timeout=WAIT_MS)
+    qtbot.waitUntil(
+        lambda: st() is not None and st().state is DownloadState.RUNNING and st().done_bytes > 3 << 20, timeout=WAIT_MS
+    )
     did = st().id
     part = Path(str(st().path) + ".part")
     acts = tab.row_actions(did)
@@ -670,8 +707,22 @@ def test_rows_repaint_on_the_clock_not_per_event(qtbot, windows) -> None:
     tab.model.rowsInserted.connect(lambda *a: changes.append(1))
 
     def status(done: int) -> DownloadStatus:
-        return DownloadStatus("x1", "a/r", "sha", "r.gguf", "Q4_0", DownloadState.RUNNING, done, 1000, 1e6, 1.0,
-                              None, (Path("/tmp/r.gguf"),), 0, 1)
+        return DownloadStatus(
+            "x1",
+            "a/r",
+            "sha",
+            "r.gguf",
+            "Q4_0",
+            DownloadState.RUNNING,
+            done,
+            1000,
+            1e6,
+            1.0,
+            None,
+            (Path("/tmp/r.gguf"),),
+            0,
+            1,
+        )
 
     for i in range(200):  # as the manager's threads would, through the queued signal
         tab._listener(status(i * 5))
@@ -682,11 +733,15 @@ def test_rows_repaint_on_the_clock_not_per_event(qtbot, windows) -> None:
     qtbot.waitUntil(lambda: not tab.clock.isActive(), timeout=2000)  # the clock stops when nothing arrives
 
 
-def test_shutdown_leaves_no_thread_and_a_restart_resumes_the_download(qtbot, windows, gb_paths: Paths,
-                                                                      hub_endpoint: FakeHub, tmp_path: Path) -> None:
+def test_shutdown_leaves_no_thread_and_a_restart_resumes_the_download(
+    qtbot, windows, gb_paths: Paths, hub_endpoint: FakeHub, tmp_path: Path
+) -> None:
     shape = dict(n_layer=6, n_embd=1024)
-    big = write_gguf(tmp_path / "src" / "resume-Q8_0.gguf", llama_metadata(**shape, file_type=7),
-                     llama_tensors(**shape, qtype="Q8_0"))
+    big = write_gguf(
+        tmp_path / "src" / "resume-Q8_0.gguf",
+        llama_metadata(**shape, file_type=7),
+        llama_tensors(**shape, qtype="Q8_0"),
+    )
     hub_endpoint.add_repo("a/resume-GGUF", {"resume-Q8_0.gguf": big})
     hub_endpoint.throttle = 8e6
     threads_before = {t for t in threading.enumerate()}
@@ -694,15 +749,19 @@ def test_shutdown_leaves_no_thread_and_a_restart_resumes_the_download(qtbot, win
     w.show()
     search_and_open(qtbot, w, "resume", "a/resume-GGUF")
     qtbot.mouseClick(w.hub_tab.buttons[0], Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: (s := download_status(w, "resume-Q8_0.gguf")) is not None and s.done_bytes > 2 << 20,
-                    timeout=WAIT_MS)
+    qtbot.waitUntil(
+        lambda: (s := download_status(w, "resume-Q8_0.gguf")) is not None and s.done_bytes > 2 << 20, timeout=WAIT_MS
+    )
     ours = [t.name for t in threading.enumerate() if t not in threads_before]
     assert any(n.startswith("glassbox-download") for n in ours) and any(n.startswith("glassbox-hub") for n in ours)
     t0 = time.monotonic()
     w.shutdown()
     assert time.monotonic() - t0 < 5
-    left = [t.name for t in threading.enumerate() if t not in threads_before and t.is_alive()
-            and t.name.startswith("glassbox")]  # (the FakeHub's request threads are the server's)
+    left = [
+        t.name
+        for t in threading.enumerate()
+        if t not in threads_before and t.is_alive() and t.name.startswith("glassbox")
+    ]  # (the FakeHub's request threads are the server's)
     assert left == [], left
     w.shutdown()  # idempotent
     dest = dest_dir_for(gb_paths.models_dir, "a/resume-GGUF") / "resume-Q8_0.gguf"

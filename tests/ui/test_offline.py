@@ -8,7 +8,7 @@ import socket
 
 from tests.ui.conftest import load, make_window, send
 
-HOOK = '''
+HOOK = """
 import os, socket
 with open({marker!r}, "a") as f:
     f.write(f"{{os.getpid()}}\\n")
@@ -24,7 +24,7 @@ def connect_ex(self, addr, *a):
     _log(self, addr)
     return _connect_ex(self, addr, *a)
 socket.socket.connect, socket.socket.connect_ex = connect, connect_ex
-'''
+"""
 
 
 def test_starting_the_app_and_chatting_opens_no_network_connection(qtbot, smollm2, tmp_path, monkeypatch):

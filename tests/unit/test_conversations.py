@@ -64,8 +64,17 @@ def persisted_content(path: Path, message_id: int) -> str:
 
 
 def reply_meta(**stats_kw) -> MessageMeta:
-    stats = GenerationStats(prompt_tokens=30, evaluated_tokens=30, prefill_s=0.05, ttft_s=0.12,
-                            generated_tokens=42, decode_s=41 / 98.3, stop_reason="eos", seed=1234, **stats_kw)
+    stats = GenerationStats(
+        prompt_tokens=30,
+        evaluated_tokens=30,
+        prefill_s=0.05,
+        ttft_s=0.12,
+        generated_tokens=42,
+        decode_s=41 / 98.3,
+        stop_reason="eos",
+        seed=1234,
+        **stats_kw,
+    )
     return MessageMeta(
         model_path="/models/SmolLM2-135M-Instruct-Q4_1.gguf",
         model_name="SmolLM2",
@@ -185,8 +194,10 @@ def test_failed_migration_changes_nothing(db_path: Path, monkeypatch: pytest.Mon
 
 
 def test_core_module_imports_neither_qt_nor_llama() -> None:
-    code = ("import sys, app.core.conversations; "
-            "bad = [m for m in ('PySide6', 'llama_cpp') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
+    code = (
+        "import sys, app.core.conversations; "
+        "bad = [m for m in ('PySide6', 'llama_cpp') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)"
+    )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -394,8 +405,11 @@ def test_chat_history_stops_before_the_reply_being_generated(store: Conversation
     new = store.regenerate(a2)
     hist = store.chat_history(cid, before=new)
     assert [(m.role, m.content) for m in hist] == [
-        ("system", "Be brief."), ("user", "What is the capital of France?"), ("assistant", "Paris."),
-        ("user", "And of Germany?")]
+        ("system", "Be brief."),
+        ("user", "What is the capital of France?"),
+        ("assistant", "Paris."),
+        ("user", "And of Germany?"),
+    ]
 
 
 # --------------------------------------------------------------------------- search
@@ -419,9 +433,12 @@ def search_store(request: pytest.FixtureRequest, db_path: Path):
 def _search_corpus(s: ConversationStore) -> dict[str, int]:
     bio = s.create_conversation()
     q = s.add_message(bio, None, "user", "Explain photosynthesis simply.")
-    a = s.add_message(bio, q, "assistant",
-                      "Plants capture sunlight. " * 10 + "Photosynthesis turns light, water and CO2 into sugar. "
-                      + "The end. " * 10)
+    a = s.add_message(
+        bio,
+        q,
+        "assistant",
+        "Plants capture sunlight. " * 10 + "Photosynthesis turns light, water and CO2 into sugar. " + "The end. " * 10,
+    )
     branch = s.edit_message(a, "An older wording about chlorophyll.")
     cook = s.create_conversation()
     q2 = s.add_message(cook, None, "user", "A recipe with Crème brûlée please")
@@ -557,8 +574,14 @@ def test_pending_text_is_written_by_close_and_other_writes(db_path: Path) -> Non
 
 def test_finish_message_marks_cut_off_replies_incomplete(store: ConversationStore) -> None:
     cid, (u1, a1, u2, a2) = two_exchanges(store)
-    for reason, complete in [(StopReason.EOS, True), (StopReason.STOP_STRING, True), (StopReason.MAX_TOKENS, False),
-                             (StopReason.CANCELLED, False), (StopReason.CONTEXT_FULL, False), (StopReason.ERROR, False)]:
+    for reason, complete in [
+        (StopReason.EOS, True),
+        (StopReason.STOP_STRING, True),
+        (StopReason.MAX_TOKENS, False),
+        (StopReason.CANCELLED, False),
+        (StopReason.CONTEXT_FULL, False),
+        (StopReason.ERROR, False),
+    ]:
         r = store.regenerate(a2, reply_meta())
         store.update_streaming(r, "Berl")
         assert not store.get_message(r).complete
@@ -597,15 +620,24 @@ def test_message_meta_reproduces_a_reply() -> None:
     repro = meta.reproduction_sampler()
     assert repro == SamplerSettings(temperature=0.3, top_k=20, seed=1234)
     assert meta.stats_line() == "SmolLM2 · Q4_1 · 42 tokens · 98.3 tok/s · TTFT 0.12 s · seed 1234"
-    bare = MessageMeta(model_path="/m/Qwen2.5-0.5B-Q8_0.gguf",
-                       stats=GenerationStats(generated_tokens=9, decode_s=1.0, stop_reason="max_tokens"))
+    bare = MessageMeta(
+        model_path="/m/Qwen2.5-0.5B-Q8_0.gguf",
+        stats=GenerationStats(generated_tokens=9, decode_s=1.0, stop_reason="max_tokens"),
+    )
     assert bare.stats_line() == "Qwen2.5-0.5B-Q8_0 · 9 tokens · 8.0 tok/s · max_tokens reached · seed 0"
     assert MessageMeta().stats_line() == "" and MessageMeta().reproduction_sampler() is None
 
 
 def test_message_meta_tolerates_bad_stored_values() -> None:
-    meta = MessageMeta.from_dict({"model_path": 3, "seed": "x", "sampler": [1], "edited": "yes",
-                                  "stats": {"generated_tokens": "many", "ttft_s": 0.5, "stop_reason": 7, "bogus": 1}})
+    meta = MessageMeta.from_dict(
+        {
+            "model_path": 3,
+            "seed": "x",
+            "sampler": [1],
+            "edited": "yes",
+            "stats": {"generated_tokens": "many", "ttft_s": 0.5, "stop_reason": 7, "bogus": 1},
+        }
+    )
     assert meta.model_path == "" and meta.seed is None and meta.sampler is None and meta.edited is False
     assert meta.stats == GenerationStats(ttft_s=0.5)
     assert MessageMeta.from_dict(None) == MessageMeta() == MessageMeta.from_dict("nope")  # type: ignore[arg-type]
@@ -620,8 +652,11 @@ def _rich_conversation(s: ConversationStore) -> int:
     a1b = s.edit_message(a1, "Paris!")
     s.add_message(cid, a1b, "user", "Why?")
     r = s.regenerate(a2, reply_meta())
-    s.finish_message(r, "Berlin — cut", stats=GenerationStats(
-        generated_tokens=5, decode_s=0.5, ttft_s=0.3, stop_reason="cancelled", seed=8))
+    s.finish_message(
+        r,
+        "Berlin — cut",
+        stats=GenerationStats(generated_tokens=5, decode_s=0.5, ttft_s=0.3, stop_reason="cancelled", seed=8),
+    )
     s.select_branch(a1)
     return cid
 
@@ -669,7 +704,10 @@ def test_json_export_import_round_trip_keeps_every_branch(store: ConversationSto
     old_path, new_path = store.active_path(cid), store.active_path(new)
     assert [store.siblings(m.id).label for m in new_path] == [store.siblings(m.id).label for m in old_path]
     assert contents(store.select_branch(store.siblings(new_path[1].id).next_id)) == [
-        "What is the capital of France?", "Paris!", "Why?"]
+        "What is the capital of France?",
+        "Paris!",
+        "Why?",
+    ]
 
 
 def _write_json(path: Path, data) -> Path:
@@ -687,8 +725,8 @@ def _valid_export(store: ConversationStore) -> dict:
     [
         (lambda d: d.update(format="something.else"), "\"format\" is 'something.else'"),
         (lambda d: d.update(version=99), "newer Glassbox (format version 99"),
-        (lambda d: d.update(messages="nope"), "\"messages\" is missing or not a list"),
-        (lambda d: d.pop("conversation"), "\"conversation\" is missing"),
+        (lambda d: d.update(messages="nope"), '"messages" is missing or not a list'),
+        (lambda d: d.pop("conversation"), '"conversation" is missing'),
         (lambda d: d["messages"][3].update(parent_id=777), "messages[3] (id 4) has parent 777"),
         (lambda d: d["messages"][2].update(role="narrator"), "messages[2].role is 'narrator'"),
         (lambda d: d["messages"][1].update(content=None), "messages[1].content is not text"),
@@ -719,8 +757,9 @@ def test_bad_import_is_rejected_whole(store: ConversationStore, tmp_path: Path, 
         (b"", "not valid JSON"),
     ],
 )
-def test_unreadable_import_files_are_rejected(store: ConversationStore, tmp_path: Path, raw_bytes: bytes,
-                                              problem: str) -> None:
+def test_unreadable_import_files_are_rejected(
+    store: ConversationStore, tmp_path: Path, raw_bytes: bytes, problem: str
+) -> None:
     bad = tmp_path / "broken.json"
     bad.write_bytes(raw_bytes)
     with pytest.raises(ValueError, match="broken.json") as err:

@@ -35,14 +35,16 @@ def integrity(path: Path) -> str:
         return c.execute("PRAGMA integrity_check").fetchone()[0]
 
 
-def populate(path: Path, conversations: int = 6, messages_each: int = 60,
-             title_padding: str = "") -> dict[int, dict[int, str]]:
+def populate(
+    path: Path, conversations: int = 6, messages_each: int = 60, title_padding: str = ""
+) -> dict[int, dict[int, str]]:
     """A closed (checkpointed) history; returns {conversation id: {message id: text}}."""
     saved: dict[int, dict[int, str]] = {}
     with ConversationStore(path) as s:
         for c in range(conversations):
-            cid = s.create_conversation(system_prompt=f"system {c}",
-                                        title=f"CONV-{c:04d}-TITLE {title_padding}" if title_padding else None)
+            cid = s.create_conversation(
+                system_prompt=f"system {c}", title=f"CONV-{c:04d}-TITLE {title_padding}" if title_padding else None
+            )
             saved[cid] = {}
             parent = None
             for k in range(messages_each):
@@ -60,7 +62,7 @@ def page_size(data: bytes) -> int:
 
 def pages_with(data: bytes, marker: bytes) -> list[int]:
     ps = page_size(data)
-    return [i for i in range(len(data) // ps) if marker in data[i * ps:(i + 1) * ps]]
+    return [i for i in range(len(data) // ps) if marker in data[i * ps : (i + 1) * ps]]
 
 
 def asides(path: Path) -> list[Path]:
@@ -145,11 +147,10 @@ def test_damaged_message_page_loses_only_the_rows_on_it(db_path: Path) -> None:
     data = bytearray(db_path.read_bytes())
     ps = page_size(data)
     [page] = pages_with(data, b"MSG-003-0030-BODY")
-    original_page = bytes(data[page * ps:(page + 1) * ps])
-    on_page = {mid for msgs in saved.values() for mid, text in msgs.items()
-               if text[:17].encode() in original_page}
+    original_page = bytes(data[page * ps : (page + 1) * ps])
+    on_page = {mid for msgs in saved.values() for mid, text in msgs.items() if text[:17].encode() in original_page}
     assert on_page
-    data[page * ps:(page + 1) * ps] = os.urandom(ps)
+    data[page * ps : (page + 1) * ps] = os.urandom(ps)
     db_path.write_bytes(bytes(data))
     with closing(sqlite3.connect(str(db_path))) as c:  # the damage is real: SQLite's own check fails
         with pytest.raises(sqlite3.DatabaseError):
@@ -175,9 +176,9 @@ def test_messages_of_a_lost_conversation_row_are_kept(db_path: Path) -> None:
     data = bytearray(db_path.read_bytes())
     ps = page_size(data)
     [page] = pages_with(data, b"CONV-0020-TITLE")
-    lost_convs = {cid for cid in saved if f"CONV-{cid - 1:04d}-TITLE".encode() in data[page * ps:(page + 1) * ps]}
+    lost_convs = {cid for cid in saved if f"CONV-{cid - 1:04d}-TITLE".encode() in data[page * ps : (page + 1) * ps]}
     assert lost_convs and len(lost_convs) < len(saved)
-    data[page * ps:(page + 1) * ps] = b"\xff" * ps
+    data[page * ps : (page + 1) * ps] = b"\xff" * ps
     db_path.write_bytes(bytes(data))
     with ConversationStore(db_path) as s:
         convs = {c.id: c for c in s.list_conversations()}
@@ -201,7 +202,7 @@ def test_message_whose_text_is_on_a_damaged_overflow_page_is_kept_without_it(db_
     data = bytearray(db_path.read_bytes())
     ps = page_size(data)
     [page] = pages_with(data, b"chunk01500 ")  # an overflow page of the long reply
-    data[page * ps:(page + 1) * ps] = b"\xee" * ps  # its next-page pointer is now out of range
+    data[page * ps : (page + 1) * ps] = b"\xee" * ps  # its next-page pointer is now out of range
     db_path.write_bytes(bytes(data))
     with ConversationStore(db_path) as s:
         assert s.notice is not None and "1 message lost its text" in s.notice
@@ -227,8 +228,9 @@ def test_healthy_sqlite_file_of_another_program_is_set_aside(db_path: Path) -> N
         assert s.list_conversations() == []
 
 
-def test_damaged_file_that_cannot_be_moved_aside_is_left_exactly_as_it_was(db_path: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_damaged_file_that_cannot_be_moved_aside_is_left_exactly_as_it_was(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db_path.parent.mkdir(parents=True)
     garbage, wal = os.urandom(20_000), b"wal bytes " * 50
     db_path.write_bytes(garbage)
@@ -269,8 +271,13 @@ STREAM_FOR_S = 2.0
 @pytest.mark.parametrize("interval", [1.0, 0.0], ids=["throttled", "every-update"])
 def test_killing_the_writer_mid_reply_loses_at_most_the_last_second(db_path: Path, interval: float) -> None:
     db_path.parent.mkdir(parents=True)
-    with subprocess.Popen([sys.executable, str(WRITER), str(db_path), str(interval)], cwd=REPO,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
+    with subprocess.Popen(
+        [sys.executable, str(WRITER), str(db_path), str(interval)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as child:
         line = child.stdout.readline()
         if not line:
             child.wait(timeout=30)

@@ -15,8 +15,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
@@ -87,8 +87,9 @@ def _part_size(path: Path) -> int:
 
 
 # --- the plain case, dropped connections, sha256 -----------------------------------------------------------
-def test_download_verifies_and_installs_with_progress(smol: HubFile, managers, hub_endpoint: FakeHub,
-                                                      gb_paths: Paths) -> None:
+def test_download_verifies_and_installs_with_progress(
+    smol: HubFile, managers, hub_endpoint: FakeHub, gb_paths: Paths
+) -> None:
     hub_endpoint.cdn_redirect = True  # like the real Hub: LFS files come from another origin
     events: list[DownloadStatus] = []
     m = managers(on_event=events.append)
@@ -121,7 +122,8 @@ def test_resumes_after_the_connection_drops_mid_file(smol: HubFile, managers, hu
 
 
 def test_sha256_mismatch_fails_deletes_the_damaged_file_and_installs_nothing(
-        smol: HubFile, managers, hub_endpoint: FakeHub, gb_paths: Paths) -> None:
+    smol: HubFile, managers, hub_endpoint: FakeHub, gb_paths: Paths
+) -> None:
     hub_endpoint.corrupt(SMOL_FILE, 12_345_678)
     m = managers()
     m.start()
@@ -190,8 +192,9 @@ def test_cancel_deletes_partial_files(smol: HubFile, managers, hub_endpoint: Fak
     assert m.items() == []
 
 
-def test_queue_runs_in_order_one_at_a_time_then_n_at_a_time(tmp_path: Path, managers, hub_endpoint: FakeHub,
-                                                             gb_paths: Paths) -> None:
+def test_queue_runs_in_order_one_at_a_time_then_n_at_a_time(
+    tmp_path: Path, managers, hub_endpoint: FakeHub, gb_paths: Paths
+) -> None:
     names = [f"m{i}-Q4_0.gguf" for i in range(4)]
     files = _tiny_repo(hub_endpoint, tmp_path, "t/queue-GGUF", names)
     hub_endpoint.throttle = 1 * MiB  # ~0.07 s per tiny file
@@ -239,8 +242,9 @@ def test_adding_the_same_file_twice_gives_the_same_download(smol: HubFile, manag
 
 
 # --- H1: quit and crash ------------------------------------------------------------------------------------
-def test_h1_quitting_mid_download_resumes_on_next_start(smol: HubFile, managers, hub_endpoint: FakeHub,
-                                                        gb_paths: Paths) -> None:
+def test_h1_quitting_mid_download_resumes_on_next_start(
+    smol: HubFile, managers, hub_endpoint: FakeHub, gb_paths: Paths
+) -> None:
     hub_endpoint.throttle = 60 * MiB
     m = managers()
     m.start()
@@ -261,10 +265,19 @@ def test_h1_quitting_mid_download_resumes_on_next_start(smol: HubFile, managers,
 
 
 def _start_child(paths: Paths, hub: FakeHub) -> subprocess.Popen:
-    env = {**os.environ, "GLASSBOX_HOME": str(paths.data_dir.parent), "PYTHONPATH": str(ROOT),
-           "HF_HUB_DISABLE_TELEMETRY": "1"}
-    return subprocess.Popen([sys.executable, "-m", "tests.support.download_child", hub.url, SMOL_REPO, SMOL_FILE],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    env = {
+        **os.environ,
+        "GLASSBOX_HOME": str(paths.data_dir.parent),
+        "PYTHONPATH": str(ROOT),
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.support.download_child", hub.url, SMOL_REPO, SMOL_FILE],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _kill_at(child: subprocess.Popen, part: Path, offset: int) -> None:
@@ -277,8 +290,9 @@ def _kill_at(child: subprocess.Popen, part: Path, offset: int) -> None:
         child.communicate(timeout=10)
 
 
-def test_h1_killed_at_30_percent_resumes_and_verifies(smol: HubFile, managers, hub_endpoint: FakeHub,
-                                                     gb_paths: Paths) -> None:
+def test_h1_killed_at_30_percent_resumes_and_verifies(
+    smol: HubFile, managers, hub_endpoint: FakeHub, gb_paths: Paths
+) -> None:
     offset = 28 * MiB  # 29.9% of the file, on a read-chunk boundary
     release = hub_endpoint.hold_at(SMOL_FILE, offset)
     child = _start_child(gb_paths, hub_endpoint)
@@ -297,8 +311,9 @@ def test_h1_killed_at_30_percent_resumes_and_verifies(smol: HubFile, managers, h
     assert hub_endpoint.file_requests(SMOL_FILE)[-1].range == f"bytes={offset}-"
 
 
-def test_h1_killed_at_99_percent_leaves_no_model_in_the_library(smol: HubFile, managers, hub_endpoint: FakeHub,
-                                                               gb_paths: Paths) -> None:
+def test_h1_killed_at_99_percent_leaves_no_model_in_the_library(
+    smol: HubFile, managers, hub_endpoint: FakeHub, gb_paths: Paths
+) -> None:
     offset = 93 * MiB  # 99.1%
     release = hub_endpoint.hold_at(SMOL_FILE, offset)
     child = _start_child(gb_paths, hub_endpoint)
@@ -357,8 +372,9 @@ def _assert_disk_full_failure(st: DownloadStatus, gb_paths: Paths) -> None:
     assert ModelLibrary(gb_paths, hf_cache=False).scan() == []
 
 
-def test_h2_disk_filling_up_mid_download_is_a_clear_error(smol: HubFile, managers, gb_paths: Paths,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_h2_disk_filling_up_mid_download_is_a_clear_error(
+    smol: HubFile, managers, gb_paths: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
     real_open = dl._open_for_append
     monkeypatch.setattr(dl, "_open_for_append", lambda p: _FillingDisk(real_open(p), 20 * MiB))
     m = managers()
@@ -394,8 +410,9 @@ def test_h2_real_full_disk(smol: HubFile, managers, small_disk: Path, monkeypatc
 
 
 # --- H3, H4: offline and gated ----------------------------------------------------------------------------
-def test_h3_offline_download_fails_at_once(smol: HubFile, managers, hub_endpoint: FakeHub,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_h3_offline_download_fails_at_once(
+    smol: HubFile, managers, hub_endpoint: FakeHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     n = len(hub_endpoint.requests)
     m = managers()
@@ -408,12 +425,14 @@ def test_h3_offline_download_fails_at_once(smol: HubFile, managers, hub_endpoint
 
 
 def test_h4_gated_download_says_token_and_licence_and_never_shows_the_token(
-        tmp_path: Path, managers, hub_endpoint: FakeHub, gb_paths: Paths, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, managers, hub_endpoint: FakeHub, gb_paths: Paths, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.DEBUG)
     other = "hf_ValidButNoAccess0000000000"
     hub_endpoint.valid_tokens.add(other)
-    [f] = _tiny_repo(hub_endpoint, tmp_path, "meta-llama/Gated-GGUF", ["g-Q4_0.gguf"], gated="manual",
-                     allowed_tokens={TOKEN})
+    [f] = _tiny_repo(
+        hub_endpoint, tmp_path, "meta-llama/Gated-GGUF", ["g-Q4_0.gguf"], gated="manual", allowed_tokens={TOKEN}
+    )
     for token, status in ((None, 401), (other, 403)):
         m = managers(token=token)
         m.start()
@@ -436,7 +455,8 @@ def test_h4_gated_download_says_token_and_licence_and_never_shows_the_token(
 
 # --- H5, H6: split models and unusual paths ----------------------------------------------------------------
 def test_h5_split_model_downloads_every_part_and_is_one_library_entry(
-        tmp_path: Path, managers, hub_endpoint: FakeHub, gb_paths: Paths) -> None:
+    tmp_path: Path, managers, hub_endpoint: FakeHub, gb_paths: Paths
+) -> None:
     parts = write_split_model(tmp_path / "src", "Tiny-Split-Q4_0", 3)
     hub_endpoint.add_repo("t/split-GGUF", {p.name: p for p in parts})
     [f] = HubClient(use_login_token=False).repo_files("t/split-GGUF").files
@@ -455,8 +475,9 @@ def test_h5_split_model_downloads_every_part_and_is_one_library_entry(
     assert not entry.ok and st.paths[1].name in entry.error and entry.missing_parts == (st.paths[1],)
 
 
-def test_h6_unicode_and_spaces_in_the_data_folder(tmp_path: Path, managers, hub_endpoint: FakeHub,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_h6_unicode_and_spaces_in_the_data_folder(
+    tmp_path: Path, managers, hub_endpoint: FakeHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("GLASSBOX_HOME", str(tmp_path / "Тест Ünï 田中" / "my home"))
     paths = default_paths().ensure()
     [f] = _tiny_repo(hub_endpoint, tmp_path, "unusual/Model-GGUF", ["Ünï model 田中-Q4_0.gguf"])

@@ -26,8 +26,11 @@ def test_fields_and_tensors_match_gguf_reader(which, request):
             else:
                 assert ours.metadata[key] == field.contents(), key
         else:
-            assert ours.metadata[key] == pytest.approx(field.contents()) if isinstance(field.contents(), float) \
-                else ours.metadata[key] == field.contents(), key
+            assert (
+                ours.metadata[key] == pytest.approx(field.contents())
+                if isinstance(field.contents(), float)
+                else ours.metadata[key] == field.contents()
+            ), key
     assert len(ours.tensors) == len(ref.tensors)
     for t_ours, t_ref in zip(ours.tensors, ref.tensors):
         assert t_ours.name == t_ref.name

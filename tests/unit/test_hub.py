@@ -64,42 +64,54 @@ def client(hub_endpoint: FakeHub) -> HubClient:
 
 @pytest.fixture
 def smol_repo(hub_endpoint: FakeHub) -> FakeHub:
-    hub_endpoint.add_repo(SMOL_REPO, {SMOL_FILE: require_smollm2(), "README.md": b"# SmolLM2\n"},
-                          sha256s={SMOL_FILE: SMOLLM2_SHA256}, downloads=500, likes=5)
+    hub_endpoint.add_repo(
+        SMOL_REPO,
+        {SMOL_FILE: require_smollm2(), "README.md": b"# SmolLM2\n"},
+        sha256s={SMOL_FILE: SMOLLM2_SHA256},
+        downloads=500,
+        likes=5,
+    )
     return hub_endpoint
 
 
 # --- file names and grouping ---------------------------------------------------------------------
-@pytest.mark.parametrize("name, quant", [
-    ("SmolLM2-135M-Instruct.Q4_1.gguf", "Q4_1"),
-    ("gemma-3-270m-q4_k_m.gguf", "Q4_K_M"),
-    ("Llama-3.2-1B-Instruct-Q4_K_M.gguf", "Q4_K_M"),
-    ("Llama-3.2-1B-Instruct-Q4_K.gguf", "Q4_K"),
-    ("Qwen2.5-7B-Instruct-IQ4_XS.gguf", "IQ4_XS"),
-    ("Qwen2.5-7B-Instruct-IQ2_XXS.gguf", "IQ2_XXS"),
-    ("model-Q8_0-00001-of-00003.gguf", "Q8_0"),
-    ("Q4_K_M/Model-Q4_K_M-00002-of-00002.gguf", "Q4_K_M"),
-    ("qwen2-0.5b-instruct.fp16.gguf", "F16"),
-    ("Mistral-7B-BF16.gguf", "BF16"),
-    ("Qwen3-30B-A3B-UD-Q4_K_XL.gguf", "UD-Q4_K_XL"),
-    ("Meta-Llama-3-8B.i1-Q4_K_S.gguf", "Q4_K_S"),
-    ("mymodel.gguf", ""),
-    ("Q4-notaquant-Q4.gguf", ""),
-])
+@pytest.mark.parametrize(
+    "name, quant",
+    [
+        ("SmolLM2-135M-Instruct.Q4_1.gguf", "Q4_1"),
+        ("gemma-3-270m-q4_k_m.gguf", "Q4_K_M"),
+        ("Llama-3.2-1B-Instruct-Q4_K_M.gguf", "Q4_K_M"),
+        ("Llama-3.2-1B-Instruct-Q4_K.gguf", "Q4_K"),
+        ("Qwen2.5-7B-Instruct-IQ4_XS.gguf", "IQ4_XS"),
+        ("Qwen2.5-7B-Instruct-IQ2_XXS.gguf", "IQ2_XXS"),
+        ("model-Q8_0-00001-of-00003.gguf", "Q8_0"),
+        ("Q4_K_M/Model-Q4_K_M-00002-of-00002.gguf", "Q4_K_M"),
+        ("qwen2-0.5b-instruct.fp16.gguf", "F16"),
+        ("Mistral-7B-BF16.gguf", "BF16"),
+        ("Qwen3-30B-A3B-UD-Q4_K_XL.gguf", "UD-Q4_K_XL"),
+        ("Meta-Llama-3-8B.i1-Q4_K_S.gguf", "Q4_K_S"),
+        ("mymodel.gguf", ""),
+        ("Q4-notaquant-Q4.gguf", ""),
+    ],
+)
 def test_quant_is_parsed_from_the_file_name(name: str, quant: str) -> None:
     assert quant_from_filename(name) == quant
 
 
 def test_split_files_are_grouped_with_their_total_size_and_missing_parts_named() -> None:
-    files = group_gguf_files("o/r", "abc", [
-        ("README.md", 10, None),
-        ("m-Q8_0-00002-of-00003.gguf", 200, "b" * 64),
-        ("m-Q8_0-00001-of-00003.gguf", 100, "a" * 64),
-        ("m-Q8_0-00003-of-00003.gguf", 300, "c" * 64),
-        ("m-Q4_0.gguf", 150, "d" * 64),
-        ("big/m-F16-00001-of-00002.gguf", 1000, "e" * 64),
-        ("mmproj-m-F16.gguf", 50, "f" * 64),
-    ])
+    files = group_gguf_files(
+        "o/r",
+        "abc",
+        [
+            ("README.md", 10, None),
+            ("m-Q8_0-00002-of-00003.gguf", 200, "b" * 64),
+            ("m-Q8_0-00001-of-00003.gguf", 100, "a" * 64),
+            ("m-Q8_0-00003-of-00003.gguf", 300, "c" * 64),
+            ("m-Q4_0.gguf", 150, "d" * 64),
+            ("big/m-F16-00001-of-00002.gguf", 1000, "e" * 64),
+            ("mmproj-m-F16.gguf", 50, "f" * 64),
+        ],
+    )
     by_name = {f.filename: f for f in files}
     split = by_name["m-Q8_0-00001-of-00003.gguf"]
     assert [p.filename for p in split.parts] == [f"m-Q8_0-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
@@ -156,16 +168,32 @@ def test_header_from_bytes_rejects_what_the_file_reader_rejects(tmp_path: Path) 
 # --- search --------------------------------------------------------------------------------------------
 def test_search_sorts_filters_and_limits(client: HubClient, hub_endpoint: FakeHub, tmp_path: Path) -> None:
     tiny = write_tiny_model(tmp_path / "t.gguf")
-    hub_endpoint.add_repo("a/popular-GGUF", {"p-Q4_0.gguf": tiny}, downloads=900, likes=1,
-                          last_modified="2024-01-01T00:00:00.000Z", created_at="2023-01-01T00:00:00.000Z")
-    hub_endpoint.add_repo("b/liked-GGUF", {"l-Q4_0.gguf": tiny}, downloads=10, likes=99,
-                          last_modified="2024-02-01T00:00:00.000Z", created_at="2023-06-01T00:00:00.000Z")
-    hub_endpoint.add_repo("c/fresh-GGUF", {"f-Q4_0.gguf": tiny}, downloads=50, likes=7,
-                          last_modified="2025-05-01T00:00:00.000Z", created_at="2025-04-01T00:00:00.000Z")
-    hub_endpoint.add_repo("d/safetensors-only", {"model.safetensors": b"x"}, downloads=10_000,
-                          tags=["transformers"])
-    hub_endpoint.add_repo("e/secret-GGUF", {"s-Q4_0.gguf": tiny}, private=True, allowed_tokens={TOKEN},
-                          downloads=5000)
+    hub_endpoint.add_repo(
+        "a/popular-GGUF",
+        {"p-Q4_0.gguf": tiny},
+        downloads=900,
+        likes=1,
+        last_modified="2024-01-01T00:00:00.000Z",
+        created_at="2023-01-01T00:00:00.000Z",
+    )
+    hub_endpoint.add_repo(
+        "b/liked-GGUF",
+        {"l-Q4_0.gguf": tiny},
+        downloads=10,
+        likes=99,
+        last_modified="2024-02-01T00:00:00.000Z",
+        created_at="2023-06-01T00:00:00.000Z",
+    )
+    hub_endpoint.add_repo(
+        "c/fresh-GGUF",
+        {"f-Q4_0.gguf": tiny},
+        downloads=50,
+        likes=7,
+        last_modified="2025-05-01T00:00:00.000Z",
+        created_at="2025-04-01T00:00:00.000Z",
+    )
+    hub_endpoint.add_repo("d/safetensors-only", {"model.safetensors": b"x"}, downloads=10_000, tags=["transformers"])
+    hub_endpoint.add_repo("e/secret-GGUF", {"s-Q4_0.gguf": tiny}, private=True, allowed_tokens={TOKEN}, downloads=5000)
 
     ids = lambda rs: [r.repo_id for r in rs]  # noqa: E731
     assert ids(client.search(sort="downloads")) == ["a/popular-GGUF", "c/fresh-GGUF", "b/liked-GGUF"]
@@ -256,21 +284,23 @@ def test_recommended_quant_is_the_largest_that_fits() -> None:
 
     def rep(v: Verdict) -> FitReport:
         from app.core.memory import MemoryEstimate
+
         return FitReport(v, MemoryEstimate(1, 1, 1), 4096, 1, None, 1)
 
     q4, q8, f16, mm = hf("m-Q4_K_M.gguf", 4), hf("m-Q8_0.gguf", 8), hf("m-F16.gguf", 16), hf("mmproj-F16.gguf", 1)
-    assert recommend({q4: rep(Verdict.FITS), q8: rep(Verdict.FITS), f16: rep(Verdict.TIGHT),
-                      mm: rep(Verdict.FITS)}) == q8
+    assert (
+        recommend({q4: rep(Verdict.FITS), q8: rep(Verdict.FITS), f16: rep(Verdict.TIGHT), mm: rep(Verdict.FITS)}) == q8
+    )
     assert recommend({f16: rep(Verdict.DOES_NOT_FIT)}) is None
 
 
 def test_fit_all_judges_every_quant_from_one_header(client: HubClient, hub_endpoint: FakeHub, tmp_path: Path) -> None:
     shape = dict(n_layer=4, n_embd=512)
     q4 = write_gguf(tmp_path / "m-Q4_0.gguf", llama_metadata(**shape, file_type=2), llama_tensors(**shape))
-    q8 = write_gguf(tmp_path / "m-Q8_0.gguf", llama_metadata(**shape, file_type=7),
-                    llama_tensors(**shape, qtype="Q8_0"))
-    f16 = write_gguf(tmp_path / "m-F16.gguf", llama_metadata(**shape, file_type=1),
-                     llama_tensors(**shape, qtype="F16"))
+    q8 = write_gguf(
+        tmp_path / "m-Q8_0.gguf", llama_metadata(**shape, file_type=7), llama_tensors(**shape, qtype="Q8_0")
+    )
+    f16 = write_gguf(tmp_path / "m-F16.gguf", llama_metadata(**shape, file_type=1), llama_tensors(**shape, qtype="F16"))
     hub_endpoint.add_repo("x/quants-GGUF", {p.name: p for p in (q4, q8, f16)} | {"mmproj-m-F16.gguf": f16})
     files = client.repo_files("x/quants-GGUF").files
     q8_tensors = read_gguf_info(q8).tensor_bytes
@@ -338,8 +368,9 @@ def test_system_memory_reads_meminfo(tmp_path: Path) -> None:
 
 
 # --- H3: offline ------------------------------------------------------------------------------------------
-def test_h3_offline_mode_fails_at_once_without_network(client: HubClient, smol_repo: FakeHub,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_h3_offline_mode_fails_at_once_without_network(
+    client: HubClient, smol_repo: FakeHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
     f = client.repo_files(SMOL_REPO).files[0]
     n_before = len(smol_repo.requests)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -351,8 +382,9 @@ def test_h3_offline_mode_fails_at_once_without_network(client: HubClient, smol_r
     assert len(smol_repo.requests) == n_before  # nothing reached the server
 
 
-def test_h3_unreachable_hub_says_offline_quickly(hf_isolated: Path, monkeypatch: pytest.MonkeyPatch,
-                                                 no_leaks: None) -> None:
+def test_h3_unreachable_hub_says_offline_quickly(
+    hf_isolated: Path, monkeypatch: pytest.MonkeyPatch, no_leaks: None
+) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -368,7 +400,8 @@ def test_h3_unreachable_hub_says_offline_quickly(hf_isolated: Path, monkeypatch:
 
 
 def test_h3_a_network_that_drops_packets_times_out_quickly_without_retries(
-        hf_isolated: Path, monkeypatch: pytest.MonkeyPatch, no_leaks: None) -> None:
+    hf_isolated: Path, monkeypatch: pytest.MonkeyPatch, no_leaks: None
+) -> None:
     """A host that never answers the connect (a full listen queue drops SYNs, like a black hole)."""
     from app.core.hub import CONNECT_TIMEOUT, install_http_client
 
@@ -393,10 +426,8 @@ def test_h3_a_network_that_drops_packets_times_out_quickly_without_retries(
 @pytest.fixture
 def gated(hub_endpoint: FakeHub, tmp_path: Path) -> FakeHub:
     tiny = write_tiny_model(tmp_path / "g.gguf")
-    hub_endpoint.add_repo("meta-llama/Gated-GGUF", {"gated-Q4_0.gguf": tiny}, gated="manual",
-                          allowed_tokens={TOKEN})
-    hub_endpoint.add_repo("someone/Private-GGUF", {"private-Q4_0.gguf": tiny}, private=True,
-                          allowed_tokens={TOKEN})
+    hub_endpoint.add_repo("meta-llama/Gated-GGUF", {"gated-Q4_0.gguf": tiny}, gated="manual", allowed_tokens={TOKEN})
+    hub_endpoint.add_repo("someone/Private-GGUF", {"private-Q4_0.gguf": tiny}, private=True, allowed_tokens={TOKEN})
     hub_endpoint.add_repo("other/Open-GGUF", {"o-Q4_0.gguf": tiny}, allowed_tokens={OTHER_TOKEN})
     return hub_endpoint
 
@@ -436,8 +467,9 @@ def test_h4_gated_repo_needs_token_and_licence(gated: FakeHub, caplog: pytest.Lo
             assert t not in text, f"token in log: {rec.name}: {text}"
 
 
-def test_h4_private_repo_and_the_login_token(gated: FakeHub, monkeypatch: pytest.MonkeyPatch,
-                                             caplog: pytest.LogCaptureFixture) -> None:
+def test_h4_private_repo_and_the_login_token(
+    gated: FakeHub, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.DEBUG)
     with pytest.raises(HubAuthError) as exc:
         HubClient(use_login_token=False).repo_files("someone/Private-GGUF")
@@ -467,9 +499,17 @@ def test_missing_repo_and_file(client: HubClient, hub_endpoint: FakeHub, tmp_pat
 
 
 def test_core_modules_do_not_import_qt_or_llama() -> None:
-    code = ("import sys; import app.core.hub, app.core.downloads, app.core.library, app.core.fit; "
-            "bad = [m for m in ('PySide6', 'llama_cpp') if m in sys.modules]; print(bad); sys.exit(bool(bad))")
+    code = (
+        "import sys; import app.core.hub, app.core.downloads, app.core.library, app.core.fit; "
+        "bad = [m for m in ('PySide6', 'llama_cpp') if m in sys.modules]; print(bad); sys.exit(bool(bad))"
+    )
     root = Path(__file__).resolve().parents[2]
-    r = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60,
-                       env={**os.environ, "PYTHONPATH": str(root)})
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
     assert r.returncode == 0, r.stdout + r.stderr

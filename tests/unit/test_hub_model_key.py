@@ -4,8 +4,15 @@ from app.core.hub import model_key
 
 
 def test_quants_and_parts_of_one_model_share_a_key():
-    keys = {model_key(n) for n in ("Qwen2.5-7B-Instruct-Q4_K_M.gguf", "Qwen2.5-7B-Instruct-Q8_0-00001-of-00002.gguf",
-                                   "Qwen2.5-7B-Instruct-IQ4_XS.gguf", "Q5_K_M/Qwen2.5-7B-Instruct-Q5_K_M.gguf")}
+    keys = {
+        model_key(n)
+        for n in (
+            "Qwen2.5-7B-Instruct-Q4_K_M.gguf",
+            "Qwen2.5-7B-Instruct-Q8_0-00001-of-00002.gguf",
+            "Qwen2.5-7B-Instruct-IQ4_XS.gguf",
+            "Q5_K_M/Qwen2.5-7B-Instruct-Q5_K_M.gguf",
+        )
+    }
     assert keys == {"qwen2-5-7b-instruct"}
 
 

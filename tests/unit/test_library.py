@@ -56,8 +56,13 @@ def test_scan_lists_models_with_their_facts(gb_paths: Paths) -> None:
     assert set(entries) == {smol.name, tiny.name}
     e = entries[smol.name]
     assert e.ok and e.path == smol and e.paths == (smol,)
-    assert (e.architecture, e.n_params, e.quant, e.size, e.context_length) == ("llama", SMOL_PARAMS, "Q4_1",
-                                                                               SMOLLM2_SIZE, 8192)
+    assert (e.architecture, e.n_params, e.quant, e.size, e.context_length) == (
+        "llama",
+        SMOL_PARAMS,
+        "Q4_1",
+        SMOLLM2_SIZE,
+        8192,
+    )
     assert e.name == "Smollm2 135M 8k Lc100K Mix1 Ep2" and e.file_name == smol.name
     assert e.source == SOURCE_MODELS and e.last_used is None and e.folder == gb_paths.models_dir
     t = entries[tiny.name]
@@ -76,8 +81,7 @@ def test_bad_files_are_entries_with_errors_and_part_files_are_never_listed(gb_pa
     write_tiny_model(md / ".hidden" / "secret.gguf")
     entries = _by_name(_lib(gb_paths).scan())
     assert set(entries) == {"notes.gguf", "empty.gguf", "old-ggml.gguf", "cut-short.gguf"}
-    expect = {"notes.gguf": "text file", "empty.gguf": "empty", "old-ggml.gguf": "GGJT",
-              "cut-short.gguf": "cut short"}
+    expect = {"notes.gguf": "text file", "empty.gguf": "empty", "old-ggml.gguf": "GGJT", "cut-short.gguf": "cut short"}
     for name, problem in expect.items():
         e = entries[name]
         assert not e.ok and e.error.startswith(name) and problem in e.error, e.error
@@ -115,6 +119,7 @@ def test_h5_split_model_is_one_entry_and_a_missing_part_is_named(gb_paths: Paths
     assert e.size == sum(p.stat().st_size for p in parts)
     assert e.file_name == "Tiny-Split-Q4_0.gguf (3 parts)" and e.name == "Tiny Split"
     from app.core.gguf_info import read_gguf_info
+
     assert e.n_params == sum(read_gguf_info(p).n_params for p in parts) > read_gguf_info(parts[0]).n_params
     parts[2].unlink()
     [e] = lib.scan()
@@ -143,8 +148,9 @@ def _hf_cache_repo(cache: Path, repo_id: str, files: dict[str, Path], commit: st
     return snap
 
 
-def test_models_in_the_hugging_face_cache_are_found(gb_paths: Paths, tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_models_in_the_hugging_face_cache_are_found(
+    gb_paths: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cache = tmp_path / "shared hf cache"
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     src = tmp_path / "src"

@@ -11,9 +11,16 @@ from app.core.settings import MAX_RECENT, Settings, SettingsStore
 
 def test_round_trip(tmp_path):
     store = SettingsStore(tmp_path / "settings.json")
-    s = Settings(sampler=SamplerSettings(temperature=0.3, seed=9), load=LoadSettings(n_ctx=2048, context_policy="rolling"),
-                 system_prompt="Be brief.")
-    s = s.with_recent(str(tmp_path / "a.gguf")).with_recent(str(tmp_path / "b.gguf")).with_recent(str(tmp_path / "a.gguf"))
+    s = Settings(
+        sampler=SamplerSettings(temperature=0.3, seed=9),
+        load=LoadSettings(n_ctx=2048, context_policy="rolling"),
+        system_prompt="Be brief.",
+    )
+    s = (
+        s.with_recent(str(tmp_path / "a.gguf"))
+        .with_recent(str(tmp_path / "b.gguf"))
+        .with_recent(str(tmp_path / "a.gguf"))
+    )
     store.save(s)
     back = SettingsStore(tmp_path / "settings.json").load()
     assert back.sampler == s.sampler and back.load == s.load and back.system_prompt == "Be brief."

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
+from app.core import protocol as P
 from app.core.chat import ChatMessage, GenerationStats, StopReason
 from app.core.conversations import ConversationStore, Message, MessageMeta
-from app.core import protocol as P
 from app.ui.chat.view import ChatView, Composer, MessageWidget
 from app.ui.engine_client import EngineClient, EngineState
 from app.ui.turn import LiveTurn
@@ -66,26 +66,35 @@ class ChatController(QObject):
     conversation_changed = Signal(object)
     conversations_changed = Signal()
 
-    def __init__(self, engine: EngineClient, view: ChatView, composer: Composer, turn: LiveTurn,
-                 store: ConversationStore, sampler_source, system_prompt_source, parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        engine: EngineClient,
+        view: ChatView,
+        composer: Composer,
+        turn: LiveTurn,
+        store: ConversationStore,
+        sampler_source,
+        system_prompt_source,
+        parent: QObject | None = None,
+    ) -> None:
         super().__init__(parent)
         self.engine = engine
         self.view = view
         self.composer = composer
         self.turn = turn
         self.store = store
-        self._sampler = sampler_source              # () -> (SamplerSettings, stop strings)
+        self._sampler = sampler_source  # () -> (SamplerSettings, stop strings)
         self._system_prompt = system_prompt_source  # () -> str
         self.conversation_id: int | None = None
-        self._reply_id: int | None = None           # stored id of the reply in flight
+        self._reply_id: int | None = None  # stored id of the reply in flight
         self._reply_widget: MessageWidget | None = None
         self._reply_text = ""
-        self._reply_prefix = ""                     # text already there when continuing a reply
+        self._reply_prefix = ""  # text already there when continuing a reply
         self._sent_user: tuple[int, str] | None = None  # the message this turn answers, if just sent
         # How many next-token candidates to ask for (0: none; the token inspector costs
         # a pass over the vocabulary per token, so the window asks only while it is shown).
         self.candidates_source = lambda: 20
-        self.context_policy_source = lambda: None   # () -> ContextPolicy value for the next reply
+        self.context_policy_source = lambda: None  # () -> ContextPolicy value for the next reply
         composer.submitted.connect(self.send)
         composer.stop_requested.connect(self.stop)
         view.action_requested.connect(self._on_action)
@@ -169,7 +178,8 @@ class ChatController(QObject):
         model = self.engine.model
         if self.conversation_id is None:
             self.conversation_id = self.store.create_conversation(
-                system_prompt=self._system_prompt(), model_path=model.info.path if model else "", sampler=sampler)
+                system_prompt=self._system_prompt(), model_path=model.info.path if model else "", sampler=sampler
+            )
             self.conversation_changed.emit(self.conversation_id)
         path = self.store.active_path(self.conversation_id)
         parent = path[-1].id if path else None
@@ -247,9 +257,14 @@ class ChatController(QObject):
         if model is None:
             return MessageMeta(sampler=sampler)
         return MessageMeta(
-            model_path=model.info.path, model_name=Path(model.info.path).name.removesuffix(".gguf"),
-            quant=model.info.quant_type, sampler=sampler, load=model.settings,
-            system_prompt=self.store.get_conversation(self.conversation_id).system_prompt if self.conversation_id else "",
+            model_path=model.info.path,
+            model_name=Path(model.info.path).name.removesuffix(".gguf"),
+            quant=model.info.quant_type,
+            sampler=sampler,
+            load=model.settings,
+            system_prompt=self.store.get_conversation(self.conversation_id).system_prompt
+            if self.conversation_id
+            else "",
             engine=f"llama-cpp-python {ready.llama_cpp_version}" if ready else "",
         )
 
@@ -278,8 +293,14 @@ class ChatController(QObject):
         widget.set_streaming(True)
         widget.set_footer("")
         self.turn.start()
-        rid = self.engine.generate(messages, sampler, stop_strings=stops, top_candidates=self.candidates_source(),
-                                   continue_last=continue_last, context_policy=self.context_policy_source())
+        rid = self.engine.generate(
+            messages,
+            sampler,
+            stop_strings=stops,
+            top_candidates=self.candidates_source(),
+            continue_last=continue_last,
+            context_policy=self.context_policy_source(),
+        )
         if rid is None:
             self._abandon("not sent")
             return False
@@ -316,10 +337,15 @@ class ChatController(QObject):
 
     def _on_shift(self, ev: P.ContextShifted) -> None:
         self.turn.on_shift(ev)
-        self.notice.emit("info", f"The context was full: {ev.dropped_messages} oldest message(s) and "
-                                 f"{ev.dropped_reply_tokens} reply tokens left the context; the reply goes on.")
+        self.notice.emit(
+            "info",
+            f"The context was full: {ev.dropped_messages} oldest message(s) and "
+            f"{ev.dropped_reply_tokens} reply tokens left the context; the reply goes on.",
+        )
 
-    def _end_reply(self, text: str, stats: GenerationStats | None, complete: bool | None, badge: tuple[str, str]) -> None:
+    def _end_reply(
+        self, text: str, stats: GenerationStats | None, complete: bool | None, badge: tuple[str, str]
+    ) -> None:
         mid, w = self._reply_id, self._reply_widget
         self._sent_user = None
         self._reply_id = None
@@ -355,7 +381,7 @@ class ChatController(QObject):
             self.notice.emit(
                 "warning",
                 f"The context is full ({ev.stats.n_ctx:,} tokens, n_ctx). The reply so far is kept. Raise n_ctx in the "
-                "Model panel, start a new chat, or choose \"Drop oldest turns and go on\" as the context policy.",
+                'Model panel, start a new chat, or choose "Drop oldest turns and go on" as the context policy.',
             )
         self.reply_finished.emit(ev.stats)
 
@@ -435,7 +461,9 @@ def _how_made(meta: MessageMeta) -> str:
     st = meta.stats
     if st is not None:
         lines.append(f"prompt {st.prompt_tokens} tokens ({st.cached_tokens} reused) · generated {st.generated_tokens}")
-        lines.append(f"TTFT {st.ttft_s * 1000:.0f} ms · prefill {st.prefill_tok_s:.0f} tok/s · decode {st.decode_tok_s:.1f} tok/s")
+        lines.append(
+            f"TTFT {st.ttft_s * 1000:.0f} ms · prefill {st.prefill_tok_s:.0f} tok/s · decode {st.decode_tok_s:.1f} tok/s"
+        )
     if meta.engine:
         lines.append(meta.engine)
     return "\n".join(lines)

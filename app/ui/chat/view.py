@@ -167,8 +167,9 @@ class MessageWidget(QFrame):
 
     action_requested = Signal(str, int, object)
 
-    def __init__(self, role: str, text: str = "", title: str = "", message_id: int | None = None,
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self, role: str, text: str = "", title: str = "", message_id: int | None = None, parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
         self.role = role
         self.message_id = message_id
@@ -200,18 +201,21 @@ class MessageWidget(QFrame):
         head.addWidget(self.copy_btn)
         self.edit_btn = self._action_button("Edit", "Edit (the current version stays as a branch)", self._start_edit)
         head.addWidget(self.edit_btn)
-        self.regen_btn = self._action_button("Regenerate", "A new reply; this one stays as a branch",
-                                             lambda: self._emit("regenerate"))
-        self.continue_btn = self._action_button("Continue", "Continue this reply where it stopped",
-                                                lambda: self._emit("continue"))
+        self.regen_btn = self._action_button(
+            "Regenerate", "A new reply; this one stays as a branch", lambda: self._emit("regenerate")
+        )
+        self.continue_btn = self._action_button(
+            "Continue", "Continue this reply where it stopped", lambda: self._emit("continue")
+        )
         self.continue_btn.hide()
         if role == "assistant":
             head.addWidget(self.continue_btn)
             head.addWidget(self.regen_btn)
         else:
             self.regen_btn.hide()
-        self.delete_btn = self._action_button("✕", "Delete this message and what follows it in this branch",
-                                              lambda: self._emit("delete"))
+        self.delete_btn = self._action_button(
+            "✕", "Delete this message and what follows it in this branch", lambda: self._emit("delete")
+        )
         head.addWidget(self.delete_btn)
         if message_id is None:
             for b in (self.edit_btn, self.regen_btn, self.delete_btn):
@@ -297,7 +301,9 @@ class MessageWidget(QFrame):
     def set_streaming(self, on: bool) -> None:
         """Hide the actions that make no sense while this reply is being written."""
         for b in (self.edit_btn, self.regen_btn, self.delete_btn):
-            b.setVisible(not on and self.message_id is not None and (b is not self.regen_btn or self.role == "assistant"))
+            b.setVisible(
+                not on and self.message_id is not None and (b is not self.regen_btn or self.role == "assistant")
+            )
 
     def set_can_continue(self, on: bool) -> None:
         self.continue_btn.setVisible(on and self.role == "assistant" and self.message_id is not None)
@@ -360,14 +366,14 @@ class _Column(QWidget):
         super().__init__()
         self._area = area
 
-    def sizeHint(self) -> QSize:  # noqa: N802 (Qt API)
+    def sizeHint(self) -> QSize:
         lay = self.layout()
         w = self._area.viewport().width()
         if lay is not None and lay.hasHeightForWidth() and w > 0:
             return QSize(w, lay.heightForWidth(w))
         return super().sizeHint()
 
-    def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt API)
+    def minimumSizeHint(self) -> QSize:
         # The children's minimum heights are measured at their narrowest width (far too
         # tall for word-wrapped text): the minimum height is the one at the viewport's
         # width, and the width may shrink (the window must stay resizable).
@@ -479,7 +485,7 @@ class PromptBox(QPlainTextEdit):
         self.document().contentsChanged.connect(self._fit_height)
         self._fit_height()
 
-    def keyPressEvent(self, e: QKeyEvent) -> None:  # noqa: N802 (Qt API)
+    def keyPressEvent(self, e: QKeyEvent) -> None:
         if e.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and not (e.modifiers() & Qt.KeyboardModifier.ShiftModifier):
             text = self.toPlainText()
             if text.strip():
@@ -495,7 +501,7 @@ class PromptBox(QPlainTextEdit):
         fm = self.fontMetrics()
         self.setFixedHeight(lines * fm.lineSpacing() + 18)
 
-    def event(self, e: QEvent) -> bool:  # noqa: D401 - Qt override
+    def event(self, e: QEvent) -> bool:
         # Esc must reach keyPressEvent even when a shortcut would take it.
         if e.type() == QEvent.Type.ShortcutOverride and isinstance(e, QKeyEvent) and e.key() == Qt.Key.Key_Escape:
             e.accept()

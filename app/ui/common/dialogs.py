@@ -27,8 +27,9 @@ def confirm(parent: QWidget | None, title: str, text: str, details: str = "", *,
 
 def choose_gguf_files(parent: QWidget | None, start: Path) -> list[str]:
     """GGUF files the person picks (empty when cancelled)."""
-    paths, _ = QFileDialog.getOpenFileNames(parent, "Import GGUF models", str(start),
-                                            "GGUF models (*.gguf);;All files (*)")
+    paths, _ = QFileDialog.getOpenFileNames(
+        parent, "Import GGUF models", str(start), "GGUF models (*.gguf);;All files (*)"
+    )
     return paths
 
 

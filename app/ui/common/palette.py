@@ -18,17 +18,17 @@ HOVER = "#20242c"
 ALTERNATE = "#22252c"
 GRID = "#23272f"
 BUTTON = "#262a32"
-TRACK = "#2a2e36"          # empty part of bars and meters; tooltips
+TRACK = "#2a2e36"  # empty part of bars and meters; tooltips
 CODE_BG = "#2b2f37"
 DIVIDER = "#3b4250"
 BORDER = "#444a55"
 TABLE_BORDER = "#4a4f5a"
-BAR_MUTED = "#4b5563"      # a candidate the sampler removed
+BAR_MUTED = "#4b5563"  # a candidate the sampler removed
 SELECTED = "#1c2b45"
 
 # ----------------------------------------------------------------- text
 TEXT = "#e6e9ef"
-TEXT_SOFT = "#c9ced8"      # secondary text in tables
+TEXT_SOFT = "#c9ced8"  # secondary text in tables
 QUOTE = "#aab1bd"
 TEXT_DIM = "#9aa2b1"
 MUTED = "#8b93a1"
@@ -36,21 +36,21 @@ MUTED_2 = "#7c8391"
 FAINT = "#6b7280"
 DISABLED = "#5b6170"
 WHITE = "#ffffff"
-CODE_TEXT = "#f8f8f2"      # Pygments' monokai foreground
+CODE_TEXT = "#f8f8f2"  # Pygments' monokai foreground
 
 # ----------------------------------------------------------------- meaning
-ACCENT = "#3b82f6"         # selection, the KV cache's reused prefix
+ACCENT = "#3b82f6"  # selection, the KV cache's reused prefix
 LINK = "#7aa7ff"
-GREEN = "#22c55e"          # fits, done, generated tokens, the drawn token
-AMBER = "#f59e0b"          # tight, prefill, TTFT
-YELLOW = "#f5c451"         # paused
-RED = "#f87171"            # does not fit, failed
+GREEN = "#22c55e"  # fits, done, generated tokens, the drawn token
+AMBER = "#f59e0b"  # tight, prefill, TTFT
+YELLOW = "#f5c451"  # paused
+RED = "#f87171"  # does not fit, failed
 PURPLE = "#a78bfa"
 
 # ----------------------------------------------------------------- backgrounds with meaning
-GREEN_BG = "#143d25"       # a "fits" badge
-RECOMMENDED_BG = "#132a1d" # the recommended quant's row
-CACHED_BG = "#1e3a66"      # the reused-prefix chip
+GREEN_BG = "#143d25"  # a "fits" badge
+RECOMMENDED_BG = "#132a1d"  # the recommended quant's row
+CACHED_BG = "#1e3a66"  # the reused-prefix chip
 CACHED_TEXT = "#cfe0ff"
 SPECIAL_TOKEN_BG = "#4a2d6b"  # chat-template special tokens
 PROMPT_TOKEN_BG = "#4d3b12"

@@ -17,7 +17,8 @@ import logging
 import queue
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal
 
@@ -49,8 +50,9 @@ class TaskPool(QObject):
         self._lock = threading.Lock()
         self._inflight = 0  # submitted and not finished running
         self._ids = itertools.count(1)
-        self._callbacks: dict[int, tuple[Callable[[Any], None] | None, Callable[[BaseException], None] | None,
-                                         str | None]] = {}
+        self._callbacks: dict[
+            int, tuple[Callable[[Any], None] | None, Callable[[BaseException], None] | None, str | None]
+        ] = {}
         self._latest: dict[str, int] = {}
         self._closed = False
         self._finished.connect(self._deliver, Qt.ConnectionType.QueuedConnection)
@@ -60,8 +62,14 @@ class TaskPool(QObject):
         """Whether a call is queued or running (results not yet delivered included)."""
         return bool(self._callbacks)
 
-    def submit(self, fn: Callable[[], Any], on_done: Callable[[Any], None] | None = None,
-               on_error: Callable[[BaseException], None] | None = None, *, key: str | None = None) -> int:
+    def submit(
+        self,
+        fn: Callable[[], Any],
+        on_done: Callable[[Any], None] | None = None,
+        on_error: Callable[[BaseException], None] | None = None,
+        *,
+        key: str | None = None,
+    ) -> int:
         """Run ``fn()`` on a worker thread; call ``on_done(result)`` or ``on_error(exc)`` on the UI thread.
 
         Returns:
@@ -76,8 +84,7 @@ class TaskPool(QObject):
         with self._lock:
             self._inflight += 1
             if self._inflight > len(self._threads) and len(self._threads) < self.max_threads:
-                t = threading.Thread(target=self._work, name=f"glassbox-{self.name}-{len(self._threads)}",
-                                     daemon=True)
+                t = threading.Thread(target=self._work, name=f"glassbox-{self.name}-{len(self._threads)}", daemon=True)
                 self._threads.append(t)
                 t.start()
             self._queue.put((tid, fn))
@@ -97,7 +104,7 @@ class TaskPool(QObject):
             error: BaseException | None = None
             try:
                 result = fn()
-            except BaseException as exc:  # noqa: BLE001 - handed to the UI thread
+            except BaseException as exc:
                 error = exc
             with self._lock:
                 self._inflight -= 1

@@ -61,12 +61,20 @@ log = logging.getLogger("glassbox.ui.library")
 REFRESH_MS = 125  # the repaint clock: 8 Hz while statuses arrive
 
 STATE_COLORS = {
-    DownloadState.QUEUED: MUTED, DownloadState.RUNNING: ACCENT, DownloadState.PAUSED: AMBER,
-    DownloadState.DONE: GREEN, DownloadState.FAILED: RED, DownloadState.CANCELLED: QColor("#6b7280"),
+    DownloadState.QUEUED: MUTED,
+    DownloadState.RUNNING: ACCENT,
+    DownloadState.PAUSED: AMBER,
+    DownloadState.DONE: GREEN,
+    DownloadState.FAILED: RED,
+    DownloadState.CANCELLED: QColor("#6b7280"),
 }
 STATE_TEXT = {
-    DownloadState.QUEUED: "queued", DownloadState.RUNNING: "downloading", DownloadState.PAUSED: "paused",
-    DownloadState.DONE: "done · verified", DownloadState.FAILED: "failed", DownloadState.CANCELLED: "cancelled",
+    DownloadState.QUEUED: "queued",
+    DownloadState.RUNNING: "downloading",
+    DownloadState.PAUSED: "paused",
+    DownloadState.DONE: "done · verified",
+    DownloadState.FAILED: "failed",
+    DownloadState.CANCELLED: "cancelled",
 }
 
 
@@ -91,9 +99,15 @@ class DownloadColumn(enum.IntEnum):
     ACTIONS = 6
 
 
-HEADERS = {DownloadColumn.NAME: "Download", DownloadColumn.PROGRESS: "Progress", DownloadColumn.BYTES: "Done / total",
-           DownloadColumn.SPEED: "Speed", DownloadColumn.ETA: "Time left", DownloadColumn.STATE: "State",
-           DownloadColumn.ACTIONS: ""}
+HEADERS = {
+    DownloadColumn.NAME: "Download",
+    DownloadColumn.PROGRESS: "Progress",
+    DownloadColumn.BYTES: "Done / total",
+    DownloadColumn.SPEED: "Speed",
+    DownloadColumn.ETA: "Time left",
+    DownloadColumn.STATE: "State",
+    DownloadColumn.ACTIONS: "",
+}
 
 
 class DownloadsModel(QAbstractTableModel):
@@ -134,20 +148,22 @@ class DownloadsModel(QAbstractTableModel):
             del self.rows[i]
             self.endRemoveRows()
 
-    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802, B008
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else len(self.rows)
 
-    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802, B008
+    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else len(DownloadColumn)
 
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:  # noqa: N802
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if orientation == Qt.Orientation.Horizontal:
             if role == Qt.ItemDataRole.DisplayRole:
                 return HEADERS[DownloadColumn(section)]
             if role == Qt.ItemDataRole.TextAlignmentRole:
                 right = DownloadColumn(section) in (DownloadColumn.BYTES, DownloadColumn.SPEED, DownloadColumn.ETA)
-                return int((Qt.AlignmentFlag.AlignRight if right else Qt.AlignmentFlag.AlignLeft)
-                           | Qt.AlignmentFlag.AlignVCenter)
+                return int(
+                    (Qt.AlignmentFlag.AlignRight if right else Qt.AlignmentFlag.AlignLeft)
+                    | Qt.AlignmentFlag.AlignVCenter
+                )
         return None
 
     def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
@@ -186,8 +202,11 @@ class DownloadsModel(QAbstractTableModel):
             if s.quant:
                 bits.append(s.quant)
             if s.n_parts > 1:
-                bits.append(f"part {s.part_index + 1} of {s.n_parts}" if s.state is DownloadState.RUNNING
-                            else f"{s.n_parts} parts")
+                bits.append(
+                    f"part {s.part_index + 1} of {s.n_parts}"
+                    if s.state is DownloadState.RUNNING
+                    else f"{s.n_parts} parts"
+                )
             return "  ·  ".join(bits)
         if role == DownloadRole.SUBTITLE_COLOR:
             if s.error:
@@ -197,8 +216,11 @@ class DownloadsModel(QAbstractTableModel):
             if col == DownloadColumn.STATE:
                 return AMBER if s.state is DownloadState.RUNNING and s.error else STATE_COLORS[s.state]
             return QColor("#c9ced8")
-        if role == Qt.ItemDataRole.TextAlignmentRole and col in (DownloadColumn.BYTES, DownloadColumn.SPEED,
-                                                                  DownloadColumn.ETA):
+        if role == Qt.ItemDataRole.TextAlignmentRole and col in (
+            DownloadColumn.BYTES,
+            DownloadColumn.SPEED,
+            DownloadColumn.ETA,
+        ):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == Qt.ItemDataRole.ToolTipRole:
             tip = f"{s.repo_id}/{s.name}\n{s.path}"
@@ -231,15 +253,18 @@ class ProgressDelegate(QStyledItemDelegate):
             p.drawRoundedRect(QRectF(bar.left(), bar.top(), max(8.0, bar.width() * min(frac, 1.0)), bar.height()), 4, 4)
         p.setPen(QColor("#c9ced8"))
         p.setFont(opt.font)
-        p.drawText(QRectF(r.right() + 6, opt.rect.top(), label_w, opt.rect.height()),
-                   Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, f"{frac * 100:.0f}%")
+        p.drawText(
+            QRectF(r.right() + 6, opt.rect.top(), label_w, opt.rect.height()),
+            Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
+            f"{frac * 100:.0f}%",
+        )
         p.restore()
 
 
 class RowActions(QWidget):
     """The buttons of one download row (which ones depends on its state)."""
 
-    def __init__(self, tab: "DownloadsTab", download_id: str, parent: QWidget | None = None) -> None:
+    def __init__(self, tab: DownloadsTab, download_id: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("rowActions")
         self.tab = tab
@@ -344,20 +369,29 @@ class DownloadsTab(QWidget):
         self.view.verticalHeader().hide()
         self.view.verticalHeader().setDefaultSectionSize(50)
         self.view.setItemDelegate(FlatDelegate(self.view))
-        self.view.setItemDelegateForColumn(DownloadColumn.NAME, TwoLineDelegate(
-            DownloadRole.SUBTITLE, DownloadRole.SUBTITLE_COLOR, None, self.view))
+        self.view.setItemDelegateForColumn(
+            DownloadColumn.NAME, TwoLineDelegate(DownloadRole.SUBTITLE, DownloadRole.SUBTITLE_COLOR, None, self.view)
+        )
         self.view.setItemDelegateForColumn(DownloadColumn.PROGRESS, ProgressDelegate(self.view))
         hh = self.view.horizontalHeader()
         hh.setHighlightSections(False)
         hh.setSectionResizeMode(DownloadColumn.NAME, QHeaderView.ResizeMode.Stretch)
-        for c, w in ((DownloadColumn.PROGRESS, 170), (DownloadColumn.BYTES, 150), (DownloadColumn.SPEED, 84),
-                     (DownloadColumn.ETA, 90), (DownloadColumn.STATE, 120), (DownloadColumn.ACTIONS, 196)):
+        for c, w in (
+            (DownloadColumn.PROGRESS, 170),
+            (DownloadColumn.BYTES, 150),
+            (DownloadColumn.SPEED, 84),
+            (DownloadColumn.ETA, 90),
+            (DownloadColumn.STATE, 120),
+            (DownloadColumn.ACTIONS, 196),
+        ):
             hh.setSectionResizeMode(c, QHeaderView.ResizeMode.Fixed)
             self.view.setColumnWidth(c, w)
         self.view.selectionModel().currentRowChanged.connect(lambda *_: self._show_detail())
         lay.addWidget(self.view, 1)
-        self.empty = QLabel("Downloads from the Hub tab appear here. They keep going while you chat, "
-                            "and resume after a restart or a crash.")
+        self.empty = QLabel(
+            "Downloads from the Hub tab appear here. They keep going while you chat, "
+            "and resume after a restart or a crash."
+        )
         self.empty.setObjectName("hintLabel")
         self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.empty.setWordWrap(True)
@@ -437,8 +471,10 @@ class DownloadsTab(QWidget):
             return
         was = prev.state if prev is not None else None
         if st.state is DownloadState.DONE and was is not DownloadState.DONE:
-            self.notice.emit("info", f"Downloaded {st.name} ({format_bytes(st.total_bytes)}); size and sha256 "
-                                     "match the Hub's listing.")
+            self.notice.emit(
+                "info",
+                f"Downloaded {st.name} ({format_bytes(st.total_bytes)}); size and sha256 match the Hub's listing.",
+            )
             self.download_finished.emit(st)
         elif st.state is DownloadState.FAILED and was is not DownloadState.FAILED:
             self.notice.emit("error", f"The download of {st.name} failed: {st.error or 'unknown error'}")
@@ -457,8 +493,11 @@ class DownloadsTab(QWidget):
             bits.append(f"{queued} queued")
         if paused:
             bits.append(f"{paused} paused")
-        for state, word in ((DownloadState.DONE, "done"), (DownloadState.FAILED, "failed"),
-                            (DownloadState.CANCELLED, "cancelled")):
+        for state, word in (
+            (DownloadState.DONE, "done"),
+            (DownloadState.FAILED, "failed"),
+            (DownloadState.CANCELLED, "cancelled"),
+        ):
             n_state = sum(1 for s in rows if s.state is state)
             if n_state:
                 bits.append(f"{n_state} {word}")

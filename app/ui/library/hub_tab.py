@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import enum
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from PySide6.QtCore import (
     QAbstractListModel,
@@ -27,7 +28,6 @@ from PySide6.QtCore import (
 )
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter
 from PySide6.QtWidgets import (
-    QSizePolicy,
     QAbstractItemView,
     QComboBox,
     QFrame,
@@ -37,6 +37,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QListView,
     QPushButton,
+    QSizePolicy,
     QSplitter,
     QStyledItemDelegate,
     QStyleOptionViewItem,
@@ -113,7 +114,7 @@ class RepoResultsModel(QAbstractListModel):
         self.repos = list(repos)
         self.endResetModel()
 
-    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802, B008
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else len(self.repos)
 
     def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
@@ -143,7 +144,7 @@ class RepoResultsModel(QAbstractListModel):
 class RepoDelegate(QStyledItemDelegate):
     """A search result as a card: ``owner /`` name, then counts and date."""
 
-    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> QSize:  # noqa: N802
+    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> QSize:
         fm = QFontMetrics(option.font)
         return QSize(260, fm.height() * 2 + 20)
 
@@ -168,16 +169,22 @@ class RepoDelegate(QStyledItemDelegate):
         x = r.left() + fm.horizontalAdvance(owner_txt)
         p.setFont(bold)
         p.setPen(TEXT)
-        p.drawText(QRect(x, r.top(), r.right() - x, bfm.height()), Qt.AlignmentFlag.AlignLeft,
-                   bfm.elidedText(name or owner, Qt.TextElideMode.ElideRight, r.right() - x))
+        p.drawText(
+            QRect(x, r.top(), r.right() - x, bfm.height()),
+            Qt.AlignmentFlag.AlignLeft,
+            bfm.elidedText(name or owner, Qt.TextElideMode.ElideRight, r.right() - x),
+        )
         small = QFont(opt.font)
         small.setPointSizeF(opt.font.pointSizeF() * 0.86)
         sfm = QFontMetrics(small)
         p.setFont(small)
         p.setPen(FAINT)
         sub = str(index.data(RepoRole.SUBTITLE) or "")
-        p.drawText(QRect(r.left(), r.top() + bfm.height() + 4, r.width(), sfm.height()), Qt.AlignmentFlag.AlignLeft,
-                   sfm.elidedText(sub, Qt.TextElideMode.ElideRight, r.width()))
+        p.drawText(
+            QRect(r.left(), r.top() + bfm.height() + 4, r.width(), sfm.height()),
+            Qt.AlignmentFlag.AlignLeft,
+            sfm.elidedText(sub, Qt.TextElideMode.ElideRight, r.width()),
+        )
         p.restore()
 
 
@@ -200,8 +207,13 @@ class FileColumn(enum.IntEnum):
     ACTION = 4
 
 
-FILE_HEADERS = {FileColumn.NAME: "File", FileColumn.QUANT: "Quant", FileColumn.SIZE: "Size",
-                FileColumn.FIT: "Fit on this computer", FileColumn.ACTION: ""}
+FILE_HEADERS = {
+    FileColumn.NAME: "File",
+    FileColumn.QUANT: "Quant",
+    FileColumn.SIZE: "Size",
+    FileColumn.FIT: "Fit on this computer",
+    FileColumn.ACTION: "",
+}
 
 
 class HubFilesModel(QAbstractTableModel):
@@ -237,20 +249,22 @@ class HubFilesModel(QAbstractTableModel):
         except ValueError:
             return -1
 
-    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802, B008
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else len(self.files)
 
-    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802, B008
+    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else len(FileColumn)
 
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:  # noqa: N802
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if orientation == Qt.Orientation.Horizontal:
             if role == Qt.ItemDataRole.DisplayRole:
                 return FILE_HEADERS[FileColumn(section)]
             if role == Qt.ItemDataRole.TextAlignmentRole:
                 right = FileColumn(section) == FileColumn.SIZE
-                return int((Qt.AlignmentFlag.AlignRight if right else Qt.AlignmentFlag.AlignLeft)
-                           | Qt.AlignmentFlag.AlignVCenter)
+                return int(
+                    (Qt.AlignmentFlag.AlignRight if right else Qt.AlignmentFlag.AlignLeft)
+                    | Qt.AlignmentFlag.AlignVCenter
+                )
         return None
 
     def verdict_text(self, f: HubFile) -> str:
@@ -348,10 +362,17 @@ class HubTab(QWidget):
     load_requested = Signal(str)
     notice = Signal(str, str)
 
-    def __init__(self, client: Callable[[], HubClient], pool: TaskPool, models_dir: Path,
-                 get_n_ctx: Callable[[], int], get_memory: Callable[[], SystemMemory | None],
-                 get_saved_token: Callable[[], str | None], save_token: Callable[[str | None], None],
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        client: Callable[[], HubClient],
+        pool: TaskPool,
+        models_dir: Path,
+        get_n_ctx: Callable[[], int],
+        get_memory: Callable[[], SystemMemory | None],
+        get_saved_token: Callable[[], str | None],
+        save_token: Callable[[str | None], None],
+        parent: QWidget | None = None,
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("hubTab")
         self._client = client
@@ -412,8 +433,9 @@ class HubTab(QWidget):
         self.results.setUniformItemSizes(True)
         self.results.selectionModel().currentChanged.connect(self._result_changed)
         ll.addWidget(self.results, 1)
-        self.results_hint = QLabel("Search the Hugging Face Hub for GGUF models.\n"
-                                   "Nothing is sent over the network until you search.")
+        self.results_hint = QLabel(
+            "Search the Hugging Face Hub for GGUF models.\nNothing is sent over the network until you search."
+        )
         self.results_hint.setObjectName("hintLabel")
         self.results_hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.results_hint.setWordWrap(True)
@@ -571,11 +593,16 @@ class HubTab(QWidget):
         query = self.query.text().strip()
         sort = self.sort.currentData()
         client = self._client()
-        self.search_message.show_message("busy", f"Searching the Hub for “{query}”…" if query
-                                         else "Listing GGUF models on the Hub…")
+        self.search_message.show_message(
+            "busy", f"Searching the Hub for “{query}”…" if query else "Listing GGUF models on the Hub…"
+        )
         self.search_button.setEnabled(False)
-        self.pool.submit(lambda: client.search(query, sort=sort, limit=SEARCH_LIMIT), self._results,
-                         self._search_failed, key="search")
+        self.pool.submit(
+            lambda: client.search(query, sort=sort, limit=SEARCH_LIMIT),
+            self._results,
+            self._search_failed,
+            key="search",
+        )
 
     def _results(self, repos: list[RepoSummary]) -> None:
         self.search_button.setEnabled(True)
@@ -586,8 +613,9 @@ class HubTab(QWidget):
             self.search_message.clear_message()
         else:
             q = self.query.text().strip()
-            self.search_message.show_message("info", f"No GGUF repository matches “{q}”." if q
-                                             else "The Hub returned no GGUF repositories.")
+            self.search_message.show_message(
+                "info", f"No GGUF repository matches “{q}”." if q else "The Hub returned no GGUF repositories."
+            )
 
     def _search_failed(self, exc: BaseException) -> None:
         self.search_button.setEnabled(True)
@@ -631,8 +659,12 @@ class HubTab(QWidget):
             return
         self.repo_message.show_message("busy", "Listing the repository's GGUF files…")
         client = self._client()
-        self.pool.submit(lambda: client.repo_files(repo_id), lambda rf: self._files(repo_id, rf),
-                         lambda exc: self._files_failed(repo_id, exc), key="files")
+        self.pool.submit(
+            lambda: client.repo_files(repo_id),
+            lambda rf: self._files(repo_id, rf),
+            lambda exc: self._files_failed(repo_id, exc),
+            key="files",
+        )
 
     def _files(self, repo_id: str, rf: RepoFiles) -> None:
         if repo_id != self.current_repo:
@@ -656,7 +688,7 @@ class HubTab(QWidget):
         try:
             base = dest_dir_for(self.models_dir, repo_id)
             dests = [base.joinpath(*f.filename.split("/")) for f in files]
-        except Exception:  # noqa: BLE001 - an odd repo id: no "already here" marks
+        except Exception:
             dests = [Path("/nonexistent") for _ in files]
         self.files_model.set_files(files, dests)
         if not files:
@@ -696,8 +728,12 @@ class HubTab(QWidget):
             self._fit_failed(repo_id, offline_error())
             return
         client = self._client()
-        self.pool.submit(lambda: client.fit_all(files, n_ctx, memory=memory), lambda reps: self._fitted(repo_id, reps),
-                         lambda exc: self._fit_failed(repo_id, exc), key="fit")
+        self.pool.submit(
+            lambda: client.fit_all(files, n_ctx, memory=memory),
+            lambda reps: self._fitted(repo_id, reps),
+            lambda exc: self._fit_failed(repo_id, exc),
+            key="fit",
+        )
 
     def rejudge(self) -> None:
         """Judge the shown files again (n_ctx or memory changed); the header is cached."""
@@ -721,8 +757,13 @@ class HubTab(QWidget):
         if repo_id != self.current_repo:
             return
         self.last_error = exc
-        state = "needs access" if isinstance(exc, HubAuthError) else "offline" \
-            if isinstance(exc, HubOfflineError) else "unknown"
+        state = (
+            "needs access"
+            if isinstance(exc, HubAuthError)
+            else "offline"
+            if isinstance(exc, HubOfflineError)
+            else "unknown"
+        )
         self.files_model.set_fits({}, state)
         if isinstance(exc, (HubAuthError, HubOfflineError)):
             self._show_error(self.repo_message, exc)
@@ -746,12 +787,14 @@ class HubTab(QWidget):
         self.detail_title.setText(f"{f.name} · {f.quant or 'unknown quant'} · {format_bytes(f.size)}{parts}{rec}")
         if rep is None:
             state = self.files_model.verdict_text(f)
-            self.verdict_label.setText({
-                "checking…": "Judging whether it fits: reading the model's header from the Hub (a few MiB)…",
-                "needs access": "Fit unknown: the header cannot be read without access (see above).",
-                "projector": "A multimodal projector (image input), not a model to chat with.",
-                "incomplete": "The Hub listing lacks part(s): " + ", ".join(f.missing_parts),
-            }.get(state, "Fit unknown."))
+            self.verdict_label.setText(
+                {
+                    "checking…": "Judging whether it fits: reading the model's header from the Hub (a few MiB)…",
+                    "needs access": "Fit unknown: the header cannot be read without access (see above).",
+                    "projector": "A multimodal projector (image input), not a model to chat with.",
+                    "incomplete": "The Hub listing lacks part(s): " + ", ".join(f.missing_parts),
+                }.get(state, "Fit unknown.")
+            )
             self.verdict_label.setStyleSheet("color: #9aa2b1;")
             self.fit_bar.set_report(None)
             self.breakdown_label.setText("")
@@ -770,7 +813,8 @@ class HubTab(QWidget):
                 f"{sw.format(c=AMBER.name())} KV cache {format_bytes(est.kv_cache)} at n_ctx {rep.n_ctx:,} "
                 f"&nbsp;+&nbsp; {sw.format(c=PURPLE.name())} compute {format_bytes(est.compute)} "
                 f"&nbsp;=&nbsp; <b>{format_bytes(est.total)}</b> of {against}"
-                f" &nbsp;<span style='color:#6b7280'>(dashed line: 80%)</span>")
+                f" &nbsp;<span style='color:#6b7280'>(dashed line: 80%)</span>"
+            )
         self.file_detail.show()
 
     # --- download buttons -----------------------------------------------------------------------------
@@ -835,5 +879,5 @@ def _login_token_present() -> bool:
         from huggingface_hub import get_token
 
         return get_token() is not None
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False

@@ -11,8 +11,9 @@ import enum
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from PySide6.QtCore import (
     QAbstractTableModel,
@@ -87,9 +88,14 @@ class LibraryColumn(enum.IntEnum):
 
 
 HEADERS = {
-    LibraryColumn.NAME: "Model", LibraryColumn.ARCHITECTURE: "Architecture", LibraryColumn.PARAMS: "Params",
-    LibraryColumn.QUANT: "Quant", LibraryColumn.SIZE: "Size", LibraryColumn.CONTEXT: "Trained ctx",
-    LibraryColumn.LAST_USED: "Last used", LibraryColumn.SOURCE: "Source",
+    LibraryColumn.NAME: "Model",
+    LibraryColumn.ARCHITECTURE: "Architecture",
+    LibraryColumn.PARAMS: "Params",
+    LibraryColumn.QUANT: "Quant",
+    LibraryColumn.SIZE: "Size",
+    LibraryColumn.CONTEXT: "Trained ctx",
+    LibraryColumn.LAST_USED: "Last used",
+    LibraryColumn.SOURCE: "Source",
 }
 _RIGHT = {LibraryColumn.PARAMS, LibraryColumn.SIZE, LibraryColumn.CONTEXT}
 
@@ -127,25 +133,30 @@ class LibraryModel(QAbstractTableModel):
         return -1
 
     # --- Qt model API ---------------------------------------------------------------------------
-    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802, B008
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else len(self.entries)
 
-    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802, B008
+    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else len(LibraryColumn)
 
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:  # noqa: N802
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if orientation == Qt.Orientation.Horizontal:
             if role == Qt.ItemDataRole.DisplayRole:
                 return HEADERS[LibraryColumn(section)]
             if role == Qt.ItemDataRole.TextAlignmentRole:
                 right = LibraryColumn(section) in _RIGHT
-                return int((Qt.AlignmentFlag.AlignRight if right else Qt.AlignmentFlag.AlignLeft)
-                           | Qt.AlignmentFlag.AlignVCenter)
+                return int(
+                    (Qt.AlignmentFlag.AlignRight if right else Qt.AlignmentFlag.AlignLeft)
+                    | Qt.AlignmentFlag.AlignVCenter
+                )
         return None
 
     def flags(self, index: QModelIndex | QPersistentModelIndex) -> Qt.ItemFlag:
-        return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable if index.isValid() else \
-            Qt.ItemFlag.ItemIsDropEnabled
+        return (
+            Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
+            if index.isValid()
+            else Qt.ItemFlag.ItemIsDropEnabled
+        )
 
     def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid() or index.row() >= len(self.entries):
@@ -192,8 +203,10 @@ class LibraryModel(QAbstractTableModel):
             f.setPointSizeF(9)
             return f
         if role == Qt.ItemDataRole.TextAlignmentRole:
-            return int((Qt.AlignmentFlag.AlignRight if col in _RIGHT else Qt.AlignmentFlag.AlignLeft)
-                       | Qt.AlignmentFlag.AlignVCenter)
+            return int(
+                (Qt.AlignmentFlag.AlignRight if col in _RIGHT else Qt.AlignmentFlag.AlignLeft)
+                | Qt.AlignmentFlag.AlignVCenter
+            )
         return None
 
     @staticmethod
@@ -248,7 +261,7 @@ class LibraryView(QTableView):
         self.setDropIndicatorShown(False)
         self.setDragDropMode(QAbstractItemView.DragDropMode.DropOnly)
 
-    def keyPressEvent(self, e: QKeyEvent) -> None:  # noqa: N802 (Qt API)
+    def keyPressEvent(self, e: QKeyEvent) -> None:
         if e.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
             self.load_pressed.emit()
         elif e.key() == Qt.Key.Key_Delete:
@@ -260,19 +273,19 @@ class LibraryView(QTableView):
     def gguf_paths(mime: Any) -> list[str]:
         return [u.toLocalFile() for u in mime.urls() if u.isLocalFile() and u.toLocalFile().lower().endswith(".gguf")]
 
-    def dragEnterEvent(self, e: QDragEnterEvent) -> None:  # noqa: N802 (Qt API)
+    def dragEnterEvent(self, e: QDragEnterEvent) -> None:
         if self.gguf_paths(e.mimeData()):
             e.acceptProposedAction()
         else:
             e.ignore()
 
-    def dragMoveEvent(self, e: QDragMoveEvent) -> None:  # noqa: N802 (Qt API)
+    def dragMoveEvent(self, e: QDragMoveEvent) -> None:
         if self.gguf_paths(e.mimeData()):
             e.acceptProposedAction()
         else:
             e.ignore()
 
-    def dropEvent(self, e: QDropEvent) -> None:  # noqa: N802 (Qt API)
+    def dropEvent(self, e: QDropEvent) -> None:
         paths = self.gguf_paths(e.mimeData())
         if paths:
             e.acceptProposedAction()
@@ -356,8 +369,14 @@ class LibraryTab(QWidget):
 
     _import_progressed = Signal(str, int, int)  # internal, from the worker: name, done, total
 
-    def __init__(self, library: ModelLibrary, pool: TaskPool, get_folders: Callable[[], list[Path]],
-                 set_folders: Callable[[list[Path]], None], parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        library: ModelLibrary,
+        pool: TaskPool,
+        get_folders: Callable[[], list[Path]],
+        set_folders: Callable[[list[Path]], None],
+        parent: QWidget | None = None,
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("libraryTab")
         self.library = library
@@ -437,15 +456,23 @@ class LibraryTab(QWidget):
         self.view.verticalHeader().setDefaultSectionSize(46)
         self.view.setHorizontalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
         self.view.setItemDelegate(FlatDelegate(self.view))
-        self.view.setItemDelegateForColumn(LibraryColumn.NAME, TwoLineDelegate(
-            LibraryRole.SUBTITLE, LibraryRole.SUBTITLE_COLOR, LibraryRole.BADGE, self.view))
+        self.view.setItemDelegateForColumn(
+            LibraryColumn.NAME,
+            TwoLineDelegate(LibraryRole.SUBTITLE, LibraryRole.SUBTITLE_COLOR, LibraryRole.BADGE, self.view),
+        )
         hh = self.view.horizontalHeader()
         hh.setHighlightSections(False)
         hh.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         hh.setSectionResizeMode(LibraryColumn.NAME, QHeaderView.ResizeMode.Stretch)
-        for col, w in ((LibraryColumn.ARCHITECTURE, 110), (LibraryColumn.PARAMS, 80), (LibraryColumn.QUANT, 90),
-                       (LibraryColumn.SIZE, 90), (LibraryColumn.CONTEXT, 95), (LibraryColumn.LAST_USED, 100),
-                       (LibraryColumn.SOURCE, 90)):
+        for col, w in (
+            (LibraryColumn.ARCHITECTURE, 110),
+            (LibraryColumn.PARAMS, 80),
+            (LibraryColumn.QUANT, 90),
+            (LibraryColumn.SIZE, 90),
+            (LibraryColumn.CONTEXT, 95),
+            (LibraryColumn.LAST_USED, 100),
+            (LibraryColumn.SOURCE, 90),
+        ):
             self.view.setColumnWidth(col, w)
         self.view.doubleClicked.connect(lambda _i: self.load_selected())
         self.view.load_pressed.connect(self.load_selected)
@@ -505,8 +532,10 @@ class LibraryTab(QWidget):
         title = QLabel("No models yet")
         title.setObjectName("emptyTitle")
         col.addWidget(title)
-        text = QLabel("Glassbox looks for GGUF files in its models folder, in the Hugging Face cache and in "
-                      "folders you add. Open a GGUF file you already have, or download a small model to start:")
+        text = QLabel(
+            "Glassbox looks for GGUF files in its models folder, in the Hugging Face cache and in "
+            "folders you add. Open a GGUF file you already have, or download a small model to start:"
+        )
         text.setObjectName("emptyText")
         text.setWordWrap(True)
         col.addWidget(text)
@@ -566,8 +595,10 @@ class LibraryTab(QWidget):
         bad = sum(1 for e in self.model.entries if e.error)
         size = sum(e.size for e in self.model.entries)
         self.count_label.setText(
-            "" if not n else f"{n} model{'s' if n != 1 else ''} · {format_bytes(size)}"
-            + (f" · {bad} with problems" if bad else ""))
+            ""
+            if not n
+            else f"{n} model{'s' if n != 1 else ''} · {format_bytes(size)}" + (f" · {bad} with problems" if bad else "")
+        )
 
     # --- scanning ---------------------------------------------------------------------------------
     def refresh(self) -> None:
@@ -623,8 +654,9 @@ class LibraryTab(QWidget):
         idx = self.proxy.mapFromSource(self.model.index(row, 0))
         if not idx.isValid():
             return False
-        self.view.selectionModel().select(idx, QItemSelectionModel.SelectionFlag.ClearAndSelect
-                                          | QItemSelectionModel.SelectionFlag.Rows)
+        self.view.selectionModel().select(
+            idx, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows
+        )
         self.view.scrollTo(idx)
         return True
 
@@ -687,22 +719,33 @@ class LibraryTab(QWidget):
             return
         present = [p for p in e.paths if p not in e.missing_parts]
         files = "\n".join(f"• {p}" for p in present)
-        where = {SOURCE_HF_CACHE: "It is in the Hugging Face cache, which other tools share. ",
-                 SOURCE_FOLDER: f"It is in a folder you added ({e.source_label}). "}.get(e.source, "")
-        loaded = "It is loaded now: the engine keeps it open until the model is unloaded. " \
-            if _same(e.path, self.model.loaded_path) else ""
+        where = {
+            SOURCE_HF_CACHE: "It is in the Hugging Face cache, which other tools share. ",
+            SOURCE_FOLDER: f"It is in a folder you added ({e.source_label}). ",
+        }.get(e.source, "")
+        loaded = (
+            "It is loaded now: the engine keeps it open until the model is unloaded. "
+            if _same(e.path, self.model.loaded_path)
+            else ""
+        )
         n = len(present)
-        details = (f"{files}\n\n{n} file{'s' if n != 1 else ''}, {format_bytes(e.size)} in all. {where}{loaded}"
-                   "The files are deleted from the disk, not moved to the trash.")
+        details = (
+            f"{files}\n\n{n} file{'s' if n != 1 else ''}, {format_bytes(e.size)} in all. {where}{loaded}"
+            "The files are deleted from the disk, not moved to the trash."
+        )
         if not dialogs.confirm(self, "Delete model", f"Delete {e.name}?", details):
             return
-        self.pool.submit(lambda: self.library.delete(e), lambda deleted: self._deleted(e, deleted),
-                         lambda exc: self._delete_failed(e, exc))
+        self.pool.submit(
+            lambda: self.library.delete(e),
+            lambda deleted: self._deleted(e, deleted),
+            lambda exc: self._delete_failed(e, exc),
+        )
 
     def _deleted(self, e: ModelEntry, deleted: list[Path]) -> None:
         self._set_entries(self.library.entries)
-        self.notice.emit("info", f"Deleted {e.name} ({len(deleted)} file{'s' if len(deleted) != 1 else ''}, "
-                                 f"{format_bytes(e.size)}).")
+        self.notice.emit(
+            "info", f"Deleted {e.name} ({len(deleted)} file{'s' if len(deleted) != 1 else ''}, {format_bytes(e.size)})."
+        )
 
     def _delete_failed(self, e: ModelEntry, exc: BaseException) -> None:
         self.notice.emit("error", f"{e.name} could not be deleted: {exc}")
@@ -747,8 +790,9 @@ class LibraryTab(QWidget):
                     errors.append(f"{name}: import cancelled")
                     break
                 except OSError as exc:
-                    errors.append(f"{name}: {exc.strerror or exc}" if not str(exc).startswith("Not enough")
-                                  else str(exc))
+                    errors.append(
+                        f"{name}: {exc.strerror or exc}" if not str(exc).startswith("Not enough") else str(exc)
+                    )
             return done, errors
 
         self.pool.submit(work, self._imported, self._import_failed)

@@ -33,7 +33,7 @@ def linkify(text: str) -> str:
     """``text`` as HTML with every http(s) URL a clickable link."""
     out, pos = [], 0
     for m in _URL_RE.finditer(text):
-        out.append(html.escape(text[pos:m.start()]))
+        out.append(html.escape(text[pos : m.start()]))
         url = m.group(0)
         out.append(f'<a href="{html.escape(url)}" style="color:#7aa7ff">{html.escape(url)}</a>')
         pos = m.end()
@@ -97,14 +97,19 @@ class TwoLineDelegate(QStyledItemDelegate):
         badge_role: a role holding a short badge text drawn after the first line (e.g. ``loaded``).
     """
 
-    def __init__(self, subtitle_role: int, subtitle_color_role: int | None = None, badge_role: int | None = None,
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        subtitle_role: int,
+        subtitle_color_role: int | None = None,
+        badge_role: int | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
         super().__init__(parent)
         self.subtitle_role = subtitle_role
         self.subtitle_color_role = subtitle_color_role
         self.badge_role = badge_role
 
-    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> QSize:  # noqa: N802
+    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> QSize:
         fm = QFontMetrics(option.font)
         return QSize(240, fm.height() * 2 + 16)
 
@@ -143,9 +148,13 @@ class TwoLineDelegate(QStyledItemDelegate):
         p.setFont(small)
         p.setPen(color if isinstance(color, QColor) else MUTED)
         line2 = QRect(r.left(), line1.bottom() + 3, r.width(), sfm.height())
-        p.drawText(line2, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-                   sfm.elidedText(sub, Qt.TextElideMode.ElideMiddle if color is None else Qt.TextElideMode.ElideRight,
-                                  line2.width()))
+        p.drawText(
+            line2,
+            Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+            sfm.elidedText(
+                sub, Qt.TextElideMode.ElideMiddle if color is None else Qt.TextElideMode.ElideRight, line2.width()
+            ),
+        )
         p.restore()
 
 
@@ -202,7 +211,7 @@ class FitBar(QWidget):
         self.setVisible(report is not None)
         self.update()
 
-    def paintEvent(self, _e) -> None:  # noqa: N802 (Qt API)
+    def paintEvent(self, _e) -> None:
         p = QPainter(self)
         p.setRenderHint(QPainter.RenderHint.Antialiasing)
         r = QRectF(self.rect()).adjusted(0.5, 0.5, -0.5, -0.5)

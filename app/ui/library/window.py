@@ -9,8 +9,9 @@ and calls :meth:`ModelsWindow.shutdown` when it closes.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QTabWidget, QVBoxLayout, QWidget
@@ -25,11 +26,11 @@ from app.core.downloads import (
 )
 from app.core.fit import SystemMemory
 from app.core.hub import (
+    STARTER_MODELS,
     HubClient,
     HubError,
     HubFile,
     StarterModel,
-    STARTER_MODELS,
     hub_token,
     is_offline_mode,
     offline_error,
@@ -39,10 +40,10 @@ from app.core.hub import (
 from app.core.library import ModelLibrary, library_folders, with_library_folders
 from app.core.settings import Settings
 from app.paths import Paths
+from app.ui.common.tasks import TaskPool
 from app.ui.library.downloads_tab import DownloadsTab
 from app.ui.library.hub_tab import HubTab
 from app.ui.library.library_tab import LibraryTab
-from app.ui.common.tasks import TaskPool
 
 log = logging.getLogger("glassbox.ui.library")
 
@@ -81,9 +82,16 @@ class ModelsWindow(QWidget):
     notice = Signal(str, str)
     download_finished = Signal(str)
 
-    def __init__(self, paths: Paths, settings_getter: Callable[[], Settings],
-                 settings_setter: Callable[[Settings], None], parent: QWidget | None = None, *,
-                 memory: SystemMemory | None = None, download_options: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        paths: Paths,
+        settings_getter: Callable[[], Settings],
+        settings_setter: Callable[[Settings], None],
+        parent: QWidget | None = None,
+        *,
+        memory: SystemMemory | None = None,
+        download_options: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("modelsWindow")
         self.paths = paths
@@ -101,8 +109,15 @@ class ModelsWindow(QWidget):
         self.manager = DownloadManager(paths, token=hub_token(settings), **(download_options or {}))
 
         self.library_tab = LibraryTab(self.library, self.library_pool, self._folders, self._store_folders)
-        self.hub_tab = HubTab(self.hub_client, self.hub_pool, paths.models_dir, lambda: self._n_ctx,
-                              lambda: self._memory, lambda: hub_token(self._get_settings()), self._store_token)
+        self.hub_tab = HubTab(
+            self.hub_client,
+            self.hub_pool,
+            paths.models_dir,
+            lambda: self._n_ctx,
+            lambda: self._memory,
+            lambda: hub_token(self._get_settings()),
+            self._store_token,
+        )
         self.downloads_tab = DownloadsTab(self.manager)
 
         lay = QVBoxLayout(self)
@@ -227,8 +242,11 @@ class ModelsWindow(QWidget):
             return
         self.library_tab.starters.set_state(starter, "Finding…", False)
         client = self.hub_client()
-        self.hub_pool.submit(lambda: client.file(starter.repo_id, starter.filename),
-                             lambda f: self._starter_found(starter, f), lambda e: self._starter_failed(starter, e))
+        self.hub_pool.submit(
+            lambda: client.file(starter.repo_id, starter.filename),
+            lambda f: self._starter_found(starter, f),
+            lambda e: self._starter_failed(starter, e),
+        )
 
     def _starter_found(self, starter: StarterModel, file: HubFile) -> None:
         if self.download(file) is None:
@@ -239,8 +257,9 @@ class ModelsWindow(QWidget):
     def _starter_failed(self, starter: StarterModel, exc: BaseException) -> None:
         self.library_tab.starters.set_state(starter, "Download", True)
         msg = exc.message if isinstance(exc, HubError) else f"{type(exc).__name__}: {exc}"
-        self._notice("warning" if "Offline" in msg else "error", f"Could not start the download of "
-                     f"{starter.filename}: {msg}")
+        self._notice(
+            "warning" if "Offline" in msg else "error", f"Could not start the download of {starter.filename}: {msg}"
+        )
 
     def _download_finished(self, status: DownloadStatus) -> None:
         self.refresh_library()
@@ -258,9 +277,12 @@ class ModelsWindow(QWidget):
             if st is None:
                 continue
             text, enabled = {
-                DownloadState.QUEUED: ("Queued", False), DownloadState.RUNNING: (f"{int(st.fraction * 100)}%", False),
-                DownloadState.PAUSED: ("Paused", False), DownloadState.FAILED: ("Download", True),
-                DownloadState.CANCELLED: ("Download", True), DownloadState.DONE: ("Downloaded", False),
+                DownloadState.QUEUED: ("Queued", False),
+                DownloadState.RUNNING: (f"{int(st.fraction * 100)}%", False),
+                DownloadState.PAUSED: ("Paused", False),
+                DownloadState.FAILED: ("Download", True),
+                DownloadState.CANCELLED: ("Download", True),
+                DownloadState.DONE: ("Downloaded", False),
             }[st.state]
             self.library_tab.starters.set_state(s, text, enabled)
 

@@ -28,10 +28,10 @@ ROLE_MESSAGE = Qt.ItemDataRole.UserRole + 1
 
 class ConversationsPanel(QWidget):
     """Signals:
-        open_requested(int, object): show conversation ``id`` (and scroll to a message id, or None).
-        new_requested(): start a new chat.
-        deleted(int, str): a conversation was deleted (id, title) — the window offers Undo.
-        export_requested(int, str): export conversation ``id`` as ``"markdown"`` or ``"json"``.
+    open_requested(int, object): show conversation ``id`` (and scroll to a message id, or None).
+    new_requested(): start a new chat.
+    deleted(int, str): a conversation was deleted (id, title) — the window offers Undo.
+    export_requested(int, str): export conversation ``id`` as ``"markdown"`` or ``"json"``.
     """
 
     open_requested = Signal(int, object)

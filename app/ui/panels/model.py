@@ -21,16 +21,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.core import protocol as P
 from app.core.chat import ContextPolicy, LoadSettings
 from app.core.gguf_info import GGUFInfo, format_bytes, format_count
 from app.core.memory import estimate_memory
-from app.core import protocol as P
 
 
 class ModelPanel(QWidget):
     """Signals:
-        reload_requested(object): apply these :class:`LoadSettings` (reload the model).
-        policy_changed(str): the context policy changed (applies to the next reply, no reload).
+    reload_requested(object): apply these :class:`LoadSettings` (reload the model).
+    policy_changed(str): the context policy changed (applies to the next reply, no reload).
     """
 
     reload_requested = Signal(object)
@@ -84,8 +84,10 @@ class ModelPanel(QWidget):
         self.n_ctx.setRange(0, 1 << 20)
         self.n_ctx.setSingleStep(256)
         self.n_ctx.setSpecialValueText("trained length")
-        self.n_ctx.setToolTip("Context length in tokens: how much conversation the model can see. "
-                              "llama.cpp rounds it up to a multiple of 256. The KV cache grows with it.")
+        self.n_ctx.setToolTip(
+            "Context length in tokens: how much conversation the model can see. "
+            "llama.cpp rounds it up to a multiple of 256. The KV cache grows with it."
+        )
         self.n_gpu_layers = QSpinBox()
         self.n_gpu_layers.setObjectName("field_n_gpu_layers")
         self.n_gpu_layers.setRange(-1, 999)
@@ -103,11 +105,14 @@ class ModelPanel(QWidget):
         self.policy.setObjectName("field_context_policy")
         for p in ContextPolicy:
             self.policy.addItem(p.label, p.value)
-        self.policy.setToolTip("What happens when the conversation no longer fits in n_ctx. "
-                               "Applies to the next reply; no reload needed.")
+        self.policy.setToolTip(
+            "What happens when the conversation no longer fits in n_ctx. Applies to the next reply; no reload needed."
+        )
         self.swa_full = QCheckBox("full-size SWA cache")
-        self.swa_full.setToolTip("Keep every token in the sliding-window layers' cache (more memory) so a "
-                                 "cached prefix longer than the window can be reused across turns.")
+        self.swa_full.setToolTip(
+            "Keep every token in the sliding-window layers' cache (more memory) so a "
+            "cached prefix longer than the window can be reused across turns."
+        )
         form.addRow("n_ctx", self.n_ctx)
         form.addRow("n_gpu_layers", self.n_gpu_layers)
         form.addRow("n_threads", self.n_threads)
@@ -169,9 +174,10 @@ class ModelPanel(QWidget):
         self.gpu_offload = available
         self.n_gpu_layers.setEnabled(available)
         self.gpu_note.setText(
-            "" if available else
-            "This llama.cpp build is CPU-only: n_gpu_layers has no effect. "
-            "Rebuild llama-cpp-python with CMAKE_ARGS=\"-DGGML_CUDA=on\" (or -DGGML_METAL=on) to use a GPU."
+            ""
+            if available
+            else "This llama.cpp build is CPU-only: n_gpu_layers has no effect. "
+            'Rebuild llama-cpp-python with CMAKE_ARGS="-DGGML_CUDA=on" (or -DGGML_METAL=on) to use a GPU.'
         )
 
     def set_loading(self, path: str) -> None:
@@ -202,16 +208,32 @@ class ModelPanel(QWidget):
             ("quantization", f"{info.quant_type} · {info.bits_per_weight:.2f} bits/weight"),
             ("file size", format_bytes(info.file_size)),
             ("trained context", f"{info.context_length:,} tokens" if info.context_length else "not stated"),
-            ("chat template", "yes (from the GGUF)" if loaded.chat_template else "none: plain User:/Assistant: transcript"),
-            ("layers · heads", f"{info.n_layer} layers · {info.n_head} heads · {info.n_head_kv_layer(0)} KV heads (GQA)"),
-            ("embeddings", f"{info.n_vocab:,} tokens × {info.n_embd} dims"
-             + (f" · {emb.type_name} · {format_bytes(emb.n_bytes)}" if emb else "")),
+            (
+                "chat template",
+                "yes (from the GGUF)" if loaded.chat_template else "none: plain User:/Assistant: transcript",
+            ),
+            (
+                "layers · heads",
+                f"{info.n_layer} layers · {info.n_head} heads · {info.n_head_kv_layer(0)} KV heads (GQA)",
+            ),
+            (
+                "embeddings",
+                f"{info.n_vocab:,} tokens × {info.n_embd} dims"
+                + (f" · {emb.type_name} · {format_bytes(emb.n_bytes)}" if emb else ""),
+            ),
             ("BOS / EOS", f"{loaded.bos_text or '—'} / {loaded.eos_text or '—'}"),
         ]
         if any(swa):
-            rows.append(("sliding window", f"{sum(swa)} of {len(swa)} layers see the last {info.sliding_window} tokens"))
-        rows.append(("loaded", f"n_ctx {loaded.n_ctx:,} · threads {loaded.n_threads} decode / "
-                               f"{loaded.n_threads_batch} prefill · n_batch {loaded.n_batch} · {loaded.load_s:.2f} s"))
+            rows.append(
+                ("sliding window", f"{sum(swa)} of {len(swa)} layers see the last {info.sliding_window} tokens")
+            )
+        rows.append(
+            (
+                "loaded",
+                f"n_ctx {loaded.n_ctx:,} · threads {loaded.n_threads} decode / "
+                f"{loaded.n_threads_batch} prefill · n_batch {loaded.n_batch} · {loaded.load_s:.2f} s",
+            )
+        )
         kv = f"{format_bytes(loaded.kv_allocated_bytes)} (Glassbox's formula)"
         if loaded.kv_reported_bytes:
             kv += f" · llama.cpp allocated {format_bytes(loaded.kv_reported_bytes)}"
@@ -244,12 +266,15 @@ class ModelPanel(QWidget):
             self.estimate.setText("")
             return
         try:
-            est = estimate_memory(self.info, s.n_ctx or self.info.context_length, n_ubatch=min(s.n_batch, 512),
-                                  swa_full=s.swa_full)
+            est = estimate_memory(
+                self.info, s.n_ctx or self.info.context_length, n_ubatch=min(s.n_batch, 512), swa_full=s.swa_full
+            )
         except ValueError as exc:
             self.estimate.setText(str(exc))
             return
-        self.estimate.setText(f"Memory at these settings: {est.breakdown()}" + (" — press Apply to reload" if changed else ""))
+        self.estimate.setText(
+            f"Memory at these settings: {est.breakdown()}" + (" — press Apply to reload" if changed else "")
+        )
 
     def _show_template(self) -> None:
         if not self.loaded or not self.loaded.chat_template:

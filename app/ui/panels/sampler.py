@@ -23,7 +23,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.sampling import DEFAULTS, PARAMS, PRESETS, SEED_MAX, ParamSpec, SamplerSettings, matching_preset, preview_distribution
+from app.core.sampling import (
+    DEFAULTS,
+    PARAMS,
+    PRESETS,
+    SEED_MAX,
+    ParamSpec,
+    SamplerSettings,
+    matching_preset,
+    preview_distribution,
+)
 
 
 def visible_token(text: str) -> str:
@@ -36,7 +45,7 @@ class ParamRow:
 
     def __init__(self, spec: ParamSpec, on_change) -> None:
         self.spec = spec
-        self._scale = 10 ** spec.decimals
+        self._scale = 10**spec.decimals
         self.label = QLabel(spec.label)
         self.label.setObjectName("paramName")
         self.label.setToolTip(spec.help)
@@ -126,14 +135,17 @@ class CandidateBars(QWidget):
         self.chosen = chosen
         self.update()
 
-    def paintEvent(self, _e) -> None:  # noqa: N802 (Qt API)
+    def paintEvent(self, _e) -> None:
         p = QPainter(self)
         p.setRenderHint(QPainter.RenderHint.Antialiasing)
         w = self.width()
         if not self.rows:
             p.setPen(QColor("#8b93a1"))
-            p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap,
-                       "Send a message to see the candidates for each next token.")
+            p.drawText(
+                self.rect(),
+                Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap,
+                "Send a message to see the candidates for each next token.",
+            )
             p.end()
             return
         name_w = 96
@@ -149,8 +161,11 @@ class CandidateBars(QWidget):
             chosen = c.token_id == self.chosen
             p.setPen(QColor("#e6e9ef" if kept else "#6b7280"))
             label = ("▶ " if chosen else "  ") + visible_token(c.text)
-            p.drawText(QRectF(0, y, name_w, row_h), Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft,
-                       p.fontMetrics().elidedText(label, Qt.TextElideMode.ElideRight, name_w - 2))
+            p.drawText(
+                QRectF(0, y, name_w, row_h),
+                Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft,
+                p.fontMetrics().elidedText(label, Qt.TextElideMode.ElideRight, name_w - 2),
+            )
             x0 = name_w
             p.setPen(Qt.PenStyle.NoPen)
             p.setBrush(QColor("#2a2e36"))
@@ -162,7 +177,9 @@ class CandidateBars(QWidget):
                 p.drawRoundedRect(QRectF(x0, y + 6, bar_w * min(1.0, c.p_sampled), row_h - 12), 2, 2)
             p.setPen(QColor("#c9ced8" if kept else "#6b7280"))
             txt = f"{100 * c.p_model:5.1f}→{100 * c.p_sampled:5.1f}%"
-            p.drawText(QRectF(x0 + bar_w + 4, y, pct_w, row_h), Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, txt)
+            p.drawText(
+                QRectF(x0 + bar_w + 4, y, pct_w, row_h), Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, txt
+            )
         p.end()
 
 

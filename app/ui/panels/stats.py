@@ -13,7 +13,7 @@ from app.core.memory import KVCacheLayout
 from app.ui.turn import LiveTurn
 
 COLORS = {
-    "cached": QColor("#3b82f6"),     # reused from the KV cache
+    "cached": QColor("#3b82f6"),  # reused from the KV cache
     "evaluated": QColor("#f59e0b"),  # evaluated this turn (prefill)
     "generated": QColor("#22c55e"),  # generated this turn
     "free": QColor("#2a2e36"),
@@ -36,7 +36,7 @@ class ContextBar(QWidget):
             self.n_ctx = n_ctx
             self.update()
 
-    def paintEvent(self, _e) -> None:  # noqa: N802 (Qt API)
+    def paintEvent(self, _e) -> None:
         p = QPainter(self)
         p.setRenderHint(QPainter.RenderHint.Antialiasing)
         r = QRectF(self.rect()).adjusted(0.5, 0.5, -0.5, -0.5)
@@ -98,10 +98,14 @@ class StatsPanel(QWidget):
         grid = QGridLayout()
         grid.setSpacing(6)
         tiles = {}
-        for i, (key, title) in enumerate([
-            ("ttft", "Time to first token"), ("prefill", "Prefill"), ("decode", "Decode"),
-            ("tokens", "Tokens"),
-        ]):
+        for i, (key, title) in enumerate(
+            [
+                ("ttft", "Time to first token"),
+                ("prefill", "Prefill"),
+                ("decode", "Decode"),
+                ("tokens", "Tokens"),
+            ]
+        ):
             frame, value, sub = _tile(title)
             tiles[key] = (value, sub)
             grid.addWidget(frame, i // 2, i % 2)
@@ -206,7 +210,9 @@ class StatsPanel(QWidget):
             self.phase.setText("No reply yet")
         elif t.phase == "prefill":
             pct = 100 * t.prefill_done / t.prefill_total if t.prefill_total else 0
-            self.phase.setText(f"● Prefill — evaluating the prompt: {t.prefill_done:,} / {t.prefill_total:,} tokens ({pct:.0f}%)")
+            self.phase.setText(
+                f"● Prefill — evaluating the prompt: {t.prefill_done:,} / {t.prefill_total:,} tokens ({pct:.0f}%)"
+            )
         elif t.phase == "decode":
             self.phase.setText(f"● Decoding — one token per step ({t.generated:,} so far)")
         elif t.phase == "failed" or final is None:

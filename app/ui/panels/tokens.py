@@ -106,12 +106,16 @@ class TokensPanel(QWidget):
                 for tid, text in toks:
                     parts.append(self._chip(tid, text, "#4a2d6b" if _is_special(text) else "#4d3b12"))
                 self.view.setHtml("<div style='line-height:160%'>" + "".join(parts) + "</div>")
-        new = t.tokens[self._gen_shown:]
+        new = t.tokens[self._gen_shown :]
         if new:
             cur = self.view.textCursor()
             cur.movePosition(QTextCursor.MoveOperation.End)
-            cur.insertHtml("".join(self._chip(r.token_id, r.piece, "#4a2d6b" if _is_special(r.piece) else _prob_color(r.p))
-                                   for r in new))
+            cur.insertHtml(
+                "".join(
+                    self._chip(r.token_id, r.piece, "#4a2d6b" if _is_special(r.piece) else _prob_color(r.p))
+                    for r in new
+                )
+            )
             self._gen_shown = len(t.tokens)
             bar = self.view.verticalScrollBar()
             bar.setValue(bar.maximum())
