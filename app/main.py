@@ -98,12 +98,13 @@ def create_window(paths):
     from app.core.settings import SettingsStore
     from app.ui.engine_client import EngineClient
     from app.ui.main_window import MainWindow
+    from app.ui.settings_controller import SettingsController
 
     store = SettingsStore(paths.settings_file)
-    settings = store.load()
+    settings = SettingsController(store, store.load())
     conversations, history_notice = open_conversations(paths)
     engine = EngineClient(str(paths.logs_dir / "engine.log"))
-    window = MainWindow(paths, store, settings, engine, conversations)
+    window = MainWindow(paths, settings, engine, conversations)
     notices = [n for n in (store.notice, history_notice) if n]
     if notices:
         window.banner.show_message("warning", " ".join(notices), topic="startup")

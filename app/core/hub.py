@@ -65,7 +65,6 @@ SORTS = {
     "created": "created_at",
     "trending": "trending_score",
 }
-SETTINGS_TOKEN_KEY = "hub.token"
 _SEARCH_EXPAND = ["author", "downloads", "likes", "lastModified", "createdAt", "gated", "private", "tags", "gguf"]
 
 
@@ -105,26 +104,6 @@ class HubNotFoundError(HubError):
 def repo_page_url(repo_id: str) -> str:
     """The repository's page on huggingface.co."""
     return f"{HUB_WEBSITE}/{repo_id}"
-
-
-def hub_token(settings: Settings) -> str | None:
-    """The token entered in Glassbox's settings (``Settings.extra["hub.token"]``), or None.
-
-    Stored in settings.json in plain text, as huggingface_hub stores its own
-    login token; never logged or shown by Glassbox.
-    """
-    t = settings.extra.get(SETTINGS_TOKEN_KEY)
-    return t.strip() if isinstance(t, str) and t.strip() else None
-
-
-def with_hub_token(settings: Settings, token: str | None) -> Settings:
-    """``settings`` with the Hub token set (None or "" removes it)."""
-    from dataclasses import replace
-
-    extra = {k: v for k, v in settings.extra.items() if k != SETTINGS_TOKEN_KEY}
-    if token and token.strip():
-        extra[SETTINGS_TOKEN_KEY] = token.strip()
-    return replace(settings, extra=extra)
 
 
 def scrub(text: str, *secrets: str | None) -> str:

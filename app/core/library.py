@@ -52,7 +52,6 @@ SOURCE_FOLDER = "folder"
 SOURCE_HF_CACHE = "hf-cache"
 HEADER_CACHE_NAME = "library-headers.json"
 USAGE_NAME = "library-usage.json"
-SETTINGS_FOLDERS_KEY = "library.folders"
 CACHE_VERSION = 1
 COPY_CHUNK = 8 << 20
 
@@ -133,22 +132,6 @@ def suggested_folders(home: Path | None = None) -> list[Path]:
     return [c for c in candidates if c.is_dir()]
 
 
-def library_folders(settings: Settings) -> list[Path]:
-    """The extra folders the person added (``Settings.extra["library.folders"]``)."""
-    raw = settings.extra.get(SETTINGS_FOLDERS_KEY) or []
-    return [Path(p) for p in raw if isinstance(p, str) and p]
-
-
-def with_library_folders(settings: Settings, folders: Iterable[Path | str]) -> Settings:
-    """``settings`` with the extra folders replaced (deduplicated, order kept)."""
-    seen: list[str] = []
-    for f in folders:
-        s = str(Path(f).expanduser())
-        if s not in seen:
-            seen.append(s)
-    return replace(settings, extra={**settings.extra, SETTINGS_FOLDERS_KEY: seen})
-
-
 @dataclass
 class _Facts:
     """What the library keeps of one file's header (cached as JSON)."""
@@ -174,7 +157,7 @@ class ModelLibrary:
 
     Args:
         paths: Glassbox's folders (models folder, cache and data folders).
-        folders: extra folders to search (see :func:`library_folders`).
+        folders: extra folders to search (``Settings.library_folders``).
         hf_cache: True: the standard Hugging Face cache (:func:`hf_cache_dir`,
             looked up at each scan); a Path: that cache; False: none.
 

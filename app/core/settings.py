@@ -12,6 +12,7 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,10 @@ from app.core.sampling import SamplerSettings
 
 MAX_RECENT = 12
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
+SETTINGS_VERSION = 2
+# Version 1 kept these two in an untyped ``extra`` dict under these keys.
+_V1_FOLDERS_KEY = "library.folders"
+_V1_TOKEN_KEY = "hub.token"
 
 
 @dataclass(frozen=True)
@@ -33,7 +38,11 @@ class Settings:
         system_prompt: the system message of new chats.
         recent_models: most recent first, absolute paths.
         window_geometry, window_state: Qt's saveGeometry/saveState, base64.
-        extra: settings owned by other parts (library folders, Hub token...).
+        library_folders: folders the person added to the model library, as typed
+            (``~`` expanded), deduplicated, in the order added.
+        hub_token: the Hugging Face token entered in Glassbox (stripped), or None.
+            Stored in settings.json in plain text, as huggingface_hub stores its
+            own login token; never logged or shown by Glassbox.
     """
 
     sampler: SamplerSettings = field(default_factory=SamplerSettings)
@@ -42,7 +51,8 @@ class Settings:
     recent_models: tuple[str, ...] = ()
     window_geometry: str = ""
     window_state: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+    library_folders: tuple[str, ...] = ()
+    hub_token: str | None = None
 
     def with_recent(self, model_path: str) -> Settings:
         """Put ``model_path`` first in the recent list (deduplicated, capped)."""
@@ -50,21 +60,34 @@ class Settings:
         rest = [r for r in self.recent_models if r != p]
         return replace(self, recent_models=tuple([p, *rest][:MAX_RECENT]))
 
+    def with_library_folders(self, folders: Iterable[Path | str]) -> Settings:
+        """These settings with the library's added folders replaced (``~`` expanded, deduplicated, order kept)."""
+        return replace(self, library_folders=_folders(folders))
+
+    def with_hub_token(self, token: str | None) -> Settings:
+        """These settings with the Hub token set (None or blank removes it)."""
+        return replace(self, hub_token=_token(token))
+
     def to_dict(self) -> dict[str, Any]:
         return {
-            "version": 1,
+            "version": SETTINGS_VERSION,
             "sampler": self.sampler.to_dict(),
             "load": self.load.to_dict(),
             "system_prompt": self.system_prompt,
             "recent_models": list(self.recent_models),
             "window_geometry": self.window_geometry,
             "window_state": self.window_state,
-            "extra": self.extra,
+            "library_folders": list(self.library_folders),
+            "hub_token": self.hub_token,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Settings:
+        """Settings from a parsed settings file of any version (1 is migrated); bad fields get defaults."""
         recent = data.get("recent_models") or []
+        extra = data.get("extra") if isinstance(data.get("extra"), dict) else {}
+        folders = data.get("library_folders", extra.get(_V1_FOLDERS_KEY))
+        token = data.get("hub_token", extra.get(_V1_TOKEN_KEY))
         return cls(
             sampler=SamplerSettings.from_dict(data.get("sampler")),
             load=LoadSettings.from_dict(data.get("load")),
@@ -72,8 +95,24 @@ class Settings:
             recent_models=tuple(str(r) for r in recent if isinstance(r, str))[:MAX_RECENT],
             window_geometry=str(data.get("window_geometry", "")),
             window_state=str(data.get("window_state", "")),
-            extra=dict(data.get("extra") or {}),
+            library_folders=_folders(f for f in folders if isinstance(f, str)) if isinstance(folders, list) else (),
+            hub_token=_token(token if isinstance(token, str) else None),
         )
+
+
+def _folders(folders: Iterable[Path | str]) -> tuple[str, ...]:
+    seen: list[str] = []
+    for f in folders:
+        if not str(f):
+            continue
+        s = str(Path(f).expanduser())
+        if s not in seen:
+            seen.append(s)
+    return tuple(seen)
+
+
+def _token(token: str | None) -> str | None:
+    return token.strip() if token and token.strip() else None
 
 
 class SettingsStore:

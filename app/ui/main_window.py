@@ -33,7 +33,7 @@ from app.core.chat import LoadSettings
 from app.core.conversations import ConversationStore
 from app.core.gguf_info import GGUFError, format_bytes, read_gguf_info
 from app.core.memory import kv_cache_layout
-from app.core.settings import Settings, SettingsStore
+from app.core.settings import Settings
 from app.paths import Paths
 from app.ui.chat.controller import ChatController
 from app.ui.chat.view import ChatView, Composer, SystemPromptBar
@@ -44,6 +44,7 @@ from app.ui.panels.model import ModelPanel
 from app.ui.panels.sampler import SamplerPanel
 from app.ui.panels.stats import StatsPanel
 from app.ui.panels.tokens import TokensPanel
+from app.ui.settings_controller import SettingsController
 from app.ui.turn import LiveTurn
 
 log = logging.getLogger("glassbox.ui")
@@ -150,16 +151,16 @@ class MainWindow(QMainWindow):
     def __init__(
         self,
         paths: Paths,
-        store: SettingsStore,
-        settings: Settings,
+        settings: SettingsController,
         engine: EngineClient,
         conversations: ConversationStore,
     ) -> None:
         super().__init__()
         self.paths = paths
-        self.store = store
         self.conversations = conversations
-        self.settings = settings
+        self.settings_ctl = settings
+        settings_now = settings.settings
+        settings.save_failed.connect(lambda text: self.banner.show_message("error", text))
         self.engine = engine
         self.turn = LiveTurn()
         self.setWindowTitle(APP_NAME)
@@ -173,7 +174,7 @@ class MainWindow(QMainWindow):
         col.setContentsMargins(0, 0, 0, 0)
         col.setSpacing(0)
         col.addWidget(self._build_top_bar())
-        self.system_bar = SystemPromptBar(settings.system_prompt)
+        self.system_bar = SystemPromptBar(settings_now.system_prompt)
         col.addWidget(self.system_bar)
         self.banner = Banner()
         col.addWidget(self.banner)
@@ -182,7 +183,7 @@ class MainWindow(QMainWindow):
         self.composer = Composer()
         col.addWidget(self.composer)
         # The centre shows the chat or the model library / Hub browser / downloads.
-        self.models = ModelsWindow(paths, lambda: self.settings, self._set_settings)
+        self.models = ModelsWindow(paths, settings)
         self.pages = QStackedWidget()
         self.pages.addWidget(centre)
         models_page = QWidget()
@@ -197,8 +198,8 @@ class MainWindow(QMainWindow):
 
         # Panels
         self.stats_panel = StatsPanel(self.turn)
-        self.sampler_panel = SamplerPanel(settings.sampler)
-        self.model_panel = ModelPanel(settings.load)
+        self.sampler_panel = SamplerPanel(settings_now.sampler)
+        self.model_panel = ModelPanel(settings_now.load)
         self.tokens_panel = TokensPanel(self.turn)
         self.chats_panel = ConversationsPanel(conversations)
         self.chats_dock = _dock("Chats", "chatsDock", self.chats_panel, scroll=False)
@@ -244,10 +245,6 @@ class MainWindow(QMainWindow):
         self._clock.setInterval(1000 // REFRESH_HZ)
         self._clock.timeout.connect(self._tick)
         self._clock.start()
-        self._save_timer = QTimer(self)
-        self._save_timer.setSingleShot(True)
-        self._save_timer.setInterval(500)
-        self._save_timer.timeout.connect(self.save_settings)
         self._loading_path: str | None = None
         self._load_timer = QElapsedTimer()
 
@@ -289,10 +286,6 @@ class MainWindow(QMainWindow):
         fm = self.model_button.fontMetrics()
         self.model_button.setText(fm.elidedText(text, Qt.TextElideMode.ElideMiddle, 280))
         self.model_button.setToolTip(text)
-
-    def _set_settings(self, s: Settings) -> None:
-        self.settings = s
-        self._schedule_save()
 
     def _build_top_bar(self) -> QWidget:
         bar = QFrame()
@@ -555,8 +548,7 @@ class MainWindow(QMainWindow):
         )
 
     def _reload_with(self, s: LoadSettings) -> None:
-        self.settings = replace(self.settings, load=s)
-        self._schedule_save()
+        self.settings_ctl.update(load=s)
         path = self.engine.model.info.path if self.engine.model else self._loading_path
         if path:
             self.load_model(path, s)
@@ -624,8 +616,7 @@ class MainWindow(QMainWindow):
         self.stats_panel.set_model(
             ev.n_ctx, kv_cache_layout(info, ev.n_ctx, n_ubatch=min(ev.n_batch, 512), swa_full=ev.settings.swa_full)
         )
-        self.settings = self.settings.with_recent(info.path)
-        self._schedule_save()
+        self.settings_ctl.apply(lambda s: s.with_recent(info.path))
         self.models.set_loaded_model(info.path)
         self.models.set_n_ctx(ev.n_ctx)
         self.setWindowTitle(f"{display_name(info.path)} — {APP_NAME}")
@@ -657,36 +648,31 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------------------ settings
     def _policy_changed(self, policy: str) -> None:
-        self.settings = replace(self.settings, load=replace(self.settings.load, context_policy=policy))
-        self._schedule_save()
+        self.settings_ctl.update(load=replace(self.settings.load, context_policy=policy))
 
     def _sampler_changed(self, s) -> None:
-        self.settings = replace(self.settings, sampler=s)
-        self._schedule_save()
+        self.settings_ctl.update(sampler=s)
         if self.chat.conversation_id is not None and not self._applying_conversation:
             self.conversations.update_conversation(self.chat.conversation_id, sampler=s)
 
     def _system_prompt_changed(self, text: str) -> None:
         if self._applying_conversation:
             return
-        self.settings = replace(self.settings, system_prompt=text)
-        self._schedule_save()
+        self.settings_ctl.update(system_prompt=text)
         if self.chat.conversation_id is not None:
             self.conversations.update_conversation(self.chat.conversation_id, system_prompt=text)
 
-    def _schedule_save(self) -> None:
-        self._save_timer.start()
+    @property
+    def settings(self) -> Settings:
+        """The current settings (owned by :attr:`settings_ctl`)."""
+        return self.settings_ctl.settings
 
     def save_settings(self) -> None:
+        """Record the window's geometry and the load settings, and write the settings file now."""
         geo = bytes(self.saveGeometry().toBase64()).decode("ascii")
         state = bytes(self.saveState().toBase64()).decode("ascii")
-        self.settings = replace(
-            self.settings, window_geometry=geo, window_state=state, load=self.model_panel.load_settings()
-        )
-        try:
-            self.store.save(self.settings)
-        except OSError as exc:
-            self.banner.show_message("error", f"Settings could not be saved: {exc}")
+        self.settings_ctl.update(window_geometry=geo, window_state=state, load=self.model_panel.load_settings())
+        self.settings_ctl.save_now()
 
     def _restore_window_state(self) -> None:
         if self.settings.window_geometry:

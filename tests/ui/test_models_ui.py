@@ -24,10 +24,9 @@ from PySide6.QtWidgets import QApplication, QLabel, QLineEdit, QPushButton
 from app.core.downloads import DownloadState, dest_dir_for
 from app.core.fit import SystemMemory
 from app.core.gguf_info import format_bytes, read_gguf_info
-from app.core.hub import STARTER_MODELS, hub_token
-from app.core.library import library_folders
+from app.core.hub import STARTER_MODELS
 from app.core.memory import estimate_memory
-from app.core.settings import Settings
+from app.core.settings import Settings, SettingsStore
 from app.paths import Paths, default_paths
 from app.ui.common import dialogs
 from app.ui.library import ModelsWindow
@@ -35,6 +34,7 @@ from app.ui.library.downloads_tab import DownloadColumn, DownloadRole
 from app.ui.library.hub_tab import FileColumn, FileRole, RepoRole
 from app.ui.library.library_tab import LibraryColumn, LibraryRole
 from app.ui.library.widgets import RED
+from app.ui.settings_controller import SettingsController
 from app.ui.theme import apply_theme
 from tests.support.fixtures import *  # noqa: F403 - hf_isolated, gb_paths, fake_hub, hub_endpoint, no_leaks
 from tests.support.hub_server import FakeHub
@@ -57,21 +57,6 @@ OTHER_TOKEN = "hf_SomeoneElsesToken98765432"
 BIG_MEM = SystemMemory(32 * GiB, 16 * GiB, source="test")
 
 
-class SettingsBox:
-    """What the main window gives ModelsWindow: a getter and a setter over its Settings."""
-
-    def __init__(self, settings: Settings | None = None) -> None:
-        self.settings = settings or Settings()
-        self.saved = 0
-
-    def get(self) -> Settings:
-        return self.settings
-
-    def set(self, s: Settings) -> None:
-        self.settings = s
-        self.saved += 1
-
-
 @pytest.fixture
 def windows(qtbot, gb_paths: Paths, hub_endpoint: FakeHub) -> Iterator[Callable[..., ModelsWindow]]:
     """Make ModelsWindows (the Hub is the FakeHub); each is shut down after the test.
@@ -81,10 +66,11 @@ def windows(qtbot, gb_paths: Paths, hub_endpoint: FakeHub) -> Iterator[Callable[
     apply_theme(QApplication.instance())  # a stylesheet error would be a Qt warning, which fails the test
     made: list[ModelsWindow] = []
 
-    def make(box: SettingsBox | None = None, paths: Paths | None = None, **kw) -> ModelsWindow:
-        box = box or SettingsBox()
+    def make(settings: Settings | None = None, paths: Paths | None = None, **kw) -> ModelsWindow:
+        p = paths or gb_paths
+        box = SettingsController(SettingsStore(p.settings_file), settings or Settings())
         kw.setdefault("memory", BIG_MEM)
-        w = ModelsWindow(paths or gb_paths, box.get, box.set, **kw)
+        w = ModelsWindow(p, box, **kw)
         w.box = box
         w.notices = []
         w.notice.connect(lambda kind, text: w.notices.append((kind, text)))
@@ -359,7 +345,7 @@ def test_added_folders_are_searched_stored_in_settings_and_removable(
     assert library_rows(w) == {}
     w.library_tab.add_folder(other)
     qtbot.waitUntil(lambda: "x-Q4_0.gguf" in library_rows(w), timeout=WAIT_MS)
-    assert library_folders(w.box.settings) == [other]
+    assert w.box.settings.library_folders == (str(other),)
     e = library_rows(w)["x-Q4_0.gguf"]
     r = w.library_tab.model.row_of(e.path)
     assert w.library_tab.model.index(r, LibraryColumn.SOURCE).data() == "Folder"
@@ -371,7 +357,7 @@ def test_added_folders_are_searched_stored_in_settings_and_removable(
     assert [u.toLocalFile() for u in opened] == [str(e.path.parent)]
     w.library_tab.remove_folder(other)
     qtbot.waitUntil(lambda: library_rows(w) == {}, timeout=WAIT_MS)
-    assert library_folders(w.box.settings) == []
+    assert w.box.settings.library_folders == ()
     assert other.exists()
 
 
@@ -520,7 +506,7 @@ def test_a_gated_repo_says_token_and_licence_with_a_link_and_never_shows_the_tok
     # A token without access to this repository, typed into the token field and saved.
     hub.token_field.setText(OTHER_TOKEN)
     qtbot.mouseClick(hub.token_save, Qt.MouseButton.LeftButton)
-    assert hub_token(w.box.settings) == OTHER_TOKEN
+    assert w.box.settings.hub_token == OTHER_TOKEN
     search_and_open(qtbot, w, "gated", "meta-llama/Gated-GGUF")
     qtbot.waitUntil(lambda: hub.files_model.fit_state == "needs access", timeout=WAIT_MS)
     msg = hub.repo_message

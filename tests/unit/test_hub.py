@@ -28,11 +28,9 @@ from app.core.hub import (
     HubNotFoundError,
     HubOfflineError,
     group_gguf_files,
-    hub_token,
     quant_from_filename,
     recommend,
     scrub,
-    with_hub_token,
 )
 from app.core.memory import estimate_memory
 from app.core.settings import Settings, SettingsStore
@@ -328,9 +326,9 @@ def test_file_finds_a_starter_model_by_name(client: HubClient, hub_endpoint: Fak
 
 def test_token_from_settings_round_trips(gb_paths) -> None:
     store = SettingsStore(gb_paths.settings_file)
-    store.save(with_hub_token(Settings(), f"  {TOKEN} "))
-    assert hub_token(store.load()) == TOKEN
-    assert hub_token(with_hub_token(store.load(), None)) is None
+    store.save(Settings().with_hub_token(f"  {TOKEN} "))
+    assert store.load().hub_token == TOKEN
+    assert store.load().with_hub_token(None).hub_token is None
 
 
 def test_fake_hub_tree_listing_matches_model_info(hub_endpoint: FakeHub, tmp_path: Path) -> None:

@@ -18,9 +18,7 @@ from app.core.library import (
     SOURCE_MODELS,
     ModelLibrary,
     hf_cache_dir,
-    library_folders,
     suggested_folders,
-    with_library_folders,
 )
 from app.core.settings import Settings, SettingsStore
 from app.paths import Paths, default_paths
@@ -193,9 +191,9 @@ def test_added_folders_are_searched_recursively_without_duplicates(gb_paths: Pat
 
 def test_folders_and_settings_round_trip(gb_paths: Paths, tmp_path: Path) -> None:
     store = SettingsStore(gb_paths.settings_file)
-    s = with_library_folders(Settings(), [tmp_path / "a", tmp_path / "a", "~/models"])
+    s = Settings().with_library_folders([tmp_path / "a", tmp_path / "a", "~/models"])
     store.save(s)
-    assert library_folders(store.load()) == [tmp_path / "a", Path("~/models").expanduser()]
+    assert store.load().library_folders == (str(tmp_path / "a"), str(Path("~/models").expanduser()))
 
 
 def test_last_used_is_remembered_and_sorts_first(gb_paths: Paths) -> None:

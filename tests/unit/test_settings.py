@@ -66,3 +66,29 @@ def test_binary_garbage_is_set_aside_too(tmp_path):
     assert store.load() == Settings()
     assert store.notice and "not text" in store.notice
     assert len(list(tmp_path.glob("settings.json.damaged-*"))) == 1
+
+
+def test_version_1_file_is_migrated_to_typed_fields(tmp_path):
+    """Version 1 kept the library folders and the Hub token in an untyped ``extra`` dict."""
+    path = tmp_path / "settings.json"
+    path.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "system_prompt": "Be brief.",
+                "extra": {"library.folders": ["/models/a", "/models/a", 7, "/models/b"], "hub.token": " hf_abc "},
+            }
+        ),
+        encoding="utf-8",
+    )
+    store = SettingsStore(path)
+    s = store.load()
+    assert store.notice is None
+    assert s.system_prompt == "Be brief."
+    assert s.library_folders == ("/models/a", "/models/b")
+    assert s.hub_token == "hf_abc"
+    store.save(s)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert data["version"] == 2 and "extra" not in data
+    assert data["library_folders"] == ["/models/a", "/models/b"] and data["hub_token"] == "hf_abc"
+    assert store.load() == s

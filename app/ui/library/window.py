@@ -31,19 +31,17 @@ from app.core.hub import (
     HubError,
     HubFile,
     StarterModel,
-    hub_token,
     is_offline_mode,
     offline_error,
     scrub,
-    with_hub_token,
 )
-from app.core.library import ModelLibrary, library_folders, with_library_folders
-from app.core.settings import Settings
+from app.core.library import ModelLibrary
 from app.paths import Paths
 from app.ui.common.tasks import TaskPool
 from app.ui.library.downloads_tab import DownloadsTab
 from app.ui.library.hub_tab import HubTab
 from app.ui.library.library_tab import LibraryTab
+from app.ui.settings_controller import SettingsController
 
 log = logging.getLogger("glassbox.ui.library")
 
@@ -61,9 +59,8 @@ class ModelsWindow(QWidget):
 
     Args:
         paths: Glassbox's folders (models go to ``paths.models_dir``).
-        settings_getter: returns the current settings (library folders and
-            the Hub token live in ``Settings.extra``).
-        settings_setter: stores changed settings (the caller persists them).
+        settings: the settings' owner (library folders and the Hub token are
+            read from it and changed through it).
         parent: the parent widget.
         memory: the machine's memory for fit verdicts (e.g. with the GPU's
             VRAM from the engine); None measures RAM at each verdict.
@@ -85,8 +82,7 @@ class ModelsWindow(QWidget):
     def __init__(
         self,
         paths: Paths,
-        settings_getter: Callable[[], Settings],
-        settings_setter: Callable[[Settings], None],
+        settings: SettingsController,
         parent: QWidget | None = None,
         *,
         memory: SystemMemory | None = None,
@@ -95,18 +91,17 @@ class ModelsWindow(QWidget):
         super().__init__(parent)
         self.setObjectName("modelsWindow")
         self.paths = paths
-        self._get_settings = settings_getter
-        self._set_settings = settings_setter
+        self._settings = settings
         self._n_ctx = DEFAULT_N_CTX
         self._memory = memory
         self._hub: HubClient | None = None
         self._closed = False
 
-        settings = settings_getter()
-        self.library = ModelLibrary(paths, folders=library_folders(settings))
+        current = settings.settings
+        self.library = ModelLibrary(paths, folders=[Path(f) for f in current.library_folders])
         self.library_pool = TaskPool("library", 1, self)
         self.hub_pool = TaskPool("hub", 2, self)
-        self.manager = DownloadManager(paths, token=hub_token(settings), **(download_options or {}))
+        self.manager = DownloadManager(paths, token=current.hub_token, **(download_options or {}))
 
         self.library_tab = LibraryTab(self.library, self.library_pool, self._folders, self._store_folders)
         self.hub_tab = HubTab(
@@ -115,7 +110,7 @@ class ModelsWindow(QWidget):
             paths.models_dir,
             lambda: self._n_ctx,
             lambda: self._memory,
-            lambda: hub_token(self._get_settings()),
+            lambda: self._settings.settings.hub_token,
             self._store_token,
         )
         self.downloads_tab = DownloadsTab(self.manager)
@@ -195,23 +190,22 @@ class ModelsWindow(QWidget):
     def hub_client(self) -> HubClient:
         """The Hub client (built on first use with the token from the settings, if any)."""
         if self._hub is None:
-            self._hub = HubClient(token=hub_token(self._get_settings()))
+            self._hub = HubClient(token=self._settings.settings.hub_token)
         return self._hub
 
     def _store_token(self, token: str | None) -> None:
-        self._set_settings(with_hub_token(self._get_settings(), token))
+        self._settings.apply(lambda s: s.with_hub_token(token))
         self._hub = None  # rebuilt with the new token on next use
         self.manager.set_token(token)
 
     def _folders(self) -> list[Path]:
-        return library_folders(self._get_settings())
+        return [Path(f) for f in self._settings.settings.library_folders]
 
     def _store_folders(self, folders: list[Path]) -> None:
-        self._set_settings(with_library_folders(self._get_settings(), folders))
+        self._settings.apply(lambda s: s.with_library_folders(folders))
 
     def _notice(self, kind: str, text: str) -> None:
-        s = self._get_settings()
-        self.notice.emit(kind, scrub(text, hub_token(s)))
+        self.notice.emit(kind, scrub(text, self._settings.settings.hub_token))
 
     # --- downloads ---------------------------------------------------------------------------------
     def download(self, file: HubFile) -> str | None:
