@@ -1,9 +1,12 @@
 """ModelsWindow: the model library, the Hub browser and the downloads, in one widget.
 
-It owns the :class:`~app.core.library.ModelLibrary`, a lazily built
-:class:`~app.core.hub.HubClient`, the :class:`~app.core.downloads.DownloadManager`
-and the worker threads they run on; the main window only connects its signals
-and calls :meth:`ModelsWindow.shutdown` when it closes.
+The composition root (:func:`app.main.build_models_page`) builds the
+:class:`~app.core.library.ModelLibrary`, the :class:`~app.core.downloads.DownloadManager`,
+the :class:`~app.core.hub.HubClient` factory and the two worker pools, and hands
+them to :class:`ModelsWindow`, which owns them from then on: it starts the
+manager, builds the Hub client on first use (again when the token changes) and
+stops them all in :meth:`ModelsWindow.shutdown`. The main window only connects
+its signals and calls :meth:`ModelsWindow.shutdown` when it closes.
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QTabWidget, QVBoxLayout, QWidget
@@ -61,11 +63,20 @@ class ModelsWindow(QWidget):
         paths: Glassbox's folders (models go to ``paths.models_dir``).
         settings: the settings' owner (library folders and the Hub token are
             read from it and changed through it).
+        library: the model library (used only on ``library_pool``'s thread).
+        manager: the download manager, not started yet (this window starts it
+            and shuts it down).
+        hub_client_factory: builds a :class:`~app.core.hub.HubClient` for a token
+            (None: anonymous or huggingface_hub's login); called on first use
+            and after the token changes.
+        library_pool: a one-thread pool for scans, imports and deletes.
+        hub_pool: the pool for Hub calls (searches, listings, fit verdicts).
         parent: the parent widget.
         memory: the machine's memory for fit verdicts (e.g. with the GPU's
             VRAM from the engine); None measures RAM at each verdict.
-        download_options: extra keyword arguments for
-            :class:`~app.core.downloads.DownloadManager` (concurrency, retries...).
+
+    The window owns ``library``, ``manager`` and the pools once given them:
+    :meth:`shutdown` stops them.
 
     Signals:
         load_requested(str): load this GGUF file (the first part of a split model).
@@ -83,10 +94,14 @@ class ModelsWindow(QWidget):
         self,
         paths: Paths,
         settings: SettingsController,
-        parent: QWidget | None = None,
         *,
+        library: ModelLibrary,
+        manager: DownloadManager,
+        hub_client_factory: Callable[[str | None], HubClient],
+        library_pool: TaskPool,
+        hub_pool: TaskPool,
+        parent: QWidget | None = None,
         memory: SystemMemory | None = None,
-        download_options: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("modelsWindow")
@@ -94,14 +109,16 @@ class ModelsWindow(QWidget):
         self._settings = settings
         self._n_ctx = DEFAULT_N_CTX
         self._memory = memory
+        self._hub_client_factory = hub_client_factory
         self._hub: HubClient | None = None
         self._closed = False
 
-        current = settings.settings
-        self.library = ModelLibrary(paths, folders=[Path(f) for f in current.library_folders])
-        self.library_pool = TaskPool("library", 1, self)
-        self.hub_pool = TaskPool("hub", 2, self)
-        self.manager = DownloadManager(paths, token=current.hub_token, **(download_options or {}))
+        self.library = library
+        self.manager = manager
+        self.library_pool = library_pool
+        self.hub_pool = hub_pool
+        for pool in (library_pool, hub_pool):
+            pool.setParent(self)
 
         self.library_tab = LibraryTab(self.library, self.library_pool, self._folders, self._store_folders)
         self.hub_tab = HubTab(
@@ -190,7 +207,7 @@ class ModelsWindow(QWidget):
     def hub_client(self) -> HubClient:
         """The Hub client (built on first use with the token from the settings, if any)."""
         if self._hub is None:
-            self._hub = HubClient(token=self._settings.settings.hub_token)
+            self._hub = self._hub_client_factory(self._settings.settings.hub_token)
         return self._hub
 
     def _store_token(self, token: str | None) -> None:
@@ -270,15 +287,7 @@ class ModelsWindow(QWidget):
             st = by_dest.get(str(dest))
             if st is None:
                 continue
-            text, enabled = {
-                DownloadState.QUEUED: ("Queued", False),
-                DownloadState.RUNNING: (f"{int(st.fraction * 100)}%", False),
-                DownloadState.PAUSED: ("Paused", False),
-                DownloadState.FAILED: ("Download", True),
-                DownloadState.CANCELLED: ("Download", True),
-                DownloadState.DONE: ("Downloaded", False),
-            }[st.state]
-            self.library_tab.starters.set_state(s, text, enabled)
+            self.library_tab.starters.show_status(s, st)
 
     def _active_downloads(self, n: int) -> None:
         self.tabs.setTabText(TAB_NAMES.index("downloads"), f"Downloads · {n}" if n else "Downloads")
