@@ -37,9 +37,10 @@ from PySide6.QtWidgets import (
 from app.core.hub import repo_page_url
 from app.core.importer import ImportResult, import_files
 from app.core.library import SOURCE_FOLDER, SOURCE_HF_CACHE, ModelEntry, ModelLibrary, suggested_folders
-from app.ui.common import dialogs, palette
+from app.ui.common import dialogs
 from app.ui.common.fmt import format_bytes
 from app.ui.common.tasks import TaskPool
+from app.ui.library.empty_page import EmptyLibraryPage
 from app.ui.library.library_model import LibraryColumn, LibraryModel, LibraryRole, same_path
 from app.ui.library.library_view import LibraryView
 from app.ui.library.starter_list import StarterList
@@ -187,7 +188,12 @@ class LibraryTab(QWidget):
         self.view.files_dropped.connect(self.import_files)
         self.view.selectionModel().selectionChanged.connect(lambda *_: self._selection_changed())
         self.stack.addWidget(self.view)
-        self.empty_page = self._build_empty_page()
+        self.empty_page = EmptyLibraryPage()
+        self.empty_page.open_file_requested.connect(self.open_file_requested)
+        self.empty_page.import_requested.connect(self.import_dialog)
+        self.empty_page.add_folder_requested.connect(self.add_folder_dialog)
+        self.empty_page.folder_chosen.connect(self.add_folder)
+        self.empty_page.starters.download_requested.connect(self.starter_download_requested)
         self.stack.addWidget(self.empty_page)
         lay.addWidget(self.stack, 1)
 
@@ -226,62 +232,15 @@ class LibraryTab(QWidget):
         self._update_page()
 
     # --- pages ------------------------------------------------------------------------------------
-    def _build_empty_page(self) -> QWidget:
-        page = QWidget()
-        page.setObjectName("emptyPage")
-        outer = QHBoxLayout(page)
-        outer.addStretch(1)
-        col = QVBoxLayout()
-        col.setSpacing(10)
-        col.addStretch(1)
-        title = QLabel("No models yet")
-        title.setObjectName("emptyTitle")
-        col.addWidget(title)
-        text = QLabel(
-            "Glassbox looks for GGUF files in its models folder, in the Hugging Face cache and in "
-            "folders you add. Open a GGUF file you already have, or download a small model to start:"
-        )
-        text.setObjectName("emptyText")
-        text.setWordWrap(True)
-        col.addWidget(text)
-        actions = QHBoxLayout()
-        self.open_file_button = QPushButton("Open a GGUF file…")
-        self.open_file_button.setObjectName("primaryButton")
-        self.open_file_button.clicked.connect(self.open_file_requested)
-        actions.addWidget(self.open_file_button)
-        imp = QPushButton("Import into the library…")
-        imp.clicked.connect(self.import_dialog)
-        actions.addWidget(imp)
-        add = QPushButton("Add a folder…")
-        add.clicked.connect(self.add_folder_dialog)
-        actions.addWidget(add)
-        actions.addStretch(1)
-        col.addLayout(actions)
-        self.suggest_label = QLabel("")
-        self.suggest_label.setObjectName("emptyText")
-        self.suggest_label.setWordWrap(True)
-        self.suggest_label.setTextFormat(Qt.TextFormat.RichText)
-        self.suggest_label.linkActivated.connect(lambda p: self.add_folder(Path(p)))
-        self.suggest_label.hide()
-        col.addWidget(self.suggest_label)
-        head = QLabel("Small models to start with")
-        head.setObjectName("sectionTitle")
-        col.addWidget(head)
-        self.starters = StarterList()
-        self.starters.download_requested.connect(self.starter_download_requested)
-        col.addWidget(self.starters)
-        note = QLabel("Sizes are approximate; downloads come from the Hugging Face Hub and resume if interrupted.")
-        note.setObjectName("detailLabel")
-        note.setWordWrap(True)
-        col.addWidget(note)
-        col.addStretch(2)
-        box = QWidget()
-        box.setLayout(col)
-        box.setMaximumWidth(760)
-        box.setMinimumWidth(420)
-        outer.addWidget(box, 4)
-        outer.addStretch(1)
-        return page
+    @property
+    def starters(self) -> StarterList:
+        """The first-run page's starter models."""
+        return self.empty_page.starters
+
+    @property
+    def open_file_button(self) -> QPushButton:
+        """The first-run page's "Open a GGUF file…" button."""
+        return self.empty_page.open_file_button
 
     def _update_page(self) -> None:
         empty = self.scanned and not self.model.entries
@@ -289,13 +248,7 @@ class LibraryTab(QWidget):
         self.details.setVisible(not empty)
         self.filter.setEnabled(not empty)
         if empty:
-            found = [f for f in suggested_folders() if f not in self._get_folders()]
-            if found:
-                links = ", ".join(f'<a href="{f}" style="color:{palette.LINK}">add {f}</a>' for f in found)
-                self.suggest_label.setText(f"Models of another app were found on this computer: {links}")
-                self.suggest_label.show()
-            else:
-                self.suggest_label.hide()
+            self.empty_page.suggest_folders([f for f in suggested_folders() if f not in self._get_folders()])
         n = len(self.model.entries)
         bad = sum(1 for e in self.model.entries if e.error)
         size = sum(e.size for e in self.model.entries)
