@@ -478,12 +478,11 @@ class HubTab(QWidget):
             rep = self.files_model.reports.get(f)
             if rep is not None and rep.verdict is not Verdict.FITS:
                 tip += f"\nCareful: {VERDICT_SENTENCE[rep.verdict]}"
-            look = hub_button(self.statuses.get(str(dest)), dest)
             if f.missing_parts:
                 text, enabled, tip = "Incomplete", False, "The Hub listing lacks: " + ", ".join(f.missing_parts)
             elif f.is_projector:
                 text, enabled, tip = "Projector", False, "A multimodal projector, not a model to chat with."
-            elif look is not None:
+            elif (look := hub_button(self.statuses.get(str(dest)), dest)) is not None:
                 text, enabled, tip = look.text, look.enabled, self._scrub(look.tip)
             b.setText(text)
             b.setEnabled(enabled)

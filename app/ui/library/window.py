@@ -11,6 +11,7 @@ its signals and calls :meth:`ModelsWindow.shutdown` when it closes.
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -48,7 +49,19 @@ from app.ui.settings_controller import SettingsController
 log = logging.getLogger("glassbox.ui.library")
 
 DEFAULT_N_CTX = 4096
-TAB_NAMES = ("library", "hub", "downloads")
+
+
+class ModelsTab(str, enum.Enum):
+    """The window's tabs, in their order."""
+
+    LIBRARY = "library"
+    HUB = "hub"
+    DOWNLOADS = "downloads"
+
+    @property
+    def position(self) -> int:
+        """The tab's position in the tab bar."""
+        return list(ModelsTab).index(self)
 
 
 class ModelsWindow(QWidget):
@@ -188,9 +201,13 @@ class ModelsWindow(QWidget):
         if not self._closed:
             self.library_tab.set_loaded(path)
 
-    def show_tab(self, name: str) -> None:
-        """Bring ``library``, ``hub`` or ``downloads`` to the front."""
-        self.tabs.setCurrentIndex(TAB_NAMES.index(name))
+    def show_tab(self, tab: ModelsTab | str) -> None:
+        """Bring a tab to the front (a :class:`ModelsTab` or its value: ``library``, ``hub``, ``downloads``).
+
+        Raises:
+            ValueError: no tab has that name.
+        """
+        self.tabs.setCurrentIndex(ModelsTab(tab).position)
 
     def shutdown(self) -> None:
         """Stop the downloads (they resume next time) and every worker thread. Idempotent."""
@@ -290,7 +307,7 @@ class ModelsWindow(QWidget):
             self.library_tab.starters.show_status(s, st)
 
     def _active_downloads(self, n: int) -> None:
-        self.tabs.setTabText(TAB_NAMES.index("downloads"), f"Downloads · {n}" if n else "Downloads")
+        self.tabs.setTabText(ModelsTab.DOWNLOADS.position, f"Downloads · {n}" if n else "Downloads")
 
 
-__all__ = ["ModelsWindow"]
+__all__ = ["ModelsTab", "ModelsWindow"]
