@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QLabel, QSizePolicy, QStyle, QStyledItemDelegate, 
 
 from app.core.fit import COMFORT, FitReport, Verdict
 from app.ui.common import dialogs, palette
+from app.ui.common.message_kind import MessageKind
 from app.ui.common.palette import qcolor
 
 # QColor aliases of palette names, for painters and item-data roles.
@@ -45,7 +46,7 @@ def linkify(text: str) -> str:
 
 
 class InlineMessage(QLabel):
-    """A message inside a tab (kind ``info``, ``warning``, ``error`` or ``busy``) with clickable links.
+    """A message inside a tab (a :class:`MessageKind`: info, warning, error or busy) with clickable links.
 
     Links open through :func:`app.ui.common.dialogs.open_url`.
     """
@@ -59,25 +60,30 @@ class InlineMessage(QLabel):
         self.setOpenExternalLinks(False)
         self.linkActivated.connect(lambda url: dialogs.open_url(url))
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
-        self.kind = ""
+        self.kind: MessageKind | None = None
         self.plain = ""
         self.hide()
 
-    def show_message(self, kind: str, text: str, links: list[tuple[str, str]] | None = None) -> None:
-        """Show ``text`` (plain; URLs become links) and optional extra ``(label, url)`` links."""
-        self.kind = kind
+    def show_message(self, kind: MessageKind | str, text: str, links: list[tuple[str, str]] | None = None) -> None:
+        """Show ``text`` (plain; URLs become links) and optional extra ``(label, url)`` links.
+
+        Raises:
+            ValueError: ``kind`` is not a :class:`MessageKind` value.
+        """
+        self.kind = MessageKind(kind)
         self.plain = text
         body = linkify(text)
         for label, url in links or []:
             body += f' &nbsp;<a href="{html.escape(url)}" style="color:{palette.LINK}">{html.escape(label)}</a>'
-        self.setProperty("kind", kind)
+        self.setProperty("kind", self.kind.value)
         self.style().unpolish(self)
         self.style().polish(self)
         self.setText(body)
         self.show()
 
     def clear_message(self) -> None:
-        self.kind = ""
+        """Hide the message (``kind`` becomes None)."""
+        self.kind = None
         self.plain = ""
         self.setText("")
         self.hide()
