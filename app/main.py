@@ -104,7 +104,7 @@ def create_window(paths):
     settings = SettingsController(store, store.load())
     conversations, history_notice = open_conversations(paths)
     engine = EngineClient(str(paths.logs_dir / "engine.log"))
-    window = MainWindow(paths, settings, engine, conversations)
+    window = MainWindow(paths, settings, engine, conversations, build_models_page(paths, settings))
     notices = [n for n in (store.notice, history_notice) if n]
     if notices:
         window.banner.show_message("warning", " ".join(notices), topic="startup")
@@ -112,6 +112,41 @@ def create_window(paths):
     if recent:
         window.open_conversation(recent[0].id)
     return window
+
+
+def build_models_page(paths, settings, *, memory=None, download_options=None):
+    """The Models page (Library, Hub, Downloads) with the services it runs on.
+
+    Builds the model library (with the folders from ``settings``), the download
+    manager (with the Hub token from ``settings``), the Hub client factory and
+    the two worker pools, and hands them to the
+    :class:`~app.ui.library.ModelsWindow`, which owns them from then on (its
+    ``shutdown()`` stops them).
+
+    Args:
+        paths: Glassbox's folders.
+        settings: the :class:`~app.ui.settings_controller.SettingsController`.
+        memory: the machine's memory for fit verdicts (None: RAM measured at each verdict).
+        download_options: extra keyword arguments for
+            :class:`~app.core.downloads.DownloadManager` (concurrency, retries, free_space...).
+    """
+    from app.core.downloads import DownloadManager
+    from app.core.hub import HubClient
+    from app.core.library import ModelLibrary
+    from app.ui.common.tasks import TaskPool
+    from app.ui.library import ModelsWindow
+
+    current = settings.settings
+    return ModelsWindow(
+        paths,
+        settings,
+        library=ModelLibrary(paths, folders=[Path(f) for f in current.library_folders]),
+        manager=DownloadManager(paths, token=current.hub_token, **(download_options or {})),
+        hub_client_factory=lambda token: HubClient(token=token),
+        library_pool=TaskPool("library", 1),
+        hub_pool=TaskPool("hub", 2),
+        memory=memory,
+    )
 
 
 def open_conversations(paths):

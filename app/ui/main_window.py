@@ -154,6 +154,7 @@ class MainWindow(QMainWindow):
         settings: SettingsController,
         engine: EngineClient,
         conversations: ConversationStore,
+        models_page: ModelsWindow,
     ) -> None:
         super().__init__()
         self.paths = paths
@@ -183,7 +184,7 @@ class MainWindow(QMainWindow):
         self.composer = Composer()
         col.addWidget(self.composer)
         # The centre shows the chat or the model library / Hub browser / downloads.
-        self.models = ModelsWindow(paths, settings)
+        self.models = models_page
         self.pages = QStackedWidget()
         self.pages.addWidget(centre)
         models_page = QWidget()

@@ -27,12 +27,13 @@ from app.core.gguf_info import format_bytes, read_gguf_info
 from app.core.hub import STARTER_MODELS
 from app.core.memory import estimate_memory
 from app.core.settings import Settings, SettingsStore
+from app.main import build_models_page
 from app.paths import Paths, default_paths
 from app.ui.common import dialogs
 from app.ui.library import ModelsWindow
-from app.ui.library.downloads_tab import DownloadColumn, DownloadRole
-from app.ui.library.hub_tab import FileColumn, FileRole, RepoRole
-from app.ui.library.library_tab import LibraryColumn, LibraryRole
+from app.ui.library.downloads_model import DownloadColumn, DownloadRole
+from app.ui.library.hub_models import FileColumn, FileRole, RepoRole
+from app.ui.library.library_model import LibraryColumn, LibraryRole
 from app.ui.library.widgets import RED
 from app.ui.settings_controller import SettingsController
 from app.ui.theme import apply_theme
@@ -59,7 +60,7 @@ BIG_MEM = SystemMemory(32 * GiB, 16 * GiB, source="test")
 
 @pytest.fixture
 def windows(qtbot, gb_paths: Paths, hub_endpoint: FakeHub) -> Iterator[Callable[..., ModelsWindow]]:
-    """Make ModelsWindows (the Hub is the FakeHub); each is shut down after the test.
+    """Make ModelsWindows as app.main builds them (the Hub is the FakeHub); each is shut down after the test.
 
     Depends on ``hub_endpoint`` so that windows are shut down before the server stops.
     """
@@ -70,7 +71,7 @@ def windows(qtbot, gb_paths: Paths, hub_endpoint: FakeHub) -> Iterator[Callable[
         p = paths or gb_paths
         box = SettingsController(SettingsStore(p.settings_file), settings or Settings())
         kw.setdefault("memory", BIG_MEM)
-        w = ModelsWindow(p, box, **kw)
+        w = build_models_page(p, box, **kw)
         w.box = box
         w.notices = []
         w.notice.connect(lambda kind, text: w.notices.append((kind, text)))
@@ -190,9 +191,12 @@ def test_creating_the_window_and_showing_the_library_opens_no_socket(
     scanned(qtbot, w)
     assert list(library_rows(w)) == ["tiny-Q4_0.gguf"]
     w.show_tab("hub")  # looking at the Hub tab is not searching
-    qtbot.wait(50)
-    w.show_tab("library")
+    qtbot.waitUntil(lambda: w.hub_tab.isVisible(), timeout=WAIT_MS)
     w.grab()
+    w.show_tab("library")
+    qtbot.waitUntil(lambda: w.library_tab.isVisible() and not w.hub_tab.isVisible(), timeout=WAIT_MS)
+    w.grab()
+    assert not w.hub_pool.busy  # no Hub call queued or running
     assert calls == [], f"sockets were opened: {calls}"
     assert hub_endpoint.requests == []
 
@@ -321,8 +325,11 @@ def test_drop_imports_gguf_files_and_reports_bad_ones(qtbot, windows, gb_paths: 
     ev = QDropEvent(
         QPointF(20, 20), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier
     )
-    w.library_tab.view.dropEvent(ev)
-    assert ev.isAccepted()
+    with qtbot.waitSignal(w.library_tab.import_finished, timeout=WAIT_MS) as done:
+        w.library_tab.view.dropEvent(ev)
+        assert ev.isAccepted()
+    result = done.args[0]
+    assert [e.name for e in result.imported] == ["Dropped"] and len(result.errors) == 1 and not result.cancelled
     qtbot.waitUntil(lambda: "dropped-Q4_0.gguf" in library_rows(w) and not w.library_pool.busy, timeout=WAIT_MS)
     assert (gb_paths.models_dir / "dropped-Q4_0.gguf").read_bytes() == src.read_bytes()
     assert src.exists()  # copied, not moved
@@ -457,7 +464,7 @@ def test_a_repo_lists_its_files_with_fit_verdicts_and_the_recommended_quant(
     report = fm.index(rec, 0).data(FileRole.FIT)
     tip = fm.index(rec, FileColumn.FIT).data(Qt.ItemDataRole.ToolTipRole)
     assert report.breakdown() in tip and "weights" in tip and "KV cache" in tip and "compute" in tip
-    detail = hub.breakdown_label.text()
+    detail = hub.file_detail.breakdown_label.text()
     for part in (
         format_bytes(report.estimate.weights),
         format_bytes(report.estimate.kv_cache),
@@ -466,9 +473,9 @@ def test_a_repo_lists_its_files_with_fit_verdicts_and_the_recommended_quant(
         f"{format_bytes(mem.ram_available)} free RAM",
     ):
         assert part in detail, part
-    assert "Fits" in hub.verdict_label.text() and hub.fit_bar.report == report
+    assert "Fits" in hub.file_detail.verdict_label.text() and hub.file_detail.fit_bar.report == report
     hub.files.selectRow(file_row(w, "m-F32.gguf"))
-    assert "Does not fit" in hub.verdict_label.text()
+    assert "Does not fit" in hub.file_detail.verdict_label.text()
     # Verdicts follow n_ctx (the header is not fetched again).
     header_gets = len([r for r in hub_endpoint.requests if "/resolve/" in r.path])
     w.set_n_ctx(8192)
@@ -502,10 +509,10 @@ def test_a_gated_repo_says_token_and_licence_with_a_link_and_never_shows_the_tok
     w = windows()
     w.show()
     hub = w.hub_tab
-    assert hub.token_field.echoMode() == QLineEdit.EchoMode.Password
+    assert hub.token_box.token_field.echoMode() == QLineEdit.EchoMode.Password
     # A token without access to this repository, typed into the token field and saved.
-    hub.token_field.setText(OTHER_TOKEN)
-    qtbot.mouseClick(hub.token_save, Qt.MouseButton.LeftButton)
+    hub.token_box.token_field.setText(OTHER_TOKEN)
+    qtbot.mouseClick(hub.token_box.token_save, Qt.MouseButton.LeftButton)
     assert w.box.settings.hub_token == OTHER_TOKEN
     search_and_open(qtbot, w, "gated", "meta-llama/Gated-GGUF")
     qtbot.waitUntil(lambda: hub.files_model.fit_state == "needs access", timeout=WAIT_MS)
@@ -531,8 +538,8 @@ def test_a_gated_repo_says_token_and_licence_with_a_link_and_never_shows_the_tok
     assert all(OTHER_TOKEN not in t for _, t in w.notices)
     assert all(OTHER_TOKEN not in r.getMessage() for r in caplog.records)
     # With the right token the verdict comes.
-    hub.token_field.setText(TOKEN)
-    qtbot.mouseClick(hub.token_save, Qt.MouseButton.LeftButton)
+    hub.token_box.token_field.setText(TOKEN)
+    qtbot.mouseClick(hub.token_box.token_save, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: bool(hub.files_model.reports), timeout=WAIT_MS)
     assert hub.files_model.index(0, 0).data(FileRole.VERDICT) == "fits"
     assert TOKEN not in shown_texts(w)
@@ -554,7 +561,8 @@ def test_offline_says_so_at_once_and_uses_no_network(
     assert hub.search_message.plain.startswith("Offline") and "HF_HUB_OFFLINE" in hub.search_message.plain
     w.download_starter(STARTER_MODELS[0])
     assert w.notices and w.notices[-1][0] == "warning" and "Offline" in w.notices[-1][1]
-    qtbot.wait(100)
+    assert not w.hub_pool.busy  # said at once: no Hub call was queued, so none can come later
+    assert w.library_tab.starters.buttons[STARTER_MODELS[0].filename].isEnabled()
     assert hub_endpoint.requests == []
 
 
@@ -711,7 +719,7 @@ def test_rows_repaint_on_the_clock_not_per_event(qtbot, windows) -> None:
         )
 
     for i in range(200):  # as the manager's threads would, through the queued signal
-        tab._listener(status(i * 5))
+        tab.receive_status(status(i * 5))
     assert changes == [] and tab.model.rowCount() == 0  # nothing painted per event
     qtbot.waitUntil(lambda: tab.model.rowCount() == 1, timeout=2000)
     assert tab.events == 200 and tab.ticks == 1 and len(changes) == 1

@@ -90,10 +90,6 @@ class TaskPool(QObject):
             self._queue.put((tid, fn))
         return tid
 
-    def is_current(self, key: str, task_id: int) -> bool:
-        """Whether ``task_id`` is the newest call submitted with ``key``."""
-        return self._latest.get(key) == task_id
-
     def _work(self) -> None:
         while True:
             item = self._queue.get()

@@ -4,29 +4,18 @@ Every Hub call runs on a worker thread (:class:`~app.ui.common.tasks.TaskPool`);
 a newer search, listing or verdict supersedes an older one still in flight.
 Nothing here touches the network until the person searches: the tab opens
 empty, and with ``HF_HUB_OFFLINE`` set a search says "offline" at once,
-without a worker call.
+without a worker call. The item models are in :mod:`app.ui.library.hub_models`,
+the result cards in :mod:`~app.ui.library.repo_card`, the file's fit panel in
+:mod:`~app.ui.library.file_detail` and the token row in :mod:`~app.ui.library.token_box`.
 """
 
 from __future__ import annotations
 
-import enum
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from PySide6.QtCore import (
-    QAbstractListModel,
-    QAbstractTableModel,
-    QItemSelectionModel,
-    QModelIndex,
-    QPersistentModelIndex,
-    QRect,
-    QSize,
-    Qt,
-    Signal,
-)
-from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter
+from PySide6.QtCore import QItemSelectionModel, QModelIndex, Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -37,16 +26,13 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QListView,
     QPushButton,
-    QSizePolicy,
     QSplitter,
-    QStyledItemDelegate,
-    QStyleOptionViewItem,
     QTableView,
     QVBoxLayout,
     QWidget,
 )
 
-from app.core.downloads import DownloadState, DownloadStatus, dest_dir_for
+from app.core.downloads import DownloadStatus, dest_dir_for
 from app.core.fit import FitReport, SystemMemory, Verdict
 from app.core.gguf_info import GGUFError
 from app.core.hub import (
@@ -59,288 +45,34 @@ from app.core.hub import (
     RepoSummary,
     is_offline_mode,
     offline_error,
-    recommend,
     repo_page_url,
     scrub,
 )
-from app.ui.common import dialogs
-from app.ui.common.fmt import ago, count, format_bytes
+from app.ui.common import dialogs, palette
+from app.ui.common.fmt import ago, format_bytes
+from app.ui.common.message_kind import MessageKind
 from app.ui.common.tasks import TaskPool
-from app.ui.library.widgets import (
-    ACCENT,
-    AMBER,
-    FAINT,
-    MUTED,
-    PURPLE,
-    TEXT,
-    VERDICT_COLORS,
-    FitBar,
-    FlatDelegate,
-    InlineMessage,
-    paint_background,
+from app.ui.library.download_actions import DownloadAction, hub_button
+from app.ui.library.file_detail import FileDetail
+from app.ui.library.hub_models import (
+    VERDICT_SENTENCE,
+    FileColumn,
+    FileRole,
+    FitState,
+    HubFilesModel,
+    RepoResultsModel,
+    RepoRole,
 )
+from app.ui.library.repo_card import RepoDelegate
+from app.ui.library.token_box import TokenBox
+from app.ui.library.widgets import FlatDelegate, InlineMessage
 
 log = logging.getLogger("glassbox.ui.library")
 
 SORT_CHOICES = (("Most downloaded", "downloads"), ("Most liked", "likes"), ("Recently updated", "recent"))
 SEARCH_LIMIT = 50
-VERDICT_TEXT = {Verdict.FITS: "fits", Verdict.TIGHT: "tight", Verdict.DOES_NOT_FIT: "does not fit"}
-VERDICT_SENTENCE = {
-    Verdict.FITS: "Fits: it leaves at least 20% of the free memory for everything else.",
-    Verdict.TIGHT: "Tight: it fits, but leaves less than 20% of the free memory; expect swapping or slow-downs.",
-    Verdict.DOES_NOT_FIT: "Does not fit: it needs more memory than is free now.",
-}
-RECOMMENDED_BG = QColor("#132a1d")
 
 
-# --- search results --------------------------------------------------------------------------------
-class RepoRole(enum.IntEnum):
-    """Item data roles of :class:`RepoResultsModel`."""
-
-    REPO = Qt.ItemDataRole.UserRole + 1  #: the :class:`RepoSummary`
-    REPO_ID = enum.auto()  #: str
-    SUBTITLE = enum.auto()  #: downloads · likes · updated · architecture
-
-
-class RepoResultsModel(QAbstractListModel):
-    """Search results, in the Hub's order. Touch it only on the UI thread."""
-
-    def __init__(self, parent: Any = None) -> None:
-        super().__init__(parent)
-        self.repos: list[RepoSummary] = []
-
-    def set_repos(self, repos: list[RepoSummary]) -> None:
-        self.beginResetModel()
-        self.repos = list(repos)
-        self.endResetModel()
-
-    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(self.repos)
-
-    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid() or index.row() >= len(self.repos):
-            return None
-        r = self.repos[index.row()]
-        if role in (Qt.ItemDataRole.DisplayRole, RepoRole.REPO_ID):
-            return r.repo_id
-        if role == RepoRole.REPO:
-            return r
-        if role == RepoRole.SUBTITLE:
-            bits = [f"↓ {count(r.downloads)}", f"♥ {count(r.likes)}"]
-            if r.last_modified:
-                bits.append(f"updated {ago(r.last_modified)}")
-            if r.architecture:
-                bits.append(r.architecture)
-            if r.gated:
-                bits.append("gated")
-            if r.private:
-                bits.append("private")
-            return "  ·  ".join(bits)
-        if role == Qt.ItemDataRole.ToolTipRole:
-            return f"{r.repo_id}\n{r.downloads:,} downloads · {r.likes:,} likes\n{r.url}"
-        return None
-
-
-class RepoDelegate(QStyledItemDelegate):
-    """A search result as a card: ``owner /`` name, then counts and date."""
-
-    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> QSize:
-        fm = QFontMetrics(option.font)
-        return QSize(260, fm.height() * 2 + 20)
-
-    def paint(self, p: QPainter, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> None:
-        opt = QStyleOptionViewItem(option)
-        self.initStyleOption(opt, index)
-        p.save()
-        paint_background(p, opt)
-        p.setPen(QColor("#23272f"))
-        p.drawLine(opt.rect.bottomLeft(), opt.rect.bottomRight())
-        r = opt.rect.adjusted(12, 8, -10, -8)
-        repo: RepoSummary = index.data(RepoRole.REPO)
-        owner, _, name = repo.repo_id.partition("/")
-        bold = QFont(opt.font)
-        bold.setWeight(QFont.Weight.DemiBold)
-        fm = QFontMetrics(opt.font)
-        bfm = QFontMetrics(bold)
-        owner_txt = f"{owner} / " if name else ""
-        p.setFont(opt.font)
-        p.setPen(MUTED)
-        p.drawText(QRect(r.left(), r.top(), r.width(), fm.height()), Qt.AlignmentFlag.AlignLeft, owner_txt)
-        x = r.left() + fm.horizontalAdvance(owner_txt)
-        p.setFont(bold)
-        p.setPen(TEXT)
-        p.drawText(
-            QRect(x, r.top(), r.right() - x, bfm.height()),
-            Qt.AlignmentFlag.AlignLeft,
-            bfm.elidedText(name or owner, Qt.TextElideMode.ElideRight, r.right() - x),
-        )
-        small = QFont(opt.font)
-        small.setPointSizeF(opt.font.pointSizeF() * 0.86)
-        sfm = QFontMetrics(small)
-        p.setFont(small)
-        p.setPen(FAINT)
-        sub = str(index.data(RepoRole.SUBTITLE) or "")
-        p.drawText(
-            QRect(r.left(), r.top() + bfm.height() + 4, r.width(), sfm.height()),
-            Qt.AlignmentFlag.AlignLeft,
-            sfm.elidedText(sub, Qt.TextElideMode.ElideRight, r.width()),
-        )
-        p.restore()
-
-
-# --- a repository's files -------------------------------------------------------------------------
-class FileRole(enum.IntEnum):
-    """Item data roles of :class:`HubFilesModel` (any column)."""
-
-    FILE = Qt.ItemDataRole.UserRole + 1  #: the :class:`HubFile`
-    FIT = enum.auto()  #: its :class:`FitReport` or None
-    VERDICT = enum.auto()  #: the verdict's text ("fits", "tight", "does not fit") or a state
-    RECOMMENDED = enum.auto()  #: bool
-    DEST = enum.auto()  #: str, where the download goes
-
-
-class FileColumn(enum.IntEnum):
-    NAME = 0
-    QUANT = 1
-    SIZE = 2
-    FIT = 3
-    ACTION = 4
-
-
-FILE_HEADERS = {
-    FileColumn.NAME: "File",
-    FileColumn.QUANT: "Quant",
-    FileColumn.SIZE: "Size",
-    FileColumn.FIT: "Fit on this computer",
-    FileColumn.ACTION: "",
-}
-
-
-class HubFilesModel(QAbstractTableModel):
-    """A repository's GGUF files with their fit verdicts. Touch it only on the UI thread."""
-
-    def __init__(self, parent: Any = None) -> None:
-        super().__init__(parent)
-        self.files: list[HubFile] = []
-        self.dests: list[Path] = []
-        self.reports: dict[HubFile, FitReport] = {}
-        self.recommended: HubFile | None = None
-        self.fit_state = ""  # "checking…", "needs access", "unknown" while no reports
-
-    def set_files(self, files: list[HubFile], dests: list[Path]) -> None:
-        self.beginResetModel()
-        self.files = list(files)
-        self.dests = list(dests)
-        self.reports = {}
-        self.recommended = None
-        self.fit_state = "checking…"
-        self.endResetModel()
-
-    def set_fits(self, reports: dict[HubFile, FitReport], fit_state: str = "") -> None:
-        self.reports = dict(reports)
-        self.recommended = recommend(self.reports) if reports else None
-        self.fit_state = fit_state
-        if self.files:
-            self.dataChanged.emit(self.index(0, 0), self.index(len(self.files) - 1, len(FileColumn) - 1))
-
-    def row_of(self, file: HubFile) -> int:
-        try:
-            return self.files.index(file)
-        except ValueError:
-            return -1
-
-    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(self.files)
-
-    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(FileColumn)
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if orientation == Qt.Orientation.Horizontal:
-            if role == Qt.ItemDataRole.DisplayRole:
-                return FILE_HEADERS[FileColumn(section)]
-            if role == Qt.ItemDataRole.TextAlignmentRole:
-                right = FileColumn(section) == FileColumn.SIZE
-                return int(
-                    (Qt.AlignmentFlag.AlignRight if right else Qt.AlignmentFlag.AlignLeft)
-                    | Qt.AlignmentFlag.AlignVCenter
-                )
-        return None
-
-    def verdict_text(self, f: HubFile) -> str:
-        if f.is_projector:
-            return "projector"
-        if f.missing_parts:
-            return "incomplete"
-        rep = self.reports.get(f)
-        if rep is None:
-            return self.fit_state or "—"
-        return VERDICT_TEXT[rep.verdict]
-
-    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid() or index.row() >= len(self.files):
-            return None
-        f = self.files[index.row()]
-        col = FileColumn(index.column())
-        rep = self.reports.get(f)
-        rec = f == self.recommended
-        if role == Qt.ItemDataRole.DisplayRole:
-            if col == FileColumn.NAME:
-                return f.name
-            if col == FileColumn.QUANT:
-                return f.quant or "—"
-            if col == FileColumn.SIZE:
-                return format_bytes(f.size)
-            if col == FileColumn.FIT:
-                text = self.verdict_text(f)
-                return f"{text} · ★ recommended" if rec else text
-            return None
-        if role == FileRole.FILE:
-            return f
-        if role == FileRole.FIT:
-            return rep
-        if role == FileRole.VERDICT:
-            return self.verdict_text(f)
-        if role == FileRole.RECOMMENDED:
-            return rec
-        if role == FileRole.DEST:
-            return str(self.dests[index.row()]) if index.row() < len(self.dests) else None
-        if role == Qt.ItemDataRole.BackgroundRole and rec:
-            return RECOMMENDED_BG
-        if role == Qt.ItemDataRole.ForegroundRole:
-            if col == FileColumn.FIT:
-                return VERDICT_COLORS.get(rep.verdict, MUTED) if rep else MUTED
-            if col == FileColumn.SIZE:
-                return QColor("#c9ced8")
-            return TEXT if col == FileColumn.NAME else QColor("#c9ced8")
-        if role == Qt.ItemDataRole.FontRole:
-            if col == FileColumn.QUANT:
-                font = QFont("DejaVu Sans Mono")
-                font.setPointSizeF(9)
-                return font
-            if col == FileColumn.FIT and rec:
-                font = QFont()
-                font.setWeight(QFont.Weight.DemiBold)
-                return font
-        if role == Qt.ItemDataRole.TextAlignmentRole and col == FileColumn.SIZE:
-            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        if role == Qt.ItemDataRole.ToolTipRole:
-            lines = [f.filename]
-            if len(f.parts) > 1:
-                lines += [f"  part {i + 1}: {p.filename} ({format_bytes(p.size)})" for i, p in enumerate(f.parts)]
-            if f.missing_parts:
-                lines.append("The Hub listing lacks: " + ", ".join(f.missing_parts))
-            if f.is_projector:
-                lines.append("A multimodal projector (image input), not a model to chat with.")
-            if rep is not None:
-                lines.append(f"{VERDICT_TEXT[rep.verdict]}: {rep.breakdown()}")
-            if rec:
-                lines.append("Recommended: the largest quant that fits comfortably.")
-            return "\n".join(lines)
-        return None
-
-
-# --- the tab ------------------------------------------------------------------------------------------
 class HubTab(QWidget):
     """Search the Hugging Face Hub and download GGUF files that fit.
 
@@ -381,13 +113,11 @@ class HubTab(QWidget):
         self._get_n_ctx = get_n_ctx
         self._get_memory = get_memory
         self._get_saved_token = get_saved_token
-        self._save_token = save_token
         self.searched = False
         self.current_repo: str | None = None
         self.repo_files: RepoFiles | None = None
         self.statuses: dict[str, DownloadStatus] = {}
         self.buttons: dict[int, QPushButton] = {}
-        self.last_error: BaseException | None = None
 
         lay = QVBoxLayout(self)
         lay.setContentsMargins(12, 10, 12, 10)
@@ -485,29 +215,12 @@ class HubTab(QWidget):
             fh.setSectionResizeMode(c, QHeaderView.ResizeMode.Fixed)
             self.files.setColumnWidth(c, w)
         self.files.selectionModel().currentRowChanged.connect(lambda *_: self._show_file_detail())
-        self.files_model.modelReset.connect(self._make_buttons)
+        for rows_replaced in (self.files_model.modelReset, self.files_model.rowsInserted, self.files_model.rowsRemoved):
+            rows_replaced.connect(self._make_buttons)
         self.files_model.dataChanged.connect(lambda *_: (self._show_file_detail(), self._update_buttons()))
         rl.addWidget(self.files, 1)
 
-        self.file_detail = QFrame()
-        self.file_detail.setObjectName("fileDetail")
-        fd = QVBoxLayout(self.file_detail)
-        fd.setContentsMargins(12, 10, 12, 10)
-        fd.setSpacing(5)
-        self.detail_title = QLabel("")
-        self.detail_title.setObjectName("detailTitle")
-        fd.addWidget(self.detail_title)
-        self.verdict_label = QLabel("")
-        self.verdict_label.setObjectName("verdictLabel")
-        self.verdict_label.setWordWrap(True)
-        fd.addWidget(self.verdict_label)
-        self.fit_bar = FitBar()
-        fd.addWidget(self.fit_bar)
-        self.breakdown_label = QLabel("")
-        self.breakdown_label.setObjectName("breakdownLabel")
-        self.breakdown_label.setWordWrap(True)
-        self.breakdown_label.setTextFormat(Qt.TextFormat.RichText)
-        fd.addWidget(self.breakdown_label)
+        self.file_detail = FileDetail()
         rl.addWidget(self.file_detail)
         self.repo_hint = QLabel("Select a repository to see its GGUF files and whether each fits this computer.")
         self.repo_hint.setObjectName("hintLabel")
@@ -520,68 +233,19 @@ class HubTab(QWidget):
         split.setSizes([400, 700])
         lay.addWidget(split, 1)
 
-        tok = QFrame()
-        tok.setObjectName("tokenRow")
-        tl = QHBoxLayout(tok)
-        tl.setContentsMargins(10, 6, 8, 6)
-        tl.setSpacing(6)
-        lab = QLabel("Hugging Face token")
-        lab.setObjectName("tokenLabel")
-        tl.addWidget(lab)
-        self.token_field = QLineEdit()
-        self.token_field.setObjectName("tokenField")
-        self.token_field.setEchoMode(QLineEdit.EchoMode.Password)
-        self.token_field.setPlaceholderText("hf_… (for gated and private models)")
-        self.token_field.setMinimumWidth(200)
-        self.token_field.setMaximumWidth(280)
-        self.token_field.returnPressed.connect(self.save_token)
-        tl.addWidget(self.token_field)
-        self.token_save = QPushButton("Save")
-        self.token_save.setObjectName("tokenSave")
-        self.token_save.clicked.connect(self.save_token)
-        tl.addWidget(self.token_save)
-        self.token_clear = QPushButton("Remove")
-        self.token_clear.setObjectName("tokenClear")
-        self.token_clear.clicked.connect(self.clear_token)
-        tl.addWidget(self.token_clear)
-        self.token_status = QLabel("")
-        self.token_status.setObjectName("tokenStatus")
-        self.token_status.setWordWrap(True)
-        self.token_status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        tl.addWidget(self.token_status, 1)
-        lay.addWidget(tok)
+        self.token_box = TokenBox(get_saved_token, save_token)
+        self.token_box.token_saved.connect(self._token_saved)
+        lay.addWidget(self.token_box)
 
         self._set_repo_visible(False)
-        saved = self._get_saved_token()
-        if saved:
-            self.token_field.setText(saved)
-        self._update_token_status()
 
     # --- token ------------------------------------------------------------------------------------
-    def _update_token_status(self) -> None:
-        if self._get_saved_token():
-            text = "A token is saved in Glassbox's settings (never shown or logged)."
-        elif _login_token_present():
-            text = "Using the token from your huggingface_hub login (hf auth login)."
-        else:
-            text = "No token: public models only. Gated models need one (huggingface.co/settings/tokens)."
-        self.token_status.setText(text)
-        self.token_clear.setEnabled(bool(self._get_saved_token()))
-
-    def save_token(self) -> None:
-        """Store the token in the settings (an empty field removes it)."""
-        t = self.token_field.text().strip() or None
-        self._save_token(t)
-        self._update_token_status()
+    def _token_saved(self) -> None:
         if self.current_repo and self.repo_files is not None:
             self._judge()  # a gated repository may be judged now
 
-    def clear_token(self) -> None:
-        self.token_field.clear()
-        self.save_token()
-
     def _scrub(self, text: str) -> str:
-        return scrub(text, self._get_saved_token(), self.token_field.text().strip() or None)
+        return scrub(text, self._get_saved_token(), self.token_box.typed_token())
 
     # --- search -----------------------------------------------------------------------------------
     def search(self) -> None:
@@ -594,7 +258,7 @@ class HubTab(QWidget):
         sort = self.sort.currentData()
         client = self._client()
         self.search_message.show_message(
-            "busy", f"Searching the Hub for “{query}”…" if query else "Listing GGUF models on the Hub…"
+            MessageKind.BUSY, f"Searching the Hub for “{query}”…" if query else "Listing GGUF models on the Hub…"
         )
         self.search_button.setEnabled(False)
         self.pool.submit(
@@ -614,13 +278,13 @@ class HubTab(QWidget):
         else:
             q = self.query.text().strip()
             self.search_message.show_message(
-                "info", f"No GGUF repository matches “{q}”." if q else "The Hub returned no GGUF repositories."
+                MessageKind.INFO,
+                f"No GGUF repository matches “{q}”." if q else "The Hub returned no GGUF repositories.",
             )
 
     def _search_failed(self, exc: BaseException) -> None:
         self.search_button.setEnabled(True)
-        self.last_error = exc
-        kind = "warning" if isinstance(exc, HubOfflineError) else "error"
+        kind = MessageKind.WARNING if isinstance(exc, HubOfflineError) else MessageKind.ERROR
         text = exc.message if isinstance(exc, HubError) else f"Search failed: {type(exc).__name__}: {exc}"
         self.search_message.show_message(kind, self._scrub(text))
         if self.results_model.rowCount() == 0:
@@ -650,14 +314,14 @@ class HubTab(QWidget):
         self._set_repo_visible(True)
         self.repo_title.setText(repo_id)
         url = repo_page_url(repo_id)
-        self.repo_link.setText(f'<a href="{url}" style="color:#7aa7ff">Open on huggingface.co ↗</a>')
+        self.repo_link.setText(f'<a href="{url}" style="color:{palette.LINK}">Open on huggingface.co ↗</a>')
         self.repo_facts.setText("")
         self.files_model.set_files([], [])
         self.file_detail.hide()
         if is_offline_mode():
             self._files_failed(repo_id, offline_error())
             return
-        self.repo_message.show_message("busy", "Listing the repository's GGUF files…")
+        self.repo_message.show_message(MessageKind.BUSY, "Listing the repository's GGUF files…")
         client = self._client()
         self.pool.submit(
             lambda: client.repo_files(repo_id),
@@ -692,7 +356,7 @@ class HubTab(QWidget):
             dests = [Path("/nonexistent") for _ in files]
         self.files_model.set_files(files, dests)
         if not files:
-            self.repo_message.show_message("info", f"{repo_id} has no GGUF files.")
+            self.repo_message.show_message(MessageKind.INFO, f"{repo_id} has no GGUF files.")
             return
         self.repo_message.clear_message()
         self._judge()
@@ -700,19 +364,18 @@ class HubTab(QWidget):
     def _files_failed(self, repo_id: str, exc: BaseException) -> None:
         if repo_id != self.current_repo:
             return
-        self.last_error = exc
         self.files.hide()
         self._show_error(self.repo_message, exc)
 
     def _show_error(self, where: InlineMessage, exc: BaseException) -> None:
         if isinstance(exc, HubAuthError):
-            where.show_message("error", self._scrub(exc.message), [("Open the repository page ↗", exc.url)])
+            where.show_message(MessageKind.ERROR, self._scrub(exc.message), [("Open the repository page ↗", exc.url)])
         elif isinstance(exc, HubOfflineError):
-            where.show_message("warning", self._scrub(exc.message))
+            where.show_message(MessageKind.WARNING, self._scrub(exc.message))
         elif isinstance(exc, (HubError, GGUFError)):
-            where.show_message("error", self._scrub(str(exc)))
+            where.show_message(MessageKind.ERROR, self._scrub(str(exc)))
         else:
-            where.show_message("error", self._scrub(f"{type(exc).__name__}: {exc}"))
+            where.show_message(MessageKind.ERROR, self._scrub(f"{type(exc).__name__}: {exc}"))
 
     # --- fit --------------------------------------------------------------------------------------
     def _judge(self) -> None:
@@ -723,7 +386,7 @@ class HubTab(QWidget):
         files = list(rf.files)
         n_ctx = self._get_n_ctx()
         memory = self._get_memory()
-        self.files_model.set_fits({}, "checking…")
+        self.files_model.set_fits({}, FitState.CHECKING)
         if is_offline_mode():
             self._fit_failed(repo_id, offline_error())
             return
@@ -743,8 +406,8 @@ class HubTab(QWidget):
     def _fitted(self, repo_id: str, reports: dict[HubFile, FitReport]) -> None:
         if repo_id != self.current_repo:
             return
-        self.files_model.set_fits(reports, "" if reports else "unknown")
-        if self.repo_message.kind in ("busy", "error") and reports:
+        self.files_model.set_fits(reports, FitState.NONE if reports else FitState.UNKNOWN)
+        if self.repo_message.kind in (MessageKind.BUSY, MessageKind.ERROR) and reports:
             self.repo_message.clear_message()
         rec = self.files_model.recommended
         row = self.files_model.row_of(rec) if rec is not None else -1
@@ -756,20 +419,19 @@ class HubTab(QWidget):
     def _fit_failed(self, repo_id: str, exc: BaseException) -> None:
         if repo_id != self.current_repo:
             return
-        self.last_error = exc
         state = (
-            "needs access"
+            FitState.NEEDS_ACCESS
             if isinstance(exc, HubAuthError)
-            else "offline"
+            else FitState.OFFLINE
             if isinstance(exc, HubOfflineError)
-            else "unknown"
+            else FitState.UNKNOWN
         )
         self.files_model.set_fits({}, state)
         if isinstance(exc, (HubAuthError, HubOfflineError)):
             self._show_error(self.repo_message, exc)
         else:
             msg = exc.message if isinstance(exc, (HubError, GGUFError)) else f"{type(exc).__name__}: {exc}"
-            self.repo_message.show_message("warning", self._scrub(f"Fit could not be judged: {msg}"))
+            self.repo_message.show_message(MessageKind.WARNING, self._scrub(f"Fit could not be judged: {msg}"))
 
     def _show_file_detail(self) -> None:
         idx = self.files.selectionModel().currentIndex()
@@ -781,41 +443,9 @@ class HubTab(QWidget):
                 return
             idx = self.files_model.index(row, 0)
         f: HubFile = idx.data(FileRole.FILE)
-        rep: FitReport | None = idx.data(FileRole.FIT)
-        parts = f" · {len(f.parts)} parts" if len(f.parts) > 1 else ""
-        rec = " · ★ recommended" if idx.data(FileRole.RECOMMENDED) else ""
-        self.detail_title.setText(f"{f.name} · {f.quant or 'unknown quant'} · {format_bytes(f.size)}{parts}{rec}")
-        if rep is None:
-            state = self.files_model.verdict_text(f)
-            self.verdict_label.setText(
-                {
-                    "checking…": "Judging whether it fits: reading the model's header from the Hub (a few MiB)…",
-                    "needs access": "Fit unknown: the header cannot be read without access (see above).",
-                    "projector": "A multimodal projector (image input), not a model to chat with.",
-                    "incomplete": "The Hub listing lacks part(s): " + ", ".join(f.missing_parts),
-                }.get(state, "Fit unknown.")
-            )
-            self.verdict_label.setStyleSheet("color: #9aa2b1;")
-            self.fit_bar.set_report(None)
-            self.breakdown_label.setText("")
-        else:
-            color = VERDICT_COLORS[rep.verdict].name()
-            self.verdict_label.setText(VERDICT_SENTENCE[rep.verdict])
-            self.verdict_label.setStyleSheet(f"color: {color}; font-weight: 600;")
-            self.fit_bar.set_report(rep)
-            est = rep.estimate
-            against = f"{format_bytes(rep.ram_available)} free RAM"
-            if rep.vram_available is not None:
-                against += f" + {format_bytes(rep.vram_available)} free VRAM"
-            sw = "<span style='color:{c}'>■</span>"
-            self.breakdown_label.setText(
-                f"{sw.format(c=ACCENT.name())} weights {format_bytes(est.weights)} &nbsp;+&nbsp; "
-                f"{sw.format(c=AMBER.name())} KV cache {format_bytes(est.kv_cache)} at n_ctx {rep.n_ctx:,} "
-                f"&nbsp;+&nbsp; {sw.format(c=PURPLE.name())} compute {format_bytes(est.compute)} "
-                f"&nbsp;=&nbsp; <b>{format_bytes(est.total)}</b> of {against}"
-                f" &nbsp;<span style='color:#6b7280'>(dashed line: 80%)</span>"
-            )
-        self.file_detail.show()
+        self.file_detail.show_file(
+            f, idx.data(FileRole.FIT), bool(idx.data(FileRole.RECOMMENDED)), self.files_model.verdict_text(f)
+        )
 
     # --- download buttons -----------------------------------------------------------------------------
     def _make_buttons(self) -> None:
@@ -831,8 +461,8 @@ class HubTab(QWidget):
     def _button_clicked(self, row: int) -> None:
         f = self.files_model.files[row]
         dest = self.files_model.dests[row]
-        st = self.statuses.get(str(dest))
-        if (st is not None and st.state is DownloadState.DONE) or (st is None and dest.exists()):
+        look = hub_button(self.statuses.get(str(dest)), dest)
+        if look is not None and look.action is DownloadAction.LOAD:
             self.load_requested.emit(str(dest))
             return
         self.download_requested.emit(f)
@@ -846,7 +476,6 @@ class HubTab(QWidget):
         for row, b in self.buttons.items():
             f = self.files_model.files[row]
             dest = self.files_model.dests[row]
-            st = self.statuses.get(str(dest))
             text, enabled, tip = "Download", True, f"Download {f.name} ({format_bytes(f.size)}) to {dest.parent}"
             rep = self.files_model.reports.get(f)
             if rep is not None and rep.verdict is not Verdict.FITS:
@@ -855,29 +484,11 @@ class HubTab(QWidget):
                 text, enabled, tip = "Incomplete", False, "The Hub listing lacks: " + ", ".join(f.missing_parts)
             elif f.is_projector:
                 text, enabled, tip = "Projector", False, "A multimodal projector, not a model to chat with."
-            elif st is not None and st.state is DownloadState.QUEUED:
-                text, enabled, tip = "Queued", False, "Waiting in the download queue (see Downloads)."
-            elif st is not None and st.state is DownloadState.RUNNING:
-                text, enabled, tip = f"{int(st.fraction * 100)}%", False, "Downloading (see Downloads)."
-            elif st is not None and st.state is DownloadState.PAUSED:
-                text, enabled, tip = "Resume", True, "Paused; resume the download."
-            elif st is not None and st.state is DownloadState.FAILED:
-                text, enabled, tip = "Retry", True, self._scrub(st.error or "The download failed.")
-            elif (st is not None and st.state is DownloadState.DONE) or (st is None and dest.exists()):
-                text, enabled, tip = "Load", True, f"Downloaded to {dest}; load it."
+            elif (look := hub_button(self.statuses.get(str(dest)), dest)) is not None:
+                text, enabled, tip = look.text, look.enabled, self._scrub(look.tip)
             b.setText(text)
             b.setEnabled(enabled)
             b.setToolTip(tip)
             b.setProperty("state", text.lower() if not text.endswith("%") else "running")
             b.style().unpolish(b)
             b.style().polish(b)
-
-
-def _login_token_present() -> bool:
-    """Whether huggingface_hub has a login token (HF_TOKEN or ``hf auth login``); reads no network."""
-    try:
-        from huggingface_hub import get_token
-
-        return get_token() is not None
-    except Exception:
-        return False

@@ -2,29 +2,22 @@
 
 Scans, imports, deletes and last-used updates run on one worker thread (the
 :class:`~app.core.library.ModelLibrary` is used from one thread at a time);
-their results come back by queued signal and replace the table's rows.
+their results come back by queued signal and replace the table's rows. The
+table is :class:`~app.ui.library.library_model.LibraryModel` in a
+:class:`~app.ui.library.library_view.LibraryView`; the import loop is
+:func:`app.core.importer.import_files`.
 """
 
 from __future__ import annotations
 
-import enum
 import logging
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import (
-    QAbstractTableModel,
-    QItemSelectionModel,
-    QModelIndex,
-    QPersistentModelIndex,
-    QSortFilterProxyModel,
-    Qt,
-    Signal,
-)
-from PySide6.QtGui import QColor, QDragEnterEvent, QDragMoveEvent, QDropEvent, QFont, QGuiApplication, QKeyEvent
+from PySide6.QtCore import QItemSelectionModel, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFrame,
@@ -36,313 +29,25 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QStackedWidget,
-    QTableView,
     QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
-from app.core.gguf_info import GGUFError
-from app.core.hub import STARTER_MODELS, StarterModel, repo_page_url
-from app.core.library import (
-    SOURCE_FOLDER,
-    SOURCE_HF_CACHE,
-    SOURCE_MODELS,
-    ModelEntry,
-    ModelLibrary,
-    suggested_folders,
-)
+from app.core.hub import repo_page_url
+from app.core.importer import ImportResult, import_files
+from app.core.library import SOURCE_FOLDER, SOURCE_HF_CACHE, ModelEntry, ModelLibrary, suggested_folders
 from app.ui.common import dialogs
-from app.ui.common.fmt import ago, format_bytes, format_count
+from app.ui.common.fmt import format_bytes
+from app.ui.common.message_kind import MessageKind
 from app.ui.common.tasks import TaskPool
-from app.ui.library.widgets import RED, FlatDelegate, InlineMessage, TwoLineDelegate
+from app.ui.library.empty_page import EmptyLibraryPage
+from app.ui.library.library_model import LibraryColumn, LibraryModel, LibraryRole, same_path
+from app.ui.library.library_view import LibraryView
+from app.ui.library.starter_list import StarterList
+from app.ui.library.widgets import FlatDelegate, InlineMessage, TwoLineDelegate
 
 log = logging.getLogger("glassbox.ui.library")
-
-SOURCE_SHORT = {SOURCE_MODELS: "Glassbox", SOURCE_FOLDER: "Folder", SOURCE_HF_CACHE: "HF cache"}
-
-
-class LibraryRole(enum.IntEnum):
-    """Item data roles of :class:`LibraryModel` (any column)."""
-
-    ENTRY = Qt.ItemDataRole.UserRole + 1  #: the :class:`ModelEntry`
-    PATH = enum.auto()  #: str, the file to load
-    ERROR = enum.auto()  #: str or None
-    SORT = enum.auto()  #: the column's sort key
-    FILTER = enum.auto()  #: lower-case text the filter box matches
-    SUBTITLE = enum.auto()  #: second line of the name cell
-    SUBTITLE_COLOR = enum.auto()  #: QColor of the second line (red for errors)
-    BADGE = enum.auto()  #: "loaded" on the loaded model's row
-    LOADED = enum.auto()  #: bool
-
-
-class LibraryColumn(enum.IntEnum):
-    NAME = 0
-    ARCHITECTURE = 1
-    PARAMS = 2
-    QUANT = 3
-    SIZE = 4
-    CONTEXT = 5
-    LAST_USED = 6
-    SOURCE = 7
-
-
-HEADERS = {
-    LibraryColumn.NAME: "Model",
-    LibraryColumn.ARCHITECTURE: "Architecture",
-    LibraryColumn.PARAMS: "Params",
-    LibraryColumn.QUANT: "Quant",
-    LibraryColumn.SIZE: "Size",
-    LibraryColumn.CONTEXT: "Trained ctx",
-    LibraryColumn.LAST_USED: "Last used",
-    LibraryColumn.SOURCE: "Source",
-}
-_RIGHT = {LibraryColumn.PARAMS, LibraryColumn.SIZE, LibraryColumn.CONTEXT}
-
-
-def _same(a: str | os.PathLike[str] | None, b: str | os.PathLike[str] | None) -> bool:
-    return a is not None and b is not None and os.path.abspath(a) == os.path.abspath(b)
-
-
-class LibraryModel(QAbstractTableModel):
-    """The library's entries as a table (one row per model; a split model is one row).
-
-    Touch it only on the UI thread.
-    """
-
-    def __init__(self, parent: Any = None) -> None:
-        super().__init__(parent)
-        self.entries: list[ModelEntry] = []
-        self.loaded_path: str | None = None
-
-    def set_entries(self, entries: list[ModelEntry]) -> None:
-        self.beginResetModel()
-        self.entries = list(entries)
-        self.endResetModel()
-
-    def set_loaded(self, path: str | None) -> None:
-        self.loaded_path = path
-        if self.entries:
-            self.dataChanged.emit(self.index(0, 0), self.index(len(self.entries) - 1, len(LibraryColumn) - 1))
-
-    def row_of(self, path: str | os.PathLike[str]) -> int:
-        """The row whose model includes ``path`` (any part), or -1."""
-        for i, e in enumerate(self.entries):
-            if any(_same(p, path) for p in e.paths):
-                return i
-        return -1
-
-    # --- Qt model API ---------------------------------------------------------------------------
-    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(self.entries)
-
-    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(LibraryColumn)
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if orientation == Qt.Orientation.Horizontal:
-            if role == Qt.ItemDataRole.DisplayRole:
-                return HEADERS[LibraryColumn(section)]
-            if role == Qt.ItemDataRole.TextAlignmentRole:
-                right = LibraryColumn(section) in _RIGHT
-                return int(
-                    (Qt.AlignmentFlag.AlignRight if right else Qt.AlignmentFlag.AlignLeft)
-                    | Qt.AlignmentFlag.AlignVCenter
-                )
-        return None
-
-    def flags(self, index: QModelIndex | QPersistentModelIndex) -> Qt.ItemFlag:
-        return (
-            Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
-            if index.isValid()
-            else Qt.ItemFlag.ItemIsDropEnabled
-        )
-
-    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid() or index.row() >= len(self.entries):
-            return None
-        e = self.entries[index.row()]
-        col = LibraryColumn(index.column())
-        loaded = _same(e.path, self.loaded_path)
-        if role == Qt.ItemDataRole.DisplayRole:
-            return self._display(e, col)
-        if role == LibraryRole.ENTRY:
-            return e
-        if role == LibraryRole.PATH:
-            return str(e.path)
-        if role == LibraryRole.ERROR:
-            return e.error
-        if role == LibraryRole.LOADED:
-            return loaded
-        if role == LibraryRole.BADGE:
-            return "loaded" if loaded else None
-        if role == LibraryRole.SUBTITLE:
-            return e.error if e.error else e.file_name
-        if role == LibraryRole.SUBTITLE_COLOR:
-            return RED if e.error else None
-        if role == LibraryRole.FILTER:
-            return " ".join([e.name, e.file_name, e.architecture, e.quant, e.source_label, e.repo_id or ""]).lower()
-        if role == LibraryRole.SORT:
-            return self._sort_key(e, col)
-        if role == Qt.ItemDataRole.ToolTipRole:
-            if col == LibraryColumn.SOURCE:
-                return f"{e.source_label}\n{e.folder}"
-            tip = f"{e.name}\n{e.path}"
-            if e.is_split:
-                tip += f"\n{len(e.paths)} parts"
-            return tip + (f"\n\n{e.error}" if e.error else "")
-        if role == Qt.ItemDataRole.ForegroundRole:
-            if e.error and col != LibraryColumn.NAME:
-                return QColor("#7c8391")
-            if col in (LibraryColumn.LAST_USED, LibraryColumn.SOURCE):
-                return QColor("#9aa2b1")
-            return None
-        if role == Qt.ItemDataRole.FontRole and col == LibraryColumn.QUANT and e.quant:
-            f = QFont()
-            f.setFamily("DejaVu Sans Mono")
-            f.setPointSizeF(9)
-            return f
-        if role == Qt.ItemDataRole.TextAlignmentRole:
-            return int(
-                (Qt.AlignmentFlag.AlignRight if col in _RIGHT else Qt.AlignmentFlag.AlignLeft)
-                | Qt.AlignmentFlag.AlignVCenter
-            )
-        return None
-
-    @staticmethod
-    def _display(e: ModelEntry, col: LibraryColumn) -> str:
-        if col == LibraryColumn.NAME:
-            return e.name
-        if col == LibraryColumn.ARCHITECTURE:
-            return e.architecture if e.architecture != "unknown" or not e.error else "—"
-        if col == LibraryColumn.PARAMS:
-            return format_count(e.n_params) if e.n_params else "—"
-        if col == LibraryColumn.QUANT:
-            return e.quant or "—"
-        if col == LibraryColumn.SIZE:
-            return format_bytes(e.size) if e.size else "—"
-        if col == LibraryColumn.CONTEXT:
-            return f"{e.context_length:,}" if e.context_length else "—"
-        if col == LibraryColumn.LAST_USED:
-            return ago(e.last_used) if e.last_used else "never"
-        return SOURCE_SHORT.get(e.source, e.source)
-
-    @staticmethod
-    def _sort_key(e: ModelEntry, col: LibraryColumn) -> Any:
-        if col == LibraryColumn.PARAMS:
-            return e.n_params
-        if col == LibraryColumn.SIZE:
-            return e.size
-        if col == LibraryColumn.CONTEXT:
-            return e.context_length
-        if col == LibraryColumn.LAST_USED:
-            return e.last_used or 0.0
-        return LibraryModel._display(e, col).lower()
-
-
-class LibraryView(QTableView):
-    """The library table; .gguf files dropped on it are imported.
-
-    Signals:
-        files_dropped(list): local paths of the .gguf files dropped.
-        load_pressed(): Enter on a row.
-        delete_pressed(): Delete on a row.
-    """
-
-    files_dropped = Signal(list)
-    load_pressed = Signal()
-    delete_pressed = Signal()
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("libraryTable")
-        self.setAcceptDrops(True)
-        self.viewport().setAcceptDrops(True)
-        self.setDropIndicatorShown(False)
-        self.setDragDropMode(QAbstractItemView.DragDropMode.DropOnly)
-
-    def keyPressEvent(self, e: QKeyEvent) -> None:
-        if e.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
-            self.load_pressed.emit()
-        elif e.key() == Qt.Key.Key_Delete:
-            self.delete_pressed.emit()
-        else:
-            super().keyPressEvent(e)
-
-    @staticmethod
-    def gguf_paths(mime: Any) -> list[str]:
-        return [u.toLocalFile() for u in mime.urls() if u.isLocalFile() and u.toLocalFile().lower().endswith(".gguf")]
-
-    def dragEnterEvent(self, e: QDragEnterEvent) -> None:
-        if self.gguf_paths(e.mimeData()):
-            e.acceptProposedAction()
-        else:
-            e.ignore()
-
-    def dragMoveEvent(self, e: QDragMoveEvent) -> None:
-        if self.gguf_paths(e.mimeData()):
-            e.acceptProposedAction()
-        else:
-            e.ignore()
-
-    def dropEvent(self, e: QDropEvent) -> None:
-        paths = self.gguf_paths(e.mimeData())
-        if paths:
-            e.acceptProposedAction()
-            self.files_dropped.emit(paths)
-        else:
-            e.ignore()
-
-
-class StarterList(QFrame):
-    """Small instruct models to start with (first run), each with a Download button.
-
-    Signals:
-        download_requested(object): the :class:`StarterModel` to download.
-    """
-
-    download_requested = Signal(object)
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("starterList")
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(0, 0, 0, 0)
-        lay.setSpacing(0)
-        self.buttons: dict[str, QPushButton] = {}
-        for i, s in enumerate(STARTER_MODELS):
-            row = QFrame()
-            row.setObjectName("starterRow")
-            row.setProperty("first", i == 0)
-            h = QHBoxLayout(row)
-            h.setContentsMargins(14, 8, 10, 8)
-            text = QVBoxLayout()
-            text.setSpacing(1)
-            title, _, blurb = s.label.partition(": ")
-            name = QLabel(title)
-            name.setObjectName("starterName")
-            sub = QLabel(f"{blurb} · {s.repo_id}" if blurb else s.repo_id)
-            sub.setObjectName("starterSub")
-            text.addWidget(name)
-            text.addWidget(sub)
-            h.addLayout(text, 1)
-            size = QLabel(format_bytes(s.approx_size))
-            size.setObjectName("starterSize")
-            size.setToolTip(f"{s.filename}, about {s.approx_size / 1e6:,.0f} MB (the Hub lists the exact size)")
-            h.addWidget(size)
-            b = QPushButton("Download")
-            b.setObjectName("starterDownload")
-            b.setMinimumWidth(110)
-            b.clicked.connect(lambda _=False, st=s: self.download_requested.emit(st))
-            h.addWidget(b)
-            self.buttons[s.filename] = b
-            lay.addWidget(row)
-
-    def set_state(self, starter: StarterModel, text: str, enabled: bool) -> None:
-        b = self.buttons.get(starter.filename)
-        if b is not None:
-            b.setText(text)
-            b.setEnabled(enabled)
 
 
 class LibraryTab(QWidget):
@@ -351,7 +56,7 @@ class LibraryTab(QWidget):
     Args:
         library: the model library (used only from ``pool``'s thread).
         pool: a one-thread :class:`TaskPool` for scans, imports and deletes.
-        get_folders, set_folders: read and store the added folders (Settings.extra).
+        get_folders, set_folders: read and store the added folders (``Settings.library_folders``).
 
     Signals:
         load_requested(str): load this GGUF (the first part of a split model).
@@ -359,6 +64,7 @@ class LibraryTab(QWidget):
         notice(str, str): kind ("info"/"warning"/"error") and text for the window's banner.
         starter_download_requested(object): download this :class:`StarterModel`.
         entries_changed(): a scan finished (the rows were replaced).
+        import_finished(object): an import ended; its :class:`~app.core.importer.ImportResult`.
     """
 
     load_requested = Signal(str)
@@ -366,6 +72,7 @@ class LibraryTab(QWidget):
     notice = Signal(str, str)
     starter_download_requested = Signal(object)
     entries_changed = Signal()
+    import_finished = Signal(object)
 
     _import_progressed = Signal(str, int, int)  # internal, from the worker: name, done, total
 
@@ -482,7 +189,12 @@ class LibraryTab(QWidget):
         self.view.files_dropped.connect(self.import_files)
         self.view.selectionModel().selectionChanged.connect(lambda *_: self._selection_changed())
         self.stack.addWidget(self.view)
-        self.empty_page = self._build_empty_page()
+        self.empty_page = EmptyLibraryPage()
+        self.empty_page.open_file_requested.connect(self.open_file_requested)
+        self.empty_page.import_requested.connect(self.import_dialog)
+        self.empty_page.add_folder_requested.connect(self.add_folder_dialog)
+        self.empty_page.folder_chosen.connect(self.add_folder)
+        self.empty_page.starters.download_requested.connect(self.starter_download_requested)
         self.stack.addWidget(self.empty_page)
         lay.addWidget(self.stack, 1)
 
@@ -521,62 +233,15 @@ class LibraryTab(QWidget):
         self._update_page()
 
     # --- pages ------------------------------------------------------------------------------------
-    def _build_empty_page(self) -> QWidget:
-        page = QWidget()
-        page.setObjectName("emptyPage")
-        outer = QHBoxLayout(page)
-        outer.addStretch(1)
-        col = QVBoxLayout()
-        col.setSpacing(10)
-        col.addStretch(1)
-        title = QLabel("No models yet")
-        title.setObjectName("emptyTitle")
-        col.addWidget(title)
-        text = QLabel(
-            "Glassbox looks for GGUF files in its models folder, in the Hugging Face cache and in "
-            "folders you add. Open a GGUF file you already have, or download a small model to start:"
-        )
-        text.setObjectName("emptyText")
-        text.setWordWrap(True)
-        col.addWidget(text)
-        actions = QHBoxLayout()
-        self.open_file_button = QPushButton("Open a GGUF file…")
-        self.open_file_button.setObjectName("primaryButton")
-        self.open_file_button.clicked.connect(self.open_file_requested)
-        actions.addWidget(self.open_file_button)
-        imp = QPushButton("Import into the library…")
-        imp.clicked.connect(self.import_dialog)
-        actions.addWidget(imp)
-        add = QPushButton("Add a folder…")
-        add.clicked.connect(self.add_folder_dialog)
-        actions.addWidget(add)
-        actions.addStretch(1)
-        col.addLayout(actions)
-        self.suggest_label = QLabel("")
-        self.suggest_label.setObjectName("emptyText")
-        self.suggest_label.setWordWrap(True)
-        self.suggest_label.setTextFormat(Qt.TextFormat.RichText)
-        self.suggest_label.linkActivated.connect(lambda p: self.add_folder(Path(p)))
-        self.suggest_label.hide()
-        col.addWidget(self.suggest_label)
-        head = QLabel("Small models to start with")
-        head.setObjectName("sectionTitle")
-        col.addWidget(head)
-        self.starters = StarterList()
-        self.starters.download_requested.connect(self.starter_download_requested)
-        col.addWidget(self.starters)
-        note = QLabel("Sizes are approximate; downloads come from the Hugging Face Hub and resume if interrupted.")
-        note.setObjectName("detailLabel")
-        note.setWordWrap(True)
-        col.addWidget(note)
-        col.addStretch(2)
-        box = QWidget()
-        box.setLayout(col)
-        box.setMaximumWidth(760)
-        box.setMinimumWidth(420)
-        outer.addWidget(box, 4)
-        outer.addStretch(1)
-        return page
+    @property
+    def starters(self) -> StarterList:
+        """The first-run page's starter models."""
+        return self.empty_page.starters
+
+    @property
+    def open_file_button(self) -> QPushButton:
+        """The first-run page's "Open a GGUF file…" button."""
+        return self.empty_page.open_file_button
 
     def _update_page(self) -> None:
         empty = self.scanned and not self.model.entries
@@ -584,13 +249,7 @@ class LibraryTab(QWidget):
         self.details.setVisible(not empty)
         self.filter.setEnabled(not empty)
         if empty:
-            found = [f for f in suggested_folders() if f not in self._get_folders()]
-            if found:
-                links = ", ".join(f'<a href="{f}" style="color:#7aa7ff">add {f}</a>' for f in found)
-                self.suggest_label.setText(f"Models of another app were found on this computer: {links}")
-                self.suggest_label.show()
-            else:
-                self.suggest_label.hide()
+            self.empty_page.suggest_folders([f for f in suggested_folders() if f not in self._get_folders()])
         n = len(self.model.entries)
         bad = sum(1 for e in self.model.entries if e.error)
         size = sum(e.size for e in self.model.entries)
@@ -609,13 +268,13 @@ class LibraryTab(QWidget):
         self._scanning = True
         self.refresh_button.setEnabled(False)
         if not self.scanned:
-            self.message.show_message("busy", "Looking for models…")
+            self.message.show_message(MessageKind.BUSY, "Looking for models…")
         self.pool.submit(self.library.scan, self._scanned, self._scan_failed)
 
     def _scanned(self, entries: list[ModelEntry]) -> None:
         self._scanning = False
         self.refresh_button.setEnabled(True)
-        if self.message.kind == "busy":
+        if self.message.kind == MessageKind.BUSY:
             self.message.clear_message()
         self.scanned = True
         self._set_entries(entries)
@@ -627,7 +286,7 @@ class LibraryTab(QWidget):
         self._scanning = False
         self.refresh_button.setEnabled(True)
         self.scanned = True
-        self.message.show_message("error", f"The model library could not be read: {exc}")
+        self.message.show_message(MessageKind.ERROR, f"The model library could not be read: {exc}")
         self._update_page()
 
     def _set_entries(self, entries: list[ModelEntry]) -> None:
@@ -703,7 +362,7 @@ class LibraryTab(QWidget):
         if e is None:
             return
         if e.error:
-            self.notice.emit("error", e.error)
+            self.notice.emit(MessageKind.ERROR, e.error)
             return
         self.load_requested.emit(str(e.path))
 
@@ -725,7 +384,7 @@ class LibraryTab(QWidget):
         }.get(e.source, "")
         loaded = (
             "It is loaded now: the engine keeps it open until the model is unloaded. "
-            if _same(e.path, self.model.loaded_path)
+            if same_path(e.path, self.model.loaded_path)
             else ""
         )
         n = len(present)
@@ -744,11 +403,12 @@ class LibraryTab(QWidget):
     def _deleted(self, e: ModelEntry, deleted: list[Path]) -> None:
         self._set_entries(self.library.entries)
         self.notice.emit(
-            "info", f"Deleted {e.name} ({len(deleted)} file{'s' if len(deleted) != 1 else ''}, {format_bytes(e.size)})."
+            MessageKind.INFO,
+            f"Deleted {e.name} ({len(deleted)} file{'s' if len(deleted) != 1 else ''}, {format_bytes(e.size)}).",
         )
 
     def _delete_failed(self, e: ModelEntry, exc: BaseException) -> None:
-        self.notice.emit("error", f"{e.name} could not be deleted: {exc}")
+        self.notice.emit(MessageKind.ERROR, f"{e.name} could not be deleted: {exc}")
         self.refresh()
 
     # --- import -----------------------------------------------------------------------------------
@@ -758,7 +418,11 @@ class LibraryTab(QWidget):
             self.import_files(paths)
 
     def import_files(self, paths: list[str]) -> None:
-        """Copy GGUF files into the models folder (atomically, on the worker thread)."""
+        """Copy GGUF files into the models folder (atomically, on the worker thread).
+
+        The loop is :func:`app.core.importer.import_files`; :attr:`import_finished`
+        is emitted when it ends (rows replaced, notices sent).
+        """
         if not paths:
             return
         self._importing = True
@@ -766,59 +430,38 @@ class LibraryTab(QWidget):
         self.import_progress.setValue(0)
         self.import_progress.setFormat(f"Importing {Path(paths[0]).name}… %p%")
         self.import_progress.show()
-
-        def work() -> tuple[list[ModelEntry], list[str]]:
-            done: list[ModelEntry] = []
-            errors: list[str] = []
-            last = [0.0]
-            for p in paths:
-                name = Path(p).name
-
-                def progress(d: int, t: int, name: str = name) -> None:
-                    if self._cancel_import:
-                        raise InterruptedError("import cancelled")
-                    now = time.monotonic()
-                    if now - last[0] >= 0.1 or d >= t:  # at most 10 updates a second reach the UI
-                        last[0] = now
-                        self._import_progressed.emit(name, d, t)
-
-                try:
-                    done.append(self.library.import_file(p, progress=progress))
-                except GGUFError as exc:
-                    errors.append(exc.message)
-                except InterruptedError:
-                    errors.append(f"{name}: import cancelled")
-                    break
-                except OSError as exc:
-                    errors.append(
-                        f"{name}: {exc.strerror or exc}" if not str(exc).startswith("Not enough") else str(exc)
-                    )
-            return done, errors
-
-        self.pool.submit(work, self._imported, self._import_failed)
+        library = self.library
+        self.pool.submit(
+            lambda: import_files(
+                library, paths, progress=self._import_progressed.emit, cancelled=lambda: self._cancel_import
+            ),
+            self._imported,
+            self._import_failed,
+        )
 
     def _on_import_progress(self, name: str, done: int, total: int) -> None:
         if self._importing and total:
             self.import_progress.setFormat(f"Importing {name}… %p%")
             self.import_progress.setValue(int(1000 * done / total))
 
-    def _imported(self, result: tuple[list[ModelEntry], list[str]]) -> None:
+    def _imported(self, result: ImportResult) -> None:
         self._importing = False
         self.import_progress.hide()
-        done, errors = result
         self._set_entries(self.library.entries)
-        if done:
-            self.select_path(done[-1].path)
-            names = ", ".join(e.name for e in done)
-            self.notice.emit("info", f"Imported {names} into the models folder.")
-        if errors:
-            self.notice.emit("error", "Import failed: " + "; ".join(errors))
-            self.message.show_message("error", "Import failed: " + "; ".join(errors))
+        if result.imported:
+            self.select_path(result.imported[-1].path)
+            names = ", ".join(e.name for e in result.imported)
+            self.notice.emit(MessageKind.INFO, f"Imported {names} into the models folder.")
+        if result.errors:
+            self.notice.emit(MessageKind.ERROR, "Import failed: " + "; ".join(result.errors))
+            self.message.show_message(MessageKind.ERROR, "Import failed: " + "; ".join(result.errors))
+        self.import_finished.emit(result)
 
     def _import_failed(self, exc: BaseException) -> None:
         self._importing = False
         self.import_progress.hide()
-        self.notice.emit("error", f"Import failed: {exc}")
+        self.notice.emit(MessageKind.ERROR, f"Import failed: {exc}")
+        self.import_finished.emit(ImportResult(errors=[str(exc)]))
 
     def cancel_import(self) -> None:
         """Stop an import at its next block (the partial copy is removed)."""

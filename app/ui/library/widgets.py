@@ -10,19 +10,23 @@ from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen
 from PySide6.QtWidgets import QLabel, QSizePolicy, QStyle, QStyledItemDelegate, QStyleOptionViewItem, QWidget
 
 from app.core.fit import COMFORT, FitReport, Verdict
-from app.ui.common import dialogs
+from app.ui.common import dialogs, palette
+from app.ui.common.message_kind import MessageKind
+from app.ui.common.palette import qcolor
 
-TEXT = QColor("#e6e9ef")
-MUTED = QColor("#8b93a1")
-FAINT = QColor("#6b7280")
-ACCENT = QColor("#3b82f6")
-GREEN = QColor("#22c55e")
-AMBER = QColor("#f59e0b")
-RED = QColor("#f87171")
-PURPLE = QColor("#a78bfa")
-TRACK = QColor("#2a2e36")
-SELECTED = QColor("#1c2b45")
-HOVER = QColor("#20242c")
+# QColor aliases of palette names, for painters and item-data roles.
+TEXT = qcolor(palette.TEXT)
+TEXT_SOFT = qcolor(palette.TEXT_SOFT)
+MUTED = qcolor(palette.MUTED)
+FAINT = qcolor(palette.FAINT)
+ACCENT = qcolor(palette.ACCENT)
+GREEN = qcolor(palette.GREEN)
+AMBER = qcolor(palette.AMBER)
+RED = qcolor(palette.RED)
+PURPLE = qcolor(palette.PURPLE)
+TRACK = qcolor(palette.TRACK)
+SELECTED = qcolor(palette.SELECTED)
+HOVER = qcolor(palette.HOVER)
 
 VERDICT_COLORS = {Verdict.FITS: GREEN, Verdict.TIGHT: AMBER, Verdict.DOES_NOT_FIT: RED}
 
@@ -35,14 +39,14 @@ def linkify(text: str) -> str:
     for m in _URL_RE.finditer(text):
         out.append(html.escape(text[pos : m.start()]))
         url = m.group(0)
-        out.append(f'<a href="{html.escape(url)}" style="color:#7aa7ff">{html.escape(url)}</a>')
+        out.append(f'<a href="{html.escape(url)}" style="color:{palette.LINK}">{html.escape(url)}</a>')
         pos = m.end()
     out.append(html.escape(text[pos:]))
     return "".join(out)
 
 
 class InlineMessage(QLabel):
-    """A message inside a tab (kind ``info``, ``warning``, ``error`` or ``busy``) with clickable links.
+    """A message inside a tab (a :class:`MessageKind`: info, warning, error or busy) with clickable links.
 
     Links open through :func:`app.ui.common.dialogs.open_url`.
     """
@@ -56,25 +60,30 @@ class InlineMessage(QLabel):
         self.setOpenExternalLinks(False)
         self.linkActivated.connect(lambda url: dialogs.open_url(url))
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
-        self.kind = ""
+        self.kind: MessageKind | None = None
         self.plain = ""
         self.hide()
 
-    def show_message(self, kind: str, text: str, links: list[tuple[str, str]] | None = None) -> None:
-        """Show ``text`` (plain; URLs become links) and optional extra ``(label, url)`` links."""
-        self.kind = kind
+    def show_message(self, kind: MessageKind | str, text: str, links: list[tuple[str, str]] | None = None) -> None:
+        """Show ``text`` (plain; URLs become links) and optional extra ``(label, url)`` links.
+
+        Raises:
+            ValueError: ``kind`` is not a :class:`MessageKind` value.
+        """
+        self.kind = MessageKind(kind)
         self.plain = text
         body = linkify(text)
         for label, url in links or []:
-            body += f' &nbsp;<a href="{html.escape(url)}" style="color:#7aa7ff">{html.escape(label)}</a>'
-        self.setProperty("kind", kind)
+            body += f' &nbsp;<a href="{html.escape(url)}" style="color:{palette.LINK}">{html.escape(label)}</a>'
+        self.setProperty("kind", self.kind.value)
         self.style().unpolish(self)
         self.style().polish(self)
         self.setText(body)
         self.show()
 
     def clear_message(self) -> None:
-        self.kind = ""
+        """Hide the message (``kind`` becomes None)."""
+        self.kind = None
         self.plain = ""
         self.setText("")
         self.hide()
@@ -138,7 +147,7 @@ class TwoLineDelegate(QStyledItemDelegate):
             br = QRectF(x, line1.top() + 1, badge_w, line1.height() - 2)
             p.setRenderHint(QPainter.RenderHint.Antialiasing)
             p.setPen(Qt.PenStyle.NoPen)
-            p.setBrush(QColor("#143d25"))
+            p.setBrush(qcolor(palette.GREEN_BG))
             p.drawRoundedRect(br, 4, 4)
             p.setPen(GREEN)
             p.setFont(small)
@@ -179,7 +188,7 @@ class FlatDelegate(QStyledItemDelegate):
             p.fillRect(opt.rect, bg)
         paint_background(p, opt)
         fg = index.data(Qt.ItemDataRole.ForegroundRole)
-        color = fg.color() if hasattr(fg, "color") else (fg if isinstance(fg, QColor) else QColor("#c9ced8"))
+        color = fg.color() if hasattr(fg, "color") else (fg if isinstance(fg, QColor) else TEXT_SOFT)
         font = index.data(Qt.ItemDataRole.FontRole) or opt.font
         p.setFont(font)
         p.setPen(color)
@@ -236,9 +245,9 @@ class FitBar(QWidget):
                 p.setPen(QPen(RED, 2))
                 p.drawLine(int(r.left() + over), int(r.top()), int(r.left() + over), int(r.bottom()))
             comfort = r.left() + r.width() * COMFORT * rep.budget / scale
-            p.setPen(QPen(QColor("#e6e9ef"), 1, Qt.PenStyle.DashLine))
+            p.setPen(QPen(TEXT, 1, Qt.PenStyle.DashLine))
             p.drawLine(int(comfort), int(r.top()), int(comfort), int(r.bottom()))
-        p.setPen(QPen(QColor("#3b4250")))
+        p.setPen(QPen(qcolor(palette.DIVIDER)))
         p.setBrush(Qt.BrushStyle.NoBrush)
         p.drawRoundedRect(r, 4, 4)
         p.end()

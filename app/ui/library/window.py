@@ -1,17 +1,20 @@
 """ModelsWindow: the model library, the Hub browser and the downloads, in one widget.
 
-It owns the :class:`~app.core.library.ModelLibrary`, a lazily built
-:class:`~app.core.hub.HubClient`, the :class:`~app.core.downloads.DownloadManager`
-and the worker threads they run on; the main window only connects its signals
-and calls :meth:`ModelsWindow.shutdown` when it closes.
+The composition root (:func:`app.main.build_models_page`) builds the
+:class:`~app.core.library.ModelLibrary`, the :class:`~app.core.downloads.DownloadManager`,
+the :class:`~app.core.hub.HubClient` factory and the two worker pools, and hands
+them to :class:`ModelsWindow`, which owns them from then on: it starts the
+manager, builds the Hub client on first use (again when the token changes) and
+stops them all in :meth:`ModelsWindow.shutdown`. The main window only connects
+its signals and calls :meth:`ModelsWindow.shutdown` when it closes.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QTabWidget, QVBoxLayout, QWidget
@@ -37,6 +40,7 @@ from app.core.hub import (
 )
 from app.core.library import ModelLibrary
 from app.paths import Paths
+from app.ui.common.message_kind import MessageKind
 from app.ui.common.tasks import TaskPool
 from app.ui.library.downloads_tab import DownloadsTab
 from app.ui.library.hub_tab import HubTab
@@ -46,7 +50,19 @@ from app.ui.settings_controller import SettingsController
 log = logging.getLogger("glassbox.ui.library")
 
 DEFAULT_N_CTX = 4096
-TAB_NAMES = ("library", "hub", "downloads")
+
+
+class ModelsTab(str, enum.Enum):
+    """The window's tabs, in their order."""
+
+    LIBRARY = "library"
+    HUB = "hub"
+    DOWNLOADS = "downloads"
+
+    @property
+    def position(self) -> int:
+        """The tab's position in the tab bar."""
+        return list(ModelsTab).index(self)
 
 
 class ModelsWindow(QWidget):
@@ -61,11 +77,20 @@ class ModelsWindow(QWidget):
         paths: Glassbox's folders (models go to ``paths.models_dir``).
         settings: the settings' owner (library folders and the Hub token are
             read from it and changed through it).
+        library: the model library (used only on ``library_pool``'s thread).
+        manager: the download manager, not started yet (this window starts it
+            and shuts it down).
+        hub_client_factory: builds a :class:`~app.core.hub.HubClient` for a token
+            (None: anonymous or huggingface_hub's login); called on first use
+            and after the token changes.
+        library_pool: a one-thread pool for scans, imports and deletes.
+        hub_pool: the pool for Hub calls (searches, listings, fit verdicts).
         parent: the parent widget.
         memory: the machine's memory for fit verdicts (e.g. with the GPU's
             VRAM from the engine); None measures RAM at each verdict.
-        download_options: extra keyword arguments for
-            :class:`~app.core.downloads.DownloadManager` (concurrency, retries...).
+
+    The window owns ``library``, ``manager`` and the pools once given them:
+    :meth:`shutdown` stops them.
 
     Signals:
         load_requested(str): load this GGUF file (the first part of a split model).
@@ -83,10 +108,14 @@ class ModelsWindow(QWidget):
         self,
         paths: Paths,
         settings: SettingsController,
-        parent: QWidget | None = None,
         *,
+        library: ModelLibrary,
+        manager: DownloadManager,
+        hub_client_factory: Callable[[str | None], HubClient],
+        library_pool: TaskPool,
+        hub_pool: TaskPool,
+        parent: QWidget | None = None,
         memory: SystemMemory | None = None,
-        download_options: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("modelsWindow")
@@ -94,14 +123,16 @@ class ModelsWindow(QWidget):
         self._settings = settings
         self._n_ctx = DEFAULT_N_CTX
         self._memory = memory
+        self._hub_client_factory = hub_client_factory
         self._hub: HubClient | None = None
         self._closed = False
 
-        current = settings.settings
-        self.library = ModelLibrary(paths, folders=[Path(f) for f in current.library_folders])
-        self.library_pool = TaskPool("library", 1, self)
-        self.hub_pool = TaskPool("hub", 2, self)
-        self.manager = DownloadManager(paths, token=current.hub_token, **(download_options or {}))
+        self.library = library
+        self.manager = manager
+        self.library_pool = library_pool
+        self.hub_pool = hub_pool
+        for pool in (library_pool, hub_pool):
+            pool.setParent(self)
 
         self.library_tab = LibraryTab(self.library, self.library_pool, self._folders, self._store_folders)
         self.hub_tab = HubTab(
@@ -142,7 +173,7 @@ class ModelsWindow(QWidget):
         self.library_tab.refresh()
         notices = [n for n in (self.manager.notice,) if n]
         if notices:
-            QTimer.singleShot(0, lambda: [self._notice("warning", n) for n in notices])
+            QTimer.singleShot(0, lambda: [self._notice(MessageKind.WARNING, n) for n in notices])
 
     # --- public API ------------------------------------------------------------------------------
     def refresh_library(self) -> None:
@@ -171,9 +202,13 @@ class ModelsWindow(QWidget):
         if not self._closed:
             self.library_tab.set_loaded(path)
 
-    def show_tab(self, name: str) -> None:
-        """Bring ``library``, ``hub`` or ``downloads`` to the front."""
-        self.tabs.setCurrentIndex(TAB_NAMES.index(name))
+    def show_tab(self, tab: ModelsTab | str) -> None:
+        """Bring a tab to the front (a :class:`ModelsTab` or its value: ``library``, ``hub``, ``downloads``).
+
+        Raises:
+            ValueError: no tab has that name.
+        """
+        self.tabs.setCurrentIndex(ModelsTab(tab).position)
 
     def shutdown(self) -> None:
         """Stop the downloads (they resume next time) and every worker thread. Idempotent."""
@@ -190,7 +225,7 @@ class ModelsWindow(QWidget):
     def hub_client(self) -> HubClient:
         """The Hub client (built on first use with the token from the settings, if any)."""
         if self._hub is None:
-            self._hub = HubClient(token=self._settings.settings.hub_token)
+            self._hub = self._hub_client_factory(self._settings.settings.hub_token)
         return self._hub
 
     def _store_token(self, token: str | None) -> None:
@@ -224,15 +259,15 @@ class ModelsWindow(QWidget):
                 return existing.id
             return self.manager.add(file)
         except InsufficientSpaceError as exc:
-            self._notice("error", str(exc))
+            self._notice(MessageKind.ERROR, str(exc))
         except DownloadError as exc:
-            self._notice("warning", str(exc))
+            self._notice(MessageKind.WARNING, str(exc))
         return None
 
     def download_starter(self, starter: StarterModel) -> None:
         """Find a starter model's file on the Hub (worker), then queue its download."""
         if is_offline_mode():
-            self._notice("warning", offline_error().message)
+            self._notice(MessageKind.WARNING, offline_error().message)
             return
         self.library_tab.starters.set_state(starter, "Finding…", False)
         client = self.hub_client()
@@ -252,7 +287,8 @@ class ModelsWindow(QWidget):
         self.library_tab.starters.set_state(starter, "Download", True)
         msg = exc.message if isinstance(exc, HubError) else f"{type(exc).__name__}: {exc}"
         self._notice(
-            "warning" if "Offline" in msg else "error", f"Could not start the download of {starter.filename}: {msg}"
+            MessageKind.WARNING if "Offline" in msg else MessageKind.ERROR,
+            f"Could not start the download of {starter.filename}: {msg}",
         )
 
     def _download_finished(self, status: DownloadStatus) -> None:
@@ -270,18 +306,10 @@ class ModelsWindow(QWidget):
             st = by_dest.get(str(dest))
             if st is None:
                 continue
-            text, enabled = {
-                DownloadState.QUEUED: ("Queued", False),
-                DownloadState.RUNNING: (f"{int(st.fraction * 100)}%", False),
-                DownloadState.PAUSED: ("Paused", False),
-                DownloadState.FAILED: ("Download", True),
-                DownloadState.CANCELLED: ("Download", True),
-                DownloadState.DONE: ("Downloaded", False),
-            }[st.state]
-            self.library_tab.starters.set_state(s, text, enabled)
+            self.library_tab.starters.show_status(s, st)
 
     def _active_downloads(self, n: int) -> None:
-        self.tabs.setTabText(TAB_NAMES.index("downloads"), f"Downloads · {n}" if n else "Downloads")
+        self.tabs.setTabText(ModelsTab.DOWNLOADS.position, f"Downloads · {n}" if n else "Downloads")
 
 
-__all__ = ["ModelsWindow"]
+__all__ = ["ModelsTab", "ModelsWindow"]
