@@ -19,19 +19,21 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import TextLexer, get_lexer_by_name
 from pygments.util import ClassNotFound
 
+from app.ui.common import palette
+
 _md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable(
     ["table", "strikethrough"]
 )
 _formatter = HtmlFormatter(nowrap=True, noclasses=True, style="monokai")
 
-TEXT_CSS = """
-p { margin-top: 0px; margin-bottom: 8px; }
-h1, h2, h3, h4 { margin-top: 6px; margin-bottom: 6px; }
-code { font-family: 'JetBrains Mono', 'DejaVu Sans Mono', monospace; background-color: #2b2f37; }
-table { border-collapse: collapse; }
-th, td { border: 1px solid #4a4f5a; padding: 4px 8px; }
-blockquote { color: #aab1bd; margin-left: 12px; }
-a { color: #7aa7ff; }
+TEXT_CSS = f"""
+p {{ margin-top: 0px; margin-bottom: 8px; }}
+h1, h2, h3, h4 {{ margin-top: 6px; margin-bottom: 6px; }}
+code {{ font-family: 'JetBrains Mono', 'DejaVu Sans Mono', monospace; background-color: {palette.CODE_BG}; }}
+table {{ border-collapse: collapse; }}
+th, td {{ border: 1px solid {palette.TABLE_BORDER}; padding: 4px 8px; }}
+blockquote {{ color: {palette.QUOTE}; margin-left: 12px; }}
+a {{ color: {palette.LINK}; }}
 """
 
 
@@ -114,7 +116,7 @@ def render_code(code: str, language: str) -> str:
         lexer = TextLexer()
     body = highlight(code, lexer, _formatter)
     return (
-        "<pre style=\"margin:0; font-family:'JetBrains Mono','DejaVu Sans Mono',monospace; color:#f8f8f2;\">"
+        f"<pre style=\"margin:0; font-family:'JetBrains Mono','DejaVu Sans Mono',monospace; color:{palette.CODE_TEXT};\">"
         f"{body}</pre>"
     )
 
@@ -149,7 +151,7 @@ class StreamingDocument:
         rest = "\n".join(lines[self._final_lines :])
         pieces = split_blocks(rest)
         newly: list[Segment] = []
-        for kind, src, info, end in pieces[:-1]:
+        for kind, src, info, _end in pieces[:-1]:
             newly.append(_segment(kind, src, info))
         if len(pieces) > 1:
             self._final_lines += pieces[-2][3]
