@@ -58,6 +58,10 @@ from app.ui.top_bar import NO_MODEL_TEXT, ModelsBar, Page, TopBar
 from app.ui.turn import LiveTurn
 
 TOP_CANDIDATES = 20  # next-token candidates asked for while the Sampler or Tokens panel shows
+# The placeholder's links: open a file, show the models page, or load:<path>.
+OPEN_LINK = "open"
+MODELS_LINK = Page.MODELS.value
+LOAD_LINK_PREFIX = "load:"
 
 
 def display_name(path: str) -> str:
@@ -292,12 +296,12 @@ class MainWindow(QMainWindow):
         return True
 
     def _placeholder_link(self, link: str) -> None:
-        if link == "open":
+        if link == OPEN_LINK:
             self.open_model_dialog()
-        elif link == Page.MODELS.value:
+        elif link == MODELS_LINK:
             self.show_page(Page.MODELS)
-        elif link.startswith("load:"):
-            self.load_model(link[5:])
+        elif link.startswith(LOAD_LINK_PREFIX):
+            self.load_model(link.removeprefix(LOAD_LINK_PREFIX))
 
     def _load_from_library(self, path: str) -> None:
         if self.load_model(path):
@@ -529,14 +533,14 @@ class MainWindow(QMainWindow):
         else:
             on_disk = sorted(p for p in self.paths.models_dir.rglob("*.gguf") if p.is_file())[:4]
             quick = "".join(
-                f"<p><a href='load:{html.escape(str(p))}'>Load {html.escape(display_name(str(p)))}</a></p>"
+                f"<p><a href='{LOAD_LINK_PREFIX}{html.escape(str(p))}'>Load {html.escape(display_name(str(p)))}</a></p>"
                 for p in on_disk
             )
             self.chat_view.set_placeholder(
                 "<h2>No model loaded</h2>"
                 + quick
-                + "<p><a href='open'>Open a GGUF file</a> (Ctrl+O), drop one on this "
-                "window, or <a href='models'>find one on the Hugging Face Hub</a>.</p>"
+                + f"<p><a href='{OPEN_LINK}'>Open a GGUF file</a> (Ctrl+O), drop one on this "
+                f"window, or <a href='{MODELS_LINK}'>find one on the Hugging Face Hub</a>.</p>"
             )
 
     def show_about(self) -> None:

@@ -329,7 +329,7 @@ class ChatController(QObject):
     def _on_prompt(self, ev: P.PromptPrepared) -> None:
         self.turn.on_prompt(ev)
         if self._reply_widget is not None:
-            self._reply_widget.set_badge("prefill…", "live")
+            self._reply_widget.set_badge("prefill…", BadgeKind.LIVE)
 
     def _on_token(self, ev: P.TokenEvent) -> None:
         self.turn.on_token(ev)

@@ -9,6 +9,7 @@ become their own segments so they can carry a header with a Copy button.
 
 from __future__ import annotations
 
+import enum
 import html
 from dataclasses import dataclass
 from functools import lru_cache
@@ -37,19 +38,26 @@ a {{ color: {palette.LINK}; }}
 """
 
 
+class SegmentKind(str, enum.Enum):
+    """A reply's piece: prose or a fenced code block."""
+
+    TEXT = "text"
+    CODE = "code"
+
+
 @dataclass(frozen=True)
 class Segment:
     """A piece of a reply: prose (rendered HTML) or a code block (highlighted).
 
     Attributes:
-        kind: ``"text"`` or ``"code"``.
+        kind: a :class:`SegmentKind`.
         source: the Markdown source of this segment.
         html: Qt rich text.
         language: the code block's language (code only).
         code: the raw code (code only; what Copy copies).
     """
 
-    kind: str
+    kind: SegmentKind
     source: str
     html: str
     language: str = ""
@@ -59,7 +67,7 @@ class Segment:
 LIST_CHUNK = 16  # list items per segment: a long streaming list re-renders only its last chunk
 
 
-def split_blocks(source: str) -> list[tuple[str, str, str, int]]:
+def split_blocks(source: str) -> list[tuple[SegmentKind, str, str, int]]:
     """Cut Markdown into ``(kind, source, info, end_line)`` pieces at top-level block boundaries.
 
     Code fences (closed or still open at the end) are their own pieces; prose is
@@ -70,7 +78,7 @@ def split_blocks(source: str) -> list[tuple[str, str, str, int]]:
     """
     tokens = _md.parse(source)
     lines = source.split("\n")
-    pieces: list[tuple[str, str, str, int]] = []
+    pieces: list[tuple[SegmentKind, str, str, int]] = []
     last_end = 0
     list_items = 0
     for tok in tokens:
@@ -81,20 +89,20 @@ def split_blocks(source: str) -> list[tuple[str, str, str, int]]:
             list_items = 0
             if tok.type == "fence":
                 if start > last_end:
-                    pieces.append(("text", "\n".join(lines[last_end:start]), "", start))
-                pieces.append(("code", tok.content.rstrip("\n"), tok.info.strip(), end))
+                    pieces.append((SegmentKind.TEXT, "\n".join(lines[last_end:start]), "", start))
+                pieces.append((SegmentKind.CODE, tok.content.rstrip("\n"), tok.info.strip(), end))
                 last_end = end
             elif start > last_end and _is_blank_gap(lines, last_end, start):
-                pieces.append(("text", "\n".join(lines[last_end:start]), "", start))
+                pieces.append((SegmentKind.TEXT, "\n".join(lines[last_end:start]), "", start))
                 last_end = start
         elif tok.level == 1 and tok.type == "list_item_open":
             list_items += 1
             if list_items > LIST_CHUNK and (list_items - 1) % LIST_CHUNK == 0 and start > last_end:
-                pieces.append(("text", "\n".join(lines[last_end:start]), "", start))
+                pieces.append((SegmentKind.TEXT, "\n".join(lines[last_end:start]), "", start))
                 last_end = start
     if last_end < len(lines):
-        pieces.append(("text", "\n".join(lines[last_end:]), "", len(lines)))
-    return [p for p in pieces if p[0] == "code" or p[1].strip()]
+        pieces.append((SegmentKind.TEXT, "\n".join(lines[last_end:]), "", len(lines)))
+    return [p for p in pieces if p[0] is SegmentKind.CODE or p[1].strip()]
 
 
 def _is_blank_gap(lines: list[str], a: int, b: int) -> bool:
@@ -121,11 +129,11 @@ def render_code(code: str, language: str) -> str:
     )
 
 
-def _segment(kind: str, src: str, info: str) -> Segment:
-    if kind == "code":
+def _segment(kind: SegmentKind, src: str, info: str) -> Segment:
+    if kind is SegmentKind.CODE:
         lang = info.split()[0] if info else ""
-        return Segment("code", src, render_code(src, lang), lang, src)
-    return Segment("text", src, render_text(src))
+        return Segment(SegmentKind.CODE, src, render_code(src, lang), lang, src)
+    return Segment(SegmentKind.TEXT, src, render_text(src))
 
 
 class StreamingDocument:

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.chat import Role
-from app.ui.chat.markdown import TEXT_CSS, Segment, StreamingDocument, plain_to_html
+from app.ui.chat.markdown import TEXT_CSS, Segment, SegmentKind, StreamingDocument, plain_to_html
 
 
 class MessageAction(str, enum.Enum):
@@ -126,7 +126,7 @@ class MarkdownView(QWidget):
         self._doc = StreamingDocument()
         self._final_widgets: list[QWidget] = []
         self._tail_widgets: list[QWidget] = []
-        self._tail_kinds: list[str] = []
+        self._tail_kinds: list[SegmentKind] = []
         self.source = ""
 
     def set_markdown(self, source: str) -> None:
@@ -167,7 +167,7 @@ class MarkdownView(QWidget):
 
     @staticmethod
     def _make(seg: Segment) -> QWidget:
-        if seg.kind == "code":
+        if seg.kind is SegmentKind.CODE:
             return CodeBlock(seg)
         return _rich_label(f"<style>{TEXT_CSS}</style>{seg.html}")
 

@@ -12,6 +12,7 @@ import html
 from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget
 
+from app.core.chat import StopReason
 from app.ui.common import palette
 from app.ui.turn import LiveTurn
 
@@ -123,7 +124,7 @@ class TokensPanel(QWidget):
             bar.setValue(bar.maximum())
         if t.prompt is not None:
             end = ""
-            if t.final is not None and t.final.stop_reason == "eos":
+            if t.final is not None and StopReason(t.final.stop_reason) is StopReason.EOS:
                 end = "; the last, the end-of-turn token, ends the reply and is not added to the context"
             self.summary.setText(
                 f"Prompt: {t.prompt.prompt_tokens:,} tokens ({t.prompt.cached_tokens:,} reused, "
