@@ -182,7 +182,6 @@ class MainWindow(QMainWindow):
         self.resizeDocks([self.tokens_dock], [160], Qt.Orientation.Vertical)
 
         self.chat = ChatController(engine, self.chat_view, self.composer, self.turn, conversations, settings)
-        self.chat.stop_strings = self.sampler_panel.stop_strings()
         self._inspectors_shown: set[QDockWidget] = set()
         self.chat.top_candidates = 0
         self.menu_actions = build_menus(self)
