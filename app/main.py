@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication
 
     from app.paths import default_paths
+    from app.ui.common.severity import Severity
     from app.ui.theme import apply_theme
 
     paths = default_paths().ensure()
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             window.load_model(model)
         elif args.model:
             window.banner.show_message(
-                "error", f"The model file {model} does not exist. Open a model with File → Open model."
+                Severity.ERROR, f"The model file {model} does not exist. Open a model with File → Open model."
             )
     window.show()
     _quit_on_signals(window)
@@ -96,6 +97,8 @@ def create_window(paths):
     :func:`main`, the UI tests and the benchmarks, so they all run the same wiring.
     """
     from app.core.settings import SettingsStore
+    from app.ui.banner import BannerTopic
+    from app.ui.common.severity import Severity
     from app.ui.engine_client import EngineClient
     from app.ui.main_window import MainWindow
     from app.ui.settings_controller import SettingsController
@@ -107,7 +110,7 @@ def create_window(paths):
     window = MainWindow(paths, settings, engine, conversations, build_models_page(paths, settings))
     notices = [n for n in (store.notice, history_notice) if n]
     if notices:
-        window.banner.show_message("warning", " ".join(notices), topic="startup")
+        window.banner.show_message(Severity.WARNING, " ".join(notices), topic=BannerTopic.STARTUP)
     recent = conversations.list_conversations()
     if recent:
         window.open_conversation(recent[0].id)

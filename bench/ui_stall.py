@@ -61,7 +61,7 @@ def main() -> int:
     engine = win.engine
     win.resize(1600, 1000)
     win.show()
-    win.model_panel.n_threads.setValue(args.threads)
+    win.settings_ctl.update(load=replace(win.settings.load, n_threads=args.threads))
     engine.start()
     win.load_model(args.model)
 
@@ -138,9 +138,9 @@ def main() -> int:
         "engine_threads": result["threads"],
         "prompt": args.prompt,
     }
-    worst = sorted(zip(gaps, when), reverse=True)[:5]
+    worst = sorted(zip(gaps, when, strict=True), reverse=True)[:5]
     print(
-        "worst stalls (ms @ s after start; reply ended at %.2f s): " % result["t_end"]
+        f"worst stalls (ms @ s after start; reply ended at {result['t_end']:.2f} s): "
         + ", ".join(f"{g:.1f} @ {w:.2f}" for g, w in worst)
     )
     print(json.dumps(out))

@@ -44,7 +44,6 @@ from huggingface_hub.utils import build_hf_headers, get_session, get_token, hf_r
 
 from app.core.fit import FitReport, SystemMemory, Verdict, fit_verdict, system_memory
 from app.core.gguf_info import SPLIT_RE, GGUFHeaderIncomplete, GGUFInfo, format_bytes, read_gguf_info_bytes
-from app.core.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -42,7 +42,7 @@ from typing import Any
 from huggingface_hub import constants as hf_constants
 
 from app.core.gguf_info import SPLIT_RE, GGUFError, format_bytes, read_gguf_info, split_part_paths
-from app.core.settings import Settings, atomic_write_text
+from app.core.settings import atomic_write_text
 from app.paths import Paths
 
 log = logging.getLogger(__name__)

@@ -34,8 +34,14 @@ class EngineState(str, enum.Enum):
 class EngineClient(QObject):
     """Owns the engine process for the window.
 
+    A reply is in flight from :meth:`generate` until :attr:`generation_ended`; this
+    client is the one owner of that fact (:attr:`generating`), because it is the only
+    place that sees every way a reply ends: Finished, Failed, the engine dying, Stop
+    timing out, shutdown, restart and unload. The chat, the composer's Send/Stop
+    button and the Stop action follow :attr:`generation_started` / :attr:`generation_ended`.
+
     Signals:
-        state_changed(str): an :class:`EngineState` value.
+        state_changed(object): the new :class:`EngineState`.
         engine_ready(object): :class:`~app.core.protocol.EngineReady`.
         model_loaded(object): :class:`~app.core.protocol.ModelLoaded`.
         model_load_failed(object): :class:`~app.core.protocol.Failed` for a load.
@@ -43,11 +49,14 @@ class EngineClient(QObject):
         context_shifted(object): events of the reply in flight.
         generation_finished(object): :class:`~app.core.protocol.Finished`.
         generation_failed(object): :class:`~app.core.protocol.Failed` for a reply.
+        generation_started(int): a reply was requested (its request id); a reply is in flight.
+        generation_ended(int): the reply with that request id is over, however it ended (emitted
+            after generation_finished / generation_failed, before engine_crashed).
         engine_crashed(str): the engine died; the text says why and what to do.
         log_line(object): a llama.cpp warning or error.
     """
 
-    state_changed = Signal(str)
+    state_changed = Signal(object)
     engine_ready = Signal(object)
     model_loaded = Signal(object)
     model_load_failed = Signal(object)
@@ -57,6 +66,8 @@ class EngineClient(QObject):
     context_shifted = Signal(object)
     generation_finished = Signal(object)
     generation_failed = Signal(object)
+    generation_started = Signal(int)
+    generation_ended = Signal(int)
     engine_crashed = Signal(str)
     log_line = Signal(object)
 
@@ -89,7 +100,7 @@ class EngineClient(QObject):
     def _set_state(self, state: EngineState) -> None:
         if state != self._state:
             self._state = state
-            self.state_changed.emit(state.value)
+            self.state_changed.emit(state)
 
     def start(self) -> None:
         """Start the engine process (no-op when running)."""
@@ -113,17 +124,31 @@ class EngineClient(QObject):
 
     def shutdown(self) -> None:
         """End the engine process and the reader thread (blocks up to a few seconds)."""
+        self._drop_engine()
+
+    def _drop_engine(self, *, kill: bool = False, stop_timeout_s: float = 5.0) -> None:
+        """Forget the engine process: the one reset behind shutdown, a death and a Stop that timed out.
+
+        Stops (or first kills) the process, waits up to 5 s for the reader thread, clears the
+        load and reply request ids and the model, and sets :attr:`EngineState.DEAD`; a reply in
+        flight ends with :attr:`generation_ended`.
+        """
         self._stop_timer.stop()
         host, self._host = self._host, None
         if host is not None:
-            host.stop()
-        if self._reader is not None:
-            self._reader.join(5.0)
-            self._reader = None
+            if kill:
+                host.kill()
+            host.stop(timeout=stop_timeout_s)
+        reader, self._reader = self._reader, None
+        if reader is not None and reader is not threading.current_thread():
+            reader.join(5.0)
+        gen_id = self._gen_id
         self._gen_id = None
         self._load_id = None
         self.model = None
         self._set_state(EngineState.DEAD)
+        if gen_id is not None:
+            self.generation_ended.emit(gen_id)
 
     def _read_loop(self, host: EngineHost) -> None:
         while True:
@@ -167,6 +192,7 @@ class EngineClient(QObject):
         rid = self._host.next_id()
         self._gen_id = rid
         self._set_state(EngineState.GENERATING)
+        self.generation_started.emit(rid)
         self._send(
             P.Generate(
                 rid, tuple(messages), sampler, tuple(stop_strings), top_candidates, continue_last, context_policy
@@ -188,6 +214,7 @@ class EngineClient(QObject):
 
     @property
     def generating(self) -> bool:
+        """True while a reply is in flight (between generation_started and generation_ended)."""
         return self._gen_id is not None
 
     def _send(self, req: object) -> None:
@@ -221,6 +248,7 @@ class EngineClient(QObject):
                 self._stop_timer.stop()
                 self._set_state(EngineState.READY)
                 self.generation_finished.emit(ev)
+                self.generation_ended.emit(ev.request_id)
         elif isinstance(ev, P.ModelLoaded):
             if ev.request_id == self._load_id:
                 self._load_id = None
@@ -239,6 +267,7 @@ class EngineClient(QObject):
                 self._stop_timer.stop()
                 self._set_state(EngineState.READY if self.model else EngineState.NO_MODEL)
                 self.generation_failed.emit(ev)
+                self.generation_ended.emit(ev.request_id)
         elif isinstance(ev, P.EngineReady):
             self.ready_info = ev
             if self._state == EngineState.STARTING:
@@ -257,13 +286,7 @@ class EngineClient(QObject):
             # Dying while loading: restarting must not load the same file into the same crash.
             description = f"{description} It happened while loading {self._last_load[0]}."
             self._last_load = None
-        self._stop_timer.stop()
-        host.stop(timeout=1.0)
-        self._host = None
-        self._gen_id = None
-        self._load_id = None
-        self.model = None
-        self._set_state(EngineState.DEAD)
+        self._drop_engine(stop_timeout_s=1.0)
         self.engine_crashed.emit(description)
 
     @Slot()
@@ -272,16 +295,8 @@ class EngineClient(QObject):
         if host is None or self._gen_id is None:
             return
         log.error("engine did not stop within %d ms; killing it", STOP_GRACE_MS)
-        host.kill()
-        # The reader thread sees the pipe close and reports the death; say why first.
-        self._host = None
-        self._gen_id = None
-        self.model = None
-        host.stop(timeout=1.0)
-        if self._reader is not None:
-            self._reader.join(5.0)
-            self._reader = None
-        self._set_state(EngineState.DEAD)
+        # The reader thread sees the pipe close and reports the death to a host we no longer hold.
+        self._drop_engine(kill=True, stop_timeout_s=1.0)
         self.engine_crashed.emit(
             f"The engine did not stop within {STOP_GRACE_MS / 1000:.0f} s of pressing Stop, so Glassbox ended it. "
             "Your conversation is kept; restart the engine to go on."

@@ -5,8 +5,11 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from PySide6.QtGui import QColor, QFont, QIcon, QPalette
+from PySide6.QtGui import QFont, QIcon, QPalette
 from PySide6.QtWidgets import QApplication
+
+from app.ui.common import palette
+from app.ui.common.palette import qcolor
 
 
 def resource_path(name: str) -> Path:
@@ -21,27 +24,28 @@ def resource_path(name: str) -> Path:
 
 
 def apply_theme(app: QApplication) -> None:
+    """Fusion style, the dark palette built from :mod:`app.ui.common.palette`, the font, the stylesheet and the icon."""
     app.setStyle("Fusion")
     pal = QPalette()
     c = {
-        QPalette.ColorRole.Window: "#17191e",
-        QPalette.ColorRole.WindowText: "#e6e9ef",
-        QPalette.ColorRole.Base: "#1d2026",
-        QPalette.ColorRole.AlternateBase: "#22252c",
-        QPalette.ColorRole.ToolTipBase: "#2a2e36",
-        QPalette.ColorRole.ToolTipText: "#e6e9ef",
-        QPalette.ColorRole.Text: "#e6e9ef",
-        QPalette.ColorRole.Button: "#262a32",
-        QPalette.ColorRole.ButtonText: "#e6e9ef",
-        QPalette.ColorRole.Highlight: "#3b82f6",
-        QPalette.ColorRole.HighlightedText: "#ffffff",
-        QPalette.ColorRole.Link: "#7aa7ff",
-        QPalette.ColorRole.PlaceholderText: "#6b7280",
+        QPalette.ColorRole.Window: palette.WINDOW,
+        QPalette.ColorRole.WindowText: palette.TEXT,
+        QPalette.ColorRole.Base: palette.BASE,
+        QPalette.ColorRole.AlternateBase: palette.ALTERNATE,
+        QPalette.ColorRole.ToolTipBase: palette.TRACK,
+        QPalette.ColorRole.ToolTipText: palette.TEXT,
+        QPalette.ColorRole.Text: palette.TEXT,
+        QPalette.ColorRole.Button: palette.BUTTON,
+        QPalette.ColorRole.ButtonText: palette.TEXT,
+        QPalette.ColorRole.Highlight: palette.ACCENT,
+        QPalette.ColorRole.HighlightedText: palette.WHITE,
+        QPalette.ColorRole.Link: palette.LINK,
+        QPalette.ColorRole.PlaceholderText: palette.FAINT,
     }
     for role, color in c.items():
-        pal.setColor(role, QColor(color))
-    pal.setColor(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text, QColor("#5b6170"))
-    pal.setColor(QPalette.ColorGroup.Disabled, QPalette.ColorRole.ButtonText, QColor("#5b6170"))
+        pal.setColor(role, qcolor(color))
+    pal.setColor(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text, qcolor(palette.DISABLED))
+    pal.setColor(QPalette.ColorGroup.Disabled, QPalette.ColorRole.ButtonText, qcolor(palette.DISABLED))
     app.setPalette(pal)
     font = QFont(app.font())
     font.setPointSizeF(10)

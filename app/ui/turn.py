@@ -6,10 +6,21 @@ the UI happened to receive or paint them.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field, fields
 
 from app.core import protocol as P
 from app.core.chat import GenerationStats
+
+
+class TurnPhase(str, enum.Enum):
+    """Where the turn is: nothing yet, evaluating the prompt, sampling tokens, over, or cut off."""
+
+    IDLE = "idle"
+    PREFILL = "prefill"
+    DECODE = "decode"
+    DONE = "done"
+    FAILED = "failed"
 
 
 @dataclass
@@ -25,7 +36,7 @@ class LiveTurn:
     """Figures of the current (or last) turn, updated event by event.
 
     Attributes:
-        phase: ``idle``, ``prefill``, ``decode``, ``done``, ``failed``.
+        phase: a :class:`TurnPhase`.
         prompt: the PromptPrepared event.
         prefill_done / prefill_total: tokens.
         prefill_elapsed_s: seconds spent in prefill so far.
@@ -35,7 +46,7 @@ class LiveTurn:
         version: bumps on every change, so views repaint only when needed.
     """
 
-    phase: str = "idle"
+    phase: TurnPhase = TurnPhase.IDLE
     prompt: P.PromptPrepared | None = None
     prefill_done: int = 0
     prefill_total: int = 0
@@ -49,7 +60,7 @@ class LiveTurn:
     shifts: int = 0
     version: int = 0
 
-    def reset(self, phase: str = "idle") -> None:
+    def reset(self, phase: TurnPhase = TurnPhase.IDLE) -> None:
         """Forget the last turn (a new model, another chat); ``phase`` is the new phase."""
         version = self.version
         fresh = LiveTurn()
@@ -60,7 +71,7 @@ class LiveTurn:
 
     def start(self) -> None:
         """Reset for a new turn (prefill begins)."""
-        self.reset("prefill")
+        self.reset(TurnPhase.PREFILL)
 
     def on_prompt(self, ev: P.PromptPrepared) -> None:
         self.prompt = ev
@@ -77,7 +88,7 @@ class LiveTurn:
         self.version += 1
 
     def on_token(self, ev: P.TokenEvent) -> None:
-        self.phase = "decode"
+        self.phase = TurnPhase.DECODE
         self.tokens.append(TokenRecord(ev.token_id, ev.piece, ev.t_s, ev.p))
         self.n_past = ev.n_past
         if ev.candidates:
@@ -92,7 +103,7 @@ class LiveTurn:
         self.version += 1
 
     def on_finished(self, stats: GenerationStats | None) -> None:
-        self.phase = "done" if stats is not None else "failed"
+        self.phase = TurnPhase.DONE if stats is not None else TurnPhase.FAILED
         self.final = stats
         if stats is not None:
             self.n_past = stats.context_used

@@ -16,53 +16,54 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 
 from app.core import protocol as P
-from app.core.chat import ChatMessage, GenerationStats, StopReason
+from app.core.chat import ChatMessage, GenerationStats, Role, StopReason
 from app.core.conversations import ConversationStore, Message, MessageMeta
-from app.ui.chat.view import ChatView, Composer, MessageWidget
+from app.core.sampling import SamplerSettings
+from app.ui.chat.composer import Composer
+from app.ui.chat.message import BadgeKind, MessageAction, MessageWidget
+from app.ui.chat.view import ChatView
+from app.ui.common.severity import Severity
+from app.ui.common.stats_format import reply_details, reply_footer
 from app.ui.engine_client import EngineClient, EngineState
+from app.ui.settings_controller import SettingsController
 from app.ui.turn import LiveTurn
 
 log = logging.getLogger("glassbox.ui.chat")
 
+Badge = tuple[str, BadgeKind]
 
-def stats_footer(stats: GenerationStats) -> str:
-    """One line under a reply: tokens, speeds, TTFT, why it ended."""
-    parts = [f"{stats.generated_tokens:,} tokens"]
-    if stats.decode_tok_s:
-        parts.append(f"{stats.decode_tok_s:,.1f} tok/s")
-    if stats.generated_tokens:
-        parts.append(f"TTFT {stats.ttft_s * 1000:,.0f} ms")
-    if stats.evaluated_tokens:
-        parts.append(f"prefill {stats.evaluated_tokens:,} tok @ {stats.prefill_tok_s:,.0f} tok/s")
-    if stats.cached_tokens:
-        parts.append(f"{stats.cached_tokens:,} reused")
-    parts.append(f"seed {stats.seed}")
-    parts.append(StopReason(stats.stop_reason).label)
-    return " · ".join(parts)
-
-
-_CUT_BADGES = {
-    StopReason.CANCELLED.value: ("stopped", "warn"),
-    StopReason.CONTEXT_FULL.value: ("context full", "warn"),
-    StopReason.MAX_TOKENS.value: ("max_tokens reached", "warn"),
-    StopReason.ERROR.value: ("cut off", "error"),
+_CUT_BADGES: dict[StopReason, Badge] = {
+    StopReason.CANCELLED: ("stopped", BadgeKind.WARN),
+    StopReason.CONTEXT_FULL: ("context full", BadgeKind.WARN),
+    StopReason.MAX_TOKENS: ("max_tokens reached", BadgeKind.WARN),
+    StopReason.ERROR: ("cut off", BadgeKind.ERROR),
 }
+_NO_BADGE: Badge = ("", BadgeKind.NONE)
+_CUT_OFF: Badge = ("cut off", BadgeKind.ERROR)
 
 
 class ChatController(QObject):
     """Sends the conversation to the engine, streams the reply into the view and the store.
 
+    Whether a reply is in flight is the engine client's to say (:attr:`busy` reads
+    ``engine.generating``); this controller keeps only what the reply is (the stored
+    message it streams into, its widget and text) and closes it on ``generation_ended``
+    however the reply ended (finished, failed, engine died, Stop timed out, restart).
+    The composer's Send/Stop button follows ``generation_started`` / ``generation_ended``.
+
+    The sampler settings, the context policy and the system prompt of a new chat are read
+    from the :class:`SettingsController` when a reply is requested; :attr:`stop_strings`
+    and :attr:`top_candidates` are set by the window.
+
     Signals:
         reply_finished(object): :class:`GenerationStats` of a finished reply.
-        notice(str, str): a message for the banner (kind, text).
-        busy_changed(bool): a reply started or ended.
+        notice(object, str): a message for the banner (:class:`Severity`, text).
         conversation_changed(object): the conversation shown changed (id or None).
         conversations_changed(): titles, order or the set of conversations changed.
     """
 
     reply_finished = Signal(object)
-    notice = Signal(str, str)
-    busy_changed = Signal(bool)
+    notice = Signal(object, str)
     conversation_changed = Signal(object)
     conversations_changed = Signal()
 
@@ -73,8 +74,7 @@ class ChatController(QObject):
         composer: Composer,
         turn: LiveTurn,
         store: ConversationStore,
-        sampler_source,
-        system_prompt_source,
+        settings: SettingsController,
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)
@@ -83,8 +83,7 @@ class ChatController(QObject):
         self.composer = composer
         self.turn = turn
         self.store = store
-        self._sampler = sampler_source  # () -> (SamplerSettings, stop strings)
-        self._system_prompt = system_prompt_source  # () -> str
+        self.settings = settings
         self.conversation_id: int | None = None
         self._reply_id: int | None = None  # stored id of the reply in flight
         self._reply_widget: MessageWidget | None = None
@@ -93,8 +92,8 @@ class ChatController(QObject):
         self._sent_user: tuple[int, str] | None = None  # the message this turn answers, if just sent
         # How many next-token candidates to ask for (0: none; the token inspector costs
         # a pass over the vocabulary per token, so the window asks only while it is shown).
-        self.candidates_source = lambda: 20
-        self.context_policy_source = lambda: None  # () -> ContextPolicy value for the next reply
+        self.top_candidates = 20
+        self.stop_strings: tuple[str, ...] = ()  # extra stop strings for the next reply
         composer.submitted.connect(self.send)
         composer.stop_requested.connect(self.stop)
         view.action_requested.connect(self._on_action)
@@ -104,11 +103,17 @@ class ChatController(QObject):
         engine.context_shifted.connect(self._on_shift)
         engine.generation_finished.connect(self._on_finished)
         engine.generation_failed.connect(self._on_failed)
-        engine.engine_crashed.connect(self._on_crash)
+        engine.generation_started.connect(lambda _rid: composer.set_generating(True))
+        engine.generation_ended.connect(self._on_generation_ended)
 
     @property
     def busy(self) -> bool:
-        return self._reply_id is not None
+        """True while a reply is in flight (the engine client's :attr:`~EngineClient.generating`)."""
+        return self.engine.generating
+
+    @property
+    def _sampler(self) -> SamplerSettings:
+        return self.settings.settings.sampler
 
     # ------------------------------------------------------------------ conversation
     def new_chat(self) -> None:
@@ -125,7 +130,7 @@ class ChatController(QObject):
     def open_conversation(self, conv_id: int, focus_message: int | None = None) -> None:
         """Show a stored conversation (the KV cache follows on the next reply)."""
         if self.busy:
-            self.notice.emit("info", "Stop the reply in progress before switching conversations.")
+            self.notice.emit(Severity.INFO, "Stop the reply in progress before switching conversations.")
             return
         self.store.get_conversation(conv_id)  # KeyError if gone
         if conv_id != self.conversation_id:
@@ -149,17 +154,17 @@ class ChatController(QObject):
     def _add_widget(self, m: Message) -> MessageWidget:
         sib = self.store.siblings(m.id)
         title = ""
-        if m.role.value == "assistant":
+        if m.role is Role.ASSISTANT:
             title = m.meta.model_name or (Path(m.meta.model_path).stem if m.meta.model_path else "Assistant")
-        w = self.view.add_message(m.role.value, m.content, title, message_id=m.id)
+        w = self.view.add_message(m.role, m.content, title, message_id=m.id)
         w.set_branch(sib.position, sib.count)
-        if m.role.value == "assistant":
+        if m.role is Role.ASSISTANT:
             if m.meta.stats is not None:
-                w.set_footer(stats_footer(m.meta.stats))
-            w.set_how_made(_how_made(m.meta))
+                w.set_footer(reply_footer(m.meta.stats))
+            w.set_how_made(reply_details(m.meta))
             if not m.complete:
-                reason = m.meta.stats.stop_reason if m.meta.stats else StopReason.ERROR.value
-                w.set_badge(*_CUT_BADGES.get(reason, ("cut off", "warn")))
+                reason = StopReason(m.meta.stats.stop_reason) if m.meta.stats else StopReason.ERROR
+                w.set_badge(*_CUT_BADGES.get(reason, ("cut off", BadgeKind.WARN)))
                 w.set_can_continue(True)
         return w
 
@@ -174,17 +179,18 @@ class ChatController(QObject):
             return False
         if not self._engine_ready():
             return False
-        sampler, _ = self._sampler()
         model = self.engine.model
         if self.conversation_id is None:
             self.conversation_id = self.store.create_conversation(
-                system_prompt=self._system_prompt(), model_path=model.info.path if model else "", sampler=sampler
+                system_prompt=self.settings.settings.system_prompt,
+                model_path=model.info.path if model else "",
+                sampler=self._sampler,
             )
             self.conversation_changed.emit(self.conversation_id)
         path = self.store.active_path(self.conversation_id)
         parent = path[-1].id if path else None
-        mid = self.store.add_message(self.conversation_id, parent, "user", text)
-        self.view.add_message("user", text, message_id=mid)
+        mid = self.store.add_message(self.conversation_id, parent, Role.USER, text)
+        self.view.add_message(Role.USER, text, message_id=mid)
         self.composer.box.clear()
         self.conversations_changed.emit()
         self._sent_user = (mid, text)
@@ -209,13 +215,13 @@ class ChatController(QObject):
     def edit(self, message_id: int, text: str) -> None:
         """Edit a message: a new branch with the edited text. Editing a question asks for a new reply."""
         if self.busy:
-            self.notice.emit("info", "Stop the reply in progress before editing.")
+            self.notice.emit(Severity.INFO, "Stop the reply in progress before editing.")
             return
         msg = self.store.get_message(message_id)
         new_id = self.store.edit_message(message_id, text)
         self.render()
         self.conversations_changed.emit()
-        if msg.role.value == "user" and new_id != message_id and self._engine_ready(quiet=True):
+        if msg.role is Role.USER and new_id != message_id and self._engine_ready(quiet=True):
             self._start_reply(parent_id=new_id)
 
     def switch_branch(self, message_id: int) -> None:
@@ -231,28 +237,28 @@ class ChatController(QObject):
         self.render()
         self.conversations_changed.emit()
         if n > 1:
-            self.notice.emit("info", f"Deleted the message and the {n - 1} message(s) after it in that branch.")
+            self.notice.emit(Severity.INFO, f"Deleted the message and the {n - 1} message(s) after it in that branch.")
 
     def stop(self) -> None:
         """Stop the reply in flight (Esc / the Stop button)."""
         if self.busy:
             self.engine.cancel()
             if self._reply_widget is not None:
-                self._reply_widget.set_badge("stopping…", "live")
+                self._reply_widget.set_badge("stopping…", BadgeKind.LIVE)
 
     def _engine_ready(self, quiet: bool = False) -> bool:
         if self.engine.state == EngineState.READY:
             return True
         if not quiet:
             if self.engine.state == EngineState.LOADING:
-                self.notice.emit("info", "The model is still loading; your message is kept in the box.")
+                self.notice.emit(Severity.INFO, "The model is still loading; your message is kept in the box.")
             else:
-                self.notice.emit("warning", "No model is loaded. Open a GGUF model first (File → Open model).")
+                self.notice.emit(Severity.WARNING, "No model is loaded. Open a GGUF model first (File → Open model).")
         return False
 
     def _meta(self) -> MessageMeta:
         model = self.engine.model
-        sampler, _ = self._sampler()
+        sampler = self._sampler
         ready = self.engine.ready_info
         if model is None:
             return MessageMeta(sampler=sampler)
@@ -270,11 +276,12 @@ class ChatController(QObject):
 
     def _start_reply(self, parent_id: int) -> bool:
         assert self.conversation_id is not None
-        new_id = self.store.add_message(self.conversation_id, parent_id, "assistant", "", self._meta(), complete=False)
+        new_id = self.store.add_message(
+            self.conversation_id, parent_id, Role.ASSISTANT, "", self._meta(), complete=False
+        )
         return self._stream_into(new_id, continue_last=False, render=False)
 
     def _stream_into(self, message_id: int, *, continue_last: bool, prefix: str = "", render: bool = True) -> bool:
-        sampler, stops = self._sampler()
         if continue_last:
             messages = self.messages_for_engine()  # includes the partial reply, continued as is
             widget = self.view.widget_for(message_id)
@@ -288,31 +295,29 @@ class ChatController(QObject):
         self._reply_widget = widget
         self._reply_prefix = prefix
         self._reply_text = prefix
-        widget.set_badge("thinking…", "live")
+        widget.set_badge("thinking…", BadgeKind.LIVE)
         widget.set_can_continue(False)
         widget.set_streaming(True)
         widget.set_footer("")
         self.turn.start()
         rid = self.engine.generate(
             messages,
-            sampler,
-            stop_strings=stops,
-            top_candidates=self.candidates_source(),
+            self._sampler,
+            stop_strings=self.stop_strings,
+            top_candidates=self.top_candidates,
             continue_last=continue_last,
-            context_policy=self.context_policy_source(),
+            context_policy=self.settings.settings.load.context_policy,
         )
         if rid is None:
             self._abandon("not sent")
             return False
-        self.composer.set_generating(True)
-        self.busy_changed.emit(True)
         return True
 
     def _abandon(self, badge: str) -> None:
         if self._reply_id is not None:
             self.store.finish_message(self._reply_id, self._reply_text, complete=False)
         if self._reply_widget is not None:
-            self._reply_widget.set_badge(badge, "error")
+            self._reply_widget.set_badge(badge, BadgeKind.ERROR)
         self._reply_id = None
         self._reply_widget = None
 
@@ -324,13 +329,13 @@ class ChatController(QObject):
     def _on_prompt(self, ev: P.PromptPrepared) -> None:
         self.turn.on_prompt(ev)
         if self._reply_widget is not None:
-            self._reply_widget.set_badge("prefill…", "live")
+            self._reply_widget.set_badge("prefill…", BadgeKind.LIVE)
 
     def _on_token(self, ev: P.TokenEvent) -> None:
         self.turn.on_token(ev)
         if self._reply_widget is not None and ev.text:
             if self._reply_text == self._reply_prefix:
-                self._reply_widget.set_badge("", "")
+                self._reply_widget.set_badge(*_NO_BADGE)
             self._reply_text += ev.text
             self._reply_widget.set_text(self._reply_text)
             self.store.update_streaming(self._reply_id, self._reply_text)
@@ -338,14 +343,12 @@ class ChatController(QObject):
     def _on_shift(self, ev: P.ContextShifted) -> None:
         self.turn.on_shift(ev)
         self.notice.emit(
-            "info",
+            Severity.INFO,
             f"The context was full: {ev.dropped_messages} oldest message(s) and "
             f"{ev.dropped_reply_tokens} reply tokens left the context; the reply goes on.",
         )
 
-    def _end_reply(
-        self, text: str, stats: GenerationStats | None, complete: bool | None, badge: tuple[str, str]
-    ) -> None:
+    def _end_reply(self, text: str, stats: GenerationStats | None, complete: bool | None, badge: Badge) -> None:
         mid, w = self._reply_id, self._reply_widget
         self._sent_user = None
         self._reply_id = None
@@ -356,30 +359,28 @@ class ChatController(QObject):
                 self.store.finish_message(mid, text, stats=stats, complete=complete)
             except Exception as exc:  # storage failure must not lose the on-screen reply
                 log.exception("could not save reply %s", mid)
-                self.notice.emit("error", f"The reply could not be saved: {exc}")
+                self.notice.emit(Severity.ERROR, f"The reply could not be saved: {exc}")
         if w is not None:
             w.set_text(text)
             w.refresh()
             w.set_streaming(False)
             w.set_badge(*badge)
             if stats is not None:
-                w.set_footer(("continued: " if self._reply_prefix else "") + stats_footer(stats))
+                w.set_footer(("continued: " if self._reply_prefix else "") + reply_footer(stats))
             if mid is not None:
-                w.set_how_made(_how_made(self.store.get_message(mid).meta))
+                w.set_how_made(reply_details(self.store.get_message(mid).meta))
             w.set_can_continue(bool(badge[0]) and bool(text))
-        self.composer.set_generating(False)
-        self.busy_changed.emit(False)
         self.conversations_changed.emit()
         self.composer.box.setFocus()
 
     def _on_finished(self, ev: P.Finished) -> None:
         # A continued reply's text is the old part plus what the engine added.
         text = self._reply_prefix + ev.text
-        badge = _CUT_BADGES.get(ev.stats.stop_reason, ("", ""))
-        self._end_reply(text, ev.stats, None, badge)
-        if ev.stats.stop_reason == StopReason.CONTEXT_FULL.value:
+        reason = StopReason(ev.stats.stop_reason)
+        self._end_reply(text, ev.stats, None, _CUT_BADGES.get(reason, _NO_BADGE))
+        if reason is StopReason.CONTEXT_FULL:
             self.notice.emit(
-                "warning",
+                Severity.WARNING,
                 f"The context is full ({ev.stats.n_ctx:,} tokens, n_ctx). The reply so far is kept. Raise n_ctx in the "
                 'Model panel, start a new chat, or choose "Drop oldest turns and go on" as the context policy.',
             )
@@ -396,8 +397,6 @@ class ChatController(QObject):
             self.store.delete_message(mid)
             self.view.remove_widget(w)
             self.turn.on_finished(ev.stats)
-            self.composer.set_generating(False)
-            self.busy_changed.emit(False)
             sent = self._sent_user
             if sent is not None and self.view.messages and self.view.messages[-1].message_id == sent[0]:
                 # The message just sent could not be answered (e.g. longer than the context):
@@ -411,59 +410,34 @@ class ChatController(QObject):
             elif self.view.messages:
                 self.view.messages[-1].set_footer(ev.message)
         else:
-            self._end_reply(text, ev.stats, False, ("cut off", "error"))
+            self._end_reply(text, ev.stats, False, _CUT_OFF)
         self._sent_user = None
-        self.notice.emit("error", ev.message)
+        self.notice.emit(Severity.ERROR, ev.message)
 
-    def _on_crash(self, description: str) -> None:
+    def _on_generation_ended(self, _request_id: int) -> None:
+        """The reply is over. If neither Finished nor Failed closed it, the engine went away
+        under it (died, Stop timed out, restart, unload): keep the text, mark it cut off."""
         if self._reply_id is not None:
             w = self._reply_widget
-            self._end_reply(self._reply_text, None, False, ("engine stopped", "error"))
+            self._end_reply(self._reply_text, None, False, ("engine stopped", BadgeKind.ERROR))
             if w is not None:
                 w.set_footer("The engine stopped during this reply; the text above is kept.")
+        self.composer.set_generating(False)
 
     # ------------------------------------------------------------------ message actions
-    def _on_action(self, action: str, message_id: int, payload: object) -> None:
-        if action == "regenerate":
+    def _on_action(self, action: MessageAction, message_id: int, payload: object) -> None:
+        """Do what a message's button asked (``payload`` as described on :class:`MessageAction`)."""
+        action = MessageAction(action)
+        if action is MessageAction.REGENERATE:
             self.regenerate(message_id)
-        elif action == "continue":
+        elif action is MessageAction.CONTINUE:
             self.continue_reply(message_id)
-        elif action == "edit":
+        elif action is MessageAction.EDIT:
             self.edit(message_id, str(payload))
-        elif action == "branch":
-            self.switch_branch(int(payload))  # the sibling to show
-        elif action == "delete":
+        elif action is MessageAction.DELETE:
             self.delete_message(message_id)
-        elif action == "branch_step":
+        elif action is MessageAction.BRANCH_STEP:
             sib = self.store.siblings(message_id)
             target = sib.previous_id if payload == -1 else sib.next_id
             if target is not None:
                 self.switch_branch(target)
-
-
-def _how_made(meta: MessageMeta) -> str:
-    """The Details tooltip: model, quant, sampler, seed, tokens, speeds."""
-    if not meta.model_path and meta.sampler is None:
-        return ""
-    lines = []
-    if meta.model_path:
-        lines.append(f"model: {Path(meta.model_path).name} ({meta.quant})")
-    if meta.load is not None:
-        lines.append(f"n_ctx {meta.load.n_ctx} · context policy {meta.load.context_policy}")
-    s = meta.reproduction_sampler()
-    if s is not None:
-        lines.append(
-            f"temperature {s.temperature} · top_k {s.top_k} · top_p {s.top_p} · min_p {s.min_p} · "
-            f"typical_p {s.typical_p} · repeat_penalty {s.repeat_penalty} (last {s.repeat_last_n}) · "
-            f"presence {s.presence_penalty} · frequency {s.frequency_penalty} · max_tokens {s.max_tokens}"
-        )
-        lines.append(f"seed {s.seed if s.seed is not None else 'random'}")
-    st = meta.stats
-    if st is not None:
-        lines.append(f"prompt {st.prompt_tokens} tokens ({st.cached_tokens} reused) · generated {st.generated_tokens}")
-        lines.append(
-            f"TTFT {st.ttft_s * 1000:.0f} ms · prefill {st.prefill_tok_s:.0f} tok/s · decode {st.decode_tok_s:.1f} tok/s"
-        )
-    if meta.engine:
-        lines.append(meta.engine)
-    return "\n".join(lines)

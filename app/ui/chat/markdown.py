@@ -9,6 +9,7 @@ become their own segments so they can carry a header with a Copy button.
 
 from __future__ import annotations
 
+import enum
 import html
 from dataclasses import dataclass
 from functools import lru_cache
@@ -19,20 +20,29 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import TextLexer, get_lexer_by_name
 from pygments.util import ClassNotFound
 
+from app.ui.common import palette
+
 _md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable(
     ["table", "strikethrough"]
 )
 _formatter = HtmlFormatter(nowrap=True, noclasses=True, style="monokai")
 
-TEXT_CSS = """
-p { margin-top: 0px; margin-bottom: 8px; }
-h1, h2, h3, h4 { margin-top: 6px; margin-bottom: 6px; }
-code { font-family: 'JetBrains Mono', 'DejaVu Sans Mono', monospace; background-color: #2b2f37; }
-table { border-collapse: collapse; }
-th, td { border: 1px solid #4a4f5a; padding: 4px 8px; }
-blockquote { color: #aab1bd; margin-left: 12px; }
-a { color: #7aa7ff; }
+TEXT_CSS = f"""
+p {{ margin-top: 0px; margin-bottom: 8px; }}
+h1, h2, h3, h4 {{ margin-top: 6px; margin-bottom: 6px; }}
+code {{ font-family: 'JetBrains Mono', 'DejaVu Sans Mono', monospace; background-color: {palette.CODE_BG}; }}
+table {{ border-collapse: collapse; }}
+th, td {{ border: 1px solid {palette.TABLE_BORDER}; padding: 4px 8px; }}
+blockquote {{ color: {palette.QUOTE}; margin-left: 12px; }}
+a {{ color: {palette.LINK}; }}
 """
+
+
+class SegmentKind(str, enum.Enum):
+    """A reply's piece: prose or a fenced code block."""
+
+    TEXT = "text"
+    CODE = "code"
 
 
 @dataclass(frozen=True)
@@ -40,14 +50,14 @@ class Segment:
     """A piece of a reply: prose (rendered HTML) or a code block (highlighted).
 
     Attributes:
-        kind: ``"text"`` or ``"code"``.
+        kind: a :class:`SegmentKind`.
         source: the Markdown source of this segment.
         html: Qt rich text.
         language: the code block's language (code only).
         code: the raw code (code only; what Copy copies).
     """
 
-    kind: str
+    kind: SegmentKind
     source: str
     html: str
     language: str = ""
@@ -57,7 +67,7 @@ class Segment:
 LIST_CHUNK = 16  # list items per segment: a long streaming list re-renders only its last chunk
 
 
-def split_blocks(source: str) -> list[tuple[str, str, str, int]]:
+def split_blocks(source: str) -> list[tuple[SegmentKind, str, str, int]]:
     """Cut Markdown into ``(kind, source, info, end_line)`` pieces at top-level block boundaries.
 
     Code fences (closed or still open at the end) are their own pieces; prose is
@@ -68,7 +78,7 @@ def split_blocks(source: str) -> list[tuple[str, str, str, int]]:
     """
     tokens = _md.parse(source)
     lines = source.split("\n")
-    pieces: list[tuple[str, str, str, int]] = []
+    pieces: list[tuple[SegmentKind, str, str, int]] = []
     last_end = 0
     list_items = 0
     for tok in tokens:
@@ -79,20 +89,20 @@ def split_blocks(source: str) -> list[tuple[str, str, str, int]]:
             list_items = 0
             if tok.type == "fence":
                 if start > last_end:
-                    pieces.append(("text", "\n".join(lines[last_end:start]), "", start))
-                pieces.append(("code", tok.content.rstrip("\n"), tok.info.strip(), end))
+                    pieces.append((SegmentKind.TEXT, "\n".join(lines[last_end:start]), "", start))
+                pieces.append((SegmentKind.CODE, tok.content.rstrip("\n"), tok.info.strip(), end))
                 last_end = end
             elif start > last_end and _is_blank_gap(lines, last_end, start):
-                pieces.append(("text", "\n".join(lines[last_end:start]), "", start))
+                pieces.append((SegmentKind.TEXT, "\n".join(lines[last_end:start]), "", start))
                 last_end = start
         elif tok.level == 1 and tok.type == "list_item_open":
             list_items += 1
             if list_items > LIST_CHUNK and (list_items - 1) % LIST_CHUNK == 0 and start > last_end:
-                pieces.append(("text", "\n".join(lines[last_end:start]), "", start))
+                pieces.append((SegmentKind.TEXT, "\n".join(lines[last_end:start]), "", start))
                 last_end = start
     if last_end < len(lines):
-        pieces.append(("text", "\n".join(lines[last_end:]), "", len(lines)))
-    return [p for p in pieces if p[0] == "code" or p[1].strip()]
+        pieces.append((SegmentKind.TEXT, "\n".join(lines[last_end:]), "", len(lines)))
+    return [p for p in pieces if p[0] is SegmentKind.CODE or p[1].strip()]
 
 
 def _is_blank_gap(lines: list[str], a: int, b: int) -> bool:
@@ -114,16 +124,16 @@ def render_code(code: str, language: str) -> str:
         lexer = TextLexer()
     body = highlight(code, lexer, _formatter)
     return (
-        "<pre style=\"margin:0; font-family:'JetBrains Mono','DejaVu Sans Mono',monospace; color:#f8f8f2;\">"
+        f"<pre style=\"margin:0; font-family:'JetBrains Mono','DejaVu Sans Mono',monospace; color:{palette.CODE_TEXT};\">"
         f"{body}</pre>"
     )
 
 
-def _segment(kind: str, src: str, info: str) -> Segment:
-    if kind == "code":
+def _segment(kind: SegmentKind, src: str, info: str) -> Segment:
+    if kind is SegmentKind.CODE:
         lang = info.split()[0] if info else ""
-        return Segment("code", src, render_code(src, lang), lang, src)
-    return Segment("text", src, render_text(src))
+        return Segment(SegmentKind.CODE, src, render_code(src, lang), lang, src)
+    return Segment(SegmentKind.TEXT, src, render_text(src))
 
 
 class StreamingDocument:
@@ -149,7 +159,7 @@ class StreamingDocument:
         rest = "\n".join(lines[self._final_lines :])
         pieces = split_blocks(rest)
         newly: list[Segment] = []
-        for kind, src, info, end in pieces[:-1]:
+        for kind, src, info, _end in pieces[:-1]:
             newly.append(_segment(kind, src, info))
         if len(pieces) > 1:
             self._final_lines += pieces[-2][3]

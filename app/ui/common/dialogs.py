@@ -46,3 +46,23 @@ def open_url(url: QUrl | str) -> bool:
 def open_folder(path: Path) -> bool:
     """Show a folder in the file manager."""
     return open_url(QUrl.fromLocalFile(str(path)))
+
+
+def choose_gguf_file(parent: QWidget | None, start: Path) -> str:
+    """One GGUF file to open ("" when cancelled)."""
+    path, _ = QFileDialog.getOpenFileName(
+        parent, "Open a GGUF model", str(start), "GGUF models (*.gguf);;All files (*)"
+    )
+    return path
+
+
+def choose_save_path(parent: QWidget | None, title: str, start: Path, file_filter: str) -> str:
+    """Where to write a file ("" when cancelled)."""
+    path, _ = QFileDialog.getSaveFileName(parent, title, str(start), file_filter)
+    return path
+
+
+def choose_open_path(parent: QWidget | None, title: str, start: Path, file_filter: str) -> str:
+    """A file to read ("" when cancelled)."""
+    path, _ = QFileDialog.getOpenFileName(parent, title, str(start), file_filter)
+    return path

@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 from app.core.downloads import TERMINAL, DownloadManager, DownloadState, DownloadStatus, InsufficientSpaceError
 from app.ui.common import dialogs, palette
 from app.ui.common.fmt import format_bytes, speed
-from app.ui.common.message_kind import MessageKind
+from app.ui.common.severity import Severity
 from app.ui.library.download_actions import DownloadAction
 from app.ui.library.download_row import ProgressDelegate, RowActions
 from app.ui.library.downloads_model import DownloadColumn, DownloadRole, DownloadsModel
@@ -208,12 +208,12 @@ class DownloadsTab(QWidget):
         was = prev.state if prev is not None else None
         if st.state is DownloadState.DONE and was is not DownloadState.DONE:
             self.notice.emit(
-                MessageKind.INFO,
+                Severity.INFO,
                 f"Downloaded {st.name} ({format_bytes(st.total_bytes)}); size and sha256 match the Hub's listing.",
             )
             self.download_finished.emit(st)
         elif st.state is DownloadState.FAILED and was is not DownloadState.FAILED:
-            self.notice.emit(MessageKind.ERROR, f"The download of {st.name} failed: {st.error or 'unknown error'}")
+            self.notice.emit(Severity.ERROR, f"The download of {st.name} failed: {st.error or 'unknown error'}")
 
     def _after_update(self) -> None:
         rows = self.model.rows
@@ -305,10 +305,10 @@ class DownloadsTab(QWidget):
                 self.manager.remove(download_id)
                 self.remove_row(download_id)
         except InsufficientSpaceError as exc:
-            self.notice.emit(MessageKind.ERROR, str(exc))
+            self.notice.emit(Severity.ERROR, str(exc))
         except (KeyError, ValueError) as exc:
             log.info("download action %s on %s: %s", action.value, download_id, exc)
-            self.notice.emit(MessageKind.WARNING, f"Could not {action.value} {st.name}: {exc}")
+            self.notice.emit(Severity.WARNING, f"Could not {action.value} {st.name}: {exc}")
 
     def remove_row(self, download_id: str) -> None:
         self.pending.pop(download_id, None)

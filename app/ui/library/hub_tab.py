@@ -50,7 +50,7 @@ from app.core.hub import (
 )
 from app.ui.common import dialogs, palette
 from app.ui.common.fmt import ago, format_bytes
-from app.ui.common.message_kind import MessageKind
+from app.ui.common.severity import Severity
 from app.ui.common.tasks import TaskPool
 from app.ui.library.download_actions import DownloadAction, hub_button
 from app.ui.library.file_detail import FileDetail
@@ -258,7 +258,7 @@ class HubTab(QWidget):
         sort = self.sort.currentData()
         client = self._client()
         self.search_message.show_message(
-            MessageKind.BUSY, f"Searching the Hub for “{query}”…" if query else "Listing GGUF models on the Hub…"
+            Severity.BUSY, f"Searching the Hub for “{query}”…" if query else "Listing GGUF models on the Hub…"
         )
         self.search_button.setEnabled(False)
         self.pool.submit(
@@ -278,13 +278,13 @@ class HubTab(QWidget):
         else:
             q = self.query.text().strip()
             self.search_message.show_message(
-                MessageKind.INFO,
+                Severity.INFO,
                 f"No GGUF repository matches “{q}”." if q else "The Hub returned no GGUF repositories.",
             )
 
     def _search_failed(self, exc: BaseException) -> None:
         self.search_button.setEnabled(True)
-        kind = MessageKind.WARNING if isinstance(exc, HubOfflineError) else MessageKind.ERROR
+        kind = Severity.WARNING if isinstance(exc, HubOfflineError) else Severity.ERROR
         text = exc.message if isinstance(exc, HubError) else f"Search failed: {type(exc).__name__}: {exc}"
         self.search_message.show_message(kind, self._scrub(text))
         if self.results_model.rowCount() == 0:
@@ -321,7 +321,7 @@ class HubTab(QWidget):
         if is_offline_mode():
             self._files_failed(repo_id, offline_error())
             return
-        self.repo_message.show_message(MessageKind.BUSY, "Listing the repository's GGUF files…")
+        self.repo_message.show_message(Severity.BUSY, "Listing the repository's GGUF files…")
         client = self._client()
         self.pool.submit(
             lambda: client.repo_files(repo_id),
@@ -356,7 +356,7 @@ class HubTab(QWidget):
             dests = [Path("/nonexistent") for _ in files]
         self.files_model.set_files(files, dests)
         if not files:
-            self.repo_message.show_message(MessageKind.INFO, f"{repo_id} has no GGUF files.")
+            self.repo_message.show_message(Severity.INFO, f"{repo_id} has no GGUF files.")
             return
         self.repo_message.clear_message()
         self._judge()
@@ -369,13 +369,13 @@ class HubTab(QWidget):
 
     def _show_error(self, where: InlineMessage, exc: BaseException) -> None:
         if isinstance(exc, HubAuthError):
-            where.show_message(MessageKind.ERROR, self._scrub(exc.message), [("Open the repository page ↗", exc.url)])
+            where.show_message(Severity.ERROR, self._scrub(exc.message), [("Open the repository page ↗", exc.url)])
         elif isinstance(exc, HubOfflineError):
-            where.show_message(MessageKind.WARNING, self._scrub(exc.message))
+            where.show_message(Severity.WARNING, self._scrub(exc.message))
         elif isinstance(exc, (HubError, GGUFError)):
-            where.show_message(MessageKind.ERROR, self._scrub(str(exc)))
+            where.show_message(Severity.ERROR, self._scrub(str(exc)))
         else:
-            where.show_message(MessageKind.ERROR, self._scrub(f"{type(exc).__name__}: {exc}"))
+            where.show_message(Severity.ERROR, self._scrub(f"{type(exc).__name__}: {exc}"))
 
     # --- fit --------------------------------------------------------------------------------------
     def _judge(self) -> None:
@@ -407,7 +407,7 @@ class HubTab(QWidget):
         if repo_id != self.current_repo:
             return
         self.files_model.set_fits(reports, FitState.NONE if reports else FitState.UNKNOWN)
-        if self.repo_message.kind in (MessageKind.BUSY, MessageKind.ERROR) and reports:
+        if self.repo_message.kind in (Severity.BUSY, Severity.ERROR) and reports:
             self.repo_message.clear_message()
         rec = self.files_model.recommended
         row = self.files_model.row_of(rec) if rec is not None else -1
@@ -431,7 +431,7 @@ class HubTab(QWidget):
             self._show_error(self.repo_message, exc)
         else:
             msg = exc.message if isinstance(exc, (HubError, GGUFError)) else f"{type(exc).__name__}: {exc}"
-            self.repo_message.show_message(MessageKind.WARNING, self._scrub(f"Fit could not be judged: {msg}"))
+            self.repo_message.show_message(Severity.WARNING, self._scrub(f"Fit could not be judged: {msg}"))
 
     def _show_file_detail(self) -> None:
         idx = self.files.selectionModel().currentIndex()

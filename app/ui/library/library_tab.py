@@ -39,7 +39,7 @@ from app.core.importer import ImportResult, import_files
 from app.core.library import SOURCE_FOLDER, SOURCE_HF_CACHE, ModelEntry, ModelLibrary, suggested_folders
 from app.ui.common import dialogs
 from app.ui.common.fmt import format_bytes
-from app.ui.common.message_kind import MessageKind
+from app.ui.common.severity import Severity
 from app.ui.common.tasks import TaskPool
 from app.ui.library.empty_page import EmptyLibraryPage
 from app.ui.library.library_model import LibraryColumn, LibraryModel, LibraryRole, same_path
@@ -268,13 +268,13 @@ class LibraryTab(QWidget):
         self._scanning = True
         self.refresh_button.setEnabled(False)
         if not self.scanned:
-            self.message.show_message(MessageKind.BUSY, "Looking for models…")
+            self.message.show_message(Severity.BUSY, "Looking for models…")
         self.pool.submit(self.library.scan, self._scanned, self._scan_failed)
 
     def _scanned(self, entries: list[ModelEntry]) -> None:
         self._scanning = False
         self.refresh_button.setEnabled(True)
-        if self.message.kind == MessageKind.BUSY:
+        if self.message.kind == Severity.BUSY:
             self.message.clear_message()
         self.scanned = True
         self._set_entries(entries)
@@ -286,7 +286,7 @@ class LibraryTab(QWidget):
         self._scanning = False
         self.refresh_button.setEnabled(True)
         self.scanned = True
-        self.message.show_message(MessageKind.ERROR, f"The model library could not be read: {exc}")
+        self.message.show_message(Severity.ERROR, f"The model library could not be read: {exc}")
         self._update_page()
 
     def _set_entries(self, entries: list[ModelEntry]) -> None:
@@ -362,7 +362,7 @@ class LibraryTab(QWidget):
         if e is None:
             return
         if e.error:
-            self.notice.emit(MessageKind.ERROR, e.error)
+            self.notice.emit(Severity.ERROR, e.error)
             return
         self.load_requested.emit(str(e.path))
 
@@ -403,12 +403,12 @@ class LibraryTab(QWidget):
     def _deleted(self, e: ModelEntry, deleted: list[Path]) -> None:
         self._set_entries(self.library.entries)
         self.notice.emit(
-            MessageKind.INFO,
+            Severity.INFO,
             f"Deleted {e.name} ({len(deleted)} file{'s' if len(deleted) != 1 else ''}, {format_bytes(e.size)}).",
         )
 
     def _delete_failed(self, e: ModelEntry, exc: BaseException) -> None:
-        self.notice.emit(MessageKind.ERROR, f"{e.name} could not be deleted: {exc}")
+        self.notice.emit(Severity.ERROR, f"{e.name} could not be deleted: {exc}")
         self.refresh()
 
     # --- import -----------------------------------------------------------------------------------
@@ -451,16 +451,16 @@ class LibraryTab(QWidget):
         if result.imported:
             self.select_path(result.imported[-1].path)
             names = ", ".join(e.name for e in result.imported)
-            self.notice.emit(MessageKind.INFO, f"Imported {names} into the models folder.")
+            self.notice.emit(Severity.INFO, f"Imported {names} into the models folder.")
         if result.errors:
-            self.notice.emit(MessageKind.ERROR, "Import failed: " + "; ".join(result.errors))
-            self.message.show_message(MessageKind.ERROR, "Import failed: " + "; ".join(result.errors))
+            self.notice.emit(Severity.ERROR, "Import failed: " + "; ".join(result.errors))
+            self.message.show_message(Severity.ERROR, "Import failed: " + "; ".join(result.errors))
         self.import_finished.emit(result)
 
     def _import_failed(self, exc: BaseException) -> None:
         self._importing = False
         self.import_progress.hide()
-        self.notice.emit(MessageKind.ERROR, f"Import failed: {exc}")
+        self.notice.emit(Severity.ERROR, f"Import failed: {exc}")
         self.import_finished.emit(ImportResult(errors=[str(exc)]))
 
     def cancel_import(self) -> None:

@@ -6,13 +6,15 @@ import html
 import re
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRect, QRectF, QSize, Qt
-from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter
 from PySide6.QtWidgets import QLabel, QSizePolicy, QStyle, QStyledItemDelegate, QStyleOptionViewItem, QWidget
 
 from app.core.fit import COMFORT, FitReport, Verdict
+from app.core.gguf_info import format_bytes
 from app.ui.common import dialogs, palette
-from app.ui.common.message_kind import MessageKind
 from app.ui.common.palette import qcolor
+from app.ui.common.severity import Severity
+from app.ui.common.stacked_bar import BarMarker, BarSegment, StackedBar
 
 # QColor aliases of palette names, for painters and item-data roles.
 TEXT = qcolor(palette.TEXT)
@@ -46,7 +48,7 @@ def linkify(text: str) -> str:
 
 
 class InlineMessage(QLabel):
-    """A message inside a tab (a :class:`MessageKind`: info, warning, error or busy) with clickable links.
+    """A message inside a tab (a :class:`Severity`: info, warning, error or busy) with clickable links.
 
     Links open through :func:`app.ui.common.dialogs.open_url`.
     """
@@ -60,17 +62,17 @@ class InlineMessage(QLabel):
         self.setOpenExternalLinks(False)
         self.linkActivated.connect(lambda url: dialogs.open_url(url))
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
-        self.kind: MessageKind | None = None
+        self.kind: Severity | None = None
         self.plain = ""
         self.hide()
 
-    def show_message(self, kind: MessageKind | str, text: str, links: list[tuple[str, str]] | None = None) -> None:
+    def show_message(self, kind: Severity | str, text: str, links: list[tuple[str, str]] | None = None) -> None:
         """Show ``text`` (plain; URLs become links) and optional extra ``(label, url)`` links.
 
         Raises:
-            ValueError: ``kind`` is not a :class:`MessageKind` value.
+            ValueError: ``kind`` is not a :class:`Severity` value.
         """
-        self.kind = MessageKind(kind)
+        self.kind = Severity(kind)
         self.plain = text
         body = linkify(text)
         for label, url in links or []:
@@ -201,53 +203,33 @@ class FlatDelegate(QStyledItemDelegate):
         p.restore()
 
 
-class FitBar(QWidget):
+class FitBar(StackedBar):
     """Memory needed against memory free: weights | KV cache | compute, on a track of the budget.
 
     A thin mark shows the comfort line (80% of the budget): past it the verdict is *tight*.
     """
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__(14, border=palette.DIVIDER, parent=parent)
         self.setObjectName("fitBar")
         self.report: FitReport | None = None
-        self.setMinimumHeight(14)
-        self.setMaximumHeight(14)
-        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
 
     def set_report(self, report: FitReport | None) -> None:
         self.report = report
         self.setVisible(report is not None)
-        self.update()
-
-    def paintEvent(self, _e) -> None:
-        p = QPainter(self)
-        p.setRenderHint(QPainter.RenderHint.Antialiasing)
-        r = QRectF(self.rect()).adjusted(0.5, 0.5, -0.5, -0.5)
-        p.setPen(Qt.PenStyle.NoPen)
-        p.setBrush(TRACK)
-        p.drawRoundedRect(r, 4, 4)
-        rep = self.report
-        if rep is not None and rep.budget > 0:
-            est = rep.estimate
-            scale = max(rep.budget, est.total)
-            x = r.left()
-            p.setClipRect(r)
-            for value, color in ((est.weights, ACCENT), (est.kv_cache, AMBER), (est.compute, PURPLE)):
-                w = r.width() * value / scale
-                if w > 0:
-                    p.setBrush(color)
-                    p.drawRect(QRectF(x, r.top(), w, r.height()))
-                    x += w
-            p.setClipping(False)
-            if est.total > rep.budget:  # the part past the budget
-                over = r.width() * rep.budget / scale
-                p.setPen(QPen(RED, 2))
-                p.drawLine(int(r.left() + over), int(r.top()), int(r.left() + over), int(r.bottom()))
-            comfort = r.left() + r.width() * COMFORT * rep.budget / scale
-            p.setPen(QPen(TEXT, 1, Qt.PenStyle.DashLine))
-            p.drawLine(int(comfort), int(r.top()), int(comfort), int(r.bottom()))
-        p.setPen(QPen(qcolor(palette.DIVIDER)))
-        p.setBrush(Qt.BrushStyle.NoBrush)
-        p.drawRoundedRect(r, 4, 4)
-        p.end()
+        if report is None or report.budget <= 0:
+            self.set_segments([], 0)
+            return
+        est = report.estimate
+        markers = [BarMarker(COMFORT * report.budget, palette.TEXT, dashed=True)]
+        if est.total > report.budget:  # the part past the budget
+            markers.insert(0, BarMarker(report.budget, palette.RED, width=2))
+        self.set_segments(
+            [
+                BarSegment(est.weights, palette.ACCENT, f"weights {format_bytes(est.weights)}"),
+                BarSegment(est.kv_cache, palette.AMBER, f"KV cache {format_bytes(est.kv_cache)}"),
+                BarSegment(est.compute, palette.PURPLE, f"compute buffers {format_bytes(est.compute)}"),
+            ],
+            max(report.budget, est.total),
+            markers,
+        )

@@ -40,7 +40,7 @@ from app.core.hub import (
 )
 from app.core.library import ModelLibrary
 from app.paths import Paths
-from app.ui.common.message_kind import MessageKind
+from app.ui.common.severity import Severity
 from app.ui.common.tasks import TaskPool
 from app.ui.library.downloads_tab import DownloadsTab
 from app.ui.library.hub_tab import HubTab
@@ -173,7 +173,7 @@ class ModelsWindow(QWidget):
         self.library_tab.refresh()
         notices = [n for n in (self.manager.notice,) if n]
         if notices:
-            QTimer.singleShot(0, lambda: [self._notice(MessageKind.WARNING, n) for n in notices])
+            QTimer.singleShot(0, lambda: [self._notice(Severity.WARNING, n) for n in notices])
 
     # --- public API ------------------------------------------------------------------------------
     def refresh_library(self) -> None:
@@ -259,15 +259,15 @@ class ModelsWindow(QWidget):
                 return existing.id
             return self.manager.add(file)
         except InsufficientSpaceError as exc:
-            self._notice(MessageKind.ERROR, str(exc))
+            self._notice(Severity.ERROR, str(exc))
         except DownloadError as exc:
-            self._notice(MessageKind.WARNING, str(exc))
+            self._notice(Severity.WARNING, str(exc))
         return None
 
     def download_starter(self, starter: StarterModel) -> None:
         """Find a starter model's file on the Hub (worker), then queue its download."""
         if is_offline_mode():
-            self._notice(MessageKind.WARNING, offline_error().message)
+            self._notice(Severity.WARNING, offline_error().message)
             return
         self.library_tab.starters.set_state(starter, "Finding…", False)
         client = self.hub_client()
@@ -287,7 +287,7 @@ class ModelsWindow(QWidget):
         self.library_tab.starters.set_state(starter, "Download", True)
         msg = exc.message if isinstance(exc, HubError) else f"{type(exc).__name__}: {exc}"
         self._notice(
-            MessageKind.WARNING if "Offline" in msg else MessageKind.ERROR,
+            Severity.WARNING if "Offline" in msg else Severity.ERROR,
             f"Could not start the download of {starter.filename}: {msg}",
         )
 

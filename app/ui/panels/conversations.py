@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 
 from app.core.conversations import ConversationStore
 from app.ui.common.fmt import ago
+from app.ui.conversation_export import ExportFormat
 
 ROLE_ID = Qt.ItemDataRole.UserRole
 ROLE_MESSAGE = Qt.ItemDataRole.UserRole + 1
@@ -31,13 +32,13 @@ class ConversationsPanel(QWidget):
     open_requested(int, object): show conversation ``id`` (and scroll to a message id, or None).
     new_requested(): start a new chat.
     deleted(int, str): a conversation was deleted (id, title) — the window offers Undo.
-    export_requested(int, str): export conversation ``id`` as ``"markdown"`` or ``"json"``.
+    export_requested(int, object): export conversation ``id`` in an :class:`ExportFormat`.
     """
 
     open_requested = Signal(int, object)
     new_requested = Signal()
     deleted = Signal(int, str)
-    export_requested = Signal(int, str)
+    export_requested = Signal(int, object)
 
     def __init__(self, store: ConversationStore, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -122,8 +123,8 @@ class ConversationsPanel(QWidget):
         cid = int(item.data(ROLE_ID))
         m = QMenu(self)
         m.addAction("Rename…", lambda: self.rename(cid))
-        m.addAction("Export as Markdown…", lambda: self.export_requested.emit(cid, "markdown"))
-        m.addAction("Export as JSON (all branches)…", lambda: self.export_requested.emit(cid, "json"))
+        m.addAction("Export as Markdown…", lambda: self.export_requested.emit(cid, ExportFormat.MARKDOWN))
+        m.addAction("Export as JSON (all branches)…", lambda: self.export_requested.emit(cid, ExportFormat.JSON))
         m.addSeparator()
         m.addAction("Delete", lambda: self.delete(cid))
         m.exec(self.list.viewport().mapToGlobal(pos))

@@ -28,13 +28,20 @@ from app.core.memory import estimate_memory
 
 
 class ModelPanel(QWidget):
-    """Signals:
-    reload_requested(object): apply these :class:`LoadSettings` (reload the model).
-    policy_changed(str): the context policy changed (applies to the next reply, no reload).
+    """Shows the loaded model and the load settings; it does not own them.
+
+    The settings controller owns ``Settings.load``: this panel shows what it is given
+    (:meth:`set_load_settings`, the settings last applied) and reports each edit as
+    :attr:`load_settings_edited`; Apply asks for a reload with :attr:`reload_requested`.
+
+    Signals:
+        load_settings_edited(object): the person changed a field; the :class:`LoadSettings` shown now
+            (n_ctx, threads... apply with a reload; the context policy applies to the next reply).
+        reload_requested(object): apply these :class:`LoadSettings` (reload the model).
     """
 
+    load_settings_edited = Signal(object)
     reload_requested = Signal(object)
-    policy_changed = Signal(str)
 
     def __init__(self, settings: LoadSettings, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -137,32 +144,33 @@ class ModelPanel(QWidget):
         lay.addWidget(self.apply_btn)
         lay.addStretch(1)
         for w in (self.n_ctx, self.n_gpu_layers, self.n_threads, self.n_batch):
-            w.valueChanged.connect(self._edited)
-        self.policy.currentIndexChanged.connect(self._edited)
-        self.policy.currentIndexChanged.connect(lambda _i: self.policy_changed.emit(self.policy.currentData()))
-        self.swa_full.toggled.connect(self._edited)
+            w.valueChanged.connect(self._person_edited)
+        self.policy.currentIndexChanged.connect(self._person_edited)
+        self.swa_full.toggled.connect(self._person_edited)
         self.set_load_settings(settings)
         self._applied = settings
 
     # ----------------------------------------------------------------------------------------
     def load_settings(self) -> LoadSettings:
+        """The load settings the fields show now (what :attr:`load_settings_edited` reports)."""
         return LoadSettings(
             n_ctx=self.n_ctx.value(),
             n_gpu_layers=self.n_gpu_layers.value(),
             n_threads=self.n_threads.value(),
             n_batch=self.n_batch.value(),
-            context_policy=self.policy.currentData(),
+            context_policy=ContextPolicy(self.policy.currentData()),
             swa_full=self.swa_full.isChecked(),
         )
 
     def set_load_settings(self, s: LoadSettings) -> None:
+        """Show ``s`` as the settings applied (Apply is pending again once a field differs)."""
         for w in (self.n_ctx, self.n_gpu_layers, self.n_threads, self.n_batch, self.policy, self.swa_full):
             w.blockSignals(True)
         self.n_ctx.setValue(s.n_ctx)
         self.n_gpu_layers.setValue(s.n_gpu_layers)
         self.n_threads.setValue(s.n_threads)
         self.n_batch.setValue(s.n_batch)
-        i = self.policy.findData(s.context_policy)
+        i = self.policy.findData(ContextPolicy(s.context_policy).value)
         self.policy.setCurrentIndex(max(0, i))
         self.swa_full.setChecked(s.swa_full)
         for w in (self.n_ctx, self.n_gpu_layers, self.n_threads, self.n_batch, self.policy, self.swa_full):
@@ -255,9 +263,15 @@ class ModelPanel(QWidget):
         self.swa_full.setVisible(any(swa))
         self._edited()
 
+    def _person_edited(self) -> None:
+        self._edited()
+        self.load_settings_edited.emit(self.load_settings())
+
     def _edited(self) -> None:
         s = self.load_settings()
-        changed = replace(s, context_policy="") != replace(self._applied, context_policy="")
+        changed = replace(s, context_policy=ContextPolicy.STOP) != replace(
+            self._applied, context_policy=ContextPolicy.STOP
+        )
         self.apply_btn.setEnabled(self.info is not None)
         self.apply_btn.setProperty("pending", changed)
         self.apply_btn.style().unpolish(self.apply_btn)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from PySide6.QtCore import QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QFontDatabase, QPainter
+from PySide6.QtGui import QFont, QFontDatabase, QPainter
 from PySide6.QtWidgets import (
     QButtonGroup,
     QDoubleSpinBox,
@@ -33,6 +33,8 @@ from app.core.sampling import (
     matching_preset,
     preview_distribution,
 )
+from app.ui.common import palette
+from app.ui.common.palette import qcolor
 
 
 def visible_token(text: str) -> str:
@@ -51,7 +53,7 @@ class ParamRow:
         self.label.setToolTip(spec.help)
         self.slider = QSlider(Qt.Orientation.Horizontal)
         self.slider.setRange(int(spec.minimum * self._scale), int(spec.maximum * self._scale))
-        self.slider.setSingleStep(max(1, int(round(spec.step * self._scale))))
+        self.slider.setSingleStep(max(1, round(spec.step * self._scale)))
         self.slider.setToolTip(spec.help)
         self.slider.setMinimumWidth(50)
         if spec.kind is int:
@@ -81,7 +83,7 @@ class ParamRow:
         self._sync = True
         try:
             self.field.setValue(v)
-            self.slider.setValue(int(round(float(v) * self._scale)))
+            self.slider.setValue(round(float(v) * self._scale))
         finally:
             self._sync = False
         self._update_off()
@@ -109,7 +111,7 @@ class ParamRow:
             return
         self._sync = True
         try:
-            self.slider.setValue(int(round(float(v) * self._scale)))
+            self.slider.setValue(round(float(v) * self._scale))
         finally:
             self._sync = False
         self._update_off()
@@ -140,7 +142,7 @@ class CandidateBars(QWidget):
         p.setRenderHint(QPainter.RenderHint.Antialiasing)
         w = self.width()
         if not self.rows:
-            p.setPen(QColor("#8b93a1"))
+            p.setPen(qcolor(palette.MUTED))
             p.drawText(
                 self.rect(),
                 Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap,
@@ -159,7 +161,7 @@ class CandidateBars(QWidget):
             y = 3 + i * row_h
             kept = c.kept
             chosen = c.token_id == self.chosen
-            p.setPen(QColor("#e6e9ef" if kept else "#6b7280"))
+            p.setPen(qcolor(palette.TEXT if kept else palette.FAINT))
             label = ("▶ " if chosen else "  ") + visible_token(c.text)
             p.drawText(
                 QRectF(0, y, name_w, row_h),
@@ -168,14 +170,14 @@ class CandidateBars(QWidget):
             )
             x0 = name_w
             p.setPen(Qt.PenStyle.NoPen)
-            p.setBrush(QColor("#2a2e36"))
+            p.setBrush(qcolor(palette.TRACK))
             p.drawRoundedRect(QRectF(x0, y + 3, bar_w, row_h - 6), 2, 2)
-            p.setBrush(QColor("#4b5563"))
+            p.setBrush(qcolor(palette.BAR_MUTED))
             p.drawRoundedRect(QRectF(x0, y + 3, bar_w * min(1.0, c.p_model), row_h - 6), 2, 2)
             if c.p_sampled > 0:
-                p.setBrush(QColor("#22c55e" if chosen else "#3b82f6"))
+                p.setBrush(qcolor(palette.GREEN if chosen else palette.ACCENT))
                 p.drawRoundedRect(QRectF(x0, y + 6, bar_w * min(1.0, c.p_sampled), row_h - 12), 2, 2)
-            p.setPen(QColor("#c9ced8" if kept else "#6b7280"))
+            p.setPen(qcolor(palette.TEXT_SOFT if kept else palette.FAINT))
             txt = f"{100 * c.p_model:5.1f}→{100 * c.p_sampled:5.1f}%"
             p.drawText(
                 QRectF(x0 + bar_w + 4, y, pct_w, row_h), Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, txt
@@ -186,11 +188,16 @@ class CandidateBars(QWidget):
 class SamplerPanel(QWidget):
     """Sampler settings; a change applies to the next reply.
 
+    The settings controller owns the sampler settings: this panel shows them
+    (:meth:`set_settings`) and reports the person's edits.
+
     Signals:
-        settings_changed(object): new :class:`SamplerSettings`.
+        settings_changed(object): the person chose new :class:`SamplerSettings`.
+        stop_strings_edited(object): the extra stop strings field changed (the new tuple of strings).
     """
 
     settings_changed = Signal(object)
+    stop_strings_edited = Signal(object)
 
     def __init__(self, settings: SamplerSettings, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -268,6 +275,7 @@ class SamplerPanel(QWidget):
         self.stop_field.setPlaceholderText("extra stop strings, comma-separated")
         stop_box.addWidget(stop_label)
         stop_box.addWidget(self.stop_field, 1)
+        self.stop_field.textChanged.connect(lambda _t: self.stop_strings_edited.emit(self.stop_strings()))
         lay.addLayout(stop_box)
 
         dist_title = QLabel("Next-token candidates (model → after sampler)")
@@ -287,6 +295,7 @@ class SamplerPanel(QWidget):
         return self._settings
 
     def stop_strings(self) -> tuple[str, ...]:
+        """The stop strings typed in the field (``\\n`` stands for a newline)."""
         raw = self.stop_field.text()
         return tuple(s.replace("\\n", "\n") for s in (x.strip() for x in raw.split(",")) if s)
 

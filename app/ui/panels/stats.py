@@ -3,58 +3,43 @@
 from __future__ import annotations
 
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QColor, QPainter, QPen
-from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QVBoxLayout, QWidget
 
 from app.core.chat import StopReason
 from app.core.gguf_info import format_bytes
 from app.core.memory import KVCacheLayout
-from app.ui.turn import LiveTurn
+from app.ui.common import palette
+from app.ui.common import stats_format as fmt
+from app.ui.common.stacked_bar import BarSegment, StackedBar
+from app.ui.turn import LiveTurn, TurnPhase
 
-COLORS = {
-    "cached": QColor("#3b82f6"),  # reused from the KV cache
-    "evaluated": QColor("#f59e0b"),  # evaluated this turn (prefill)
-    "generated": QColor("#22c55e"),  # generated this turn
-    "free": QColor("#2a2e36"),
-}
+# The context bar's parts, left to right (the legend under the bar uses the same colours).
+REUSED_COLOR = palette.ACCENT  # reused from the KV cache
+PREFILL_COLOR = palette.AMBER  # evaluated this turn (prefill)
+GENERATED_COLOR = palette.GREEN  # generated this turn
 
 
-class ContextBar(QWidget):
-    """n_ctx as a bar: reused prefix | prefill this turn | generated | free."""
+class ContextBar(StackedBar):
+    """n_ctx as a bar: reused prefix | prefill this turn | generated | free (tokens)."""
 
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setMinimumHeight(18)
-        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+    def __init__(self, height_px: int = 18, parent: QWidget | None = None) -> None:
+        super().__init__(height_px, parent=parent)
         self.parts = (0, 0, 0)
         self.n_ctx = 0
 
     def set_parts(self, cached: int, evaluated: int, generated: int, n_ctx: int) -> None:
-        if (cached, evaluated, generated) != self.parts or n_ctx != self.n_ctx:
-            self.parts = (cached, evaluated, generated)
-            self.n_ctx = n_ctx
-            self.update()
-
-    def paintEvent(self, _e) -> None:
-        p = QPainter(self)
-        p.setRenderHint(QPainter.RenderHint.Antialiasing)
-        r = QRectF(self.rect()).adjusted(0.5, 0.5, -0.5, -0.5)
-        p.setPen(Qt.PenStyle.NoPen)
-        p.setBrush(COLORS["free"])
-        p.drawRoundedRect(r, 4, 4)
-        if self.n_ctx > 0:
-            x = r.left()
-            for value, key in zip(self.parts, ("cached", "evaluated", "generated")):
-                w = r.width() * min(value, self.n_ctx) / self.n_ctx
-                if w > 0:
-                    p.setBrush(COLORS[key])
-                    p.drawRect(QRectF(x, r.top(), min(w, r.right() - x), r.height()))
-                    x += w
-        p.setPen(QPen(QColor("#444a55")))
-        p.setBrush(Qt.BrushStyle.NoBrush)
-        p.drawRoundedRect(r, 4, 4)
-        p.end()
+        """Show the three parts (tokens) of a context of ``n_ctx`` tokens."""
+        self.parts = (cached, evaluated, generated)
+        self.n_ctx = n_ctx
+        self.set_segments(
+            [
+                BarSegment(cached, REUSED_COLOR, f"{fmt.tokens(cached)} tokens reused from the KV cache"),
+                BarSegment(evaluated, PREFILL_COLOR, f"{fmt.tokens(evaluated)} tokens evaluated this turn (prefill)"),
+                BarSegment(generated, GENERATED_COLOR, f"{fmt.tokens(generated)} tokens generated"),
+            ],
+            n_ctx,
+        )
 
 
 def _tile(title: str) -> tuple[QFrame, QLabel, QLabel]:
@@ -122,9 +107,9 @@ class StatsPanel(QWidget):
         self.ctx_label.setWordWrap(True)
         lay.addWidget(self.ctx_label)
         legend = QLabel(
-            "<span style='color:#3b82f6'>■</span> reused from KV cache &nbsp; "
-            "<span style='color:#f59e0b'>■</span> prefill this turn &nbsp; "
-            "<span style='color:#22c55e'>■</span> generated"
+            f"<span style='color:{REUSED_COLOR}'>■</span> reused from KV cache &nbsp; "
+            f"<span style='color:{PREFILL_COLOR}'>■</span> prefill this turn &nbsp; "
+            f"<span style='color:{GENERATED_COLOR}'>■</span> generated"
         )
         legend.setObjectName("legendLabel")
         legend.setWordWrap(True)
@@ -133,9 +118,7 @@ class StatsPanel(QWidget):
         kv_title = QLabel("KV cache")
         kv_title.setObjectName("sectionTitle")
         lay.addWidget(kv_title)
-        self.kv_bar = ContextBar()
-        self.kv_bar.setMinimumHeight(10)
-        self.kv_bar.setMaximumHeight(10)
+        self.kv_bar = StackedBar(10)
         lay.addWidget(self.kv_bar)
         self.kv_label = QLabel("—")
         self.kv_label.setObjectName("detailLabel")
@@ -147,7 +130,7 @@ class StatsPanel(QWidget):
         lay.addWidget(plot_title)
         self.plot = pg.PlotWidget()
         self.plot.setObjectName("ratePlot")
-        self.plot.setBackground("#1b1d23")
+        self.plot.setBackground(palette.PLOT_BG)
         self.plot.setMinimumHeight(110)
         self.plot.setMaximumHeight(150)
         self.plot.showGrid(x=True, y=True, alpha=0.15)
@@ -160,8 +143,8 @@ class StatsPanel(QWidget):
         self.plot.setXRange(0, 5, padding=0)
         self.plot.setYRange(0, 50, padding=0)
         self._x_max, self._y_max = 5.0, 50.0
-        self.curve = self.plot.plot([], [], pen=pg.mkPen("#22c55e", width=2), skipFiniteCheck=True)
-        self.ttft_line = pg.InfiniteLine(angle=90, pen=pg.mkPen("#f59e0b", width=1, style=Qt.PenStyle.DashLine))
+        self.curve = self.plot.plot([], [], pen=pg.mkPen(GENERATED_COLOR, width=2), skipFiniteCheck=True)
+        self.ttft_line = pg.InfiniteLine(angle=90, pen=pg.mkPen(PREFILL_COLOR, width=1, style=Qt.PenStyle.DashLine))
         self.plot.addItem(self.ttft_line)
         self.ttft_line.hide()
         lay.addWidget(self.plot)
@@ -206,40 +189,41 @@ class StatsPanel(QWidget):
         self._seen = t.version
         final = t.final
         # Phase line
-        if t.phase == "idle":
+        if t.phase is TurnPhase.IDLE:
             self.phase.setText("No reply yet")
-        elif t.phase == "prefill":
+        elif t.phase is TurnPhase.PREFILL:
             pct = 100 * t.prefill_done / t.prefill_total if t.prefill_total else 0
             self.phase.setText(
-                f"● Prefill — evaluating the prompt: {t.prefill_done:,} / {t.prefill_total:,} tokens ({pct:.0f}%)"
+                f"● Prefill — evaluating the prompt: {fmt.tokens(t.prefill_done)} / {fmt.tokens(t.prefill_total)} "
+                f"tokens ({pct:.0f}%)"
             )
-        elif t.phase == "decode":
-            self.phase.setText(f"● Decoding — one token per step ({t.generated:,} so far)")
-        elif t.phase == "failed" or final is None:
+        elif t.phase is TurnPhase.DECODE:
+            self.phase.setText(f"● Decoding — one token per step ({fmt.tokens(t.generated)} so far)")
+        elif t.phase is TurnPhase.FAILED or final is None:
             self.phase.setText("✕ Not finished — the reason is in the message above the chat")
         else:
             self.phase.setText(f"✓ Done — {StopReason(final.stop_reason).label}")
-        self.phase.setProperty("phase", t.phase)
+        self.phase.setProperty("phase", t.phase.value)
         self.phase.style().unpolish(self.phase)
         self.phase.style().polish(self.phase)
 
         ttft = t.ttft_s
         v, s = self.tiles["ttft"]
-        v.setText(f"{ttft * 1000:,.0f} ms" if ttft is not None else "—")
+        v.setText(fmt.ttft(ttft) if ttft is not None else "—")
         s.setText("prefill + first sample")
         v, s = self.tiles["prefill"]
         pr = t.prefill_tok_s
-        v.setText(f"{pr:,.0f} tok/s" if pr else "—")
+        v.setText(fmt.tok_s(pr) if pr else "—")
         ev = final.evaluated_tokens if final else t.prefill_done
         secs = final.prefill_s if final else t.prefill_elapsed_s
-        s.setText(f"{ev:,} tokens in {secs:.2f} s")
+        s.setText(f"{fmt.tokens(ev)} tokens in {fmt.seconds(secs)}")
         v, s = self.tiles["decode"]
         dr = t.decode_tok_s
-        v.setText(f"{dr:,.1f} tok/s" if dr else "—")
+        v.setText(fmt.tok_s(dr) if dr else "—")
         s.setText("(n − 1) / (t_last − t_first)")
         v, s = self.tiles["tokens"]
         prompt_n = t.prompt.prompt_tokens if t.prompt else 0
-        v.setText(f"{prompt_n:,} → {t.generated:,}")
+        v.setText(f"{fmt.tokens(prompt_n)} → {fmt.tokens(t.generated)}")
         s.setText("prompt → generated")
 
         cached = t.prompt.cached_tokens if t.prompt else 0
@@ -254,14 +238,16 @@ class StatsPanel(QWidget):
         if t.shifts:
             extra += f" · context rebuilt {t.shifts}×"
         self.ctx_label.setText(
-            f"{used:,} / {self.n_ctx:,} tokens ({pct:.0f}%) · {cached:,} reused from the cache, "
-            f"{evaluated:,} evaluated{extra}"
+            f"{fmt.tokens(used)} / {fmt.tokens(self.n_ctx)} tokens ({pct:.0f}%) · {fmt.tokens(cached)} reused "
+            f"from the cache, {fmt.tokens(evaluated)} evaluated{extra}"
         )
         lay = self.layout_kv
         if lay is not None:
             used_b = lay.used_bytes(used)
             alloc = lay.allocated_bytes
-            self.kv_bar.set_parts(used_b, 0, 0, alloc)
+            self.kv_bar.set_segments(
+                [BarSegment(used_b, REUSED_COLOR, f"{format_bytes(used_b)} of the KV cache hold tokens")], alloc
+            )
             swa = ""
             if lay.n_swa_layers:
                 swa = f" · {lay.n_swa_layers} sliding-window layers (window {lay.n_swa})"
@@ -281,7 +267,8 @@ class StatsPanel(QWidget):
         if final is not None:
             lines.append(f"Stop reason: <b>{StopReason(final.stop_reason).label}</b> · seed {final.seed}")
             lines.append(
-                f"llama.cpp's own timers: prefill {final.llama_prefill_ms:,.0f} ms for {final.llama_n_prefill:,} tokens, "
-                f"decode {final.llama_decode_ms:,.0f} ms for {final.llama_n_decode:,} tokens"
+                f"llama.cpp's own timers: prefill {final.llama_prefill_ms:,.0f} ms for "
+                f"{fmt.tokens(final.llama_n_prefill)} tokens, decode {final.llama_decode_ms:,.0f} ms for "
+                f"{fmt.tokens(final.llama_n_decode)} tokens"
             )
         self.details.setText("<br>".join(lines))

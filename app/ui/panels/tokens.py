@@ -12,6 +12,8 @@ import html
 from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget
 
+from app.core.chat import StopReason
+from app.ui.common import palette
 from app.ui.turn import LiveTurn
 
 MAX_PROMPT_CHIPS = 400
@@ -30,16 +32,11 @@ def _is_special(text: str) -> bool:
 def _prob_color(p: float | None) -> str:
     """Green for likely tokens, through amber, to red for unlikely ones."""
     if p is None:
-        return "#1f4d36"
-    if p >= 0.8:
-        return "#1f4d36"
-    if p >= 0.5:
-        return "#35512a"
-    if p >= 0.25:
-        return "#5a4b1c"
-    if p >= 0.1:
-        return "#5e3a1a"
-    return "#5e2226"
+        return palette.PROB_BG[0]
+    for floor, color in zip((0.8, 0.5, 0.25, 0.1), palette.PROB_BG, strict=False):
+        if p >= floor:
+            return color
+    return palette.PROB_BG[-1]
 
 
 class TokensPanel(QWidget):
@@ -70,8 +67,8 @@ class TokensPanel(QWidget):
         self._prompt_shown = None
         self._gen_shown = 0
 
-    def _chip(self, token_id: int, text: str, bg: str, fg: str = "#e6e9ef") -> str:
-        ids = f"<sub style='color:#8b93a1'>{token_id}</sub>" if self.show_ids.isChecked() else ""
+    def _chip(self, token_id: int, text: str, bg: str, fg: str = palette.TEXT) -> str:
+        ids = f"<sub style='color:{palette.MUTED}'>{token_id}</sub>" if self.show_ids.isChecked() else ""
         return f"<span style='background-color:{bg}; color:{fg}'>&#8202;{_chip_text(text)}&#8202;</span>{ids} "
 
     def _rebuild(self) -> None:
@@ -95,16 +92,20 @@ class TokensPanel(QWidget):
                 parts = []
                 if t.prompt.cached_tokens:
                     parts.append(
-                        f"<span style='background-color:#1e3a66; color:#cfe0ff'>&nbsp;⟲ {t.prompt.cached_tokens:,} tokens "
+                        f"<span style='background-color:{palette.CACHED_BG}; color:{palette.CACHED_TEXT}'>&nbsp;⟲ {t.prompt.cached_tokens:,} tokens "
                         "reused from the KV cache&nbsp;</span> "
                     )
                 toks = t.prompt.new_tokens
                 if len(toks) > MAX_PROMPT_CHIPS:
                     skipped = len(toks) - MAX_PROMPT_CHIPS
-                    parts.append(f"<span style='color:#8b93a1'>… {skipped:,} more prompt tokens …</span> ")
+                    parts.append(f"<span style='color:{palette.MUTED}'>… {skipped:,} more prompt tokens …</span> ")
                     toks = toks[-MAX_PROMPT_CHIPS:]
                 for tid, text in toks:
-                    parts.append(self._chip(tid, text, "#4a2d6b" if _is_special(text) else "#4d3b12"))
+                    parts.append(
+                        self._chip(
+                            tid, text, palette.SPECIAL_TOKEN_BG if _is_special(text) else palette.PROMPT_TOKEN_BG
+                        )
+                    )
                 self.view.setHtml("<div style='line-height:160%'>" + "".join(parts) + "</div>")
         new = t.tokens[self._gen_shown :]
         if new:
@@ -112,7 +113,9 @@ class TokensPanel(QWidget):
             cur.movePosition(QTextCursor.MoveOperation.End)
             cur.insertHtml(
                 "".join(
-                    self._chip(r.token_id, r.piece, "#4a2d6b" if _is_special(r.piece) else _prob_color(r.p))
+                    self._chip(
+                        r.token_id, r.piece, palette.SPECIAL_TOKEN_BG if _is_special(r.piece) else _prob_color(r.p)
+                    )
                     for r in new
                 )
             )
@@ -121,7 +124,7 @@ class TokensPanel(QWidget):
             bar.setValue(bar.maximum())
         if t.prompt is not None:
             end = ""
-            if t.final is not None and t.final.stop_reason == "eos":
+            if t.final is not None and StopReason(t.final.stop_reason) is StopReason.EOS:
                 end = "; the last, the end-of-turn token, ends the reply and is not added to the context"
             self.summary.setText(
                 f"Prompt: {t.prompt.prompt_tokens:,} tokens ({t.prompt.cached_tokens:,} reused, "

@@ -1,0 +1,384 @@
+"""One chat message as a widget: header with actions, the body (plain text for the person,
+Markdown with highlighted code blocks for replies), and a stats footer."""
+
+from __future__ import annotations
+
+import enum
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QDesktopServices, QFontDatabase, QGuiApplication
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QScrollArea,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.chat import Role
+from app.ui.chat.markdown import TEXT_CSS, Segment, SegmentKind, StreamingDocument, plain_to_html
+
+
+class MessageAction(str, enum.Enum):
+    """What a message's buttons ask for (the payload each carries, if any)."""
+
+    EDIT = "edit"  # payload: the new text
+    REGENERATE = "regenerate"
+    CONTINUE = "continue"
+    DELETE = "delete"
+    BRANCH_STEP = "branch_step"  # payload: -1 (previous version) or +1 (next version)
+
+
+class BadgeKind(str, enum.Enum):
+    """The look of a message's badge (the stylesheet's ``kind`` property)."""
+
+    NONE = ""
+    LIVE = "live"  # thinking…, prefill…, stopping…
+    WARN = "warn"  # stopped, context full, max_tokens reached
+    ERROR = "error"  # cut off, engine stopped
+
+
+def _rich_label(html: str, obj_name: str = "msgText") -> QLabel:
+    label = QLabel()
+    label.setObjectName(obj_name)
+    label.setTextFormat(Qt.TextFormat.RichText)
+    label.setWordWrap(True)
+    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
+    label.setOpenExternalLinks(False)
+    label.linkActivated.connect(lambda url: QDesktopServices.openUrl(url))
+    label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+    label.setText(html)
+    return label
+
+
+class CodeBlock(QFrame):
+    """A highlighted code block with its language and a Copy button."""
+
+    def __init__(self, seg: Segment, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("codeBlock")
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(0)
+        head = QFrame()
+        head.setObjectName("codeHeader")
+        hl = QHBoxLayout(head)
+        hl.setContentsMargins(10, 3, 4, 3)
+        self.lang = QLabel(seg.language or "text")
+        self.lang.setObjectName("codeLang")
+        self.copy_btn = QToolButton()
+        self.copy_btn.setText("Copy")
+        self.copy_btn.setObjectName("codeCopy")
+        self.copy_btn.clicked.connect(self._copy)
+        hl.addWidget(self.lang)
+        hl.addStretch(1)
+        hl.addWidget(self.copy_btn)
+        lay.addWidget(head)
+        self.body = QLabel()
+        self.body.setObjectName("codeBody")
+        self.body.setTextFormat(Qt.TextFormat.RichText)
+        self.body.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.body.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.scroll = QScrollArea()
+        self.scroll.setObjectName("codeScroll")
+        self.scroll.setWidget(self.body)
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        lay.addWidget(self.scroll)
+        self.code = ""
+        self.set_segment(seg)
+
+    def set_segment(self, seg: Segment) -> None:
+        self.code = seg.code
+        self.lang.setText(seg.language or "text")
+        self.body.setText(seg.html)
+        self.body.adjustSize()
+        bar = self.scroll.horizontalScrollBar().sizeHint().height()
+        self.scroll.setFixedHeight(self.body.sizeHint().height() + bar + 4)
+
+    def _copy(self) -> None:
+        QGuiApplication.clipboard().setText(self.code)
+        self.copy_btn.setText("Copied")
+        QTimer.singleShot(1200, lambda: self.copy_btn.setText("Copy"))
+
+
+def discard(w: QWidget) -> None:
+    """Take a widget out of its layout now and free it on the next event-loop turn."""
+    w.hide()
+    w.setParent(None)
+    w.deleteLater()
+
+
+class MarkdownView(QWidget):
+    """A reply rendered as segment widgets; while streaming only the last ones change."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._lay = QVBoxLayout(self)
+        self._lay.setContentsMargins(0, 0, 0, 0)
+        self._lay.setSpacing(6)
+        self._doc = StreamingDocument()
+        self._final_widgets: list[QWidget] = []
+        self._tail_widgets: list[QWidget] = []
+        self._tail_kinds: list[SegmentKind] = []
+        self.source = ""
+
+    def set_markdown(self, source: str) -> None:
+        """Show ``source`` (the whole reply so far); cost depends on the unfinished tail only."""
+        if source == self.source:
+            return
+        if not source.startswith(self.source):
+            self._clear()
+        self.source = source
+        newly, tail = self._doc.update(source)
+        if newly:
+            for w in self._tail_widgets:
+                discard(w)
+            self._tail_widgets, self._tail_kinds = [], []
+            for seg in newly:
+                w = self._make(seg)
+                self._lay.addWidget(w)
+                self._final_widgets.append(w)
+        if [s.kind for s in tail] == self._tail_kinds:
+            for w, seg in zip(self._tail_widgets, tail, strict=True):
+                self._update(w, seg)
+        else:
+            for w in self._tail_widgets:
+                discard(w)
+            self._tail_widgets = []
+            for seg in tail:
+                w = self._make(seg)
+                self._lay.addWidget(w)
+                self._tail_widgets.append(w)
+            self._tail_kinds = [s.kind for s in tail]
+
+    def _clear(self) -> None:
+        for w in self._final_widgets + self._tail_widgets:
+            discard(w)
+        self._final_widgets, self._tail_widgets, self._tail_kinds = [], [], []
+        self._doc = StreamingDocument()
+        self.source = ""
+
+    @staticmethod
+    def _make(seg: Segment) -> QWidget:
+        if seg.kind is SegmentKind.CODE:
+            return CodeBlock(seg)
+        return _rich_label(f"<style>{TEXT_CSS}</style>{seg.html}")
+
+    @staticmethod
+    def _update(w: QWidget, seg: Segment) -> None:
+        if isinstance(w, CodeBlock):
+            w.set_segment(seg)
+        elif isinstance(w, QLabel):
+            w.setText(f"<style>{TEXT_CSS}</style>{seg.html}")
+
+
+class MessageWidget(QFrame):
+    """One chat message: header with actions, body, and (for replies) a stats footer.
+
+    Args:
+        role: :class:`~app.core.chat.Role` (or its value) of the message.
+
+    Signals:
+        action_requested(object, int, object): ``(MessageAction, message_id, payload)``; the
+            payload is described on :class:`MessageAction`.
+    """
+
+    action_requested = Signal(object, int, object)
+
+    def __init__(
+        self,
+        role: Role | str,
+        text: str = "",
+        title: str = "",
+        message_id: int | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        role = Role(role)
+        self.role = role
+        self.message_id = message_id
+        self.setObjectName("userMessage" if role is Role.USER else "assistantMessage")
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(14, 10, 14, 10)
+        lay.setSpacing(6)
+        head = QHBoxLayout()
+        head.setSpacing(4)
+        self.title = QLabel(title or ("You" if role is Role.USER else "Assistant"))
+        self.title.setObjectName("msgRole")
+        head.addWidget(self.title)
+        self.badge = QLabel("")
+        self.badge.setObjectName("msgBadge")
+        self.badge.hide()
+        head.addWidget(self.badge)
+        head.addStretch(1)
+        self.prev_btn = self._action_button("‹", "Previous version", lambda: self._emit(MessageAction.BRANCH_STEP, -1))
+        self.branch_label = QLabel("")
+        self.branch_label.setObjectName("branchLabel")
+        self.next_btn = self._action_button("›", "Next version", lambda: self._emit(MessageAction.BRANCH_STEP, 1))
+        for w in (self.prev_btn, self.branch_label, self.next_btn):
+            head.addWidget(w)
+            w.hide()
+        self.info_btn = self._action_button("Details", "")
+        self.info_btn.hide()
+        head.addWidget(self.info_btn)
+        self.copy_btn = self._action_button("Copy", "Copy this message's text", self._copy)
+        head.addWidget(self.copy_btn)
+        self.edit_btn = self._action_button("Edit", "Edit (the current version stays as a branch)", self._start_edit)
+        head.addWidget(self.edit_btn)
+        self.regen_btn = self._action_button(
+            "Regenerate", "A new reply; this one stays as a branch", lambda: self._emit(MessageAction.REGENERATE)
+        )
+        self.continue_btn = self._action_button(
+            "Continue", "Continue this reply where it stopped", lambda: self._emit(MessageAction.CONTINUE)
+        )
+        self.continue_btn.hide()
+        if role is Role.ASSISTANT:
+            head.addWidget(self.continue_btn)
+            head.addWidget(self.regen_btn)
+        else:
+            self.regen_btn.hide()
+        self.delete_btn = self._action_button(
+            "✕", "Delete this message and what follows it in this branch", lambda: self._emit(MessageAction.DELETE)
+        )
+        head.addWidget(self.delete_btn)
+        if message_id is None:
+            for b in (self.edit_btn, self.regen_btn, self.delete_btn):
+                b.hide()
+        lay.addLayout(head)
+        if role is Role.USER:
+            self.body: QWidget = _rich_label(plain_to_html(text), "userText")
+        else:
+            self.body = MarkdownView()
+            if text:
+                self.body.set_markdown(text)
+        lay.addWidget(self.body)
+        self.editor: QPlainTextEdit | None = None
+        self._edit_bar: QWidget | None = None
+        self.footer = QLabel("")
+        self.footer.setObjectName("msgFooter")
+        self.footer.setWordWrap(True)
+        self.footer.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.footer.hide()
+        lay.addWidget(self.footer)
+        self._text = text
+        self._shown = text
+
+    def _action_button(self, text: str, tip: str, slot=None) -> QToolButton:
+        b = QToolButton()
+        b.setObjectName("msgAction")
+        b.setText(text)
+        b.setToolTip(tip)
+        b.setCursor(Qt.CursorShape.PointingHandCursor)
+        if slot is not None:
+            b.clicked.connect(slot)
+        return b
+
+    def _emit(self, action: MessageAction, payload: object = None) -> None:
+        if self.message_id is not None:
+            self.action_requested.emit(action, self.message_id, payload)
+
+    @property
+    def text(self) -> str:
+        return self._text
+
+    def set_text(self, text: str) -> None:
+        """Set the message's text; the view catches up on :meth:`refresh` (the repaint clock)."""
+        self._text = text
+
+    def refresh(self) -> bool:
+        """Render pending text. Returns True if anything changed."""
+        if self._shown == self._text:
+            return False
+        self._shown = self._text
+        if isinstance(self.body, MarkdownView):
+            self.body.set_markdown(self._text)
+        else:
+            self.body.setText(plain_to_html(self._text))
+        return True
+
+    def set_footer(self, text: str) -> None:
+        self.footer.setText(text)
+        self.footer.setVisible(bool(text))
+
+    def set_badge(self, text: str, kind: BadgeKind = BadgeKind.NONE) -> None:
+        """A small label next to the title (``stopped``, ``context full``...); empty text hides it."""
+        self.badge.setText(text)
+        self.badge.setProperty("kind", BadgeKind(kind).value)
+        self.badge.style().unpolish(self.badge)
+        self.badge.style().polish(self.badge)
+        self.badge.setVisible(bool(text))
+
+    def set_branch(self, position: int, count: int) -> None:
+        """Show "‹ 2/3 ›" when this message has other versions."""
+        show = count > 1
+        self.branch_label.setText(f"{position}/{count}")
+        for w in (self.prev_btn, self.branch_label, self.next_btn):
+            w.setVisible(show)
+        self.prev_btn.setEnabled(position > 1)
+        self.next_btn.setEnabled(position < count)
+
+    def set_how_made(self, text: str) -> None:
+        """The Details tooltip: model, quant, sampler settings, seed, measurements."""
+        self.info_btn.setToolTip(text)
+        self.info_btn.setVisible(bool(text))
+
+    def set_streaming(self, on: bool) -> None:
+        """Hide the actions that make no sense while this reply is being written."""
+        for b in (self.edit_btn, self.regen_btn, self.delete_btn):
+            b.setVisible(
+                not on and self.message_id is not None and (b is not self.regen_btn or self.role is Role.ASSISTANT)
+            )
+
+    def set_can_continue(self, on: bool) -> None:
+        self.continue_btn.setVisible(on and self.role is Role.ASSISTANT and self.message_id is not None)
+
+    def _start_edit(self) -> None:
+        if self.editor is not None:
+            return
+        self.editor = QPlainTextEdit(self._text)
+        self.editor.setObjectName("editBox")
+        self.editor.setMinimumHeight(80)
+        bar = QWidget()
+        row = QHBoxLayout(bar)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addStretch(1)
+        cancel = QPushButton("Cancel")
+        save = QPushButton("Save and send" if self.role is Role.USER else "Save")
+        save.setObjectName("sendButton")
+        cancel.clicked.connect(self._end_edit)
+        save.clicked.connect(self._save_edit)
+        row.addWidget(cancel)
+        row.addWidget(save)
+        self._edit_bar = bar
+        lay = self.layout()
+        idx = lay.indexOf(self.body)
+        self.body.hide()
+        lay.insertWidget(idx + 1, self.editor)
+        lay.insertWidget(idx + 2, bar)
+        self.editor.setFocus()
+
+    def _save_edit(self) -> None:
+        if self.editor is None:
+            return
+        text = self.editor.toPlainText()
+        self._end_edit()
+        if text.strip() and text != self._text:
+            self._emit(MessageAction.EDIT, text)
+
+    def _end_edit(self) -> None:
+        for w in (self.editor, self._edit_bar):
+            if w is not None:
+                w.deleteLater()
+        self.editor = None
+        self._edit_bar = None
+        self.body.show()
+
+    def _copy(self) -> None:
+        QGuiApplication.clipboard().setText(self._text)

@@ -1,0 +1,88 @@
+"""How the window writes a reply's figures: one place, one set of units.
+
+- TTFT: milliseconds below one second (``340 ms``), seconds above (``1.25 s``).
+- Speeds: tokens per second with one decimal (``41.7 tok/s``).
+- Token counts: thousands separators (``12,345``).
+
+Used by the reply footer and the Details tooltip under each reply, and by the Stats panel.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.core.chat import ContextPolicy, GenerationStats, StopReason
+from app.core.conversations import MessageMeta
+
+__all__ = ["reply_details", "reply_footer", "seconds", "tok_s", "tokens", "ttft"]
+
+
+def ttft(seconds_: float) -> str:
+    """Time to first token: ``340 ms`` below one second, ``1.25 s`` from one second on."""
+    if seconds_ < 1.0:
+        return f"{seconds_ * 1000:,.0f} ms"
+    return f"{seconds_:,.2f} s"
+
+
+def tok_s(rate: float) -> str:
+    """A speed in tokens per second: ``41.7 tok/s``."""
+    return f"{rate:,.1f} tok/s"
+
+
+def tokens(n: int) -> str:
+    """A token count with thousands separators: ``12,345``."""
+    return f"{n:,}"
+
+
+def seconds(s: float) -> str:
+    """A duration measured by the engine: ``0.42 s``."""
+    return f"{s:,.2f} s"
+
+
+def reply_footer(stats: GenerationStats) -> str:
+    """The line under a reply: tokens, decode speed, TTFT, prefill, reuse, seed, why it ended."""
+    parts = [f"{tokens(stats.generated_tokens)} tokens"]
+    if stats.decode_tok_s:
+        parts.append(tok_s(stats.decode_tok_s))
+    if stats.generated_tokens:
+        parts.append(f"TTFT {ttft(stats.ttft_s)}")
+    if stats.evaluated_tokens:
+        parts.append(f"prefill {tokens(stats.evaluated_tokens)} tok @ {tok_s(stats.prefill_tok_s)}")
+    if stats.cached_tokens:
+        parts.append(f"{tokens(stats.cached_tokens)} reused")
+    parts.append(f"seed {stats.seed}")
+    parts.append(StopReason(stats.stop_reason).label)
+    return " · ".join(parts)
+
+
+def reply_details(meta: MessageMeta) -> str:
+    """The Details tooltip of a reply (lines): model, quant, load, sampler, seed, tokens, speeds, engine.
+
+    Empty when the reply has no record of how it was made.
+    """
+    if not meta.model_path and meta.sampler is None:
+        return ""
+    lines = []
+    if meta.model_path:
+        lines.append(f"model: {Path(meta.model_path).name} ({meta.quant})")
+    if meta.load is not None:
+        policy = ContextPolicy(meta.load.context_policy).value
+        lines.append(f"n_ctx {tokens(meta.load.n_ctx)} · context policy {policy}")
+    s = meta.reproduction_sampler()
+    if s is not None:
+        lines.append(
+            f"temperature {s.temperature} · top_k {s.top_k} · top_p {s.top_p} · min_p {s.min_p} · "
+            f"typical_p {s.typical_p} · repeat_penalty {s.repeat_penalty} (last {s.repeat_last_n}) · "
+            f"presence {s.presence_penalty} · frequency {s.frequency_penalty} · max_tokens {s.max_tokens}"
+        )
+        lines.append(f"seed {s.seed if s.seed is not None else 'random'}")
+    st = meta.stats
+    if st is not None:
+        lines.append(
+            f"prompt {tokens(st.prompt_tokens)} tokens ({tokens(st.cached_tokens)} reused) · "
+            f"generated {tokens(st.generated_tokens)}"
+        )
+        lines.append(f"TTFT {ttft(st.ttft_s)} · prefill {tok_s(st.prefill_tok_s)} · decode {tok_s(st.decode_tok_s)}")
+    if meta.engine:
+        lines.append(meta.engine)
+    return "\n".join(lines)

@@ -1,0 +1,114 @@
+"""The window's menu bar and shortcuts, and the menus filled just before they open
+(recent models, the model picker)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QMenu
+
+from app import APP_NAME
+from app.ui.conversation_export import ExportFormat
+
+if TYPE_CHECKING:
+    from app.ui.main_window import MainWindow
+
+
+@dataclass(frozen=True)
+class MenuActions:
+    """The actions other code enables, triggers or reads."""
+
+    open_model: QAction
+    recent_menu: QMenu
+    new_chat: QAction
+    stop: QAction
+    restart: QAction
+    unload: QAction
+
+
+def build_menus(w: MainWindow) -> MenuActions:
+    """Fill ``w``'s menu bar (File, Engine, View, Help) with its shortcuts; Stop starts disabled."""
+    m = w.menuBar().addMenu("&File")
+    act_open = QAction("&Open model…", w)
+    act_open.setShortcut(QKeySequence.StandardKey.Open)
+    act_open.triggered.connect(w.open_model_dialog)
+    m.addAction(act_open)
+    recent_menu = m.addMenu("Open &recent")
+    recent_menu.aboutToShow.connect(lambda: fill_recent_menu(recent_menu, w.settings.recent_models, w.load_model))
+    m.addSeparator()
+    act_new_chat = QAction("&New chat", w)
+    act_new_chat.setShortcut(QKeySequence("Ctrl+N"))
+    act_new_chat.triggered.connect(w.new_chat)
+    m.addAction(act_new_chat)
+    act_export_md = QAction("Export chat as &Markdown…", w)
+    act_export_md.triggered.connect(lambda: w.export_conversation(w.chat.conversation_id, ExportFormat.MARKDOWN))
+    m.addAction(act_export_md)
+    act_export_json = QAction("Export chat as &JSON (all branches)…", w)
+    act_export_json.triggered.connect(lambda: w.export_conversation(w.chat.conversation_id, ExportFormat.JSON))
+    m.addAction(act_export_json)
+    act_import = QAction("&Import chat (JSON)…", w)
+    act_import.triggered.connect(w.import_conversation)
+    m.addAction(act_import)
+    m.addSeparator()
+    act_logs = QAction("Show &logs folder", w)
+    act_logs.triggered.connect(w.show_logs_folder)
+    m.addAction(act_logs)
+    act_quit = QAction("&Quit", w)
+    act_quit.setShortcut(QKeySequence.StandardKey.Quit)
+    act_quit.triggered.connect(w.close)
+    m.addAction(act_quit)
+
+    e = w.menuBar().addMenu("&Engine")
+    act_stop = QAction("&Stop reply", w)
+    act_stop.setShortcut(QKeySequence("Ctrl+."))
+    act_stop.setEnabled(w.engine.generating)
+    act_stop.triggered.connect(w.chat.stop)
+    e.addAction(act_stop)
+    act_restart = QAction("&Restart engine", w)
+    act_restart.triggered.connect(w.restart_engine)
+    e.addAction(act_restart)
+    act_unload = QAction("&Unload model", w)
+    act_unload.triggered.connect(w.unload_model)
+    e.addAction(act_unload)
+
+    v = w.menuBar().addMenu("&View")
+    for d in (w.chats_dock, w.model_dock, w.stats_dock, w.sampler_dock, w.tokens_dock):
+        v.addAction(d.toggleViewAction())
+    h = w.menuBar().addMenu("&Help")
+    about = QAction(f"About {APP_NAME}", w)
+    about.triggered.connect(w.show_about)
+    h.addAction(about)
+    return MenuActions(act_open, recent_menu, act_new_chat, act_stop, act_restart, act_unload)
+
+
+def fill_recent_menu(menu: QMenu, recent: list[str], load: Callable[[str], object]) -> None:
+    """File → Open recent: one entry per recent model (full path in the tooltip)."""
+    menu.clear()
+    if not recent:
+        a = menu.addAction("No recent models")
+        a.setEnabled(False)
+    for p in recent:
+        a = menu.addAction(Path(p).name)
+        a.setToolTip(p)
+        a.triggered.connect(lambda _=False, path=p: load(path))
+
+
+def fill_model_menu(w: MainWindow, menu: QMenu) -> None:
+    """The model picker: up to 8 recent models (missing files disabled), open, browse, unload."""
+    menu.clear()
+    recent = w.settings.recent_models
+    for p in recent[:8]:
+        exists = Path(p).exists()
+        a = menu.addAction(Path(p).name + ("" if exists else "  (missing)"))
+        a.setEnabled(exists)
+        a.triggered.connect(lambda _=False, path=p: w.load_model(path))
+    if recent:
+        menu.addSeparator()
+    menu.addAction("Open a GGUF file…", w.open_model_dialog)
+    menu.addAction("Browse models and the Hub…", w.show_models_page)
+    if w.engine.model is not None:
+        menu.addAction("Unload model", w.unload_model)

@@ -1,0 +1,106 @@
+"""The bars above the two pages: Chat / Models navigation, the model picker and the engine's state."""
+
+from __future__ import annotations
+
+import enum
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QMenu, QPushButton, QSizePolicy, QToolButton, QWidget
+
+from app.ui.engine_client import EngineState
+
+NO_MODEL_TEXT = "Select a model to load  ▾"
+MODEL_BUTTON_MAX_PX = 280
+
+_STATE_TEXT = {
+    EngineState.STARTING: "starting engine…",
+    EngineState.NO_MODEL: "no model",
+    EngineState.LOADING: "loading…",
+    EngineState.READY: "ready",
+    EngineState.GENERATING: "generating",
+    EngineState.DEAD: "engine stopped",
+}
+
+
+class Page(str, enum.Enum):
+    """The window's two pages."""
+
+    CHAT = "chat"
+    MODELS = "models"
+
+
+class _NavBar(QFrame):
+    """A bar that starts with the Chat / Models buttons.
+
+    Signals:
+        page_requested(object): a nav button was pressed (the :class:`Page`).
+    """
+
+    page_requested = Signal(object)
+
+    def __init__(self, current: Page, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("topBar")
+        self.row = QHBoxLayout(self)
+        self.row.setContentsMargins(12, 6, 12, 6)
+        self.nav: dict[Page, QPushButton] = {}
+        for page, label in ((Page.CHAT, "Chat"), (Page.MODELS, "Models")):
+            b = QPushButton(label)
+            b.setObjectName("navButton")
+            b.setCheckable(True)
+            b.clicked.connect(lambda _=False, p=page: self.page_requested.emit(p))
+            self.row.addWidget(b)
+            self.nav[page] = b
+        self.row.addSpacing(8)
+        self.set_page(current)
+
+    def set_page(self, page: Page) -> None:
+        """Check the button of the page shown."""
+        for p, b in self.nav.items():
+            b.setChecked(p is page)
+
+
+class ModelsBar(_NavBar):
+    """The models page's bar: navigation and a one-line hint."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(Page.MODELS, parent)
+        hint = QLabel("Models on this computer, the Hugging Face Hub, and downloads. Chatting goes on meanwhile.")
+        hint.setObjectName("stateLabel")
+        hint.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.row.addWidget(hint)
+        self.row.addStretch(1)
+
+
+class TopBar(_NavBar):
+    """The chat page's bar: navigation, the model picker (its menu is filled by the window
+    just before it opens, see :attr:`model_menu`) and the engine's state."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(Page.CHAT, parent)
+        self.model_button = QToolButton()
+        self.model_button.setObjectName("modelButton")
+        self.model_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.model_menu = QMenu(self.model_button)
+        self.model_button.setMenu(self.model_menu)
+        self.set_model_text(NO_MODEL_TEXT)
+        self.row.addWidget(self.model_button)
+        self.state_label = QLabel("")
+        self.state_label.setObjectName("stateLabel")
+        self.state_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.state_label.setMinimumWidth(120)
+        self.row.addWidget(self.state_label)
+        self.row.addStretch(1)
+
+    def set_model_text(self, text: str, tooltip: str | None = None) -> None:
+        """The model picker's label, elided so a long file name never widens the window."""
+        fm = self.model_button.fontMetrics()
+        self.model_button.setText(fm.elidedText(text, Qt.TextElideMode.ElideMiddle, MODEL_BUTTON_MAX_PX))
+        self.model_button.setToolTip(text if tooltip is None else tooltip)
+
+    def show_state(self, state: EngineState) -> None:
+        """``● ready``, ``● loading…``... coloured by the stylesheet's ``state`` property."""
+        self.state_label.setText(f"● {_STATE_TEXT[state]}")
+        self.state_label.setProperty("state", state.value)
+        self.state_label.style().unpolish(self.state_label)
+        self.state_label.style().polish(self.state_label)

@@ -1,0 +1,286 @@
+"""The window's parts without a model: one owner per state, enums, the shared formatter,
+the stacked bar, the banner, the repaint clock."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+import pytest
+from PySide6.QtCore import QPoint
+
+from app.core import protocol as P
+from app.core.chat import ContextPolicy, GenerationStats, StopReason
+from app.core.conversations import MessageMeta
+from app.core.sampling import DEFAULTS
+from app.ui.banner import Banner, BannerTopic
+from app.ui.chat.message import BadgeKind, MessageAction, MessageWidget
+from app.ui.common import palette
+from app.ui.common import stats_format as fmt
+from app.ui.common.severity import Severity
+from app.ui.common.stacked_bar import BarMarker, BarSegment, StackedBar
+from app.ui.engine_client import EngineClient, EngineState
+from app.ui.repaint_clock import RepaintClock
+from app.ui.turn import LiveTurn, TurnPhase
+
+
+def _window(qtbot):
+    from PySide6.QtWidgets import QApplication
+
+    from app.main import create_window
+    from app.paths import default_paths
+    from app.ui.theme import apply_theme
+
+    apply_theme(QApplication.instance())
+    win = create_window(default_paths().ensure())
+    qtbot.addWidget(win)
+    return win
+
+
+def _close(win) -> None:
+    win.close()
+    win.conversations.close()
+
+
+# ------------------------------------------------------------------ one formatter
+def test_ttft_is_in_ms_below_one_second_then_in_seconds():
+    assert fmt.ttft(0.0424) == "42 ms"
+    assert fmt.ttft(0.9994) == "999 ms"
+    assert fmt.ttft(1.0) == "1.00 s"
+    assert fmt.ttft(12.345) == "12.35 s"
+
+
+def test_speeds_have_one_decimal_and_counts_thousands_separators():
+    assert fmt.tok_s(41.66) == "41.7 tok/s"
+    assert fmt.tok_s(1234.0) == "1,234.0 tok/s"
+    assert fmt.tokens(12345) == "12,345"
+
+
+def test_the_footer_and_the_details_use_the_same_units():
+    stats = GenerationStats(
+        prompt_tokens=1500,
+        cached_tokens=1200,
+        evaluated_tokens=300,
+        prefill_s=0.25,
+        ttft_s=0.3,
+        generated_tokens=2001,
+        decode_s=40.0,
+        seed=7,
+        stop_reason=StopReason.MAX_TOKENS.value,
+    )
+    footer = fmt.reply_footer(stats)
+    assert footer.split(" · ") == [
+        "2,001 tokens",
+        "50.0 tok/s",
+        "TTFT 300 ms",
+        "prefill 300 tok @ 1,200.0 tok/s",
+        "1,200 reused",
+        "seed 7",
+        "max_tokens reached",
+    ]
+    from app.core.chat import LoadSettings
+
+    meta = MessageMeta(
+        model_path="/m/x.gguf",
+        quant="Q4_1",
+        sampler=DEFAULTS,
+        load=LoadSettings(n_ctx=8192, context_policy=ContextPolicy.ROLLING.value),
+        stats=stats,
+    )
+    details = fmt.reply_details(meta).splitlines()
+    assert details[0] == "model: x.gguf (Q4_1)"
+    assert details[1] == "n_ctx 8,192 · context policy rolling"
+    assert "seed 7" in details
+    assert "prompt 1,500 tokens (1,200 reused) · generated 2,001" in details
+    assert "TTFT 300 ms · prefill 1,200.0 tok/s · decode 50.0 tok/s" in details
+    assert fmt.reply_details(MessageMeta()) == ""
+
+
+# ------------------------------------------------------------------ stacked bar
+def test_the_stacked_bar_places_segments_clips_them_and_gives_their_tooltips(qtbot):
+    bar = StackedBar(14)
+    qtbot.addWidget(bar)
+    bar.resize(201, 14)  # 200 px inside the half-pixel outline
+    a = BarSegment(50, palette.ACCENT, "fifty")
+    b = BarSegment(100, palette.AMBER, "a hundred")
+    c = BarSegment(500, palette.GREEN, "past the end")
+    bar.set_segments([a, b, c], 200, [BarMarker(160, palette.TEXT, dashed=True)])
+    assert bar.segment_at(10) is a and bar.segment_at(60) is b and bar.segment_at(160) is c
+    assert bar.segment_at(150) is b and bar.segment_at(151) is c  # the track starts half a pixel in
+    spans = bar._spans()
+    assert spans[-1][1] <= bar.width()  # the last one is cut at the bar's end
+    bar.set_segments([a], 0)
+    assert bar.segment_at(10) is None  # no total: only the track
+    img = bar.grab().toImage()
+    assert img.pixelColor(QPoint(100, 7)).name() == palette.TRACK
+
+
+def test_the_context_bar_keeps_its_parts_and_paints_them_in_the_legend_colours(qtbot):
+    from app.ui.panels.stats import GENERATED_COLOR, PREFILL_COLOR, REUSED_COLOR, ContextBar
+
+    bar = ContextBar()
+    qtbot.addWidget(bar)
+    bar.resize(301, 18)
+    bar.set_parts(100, 50, 50, 300)
+    assert bar.parts == (100, 50, 50) and bar.n_ctx == 300
+    img = bar.grab().toImage()
+    assert img.pixelColor(QPoint(50, 9)).name() == REUSED_COLOR
+    assert img.pixelColor(QPoint(125, 9)).name() == PREFILL_COLOR
+    assert img.pixelColor(QPoint(175, 9)).name() == GENERATED_COLOR
+    assert img.pixelColor(QPoint(250, 9)).name() == palette.TRACK
+    assert "100 tokens reused" in bar.segment_at(50).tooltip
+
+
+# ------------------------------------------------------------------ banner
+def test_banner_actions_are_public_and_its_text_stays_out_of_the_log(qtbot, caplog):
+    banner = Banner()
+    qtbot.addWidget(banner)
+    pressed: list[str] = []
+    with caplog.at_level(logging.INFO, logger="glassbox.ui.banner"):
+        banner.show_message(
+            Severity.WARNING,
+            "Deleted “My secret chat”.",
+            [("Undo", lambda: pressed.append("undo")), ("Later", lambda: pressed.append("later"))],
+            topic=BannerTopic.CHAT_MODEL,
+        )
+    assert [label for label, _ in banner.action_buttons()] == ["Undo", "Later"]
+    banner.trigger("Later")
+    assert pressed == ["later"]
+    with pytest.raises(KeyError):
+        banner.trigger("Nope")
+    assert banner.property("kind") == "warning" and banner.severity is Severity.WARNING
+    assert [r.levelno for r in caplog.records] == [logging.WARNING]
+    assert "secret" not in caplog.text and "chat-model" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="glassbox.ui.banner"):
+        banner.show_message(Severity.ERROR, "Deleted “My secret chat”.")
+    assert any(r.levelno == logging.DEBUG and "secret" in r.getMessage() for r in caplog.records)
+    assert banner.action_buttons() == []  # the old buttons are gone
+
+
+def test_banner_clears_only_its_topic(qtbot):
+    banner = Banner()
+    qtbot.addWidget(banner)
+    banner.show()
+    banner.show_message(Severity.ERROR, "bad file", topic=BannerTopic.MODEL)
+    banner.clear(BannerTopic.ENGINE)
+    assert banner.isVisible()
+    banner.clear(BannerTopic.MODEL)
+    assert not banner.isVisible()
+
+
+# ------------------------------------------------------------------ repaint clock
+def test_the_repaint_clock_runs_text_panels_plot_and_flush_at_their_rates():
+    turn = LiveTurn()
+    turn.start()
+    clock = RepaintClock(turn)
+    text, panels, flush = [], [], []
+    clock.text_due.connect(lambda: text.append(1))
+    clock.panels_due.connect(panels.append)
+    clock.flush_due.connect(lambda: flush.append(1))
+    for _ in range(30):  # one second
+        clock.tick()
+    assert len(text) == 30 and len(flush) == 1
+    assert len(panels) == 10 and panels.count(True) == 5
+    turn.on_finished(GenerationStats())
+    assert turn.phase is TurnPhase.DONE
+    panels.clear()
+    clock.tick()
+    assert panels == [True]  # once done, the final figures and plot show at once
+
+
+# ------------------------------------------------------------------ enums
+def test_turn_phases_are_an_enum_with_the_old_values():
+    turn = LiveTurn()
+    assert turn.phase is TurnPhase.IDLE
+    turn.start()
+    assert turn.phase is TurnPhase.PREFILL
+    turn.on_token(P.TokenEvent(request_id=1, text="a", token_id=5, piece="a", index=0, t_s=0.1, n_past=3))
+    assert turn.phase is TurnPhase.DECODE and turn.phase == "decode"
+    turn.on_finished(None)
+    assert turn.phase is TurnPhase.FAILED
+
+
+def test_message_buttons_emit_message_actions(qtbot):
+    w = MessageWidget("assistant", "Hi", message_id=7)
+    qtbot.addWidget(w)
+    got: list = []
+    w.action_requested.connect(lambda *a: got.append(a))
+    w.regen_btn.click()
+    w.delete_btn.click()
+    w.set_branch(1, 2)
+    w.next_btn.click()
+    assert got == [
+        (MessageAction.REGENERATE, 7, None),
+        (MessageAction.DELETE, 7, None),
+        (MessageAction.BRANCH_STEP, 7, 1),
+    ]
+    w.set_badge("stopped", BadgeKind.WARN)
+    assert w.badge.property("kind") == "warn" and w.badge.text() == "stopped"
+
+
+# ------------------------------------------------------------------ one owner: the reply in flight
+def test_shutting_down_mid_reply_ends_the_reply_once(qtbot):
+    client = EngineClient()
+    states: list = []
+    ended: list[int] = []
+    client.state_changed.connect(states.append)
+    client.generation_ended.connect(ended.append)
+    client._gen_id = 41  # a reply in flight, as generate() leaves it
+    client._load_id = 3
+    client.shutdown()
+    assert ended == [41] and not client.generating and client._load_id is None
+    assert client.state is EngineState.DEAD and states == []  # it started DEAD: no change to announce
+    client.shutdown()
+    assert ended == [41]
+
+
+def test_send_stop_and_the_stop_action_follow_the_engine(qtbot):
+    win = _window(qtbot)
+    try:
+        assert win.composer.button.text() == "Send" and not win.act_stop.isEnabled()
+        win.engine.generation_started.emit(5)
+        assert win.composer.button.text() == "Stop" and win.act_stop.isEnabled()
+        win.engine.generation_ended.emit(5)
+        assert win.composer.button.text() == "Send" and not win.act_stop.isEnabled()
+    finally:
+        _close(win)
+
+
+# ------------------------------------------------------------------ one owner: the settings
+def test_panel_edits_go_to_the_settings_controller_and_the_chat_reads_it(qtbot):
+    win = _window(qtbot)
+    try:
+        win.model_panel.n_ctx.setValue(3072)
+        win.model_panel.policy.setCurrentIndex(win.model_panel.policy.findData(ContextPolicy.ROLLING.value))
+        assert win.settings.load.n_ctx == 3072
+        assert win.settings.load.context_policy == ContextPolicy.ROLLING
+        panel = win.sampler_panel
+        panel.set_settings(replace(panel.settings(), temperature=0.25), emit=True)
+        assert win.settings.sampler.temperature == 0.25
+        win.settings_ctl.update(sampler=replace(win.settings.sampler, top_k=7))
+        assert panel.settings().top_k == 7  # the panel shows what the controller holds
+        panel.stop_field.setText("END, \\n")
+        assert win.chat.stop_strings == ("END", "\n")
+        sent: list = []
+        win.engine._state = EngineState.READY
+        win.engine.generate = lambda messages, sampler, **kw: (sent.append((sampler, kw)), None)[1]
+        win.engine.model = None
+        win.chat.send("Hello")
+        sampler, kw = sent[-1]
+        assert sampler.temperature == 0.25 and sampler.top_k == 7
+        assert kw["context_policy"] == ContextPolicy.ROLLING and kw["stop_strings"] == ("END", "\n")
+    finally:
+        win.engine._state = EngineState.DEAD
+        _close(win)
+
+
+def test_llama_log_lines_take_their_severity_from_the_engine(qtbot):
+    win = _window(qtbot)
+    try:
+        win.engine.log_line.emit(P.LogLine("error", "ggml: out of memory"))
+        assert win.banner.severity is Severity.ERROR
+        win.engine.log_line.emit(P.LogLine("warning", "n_ctx_per_seq < n_ctx_train"))
+        assert win.banner.severity is Severity.WARNING
+    finally:
+        _close(win)
