@@ -45,6 +45,9 @@ class EngineClient(QObject):
         generation_failed(object): :class:`~app.core.protocol.Failed` for a reply.
         engine_crashed(str): the engine died; the text says why and what to do.
         log_line(object): a llama.cpp warning or error.
+        request_sent(object): a request (:class:`~app.core.protocol.LoadModel`,
+            :class:`~app.core.protocol.Generate`, :class:`~app.core.protocol.ResetContext`)
+            was sent to the engine; emitted with every one, just before it goes down the pipe.
     """
 
     state_changed = Signal(str)
@@ -59,6 +62,7 @@ class EngineClient(QObject):
     generation_failed = Signal(object)
     engine_crashed = Signal(str)
     log_line = Signal(object)
+    request_sent = Signal(object)
 
     # Internal: from the reader thread to the UI thread (queued).
     _event = Signal(object, object)
@@ -85,6 +89,15 @@ class EngineClient(QObject):
     @property
     def state(self) -> EngineState:
         return self._state
+
+    @property
+    def pid(self) -> int | None:
+        """The engine process id, or None when no engine process is running."""
+        host = self._host
+        proc = host.process if host is not None else None
+        if proc is None or not host.alive:
+            return None
+        return proc.pid
 
     def _set_state(self, state: EngineState) -> None:
         if state != self._state:
@@ -192,6 +205,7 @@ class EngineClient(QObject):
 
     def _send(self, req: object) -> None:
         assert self._host is not None
+        self.request_sent.emit(req)
         try:
             self._host.send(req)
         except EngineDied as died:
