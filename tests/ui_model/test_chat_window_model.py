@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QAbstractButton
 
 from app.core import protocol as P
@@ -19,7 +20,7 @@ from app.ui.engine_client import EngineState
 from tests.ui_model.conftest import close_window, make_window, reply_over, send
 
 
-def test_a_message_gets_a_streamed_reply_and_live_stats(qtbot, window):
+def test_a_message_gets_a_streamed_reply_and_live_stats(qtbot, window, smollm2):
     tokens: list = []
     window.engine.token_received.connect(tokens.append)
     fin = send(qtbot, window, "Say hello to me in one short sentence.")
@@ -44,6 +45,12 @@ def test_a_message_gets_a_streamed_reply_and_live_stats(qtbot, window):
     # The sampler panel shows the candidates of the last token.
     assert window.sampler_panel.bars.rows
     assert "seed used by the last reply: " + str(fin.stats.seed) == window.sampler_panel.seed_used.text()
+    # The stored reply says how it was made (the real file's quant, measured times), and
+    # Copy takes the visible text: no chat-template tokens.
+    meta = window.conversations.get_message(msgs[1].message_id).meta
+    assert meta.model_path == str(smollm2.resolve()) and meta.quant == "Q4_1" and meta.stats.ttft_s > 0
+    msgs[1].copy_btn.click()
+    assert QGuiApplication.clipboard().text() == fin.text and "<|im_end|>" not in fin.text
 
 
 def _start_runaway_reply(qtbot, window, n_tokens: int):
