@@ -3,6 +3,8 @@ crash banner and Restart, context full, settings. (Real tokens and timings: test
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
 
@@ -338,3 +340,23 @@ def test_the_token_inspector_is_only_asked_for_while_it_is_shown(qtbot, window):
     window.tokens_dock.hide()
     send(qtbot, window, "Hi again.")
     assert window.engine.sent(P.Generate)[-1].top_candidates == 0
+
+
+def test_a_reply_that_fills_n_ctx_ends_with_context_full_and_can_be_continued(qtbot, tiny_model):
+    from app.core.chat import LoadSettings
+
+    win = make_window(qtbot)
+    try:
+        with qtbot.waitSignal(win.engine.model_loaded):
+            win.load_model(str(tiny_model), LoadSettings(n_ctx=256, context_policy="stop"))
+        assert win.engine.model.n_ctx == 256
+        win.engine.script(Endless("word "))
+        win.sampler_panel.set_settings(replace(win.sampler_panel.settings(), max_tokens=-1), emit=True)
+        fin = send(qtbot, win, "Tell me a very long story.")
+        assert fin.stats.stop_reason == StopReason.CONTEXT_FULL.value and fin.stats.context_used == 256
+        reply_w = win.chat_view.messages[-1]
+        assert reply_w.badge.text() == "context full" and reply_w.continue_btn.isVisible()
+        assert reply_w.text == fin.text and fin.text.count("word") == fin.stats.generated_tokens
+        assert "context is full (256 tokens, n_ctx)" in win.banner.text.text()
+    finally:
+        close_window(win)
