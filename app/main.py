@@ -90,11 +90,13 @@ def _quit_on_signals(window) -> None:
     timer.start(250)
 
 
-def create_window(paths):
+def create_window(paths, engine=None):
     """Build the window and everything it needs (settings, chat history, engine client).
 
     The engine process is not started: call ``window.engine.start()``. Used by
     :func:`main`, the UI tests and the benchmarks, so they all run the same wiring.
+    ``engine``: an engine client to use instead of a new :class:`EngineClient`
+    (the UI tests pass a fake one that starts no process).
     """
     from app.core.settings import SettingsStore
     from app.ui.banner import BannerTopic
@@ -106,7 +108,8 @@ def create_window(paths):
     store = SettingsStore(paths.settings_file)
     settings = SettingsController(store, store.load())
     conversations, history_notice = open_conversations(paths)
-    engine = EngineClient(str(paths.logs_dir / "engine.log"))
+    if engine is None:
+        engine = EngineClient(str(paths.logs_dir / "engine.log"))
     window = MainWindow(paths, settings, engine, conversations, build_models_page(paths, settings))
     notices = [n for n in (store.notice, history_notice) if n]
     if notices:

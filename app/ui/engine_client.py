@@ -54,6 +54,9 @@ class EngineClient(QObject):
             after generation_finished / generation_failed, before engine_crashed).
         engine_crashed(str): the engine died; the text says why and what to do.
         log_line(object): a llama.cpp warning or error.
+        request_sent(object): a request (:class:`~app.core.protocol.LoadModel`,
+            :class:`~app.core.protocol.Generate`, :class:`~app.core.protocol.ResetContext`)
+            was sent to the engine; emitted with every one, just before it goes down the pipe.
     """
 
     state_changed = Signal(object)
@@ -70,6 +73,7 @@ class EngineClient(QObject):
     generation_ended = Signal(int)
     engine_crashed = Signal(str)
     log_line = Signal(object)
+    request_sent = Signal(object)
 
     # Internal: from the reader thread to the UI thread (queued).
     _event = Signal(object, object)
@@ -96,6 +100,15 @@ class EngineClient(QObject):
     @property
     def state(self) -> EngineState:
         return self._state
+
+    @property
+    def pid(self) -> int | None:
+        """The engine process id, or None when no engine process is running."""
+        host = self._host
+        proc = host.process if host is not None else None
+        if proc is None or not host.alive:
+            return None
+        return proc.pid
 
     def _set_state(self, state: EngineState) -> None:
         if state != self._state:
@@ -219,6 +232,7 @@ class EngineClient(QObject):
 
     def _send(self, req: object) -> None:
         assert self._host is not None
+        self.request_sent.emit(req)
         try:
             self._host.send(req)
         except EngineDied as died:

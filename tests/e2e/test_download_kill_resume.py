@@ -21,7 +21,7 @@ import pytest
 
 from tests.support.fixtures import point_hub_at
 from tests.support.hub_server import FakeHub
-from tests.ui.conftest import make_window, send
+from tests.ui_model.conftest import make_window, send
 
 REPO = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
 ROOT = Path(__file__).resolve().parents[2]

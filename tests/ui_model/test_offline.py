@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import socket
 
-from tests.ui.conftest import load, make_window, send
+from tests.ui_model.conftest import close_window, load, make_window, send
 
 HOOK = """
 import os, socket
@@ -50,11 +50,11 @@ def test_starting_the_app_and_chatting_opens_no_network_connection(qtbot, smollm
         fin = send(qtbot, win, "Hello!")
         assert fin.text.strip()
         win.show_page("models")  # the model library too (it scans disk only)
-        qtbot.wait(300)
-        engine_pid = win.engine._host.process.pid
+        qtbot.waitUntil(lambda: win.models.library_tab.scanned, timeout=10_000)  # the scan is over before we look
+        engine_pid = win.engine.pid
+        assert engine_pid is not None
     finally:
-        win.close()
-        win.conversations.close()
+        close_window(win)
     hooked = marker.read_text().split()
     assert str(engine_pid) in hooked, "the check did not reach the engine process"
     assert seen == []

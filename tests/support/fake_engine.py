@@ -1,0 +1,430 @@
+"""A fake engine for UI tests: engine-client-shaped, no process, scripted events.
+
+:class:`FakeEngine` subclasses :class:`app.ui.engine_client.EngineClient` and
+overrides only its public commands (``start``, ``restart``, ``shutdown``,
+``load_model``, ``generate``, ``cancel``, ``reset_context``) and the public
+read-outs (``state``, ``generating``, ``pid``). It answers each request with the
+events of :mod:`app.core.protocol` the real engine would send, one per tick of a
+QTimer on the Qt event loop, through the same signals and state changes as the
+real client, so the window cannot tell the difference.
+
+What it does not pretend: it runs no model. Token texts come from the script a
+test queues (:meth:`FakeEngine.script`), or, when none is queued, from
+:func:`echo_reply`. Prompt "tokens" are whitespace-separated words of the
+messages, so prompt_tokens / cached_tokens follow the conversation the window
+sent (a KV cache of words, reset by ``reset_context``). Engine times are set by
+:attr:`FakeEngine.ttft_s` and :attr:`FakeEngine.token_s` (seconds), not measured.
+
+Scripts (what the next ``generate`` does):
+    :class:`Reply` pieces, then Finished (``stop_reason`` EOS, or MAX_TOKENS when
+    the sampler's max_tokens cuts it, or CONTEXT_FULL with ``context_full=True``);
+    :class:`Endless` tokens until Stop (then Finished with CANCELLED);
+    :class:`CrashMidReply` some pieces, then the engine dies (``engine_crashed``);
+    :class:`Refuse` Failed before any token (e.g. ``context_overflow``).
+Loads: :meth:`FakeEngine.fail_next_load`, :meth:`FakeEngine.crash_next_load`.
+
+Every request the window sends is kept in :attr:`FakeEngine.requests` (and
+emitted on ``request_sent``, as the real client does).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from PySide6.QtCore import QObject, QTimer
+
+from app.core import protocol as P
+from app.core.chat import ChatMessage, GenerationStats, LoadSettings, StopReason
+from app.core.gguf_info import read_gguf_info
+from app.core.memory import kv_cache_layout
+from app.core.sampling import SamplerSettings
+from app.ui.engine_client import EngineClient, EngineState
+
+FAKE_LLAMA_CPP_VERSION = "0.0.0-fake"
+TICK_MS = 2  # one event per tick: streaming is visible to the window, and fast
+
+
+# ------------------------------------------------------------------------------------------ scripts
+@dataclass(frozen=True)
+class Reply:
+    """A reply made of ``pieces`` (one token each). ``context_full``: it ends because n_ctx is full."""
+
+    pieces: tuple[str, ...]
+    context_full: bool = False
+
+
+@dataclass(frozen=True)
+class Endless:
+    """A reply that never ends until Stop: ``piece`` again and again."""
+
+    piece: str = "and on "
+
+
+@dataclass(frozen=True)
+class CrashMidReply:
+    """``pieces`` stream, then the engine dies with ``description`` (as EngineDied would say)."""
+
+    pieces: tuple[str, ...]
+    description: str = "The engine process was killed (SIGKILL)."
+
+
+@dataclass(frozen=True)
+class Refuse:
+    """The request fails before any token: Failed(kind, message)."""
+
+    kind: str
+    message: str
+
+
+Script = Reply | Endless | CrashMidReply | Refuse
+
+
+def reply(*pieces: str, context_full: bool = False) -> Reply:
+    return Reply(tuple(pieces), context_full)
+
+
+def echo_reply(messages: tuple[ChatMessage, ...]) -> Reply:
+    """The default reply: the words of the last user message, said back."""
+    last = next((m.content for m in reversed(messages) if m.role == "user"), "")
+    return Reply(("You ", "said: ", *(w + " " for w in last.split())))
+
+
+def prompt_words(messages: tuple[ChatMessage, ...]) -> list[str]:
+    """The fake tokenizer: ``<role>`` then the words of each message."""
+    out: list[str] = []
+    for m in messages:
+        out.append(f"<{m.role}>")
+        out.extend(m.content.split())
+    return out
+
+
+@dataclass
+class _Turn:
+    request: P.Generate
+    script: Script
+    model: P.ModelLoaded
+    cancelled: bool = False
+    text: str = ""
+
+
+# ------------------------------------------------------------------------------------------ engine
+class FakeEngine(EngineClient):
+    """An :class:`EngineClient` with no process behind it (see the module docstring).
+
+    Attributes:
+        requests: every request sent, in order (LoadModel, Generate, ResetContext).
+        ttft_s: engine time from a request to its first token, seconds.
+        token_s: engine time per decoded token, seconds (1 / tok/s).
+        seed_when_random: the seed reported when the sampler asks for a random one.
+    """
+
+    def __init__(self, log_path: str | None = None, parent: QObject | None = None) -> None:
+        super().__init__(log_path, parent)
+        self.requests: list[object] = []
+        self.request_sent.connect(self.requests.append)
+        self.ttft_s = 0.05
+        self.token_s = 0.02
+        self.seed_when_random = 1234
+        self._fake_state = EngineState.DEAD
+        self._running = False
+        self._ids = itertools.count(1)
+        self._scripts: deque[Script] = deque()
+        self._load_faults: deque[tuple[str, str, str]] = deque()  # ("fail", message, kind) / ("crash", description, "")
+        self._last: tuple[str, LoadSettings] | None = None
+        self._turn: _Turn | None = None
+        self._load_rid: int | None = None
+        self._kv: list[str] = []
+        self._events: Iterator[object] = iter(())
+        self._timer = QTimer(self)
+        self._timer.setInterval(TICK_MS)
+        self._timer.timeout.connect(self._tick)
+
+    # ------------------------------------------------------------------ test controls
+    def script(self, *scripts: Script) -> None:
+        """Queue what the next ``generate`` calls do, in order."""
+        self._scripts.extend(scripts)
+
+    def fail_next_load(self, message: str, kind: str = "load") -> None:
+        """The next load ends with Failed(kind, message)."""
+        self._load_faults.append(("fail", message, kind))
+
+    def crash_next_load(self, description: str = "The engine process was killed (SIGKILL).") -> None:
+        """The engine dies during the next load."""
+        self._load_faults.append(("crash", description, ""))
+
+    def sent(self, kind: type) -> list:
+        """The requests of one type (e.g. ``P.Generate``), in order."""
+        return [r for r in self.requests if isinstance(r, kind)]
+
+    # ------------------------------------------------------------------ read-outs
+    @property
+    def state(self) -> EngineState:
+        return self._fake_state
+
+    @property
+    def generating(self) -> bool:
+        return self._turn is not None
+
+    @property
+    def pid(self) -> int | None:
+        return None  # no process
+
+    def _enter(self, state: EngineState) -> None:
+        if state != self._fake_state:
+            self._fake_state = state
+            self.state_changed.emit(state.value)
+
+    # ------------------------------------------------------------------ commands
+    def start(self) -> None:
+        if self._running:
+            return
+        self._running = True
+        self._kv = []
+        self._enter(EngineState.STARTING)
+        self._play(iter([P.EngineReady(FAKE_LLAMA_CPP_VERSION, "fake engine: no CPU features used", False)]))
+
+    def restart(self) -> None:
+        self.shutdown()
+        self.start()
+        if self._last is not None:
+            self.load_model(*self._last)
+
+    def shutdown(self) -> None:
+        self._timer.stop()
+        self._events = iter(())
+        self._running = False
+        self._turn = None
+        self._load_rid = None
+        self.model = None
+        self._enter(EngineState.DEAD)
+
+    def load_model(self, path: str, settings: LoadSettings) -> int:
+        if not self._running:
+            self.start()
+        if self._turn is not None:
+            self.cancel()  # the reply ends (Finished, cancelled) before the load's events
+        rid = next(self._ids)
+        self._load_rid = rid
+        self._last = (path, settings)
+        self.model = None
+        self._enter(EngineState.LOADING)
+        self.request_sent.emit(P.LoadModel(rid, path, settings))
+        self._play(self._load_events(rid, path, settings), after_current=True)
+        return rid
+
+    def generate(
+        self,
+        messages: tuple[ChatMessage, ...],
+        sampler: SamplerSettings,
+        *,
+        stop_strings: tuple[str, ...] = (),
+        top_candidates: int = 0,
+        continue_last: bool = False,
+        context_policy: str | None = None,
+    ) -> int | None:
+        if not self._running or self._fake_state != EngineState.READY:
+            return None
+        rid = next(self._ids)
+        req = P.Generate(
+            rid, tuple(messages), sampler, tuple(stop_strings), top_candidates, continue_last, context_policy
+        )
+        script = self._scripts.popleft() if self._scripts else echo_reply(req.messages)
+        assert self.model is not None  # READY means a model is loaded
+        self._turn = _Turn(req, script, self.model)
+        self._enter(EngineState.GENERATING)
+        self.request_sent.emit(req)
+        self._play(self._reply_events(self._turn))
+        return rid
+
+    def cancel(self) -> None:
+        if self._running and self._turn is not None:
+            self._turn.cancelled = True
+
+    def reset_context(self) -> None:
+        if self._running and self.model is not None:
+            self.request_sent.emit(P.ResetContext(next(self._ids)))
+            self._kv = []
+
+    # ------------------------------------------------------------------ playing events
+    def _play(self, events: Iterator[object], after_current: bool = False) -> None:
+        self._events = itertools.chain(self._events, events) if after_current else events
+        self._timer.start()
+
+    def _tick(self) -> None:
+        ev = next(self._events, None)
+        if ev is None:
+            self._timer.stop()
+            return
+        if isinstance(ev, str):  # a crash: the text is EngineDied's description
+            self._crash(ev)
+            return
+        self._deliver(ev)
+
+    def _deliver(self, ev: object) -> None:
+        """The real client's event handling (state changes, then the signal)."""
+        turn = self._turn
+        rid = getattr(ev, "request_id", None)
+        if isinstance(ev, P.EngineReady):
+            self.ready_info = ev
+            if self._fake_state == EngineState.STARTING:
+                self._enter(EngineState.NO_MODEL)
+            self.engine_ready.emit(ev)
+        elif isinstance(ev, P.ModelLoaded) and rid == self._load_rid:
+            self._load_rid = None
+            self.model = ev
+            self._kv = []
+            self._enter(EngineState.READY)
+            self.model_loaded.emit(ev)
+        elif isinstance(ev, P.Failed) and rid == self._load_rid:
+            self._load_rid = None
+            self.model = None
+            self._last = None
+            self._enter(EngineState.NO_MODEL)
+            self.model_load_failed.emit(ev)
+        elif turn is None or rid != turn.request.request_id:
+            return  # a late event for a request that is over
+        elif isinstance(ev, P.PromptPrepared):
+            self.prompt_prepared.emit(ev)
+        elif isinstance(ev, P.PrefillProgress):
+            self.prefill_progressed.emit(ev)
+        elif isinstance(ev, P.TokenBatch):
+            for tok in ev.tokens:
+                self.token_received.emit(tok)
+        elif isinstance(ev, P.Finished):
+            self._turn = None
+            self._enter(EngineState.READY)
+            self.generation_finished.emit(ev)
+        elif isinstance(ev, P.Failed):
+            self._turn = None
+            self._enter(EngineState.READY if self.model else EngineState.NO_MODEL)
+            self.generation_failed.emit(ev)
+
+    def _crash(self, description: str) -> None:
+        if self._fake_state == EngineState.LOADING and self._last is not None:
+            description = f"{description} It happened while loading {self._last[0]}."
+            self._last = None
+        self._timer.stop()
+        self._events = iter(())
+        self._running = False
+        self._turn = None
+        self._load_rid = None
+        self.model = None
+        self._enter(EngineState.DEAD)
+        self.engine_crashed.emit(description)
+
+    def _load_events(self, rid: int, path: str, settings: LoadSettings) -> Iterator[object]:
+        fault = self._load_faults.popleft() if self._load_faults else None
+        if fault is not None and fault[0] == "crash":
+            yield fault[1]
+            return
+        if fault is not None:
+            yield P.Failed(rid, fault[2], fault[1])
+            return
+        info = read_gguf_info(path)
+        n_ctx = settings.n_ctx or int(info.arch_key("context_length", 4096))
+        n_ctx = -(-n_ctx // 256) * 256  # llama.cpp pads n_ctx to 256
+        layout = kv_cache_layout(info, n_ctx, n_ubatch=min(settings.n_batch, 512), swa_full=settings.swa_full)
+        yield P.ModelLoaded(
+            request_id=rid,
+            info=info,
+            settings=settings,
+            n_ctx=n_ctx,
+            n_batch=settings.n_batch,
+            n_threads=settings.n_threads or 1,
+            n_threads_batch=settings.n_threads or 1,
+            gpu_offload=False,
+            load_s=0.01,
+            kv_allocated_bytes=layout.allocated_bytes,
+            kv_reported_bytes=layout.allocated_bytes,
+            compute_reported_bytes=0,
+            chat_template=info.metadata.get("tokenizer.chat_template"),
+            bos_text="<s>",
+            eos_text="</s>",
+            eog_token_ids=(2,),
+            add_bos=True,
+        )
+
+    def _reply_events(self, turn: _Turn) -> Iterator[object]:
+        req, script = turn.request, turn.script
+        rid = req.request_id
+        if isinstance(script, Refuse):
+            yield P.Failed(rid, script.kind, script.message)
+            return
+        words = prompt_words(req.messages)
+        cached = 0
+        while cached < min(len(words) - 1, len(self._kv)) and words[cached] == self._kv[cached]:
+            cached += 1
+        to_eval = len(words) - cached
+        prefill_s = self.ttft_s / 2
+        yield P.PromptPrepared(
+            rid, 0.001, len(words), cached, to_eval, 0, tuple(enumerate(words[cached:]))[:4096], " ".join(words)
+        )
+        yield P.PrefillProgress(rid, to_eval, to_eval, prefill_s)
+        self._kv = list(words)
+        n_ctx = turn.model.n_ctx
+        max_tokens = req.sampler.max_tokens
+        stop = StopReason.EOS
+        pieces = self._pieces(script)
+        n = 0
+        for piece in pieces:
+            if isinstance(script, CrashMidReply) and n == len(script.pieces):
+                yield script.description
+                return
+            if turn.cancelled:
+                stop = StopReason.CANCELLED
+                break
+            if max_tokens >= 0 and n >= max_tokens:
+                stop = StopReason.MAX_TOKENS
+                break
+            if len(self._kv) >= n_ctx:
+                stop = StopReason.CONTEXT_FULL
+                break
+            self._kv.append(piece)
+            turn.text += piece
+            yield P.TokenBatch(rid, (self._token(req, piece, n),))
+            n += 1
+        else:
+            if isinstance(script, Reply) and script.context_full:
+                stop = StopReason.CONTEXT_FULL
+        seed = req.sampler.seed if req.sampler.seed is not None else self.seed_when_random
+        yield P.Finished(
+            rid,
+            turn.text,
+            GenerationStats(
+                prompt_tokens=len(words),
+                cached_tokens=cached,
+                evaluated_tokens=to_eval,
+                prefill_s=prefill_s,
+                ttft_s=self.ttft_s,
+                generated_tokens=n,
+                decode_s=self.token_s * max(n - 1, 0),
+                n_ctx=n_ctx,
+                context_used=len(self._kv),
+                kv_used_bytes=turn.model.kv_allocated_bytes * len(self._kv) // n_ctx,
+                kv_allocated_bytes=turn.model.kv_allocated_bytes,
+                stop_reason=stop.value,
+                seed=seed,
+            ),
+        )
+
+    @staticmethod
+    def _pieces(script: Script) -> Iterator[str]:
+        if isinstance(script, Endless):
+            return itertools.repeat(script.piece)
+        assert isinstance(script, (Reply, CrashMidReply))
+        # One more step after a crash script's pieces, where the crash happens.
+        return itertools.chain(script.pieces, [""] if isinstance(script, CrashMidReply) else [])
+
+    def _token(self, req: P.Generate, piece: str, index: int) -> P.TokenEvent:
+        t_s = self.ttft_s + index * self.token_s
+        if req.top_candidates <= 0:
+            return P.TokenEvent(req.request_id, piece, 100 + index, piece, index, t_s, len(self._kv))
+        # Candidates: the sampled piece first, then others with falling logits (1 apart).
+        cands = tuple((100 + index + k, piece if k == 0 else f"alt{k}", 10.0 - k) for k in range(req.top_candidates))
+        lse = math.log(sum(math.exp(c[2]) for c in cands))
+        p = math.exp(cands[0][2] - lse)
+        return P.TokenEvent(req.request_id, piece, 100 + index, piece, index, t_s, len(self._kv), p, cands, lse)

@@ -1,0 +1,226 @@
+"""The window on the real engine and SmolLM2: real tokens and stats, Stop within 1 s during
+decode and prefill, a real crash, the engine's own context-overflow message and context policy.
+The window's logic on its own is tested on the FakeEngine in tests/ui/test_chat_window.py."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import replace
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QAbstractButton
+
+from app.core import protocol as P
+from app.core.chat import StopReason
+from app.ui.engine_client import EngineState
+from tests.ui_model.conftest import close_window, make_window, reply_over, send
+
+
+def test_a_message_gets_a_streamed_reply_and_live_stats(qtbot, window, smollm2):
+    tokens: list = []
+    window.engine.token_received.connect(tokens.append)
+    fin = send(qtbot, window, "Say hello to me in one short sentence.")
+    assert isinstance(fin, P.Finished) and fin.text.strip()
+    msgs = window.chat_view.messages
+    assert [m.role for m in msgs] == ["user", "assistant"]
+    assert msgs[1].text == fin.text
+    assert len(tokens) >= 2, "the reply was not streamed token by token"
+    # Stats panel: non-zero TTFT and tok/s, from the engine's clock
+    ttft = window.stats_panel.tiles["ttft"][0].text()
+    decode = window.stats_panel.tiles["decode"][0].text()
+    assert ttft.endswith("ms") and float(ttft.split()[0].replace(",", "")) > 0
+    assert decode.endswith("tok/s") and float(decode.split()[0].replace(",", "")) > 0
+    assert fin.stats.decode_tok_s > 0 and fin.stats.ttft_s > 0
+    assert "tok/s" in msgs[1].footer.text() and "TTFT" in msgs[1].footer.text()
+    _cached, evaluated, generated = window.stats_panel.ctx_bar.parts
+    assert evaluated == fin.stats.evaluated_tokens and generated > 0
+    assert "reused" in window.stats_panel.ctx_label.text()
+    # Tokens panel shows the chat template's special tokens and the generated tokens.
+    html = window.tokens_panel.view.toPlainText()
+    assert "<|im_start|>" in html
+    # The sampler panel shows the candidates of the last token.
+    assert window.sampler_panel.bars.rows
+    assert "seed used by the last reply: " + str(fin.stats.seed) == window.sampler_panel.seed_used.text()
+    # The stored reply says how it was made (the real file's quant, measured times), and
+    # Copy takes the visible text: no chat-template tokens.
+    meta = window.conversations.get_message(msgs[1].message_id).meta
+    assert meta.model_path == str(smollm2.resolve()) and meta.quant == "Q4_1" and meta.stats.ttft_s > 0
+    msgs[1].copy_btn.click()
+    assert QGuiApplication.clipboard().text() == fin.text and "<|im_end|>" not in fin.text
+
+
+def _start_runaway_reply(qtbot, window, n_tokens: int):
+    """Send a prompt that runs on (no max_tokens), and wait until ``n_tokens`` tokens have streamed."""
+    panel = window.sampler_panel
+    panel.set_settings(replace(panel.settings(), max_tokens=-1, temperature=0.0, repeat_penalty=1.0), emit=True)
+    tokens: list = []
+    window.engine.token_received.connect(tokens.append)
+    box = window.composer.box
+    qtbot.keyClicks(box, "Write the numbers from 1 to 3000, one per line.")
+    qtbot.keyClick(box, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: len(tokens) >= n_tokens, timeout=60_000)
+    return panel, box
+
+
+def _banner_button(win, text: str) -> QAbstractButton:
+    found = [b for b in win.banner.findChildren(QAbstractButton) if b.text() == text and b.isVisible()]
+    assert found, f"no {text!r} button on the banner: {win.banner.text.text()!r}"
+    return found[-1]
+
+
+# Requirement: Stop ends a reply within 1 s during decode (DESIGN.md principle 4, issue E2).
+@pytest.mark.timing
+def test_escape_stops_the_reply_within_a_second(qtbot, window):
+    panel, box = _start_runaway_reply(qtbot, window, 20)
+    assert window.composer.button.text() == "Stop"
+    t0 = time.monotonic()
+    with qtbot.waitSignal(window.engine.generation_finished, timeout=3000) as blocker:
+        qtbot.keyClick(box, Qt.Key.Key_Escape)
+    assert time.monotonic() - t0 < 1.0
+    fin = blocker.args[0]
+    assert fin.stats.stop_reason == StopReason.CANCELLED.value
+    qtbot.waitUntil(lambda: reply_over(window))
+    reply = window.chat_view.messages[-1]
+    assert reply.text == fin.text and fin.text.strip()
+    assert reply.badge.text() == "stopped" and reply.badge.isVisible()
+    assert window.composer.button.text() == "Send"
+    # The box works again.
+    panel.set_settings(replace(panel.settings(), max_tokens=16), emit=True)
+    fin2 = send(qtbot, window, "Hi")
+    assert fin2.stats.stop_reason != StopReason.CANCELLED.value
+
+
+# Requirement: Stop ends a reply within 1 s during prefill too (a long prompt; issue E3).
+@pytest.mark.timing
+def test_stop_during_a_long_prompt_ends_the_turn_within_a_second(qtbot, window):
+    prepared: list = []
+    progress: list = []
+    window.engine.prompt_prepared.connect(prepared.append)
+    window.engine.prefill_progressed.connect(progress.append)
+    box = window.composer.box
+    box.setPlainText(
+        " ".join(f"Item {i} is a small blue box on a shelf." for i in range(215)) + "\nSummarise the list."
+    )
+    qtbot.keyClick(box, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: bool(progress), timeout=60_000)
+    assert window.composer.button.text() == "Stop"
+    t0 = time.monotonic()
+    with qtbot.waitSignal(window.engine.generation_finished, timeout=3000) as blocker:
+        window.composer.button.click()
+    assert time.monotonic() - t0 < 1.0
+    fin = blocker.args[0]
+    assert prepared[-1].to_evaluate > 2500
+    assert fin.stats.stop_reason == StopReason.CANCELLED.value and fin.stats.generated_tokens == 0
+    assert fin.stats.evaluated_tokens < prepared[-1].to_evaluate, "Stop took effect only after prefill finished"
+    qtbot.waitUntil(lambda: reply_over(window))
+
+
+def test_engine_crash_keeps_the_conversation_and_restarts(qtbot, window):
+    panel, _box = _start_runaway_reply(qtbot, window, 10)
+    assert window.engine.generating
+    pid = window.engine.pid
+    assert pid is not None
+    with qtbot.waitSignal(window.engine.engine_crashed, timeout=10_000):
+        os.kill(pid, signal.SIGKILL)
+    qtbot.waitUntil(lambda: reply_over(window))
+    assert window.engine.pid is None
+    msgs = window.chat_view.messages
+    assert [m.role for m in msgs] == ["user", "assistant"]
+    assert msgs[1].text.strip(), "the partial reply was lost"
+    assert msgs[1].badge.text() == "engine stopped"
+    text = window.banner.text.text()
+    assert "SIGKILL" in text and "conversation is kept" in text
+    # The banner's button restarts the engine and reloads the model; chatting goes on.
+    restart = _banner_button(window, "Restart engine")
+    with qtbot.waitSignal(window.engine.model_loaded, timeout=60_000):
+        restart.click()
+    panel.set_settings(replace(panel.settings(), max_tokens=16), emit=True)
+    fin = send(qtbot, window, "Hello again.")
+    assert fin.text.strip()
+    assert len(window.chat_view.messages) == 4
+
+
+def test_e4_a_message_longer_than_the_context_is_given_back_and_the_next_works(qtbot, smollm2):
+    from app.core.chat import LoadSettings
+
+    win = make_window(qtbot)
+    try:
+        with qtbot.waitSignal(win.engine.model_loaded, timeout=60_000):
+            win.load_model(str(smollm2), LoadSettings(n_ctx=512))
+        panel = win.sampler_panel
+        panel.set_settings(replace(panel.settings(), max_tokens=12, temperature=0.0), emit=True)
+        long_msg = " ".join(f"word{i}" for i in range(350))
+        box = win.composer.box
+        box.setPlainText(long_msg)
+        with qtbot.waitSignal(win.engine.generation_failed, timeout=60_000):
+            qtbot.keyClick(box, Qt.Key.Key_Return)
+        qtbot.waitUntil(lambda: reply_over(win) and win.banner.isVisible())
+        text = win.banner.text.text()
+        assert "512" in text and "n_ctx" in text and "Raise n_ctx" in text
+        assert box.toPlainText() == long_msg  # nothing lost
+        assert win.chat_view.messages == []
+        box.clear()
+        fin = send(qtbot, win, "Say hi.")
+        assert isinstance(fin, P.Finished) and fin.text.strip()
+        assert [m.role for m in win.chat_view.messages] == ["user", "assistant"]
+    finally:
+        close_window(win)
+
+
+def test_engine_dying_while_loading_is_not_restarted_into_the_same_crash(qtbot, smollm2):
+    win = make_window(qtbot)
+    try:
+        with qtbot.waitSignal(win.engine.engine_ready, timeout=60_000):
+            pass
+        with qtbot.waitSignal(win.engine.engine_crashed, timeout=10_000):
+            win.load_model(str(smollm2))
+            os.kill(win.engine.pid, signal.SIGKILL)
+        text = win.banner.text.text()
+        assert "SIGKILL" in text and "while loading" in text and smollm2.name in text
+        loads: list = []
+        win.engine.request_sent.connect(lambda r: loads.append(r) if isinstance(r, P.LoadModel) else None)
+        with qtbot.waitSignal(win.engine.engine_ready, timeout=60_000):
+            win.restart_engine()
+        qtbot.waitUntil(lambda: win.engine.state == EngineState.NO_MODEL)
+        assert win.engine.model is None and loads == []
+    finally:
+        close_window(win)
+
+
+def test_e5_context_policy_applies_to_the_next_reply_without_a_reload(qtbot, smollm2):
+    from app.core.chat import LoadSettings
+
+    win = make_window(qtbot)
+    try:
+        with qtbot.waitSignal(win.engine.model_loaded, timeout=60_000):
+            win.load_model(str(smollm2), LoadSettings(n_ctx=256, context_policy="stop"))
+        panel = win.sampler_panel
+        panel.set_settings(replace(panel.settings(), max_tokens=-1, temperature=0.0, repeat_penalty=1.0), emit=True)
+        fin = send(qtbot, win, "Tell me a very long story about a dragon and a knight.")
+        assert fin.stats.stop_reason == StopReason.CONTEXT_FULL.value
+        reply = win.chat_view.messages[-1]
+        assert reply.badge.text() == "context full" and reply.text == fin.text
+        assert "context is full" in win.banner.text.text()
+        # Stop policy: the conversation no longer fits, so the next message is refused...
+        box = win.composer.box
+        box.setPlainText("Go on.")
+        with qtbot.waitSignal(win.engine.generation_failed, timeout=60_000):
+            qtbot.keyClick(box, Qt.Key.Key_Return)
+        assert box.toPlainText() == "Go on."
+        # ...until the policy changes; no reload is needed.
+        loads: list = []
+        win.engine.model_loaded.connect(loads.append)
+        win.model_panel.policy.setCurrentIndex(win.model_panel.policy.findData("rolling"))
+        assert not win.model_panel.apply_btn.property("pending")
+        panel.set_settings(replace(panel.settings(), max_tokens=16), emit=True)
+        box.clear()
+        fin2 = send(qtbot, win, "Go on.")
+        assert isinstance(fin2, P.Finished) and fin2.stats.dropped_messages >= 1
+        assert loads == []
+        assert win.settings.load.context_policy == "rolling"
+    finally:
+        close_window(win)
