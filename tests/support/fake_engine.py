@@ -176,7 +176,7 @@ class FakeEngine(EngineClient):
     def _enter(self, state: EngineState) -> None:
         if state != self._fake_state:
             self._fake_state = state
-            self.state_changed.emit(state.value)
+            self.state_changed.emit(state)
 
     # ------------------------------------------------------------------ commands
     def start(self) -> None:
@@ -197,10 +197,16 @@ class FakeEngine(EngineClient):
         self._timer.stop()
         self._events = iter(())
         self._running = False
-        self._turn = None
+        self._drop_turn()
+
+    def _drop_turn(self) -> None:
+        """The real client's reset: no load or reply in flight, no model, DEAD; a reply in flight ends."""
+        turn, self._turn = self._turn, None
         self._load_rid = None
         self.model = None
         self._enter(EngineState.DEAD)
+        if turn is not None:
+            self.generation_ended.emit(turn.request.request_id)
 
     def load_model(self, path: str, settings: LoadSettings) -> int:
         if not self._running:
@@ -236,6 +242,7 @@ class FakeEngine(EngineClient):
         assert self.model is not None  # READY means a model is loaded
         self._turn = _Turn(req, script, self.model)
         self._enter(EngineState.GENERATING)
+        self.generation_started.emit(rid)
         self.request_sent.emit(req)
         self._play(self._reply_events(self._turn))
         return rid
@@ -298,10 +305,12 @@ class FakeEngine(EngineClient):
             self._turn = None
             self._enter(EngineState.READY)
             self.generation_finished.emit(ev)
+            self.generation_ended.emit(ev.request_id)
         elif isinstance(ev, P.Failed):
             self._turn = None
             self._enter(EngineState.READY if self.model else EngineState.NO_MODEL)
             self.generation_failed.emit(ev)
+            self.generation_ended.emit(ev.request_id)
 
     def _crash(self, description: str) -> None:
         if self._fake_state == EngineState.LOADING and self._last is not None:
@@ -310,10 +319,7 @@ class FakeEngine(EngineClient):
         self._timer.stop()
         self._events = iter(())
         self._running = False
-        self._turn = None
-        self._load_rid = None
-        self.model = None
-        self._enter(EngineState.DEAD)
+        self._drop_turn()
         self.engine_crashed.emit(description)
 
     def _load_events(self, rid: int, path: str, settings: LoadSettings) -> Iterator[object]:

@@ -10,7 +10,7 @@ from PySide6.QtGui import QDropEvent
 
 from app.core import protocol as P
 from app.core.chat import StopReason
-from app.ui.chat.controller import stats_footer
+from app.ui.common.stats_format import reply_footer
 from app.ui.chat.view import CodeBlock, MessageWidget
 from app.ui.engine_client import EngineState
 from tests.support.fake_engine import CrashMidReply, Endless, FakeEngine, Refuse, reply
@@ -37,7 +37,7 @@ def test_a_message_gets_a_streamed_reply_and_live_stats(qtbot, window):
     decode = window.stats_panel.tiles["decode"][0].text()
     assert ttft.endswith("ms") and _number(ttft) == round(fin.stats.ttft_s * 1000)
     assert decode.endswith("tok/s") and abs(_number(decode) - fin.stats.decode_tok_s) < 0.5
-    assert msgs[1].footer.text() == stats_footer(fin.stats)
+    assert msgs[1].footer.text() == reply_footer(fin.stats)
     cached, evaluated, generated = window.stats_panel.ctx_bar.parts
     assert cached == fin.stats.cached_tokens and evaluated == fin.stats.evaluated_tokens
     assert generated == fin.stats.generated_tokens == len(pieces)
