@@ -49,8 +49,9 @@ class ChatMessage:
     content: str
 
     def __post_init__(self) -> None:
-        if not isinstance(self.role, Role):
-            object.__setattr__(self, "role", Role(self.role))
+        given: object = self.role  # callers outside core may still pass the value as text
+        if not isinstance(given, Role):
+            object.__setattr__(self, "role", Role(given))
 
 
 class StopReason(_ValueEnum):
@@ -173,8 +174,9 @@ class GenerationStats:
         return (self.generated_tokens - 1) / self.decode_s
 
     def __post_init__(self) -> None:
-        if not isinstance(self.stop_reason, StopReason):
-            object.__setattr__(self, "stop_reason", StopReason.parse(self.stop_reason))
+        given: object = self.stop_reason  # callers outside core may still pass the value as text
+        if not isinstance(given, StopReason):
+            object.__setattr__(self, "stop_reason", StopReason.parse(given))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready values: every field (``stop_reason`` as its string) plus the two speeds, tok/s."""
@@ -207,8 +209,9 @@ class LoadSettings:
     swa_full: bool = True
 
     def __post_init__(self) -> None:
-        if not isinstance(self.context_policy, ContextPolicy):
-            object.__setattr__(self, "context_policy", ContextPolicy.parse(self.context_policy))
+        given: object = self.context_policy  # callers outside core may still pass the value as text
+        if not isinstance(given, ContextPolicy):
+            object.__setattr__(self, "context_policy", ContextPolicy.parse(given))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready values (``context_policy`` as its string)."""
