@@ -524,8 +524,6 @@ class DownloadManager:
                 queued = self._snapshot(item)
             self._emit(item, queued)
 
-    retry = resume
-
     def cancel(self, download_id: str) -> None:
         """Cancel a download and delete its partial files (installed files stay).
 

@@ -287,10 +287,6 @@ class GGUFInfo:
         return int(v) if v is not None else None
 
     @property
-    def tokenizer_model(self) -> str:
-        return str(self.metadata.get("tokenizer.ggml.model", ""))
-
-    @property
     def embedding_tensor(self) -> TensorInfo | None:
         """``token_embd.weight``: the [n_vocab x n_embd] lookup table."""
         for t in self.tensors:
@@ -299,14 +295,6 @@ class GGUFInfo:
         return None
 
     # --- split files -------------------------------------------------------------------------
-    @property
-    def split_count(self) -> int:
-        return int(self.metadata.get("split.count", 1) or 1)
-
-    @property
-    def split_no(self) -> int:
-        return int(self.metadata.get("split.no", 0) or 0)
-
     def split_paths(self) -> list[Path]:
         """All parts' paths for a split model (``-00001-of-00003.gguf``), else [path]."""
         return split_part_paths(Path(self.path)) or [Path(self.path)]

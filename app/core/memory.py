@@ -78,16 +78,6 @@ class KVCacheLayout:
         return sum(c * b for c, b in zip(self.layer_cells, self.layer_bytes_per_cell))
 
     @property
-    def full_bytes(self) -> int:
-        """Allocated bytes of the full-attention layers."""
-        return sum(c * b for c, b, s in zip(self.layer_cells, self.layer_bytes_per_cell, self.layer_is_swa) if not s)
-
-    @property
-    def swa_bytes(self) -> int:
-        """Allocated bytes of the sliding-window layers."""
-        return self.allocated_bytes - self.full_bytes
-
-    @property
     def bytes_per_token(self) -> int:
         """Bytes one more token adds while every layer still has room."""
         return sum(self.layer_bytes_per_cell)
