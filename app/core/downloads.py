@@ -229,7 +229,7 @@ class _Item:
     speed: float = 0.0
     stop: threading.Event = field(default_factory=threading.Event)
     stop_reason: str | None = None
-    samples: deque = field(default_factory=lambda: deque(maxlen=256))
+    samples: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=256))  # (monotonic s, bytes done)
     last_emit: float = 0.0
     hash_cache: tuple[int, _Hash] | None = None  # (part index, running hash) kept across pause/resume
 

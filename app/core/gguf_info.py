@@ -369,7 +369,7 @@ class _Cursor:
     :class:`GGUFHeaderIncomplete`.
     """
 
-    def __init__(self, buf: Any, path: Path, file_size: int | None = None, partial: bool = False) -> None:
+    def __init__(self, buf: bytes | mmap.mmap, path: Path, file_size: int | None = None, partial: bool = False) -> None:
         self.buf = buf
         self.size = len(buf)
         self.file_size = self.size if file_size is None else file_size
@@ -539,7 +539,7 @@ def read_gguf_info(path: os.PathLike[str] | str, *, check_tensors: bool = True) 
     if size == 0:
         raise GGUFError(p, "the file is empty (0 bytes)", "The download or copy failed: download the model again")
     try:
-        fh = open(p, "rb")
+        fh = open(p, "rb")  # noqa: SIM115 - closed by the with below; opened apart to name an open error
     except OSError as exc:
         raise GGUFError(p, f"the file cannot be opened ({exc.strerror or exc})", "Check its permissions") from None
     with fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
@@ -582,7 +582,7 @@ def read_gguf_info_bytes(
     return _parse_header(buf, p, file_size, check_tensors=check_tensors, partial=len(buf) < file_size)
 
 
-def _parse_header(buf: Any, p: Path, size: int, *, check_tensors: bool, partial: bool) -> GGUFInfo:
+def _parse_header(buf: bytes | mmap.mmap, p: Path, size: int, *, check_tensors: bool, partial: bool) -> GGUFInfo:
     """The one GGUF header parser, over a memory map of the whole file or a byte prefix."""
     head = bytes(buf[:64])
     if head[:4] != GGUF_MAGIC_BYTES:

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from huggingface_hub import HfApi, constants, hf_hub_url
 from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
@@ -44,13 +44,17 @@ from huggingface_hub.utils import build_hf_headers, get_session, get_token, hf_r
 
 from app.core.fit import FitReport, SystemMemory, Verdict, fit_verdict, system_memory
 from app.core.gguf_info import SPLIT_RE, GGUFHeaderIncomplete, GGUFInfo, format_bytes, read_gguf_info_bytes
-from app.core.settings import Settings
 
 log = logging.getLogger(__name__)
 
 # The HTTP library huggingface_hub's session is built on: httpx2 in huggingface_hub 2.x, httpx in 1.x
-# (same API). Exceptions must be caught from the very module the session raises them from.
-httpx2: Any = getattr(_hf_http, "httpx2", None) or _hf_http.httpx
+# (same API). Exceptions must be caught from the very module the session raises them from. The type
+# checker reads httpx2's types (installed with huggingface_hub 2.x); at run time it is whichever one
+# huggingface_hub imported.
+if TYPE_CHECKING:
+    import httpx2 as httpx2  # re-exported: downloads catches the same exceptions
+else:
+    httpx2 = getattr(_hf_http, "httpx2", None) or _hf_http.httpx
 
 CONNECT_TIMEOUT = 5.0  # seconds to open a connection before calling the Hub unreachable
 READ_TIMEOUT = 30.0  # seconds without a byte before a read fails
@@ -167,7 +171,7 @@ class _FailFastClient(httpx2.Client):
     connect_timeout: float = CONNECT_TIMEOUT
     read_timeout: float = READ_TIMEOUT
 
-    def send(self, request: httpx2.Request, **kwargs: Any) -> httpx2.Response:  # type: ignore[override]
+    def send(self, request: httpx2.Request, **kwargs: Any) -> httpx2.Response:
         t = dict(request.extensions.get("timeout") or {})
         for key, default in (
             ("connect", self.connect_timeout),

@@ -75,7 +75,7 @@ class KVCacheLayout:
     @property
     def allocated_bytes(self) -> int:
         """Bytes llama.cpp allocates for the KV cache."""
-        return sum(c * b for c, b in zip(self.layer_cells, self.layer_bytes_per_cell))
+        return sum(c * b for c, b in zip(self.layer_cells, self.layer_bytes_per_cell, strict=True))
 
     @property
     def bytes_per_token(self) -> int:
@@ -89,7 +89,7 @@ class KVCacheLayout:
         context grows; full layers grow by one cell per token.
         """
         n = max(0, n_tokens)
-        return sum(min(n, c) * b for c, b in zip(self.layer_cells, self.layer_bytes_per_cell))
+        return sum(min(n, c) * b for c, b in zip(self.layer_cells, self.layer_bytes_per_cell, strict=True))
 
     @property
     def n_swa_layers(self) -> int:
