@@ -48,7 +48,7 @@ from huggingface_hub.utils import build_hf_headers, get_session
 
 from app.core.download_items import DownloadError, DownloadItem, PartState, RunningHash
 from app.core.gguf_info import format_bytes
-from app.core.hub import (
+from app.core.hub_http import (
     CONNECT_TIMEOUT,
     LIBRARY_NAME,
     READ_TIMEOUT,

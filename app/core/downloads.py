@@ -75,7 +75,8 @@ from app.core.download_transfer import (
     verify_part,
 )
 from app.core.gguf_info import format_bytes
-from app.core.hub import HubFile, install_http_client, is_offline_mode, offline_error, scrub
+from app.core.hub_files import HubFile
+from app.core.hub_http import install_http_client, is_offline_mode, offline_error, scrub
 from app.paths import Paths
 
 log = logging.getLogger(__name__)
