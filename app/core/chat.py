@@ -32,6 +32,14 @@ class Role(_ValueEnum):
     USER = "user"
     ASSISTANT = "assistant"
 
+    @classmethod
+    def parse(cls, value: object) -> Role:
+        """The member for a stored value; anything unknown reads as :attr:`USER` (as salvage does)."""
+        try:
+            return cls(value)
+        except (ValueError, TypeError):
+            return cls.USER
+
 
 @dataclass(frozen=True)
 class ChatMessage:

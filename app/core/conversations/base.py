@@ -156,7 +156,7 @@ class StoreBase:
             id=mid,
             conversation_id=conv,
             parent_id=parent,
-            role=Role(role),
+            role=Role.parse(role),
             content=self._pending.get(mid, str(content)),
             created_at=created,
             complete=bool(complete),

@@ -165,7 +165,7 @@ class Message:
         id: unique in the store.
         conversation_id: the conversation it belongs to.
         parent_id: the message it answers or follows; None for a first message.
-        role: system, user or assistant.
+        role: who wrote it; a stored role Glassbox does not know reads as ``Role.USER``.
         content: the text (while a reply streams, the latest text given to the store).
         created_at: seconds since the epoch.
         complete: False while streaming or when the reply was cut off

@@ -311,7 +311,6 @@ class _Salvage:
                     json.dumps(sampler),
                 ),
             )
-        roles = {r.value for r in Role}
         for mid, raw in msgs.items():
             cid = as_int(raw.get("conversation_id"))
             parent = as_int(raw.get("parent_id"))
@@ -320,7 +319,7 @@ class _Salvage:
             ):
                 parent = None
                 detached += 1
-            role = raw.get("role") if raw.get("role") in roles else Role.USER.value
+            role = Role.parse(raw.get("role")).value
             text_lost = raw.get("_text_lost", False)
             content = UNREADABLE_TEXT if text_lost else as_text(raw.get("content"))
             conn.execute(

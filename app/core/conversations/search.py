@@ -55,7 +55,7 @@ def _search_fts(conn: sqlite3.Connection, terms: list[str], limit: int) -> list[
             ORDER BY rank LIMIT ?""",
         (match, limit),
     ).fetchall()
-    return [SearchHit(cid, mid, title, Role(role), *_parse_marked(snip)) for cid, mid, title, role, snip in rows]
+    return [SearchHit(cid, mid, title, Role.parse(role), *_parse_marked(snip)) for cid, mid, title, role, snip in rows]
 
 
 def _search_scan(conn: sqlite3.Connection, terms: list[str], limit: int) -> list[SearchHit]:
@@ -69,7 +69,7 @@ def _search_scan(conn: sqlite3.Connection, terms: list[str], limit: int) -> list
     ).fetchall()
     pattern = re.compile("|".join(re.escape(t) for t in sorted(terms, key=len, reverse=True)), re.IGNORECASE)
     return [
-        SearchHit(cid, mid, title, Role(role), *_parse_marked(_mark_snippet(text, pattern)))
+        SearchHit(cid, mid, title, Role.parse(role), *_parse_marked(_mark_snippet(text, pattern)))
         for cid, mid, title, role, text in rows
     ]
 
