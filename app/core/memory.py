@@ -8,7 +8,7 @@ src/llama-context.cpp)::
 
     n_ctx_cells  = pad(n_ctx, 256)                          # llama_context pads n_ctx
     cells(layer) = n_ctx_cells                              # full-attention layer
-                 = pad(min(n_ctx_cells, n_swa + n_ubatch), 256)   # SWA layer, swa_full off
+                 = pad(min(n_ctx_cells, n_swa * n_seq + n_ubatch), 256)   # SWA layer, swa_full off
                  = n_ctx_cells                              # SWA layer, swa_full on (default)
     bytes        = sum over layers of cells(layer) * (row(type_k, n_embd_head_k * n_head_kv(layer))
                                                      + row(type_v, n_embd_head_v * n_head_kv(layer)))
@@ -61,6 +61,7 @@ class KVCacheLayout:
         n_swa: sliding window of the SWA layers, tokens (0: none).
         layer_cells: cells allocated per layer, tokens.
         layer_bytes_per_cell: K + V bytes per cell per layer.
+        layer_is_swa: per layer, True for a sliding-window layer.
         type_k, type_v: cache types.
     """
 
