@@ -244,10 +244,6 @@ class GGUFInfo:
             return n
         return int(self.arch_key("vocab_size", 0) or 0)
 
-    @property
-    def expert_count(self) -> int:
-        return int(self.arch_key("expert_count", 0) or 0)
-
     # --- tokenizer and chat -----------------------------------------------------------------
     @property
     def chat_template(self) -> str | None:
