@@ -8,7 +8,9 @@ Each file goes to ``<final name>.part``, is resumed with a ranged GET, hashed
 while written and checked against the Hub's size and sha256 before it is
 renamed into place, the first part of a split model last
 (:mod:`app.core.download_transfer` has the steps). The records and the saved
-queue are :mod:`app.core.download_items`.
+queue are :mod:`app.core.download_items`. What stays here (about 630 lines) is
+one job: the queue's state machine (queued, running, paused, done, failed,
+cancelled) with its locks, listeners and worker threads.
 
 Dropped connections, read timeouts, 429 and 5xx are retried with exponential
 backoff (``retry_base`` doubling up to ``retry_max`` seconds, at most
