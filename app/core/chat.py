@@ -1,5 +1,12 @@
 """Chat values shared by the engine, the UI and storage: messages, stop reasons,
-context policy and the per-turn measurements."""
+context policy and the per-turn measurements.
+
+The enums are ``str`` enums: a member compares equal to its value (``Role.USER == "user"``),
+serialises as its value (JSON, SQLite) and prints as its value (``str``, f-strings, chat
+templates), so stored files and rendered prompts read exactly as plain strings did. Each has
+``parse(value)``, which turns stored text into a member and an unknown value into the
+documented default instead of raising.
+"""
 
 from __future__ import annotations
 
@@ -8,21 +15,54 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 
-class Role(str, enum.Enum):
+class _ValueEnum(str, enum.Enum):
+    """A str enum that prints as its value (``f"{Role.USER}"`` is ``user``, not ``Role.USER``)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class Role(_ValueEnum):
+    """Who speaks a message: the chat template's ``role``."""
+
     SYSTEM = "system"
     USER = "user"
     ASSISTANT = "assistant"
 
+    @classmethod
+    def parse(cls, value: object) -> Role:
+        """The member for a stored value; anything unknown reads as :attr:`USER` (as salvage does)."""
+        try:
+            return cls(value)
+        except (ValueError, TypeError):
+            return cls.USER
+
 
 @dataclass(frozen=True)
 class ChatMessage:
-    """One message as the chat template sees it."""
+    """One message as the chat template sees it.
 
-    role: str
+    Attributes:
+        role: :class:`Role`; a role given as its value (``"user"``) is converted.
+        content: the visible text.
+
+    Raises:
+        ValueError: ``role`` is not a :class:`Role` value.
+    """
+
+    role: Role
     content: str
 
+    def __post_init__(self) -> None:
+        given: object = self.role  # callers outside core may still pass the value as text
+        if not isinstance(given, Role):
+            object.__setattr__(self, "role", Role(given))
 
-class StopReason(str, enum.Enum):
+
+class StopReason(_ValueEnum):
     """Why a reply ended (the ``stop_reason`` of every turn)."""
 
     EOS = "eos"  # the model produced an end-of-generation token (EOS/EOT)
@@ -34,7 +74,16 @@ class StopReason(str, enum.Enum):
 
     @property
     def label(self) -> str:
+        """Words for people, e.g. ``max_tokens reached``."""
         return _STOP_LABELS[self]
+
+    @classmethod
+    def parse(cls, value: object) -> StopReason:
+        """The member for a stored value; anything unknown reads as :attr:`EOS` (the normal end)."""
+        try:
+            return cls(value)
+        except (ValueError, TypeError):
+            return cls.EOS
 
 
 _STOP_LABELS = {
@@ -47,7 +96,7 @@ _STOP_LABELS = {
 }
 
 
-class ContextPolicy(str, enum.Enum):
+class ContextPolicy(_ValueEnum):
     """What to do when the conversation no longer fits in n_ctx."""
 
     STOP = "stop"  # stop at the limit and say so
@@ -55,10 +104,19 @@ class ContextPolicy(str, enum.Enum):
 
     @property
     def label(self) -> str:
+        """Words for people, e.g. ``Stop at the limit``."""
         return {
             ContextPolicy.STOP: "Stop at the limit",
             ContextPolicy.ROLLING: "Drop oldest turns and go on",
         }[self]
+
+    @classmethod
+    def parse(cls, value: object) -> ContextPolicy:
+        """The member for a stored value; anything unknown reads as :attr:`STOP`."""
+        try:
+            return cls(value)
+        except (ValueError, TypeError):
+            return cls.STOP
 
 
 @dataclass(frozen=True)
@@ -78,7 +136,8 @@ class GenerationStats:
         n_ctx: context size, tokens.
         context_used: tokens in the KV cache at the end.
         kv_used_bytes / kv_allocated_bytes: KV cache bytes holding data / allocated.
-        stop_reason: why it ended (:class:`StopReason` value).
+        stop_reason: why it ended; a value given as text is parsed
+            (:meth:`StopReason.parse`: unknown text reads as ``EOS``).
         seed: the seed the sampler used.
         dropped_messages: oldest messages left out to fit n_ctx (rolling policy).
         context_shifts: times the context was rebuilt mid-reply (rolling policy).
@@ -97,7 +156,7 @@ class GenerationStats:
     context_used: int = 0
     kv_used_bytes: int = 0
     kv_allocated_bytes: int = 0
-    stop_reason: str = StopReason.EOS.value
+    stop_reason: StopReason = StopReason.EOS
     seed: int = 0
     dropped_messages: int = 0
     context_shifts: int = 0
@@ -122,18 +181,18 @@ class GenerationStats:
             return 0.0
         return (self.generated_tokens - 1) / self.decode_s
 
+    def __post_init__(self) -> None:
+        given: object = self.stop_reason  # callers outside core may still pass the value as text
+        if not isinstance(given, StopReason):
+            object.__setattr__(self, "stop_reason", StopReason.parse(given))
+
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready values: every field (``stop_reason`` as its string) plus the two speeds, tok/s."""
         d = asdict(self)
+        d["stop_reason"] = self.stop_reason.value
         d["prefill_tok_s"] = self.prefill_tok_s
         d["decode_tok_s"] = self.decode_tok_s
         return d
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> GenerationStats:
-        if not data:
-            return cls()
-        names = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in names})
 
 
 @dataclass(frozen=True)
@@ -145,7 +204,8 @@ class LoadSettings:
         n_gpu_layers: layers to offload to the GPU (-1 = all; ignored on a CPU-only build).
         n_threads: CPU threads for decode (0 = auto).
         n_batch: prompt tokens evaluated per llama_decode call in prefill.
-        context_policy: :class:`ContextPolicy` value.
+        context_policy: what to do when n_ctx is full; a value given as text is parsed
+            (:meth:`ContextPolicy.parse`: unknown text reads as ``STOP``).
         swa_full: full-size KV cache for sliding-window layers (enables prefix reuse).
     """
 
@@ -153,26 +213,38 @@ class LoadSettings:
     n_gpu_layers: int = -1
     n_threads: int = 0
     n_batch: int = 512
-    context_policy: str = ContextPolicy.STOP.value
+    context_policy: ContextPolicy = ContextPolicy.STOP
     swa_full: bool = True
 
+    def __post_init__(self) -> None:
+        given: object = self.context_policy  # callers outside core may still pass the value as text
+        if not isinstance(given, ContextPolicy):
+            object.__setattr__(self, "context_policy", ContextPolicy.parse(given))
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """JSON-ready values (``context_policy`` as its string)."""
+        d = asdict(self)
+        d["context_policy"] = self.context_policy.value
+        return d
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> LoadSettings:
+        """Build from stored values: a value of the wrong type reads as the field's default,
+        an unknown context policy as ``STOP``; n_ctx, n_batch and n_threads are clamped
+        (0..2^20, 16..8192, 0..512)."""
         if not data:
             return cls()
         base = cls()
         out: dict[str, Any] = {}
         for k, default in asdict(base).items():
             v = data.get(k, default)
+            if k == "context_policy":
+                out[k] = ContextPolicy.parse(v)
+                continue
             try:
                 out[k] = type(default)(v)
             except (TypeError, ValueError):
                 out[k] = default
-        if out["context_policy"] not in {p.value for p in ContextPolicy}:
-            out["context_policy"] = base.context_policy
         out["n_ctx"] = max(0, min(out["n_ctx"], 1 << 20))
         out["n_batch"] = max(16, min(out["n_batch"], 8192))
         out["n_threads"] = max(0, min(out["n_threads"], 512))

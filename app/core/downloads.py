@@ -4,23 +4,13 @@
 one GGUF file, or every part of a split model) and runs ``concurrency`` of them
 at a time on plain worker threads.
 
-How one file is downloaded (why not ``hf_hub_download``: huggingface_hub 2.x
-deletes its partial file when a download fails, so nothing could resume):
-
-1. The bytes go to ``<final name>.part`` next to the final file. The library
-   never lists ``.part`` files, so a half model is never shown.
-2. A restart resumes with ``Range: bytes=<size of .part>-`` on huggingface_hub's
-   own session (``get_session()``), URL (``hf_hub_url``, pinned to the commit the
-   listing came from) and headers (``build_hf_headers``: user agent, token).
-3. The sha256 is computed while writing; on resume the existing ``.part`` is
-   hashed first (in memory the hash state is kept across pause/resume in one
-   run). At the end, size and sha256 must equal the Hub's LFS listing.
-4. A mismatch deletes the ``.part`` (its bytes are wrong; resuming would keep
-   them) and fails with a message; resuming then starts from zero. A damaged
-   model is never installed.
-5. When every part is verified they are renamed to their final names with
-   ``os.replace`` (atomic), the first part last, so the library sees a split
-   model only once all its parts are in place.
+Each file goes to ``<final name>.part``, is resumed with a ranged GET, hashed
+while written and checked against the Hub's size and sha256 before it is
+renamed into place, the first part of a split model last
+(:mod:`app.core.download_transfer` has the steps). The records and the saved
+queue are :mod:`app.core.download_items`. What stays here (about 630 lines) is
+one job: the queue's state machine (queued, running, paused, done, failed,
+cancelled) with its locks, listeners and worker threads.
 
 Dropped connections, read timeouts, 429 and 5xx are retried with exponential
 backoff (``retry_base`` doubling up to ``retry_max`` seconds, at most
@@ -48,268 +38,52 @@ ignored.
 
 from __future__ import annotations
 
-import enum
-import errno
-import hashlib
-import json
 import logging
 import os
-import shutil
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO
+from typing import Any
 
-from huggingface_hub import constants, hf_hub_url
-from huggingface_hub.errors import OfflineModeIsEnabled
-from huggingface_hub.utils import build_hf_headers, get_session, get_token
+from huggingface_hub import constants
+from huggingface_hub.utils import get_token
 
-from app.core.gguf_info import format_bytes
-from app.core.hub import (
-    CONNECT_TIMEOUT,
-    LIBRARY_NAME,
-    READ_TIMEOUT,
-    HubFile,
-    HubOfflineError,
-    auth_error,
-    httpx2,
-    install_http_client,
-    is_offline_mode,
-    offline_error,
-    scrub,
+from app.core.download_items import (
+    DISK_RESERVE,
+    PART_SUFFIX,
+    TERMINAL,
+    DownloadError,
+    DownloadItem,
+    DownloadState,
+    DownloadStatus,
+    InsufficientSpaceError,
+    PartState,
+    RunningHash,
+    StopRequest,
+    dest_dir_for,
+    disk_free,
+    load_queue,
+    save_queue,
 )
-from app.core.settings import atomic_write_text
+from app.core.download_transfer import (
+    ChecksumMismatch,
+    Retryable,
+    Stopped,
+    check_stop,
+    fetch_part,
+    hash_part_file,
+    verify_part,
+)
+from app.core.gguf_info import format_bytes
+from app.core.hub_files import HubFile
+from app.core.hub_http import install_http_client, is_offline_mode, offline_error, scrub
 from app.paths import Paths
 
 log = logging.getLogger(__name__)
 
-PART_SUFFIX = ".part"
-DISK_RESERVE = 100 << 20  # bytes kept free on the disk beyond the download itself
 SPEED_WINDOW = 3.0  # seconds of samples averaged for the speed
-STATE_VERSION = 1
-
-
-class DownloadState(str, enum.Enum):
-    QUEUED = "queued"
-    RUNNING = "running"
-    PAUSED = "paused"
-    DONE = "done"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
-TERMINAL = frozenset({DownloadState.DONE, DownloadState.FAILED, DownloadState.CANCELLED})
-
-
-class DownloadError(Exception):
-    """A download cannot go on; ``str(error)`` is the message for a person."""
-
-
-class InsufficientSpaceError(DownloadError):
-    """Not enough free disk space.
-
-    Attributes:
-        needed: bytes the download still needs (plus the reserve).
-        free: bytes free on the disk.
-        folder: the folder the files go to.
-    """
-
-    def __init__(self, message: str, *, needed: int, free: int, folder: Path) -> None:
-        super().__init__(message)
-        self.needed = needed
-        self.free = free
-        self.folder = folder
-
-
-class _Stopped(Exception):
-    """Internal: the worker was asked to stop (pause, cancel or shutdown)."""
-
-
-class _Retryable(Exception):
-    """Internal: a transient failure worth retrying."""
-
-
-@dataclass
-class _Hash:
-    """The running sha256 of a ``.part``: ``hashed`` bytes fed, equal to the bytes in the file."""
-
-    hasher: Any = field(default_factory=hashlib.sha256)
-    hashed: int = 0
-
-
-@dataclass
-class PartState:
-    """One file of a download (persisted).
-
-    Attributes:
-        filename: path in the repository.
-        size: bytes, from the Hub listing.
-        sha256: expected sha256 (hex), None when the Hub lists none (non-LFS).
-        dest: the final path on disk.
-        verified: the ``.part`` is complete and its sha256 matched.
-        installed: renamed to ``dest``.
-    """
-
-    filename: str
-    size: int
-    sha256: str | None
-    dest: str
-    verified: bool = False
-    installed: bool = False
-
-    @property
-    def dest_path(self) -> Path:
-        return Path(self.dest)
-
-    @property
-    def part_path(self) -> Path:
-        return Path(self.dest + PART_SUFFIX)
-
-
-@dataclass(frozen=True)
-class DownloadStatus:
-    """A snapshot of one download, safe to pass between threads.
-
-    Attributes:
-        id: the download's id.
-        repo_id, revision, name, quant: what is downloaded.
-        state: queued / running / paused / done / failed / cancelled.
-        done_bytes, total_bytes: progress over all parts, bytes.
-        speed: bytes/s averaged over the last few seconds (0 when unknown).
-        eta: seconds left at that speed (None when unknown).
-        error: the message when failed (or a note, e.g. retrying), else None.
-        paths: the final paths of all parts (the first is what llama.cpp loads).
-        part_index, n_parts: which part is being downloaded (0-based), of how many.
-    """
-
-    id: str
-    repo_id: str
-    revision: str
-    name: str
-    quant: str
-    state: DownloadState
-    done_bytes: int
-    total_bytes: int
-    speed: float
-    eta: float | None
-    error: str | None
-    paths: tuple[Path, ...]
-    part_index: int
-    n_parts: int
-
-    @property
-    def fraction(self) -> float:
-        return self.done_bytes / self.total_bytes if self.total_bytes else 0.0
-
-    @property
-    def path(self) -> Path:
-        """The model's path (first part)."""
-        return self.paths[0]
-
-
-@dataclass
-class _Item:
-    id: str
-    repo_id: str
-    revision: str
-    endpoint: str
-    name: str
-    quant: str
-    parts: list[PartState]
-    state: DownloadState = DownloadState.QUEUED
-    error: str | None = None
-    created: float = field(default_factory=time.time)
-    # runtime only
-    done_bytes: int = 0
-    part_index: int = 0
-    speed: float = 0.0
-    stop: threading.Event = field(default_factory=threading.Event)
-    stop_reason: str | None = None
-    samples: deque = field(default_factory=lambda: deque(maxlen=256))
-    last_emit: float = 0.0
-    hash_cache: tuple[int, _Hash] | None = None  # (part index, running hash) kept across pause/resume
-
-    @property
-    def total_bytes(self) -> int:
-        return sum(p.size for p in self.parts)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "repo_id": self.repo_id,
-            "revision": self.revision,
-            "endpoint": self.endpoint,
-            "name": self.name,
-            "quant": self.quant,
-            "state": self.state.value,
-            "error": self.error,
-            "created": self.created,
-            "parts": [
-                {
-                    "filename": p.filename,
-                    "size": p.size,
-                    "sha256": p.sha256,
-                    "dest": p.dest,
-                    "verified": p.verified,
-                    "installed": p.installed,
-                }
-                for p in self.parts
-            ],
-        }
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> _Item:
-        parts = [
-            PartState(
-                str(p["filename"]),
-                int(p["size"]),
-                p.get("sha256"),
-                str(p["dest"]),
-                bool(p.get("verified")),
-                bool(p.get("installed")),
-            )
-            for p in d["parts"]
-        ]
-        state = DownloadState(d.get("state", "queued"))
-        if state is DownloadState.RUNNING:  # it was running when the app quit or crashed
-            state = DownloadState.QUEUED
-        return cls(
-            str(d["id"]),
-            str(d["repo_id"]),
-            str(d["revision"]),
-            str(d["endpoint"]),
-            str(d["name"]),
-            str(d.get("quant", "")),
-            parts,
-            state,
-            d.get("error"),
-            float(d.get("created", time.time())),
-        )
-
-
-def _open_for_append(path: Path) -> BinaryIO:
-    """Open a ``.part`` file for appending (tests replace this to simulate a full disk)."""
-    return open(path, "ab")
-
-
-def disk_free(path: Path) -> int:
-    """Free bytes on the disk holding ``path`` (or its nearest existing parent)."""
-    p = Path(path)
-    while not p.exists() and p.parent != p:
-        p = p.parent
-    return shutil.disk_usage(p).free
-
-
-def dest_dir_for(models_dir: Path, repo_id: str) -> Path:
-    """Where a repository's files go: ``models/<owner>/<name>/`` (like LM Studio)."""
-    parts = [s for s in repo_id.split("/") if s]
-    if not parts or any(s in (".", "..") for s in parts):
-        raise DownloadError(f"invalid repository id '{repo_id}'")
-    return models_dir.joinpath(*parts)
 
 
 class DownloadManager:
@@ -378,7 +152,7 @@ class DownloadManager:
         # Held while listeners are called, so events arrive in the order the states changed.
         # Lock order: _emit_lock, then _lock (never the other way round).
         self._emit_lock = threading.RLock()
-        self._items: dict[str, _Item] = {}
+        self._items: dict[str, DownloadItem] = {}
         self._workers: list[threading.Thread] = []
         self._stopping = False
         self._load()
@@ -418,7 +192,7 @@ class DownloadManager:
             self._stopping = True
             for item in self._items.values():
                 if item.state is DownloadState.RUNNING:
-                    item.stop_reason = "shutdown"
+                    item.stop_request = StopRequest.SHUTDOWN
                     item.stop.set()
             self._cond.notify_all()
             workers, self._workers = self._workers, []
@@ -466,7 +240,7 @@ class DownloadManager:
                         return it.id
                 if all(Path(p.dest).exists() for p in parts):
                     raise DownloadError(f"{file.name} is already downloaded: {parts[0].dest}")
-                item = _Item(
+                item = DownloadItem(
                     uuid.uuid4().hex[:12],
                     file.repo_id,
                     file.revision,
@@ -478,7 +252,7 @@ class DownloadManager:
                 self._check_space(item)
                 self._items[item.id] = item
                 self._save()
-                queued = self._snapshot(item)
+                queued = item.snapshot()
             self._emit(item, queued)
         return item.id
 
@@ -495,14 +269,14 @@ class DownloadManager:
             with self._lock:
                 item = self._items[download_id]
                 if item.state is DownloadState.RUNNING:
-                    item.stop_reason = "pause"
+                    item.stop_request = StopRequest.PAUSE
                     item.stop.set()
                     return
                 if item.state is not DownloadState.QUEUED:
                     return
                 item.state = DownloadState.PAUSED
                 self._save()
-                snap = self._snapshot(item)
+                snap = item.snapshot()
             self._emit(item, snap)
 
     def resume(self, download_id: str) -> None:
@@ -521,10 +295,8 @@ class DownloadManager:
                 item.state = DownloadState.QUEUED
                 item.error = None
                 self._save()
-                queued = self._snapshot(item)
+                queued = item.snapshot()
             self._emit(item, queued)
-
-    retry = resume
 
     def cancel(self, download_id: str) -> None:
         """Cancel a download and delete its partial files (installed files stay).
@@ -536,7 +308,7 @@ class DownloadManager:
             with self._lock:
                 item = self._items[download_id]
                 if item.state is DownloadState.RUNNING:
-                    item.stop_reason = "cancel"
+                    item.stop_request = StopRequest.CANCEL
                     item.stop.set()
                     return
                 if item.state in (DownloadState.DONE, DownloadState.CANCELLED):
@@ -544,7 +316,7 @@ class DownloadManager:
                 self._delete_partials(item)
                 item.state = DownloadState.CANCELLED
                 self._save()
-                snap = self._snapshot(item)
+                snap = item.snapshot()
             self._emit(item, snap)
 
     def remove(self, download_id: str) -> None:
@@ -564,12 +336,12 @@ class DownloadManager:
     def status(self, download_id: str) -> DownloadStatus:
         """A snapshot of one download. Raises KeyError for an unknown id."""
         with self._lock:
-            return self._snapshot(self._items[download_id])
+            return self._items[download_id].snapshot()
 
     def items(self) -> list[DownloadStatus]:
         """Snapshots of every download, oldest first (the queue order)."""
         with self._lock:
-            return [self._snapshot(i) for i in self._items.values()]
+            return [i.snapshot() for i in self._items.values()]
 
     def wait(
         self,
@@ -590,7 +362,7 @@ class DownloadManager:
                 if left is not None and left <= 0:
                     raise TimeoutError(f"download {download_id} is still {self._items[download_id].state.value}")
                 self._cond.wait(left if left is not None else 1.0)
-            return self._snapshot(self._items[download_id])
+            return self._items[download_id].snapshot()
 
     # --- internals: state -------------------------------------------------------------------------
     def _endpoint_now(self) -> str:
@@ -611,50 +383,19 @@ class DownloadManager:
             return None
 
     def _load(self) -> None:
-        try:
-            raw = self.state_file.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            self.notice = f"Could not read the download list {self.state_file} ({exc.strerror or exc})."
-            return
-        try:
-            data = json.loads(raw)
-            items = [_Item.from_json(d) for d in data.get("items", [])]
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            aside = self.state_file.with_name(f"{self.state_file.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
-            try:
-                os.replace(self.state_file, aside)
-            except OSError:
-                pass
-            self.notice = f"The download list {self.state_file} was damaged ({exc}); it was set aside."
-            return
+        items, self.notice = load_queue(self.state_file)
         for it in items:
-            it.done_bytes = self._bytes_on_disk(it)
+            it.done_bytes = it.bytes_on_disk()
             self._items[it.id] = it
 
     def _save(self) -> None:
-        data = {"version": STATE_VERSION, "items": [i.to_json() for i in self._items.values()]}
         try:
-            atomic_write_text(self.state_file, json.dumps(data, indent=1, ensure_ascii=False))
+            save_queue(self.state_file, self._items.values())
         except OSError as exc:
             log.warning("could not save the download list: %s", exc)
 
-    @staticmethod
-    def _bytes_on_disk(item: _Item) -> int:
-        n = 0
-        for p in item.parts:
-            if p.installed or p.verified:
-                n += p.size
-                continue
-            try:
-                n += min(p.part_path.stat().st_size, p.size)
-            except OSError:
-                pass
-        return n
-
-    def _check_space(self, item: _Item) -> None:
-        remaining = item.total_bytes - self._bytes_on_disk(item)
+    def _check_space(self, item: DownloadItem) -> None:
+        remaining = item.total_bytes - item.bytes_on_disk()
         folder = item.parts[0].dest_path.parent
         free = self.free_space(folder)
         if remaining + self.disk_reserve > free:
@@ -667,27 +408,7 @@ class DownloadManager:
                 folder=folder,
             )
 
-    def _snapshot(self, item: _Item) -> DownloadStatus:
-        remaining = item.total_bytes - item.done_bytes
-        eta = remaining / item.speed if item.speed > 0 and item.state is DownloadState.RUNNING else None
-        return DownloadStatus(
-            item.id,
-            item.repo_id,
-            item.revision,
-            item.name,
-            item.quant,
-            item.state,
-            item.done_bytes,
-            item.total_bytes,
-            item.speed if item.state is DownloadState.RUNNING else 0.0,
-            eta,
-            item.error,
-            tuple(p.dest_path for p in item.parts),
-            item.part_index,
-            len(item.parts),
-        )
-
-    def _emit(self, item: _Item, status: DownloadStatus | None = None) -> None:
+    def _emit(self, item: DownloadItem, status: DownloadStatus | None = None) -> None:
         """Wake waiters and call the listeners with ``status`` (default: a snapshot taken now).
 
         Never called with ``_lock`` held (lock order: ``_emit_lock`` then ``_lock``).
@@ -695,7 +416,7 @@ class DownloadManager:
         with self._emit_lock:
             with self._lock:
                 if status is None:
-                    status = self._snapshot(item)
+                    status = item.snapshot()
                 listeners = list(self._listeners)
                 self._cond.notify_all()
             for cb in listeners:
@@ -704,7 +425,7 @@ class DownloadManager:
                 except Exception:
                     log.exception("download listener failed")
 
-    def _progress(self, item: _Item, done: int, *, force: bool = False) -> None:
+    def _progress(self, item: DownloadItem, done: int, *, force: bool = False) -> None:
         now = time.monotonic()
         with self._lock:
             item.done_bytes = done
@@ -719,7 +440,7 @@ class DownloadManager:
         if due:
             self._emit(item)
 
-    def _delete_partials(self, item: _Item) -> None:
+    def _delete_partials(self, item: DownloadItem) -> None:
         for p in item.parts:
             if not p.installed:
                 try:
@@ -729,11 +450,11 @@ class DownloadManager:
                 except OSError as exc:
                     log.warning("could not delete %s: %s", p.part_path, exc)
                 p.verified = False
-        item.done_bytes = self._bytes_on_disk(item)
+        item.done_bytes = item.bytes_on_disk()
         item.hash_cache = None
 
     # --- internals: the worker ----------------------------------------------------------------------
-    def _next(self) -> _Item | None:
+    def _next(self) -> DownloadItem | None:
         with self._cond:
             while not self._stopping:
                 for item in self._items.values():
@@ -741,7 +462,7 @@ class DownloadManager:
                         item.state = DownloadState.RUNNING
                         item.error = None
                         item.stop.clear()
-                        item.stop_reason = None
+                        item.stop_request = None
                         item.samples.clear()
                         item.speed = 0.0
                         self._save()
@@ -757,13 +478,13 @@ class DownloadManager:
             self._emit(item)
             try:
                 self._run(item)
-            except _Stopped:
+            except Stopped:
                 with self._lock:
-                    reason = item.stop_reason
-                    if reason == "cancel":
+                    reason = item.stop_request
+                    if reason is StopRequest.CANCEL:
                         self._delete_partials(item)
                         item.state = DownloadState.CANCELLED
-                    elif reason == "pause":
+                    elif reason is StopRequest.PAUSE:
                         item.state = DownloadState.PAUSED
                     else:  # shutdown: resume on the next start
                         item.state = DownloadState.QUEUED
@@ -787,15 +508,11 @@ class DownloadManager:
                 self._save()
             self._emit(item)
 
-    def _check_stop(self, item: _Item) -> None:
-        if item.stop.is_set():
-            raise _Stopped()
-
-    def _run(self, item: _Item) -> None:
+    def _run(self, item: DownloadItem) -> None:
         if is_offline_mode():
             raise DownloadError(str(offline_error()))
         self._check_space(item)
-        item.done_bytes = self._bytes_on_disk(item)
+        item.done_bytes = item.bytes_on_disk()
         for i, part in enumerate(item.parts):
             if part.installed or part.verified:
                 continue
@@ -806,7 +523,7 @@ class DownloadManager:
                 self._save()
         self._install(item)
 
-    def _install(self, item: _Item) -> None:
+    def _install(self, item: DownloadItem) -> None:
         order = item.parts[1:] + item.parts[:1]  # the first part last: the library groups by it
         for part in order:
             if part.installed:
@@ -827,7 +544,8 @@ class DownloadManager:
                 part.installed = True
                 self._save()
 
-    def _download_part(self, item: _Item, index: int, part: PartState) -> None:
+    def _download_part(self, item: DownloadItem, index: int, part: PartState) -> None:
+        """Fetch one part until it is whole (retrying with backoff), then verify it."""
         part_path = part.part_path
         try:
             part_path.parent.mkdir(parents=True, exist_ok=True)
@@ -837,7 +555,7 @@ class DownloadManager:
         failures = 0
         h = self._resume_hash(item, index, part)
         while True:
-            self._check_stop(item)
+            check_stop(item.stop)
             have = part_path.stat().st_size if part_path.exists() else 0
             if have != h.hashed:  # the file is not what we hashed: hash it again
                 h = self._hash_existing(item, index, part)
@@ -845,8 +563,15 @@ class DownloadManager:
             if have >= part.size:
                 break
             try:
-                self._fetch(item, part, h, base)
-            except _Retryable as exc:
+                fetch_part(
+                    item,
+                    part,
+                    h,
+                    token=self._token_now(),
+                    chunk_size=self.chunk_size,
+                    progress=lambda n: self._progress(item, base + n),
+                )
+            except Retryable as exc:
                 failures = 1 if h.hashed > have else failures + 1
                 if failures > self.max_retries:
                     raise DownloadError(
@@ -859,142 +584,34 @@ class DownloadManager:
                     item.error = f"connection trouble ({exc}); retrying in {delay:.1f} s"
                 self._emit(item)
                 if item.stop.wait(delay):
-                    raise _Stopped() from None
+                    raise Stopped() from None
                 with self._lock:
                     item.error = None
         self._verify(item, index, part, h)
 
-    def _resume_hash(self, item: _Item, index: int, part: PartState) -> _Hash:
+    def _resume_hash(self, item: DownloadItem, index: int, part: PartState) -> RunningHash:
+        """The hash kept from earlier in this run when it still matches the ``.part``, else a new one."""
         have = part.part_path.stat().st_size if part.part_path.exists() else 0
         if item.hash_cache and item.hash_cache[0] == index and item.hash_cache[1].hashed == have:
             return item.hash_cache[1]
         return self._hash_existing(item, index, part)
 
-    def _hash_existing(self, item: _Item, index: int, part: PartState) -> _Hash:
-        """Hash the bytes already in the ``.part`` (a resume after a restart)."""
-        h = _Hash()
+    def _hash_existing(self, item: DownloadItem, index: int, part: PartState) -> RunningHash:
+        """Hash the bytes already in the ``.part`` (a resume after a restart); kept in ``hash_cache``."""
+        h = RunningHash()
         item.hash_cache = (index, h)
-        path = part.part_path
-        if not path.exists():
-            return h
-        if path.stat().st_size > part.size:  # longer than the file: not ours
-            path.unlink()
-            return h
         base = sum(p.size for p in item.parts[:index])
-        with open(path, "rb") as fh:
-            while block := fh.read(4 << 20):
-                h.hasher.update(block)
-                h.hashed += len(block)
-                self._check_stop(item)
-                self._progress(item, base + h.hashed)
+        hash_part_file(part, h, item.stop, lambda n: self._progress(item, base + n))
         return h
 
-    def _fetch(self, item: _Item, part: PartState, h: _Hash, base: int) -> None:
-        """One ranged GET appended to the ``.part``; ``h`` follows every byte written."""
-        url = hf_hub_url(item.repo_id, part.filename, revision=item.revision, endpoint=item.endpoint)
-        token = self._token_now()
-        headers = build_hf_headers(token=token if token else False, library_name=LIBRARY_NAME)
-        headers["Accept-Encoding"] = "identity"
-        if h.hashed:
-            headers["Range"] = f"bytes={h.hashed}-"
-        timeout = httpx2.Timeout(READ_TIMEOUT, connect=CONNECT_TIMEOUT)
+    def _verify(self, item: DownloadItem, index: int, part: PartState, h: RunningHash) -> None:
         try:
-            with get_session().stream("GET", url, headers=headers, timeout=timeout, follow_redirects=True) as r:
-                status = r.status_code
-                if status == 416:
-                    total = r.headers.get("Content-Range", "").rpartition("/")[2]
-                    if total.isdigit() and int(total) == h.hashed:
-                        return
-                    raise _Retryable("the server rejected the resume offset")
-                if status in (401, 403):
-                    r.read()
-                    rejected = r.headers.get("X-Error-Message") == "Invalid credentials in Authorization header"
-                    raise DownloadError(
-                        str(auth_error(item.repo_id, status, token_sent=token is not None, rejected=rejected))
-                    )
-                if status == 404:
-                    raise DownloadError(
-                        f"{part.filename} is no longer on the Hub at revision {item.revision[:12]} (HTTP 404)"
-                    )
-                if status == 429 or status >= 500:
-                    raise _Retryable(f"HTTP {status}")
-                if status >= 400:
-                    raise DownloadError(f"the Hub answered HTTP {status} for {part.filename}")
-                if status == 206:
-                    start = r.headers.get("Content-Range", "bytes -").split()[-1].split("-")[0]
-                    if not start.isdigit() or int(start) != h.hashed:
-                        raise _Retryable(f"the server resumed at the wrong offset ({start}, wanted {h.hashed})")
-                elif h.hashed:  # 200: the server ignored the Range; start this part over
-                    log.info("server ignored Range for %s; restarting it", part.filename)
-                    part.part_path.unlink(missing_ok=True)
-                    h.hasher, h.hashed = hashlib.sha256(), 0
-                try:
-                    fh = _open_for_append(part.part_path)
-                except OSError as exc:
-                    raise self._write_error(part, h.hashed, exc) from None
-                try:
-                    with fh:
-                        for chunk in r.iter_raw(self.chunk_size):
-                            if h.hashed + len(chunk) > part.size:
-                                raise DownloadError(
-                                    f"{part.filename}: the server sent more than the {part.size:,} bytes the Hub lists"
-                                )
-                            fh.write(chunk)
-                            h.hasher.update(chunk)
-                            h.hashed += len(chunk)
-                            self._progress(item, base + h.hashed)
-                            if item.stop.is_set():
-                                break
-                except OSError as exc:
-                    raise self._write_error(part, h.hashed, exc) from None
-                self._check_stop(item)
-                if h.hashed < part.size:
-                    raise _Retryable("the connection closed early")
-        except (DownloadError, _Stopped, _Retryable):
+            verify_part(part, h)
+        except ChecksumMismatch:
+            item.hash_cache = None
+            with self._lock:
+                item.done_bytes = item.bytes_on_disk()
             raise
-        except HubOfflineError as exc:  # could not connect
-            raise _Retryable(str(exc)) from None
-        except OfflineModeIsEnabled:
-            raise DownloadError(str(offline_error())) from None
-        except httpx2.TransportError as exc:  # dropped, reset, timed out
-            raise _Retryable(scrub(f"{type(exc).__name__}: {exc}", token)) from None
-
-    def _write_error(self, part: PartState, have: int, exc: OSError) -> DownloadError:
-        folder = part.part_path.parent
-        if exc.errno == errno.ENOSPC:
-            try:
-                free = format_bytes(shutil.disk_usage(folder).free)
-            except OSError:
-                free = "unknown"
-            return DownloadError(
-                f"The disk is full: writing {part.part_path.name} stopped at {format_bytes(have)} of "
-                f"{format_bytes(part.size)} (free on {folder}: {free}). The partial file was kept so the "
-                "download can resume once space is freed; cancel the download to delete it."
-            )
-        return DownloadError(f"cannot write {part.part_path}: {exc.strerror or exc}")
-
-    def _verify(self, item: _Item, index: int, part: PartState, h: _Hash) -> None:
-        path = part.part_path
-        size = path.stat().st_size
-        if size != part.size or h.hashed != size:
-            raise DownloadError(f"{part.filename}: got {size:,} bytes, the Hub lists {part.size:,}")
-        if part.sha256:
-            digest = h.hasher.hexdigest()
-            if digest != part.sha256.lower():
-                path.unlink(missing_ok=True)
-                item.hash_cache = None
-                with self._lock:
-                    item.done_bytes = self._bytes_on_disk(item)
-                raise DownloadError(
-                    f"{part.filename}: the downloaded file's sha256 ({digest[:16]}…) does not match the one the "
-                    f"Hub lists ({part.sha256[:16]}…): it was damaged on the way. The damaged file was deleted; "
-                    "resume to download it again."
-                )
-        try:
-            with open(path, "rb+") as fh:
-                os.fsync(fh.fileno())
-        except OSError:
-            pass
         item.hash_cache = None
         self._progress(item, sum(p.size for p in item.parts[: index + 1]), force=True)
 
@@ -1002,6 +619,7 @@ class DownloadManager:
 __all__ = [
     "DISK_RESERVE",
     "PART_SUFFIX",
+    "TERMINAL",
     "DownloadError",
     "DownloadManager",
     "DownloadState",

@@ -110,7 +110,7 @@ def system_memory() -> SystemMemory:
         if m is not None:
             return m
     try:
-        import psutil  # type: ignore[import-not-found]
+        import psutil
 
         vm = psutil.virtual_memory()
         return SystemMemory(int(vm.total), int(vm.available), source="psutil")

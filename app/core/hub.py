@@ -7,20 +7,10 @@ MiB, not the download). Nothing here touches the network until a method is
 called: constructing a client, importing this module and
 :func:`install_http_client` open no connection.
 
-Offline and unreachable Hub (case H3): with ``HF_HUB_OFFLINE`` set, every
-method raises :class:`HubOfflineError` before any network use. When the Hub
-cannot be reached, huggingface_hub's own retry loop (``http_backoff``: five
-retries, 23 s of sleeps) would make a search hang; :func:`install_http_client`
-gives huggingface_hub's shared ``httpx`` client a connect timeout
-(:data:`CONNECT_TIMEOUT`) and turns a failed *connect* into
-:class:`HubOfflineError`, which huggingface_hub does not retry. Reads that stall
-after connecting still time out (:data:`READ_TIMEOUT`).
-
-Gated and private repositories (H4): a 401 or 403 raises :class:`HubAuthError`
-whose message says that a Hugging Face token and accepting the model's licence
-are needed, with the repository page's URL. Tokens never appear in messages or
-logs: messages are written here, and anything quoted from elsewhere goes
-through :func:`scrub`.
+Errors, token scrubbing and the fail-fast HTTP client (offline and gated
+repositories, cases H3 and H4) are in :mod:`app.core.hub_http`; the listed values
+(:class:`HubFile`, split models grouped, quants, starter models) in
+:mod:`app.core.hub_files`. Their public names import from here too.
 
 All methods block; call them from a worker thread, not the UI thread.
 """
@@ -28,35 +18,50 @@ All methods block; call them from a worker thread, not the UI thread.
 from __future__ import annotations
 
 import logging
-import os
-import re
-import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from pathlib import PurePosixPath
 from typing import Any
 
 from huggingface_hub import HfApi, constants, hf_hub_url
-from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
-from huggingface_hub.utils import _http as _hf_http
-from huggingface_hub.utils import build_hf_headers, get_session, get_token, hf_raise_for_status, set_client_factory
+from huggingface_hub.utils import build_hf_headers, get_session, get_token, hf_raise_for_status
 
-from app.core.fit import FitReport, SystemMemory, Verdict, fit_verdict, system_memory
-from app.core.gguf_info import SPLIT_RE, GGUFHeaderIncomplete, GGUFInfo, format_bytes, read_gguf_info_bytes
+from app.core.fit import FitReport, SystemMemory, fit_verdict, system_memory
+from app.core.gguf_info import GGUFHeaderIncomplete, GGUFInfo, format_bytes, read_gguf_info_bytes
+from app.core.hub_files import (
+    STARTER_MODELS,
+    HubFile,
+    HubFilePart,
+    RepoFiles,
+    RepoSummary,
+    StarterModel,
+    group_gguf_files,
+    model_key,
+    quant_from_filename,
+    recommend,
+)
+from app.core.hub_http import (
+    CONNECT_TIMEOUT,
+    HUB_WEBSITE,
+    LIBRARY_NAME,
+    READ_TIMEOUT,
+    HubAuthError,
+    HubError,
+    HubNotFoundError,
+    HubOfflineError,
+    auth_error,
+    httpx2,
+    install_http_client,
+    is_offline_mode,
+    offline_error,
+    repo_page_url,
+    scrub,
+    translate_error,
+)
 
 log = logging.getLogger(__name__)
 
-# The HTTP library huggingface_hub's session is built on: httpx2 in huggingface_hub 2.x, httpx in 1.x
-# (same API). Exceptions must be caught from the very module the session raises them from.
-httpx2: Any = getattr(_hf_http, "httpx2", None) or _hf_http.httpx
-
-CONNECT_TIMEOUT = 5.0  # seconds to open a connection before calling the Hub unreachable
-READ_TIMEOUT = 30.0  # seconds without a byte before a read fails
 HEADER_FIRST_FETCH = 2 << 20  # bytes: the first Range request for a GGUF header
 HEADER_MAX = 64 << 20  # bytes: give up on headers longer than this
-HUB_WEBSITE = "https://huggingface.co"
-LIBRARY_NAME = "glassbox"
 SORTS = {
     "downloads": "downloads",
     "likes": "likes",
@@ -65,485 +70,6 @@ SORTS = {
     "trending": "trending_score",
 }
 _SEARCH_EXPAND = ["author", "downloads", "likes", "lastModified", "createdAt", "gated", "private", "tags", "gguf"]
-
-
-# --- errors --------------------------------------------------------------------------------------
-class HubError(Exception):
-    """A Hub operation failed; ``str(error)`` is a message for a person (never holds a token)."""
-
-    @property
-    def message(self) -> str:
-        return str(self)
-
-
-class HubOfflineError(HubError):
-    """No network use is possible: ``HF_HUB_OFFLINE`` is set or the Hub cannot be reached."""
-
-
-class HubAuthError(HubError):
-    """401/403: the repository is gated or private.
-
-    Attributes:
-        repo_id: the repository.
-        url: its page on huggingface.co (where the licence is accepted).
-        status: the HTTP status (401 or 403).
-    """
-
-    def __init__(self, message: str, *, repo_id: str, status: int) -> None:
-        super().__init__(message)
-        self.repo_id = repo_id
-        self.url = repo_page_url(repo_id)
-        self.status = status
-
-
-class HubNotFoundError(HubError):
-    """The repository, revision or file does not exist."""
-
-
-def repo_page_url(repo_id: str) -> str:
-    """The repository's page on huggingface.co."""
-    return f"{HUB_WEBSITE}/{repo_id}"
-
-
-def scrub(text: str, *secrets: str | None) -> str:
-    """``text`` with every secret (and anything shaped like an hf_ token) replaced by ``hf_***``."""
-    for s in secrets:
-        if s:
-            text = text.replace(s, "hf_***")
-    return re.sub(r"\bhf_[A-Za-z0-9]{8,}\b", "hf_***", text)
-
-
-def is_offline_mode() -> bool:
-    """True when ``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) is set now or was at import."""
-    if constants.is_offline_mode():
-        return True
-    v = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
-    return v.strip().upper() in {"1", "ON", "YES", "TRUE"}
-
-
-def offline_error(endpoint: str | None = None, reason: str | None = None) -> HubOfflineError:
-    """The :class:`HubOfflineError` for offline mode (no reason) or an unreachable endpoint."""
-    if reason is None:
-        return HubOfflineError(
-            "Offline: HF_HUB_OFFLINE is set, so Glassbox does not use the network. "
-            "Your local models work as usual; unset HF_HUB_OFFLINE to search and download."
-        )
-    host = endpoint or constants.ENDPOINT
-    return HubOfflineError(
-        f"Offline: the Hugging Face Hub ({host}) cannot be reached ({reason}). "
-        "Check the network connection; your local models work as usual."
-    )
-
-
-def auth_error(repo_id: str, status: int, *, token_sent: bool, rejected: bool = False) -> HubAuthError:
-    """The message for a 401/403 on ``repo_id`` (names no token)."""
-    url = repo_page_url(repo_id)
-    if rejected:
-        what = "the Hugging Face token Glassbox sent was rejected (it is invalid or expired)"
-    elif token_sent:
-        what = "your Hugging Face token does not give access to it"
-    else:
-        what = "it needs a Hugging Face access token and none is set"
-    return HubAuthError(
-        f"{repo_id} is gated or private (HTTP {status}): {what}. To download it, create a token at "
-        f"{HUB_WEBSITE}/settings/tokens and enter it under Models → Hub (or run `hf auth login`), and accept the "
-        f"model's licence (request access) on its page: {url}",
-        repo_id=repo_id,
-        status=status,
-    )
-
-
-# --- the shared HTTP client ---------------------------------------------------------------------
-class _FailFastClient(httpx2.Client):
-    """huggingface_hub's client, with default timeouts and fail-fast connects.
-
-    A request without a timeout (huggingface_hub passes ``timeout=None`` to most
-    calls) gets :data:`CONNECT_TIMEOUT` to connect and :data:`READ_TIMEOUT` per
-    read. A connect that fails raises :class:`HubOfflineError`, which
-    huggingface_hub's retry loop does not catch.
-    """
-
-    connect_timeout: float = CONNECT_TIMEOUT
-    read_timeout: float = READ_TIMEOUT
-
-    def send(self, request: httpx2.Request, **kwargs: Any) -> httpx2.Response:  # type: ignore[override]
-        t = dict(request.extensions.get("timeout") or {})
-        for key, default in (
-            ("connect", self.connect_timeout),
-            ("read", self.read_timeout),
-            ("write", self.read_timeout),
-            ("pool", self.read_timeout),
-        ):
-            if t.get(key) is None:
-                t[key] = default
-        request.extensions = {**request.extensions, "timeout": t}
-        try:
-            return super().send(request, **kwargs)
-        except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
-            origin = f"{request.url.scheme}://{request.url.host}" + (f":{request.url.port}" if request.url.port else "")
-            reason = "timed out" if isinstance(exc, httpx2.ConnectTimeout) else scrub(str(exc) or type(exc).__name__)
-            raise offline_error(origin, reason) from None
-
-
-_install_lock = threading.Lock()
-_installed: tuple[float, float] | None = None
-
-
-def _request_hook() -> Any:
-    try:
-        from huggingface_hub.utils._http import hf_request_event_hook  # the hook huggingface_hub installs
-
-        return hf_request_event_hook
-    except ImportError:  # pragma: no cover - a future huggingface_hub
-
-        def hook(request: httpx2.Request) -> None:
-            if is_offline_mode():
-                raise OfflineModeIsEnabled(f"Cannot reach {request.url}: offline mode is enabled.")
-
-        return hook
-
-
-def install_http_client(*, connect_timeout: float | None = None, read_timeout: float | None = None) -> None:
-    """Make huggingface_hub's shared HTTP client fail fast (opens no connection).
-
-    Replaces huggingface_hub's client factory (``set_client_factory``) with one
-    that builds the same client (its request hook, redirects, proxies from the
-    environment) plus default timeouts and fail-fast connects. Process-wide:
-    huggingface_hub has one shared session. Called without arguments it keeps
-    an existing installation (so :class:`HubClient` and the download manager
-    do not undo a configuration the app chose).
-
-    Args:
-        connect_timeout: seconds to open a connection (default :data:`CONNECT_TIMEOUT`).
-        read_timeout: seconds a read may wait for the next byte (default :data:`READ_TIMEOUT`).
-    """
-    global _installed
-    with _install_lock:
-        if connect_timeout is None and read_timeout is None and _installed is not None:
-            return
-        connect_timeout = CONNECT_TIMEOUT if connect_timeout is None else connect_timeout
-        read_timeout = READ_TIMEOUT if read_timeout is None else read_timeout
-        if _installed == (connect_timeout, read_timeout):
-            return
-        hook = _request_hook()
-
-        def factory() -> httpx2.Client:
-            client = _FailFastClient(event_hooks={"request": [hook]}, follow_redirects=True, timeout=None)
-            client.connect_timeout = connect_timeout
-            client.read_timeout = read_timeout
-            return client
-
-        set_client_factory(factory)
-        _installed = (connect_timeout, read_timeout)
-
-
-def translate_error(
-    exc: BaseException,
-    *,
-    repo_id: str | None = None,
-    token: str | None = None,
-    endpoint: str | None = None,
-    token_sent: bool = False,
-) -> HubError:
-    """A :class:`HubError` for an exception from huggingface_hub or httpx.
-
-    Args:
-        exc: the exception.
-        repo_id: the repository the call was about (for 401/403/404 messages).
-        token: the token used, scrubbed from any quoted text.
-        endpoint: the Hub endpoint (for the offline message).
-        token_sent: whether a token was sent (changes the 401/403 advice).
-    """
-    if isinstance(exc, HubError):
-        return exc
-    if isinstance(exc, OfflineModeIsEnabled):
-        return offline_error()
-    if isinstance(exc, HfHubHTTPError) and exc.response is not None:
-        status = exc.response.status_code
-        server_msg = exc.response.headers.get("X-Error-Message", "")
-        if status in (401, 403) and repo_id:
-            return auth_error(
-                repo_id,
-                status,
-                token_sent=token_sent,
-                rejected=server_msg == "Invalid credentials in Authorization header",
-            )
-        if status == 404:
-            return HubNotFoundError(
-                f"Not found on the Hugging Face Hub: {repo_id or ''} ({scrub(server_msg or 'HTTP 404', token)})."
-            )
-        return HubError(
-            f"The Hugging Face Hub answered HTTP {status} "
-            f"{scrub(server_msg, token)} for {repo_id or 'the request'}. Try again later."
-        )
-    if isinstance(exc, (httpx2.ConnectError, httpx2.ConnectTimeout)):
-        return offline_error(endpoint, scrub(str(exc), token))
-    if isinstance(exc, httpx2.TransportError):
-        return HubError(
-            f"The connection to the Hugging Face Hub failed ({type(exc).__name__}: "
-            f"{scrub(str(exc), token)}). Try again."
-        )
-    return HubError(f"Hugging Face Hub request failed: {type(exc).__name__}: {scrub(str(exc), token)}")
-
-
-# --- values ------------------------------------------------------------------------------------
-_QUANT_NAMES = [
-    "IQ1_S",
-    "IQ1_M",
-    "IQ2_XXS",
-    "IQ2_XS",
-    "IQ2_S",
-    "IQ2_M",
-    "IQ3_XXS",
-    "IQ3_XS",
-    "IQ3_S",
-    "IQ3_M",
-    "IQ4_XS",
-    "IQ4_NL",
-    "TQ1_0",
-    "TQ2_0",
-    "Q2_K",
-    "Q2_K_S",
-    "Q2_K_L",
-    "Q2_K_XL",
-    "Q3_K",
-    "Q3_K_S",
-    "Q3_K_M",
-    "Q3_K_L",
-    "Q3_K_XL",
-    "Q4_0",
-    "Q4_1",
-    "Q4_K",
-    "Q4_K_S",
-    "Q4_K_M",
-    "Q4_K_L",
-    "Q4_K_XL",
-    "Q4_0_4_4",
-    "Q4_0_4_8",
-    "Q4_0_8_8",
-    "Q5_0",
-    "Q5_1",
-    "Q5_K",
-    "Q5_K_S",
-    "Q5_K_M",
-    "Q5_K_L",
-    "Q5_K_XL",
-    "Q6_K",
-    "Q6_K_L",
-    "Q6_K_XL",
-    "Q8_0",
-    "Q8_K_XL",
-    "F16",
-    "BF16",
-    "F32",
-    "FP16",
-    "FP32",
-    "MXFP4",
-]
-_QUANT_RE = re.compile(
-    r"(?:^|[-._\s])((?:UD-)?(?:" + "|".join(sorted(_QUANT_NAMES, key=len, reverse=True)) + r"))(?=$|[-._\s])",
-    re.IGNORECASE,
-)
-
-
-def quant_from_filename(filename: str) -> str:
-    """The quant type named in a GGUF file name, upper case (``Q4_K_M``, ``IQ4_XS``, ``BF16``), or "".
-
-    ``fp16``/``fp32`` become ``F16``/``F32``; unsloth's ``UD-`` prefix is kept
-    (``UD-Q4_K_XL``); a split suffix and folders are ignored.
-    """
-    name = PurePosixPath(filename).name
-    m = SPLIT_RE.match(name)
-    stem = m.group("stem") if m else re.sub(r"\.gguf$", "", name, flags=re.IGNORECASE)
-    found = [x.group(1).upper() for x in _QUANT_RE.finditer(stem)]
-    if not found:
-        return ""
-    q = found[-1]
-    return {"FP16": "F16", "FP32": "F32"}.get(q, q)
-
-
-@dataclass(frozen=True)
-class RepoSummary:
-    """One search result. Counts are from the Hub; dates are timezone-aware."""
-
-    repo_id: str
-    author: str | None = None
-    downloads: int = 0
-    likes: int = 0
-    last_modified: datetime | None = None
-    created_at: datetime | None = None
-    gated: bool = False
-    private: bool = False
-    tags: tuple[str, ...] = ()
-    architecture: str | None = None
-    context_length: int | None = None
-
-    @property
-    def url(self) -> str:
-        return repo_page_url(self.repo_id)
-
-
-@dataclass(frozen=True)
-class HubFilePart:
-    """One file on the Hub: repo path, size in bytes, and LFS sha256 (hex; None if not in LFS)."""
-
-    filename: str
-    size: int
-    sha256: str | None
-
-
-@dataclass(frozen=True)
-class HubFile:
-    """A downloadable model: one GGUF file, or all parts of a split model.
-
-    Attributes:
-        repo_id: the repository.
-        revision: the commit the listing came from (downloads use it, so all
-            parts and a resumed download come from the same version).
-        parts: the files, in order (one for a plain GGUF).
-        quant: quant type from the file name ("" if it does not say).
-        missing_parts: split parts named by the pattern but not in the listing.
-    """
-
-    repo_id: str
-    revision: str
-    parts: tuple[HubFilePart, ...]
-    quant: str = ""
-    missing_parts: tuple[str, ...] = ()
-
-    @property
-    def filename(self) -> str:
-        """The first part's repo path (what llama.cpp is given)."""
-        return self.parts[0].filename
-
-    @property
-    def name(self) -> str:
-        """Display name: the file name, or ``stem (3 parts)`` for a split model."""
-        base = PurePosixPath(self.filename).name
-        m = SPLIT_RE.match(base)
-        if m and len(self.parts) > 1:
-            return f"{m.group('stem')}.gguf ({len(self.parts)} parts)"
-        return base
-
-    @property
-    def size(self) -> int:
-        """Total bytes of all parts."""
-        return sum(p.size for p in self.parts)
-
-    @property
-    def is_split(self) -> bool:
-        return len(self.parts) > 1 or bool(SPLIT_RE.match(PurePosixPath(self.filename).name))
-
-    @property
-    def is_projector(self) -> bool:
-        """A multimodal projector (``mmproj-*.gguf``), not a model to chat with."""
-        return PurePosixPath(self.filename).name.lower().startswith("mmproj")
-
-    @property
-    def url(self) -> str:
-        return repo_page_url(self.repo_id)
-
-
-@dataclass(frozen=True)
-class RepoFiles:
-    """A repository's GGUF files (smallest first) and its facts."""
-
-    repo: RepoSummary
-    revision: str
-    files: tuple[HubFile, ...]
-
-
-@dataclass(frozen=True)
-class StarterModel:
-    """A small instruct model offered on first run. ``approx_size`` in bytes (the Hub listing is exact)."""
-
-    repo_id: str
-    filename: str
-    approx_size: int
-    label: str
-
-
-# Small instruct models for a first run with an empty library (sizes approximate, from the Hub pages).
-STARTER_MODELS: tuple[StarterModel, ...] = (
-    StarterModel(
-        "unsloth/gemma-3-270m-it-GGUF",
-        "gemma-3-270m-it-Q4_K_M.gguf",
-        253_000_000,
-        "Gemma 3 270M Instruct (Google): tiny and quick",
-    ),
-    StarterModel(
-        "HuggingFaceTB/SmolLM2-360M-Instruct-GGUF",
-        "smollm2-360m-instruct-q8_0.gguf",
-        386_000_000,
-        "SmolLM2 360M Instruct (Hugging Face): tiny, English",
-    ),
-    StarterModel(
-        "bartowski/Qwen2.5-0.5B-Instruct-GGUF",
-        "Qwen2.5-0.5B-Instruct-Q4_K_M.gguf",
-        398_000_000,
-        "Qwen2.5 0.5B Instruct (Alibaba): small, multilingual",
-    ),
-    StarterModel(
-        "Qwen/Qwen3-0.6B-GGUF", "Qwen3-0.6B-Q8_0.gguf", 639_000_000, "Qwen3 0.6B (Alibaba): small, with a thinking mode"
-    ),
-    StarterModel(
-        "bartowski/Llama-3.2-1B-Instruct-GGUF",
-        "Llama-3.2-1B-Instruct-Q4_K_M.gguf",
-        808_000_000,
-        "Llama 3.2 1B Instruct (Meta): good all-rounder for its size",
-    ),
-    StarterModel(
-        "HuggingFaceTB/SmolLM2-1.7B-Instruct-GGUF",
-        "smollm2-1.7b-instruct-q4_k_m.gguf",
-        1_060_000_000,
-        "SmolLM2 1.7B Instruct (Hugging Face): the largest of the set",
-    ),
-)
-
-
-def group_gguf_files(
-    repo_id: str, revision: str, siblings: Iterable[tuple[str, int | None, str | None]]
-) -> list[HubFile]:
-    """Group a repository's files into downloadable models.
-
-    Args:
-        repo_id, revision: where the files are.
-        siblings: (repo path, size in bytes, LFS sha256) of every file.
-
-    Returns:
-        :class:`HubFile` items, smallest first; parts of a split model
-        (``x-00001-of-00003.gguf`` in one folder) form one item, with the parts
-        the listing lacks in ``missing_parts``.
-    """
-    singles: list[HubFile] = []
-    groups: dict[tuple[str, str, str], dict[int, HubFilePart]] = {}
-    for name, size, sha in siblings:
-        if not name.lower().endswith(".gguf"):
-            continue
-        part = HubFilePart(name, int(size or 0), sha)
-        p = PurePosixPath(name)
-        m = SPLIT_RE.match(p.name)
-        if m:
-            key = (str(p.parent), m.group("stem"), m.group("count"))
-            groups.setdefault(key, {})[int(m.group("no"))] = part
-        else:
-            singles.append(HubFile(repo_id, revision, (part,), quant_from_filename(name)))
-    for (folder, stem, count), parts in groups.items():
-        n = int(count)
-        width = len(count)
-        ordered = tuple(parts[i] for i in sorted(parts))
-        prefix = "" if folder in ("", ".") else folder + "/"
-        missing = tuple(f"{prefix}{stem}-{i:0{width}d}-of-{count}.gguf" for i in range(1, n + 1) if i not in parts)
-        singles.append(HubFile(repo_id, revision, ordered, quant_from_filename(ordered[0].filename), missing))
-    singles.sort(key=lambda f: (f.size, f.filename))
-    return singles
-
-
-def recommend(reports: dict[HubFile, FitReport] | Sequence[tuple[HubFile, FitReport]]) -> HubFile | None:
-    """The largest file whose verdict is ``fits`` (the best quality that fits comfortably), or None."""
-    items = reports.items() if isinstance(reports, dict) else reports
-    fitting = [f for f, r in items if r.verdict is Verdict.FITS and not f.is_projector and not f.missing_parts]
-    return max(fitting, key=lambda f: f.size) if fitting else None
 
 
 # --- the client -------------------------------------------------------------------------------------
@@ -792,18 +318,6 @@ class HubClient:
         return _fit_all(self, files, n_ctx, memory)
 
 
-def model_key(filename: str) -> str:
-    """What stays of a GGUF file name without its quant and split suffix: files with the
-    same key are quants of one model (``Qwen2.5-7B-Instruct-Q4_K_M.gguf`` -> ``qwen2-5-7b-instruct``)."""
-    name = PurePosixPath(filename).name
-    m = SPLIT_RE.match(name)
-    stem = m.group("stem") if m else re.sub(r"\.gguf$", "", name, flags=re.IGNORECASE)
-    q = quant_from_filename(filename)
-    if q:
-        stem = re.sub(re.escape(q), "", stem, flags=re.IGNORECASE)
-    return re.sub(r"[-_. ]+", "-", stem).strip("-").lower()
-
-
 def _fit_all(
     client: HubClient, files: Sequence[HubFile], n_ctx: int, memory: SystemMemory | None
 ) -> dict[HubFile, FitReport]:
@@ -839,3 +353,37 @@ def _summary(m: Any) -> RepoSummary:
         architecture=gg.get("architecture") if isinstance(gg, dict) else None,
         context_length=gg.get("context_length") if isinstance(gg, dict) else None,
     )
+
+
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "HEADER_FIRST_FETCH",
+    "HEADER_MAX",
+    "HUB_WEBSITE",
+    "LIBRARY_NAME",
+    "READ_TIMEOUT",
+    "SORTS",
+    "STARTER_MODELS",
+    "HubAuthError",
+    "HubClient",
+    "HubError",
+    "HubFile",
+    "HubFilePart",
+    "HubNotFoundError",
+    "HubOfflineError",
+    "RepoFiles",
+    "RepoSummary",
+    "StarterModel",
+    "auth_error",
+    "group_gguf_files",
+    "httpx2",
+    "install_http_client",
+    "is_offline_mode",
+    "model_key",
+    "offline_error",
+    "quant_from_filename",
+    "recommend",
+    "repo_page_url",
+    "scrub",
+    "translate_error",
+]

@@ -27,6 +27,7 @@ Last-used times live in ``<data_dir>/library-usage.json`` (atomic writes).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import logging
@@ -464,7 +465,7 @@ class ModelLibrary:
                     f"the disk holding {dest_dir}",
                 )
         done = 0
-        order = list(zip(parts, dests))
+        order = list(zip(parts, dests, strict=True))
         order = order[1:] + order[:1]
         for p, d in order:
             if same_disk:
@@ -543,9 +544,7 @@ def _copy_atomic(src: Path, dest: Path, done: int, total: int, progress: Callabl
         shutil.copystat(src, tmp)
         os.replace(tmp, dest)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             tmp.unlink()
-        except OSError:
-            pass
         raise
     return done

@@ -8,7 +8,7 @@ src/llama-context.cpp)::
 
     n_ctx_cells  = pad(n_ctx, 256)                          # llama_context pads n_ctx
     cells(layer) = n_ctx_cells                              # full-attention layer
-                 = pad(min(n_ctx_cells, n_swa + n_ubatch), 256)   # SWA layer, swa_full off
+                 = pad(min(n_ctx_cells, n_swa * n_seq + n_ubatch), 256)   # SWA layer, swa_full off
                  = n_ctx_cells                              # SWA layer, swa_full on (default)
     bytes        = sum over layers of cells(layer) * (row(type_k, n_embd_head_k * n_head_kv(layer))
                                                      + row(type_v, n_embd_head_v * n_head_kv(layer)))
@@ -61,6 +61,7 @@ class KVCacheLayout:
         n_swa: sliding window of the SWA layers, tokens (0: none).
         layer_cells: cells allocated per layer, tokens.
         layer_bytes_per_cell: K + V bytes per cell per layer.
+        layer_is_swa: per layer, True for a sliding-window layer.
         type_k, type_v: cache types.
     """
 
@@ -75,17 +76,7 @@ class KVCacheLayout:
     @property
     def allocated_bytes(self) -> int:
         """Bytes llama.cpp allocates for the KV cache."""
-        return sum(c * b for c, b in zip(self.layer_cells, self.layer_bytes_per_cell))
-
-    @property
-    def full_bytes(self) -> int:
-        """Allocated bytes of the full-attention layers."""
-        return sum(c * b for c, b, s in zip(self.layer_cells, self.layer_bytes_per_cell, self.layer_is_swa) if not s)
-
-    @property
-    def swa_bytes(self) -> int:
-        """Allocated bytes of the sliding-window layers."""
-        return self.allocated_bytes - self.full_bytes
+        return sum(c * b for c, b in zip(self.layer_cells, self.layer_bytes_per_cell, strict=True))
 
     @property
     def bytes_per_token(self) -> int:
@@ -99,7 +90,7 @@ class KVCacheLayout:
         context grows; full layers grow by one cell per token.
         """
         n = max(0, n_tokens)
-        return sum(min(n, c) * b for c, b in zip(self.layer_cells, self.layer_bytes_per_cell))
+        return sum(min(n, c) * b for c, b in zip(self.layer_cells, self.layer_bytes_per_cell, strict=True))
 
     @property
     def n_swa_layers(self) -> int:

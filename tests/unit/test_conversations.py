@@ -22,6 +22,7 @@ from app.core.conversations import (
     SchemaTooNewError,
     make_title,
 )
+from app.core.conversations import schema as conv_schema
 from app.core.sampling import SamplerSettings
 from app.paths import default_paths
 
@@ -168,7 +169,7 @@ def test_migrations_run_in_order_from_version_1(db_path: Path, monkeypatch: pyte
     def v2(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE conversations ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0")
 
-    monkeypatch.setattr(conv_mod, "MIGRATIONS", [*conv_mod.MIGRATIONS, v2])
+    monkeypatch.setattr(conv_schema, "MIGRATIONS", [*conv_schema.MIGRATIONS, v2])
     with ConversationStore(db_path) as s:
         assert contents(s.active_path(cid)) == ["kept across the migration"]
     with raw(db_path) as c:
@@ -185,7 +186,7 @@ def test_failed_migration_changes_nothing(db_path: Path, monkeypatch: pytest.Mon
         conn.execute("ALTER TABLE conversations ADD COLUMN half_done INTEGER")
         raise RuntimeError("step failed")
 
-    monkeypatch.setattr(conv_mod, "MIGRATIONS", [*conv_mod.MIGRATIONS, broken])
+    monkeypatch.setattr(conv_schema, "MIGRATIONS", [*conv_schema.MIGRATIONS, broken])
     with pytest.raises(RuntimeError, match="step failed"):
         ConversationStore(db_path)
     with raw(db_path) as c:
@@ -352,7 +353,7 @@ def test_select_branch_follows_the_most_recently_selected_descendants(store: Con
 
 
 def test_siblings_are_in_creation_order(store: ConversationStore) -> None:
-    cid, (u1, a1, u2, a2) = two_exchanges(store)
+    cid, (u1, _a1, u2, a2) = two_exchanges(store)
     r2 = store.regenerate(a2)
     r3 = store.regenerate(a2)
     assert store.get_message(r2).parent_id == u2 and not store.get_message(r2).complete
@@ -387,7 +388,7 @@ def test_delete_message_removes_only_its_subtree(store: ConversationStore) -> No
 
 
 def test_add_message_checks_its_arguments(store: ConversationStore) -> None:
-    c1, (u1, *_rest) = two_exchanges(store)
+    _c1, (u1, *_rest) = two_exchanges(store)
     c2 = store.create_conversation()
     with pytest.raises(KeyError, match="not in conversation"):
         store.add_message(c2, u1, "assistant", "cross-conversation parent")
@@ -401,7 +402,7 @@ def test_add_message_checks_its_arguments(store: ConversationStore) -> None:
 
 
 def test_chat_history_stops_before_the_reply_being_generated(store: ConversationStore) -> None:
-    cid, (u1, a1, u2, a2) = two_exchanges(store)
+    cid, (_u1, _a1, _u2, a2) = two_exchanges(store)
     new = store.regenerate(a2)
     hist = store.chat_history(cid, before=new)
     assert [(m.role, m.content) for m in hist] == [
@@ -546,7 +547,7 @@ def test_many_updates_in_real_time_make_at_most_two_writes(db_path: Path) -> Non
                 text += f"tok{i} "
                 s.update_streaming(r, text)
                 seen_on_disk.append(reader.execute("SELECT content FROM messages WHERE id = ?", (r,)).fetchone()[0])
-            writes = sum(1 for prev, cur in zip(["", *seen_on_disk], seen_on_disk) if cur != prev)
+            writes = sum(1 for prev, cur in zip(["", *seen_on_disk], seen_on_disk, strict=False) if cur != prev)
             assert 1 <= writes <= 2
             s.flush()
             assert reader.execute("SELECT content FROM messages WHERE id = ?", (r,)).fetchone()[0] == text
@@ -573,7 +574,7 @@ def test_pending_text_is_written_by_close_and_other_writes(db_path: Path) -> Non
 
 
 def test_finish_message_marks_cut_off_replies_incomplete(store: ConversationStore) -> None:
-    cid, (u1, a1, u2, a2) = two_exchanges(store)
+    _cid, (_u1, _a1, _u2, a2) = two_exchanges(store)
     for reason, complete in [
         (StopReason.EOS, True),
         (StopReason.STOP_STRING, True),
@@ -594,7 +595,7 @@ def test_finish_message_marks_cut_off_replies_incomplete(store: ConversationStor
 
 
 def test_continue_appends_and_set_content_replaces(store: ConversationStore, db_path: Path) -> None:
-    cid, (u1, a1, u2, a2) = two_exchanges(store)
+    _cid, (_u1, _a1, _u2, a2) = two_exchanges(store)
     r = store.regenerate(a2)
     store.finish_message(r, "Berlin is", stats=GenerationStats(stop_reason="max_tokens"))
     assert not store.get_message(r).complete
@@ -647,7 +648,7 @@ def test_message_meta_tolerates_bad_stored_values() -> None:
 
 
 def _rich_conversation(s: ConversationStore) -> int:
-    cid, (u1, a1, u2, a2) = two_exchanges(s)
+    cid, (_u1, a1, _u2, a2) = two_exchanges(s)
     s.update_conversation(cid, sampler=SamplerSettings(temperature=0.0, seed=3))
     a1b = s.edit_message(a1, "Paris!")
     s.add_message(cid, a1b, "user", "Why?")
@@ -762,7 +763,7 @@ def test_unreadable_import_files_are_rejected(
 ) -> None:
     bad = tmp_path / "broken.json"
     bad.write_bytes(raw_bytes)
-    with pytest.raises(ValueError, match="broken.json") as err:
+    with pytest.raises(ValueError, match=r"broken\.json") as err:
         store.import_json(bad)
     assert problem in str(err.value)
     assert store.list_conversations() == []

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from app.core import conversations as conv_mod
 from app.core.chat import Role
 from app.core.conversations import UNREADABLE_TEXT, ConversationStore
+from app.core.conversations import salvage as conv_salvage
 from app.paths import default_paths
 
 REPO = Path(__file__).resolve().parents[2]
@@ -152,11 +152,11 @@ def test_damaged_message_page_loses_only_the_rows_on_it(db_path: Path) -> None:
     assert on_page
     data[page * ps : (page + 1) * ps] = os.urandom(ps)
     db_path.write_bytes(bytes(data))
-    with closing(sqlite3.connect(str(db_path))) as c:  # the damage is real: SQLite's own check fails
-        with pytest.raises(sqlite3.DatabaseError):
-            ok = c.execute("PRAGMA quick_check").fetchall()
-            assert ok != [("ok",)]
-            raise sqlite3.DatabaseError(str(ok))
+    # The damage is real: SQLite's own check fails.
+    with closing(sqlite3.connect(str(db_path))) as c, pytest.raises(sqlite3.DatabaseError):
+        ok = c.execute("PRAGMA quick_check").fetchall()
+        assert ok != [("ok",)]
+        raise sqlite3.DatabaseError(str(ok))
     with ConversationStore(db_path) as s:
         assert s.notice is not None and asides(db_path)
         expected = {mid: text for msgs in saved.values() for mid, text in msgs.items()}
@@ -242,8 +242,8 @@ def test_damaged_file_that_cannot_be_moved_aside_is_left_exactly_as_it_was(
             raise PermissionError(13, "The process cannot access the file", str(src))
         real_replace(src, dst)
 
-    monkeypatch.setattr(conv_mod.os, "replace", replace)
-    with pytest.raises(OSError, match="damaged .* could not replace it"):
+    monkeypatch.setattr(conv_salvage.os, "replace", replace)
+    with pytest.raises(OSError, match=r"damaged .* could not replace it"):
         ConversationStore(db_path)
     monkeypatch.undo()
     assert db_path.read_bytes() == garbage and Path(f"{db_path}-wal").read_bytes() == wal  # -wal moved back

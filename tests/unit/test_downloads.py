@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core import downloads as dl
+from app.core import download_transfer
 from app.core.downloads import DownloadManager, DownloadState, DownloadStatus, InsufficientSpaceError
 from app.core.gguf_info import format_bytes
 from app.core.hub import HubClient, HubFile
@@ -375,8 +375,8 @@ def _assert_disk_full_failure(st: DownloadStatus, gb_paths: Paths) -> None:
 def test_h2_disk_filling_up_mid_download_is_a_clear_error(
     smol: HubFile, managers, gb_paths: Paths, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_open = dl._open_for_append
-    monkeypatch.setattr(dl, "_open_for_append", lambda p: _FillingDisk(real_open(p), 20 * MiB))
+    real_open = download_transfer.open_for_append
+    monkeypatch.setattr(download_transfer, "open_for_append", lambda p: _FillingDisk(real_open(p), 20 * MiB))
     m = managers()
     m.start()
     st = m.wait(m.add(smol), timeout=60)
@@ -465,7 +465,7 @@ def test_h5_split_model_downloads_every_part_and_is_one_library_entry(
     m.start()
     st = m.wait(m.add(f), timeout=30)
     assert st.state is DownloadState.DONE and st.n_parts == 3 and st.total_bytes == f.size
-    for src, dest in zip(parts, st.paths):
+    for src, dest in zip(parts, st.paths, strict=True):
         assert dest.name == src.name and sha256_file(dest) == sha256_file(src)
     library = ModelLibrary(gb_paths, hf_cache=False)
     [entry] = library.scan()

@@ -32,7 +32,7 @@ def test_fields_and_tensors_match_gguf_reader(which, request):
                 else ours.metadata[key] == field.contents()
             ), key
     assert len(ours.tensors) == len(ref.tensors)
-    for t_ours, t_ref in zip(ours.tensors, ref.tensors):
+    for t_ours, t_ref in zip(ours.tensors, ref.tensors, strict=True):
         assert t_ours.name == t_ref.name
         assert t_ours.shape == tuple(int(x) for x in t_ref.shape)
         assert t_ours.type_name == t_ref.tensor_type.name

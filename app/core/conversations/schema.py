@@ -1,0 +1,232 @@
+"""The history file's schema: tables, migrations, the full-text index, opening checks.
+
+* Schema version in ``PRAGMA user_version``; :data:`MIGRATIONS` lists the steps
+  from version 1 on. A file from a newer Glassbox raises :class:`SchemaTooNewError`
+  and is left untouched.
+* WAL journal, ``synchronous=FULL``.
+* FTS5 index on ``messages.content`` kept in step by triggers when this SQLite
+  build has FTS5 (:func:`prepare`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+# SQLite primary result codes that mean "the file is damaged" (not "busy" or "no permission").
+_SQLITE_CORRUPT = 11
+_SQLITE_NOTADB = 26
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+class SchemaTooNewError(RuntimeError):
+    """The history file was written by a newer Glassbox; it is left untouched."""
+
+    def __init__(self, path: Path, found: int, known: int) -> None:
+        super().__init__(
+            f"The conversation history {path} was written by a newer version of Glassbox "
+            f"(schema version {found}; this version knows up to {known}). It was not changed. "
+            "Update Glassbox, or move the file away to start a new history."
+        )
+        self.path, self.found, self.known = path, found, known
+
+
+class NotOurs(Exception):
+    """The file is a healthy SQLite database but not a Glassbox history."""
+
+
+# --------------------------------------------------------------------------- schema
+
+
+def _migrate_v1(conn: sqlite3.Connection) -> None:
+    # Small columns first, long text last: a row whose text spills onto a damaged
+    # overflow page can still be salvaged without its text. AUTOINCREMENT: an id
+    # the UI still holds never comes back as a different message.
+    conn.execute(
+        """CREATE TABLE conversations (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            deleted_at REAL,
+            title_custom INTEGER NOT NULL DEFAULT 0,
+            current_leaf_id INTEGER,
+            title TEXT NOT NULL DEFAULT '',
+            model_path TEXT NOT NULL DEFAULT '',
+            system_prompt TEXT NOT NULL DEFAULT '',
+            sampler_json TEXT NOT NULL DEFAULT '{}'
+        )"""
+    )
+    conn.execute(
+        """CREATE TABLE messages (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            conversation_id INTEGER NOT NULL,
+            parent_id INTEGER,
+            role TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            complete INTEGER NOT NULL DEFAULT 1,
+            selected_seq INTEGER NOT NULL DEFAULT 0,
+            content TEXT NOT NULL DEFAULT '',
+            meta_json TEXT NOT NULL DEFAULT '{}'
+        )"""
+    )
+    conn.execute("CREATE INDEX messages_by_conversation ON messages(conversation_id, parent_id)")
+    conn.execute("CREATE INDEX messages_by_parent ON messages(parent_id)")
+    conn.execute("CREATE INDEX conversations_by_updated ON conversations(updated_at)")
+
+
+# Step i (0-based) takes a database from user_version i to i + 1, inside one
+# transaction. Append steps; never change a released one.
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_migrate_v1]
+
+CONV_COLS = (
+    "id",
+    "created_at",
+    "updated_at",
+    "deleted_at",
+    "title_custom",
+    "current_leaf_id",
+    "title",
+    "model_path",
+    "system_prompt",
+    "sampler_json",
+)
+MSG_COLS = (
+    "id",
+    "conversation_id",
+    "parent_id",
+    "role",
+    "created_at",
+    "complete",
+    "selected_seq",
+    "content",
+    "meta_json",
+)
+MSG_SELECT = ", ".join(MSG_COLS)
+CONV_SELECT = ", ".join(CONV_COLS)
+
+_FTS_TRIGGERS = {
+    "messages_fts_ai": """CREATE TRIGGER messages_fts_ai AFTER INSERT ON messages BEGIN
+        INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content); END""",
+    "messages_fts_ad": """CREATE TRIGGER messages_fts_ad AFTER DELETE ON messages BEGIN
+        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content); END""",
+    "messages_fts_au": """CREATE TRIGGER messages_fts_au AFTER UPDATE OF content ON messages BEGIN
+        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+        INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content); END""",
+}
+
+
+def is_damage(exc: sqlite3.DatabaseError) -> bool:
+    """True when SQLite says the file is corrupt or not a database (not busy, not denied)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+    text = str(exc).lower()
+    return "malformed" in text or "not a database" in text or "corrupt" in text
+
+
+def _fts5_available(conn: sqlite3.Connection) -> bool:
+    try:
+        conn.execute("CREATE VIRTUAL TABLE temp.glassbox_fts5_probe USING fts5(x)")
+        conn.execute("DROP TABLE temp.glassbox_fts5_probe")
+        return True
+    except sqlite3.OperationalError:
+        return False
+
+
+def connect(path: Path, busy_timeout: float = 5.0) -> sqlite3.Connection:
+    """An autocommit connection (transactions are explicit) with the ``gb_fold`` casefold function.
+
+    Args:
+        path: the database file.
+        busy_timeout: seconds to wait for another process's write lock.
+    """
+    conn = sqlite3.connect(str(path), isolation_level=None, timeout=busy_timeout)
+    conn.create_function("gb_fold", 1, _fold, deterministic=True)
+    return conn
+
+
+def _fold(s: str | bytes | int | float | None) -> str | bytes | int | float | None:
+    """``gb_fold(x)`` in SQL: casefolded text (other values unchanged), for case-insensitive search."""
+    return s.casefold() if isinstance(s, str) else s
+
+
+def user_version(conn: sqlite3.Connection) -> int:
+    """The schema version stored in the file (0 for a new, empty file)."""
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def health_problem(conn: sqlite3.Connection, version: int) -> str | None:
+    """None when the file looks healthy, else what is wrong (SQLite's words, for the notice).
+
+    Raises:
+        NotOurs: a healthy SQLite database with tables but no Glassbox schema version.
+        sqlite3.DatabaseError: SQLite could not read the file at all.
+    """
+    if version == 0:
+        tables = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
+        if tables:
+            raise NotOurs("the file is an SQLite database, but not one Glassbox wrote")
+        return None
+    rows = [str(r[0]) for r in conn.execute("PRAGMA quick_check(5)")]
+    if rows != ["ok"]:
+        return "; ".join(rows)
+    return None
+
+
+def prepare(conn: sqlite3.Connection, want_fts: bool) -> bool:
+    """WAL, durability, migrations, full-text index (idempotent).
+
+    Each migration step is its own transaction; a step that fails is rolled back
+    and re-raised, leaving the file at the last good version.
+
+    Args:
+        conn: an open connection to the history file.
+        want_fts: use FTS5 when this SQLite has it.
+
+    Returns:
+        True when search can use FTS5.
+    """
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    version = user_version(conn)
+    for target in range(version + 1, len(MIGRATIONS) + 1):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            MIGRATIONS[target - 1](conn)
+            conn.execute(f"PRAGMA user_version = {int(target)}")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+    return _setup_fts(conn, want_fts)
+
+
+def _setup_fts(conn: sqlite3.Connection, want_fts: bool) -> bool:
+    """Keep the FTS5 index in step with ``messages`` through triggers; True when it is in use.
+
+    Without FTS5 (or with ``want_fts=False``) the triggers are dropped, so
+    writes work on any SQLite build; when FTS5 is back the index is rebuilt.
+    """
+    triggers = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+    have = triggers & set(_FTS_TRIGGERS)
+    enabled = want_fts and _fts5_available(conn)
+    if have == (set(_FTS_TRIGGERS) if enabled else set()):
+        return enabled  # already in step: no write at open
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for name in have:
+            conn.execute(f"DROP TRIGGER {name}")
+        if enabled:
+            conn.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING "
+                "fts5(content, content='messages', content_rowid='id')"
+            )
+            for sql in _FTS_TRIGGERS.values():
+                conn.execute(sql)
+            conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return enabled
