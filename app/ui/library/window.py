@@ -33,6 +33,7 @@ from app.core.hub import (
     HubClient,
     HubError,
     HubFile,
+    HubOfflineError,
     StarterModel,
     is_offline_mode,
     offline_error,
@@ -287,7 +288,7 @@ class ModelsWindow(QWidget):
         self.library_tab.starters.set_state(starter, "Download", True)
         msg = exc.message if isinstance(exc, HubError) else f"{type(exc).__name__}: {exc}"
         self._notice(
-            Severity.WARNING if "Offline" in msg else Severity.ERROR,
+            Severity.WARNING if isinstance(exc, HubOfflineError) else Severity.ERROR,
             f"Could not start the download of {starter.filename}: {msg}",
         )
 
