@@ -31,8 +31,7 @@ from app import APP_NAME, __version__
 from app.core import protocol as P
 from app.core.chat import LoadSettings
 from app.core.conversations import ConversationStore
-from app.core.gguf_info import GGUFError, format_bytes, read_gguf_info
-from app.core.memory import kv_cache_layout
+from app.core.gguf_info import GGUFError, MissingSplitParts, check_loadable, format_bytes
 from app.core.settings import Settings
 from app.paths import Paths
 from app.ui.chat.controller import ChatController
@@ -400,20 +399,13 @@ class MainWindow(QMainWindow):
     def load_model(self, path: str, settings: LoadSettings | None = None) -> bool:
         """Check ``path`` and load it in the engine. Returns False (with a message) if the file is unusable."""
         try:
-            info = read_gguf_info(path)
+            check_loadable(path)
+        except MissingSplitParts as exc:
+            self.banner.show_message("error", exc.message, topic="model")
+            return False
         except GGUFError as exc:
             self.banner.show_message(
                 "error", exc.message, [("Open another model…", self.open_model_dialog)], topic="model"
-            )
-            return False
-        missing = info.missing_parts()
-        if missing:
-            self.banner.show_message(
-                "error",
-                f"{Path(path).name}: this model has {len(info.split_paths())} parts and "
-                f"{', '.join(p.name for p in missing)} {'is' if len(missing) == 1 else 'are'} missing. "
-                "Put all parts in the same folder.",
-                topic="model",
             )
             return False
         if self.chat.busy:
@@ -613,9 +605,7 @@ class MainWindow(QMainWindow):
         self.model_button.setToolTip(
             f"{info.path}\nn_ctx {ev.n_ctx:,} · {info.quant_type} · {format_bytes(info.file_size)}"
         )
-        self.stats_panel.set_model(
-            ev.n_ctx, kv_cache_layout(info, ev.n_ctx, n_ubatch=min(ev.n_batch, 512), swa_full=ev.settings.swa_full)
-        )
+        self.stats_panel.set_model(ev.n_ctx, ev.kv_layout)
         self.settings_ctl.apply(lambda s: s.with_recent(info.path))
         self.models.set_loaded_model(info.path)
         self.models.set_n_ctx(ev.n_ctx)
