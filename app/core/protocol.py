@@ -269,7 +269,7 @@ class Failed:
 
     Attributes:
         kind: short machine-readable kind: ``load``, ``bad_model``, ``context_overflow``,
-            ``no_model``, ``template``, ``internal``.
+            ``no_model``, ``template``, ``bad_settings``, ``internal``.
         stats: measurements up to the failure, when a reply had started.
     """
 

@@ -129,7 +129,7 @@ class Session:
         n_threads_batch = s.n_threads or auto_threads_batch()
         n_ctx_req = s.n_ctx or info.context_length or 4096
         n_batch = max(16, s.n_batch)
-        n_ubatch = n_ubatch_for(n_batch)
+        n_ubatch = n_ubatch_for(n_batch, n_ctx_req)  # what llama.cpp will run (it applies the same caps)
         self.llama_log.mark()
         try:
             llm = llama_cpp.Llama(
