@@ -86,7 +86,7 @@ def main() -> int:
     from app.core import protocol as P
     from app.core.chat import ChatMessage, LoadSettings
     from app.engine.host import EngineHost
-    from app.engine.session import auto_threads
+    from app.engine.threads import auto_threads
 
     threads = args.threads or auto_threads()  # 0: the engine's auto choice (decode and prefill threads differ)
     body = "\n".join(f"{i}. The quick brown fox jumps over the lazy dog." for i in range(args.prompt_lines))

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.core.gguf_info import GGUFInfo, format_bytes
-from app.core.memory import MemoryEstimate, estimate_memory
+from app.core.memory import DEFAULT_N_UBATCH, MemoryEstimate, estimate_memory
 
 COMFORT = 0.8  # "fits" leaves at least 20% of the budget free
 
@@ -176,7 +176,7 @@ def fit_verdict(
     *,
     memory: SystemMemory | None = None,
     weights_bytes: int | None = None,
-    n_ubatch: int = 512,
+    n_ubatch: int = DEFAULT_N_UBATCH,
     swa_full: bool = True,
     type_k: str = "f16",
     type_v: str = "f16",

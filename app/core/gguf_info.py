@@ -116,7 +116,8 @@ class _Cursor:
         self._need(n)
         raw = self.buf[self.off : self.off + n]
         self.off += n
-        return raw.decode("utf-8", errors="replace")
+        text: str = raw.decode("utf-8", errors="replace")
+        return text
 
     def skip_string(self) -> None:
         n = self.unpack("<Q")
@@ -254,6 +255,43 @@ def read_gguf_info(path: os.PathLike[str] | str, *, check_tensors: bool = True) 
         raise GGUFError(p, f"the file cannot be opened ({exc.strerror or exc})", "Check its permissions") from None
     with fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         return _parse_header(mm, p, size, check_tensors=check_tensors, partial=False)
+
+
+class MissingSplitParts(GGUFError):
+    """A split model (``-00001-of-00003.gguf``) with parts missing from its folder.
+
+    Attributes:
+        missing: the missing parts' paths.
+    """
+
+    def __init__(self, path: os.PathLike[str] | str, n_parts: int, missing: list[Path]) -> None:
+        self.missing = tuple(missing)
+        names = ", ".join(m.name for m in missing)
+        verb = "is" if len(missing) == 1 else "are"
+        super().__init__(
+            path,
+            f"this model is split into {n_parts} files and {names} {verb} missing",
+            "Download the missing part(s) into the same folder",
+        )
+
+
+def check_loadable(path: os.PathLike[str] | str) -> GGUFInfo:
+    """The one check before a model is loaded (by the window and again by the engine): the file
+    is a whole GGUF (:func:`read_gguf_info`) and every part of a split model is beside it.
+
+    Returns:
+        The file's :class:`GGUFInfo`.
+
+    Raises:
+        GGUFError: the file is unusable (:func:`read_gguf_info`), or
+            :class:`MissingSplitParts` naming the missing parts. The message names the
+            file, what is wrong and what to do.
+    """
+    info = read_gguf_info(path)
+    missing = info.missing_parts()
+    if missing:
+        raise MissingSplitParts(path, len(info.split_paths()), missing)
+    return info
 
 
 def read_gguf_info_bytes(

@@ -30,12 +30,35 @@ from app.core.gguf_info import GGUFInfo, format_bytes
 CTX_PAD = 256  # llama_context pads n_ctx to a multiple of 256 (src/llama-context.cpp)
 SWA_PAD = 256  # the SWA cache is padded to 256 cells (src/llama-kv-cache-iswa.cpp)
 
+DEFAULT_N_UBATCH = 512  # llama_context_default_params().n_ubatch, and llama-cpp-python's Llama(n_ubatch=512)
+
 KV_CACHE_TYPES = ("f16", "bf16", "f32", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
 
 
 def pad(n: int, multiple: int) -> int:
     """Round ``n`` up to a multiple (GGML_PAD)."""
     return (n + multiple - 1) // multiple * multiple
+
+
+def n_ubatch_for(n_batch: int, n_ctx: int | None = None) -> int:
+    """The physical batch (n_ubatch, tokens) llama.cpp runs for a logical batch of ``n_batch`` tokens.
+
+    Glassbox loads with ``n_ubatch = min(n_batch, 512)``: llama.cpp's default
+    n_ubatch is 512 and n_ubatch may not exceed n_batch. With causal attention
+    llama.cpp also caps n_batch at n_ctx (``llama_context::llama_context``:
+    ``cparams.n_batch = min(cparams.n_ctx, params.n_batch)``, then
+    ``cparams.n_ubatch = min(cparams.n_batch, params.n_ubatch)``; llama-cpp-python
+    0.3.36's ``Llama.__init__`` applies the same two mins before creating the
+    context), so n_ubatch never exceeds n_ctx.
+
+    Args:
+        n_batch: logical batch, tokens (prompt tokens per llama_decode call).
+        n_ctx: the context, tokens; None or 0: no cap (the context is not known yet).
+    """
+    n_ubatch = min(n_batch, DEFAULT_N_UBATCH)
+    if n_ctx:
+        n_ubatch = min(n_ubatch, n_ctx)
+    return n_ubatch
 
 
 def ggml_row_size(type_name: str, n: int) -> int:
@@ -101,7 +124,7 @@ def kv_cache_layout(
     info: GGUFInfo,
     n_ctx: int,
     *,
-    n_ubatch: int = 512,
+    n_ubatch: int = DEFAULT_N_UBATCH,
     swa_full: bool = True,
     type_k: str = "f16",
     type_v: str = "f16",
@@ -155,7 +178,7 @@ def kv_cache_layout(
     )
 
 
-def compute_buffer_estimate(info: GGUFInfo, n_ctx: int, *, n_ubatch: int = 512) -> int:
+def compute_buffer_estimate(info: GGUFInfo, n_ctx: int, *, n_ubatch: int = DEFAULT_N_UBATCH) -> int:
     """Estimated bytes of llama.cpp's compute buffer (flash attention off).
 
     The graph allocator reuses memory, so the largest intermediate dominates:
@@ -194,7 +217,7 @@ def estimate_memory(
     info: GGUFInfo,
     n_ctx: int,
     *,
-    n_ubatch: int = 512,
+    n_ubatch: int = DEFAULT_N_UBATCH,
     swa_full: bool = True,
     type_k: str = "f16",
     type_v: str = "f16",

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from app.core.chat import ChatMessage, GenerationStats, LoadSettings
 from app.core.gguf_info import GGUFInfo
+from app.core.memory import KVCacheLayout
 from app.core.sampling import SamplerSettings
 
 
@@ -80,6 +81,25 @@ Request = LoadModel | Generate | ResetContext | Shutdown
 # Events
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
+class DeviceMemory:
+    """One GPU device llama.cpp can offload to, as its ggml backend reports it.
+
+    Attributes:
+        name: the backend's device name (``CUDA0``, ``Vulkan0``, ``Metal``).
+        description: the device's own name (``NVIDIA GeForce RTX 4090``).
+        integrated: an integrated GPU sharing host memory (ggml's IGPU type).
+        free_bytes: memory free on the device when the engine started, bytes.
+        total_bytes: the device's memory, bytes.
+    """
+
+    name: str
+    description: str
+    integrated: bool
+    free_bytes: int
+    total_bytes: int
+
+
+@dataclass(frozen=True)
 class EngineReady:
     """The engine process started and imported llama.cpp.
 
@@ -87,11 +107,15 @@ class EngineReady:
         llama_cpp_version: llama-cpp-python's version.
         system_info: llama_print_system_info() (CPU features the build uses).
         gpu_offload: whether this build can offload layers to a GPU.
+        devices: the GPU devices llama.cpp sees with their free and total memory
+            (``ggml_backend_dev_memory``), for "will it fit" verdicts; CPU and
+            host-memory accelerator devices are not listed, so a CPU build gives ``()``.
     """
 
     llama_cpp_version: str
     system_info: str
     gpu_offload: bool
+    devices: tuple[DeviceMemory, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -108,6 +132,8 @@ class ModelLoaded:
         gpu_offload: whether n_gpu_layers has any effect in this build.
         load_s: seconds to load.
         kv_allocated_bytes: KV cache bytes by Glassbox's formula (app.core.memory).
+        kv_layout: the KV cache's layout at the settings in effect (n_ctx, n_ubatch, swa_full);
+            its ``allocated_bytes`` is ``kv_allocated_bytes``.
         kv_reported_bytes: KV cache bytes llama.cpp logged that it allocated (0 if not seen).
         compute_reported_bytes: compute buffer bytes llama.cpp logged (0 if not seen).
         chat_template: the template used, or None (plain transcript fallback).
@@ -126,6 +152,7 @@ class ModelLoaded:
     gpu_offload: bool
     load_s: float
     kv_allocated_bytes: int
+    kv_layout: KVCacheLayout
     kv_reported_bytes: int
     compute_reported_bytes: int
     chat_template: str | None
@@ -242,7 +269,7 @@ class Failed:
 
     Attributes:
         kind: short machine-readable kind: ``load``, ``bad_model``, ``context_overflow``,
-            ``no_model``, ``template``, ``internal``.
+            ``no_model``, ``template``, ``bad_settings``, ``internal``.
         stats: measurements up to the failure, when a reply had started.
     """
 

@@ -7,9 +7,11 @@ wraps, and what engine tests and benchmarks use directly.
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import multiprocessing as mp
 import threading
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -49,7 +51,7 @@ class EngineHost:
         self.process: mp.process.BaseProcess | None = None
         self._conn: Connection | None = None
         self.cancel_event = self._ctx.Event()
-        self._queued: collections.deque = collections.deque()
+        self._queued: collections.deque[P.TokenEvent] = collections.deque()
 
     def next_id(self) -> int:
         """A fresh request id."""
@@ -133,7 +135,7 @@ class EngineHost:
         except ValueError:  # closed by stop() meanwhile
             return None
 
-    def request(self, request: Any, timeout: float = 120.0, on_event=None) -> Any:
+    def request(self, request: Any, timeout: float = 120.0, on_event: Callable[[Any], None] | None = None) -> Any:
         """Send ``request`` and return its terminal event (blocking; for tests and benchmarks).
 
         Non-terminal events for it go to ``on_event``.
@@ -157,10 +159,8 @@ class EngineHost:
         """End the process: Shutdown, then terminate, then kill. Idempotent."""
         proc = self.process
         if proc is not None and proc.is_alive():
-            try:
+            with contextlib.suppress(EngineDied):
                 self.send(P.Shutdown())
-            except EngineDied:
-                pass
             proc.join(timeout)
             if proc.is_alive():
                 proc.terminate()
@@ -179,14 +179,10 @@ class EngineHost:
 
     def _close(self) -> None:
         if self._conn is not None:
-            try:
+            with contextlib.suppress(OSError):
                 self._conn.close()
-            except OSError:
-                pass
             self._conn = None
         if self.process is not None:
-            try:
+            with contextlib.suppress(ValueError):  # still running: close() refuses; the daemon flag ends it with us
                 self.process.close()
-            except ValueError:
-                pass  # still running: close() refuses; the daemon flag ends it with us
             self.process = None

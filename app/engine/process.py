@@ -1,25 +1,35 @@
-"""The engine process's main loop: receive requests, run them, send events.
+"""The engine process's entry point (the ``spawn`` target of :mod:`app.engine.host`).
 
-Runs in a child process started with the ``spawn`` method (see
-:mod:`app.engine.host`), so a crash in llama.cpp (abort, SIGILL, out of
-memory) ends this process and not the window.
+Runs in a child process started with the ``spawn`` method, so a crash in
+llama.cpp (abort, SIGILL, out of memory) ends this process and not the
+window.
+
+The window process imports this module (through the host) to name the
+target, so it must not import llama_cpp, not even inside a function: that is
+what ``lint-imports`` checks ("the UI never touches llama.cpp"). The child
+loads :mod:`app.engine.child`, which owns llama.cpp, by name in
+:func:`engine_main`; a test checks that importing the engine client leaves
+llama_cpp out of ``sys.modules``.
 """
 
 from __future__ import annotations
 
 import faulthandler
+import importlib
 import logging
 import os
 import signal
 import sys
 import time
-import traceback
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from app.core import protocol as P
+from app.engine.errors import CancelFlag
 
 log = logging.getLogger("glassbox.engine")
+
+# The module that imports llama_cpp and runs the requests; loaded by name, only in the child.
+CHILD_MODULE = "app.engine.child"
 
 
 def _setup_logging(log_path: str | None) -> None:
@@ -36,7 +46,7 @@ def _setup_logging(log_path: str | None) -> None:
     root.addHandler(handler)
 
 
-def engine_main(conn: Connection, cancel, log_path: str | None = None) -> None:
+def engine_main(conn: Connection, cancel: CancelFlag, log_path: str | None = None) -> None:
     """Entry point of the engine process.
 
     Args:
@@ -51,72 +61,5 @@ def engine_main(conn: Connection, cancel, log_path: str | None = None) -> None:
     if os.environ.get("GLASSBOX_ENGINE_CRASH_ON_START"):
         # Test hook: die the way an incompatible llama.cpp build does.
         os.kill(os.getpid(), getattr(signal, os.environ["GLASSBOX_ENGINE_CRASH_ON_START"]))
-    import llama_cpp
-
-    from app.engine.llama_log import LlamaLog
-    from app.engine.session import EngineError, Session
-
-    llama_log = LlamaLog()
-    llama_cpp.llama_backend_init()
-    system_info = llama_cpp.llama_print_system_info().decode("utf-8", errors="replace").strip()
-    log.info(
-        "engine started in %.2f s; llama-cpp-python %s; %s",
-        time.perf_counter() - t0,
-        llama_cpp.__version__,
-        system_info,
-    )
-
-    def emit(event: object) -> None:
-        try:
-            conn.send(event)
-        except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
-            raise ParentGone() from None
-
-    emit(P.EngineReady(llama_cpp.__version__, system_info, bool(llama_cpp.llama_supports_gpu_offload())))
-    session = Session(emit, cancel, llama_log)
-    try:
-        while True:
-            try:
-                req = conn.recv()
-            except (EOFError, OSError):
-                break
-            if isinstance(req, P.Shutdown):
-                break
-            _handle(session, req, emit, EngineError)
-    except ParentGone:
-        log.info("the window went away; the engine ends")
-    finally:
-        session.unload()
-        conn.close()
-
-
-class ParentGone(Exception):
-    """The UI end of the pipe is closed: nobody is listening, so the engine ends."""
-
-
-def _handle(session, req, emit, engine_error) -> None:
-    rid = getattr(req, "request_id", -1)
-    try:
-        if isinstance(req, P.LoadModel):
-            emit(session.load(req))
-        elif isinstance(req, P.Generate):
-            emit(session.generate(req))
-        elif isinstance(req, P.ResetContext):
-            session.reset()
-            emit(P.ContextReset(rid))
-        else:
-            emit(P.Failed(rid, "internal", f"The engine does not know the request {type(req).__name__}."))
-    except ParentGone:
-        raise
-    except engine_error as exc:
-        log.info("request %s failed: %s", rid, exc.message)
-        emit(P.Failed(rid, exc.kind, exc.message))
-    except Exception as exc:  # a bug: report it, keep the engine alive
-        log.error("request %s crashed:\n%s", rid, traceback.format_exc())
-        emit(
-            P.Failed(
-                rid,
-                "internal",
-                f"The engine hit an internal error ({type(exc).__name__}: {exc}). Details are in the engine log.",
-            )
-        )
+    child = importlib.import_module(CHILD_MODULE)
+    child.serve(conn, cancel, t0)

@@ -30,8 +30,7 @@ from app import APP_NAME, __version__
 from app.core import protocol as P
 from app.core.chat import LoadSettings
 from app.core.conversations import ConversationStore
-from app.core.gguf_info import GGUFError, format_bytes, read_gguf_info
-from app.core.memory import kv_cache_layout
+from app.core.gguf_info import GGUFError, MissingSplitParts, check_loadable, format_bytes
 from app.core.sampling import SamplerSettings
 from app.core.settings import Settings
 from app.paths import Paths
@@ -267,20 +266,13 @@ class MainWindow(QMainWindow):
         """Check ``path`` and load it in the engine with ``settings`` (default: the load settings
         in the settings). Returns False (with a message) if the file is unusable."""
         try:
-            info = read_gguf_info(path)
+            check_loadable(path)
+        except MissingSplitParts as exc:
+            self.banner.show_message(Severity.ERROR, exc.message, topic=BannerTopic.MODEL)
+            return False
         except GGUFError as exc:
             self.banner.show_message(
                 Severity.ERROR, exc.message, [("Open another model…", self.open_model_dialog)], topic=BannerTopic.MODEL
-            )
-            return False
-        missing = info.missing_parts()
-        if missing:
-            self.banner.show_message(
-                Severity.ERROR,
-                f"{Path(path).name}: this model has {len(info.split_paths())} parts and "
-                f"{', '.join(p.name for p in missing)} {'is' if len(missing) == 1 else 'are'} missing. "
-                "Put all parts in the same folder.",
-                topic=BannerTopic.MODEL,
             )
             return False
         if self.chat.busy:
@@ -425,9 +417,7 @@ class MainWindow(QMainWindow):
             f"{display_name(info.path)}  ▾",
             f"{info.path}\nn_ctx {ev.n_ctx:,} · {info.quant_type} · {format_bytes(info.file_size)}",
         )
-        self.stats_panel.set_model(
-            ev.n_ctx, kv_cache_layout(info, ev.n_ctx, n_ubatch=min(ev.n_batch, 512), swa_full=ev.settings.swa_full)
-        )
+        self.stats_panel.set_model(ev.n_ctx, ev.kv_layout)
         self.settings_ctl.apply(lambda s: s.with_recent(info.path))
         self.models.set_loaded_model(info.path)
         self.models.set_n_ctx(ev.n_ctx)

@@ -9,7 +9,9 @@ import pytest
 
 from app.core import protocol as P
 from app.core.chat import StopReason
+from app.core.gguf_info import MissingSplitParts, check_loadable
 from tests.engine.conftest import ROLLING_POLICY, STOP_POLICY, SYSTEM
+from tests.support.models import write_split_model
 
 
 def _texts(events) -> list[str]:
@@ -264,7 +266,7 @@ def test_e11_second_turn_reuses_the_cache(engine):
     assert first.stats.generated_tokens >= 250, first.stats
     events: list = []
     second = engine.generate(
-        first_msgs + [("assistant", first.text), ("user", "Thanks! Now a title for it.")],
+        [*first_msgs, ("assistant", first.text), ("user", "Thanks! Now a title for it.")],
         events=events,
         temperature=0.0,
         max_tokens=16,
@@ -372,3 +374,16 @@ def test_out_of_range_sampler_values_are_refused_clearly(engine):
     fail = engine.generate([SYSTEM, ("user", "Hi")], top_p=1.5, max_tokens=4)
     assert isinstance(fail, P.Failed) and fail.kind == "bad_settings"
     assert "top_p = 1.5" in fail.message and "between 0.0 and 1.0" in fail.message
+
+
+def test_e6_split_model_with_a_missing_part_is_refused_with_the_windows_message(engine, tmp_path, smollm2):
+    parts = write_split_model(tmp_path / "split", "Tiny-Split-Q4_0", 3)
+    parts[1].unlink()
+    fail = engine.load(parts[0], n_ctx=2048)
+    assert isinstance(fail, P.Failed) and fail.kind == "bad_model"
+    with pytest.raises(MissingSplitParts) as exc:  # the check the window runs before sending LoadModel
+        check_loadable(parts[0])
+    assert fail.message == exc.value.message
+    assert parts[0].name in fail.message and parts[1].name in fail.message and "is missing" in fail.message
+    ok = engine.load(smollm2, n_ctx=4096)
+    assert isinstance(ok, P.ModelLoaded)

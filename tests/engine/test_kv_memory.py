@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.core import protocol as P
-from app.core.memory import compute_buffer_estimate
+from app.core.memory import compute_buffer_estimate, kv_cache_layout, n_ubatch_for
 from tests.engine.conftest import SYSTEM, start_engine
 
 MIB = 1024 * 1024
@@ -21,6 +21,8 @@ def test_smollm2_kv_allocation_matches_llama_cpp(smollm2, n_ctx):
         assert ml.n_ctx == -(-n_ctx // 256) * 256
         assert ml.kv_reported_bytes > 0, "llama.cpp's KV buffer line was not captured"
         assert abs(ml.kv_allocated_bytes - ml.kv_reported_bytes) <= ROUNDING
+        assert ml.kv_layout.allocated_bytes == ml.kv_allocated_bytes
+        assert ml.kv_layout.layer_cells == (ml.n_ctx,) * 30 and ml.kv_layout.n_swa_layers == 0
         est = compute_buffer_estimate(ml.info, ml.n_ctx)
         assert est == pytest.approx(ml.compute_reported_bytes, rel=0.15)
         # KV bytes in use grow with the context, by the per-token figure.
@@ -39,6 +41,11 @@ def test_gemma3_sliding_window_kv_allocation_matches_llama_cpp(gemma, swa_full):
         assert abs(ml.kv_allocated_bytes - ml.kv_reported_bytes) <= 2 * ROUNDING  # two caches: full + SWA
         expected_mib = 72.0 if swa_full else 27.0  # 18 layers x 4096 cells, or 3 x 4096 + 15 x 1024
         assert ml.kv_allocated_bytes == expected_mib * MIB
+        # The layout travels with ModelLoaded: the one the window used to recompute, SWA cells included.
+        assert ml.kv_layout == kv_cache_layout(ml.info, ml.n_ctx, n_ubatch=n_ubatch_for(ml.n_batch), swa_full=swa_full)
+        assert ml.kv_layout.allocated_bytes == ml.kv_allocated_bytes
+        assert ml.kv_layout.n_swa_layers == 15
+        assert set(ml.kv_layout.layer_cells) == ({4096} if swa_full else {4096, 1024})
         assert ml.compute_reported_bytes == pytest.approx(compute_buffer_estimate(ml.info, ml.n_ctx), rel=0.15)
         # A base model without a chat template still answers, through the plain transcript.
         assert ml.chat_template is None

@@ -26,7 +26,7 @@ def session(smollm2):
 @pytest.mark.parametrize("text", ["Great job 👍", "リンゴ。", " ゴ", "naïve café — 🍎🍏", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢"])
 def test_split_characters_stream_whole(session, text):
     tokens = session.tokenize(text, special=False)
-    pieces = [session._piece(t) for t in tokens]
+    pieces = [session.vocab.piece(t) for t in tokens]
     partial = [p for p in pieces if _incomplete(p)]
     shown = session.stream_pieces(tokens)
     assert all("\ufffd" not in s for s in shown)

@@ -10,8 +10,8 @@ from PySide6.QtGui import QDropEvent
 
 from app.core import protocol as P
 from app.core.chat import StopReason
-from app.ui.common.stats_format import reply_footer
 from app.ui.chat.view import CodeBlock, MessageWidget
+from app.ui.common.stats_format import reply_footer
 from app.ui.engine_client import EngineState
 from tests.support.fake_engine import CrashMidReply, Endless, FakeEngine, Refuse, reply
 from tests.ui.conftest import banner_button, close_window, load, make_window, reply_over, send

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 from app.core import protocol as P
 from app.core.chat import ContextPolicy, LoadSettings
 from app.core.gguf_info import GGUFInfo, format_bytes, format_count
-from app.core.memory import estimate_memory
+from app.core.memory import estimate_memory, n_ubatch_for
 
 
 class ModelPanel(QWidget):
@@ -281,7 +281,7 @@ class ModelPanel(QWidget):
             return
         try:
             est = estimate_memory(
-                self.info, s.n_ctx or self.info.context_length, n_ubatch=min(s.n_batch, 512), swa_full=s.swa_full
+                self.info, s.n_ctx or self.info.context_length, n_ubatch=n_ubatch_for(s.n_batch), swa_full=s.swa_full
             )
         except ValueError as exc:
             self.estimate.setText(str(exc))

@@ -1,0 +1,107 @@
+"""The engine process's work once llama.cpp is imported: receive requests, run them, send events.
+
+Only the engine child imports this module (:func:`app.engine.process.engine_main`
+loads it by name), so llama_cpp and libllama are never loaded into the window process.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+
+import llama_cpp
+
+from app.core import protocol as P
+from app.engine.devices import gpu_devices
+from app.engine.errors import CancelFlag, EngineError
+from app.engine.llama_log import LlamaLog
+from app.engine.session import Session
+
+log = logging.getLogger("glassbox.engine")
+
+
+class ParentGone(Exception):
+    """The UI end of the pipe is closed: nobody is listening, so the engine ends."""
+
+
+def serve(conn: Connection, cancel: CancelFlag, t0: float) -> None:
+    """Start llama.cpp, send EngineReady, then answer requests until Shutdown or the pipe closes.
+
+    Args:
+        conn: duplex pipe end: requests in, events out.
+        cancel: the Stop flag the UI sets.
+        t0: when the process started (perf_counter seconds), for the start-up time in the log.
+    """
+    llama_log = LlamaLog()
+    llama_cpp.llama_backend_init()
+    system_info = llama_cpp.llama_print_system_info().decode("utf-8", errors="replace").strip()
+    log.info(
+        "engine started in %.2f s; llama-cpp-python %s; %s",
+        time.perf_counter() - t0,
+        llama_cpp.__version__,
+        system_info,
+    )
+
+    def emit(event: object) -> None:
+        try:
+            conn.send(event)
+        except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
+            raise ParentGone() from None
+
+    try:
+        devices = gpu_devices()
+    except (AttributeError, OSError) as exc:  # a libggml without the backend device API
+        log.warning("GPU devices cannot be listed: %s", exc)
+        devices = ()
+    emit(P.EngineReady(llama_cpp.__version__, system_info, bool(llama_cpp.llama_supports_gpu_offload()), devices))
+    session = Session(emit, cancel, llama_log)
+    try:
+        while True:
+            try:
+                req = conn.recv()
+            except (EOFError, OSError):
+                break
+            if isinstance(req, P.Shutdown):
+                break
+            handle(session, req, emit)
+    except ParentGone:
+        log.info("the window went away; the engine ends")
+    finally:
+        session.unload()
+        conn.close()
+
+
+def handle(session: Session, req: object, emit: Callable[[object], None]) -> None:
+    """Run one request and emit its terminal event (Failed for errors; bugs are logged, the engine lives on).
+
+    Raises:
+        ParentGone: the UI end of the pipe closed.
+    """
+    rid = getattr(req, "request_id", -1)
+    try:
+        if isinstance(req, P.LoadModel):
+            emit(session.load(req))
+        elif isinstance(req, P.Generate):
+            emit(session.generate(req))
+        elif isinstance(req, P.ResetContext):
+            session.reset()
+            emit(P.ContextReset(rid))
+        else:
+            emit(P.Failed(rid, "internal", f"The engine does not know the request {type(req).__name__}."))
+    except ParentGone:
+        raise
+    except EngineError as exc:
+        log.info("request %s failed: %s", rid, exc.message)
+        emit(P.Failed(rid, exc.kind, exc.message))
+    except Exception as exc:  # a bug: report it, keep the engine alive
+        log.error("request %s crashed:\n%s", rid, traceback.format_exc())
+        emit(
+            P.Failed(
+                rid,
+                "internal",
+                f"The engine hit an internal error ({type(exc).__name__}: {exc}). Details are in the engine log.",
+            )
+        )

@@ -1,0 +1,248 @@
+"""The decode loop: sample with llama.cpp's sampler chain, stream text, stop, batch tokens to the UI.
+
+Each step: (optionally) read the raw logits for the inspector, sample,
+detokenize without splitting UTF-8 characters, check end-of-generation
+tokens, stop strings, max_tokens, the context limit and the cancel flag,
+then evaluate the token. Tokens go to the UI in batches
+(:class:`~app.core.protocol.TokenBatch`): the first token at once (TTFT),
+then at most every ``TOKEN_FLUSH_S``, so the UI process wakes ~30 times a
+second instead of once per token.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import llama_cpp
+
+from app.core import protocol as P
+from app.core.chat import ContextPolicy, StopReason
+from app.core.sampling import SamplerSettings
+from app.core.textstream import TextStream
+from app.engine.errors import CancelFlag
+from app.engine.inspector import Inspector, Logits
+from app.engine.vocab import Vocab, display_piece
+
+# Tokens are sent to the UI in batches at most this often, seconds (the first token at once).
+TOKEN_FLUSH_S = 0.03
+# Top candidates for the Sampler panel at most this often, seconds (it repaints at ~10 Hz).
+CANDIDATES_EVERY_S = 0.1
+
+
+@dataclass
+class TurnStats:
+    """One turn's counts before the decode loop's timings are added (see GenerationStats).
+
+    Attributes:
+        prompt_tokens: tokens of the rendered prompt.
+        cached_tokens: prompt tokens reused from the KV cache.
+        seed: the sampler seed in effect.
+        dropped_messages: oldest messages left out to fit n_ctx (at the start and by context shifts).
+        evaluated_tokens: prompt tokens prefill evaluated.
+        prefill_s: prefill wall time, seconds.
+        context_shifts: times the rolling policy rebuilt the context mid-reply.
+    """
+
+    prompt_tokens: int
+    cached_tokens: int
+    seed: int
+    dropped_messages: int = 0
+    evaluated_tokens: int = 0
+    prefill_s: float = 0.0
+    context_shifts: int = 0
+
+
+@dataclass(frozen=True)
+class DecodeResult:
+    """How the decode loop ended.
+
+    Attributes:
+        text: the whole reply (stop string removed).
+        reason: why it ended.
+        generated: tokens sampled (an end-of-generation token included).
+        t_first_ns, t_last_ns: perf_counter_ns of the first and last sample (0: none).
+        context_shifts: times the context was rebuilt to make room.
+    """
+
+    text: str
+    reason: StopReason
+    generated: int
+    t_first_ns: int
+    t_last_ns: int
+    context_shifts: int
+
+
+def make_sampler(s: SamplerSettings, seed: int, prompt_tokens: Sequence[int], vocab: Vocab, n_ctx: int) -> Any:
+    """llama.cpp's sampler chain for ``s`` (order: llama.cpp common defaults); free it with llama_sampler_free.
+
+    Args:
+        s: the sampler settings.
+        seed: the resolved seed (for the dist sampler).
+        prompt_tokens: the prompt, fed to the penalties' history.
+        vocab: the model's vocabulary.
+        n_ctx: the context, tokens (penalty window when ``repeat_last_n`` is -1).
+    """
+    chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
+
+    def add(smpl: Any) -> None:
+        llama_cpp.llama_sampler_chain_add(chain, smpl)
+
+    last_n = n_ctx if s.repeat_last_n < 0 else s.repeat_last_n
+    add(
+        llama_cpp.llama_sampler_init_penalties(
+            vocab.n_tokens, last_n, s.repeat_penalty, s.frequency_penalty, s.presence_penalty
+        )
+    )
+    if s.is_greedy:
+        add(llama_cpp.llama_sampler_init_greedy())
+    else:
+        add(llama_cpp.llama_sampler_init_top_k(s.top_k))
+        add(llama_cpp.llama_sampler_init_typical(s.typical_p, 1))
+        add(llama_cpp.llama_sampler_init_top_p(s.top_p, 1))
+        add(llama_cpp.llama_sampler_init_min_p(s.min_p, 1))
+        add(llama_cpp.llama_sampler_init_temp(s.temperature))
+        add(llama_cpp.llama_sampler_init_dist(seed))
+    # Penalties look back over the context, prompt included (as llama.cpp's main example does).
+    if last_n > 0 and (s.repeat_penalty != 1.0 or s.frequency_penalty != 0.0 or s.presence_penalty != 0.0):
+        for t in prompt_tokens[-last_n:]:
+            llama_cpp.llama_sampler_accept(chain, t)
+    return chain
+
+
+def decode_loop(
+    *,
+    llm: Any,
+    chain: Any,
+    vocab: Vocab,
+    inspector: Inspector,
+    req: P.Generate,
+    stop_strings: tuple[str, ...],
+    n_ctx: int,
+    policy: ContextPolicy,
+    cancel: CancelFlag,
+    emit: Callable[[object], None],
+    t0: int,
+    shift_context: Callable[[list[int]], bool],
+) -> DecodeResult:
+    """Sample, detokenize, check stops, evaluate the token; repeat (see the module docstring).
+
+    With ``req.top_candidates`` set, each token carries its probability under the raw
+    model (one log-sum-exp over the vocabulary) and, at most every
+    ``CANDIDATES_EVERY_S``, the top candidates for the Sampler panel.
+
+    Args:
+        stop_strings: every stop string (the request's and the prompt format's).
+        n_ctx: the context, tokens.
+        policy: what to do when the context is full (STOP ends; ROLLING calls ``shift_context``).
+        t0: when the request arrived (perf_counter_ns).
+        shift_context: makes room in the KV cache given the tokens generated so far (the
+            last one not yet evaluated); False when nothing could be freed or Stop was pressed.
+    """
+    stream = TextStream(stop_strings)
+    max_tokens = req.sampler.max_tokens
+    generated: list[int] = []
+    t_first = t_last = 0
+    shifts = 0
+    reason = StopReason.EOS
+    want = req.top_candidates
+    rid = req.request_id
+    pending: list[P.TokenEvent] = []
+    last_flush = 0
+    last_cands = 0
+    flush_ns = int(TOKEN_FLUSH_S * 1e9)
+    cands_ns = int(CANDIDATES_EVERY_S * 1e9)
+    logits: Logits | None = None
+    lse = 0.0
+    cands: tuple[tuple[int, str, float], ...] = ()
+    while True:
+        if cancel.is_set():
+            reason = StopReason.CANCELLED
+            break
+        if 0 <= max_tokens <= len(generated):
+            reason = StopReason.MAX_TOKENS
+            break
+        if want:
+            logits = inspector.logits()
+            lse = inspector.logsumexp(logits)
+            cands = ()
+            if time.perf_counter_ns() - last_cands >= cands_ns:
+                cands = inspector.top_candidates(logits, want)
+                last_cands = time.perf_counter_ns()
+        token = llama_cpp.llama_sampler_sample(chain, llm.ctx, -1)
+        now = time.perf_counter_ns()
+        if not generated:
+            t_first = now
+        t_last = now
+        generated.append(token)
+        if vocab.is_eog(token):
+            # Shown in the token view (it was sampled), never in the text, never evaluated.
+            pending.append(
+                P.TokenEvent(
+                    rid,
+                    "",
+                    token,
+                    vocab.display(token),
+                    len(generated) - 1,
+                    (now - t0) / 1e9,
+                    llm.n_tokens,
+                    p=math.exp(float(logits[token]) - lse) if logits is not None else None,
+                )
+            )
+            reason = StopReason.EOS
+            break
+        piece = vocab.piece(token)
+        res = stream.push(piece)
+        if logits is not None:
+            pending.append(
+                P.TokenEvent(
+                    rid,
+                    res.text,
+                    token,
+                    display_piece(piece),
+                    len(generated) - 1,
+                    (now - t0) / 1e9,
+                    llm.n_tokens + 1,
+                    p=math.exp(float(logits[token]) - lse),
+                    candidates=cands,
+                    logsumexp=lse if cands else None,
+                )
+            )
+        else:
+            pending.append(
+                P.TokenEvent(
+                    rid,
+                    res.text,
+                    token,
+                    display_piece(piece),
+                    len(generated) - 1,
+                    (now - t0) / 1e9,
+                    llm.n_tokens + 1,
+                )
+            )
+        if now - last_flush >= flush_ns:
+            emit(P.TokenBatch(rid, tuple(pending)))
+            pending.clear()
+            last_flush = now
+        if res.stopped:
+            reason = StopReason.STOP_STRING
+            break
+        if llm.n_tokens >= n_ctx:
+            if policy == ContextPolicy.STOP:
+                reason = StopReason.CONTEXT_FULL
+                break
+            if pending:
+                emit(P.TokenBatch(rid, tuple(pending)))
+                pending.clear()
+            if not shift_context(generated):
+                reason = StopReason.CANCELLED if cancel.is_set() else StopReason.CONTEXT_FULL
+                break
+            shifts += 1
+        llm.eval([token])
+    if pending:
+        emit(P.TokenBatch(rid, tuple(pending)))
+    stream.finish()  # flushes held-back text into stream.text
+    return DecodeResult(stream.text, reason, len(generated), t_first, t_last, shifts)

@@ -1,0 +1,26 @@
+"""What the engine's parts share about failing and stopping: EngineError and the cancel flag's shape."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class CancelFlag(Protocol):
+    """The shared Stop flag (a ``multiprocessing.Event`` in the engine process)."""
+
+    def is_set(self) -> bool: ...
+
+
+class EngineError(Exception):
+    """A request failed in a way the person can act on (becomes a ``Failed`` event).
+
+    Attributes:
+        kind: the ``Failed.kind`` (``load``, ``bad_model``, ``context_overflow``, ``no_model``,
+            ``template``, ``bad_settings``).
+        message: the text shown to the person: the problem and what to do.
+    """
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
