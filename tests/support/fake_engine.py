@@ -40,7 +40,7 @@ from PySide6.QtCore import QObject, QTimer
 from app.core import protocol as P
 from app.core.chat import ChatMessage, GenerationStats, LoadSettings, StopReason
 from app.core.gguf_info import read_gguf_info
-from app.core.memory import kv_cache_layout
+from app.core.memory import kv_cache_layout, n_ubatch_for
 from app.core.sampling import SamplerSettings
 from app.ui.engine_client import EngineClient, EngineState
 
@@ -333,7 +333,7 @@ class FakeEngine(EngineClient):
         info = read_gguf_info(path)
         n_ctx = settings.n_ctx or int(info.arch_key("context_length", 4096))
         n_ctx = -(-n_ctx // 256) * 256  # llama.cpp pads n_ctx to 256
-        layout = kv_cache_layout(info, n_ctx, n_ubatch=min(settings.n_batch, 512), swa_full=settings.swa_full)
+        layout = kv_cache_layout(info, n_ctx, n_ubatch=n_ubatch_for(settings.n_batch, n_ctx), swa_full=settings.swa_full)
         yield P.ModelLoaded(
             request_id=rid,
             info=info,
@@ -346,6 +346,7 @@ class FakeEngine(EngineClient):
             load_s=0.01,
             kv_allocated_bytes=layout.allocated_bytes,
             kv_reported_bytes=layout.allocated_bytes,
+            kv_layout=layout,
             compute_reported_bytes=0,
             chat_template=info.metadata.get("tokenizer.chat_template"),
             bos_text="<s>",
