@@ -400,6 +400,7 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------------------ engine events
     def _on_engine_ready(self, ev: P.EngineReady) -> None:
         self.model_panel.set_gpu_offload(ev.gpu_offload)
+        self.models.set_gpu_devices(ev.devices)
 
     def _on_model_loaded(self, ev: P.ModelLoaded) -> None:
         info = ev.info

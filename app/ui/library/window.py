@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import QTimer, Signal
@@ -27,7 +28,7 @@ from app.core.downloads import (
     InsufficientSpaceError,
     dest_dir_for,
 )
-from app.core.fit import SystemMemory
+from app.core.fit import SystemMemory, system_memory
 from app.core.hub import (
     STARTER_MODELS,
     HubClient,
@@ -40,6 +41,7 @@ from app.core.hub import (
     scrub,
 )
 from app.core.library import ModelLibrary
+from app.core.protocol import DeviceMemory
 from app.paths import Paths
 from app.ui.common.severity import Severity
 from app.ui.common.tasks import TaskPool
@@ -124,6 +126,7 @@ class ModelsWindow(QWidget):
         self._settings = settings
         self._n_ctx = DEFAULT_N_CTX
         self._memory = memory
+        self._vram: tuple[int, int, str] | None = None  # (total, free, device names) from the engine
         self._hub_client_factory = hub_client_factory
         self._hub: HubClient | None = None
         self._closed = False
@@ -141,7 +144,7 @@ class ModelsWindow(QWidget):
             self.hub_pool,
             paths.models_dir,
             lambda: self._n_ctx,
-            lambda: self._memory,
+            self.memory_for_verdicts,
             lambda: self._settings.settings.hub_token,
             self._store_token,
         )
@@ -194,9 +197,31 @@ class ModelsWindow(QWidget):
         return self._n_ctx
 
     def set_memory(self, memory: SystemMemory | None) -> None:
-        """The machine's memory for fit verdicts (with VRAM on a GPU build); None measures RAM."""
+        """Fixed memory figures for fit verdicts (tests, or a figure the person chose); None measures."""
         self._memory = memory
         self.hub_tab.rejudge()
+
+    def set_gpu_devices(self, devices: Sequence[DeviceMemory]) -> None:
+        """The GPUs the engine can offload to (``EngineReady.devices``): their free memory joins
+        the fit verdicts' budget. Integrated GPUs share the host's RAM and add nothing."""
+        discrete = [d for d in devices if not d.integrated]
+        if discrete:
+            names = ", ".join(d.description or d.name for d in discrete)
+            self._vram = (sum(d.total_bytes for d in discrete), sum(d.free_bytes for d in discrete), names)
+        else:
+            self._vram = None
+        self.hub_tab.rejudge()
+
+    def memory_for_verdicts(self) -> SystemMemory | None:
+        """What a fit verdict is judged against now: the fixed figures if set, else this machine's
+        RAM measured now plus the GPUs' VRAM as the engine reported it; None (measure RAM) on a CPU build."""
+        if self._memory is not None or self._vram is None:
+            return self._memory
+        total, free, names = self._vram
+        ram = system_memory()
+        return replace(
+            ram, vram_total=total, vram_available=free, source=f"{ram.source}; VRAM of {names} from llama.cpp"
+        )
 
     def set_loaded_model(self, path: str | None) -> None:
         """Mark the loaded model's row (None: no model loaded) and record its last use."""
