@@ -138,9 +138,9 @@ def main() -> int:
         "engine_threads": result["threads"],
         "prompt": args.prompt,
     }
-    worst = sorted(zip(gaps, when), reverse=True)[:5]
+    worst = sorted(zip(gaps, when, strict=True), reverse=True)[:5]
     print(
-        "worst stalls (ms @ s after start; reply ended at %.2f s): " % result["t_end"]
+        f"worst stalls (ms @ s after start; reply ended at {result['t_end']:.2f} s): "
         + ", ".join(f"{g:.1f} @ {w:.2f}" for g, w in worst)
     )
     print(json.dumps(out))

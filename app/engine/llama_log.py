@@ -68,7 +68,7 @@ class LlamaLog:
 
     def kv_buffer_bytes(self) -> int:
         """Sum of 'KV buffer size' lines since the mark, bytes (MiB rounded to 0.01 by llama.cpp)."""
-        return int(round(sum(float(m.group(1)) for _, line in self.since_mark() if (m := _KV_RE.search(line))) * MIB))
+        return round(sum(float(m.group(1)) for _, line in self.since_mark() if (m := _KV_RE.search(line))) * MIB)
 
     def compute_buffer_bytes(self) -> int:
         """Sum of 'compute buffer size' lines since the mark, bytes (first report per load)."""
@@ -79,7 +79,7 @@ class LlamaLog:
             m = _COMPUTE_RE.search(line)
             if m:
                 total += float(m.group(1))
-        return int(round(total * MIB))
+        return round(total * MIB)
 
     def graph_nodes(self) -> int:
         """Nodes of the graph llama.cpp reserved at load ("graph: nodes = N"), 0 if not logged."""
