@@ -549,12 +549,12 @@ def check_llama(py: Path, version: str, wheel: Path) -> str:
 def setup(extras: Sequence[str], verbose: bool) -> Path:
     """Steps 1-3, skipped when the stamp says they are done. Returns the venv's python."""
     t0 = time.monotonic()
-    version = llama_pin()
+    version = llama_pin(PYPROJECT)
     stamp = read_stamp()
     cmake_args, origin = effective_cmake_args(stamp.get("cmake_args"))
     key = wheel_key(version, cmake_args)
-    want = wanted_stamp(version, key)
-    py = venv_python()
+    want = wanted_stamp(version, key, PYPROJECT)
+    py = venv_python(VENV)
     if py.exists() and stamp_is_current(stamp, want, extras):
         say(f"setup: up to date (.venv, llama-cpp-python {version}, CMAKE_ARGS='{cmake_args}': {origin}) {took(t0)}")
         return py
@@ -582,7 +582,7 @@ def setup(extras: Sequence[str], verbose: bool) -> Path:
     kind = check_llama(py, version, wheel)
     say(f"check: import llama_cpp works in .venv ({version}, {kind}) {took(t0)}")
     if "test" in extras:
-        missing = [c.tool for c in CHECKS if not venv_tool(c.tool).exists()]
+        missing = [tool for tool in dict.fromkeys(c.tool for c in CHECKS) if not venv_tool(tool, VENV).exists()]
         if missing:
             raise SetupError(
                 f"pip install -e {target} did not install {', '.join(missing)} into {VENV}",

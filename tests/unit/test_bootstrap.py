@@ -286,3 +286,55 @@ def test_changing_pyproject_or_asking_for_the_test_extra_reinstalls(bootstrap: M
     pyproject.write_text(text.replace('"ruff==', '"ruff>=', 1), encoding="utf-8")  # the extra changed
     assert not bootstrap.stamp_is_current(stamp, bootstrap.wanted_stamp("0.3.36", "key", pyproject), ["test"])
     assert not bootstrap.stamp_is_current(stamp, bootstrap.wanted_stamp("0.3.36", "other", pyproject), ["test"])
+
+
+def test_setup_installs_the_test_extra_with_its_tools_and_reinstalls_when_pyproject_changes(
+    bootstrap: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Steps 1-3 with the venv, the build and pip replaced: what gets installed, and when again."""
+    venv = tmp_path / ".venv"
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text((ROOT / "pyproject.toml").read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setattr(bootstrap, "VENV", venv)
+    monkeypatch.setattr(bootstrap, "STAMP", venv / "glassbox-setup.json")
+    monkeypatch.setattr(bootstrap, "SETUP_LOG", venv / "glassbox-setup.log")
+    monkeypatch.setattr(bootstrap, "PYPROJECT", pyproject)
+    monkeypatch.delenv("CMAKE_ARGS", raising=False)
+    installs: list[list[str]] = []
+    tools_installed = [False]
+
+    def fake_venv(verbose: bool) -> Path:
+        py = bootstrap.venv_python(venv)
+        py.parent.mkdir(parents=True, exist_ok=True)
+        py.touch()
+        return py
+
+    def fake_pip(py, args, log, what, *, verbose, env=None) -> None:
+        installs.append(list(args))
+        if args[:2] == ["install", "-e"] and "test" in args[2] and tools_installed[0]:
+            for tool in ("ruff", "mypy", "lint-imports"):
+                bootstrap.venv_tool(tool, venv).touch()
+
+    monkeypatch.setattr(bootstrap, "ensure_venv", fake_venv)
+    monkeypatch.setattr(bootstrap, "ensure_llama_wheel", lambda *a: tmp_path / "llama_cpp_python-0.3.36-x.whl")
+    monkeypatch.setattr(bootstrap, "pip", fake_pip)
+    monkeypatch.setattr(bootstrap, "check_llama", lambda *a: "CPU-only build")
+
+    with pytest.raises(bootstrap.SetupError, match=r"did not install ruff, mypy, lint-imports into"):
+        bootstrap.setup(["test"], False)  # an extra without the tools is caught, not stamped
+    assert ["install", "-e", ".[test]"] in installs
+    assert "extras" not in bootstrap.read_stamp()
+
+    tools_installed[0] = True
+    installs.clear()
+    bootstrap.setup(["test"], False)
+    assert installs[-1] == ["install", "-e", ".[test]"]
+    assert bootstrap.read_stamp()["extras"] == ["test"]
+
+    installs.clear()
+    bootstrap.setup(["test"], False)
+    assert installs == []  # up to date: nothing installed again
+
+    pyproject.write_text(pyproject.read_text(encoding="utf-8").replace('"ruff==', '"ruff>=', 1), encoding="utf-8")
+    bootstrap.setup(["test"], False)
+    assert installs[-1] == ["install", "-e", ".[test]"]  # the extra changed: installed again
