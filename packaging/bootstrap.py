@@ -28,7 +28,9 @@ Both commands set up the same way, and do nothing that is already done:
    ``python -m pytest`` runs headless (QT_QPA_PLATFORM=offscreen); its exit
    code is ours.
 
-Standard library only: this runs before any virtual environment exists.
+Standard library only: this runs before any virtual environment exists. One file
+(over 600 lines) for one job, bare machine to running app or passing checks: a
+person runs it by path with nothing installed, so it cannot lean on sibling modules.
 
 Environment:
     CMAKE_ARGS               llama.cpp build options (e.g. ``-DGGML_CUDA=on``,
