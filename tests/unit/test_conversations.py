@@ -23,8 +23,6 @@ from app.core.conversations import (
 from app.core.sampling import SamplerSettings
 from app.paths import default_paths
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 class FakeClock:
     """A clock the test moves by hand (seconds)."""
