@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import multiprocessing
 import os
 import sys
@@ -14,16 +13,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="glassbox", description="Chat with a local GGUF model and watch it work.")
     p.add_argument("--model", help="load this GGUF file at start (default: the most recent model)")
     p.add_argument("--no-model", action="store_true", help="start without loading a model")
+    p.add_argument("--debug", action="store_true", help="log at DEBUG level, to app.log and to stderr")
     p.add_argument("--version", action="store_true", help="print the version and exit")
     return p.parse_args(argv)
-
-
-def setup_logging(log_file: Path) -> None:
-    root = logging.getLogger()
-    root.setLevel(logging.INFO)
-    handler = logging.FileHandler(log_file, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root.addHandler(handler)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,19 +33,25 @@ def main(argv: list[str] | None = None) -> int:
 
     from PySide6.QtWidgets import QApplication
 
+    from app import logfiles
+    from app.diagnostics import NOTICE_TOPIC, Diagnostics
     from app.paths import default_paths
     from app.ui.common.severity import Severity
     from app.ui.theme import apply_theme
 
     paths = default_paths().ensure()
-    setup_logging(paths.logs_dir / "app.log")
+    app_log = paths.logs_dir / "app.log"
+    logfiles.configure(app_log, debug=args.debug, stderr=args.debug)
     app = QApplication.instance() or QApplication(sys.argv[:1])
+    diagnostics = Diagnostics(app_log)
+    diagnostics.install()
     app.setApplicationName("Glassbox")
     app.setApplicationVersion(__version__)
     app.setDesktopFileName("glassbox")
     apply_theme(app)
 
     window = create_window(paths)
+    diagnostics.set_notice(lambda text: window.banner.show_message("error", text, topic=NOTICE_TOPIC))
     engine = window.engine
     settings = window.settings
     engine.start()
@@ -68,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     window.show()
     _quit_on_signals(window)
     code = app.exec()
+    diagnostics.set_notice(None)
     engine.shutdown()
     window.conversations.close()
     return code
@@ -165,11 +164,29 @@ def open_conversations(paths):
 
     try:
         store = ConversationStore(paths.conversations_db)
+        _keep_private(paths.conversations_db)
         store.purge_deleted(older_than=7 * 24 * 3600)
         return store, store.notice
     except (SchemaTooNewError, OSError) as exc:
         fallback = paths.data_dir / "conversations-this-session.sqlite3"
-        return ConversationStore(fallback), (
+        store = ConversationStore(fallback)
+        _keep_private(fallback)
+        return store, (
             f"Your chat history could not be opened ({exc}); it was left untouched. "
             f"Chats from this session are kept in {fallback}."
         )
+
+
+def _keep_private(db: Path) -> None:
+    """The chat history (the SQLite file and its -wal/-shm companions, which SQLite creates
+    with the database's mode) readable by the user only (0o600, POSIX); sqlite3 creates it
+    with the umask's mode."""
+    import logging
+
+    from app.logfiles import make_private
+
+    for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+        try:
+            make_private(path)
+        except OSError as exc:  # not ours to change (another owner): the history still opens
+            logging.getLogger(__name__).warning("could not make %s private: %s", path, exc)

@@ -13,10 +13,13 @@ Layout::
     <data>/logs/                    app.log, engine.log
     <config>/settings.json          user settings (app.core.settings)
     <cache>/library-headers.json    GGUF facts of the library's files, by path, size and mtime
+
+On POSIX these folders are 0o700 and the chats, settings and logs 0o600 (user only).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +27,7 @@ from pathlib import Path
 import platformdirs
 
 APP_DIR_NAME = "Glassbox"
+FOLDER_MODE = 0o700  # Glassbox's folders: the user's only (POSIX)
 HOME_ENV = "GLASSBOX_HOME"
 
 
@@ -52,16 +56,24 @@ class Paths:
         return self.data_dir / "conversations.sqlite3"
 
     def ensure(self) -> Paths:
-        """Create every folder (idempotent). Returns self.
+        """Create every folder (idempotent), readable by the user only. Returns self.
+
+        On POSIX each of Glassbox's own folders gets mode :data:`FOLDER_MODE` (0o700),
+        folders made by an older Glassbox included: chats, settings (the Hub token)
+        and logs are nobody else's business. A folder whose mode cannot be changed
+        (another owner) is used as it is.
 
         Raises:
             OSError: a folder cannot be created; the message names it.
         """
         for d in (self.data_dir, self.config_dir, self.cache_dir, self.models_dir, self.logs_dir):
             try:
-                d.mkdir(parents=True, exist_ok=True)
+                d.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
             except OSError as exc:
                 raise OSError(f"Glassbox cannot create its folder {d}: {exc.strerror or exc}") from exc
+            if os.name == "posix":
+                with contextlib.suppress(OSError):
+                    d.chmod(FOLDER_MODE)
         return self
 
 

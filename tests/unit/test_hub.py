@@ -7,10 +7,7 @@ huggingface_hub client.
 from __future__ import annotations
 
 import logging
-import os
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -34,7 +31,6 @@ from app.core.hub import (
 )
 from app.core.memory import estimate_memory
 from app.core.settings import Settings, SettingsStore
-from tests.support.fixtures import *  # noqa: F403 - fixtures
 from tests.support.fixtures import point_hub_at
 from tests.support.hub_server import FakeHub
 from tests.support.models import (
@@ -495,20 +491,3 @@ def test_missing_repo_and_file(client: HubClient, hub_endpoint: FakeHub, tmp_pat
         client.fetch_header(ghost)
     with pytest.raises(HubError):
         HubClient(use_login_token=False).repo_files("x/does-not-exist")
-
-
-def test_core_modules_do_not_import_qt_or_llama() -> None:
-    code = (
-        "import sys; import app.core.hub, app.core.downloads, app.core.library, app.core.fit; "
-        "bad = [m for m in ('PySide6', 'llama_cpp') if m in sys.modules]; print(bad); sys.exit(bool(bad))"
-    )
-    root = Path(__file__).resolve().parents[2]
-    r = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONPATH": str(root)},
-    )
-    assert r.returncode == 0, r.stdout + r.stderr

@@ -22,7 +22,6 @@ from app.core.library import (
 )
 from app.core.settings import Settings, SettingsStore
 from app.paths import Paths, default_paths
-from tests.support.fixtures import gb_paths, hf_isolated, no_leaks  # noqa: F401 - fixtures
 from tests.support.models import SMOLLM2_SIZE, require_smollm2, write_split_model, write_tiny_model
 
 SMOL_PARAMS = 134_515_008

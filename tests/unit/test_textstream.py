@@ -24,13 +24,13 @@ def test_e2_cjk_character_split_with_punctuation():
     data = "リンゴ。".encode()
     # one token ends inside ゴ, the next carries its last bytes plus "。"
     pieces = [data[:7], data[7:]]
-    s, shown = _stream(pieces)
+    _s, shown = _stream(pieces)
     assert "".join(shown) == "リンゴ。" and "\ufffd" not in "".join(shown)
 
 
 def test_e2_leading_space_sharing_a_token_with_a_split_character():
     data = " ゴ".encode()
-    s, shown = _stream([data[:2], data[2:]])
+    _s, shown = _stream([data[:2], data[2:]])
     assert "".join(shown) == " ゴ"
 
 
@@ -48,5 +48,5 @@ def test_held_back_prefix_is_released_when_it_is_not_a_stop():
 
 
 def test_incomplete_bytes_at_the_end_become_one_replacement():
-    s, shown = _stream([b"ok \xf0\x9f"])
+    s, _shown = _stream([b"ok \xf0\x9f"])
     assert s.text == "ok \ufffd"

@@ -54,7 +54,7 @@ def duration(seconds: float | None) -> str:
     """``8 s``, ``3 min 05 s``, ``2 h 04 min``; ``—`` when unknown."""
     if seconds is None or seconds < 0:
         return "—"
-    s = int(round(seconds))
+    s = round(seconds)
     if s < 60:
         return f"{s} s"
     if s < 3600:
