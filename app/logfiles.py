@@ -28,9 +28,6 @@ from logging.handlers import RotatingFileHandler
 from pathlib import Path
 
 APP_LOGGER = "app"
-# Loggers still named "glassbox..." (not yet logging.getLogger(__name__)); configured like APP_LOGGER
-# until they are renamed.
-LEGACY_LOGGERS = ("glassbox",)
 MAX_BYTES = 2 * 1024 * 1024  # bytes per file before it rotates
 BACKUPS = 3  # rotated copies kept (app.log.1 ... app.log.3)
 FILE_MODE = 0o600  # user read/write only (POSIX)
@@ -101,7 +98,7 @@ def configure(log_file: Path | None, *, debug: bool = False, stderr: bool = Fals
         root.addHandler(handler)
         setup.handlers.append(handler)
     level = logging.DEBUG if debug else logging.INFO
-    for name, want in [("", logging.WARNING), (APP_LOGGER, level), *((n, level) for n in LEGACY_LOGGERS)]:
+    for name, want in [("", logging.WARNING), (APP_LOGGER, level)]:
         logger = logging.getLogger(name or None)
         setup.levels[name] = logger.level
         logger.setLevel(want)

@@ -20,7 +20,7 @@ from app.engine.errors import CancelFlag, EngineError
 from app.engine.llama_log import LlamaLog
 from app.engine.session import Session
 
-log = logging.getLogger("glassbox.engine")
+log = logging.getLogger(__name__)
 
 
 class ParentGone(Exception):

@@ -26,7 +26,7 @@ from pathlib import Path
 from app import logfiles
 from app.engine.errors import CancelFlag
 
-log = logging.getLogger("glassbox.engine")
+log = logging.getLogger(__name__)
 
 # The module that imports llama_cpp and runs the requests; loaded by name, only in the child.
 CHILD_MODULE = "app.engine.child"

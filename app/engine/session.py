@@ -44,7 +44,7 @@ from app.engine.vocab import Vocab
 
 __all__ = ["CancelFlag", "EngineError", "Session"]
 
-log = logging.getLogger("glassbox.engine")
+log = logging.getLogger(__name__)
 
 MAX_REPORTED_PROMPT_TOKENS = 4096
 

@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolBut
 
 from app.ui.common.severity import Severity
 
-log = logging.getLogger("glassbox.ui.banner")
+log = logging.getLogger(__name__)
 
 
 class BannerTopic(str, enum.Enum):

@@ -17,7 +17,7 @@ from app.core.chat import ChatMessage, LoadSettings
 from app.core.sampling import SamplerSettings
 from app.engine.host import EngineDied, EngineHost
 
-log = logging.getLogger("glassbox.ui.engine")
+log = logging.getLogger(__name__)
 
 STOP_GRACE_MS = 3000
 

@@ -18,7 +18,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.core.settings import Settings, SettingsStore
 
-log = logging.getLogger("glassbox.ui.settings")
+log = logging.getLogger(__name__)
 
 SAVE_DELAY_MS = 500
 

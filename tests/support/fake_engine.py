@@ -333,7 +333,9 @@ class FakeEngine(EngineClient):
         info = read_gguf_info(path)
         n_ctx = settings.n_ctx or int(info.arch_key("context_length", 4096))
         n_ctx = -(-n_ctx // 256) * 256  # llama.cpp pads n_ctx to 256
-        layout = kv_cache_layout(info, n_ctx, n_ubatch=n_ubatch_for(settings.n_batch, n_ctx), swa_full=settings.swa_full)
+        layout = kv_cache_layout(
+            info, n_ctx, n_ubatch=n_ubatch_for(settings.n_batch, n_ctx), swa_full=settings.swa_full
+        )
         yield P.ModelLoaded(
             request_id=rid,
             info=info,

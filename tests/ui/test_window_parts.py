@@ -136,7 +136,7 @@ def test_banner_actions_are_public_and_its_text_stays_out_of_the_log(qtbot, capl
     banner = Banner()
     qtbot.addWidget(banner)
     pressed: list[str] = []
-    with caplog.at_level(logging.INFO, logger="glassbox.ui.banner"):
+    with caplog.at_level(logging.INFO, logger="app.ui.banner"):
         banner.show_message(
             Severity.WARNING,
             "Deleted “My secret chat”.",
@@ -152,7 +152,7 @@ def test_banner_actions_are_public_and_its_text_stays_out_of_the_log(qtbot, capl
     assert [r.levelno for r in caplog.records] == [logging.WARNING]
     assert "secret" not in caplog.text and "chat-model" in caplog.text
     caplog.clear()
-    with caplog.at_level(logging.DEBUG, logger="glassbox.ui.banner"):
+    with caplog.at_level(logging.DEBUG, logger="app.ui.banner"):
         banner.show_message(Severity.ERROR, "Deleted “My secret chat”.")
     assert any(r.levelno == logging.DEBUG and "secret" in r.getMessage() for r in caplog.records)
     assert banner.action_buttons() == []  # the old buttons are gone

@@ -46,13 +46,11 @@ def test_app_loggers_log_info_and_other_libraries_only_warnings(configured) -> N
     setups.append(logfiles.configure(path))
     logging.getLogger("app.core.hub").info("hub info line")
     logging.getLogger("app.core.hub").debug("hub debug line")
-    logging.getLogger("glassbox.ui").info("legacy name line")
     logging.getLogger("httpx").info("HTTP Request: GET /api/models?search=what+the+person+typed")
     logging.getLogger("huggingface_hub.utils").warning("third-party warning")
     text = _text(path)
     assert "INFO app.core.hub: hub info line" in text
     assert "hub debug line" not in text
-    assert "INFO glassbox.ui: legacy name line" in text
     assert "what+the+person+typed" not in text  # third-party INFO (request URLs) stays out
     assert "WARNING huggingface_hub.utils: third-party warning" in text
 

@@ -28,7 +28,7 @@ from app.ui.engine_client import EngineClient, EngineState
 from app.ui.settings_controller import SettingsController
 from app.ui.turn import LiveTurn
 
-log = logging.getLogger("glassbox.ui.chat")
+log = logging.getLogger(__name__)
 
 Badge = tuple[str, BadgeKind]
 

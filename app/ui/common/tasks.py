@@ -22,7 +22,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal
 
-log = logging.getLogger("glassbox.ui.library")
+log = logging.getLogger(__name__)
 
 _STOP = object()
 

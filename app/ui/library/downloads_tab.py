@@ -38,7 +38,7 @@ from app.ui.library.download_row import ProgressDelegate, RowActions
 from app.ui.library.downloads_model import DownloadColumn, DownloadRole, DownloadsModel
 from app.ui.library.widgets import FlatDelegate, TwoLineDelegate, linkify
 
-log = logging.getLogger("glassbox.ui.library")
+log = logging.getLogger(__name__)
 
 REFRESH_MS = 125  # the repaint clock: 8 Hz while statuses arrive
 

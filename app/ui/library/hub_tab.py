@@ -67,7 +67,7 @@ from app.ui.library.repo_card import RepoDelegate
 from app.ui.library.token_box import TokenBox
 from app.ui.library.widgets import FlatDelegate, InlineMessage
 
-log = logging.getLogger("glassbox.ui.library")
+log = logging.getLogger(__name__)
 
 SORT_CHOICES = (("Most downloaded", "downloads"), ("Most liked", "likes"), ("Recently updated", "recent"))
 SEARCH_LIMIT = 50

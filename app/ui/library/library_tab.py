@@ -47,7 +47,7 @@ from app.ui.library.library_view import LibraryView
 from app.ui.library.starter_list import StarterList
 from app.ui.library.widgets import FlatDelegate, InlineMessage, TwoLineDelegate
 
-log = logging.getLogger("glassbox.ui.library")
+log = logging.getLogger(__name__)
 
 
 class LibraryTab(QWidget):

@@ -50,7 +50,7 @@ from app.ui.library.hub_tab import HubTab
 from app.ui.library.library_tab import LibraryTab
 from app.ui.settings_controller import SettingsController
 
-log = logging.getLogger("glassbox.ui.library")
+log = logging.getLogger(__name__)
 
 DEFAULT_N_CTX = 4096
 
