@@ -190,7 +190,7 @@ def test_a_failing_check_stops_with_its_output_and_how_to_reproduce_it(
     err = info.value
     assert "check mypy failed (exit code 2)" in err.what
     assert "PySide6 imported by app.core.example" in err.detail
-    assert err.todo.endswith(f"{sys.executable} {command('mypy')[1]} mypy")
+    assert err.todo.endswith(" ".join(bootstrap.shown(a) for a in command("mypy")))
     assert [c[0] for c in calls()] == ["ruff", "ruff", "mypy"]  # lint-imports never ran
 
 
