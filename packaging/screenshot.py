@@ -1,7 +1,9 @@
 """Take screenshots of the running app mid-reply (for the README and for review).
 
-Usage: python packaging/screenshot.py MODEL.gguf OUT_DIR [prompt]
+Usage: python packaging/screenshot.py MODEL.gguf OUT_DIR [prompt] [--size WIDTHxHEIGHT]
 Runs the real app window (use a virtual display: xvfb-run, or QT_QPA_PLATFORM=offscreen).
+``--size`` sets the window's size in pixels (default 1600x1000); use the screen's size to see
+what a person with that screen sees, e.g. ``xvfb-run -s "-screen 0 1366x768x24" ... --size 1366x768``.
 """
 
 from __future__ import annotations
@@ -13,8 +15,15 @@ from pathlib import Path
 
 
 def main() -> int:
-    model, out = sys.argv[1], Path(sys.argv[2])
-    prompt = sys.argv[3] if len(sys.argv) > 3 else "Explain what a KV cache is, with a short Python example."
+    args = sys.argv[1:]
+    size = (1600, 1000)
+    if "--size" in args:
+        i = args.index("--size")
+        w, h = args[i + 1].lower().split("x")
+        size = (int(w), int(h))
+        del args[i : i + 2]
+    model, out = args[0], Path(args[1])
+    prompt = args[2] if len(args) > 2 else "Explain what a KV cache is, with a short Python example."
     out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("GLASSBOX_HOME", tempfile.mkdtemp(prefix="glassbox-shot-"))
     from PySide6.QtCore import QTimer
@@ -29,7 +38,7 @@ def main() -> int:
     apply_theme(app)
     win = create_window(paths)
     engine = win.engine
-    win.resize(1600, 1000)
+    win.resize(*size)
     win.show()
     engine.start()
     win.load_model(model)
