@@ -74,6 +74,7 @@ def test_fixed_seed_reproduces_a_sampled_reply(engine):
 
 
 # ---------------------------------------------------------------------------------- E3: Stop
+@pytest.mark.timing  # requirement E3: the engine is idle within 1 s of Stop
 def test_e3_stop_during_a_runaway_reply(engine):
     events: list = []
     cancel_at: list[float] = []
@@ -114,6 +115,7 @@ def test_e3_stop_during_a_runaway_reply(engine):
     assert isinstance(nxt, P.Finished) and nxt.stats.stop_reason != StopReason.CANCELLED.value
 
 
+@pytest.mark.timing  # requirement E3: the engine is idle within 1 s of Stop
 def test_e3_stop_during_a_long_prompt(engine):
     long_text = " ".join(f"Item {i} is a small blue box on a shelf." for i in range(215))
     events: list = []

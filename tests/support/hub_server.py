@@ -167,6 +167,7 @@ class FakeHub:
         self._fail: list[list[Any]] = []  # [status, times, path substring]
         self._stopping = threading.Event()
         self._conns: set[socket.socket] = set()
+        self._bodies_in_flight = 0
         self._servers: list[ThreadingHTTPServer] = []
         self._threads: list[threading.Thread] = []
         self.url = ""
@@ -221,6 +222,12 @@ class FakeHub:
                 for _, ev in holds:
                     ev.set()
             self._holds.clear()
+
+    def bodies_in_flight(self) -> int:
+        """File bodies being sent right now: a download the client stopped reaches 0 once the
+        server has seen the connection go (its next write failed)."""
+        with self._lock:
+            return self._bodies_in_flight
 
     def file_requests(self, filename: str) -> list[RequestRecord]:
         """Requests that downloaded ``filename`` (GET, from the Hub or the CDN)."""
@@ -614,6 +621,16 @@ class _Handler(BaseHTTPRequestHandler):
         self._body(f, start, length)
 
     def _body(self, f: FakeFile, start: int, length: int) -> None:
+        hub = self.hub
+        with hub._lock:
+            hub._bodies_in_flight += 1
+        try:
+            self._send_body(f, start, length)
+        finally:
+            with hub._lock:
+                hub._bodies_in_flight -= 1
+
+    def _send_body(self, f: FakeFile, start: int, length: int) -> None:
         hub = self.hub
         drop = hub._take_drop(f.name) if self.command == "GET" else None
         with hub._lock:

@@ -168,8 +168,9 @@ def test_pause_keeps_the_part_and_resume_continues_from_it(smol: HubFile, manage
     assert st.state is DownloadState.PAUSED
     size = _part_size(part)
     assert 20 * MiB <= size < SMOL_SIZE and st.speed == 0 and st.eta is None
-    time.sleep(0.2)
-    assert _part_size(part) == size  # really paused
+    # Really paused: the server sees the stream end (its next write fails), and nothing was written after.
+    _wait_for(lambda: hub_endpoint.bodies_in_flight() == 0, timeout=10, what="the server to see the stream end")
+    assert _part_size(part) == size
     hub_endpoint.throttle = None
     m.resume(i)
     st = m.wait(i, timeout=60)
