@@ -1,4 +1,4 @@
-"""Issue 3 end to end, as a person would: search the Hub, see what fits, download while the
+"""Issue 3 end to end (case H1 of docs/field-cases.md), as a person would: search the Hub, see what fits, download while the
 app runs, kill the app halfway, restart it, the download finishes from where it stopped
 with a verified sha256, and the new model loads and answers.
 
