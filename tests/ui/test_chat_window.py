@@ -114,6 +114,7 @@ def test_the_stop_button_stops_the_reply(qtbot, window):
     assert window.composer.button.text() == "Send"
 
 
+# Case E6 (docs/field-cases.md).
 def test_a_file_that_is_not_a_model_gives_one_clear_message(qtbot, window, tmp_path):
     bad = tmp_path / "notes.gguf"
     bad.write_text("shopping list: eggs, milk\n")
