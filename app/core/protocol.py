@@ -8,7 +8,7 @@ plain values (they are pickled over a pipe). Every request with a
 :class:`ContextReset` for :class:`ResetContext`.
 
 Cancel is not a message: the UI sets a shared ``multiprocessing.Event`` that
-the engine checks between prefill chunks and decode steps (DESIGN.md, principle 4).
+the engine checks between prefill chunks and decode steps (docs/architecture.md, principle 4).
 """
 
 from __future__ import annotations

@@ -190,7 +190,7 @@ class MainWindow(QMainWindow):
         self._update_placeholder()
         self._restore_window_state()
 
-        # Repaint on a clock, not per event (DESIGN.md, principle 6).
+        # Repaint on a clock, not per event (docs/architecture.md, principle 6).
         self._applying_conversation = False
         self._cand_version: tuple[int, int] | None = None
         self.clock = RepaintClock(self.turn, self)

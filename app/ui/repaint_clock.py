@@ -1,4 +1,4 @@
-"""The repaint clock: the window repaints on a clock, never per engine event (DESIGN.md, principle 6).
+"""The repaint clock: the window repaints on a clock, never per engine event (docs/architecture.md, principle 6).
 
 One 30 Hz timer drives four rates: the reply's text at 30 Hz, the panels at 10 Hz, the
 tok/s plot at 5 Hz (the costliest widget), and the streaming reply's flush to disk at 1 Hz.

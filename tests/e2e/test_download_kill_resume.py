@@ -1,6 +1,6 @@
-"""Issue 3 end to end, as a person would: search the Hub, see what fits, download while the
-app runs, kill the app halfway, restart it, the download finishes from where it stopped
-with a verified sha256, and the new model loads and answers.
+"""Issue 3 end to end (case H1 of docs/field-cases.md), as a person would: search the Hub,
+see what fits, download while the app runs, kill the app halfway, restart it, the download
+finishes from where it stopped with a verified sha256, and the new model loads and answers.
 
 The Hub is the local FakeHub (the real one is not reachable here); the client is the real
 huggingface_hub, the app is the real window (the first run in a child process that is

@@ -1,4 +1,4 @@
-"""Cases E1-E11 (../shared/cases/engine.md) on the real SmolLM2, through the engine process."""
+"""Cases E1-E11 (docs/field-cases.md) on the real SmolLM2, through the engine process."""
 
 from __future__ import annotations
 

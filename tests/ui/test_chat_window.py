@@ -92,6 +92,7 @@ def _assert_stopped(qtbot, window, fin) -> None:
     assert window.engine.state == EngineState.READY
 
 
+# Case E3 (docs/field-cases.md): Stop keeps the partial reply, marked stopped; the box works again.
 def test_escape_stops_the_reply_and_the_box_works_again(qtbot, window):
     box = _start_endless_reply(qtbot, window)
     assert window.composer.button.text() == "Stop" and window.engine.generating
@@ -113,6 +114,7 @@ def test_the_stop_button_stops_the_reply(qtbot, window):
     assert window.composer.button.text() == "Send"
 
 
+# Case E6 (docs/field-cases.md).
 def test_a_file_that_is_not_a_model_gives_one_clear_message(qtbot, window, tmp_path):
     bad = tmp_path / "notes.gguf"
     bad.write_text("shopping list: eggs, milk\n")

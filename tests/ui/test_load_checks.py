@@ -13,6 +13,7 @@ def _banner_buttons(window) -> list[str]:
     return [lay.itemAt(i).widget().text() for i in range(lay.count()) if lay.itemAt(i).widget()]
 
 
+# Cases E6 and H5 (docs/field-cases.md).
 def test_a_split_model_with_a_missing_part_names_it_and_loads_nothing(qtbot, window, tmp_path):
     parts = write_split_model(tmp_path / "split", "Tiny-Split-Q4_0", 3)
     parts[2].unlink()

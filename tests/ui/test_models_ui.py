@@ -202,6 +202,7 @@ def test_creating_the_window_and_showing_the_library_opens_no_socket(
 
 
 # --- Library tab ------------------------------------------------------------------------------------------
+# Cases E6 and H5 (docs/field-cases.md).
 def test_library_lists_models_bad_files_with_their_error_and_split_models_as_one_row(
     qtbot, windows, gb_paths: Paths, smollm2: Path
 ) -> None:
@@ -497,6 +498,7 @@ def test_a_repo_lists_its_files_with_fit_verdicts_and_the_recommended_quant(
     assert all(p.is_file() for p in entry.paths) and entry.paths[0].parent.name == "Q2"
 
 
+# Case H4 (docs/field-cases.md).
 def test_a_gated_repo_says_token_and_licence_with_a_link_and_never_shows_the_token(
     qtbot, windows, hub_endpoint: FakeHub, tmp_path: Path, caplog, monkeypatch
 ) -> None:
@@ -545,6 +547,7 @@ def test_a_gated_repo_says_token_and_licence_with_a_link_and_never_shows_the_tok
     assert TOKEN not in shown_texts(w)
 
 
+# Case H3 (docs/field-cases.md).
 def test_offline_says_so_at_once_and_uses_no_network(
     qtbot, windows, hub_endpoint: FakeHub, monkeypatch, tmp_path: Path
 ) -> None:
@@ -566,6 +569,7 @@ def test_offline_says_so_at_once_and_uses_no_network(
     assert hub_endpoint.requests == []
 
 
+# Case H2 (docs/field-cases.md).
 def test_a_file_larger_than_the_free_space_is_refused_with_both_sizes(
     qtbot, windows, hub_endpoint: FakeHub, tmp_path: Path
 ) -> None:
@@ -727,6 +731,7 @@ def test_rows_repaint_on_the_clock_not_per_event(qtbot, windows) -> None:
     qtbot.waitUntil(lambda: not tab.clock.isActive(), timeout=2000)  # the clock stops when nothing arrives
 
 
+# Case H1 (docs/field-cases.md).
 def test_shutdown_leaves_no_thread_and_a_restart_resumes_the_download(
     qtbot, windows, gb_paths: Paths, hub_endpoint: FakeHub, tmp_path: Path
 ) -> None:

@@ -72,7 +72,7 @@ def _banner_button(win, text: str) -> QAbstractButton:
     return found[-1]
 
 
-# Requirement: Stop ends a reply within 1 s during decode (DESIGN.md principle 4, issue E2).
+# Requirement: Stop ends a reply within 1 s during decode (docs/architecture.md principle 4, docs/field-cases.md case E3).
 @pytest.mark.timing
 def test_escape_stops_the_reply_within_a_second(qtbot, window):
     panel, box = _start_runaway_reply(qtbot, window, 20)
@@ -94,7 +94,7 @@ def test_escape_stops_the_reply_within_a_second(qtbot, window):
     assert fin2.stats.stop_reason != StopReason.CANCELLED.value
 
 
-# Requirement: Stop ends a reply within 1 s during prefill too (a long prompt; issue E3).
+# Requirement: Stop ends a reply within 1 s during prefill too (a long prompt; docs/field-cases.md case E3).
 @pytest.mark.timing
 def test_stop_during_a_long_prompt_ends_the_turn_within_a_second(qtbot, window):
     prepared: list = []

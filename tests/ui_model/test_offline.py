@@ -27,6 +27,7 @@ socket.socket.connect, socket.socket.connect_ex = connect, connect_ex
 """
 
 
+# Case H3 (docs/field-cases.md).
 def test_starting_the_app_and_chatting_opens_no_network_connection(qtbot, smollm2, tmp_path, monkeypatch):
     log, marker = tmp_path / "connects.log", tmp_path / "hooked.pids"
     site = tmp_path / "site"
