@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     apply_theme(app)
 
     window = create_window(paths)
-    diagnostics.set_notice(lambda text: window.banner.show_message("error", text, topic=NOTICE_TOPIC))
+    diagnostics.set_notice(lambda text: window.banner.show_message(Severity.ERROR, text, topic=NOTICE_TOPIC))
     engine = window.engine
     settings = window.settings
     engine.start()

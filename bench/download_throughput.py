@@ -15,6 +15,7 @@ adds a separate hashing pass for a like-for-like comparison.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import statistics
 import subprocess
@@ -84,6 +85,21 @@ def main() -> None:
     print(f"  Glassbox DownloadManager (incl. sha256, fsync, rename): {mbps(ours)}")
     print(f"  curl -o                                              : {mbps(curl)}")
     print(f"  curl -o, then sha256sum                              : {mbps(curl_hash)}")
+
+    def median_mbps(times: list[float]) -> float:
+        return round(statistics.median(size / t / 1e6 for t in times), 1)
+
+    print(
+        json.dumps(
+            {
+                "bytes": size,
+                "runs": args.runs,
+                "glassbox_mb_s": median_mbps(ours),
+                "curl_mb_s": median_mbps(curl),
+                "curl_then_sha256sum_mb_s": median_mbps(curl_hash),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 Both sides evaluate the same prompt tokens (the engine's rendered chat prompt)
 with the same threads, n_ctx and n_batch, and generate the same number of
 tokens greedily. The engine runs as Glassbox runs it: in its child process,
-with every measurement on and one event per token sent over the pipe. Plain
+with every measurement on and the tokens sent over the pipe in batches (about 30 a second). Plain
 llama-cpp-python is timed the way its own users time it (``Llama.eval`` for
 prefill, the ``Llama.generate`` loop for decode). Decode tok/s on both sides
 = (generated - 1) / (time of last token - time of first token).

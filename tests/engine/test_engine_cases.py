@@ -1,4 +1,5 @@
-"""Cases E1-E11 (docs/field-cases.md) on the real SmolLM2, through the engine process."""
+"""Cases E3-E11 (docs/field-cases.md) on the real SmolLM2, through the engine process (E1 and E2 are in
+test_textstream.py and test_utf8_real_tokens.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The models window (issue 3): Library, Hub and Downloads tabs, driven with pytest-qt.
+"""The Models page: Library, Hub and Downloads tabs, driven with pytest-qt.
 
 The Hub is tests/support/hub_server.FakeHub on 127.0.0.1 with HF_ENDPOINT pointed at it; the
 client is the real huggingface_hub with our own HubClient and DownloadManager: nothing faked

@@ -1,4 +1,4 @@
-"""The models window (issue 3): the model library, the Hugging Face Hub browser and downloads.
+"""The Models page: the model library, the Hugging Face Hub browser and downloads.
 
 :class:`~app.ui.library.window.ModelsWindow` is the one entry point; the tabs
 and item models are in the other modules of this package.
