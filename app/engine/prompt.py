@@ -15,6 +15,7 @@ from typing import Any
 
 from app.core.chat import ChatMessage, ContextPolicy
 from app.engine.errors import EngineError
+from app.engine.kv_reuse import CachedTurn, splice_prompt
 from app.engine.vocab import Vocab
 
 # Tokens kept free for the reply when the rolling policy trims the prompt.
@@ -72,6 +73,10 @@ class PromptBuilder:
         template_stop: stop strings the template implies (its EOS text).
         n_ctx: the context llama.cpp allocated, tokens.
         trained_ctx: the model's trained context length, tokens (named in overflow advice).
+
+    Attributes:
+        cached_turn: what the KV cache holds after the last turn (set by the session);
+            prompts that start with it reuse its tokens (:mod:`app.engine.kv_reuse`).
     """
 
     def __init__(
@@ -90,6 +95,7 @@ class PromptBuilder:
         self._template_stop = template_stop
         self.n_ctx = n_ctx
         self._trained_ctx = trained_ctx
+        self.cached_turn: CachedTurn | None = None
 
     @property
     def stop_strings(self) -> tuple[str, ...]:
@@ -120,8 +126,16 @@ class PromptBuilder:
         return out + tail
 
     def tokens_for(self, messages: Sequence[ChatMessage], continue_last: bool) -> tuple[list[int], str]:
-        """The prompt's tokens (BOS first when the tokenizer adds it) and its text."""
+        """The prompt's tokens (BOS first when the tokenizer adds it) and its text.
+
+        When the text continues :attr:`cached_turn`, the tokens the KV cache holds are
+        reused as far as their text matches (sampled reply tokens included).
+        """
         text = self.render(messages, continue_last)
+        if self.cached_turn is not None:
+            spliced = splice_prompt(self.cached_turn, text, self._vocab, self.tokenize)
+            if spliced is not None:
+                return spliced, text
         toks = self.tokenize(text, special=True)
         bos = self._vocab.bos
         if self._vocab.add_bos and bos >= 0 and (not toks or toks[0] != bos):
