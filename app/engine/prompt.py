@@ -55,11 +55,13 @@ class FittedPrompt:
         tokens: the prompt's token ids (BOS included when the tokenizer adds one).
         text: the rendered prompt.
         dropped: oldest messages left out to make it fit.
+        messages: the messages the prompt holds (without the dropped ones).
     """
 
     tokens: list[int]
     text: str
     dropped: int
+    messages: list[ChatMessage]
 
 
 class PromptBuilder:
@@ -152,14 +154,14 @@ class PromptBuilder:
         """
         toks, text = self.tokens_for(messages, continue_last)
         if len(toks) < self.n_ctx:
-            return FittedPrompt(toks, text, 0)
+            return FittedPrompt(toks, text, 0, list(messages))
         n_full = len(toks)
         if policy == ContextPolicy.ROLLING:
             budget = int(self.n_ctx * (1 - ROLLING_RESERVE_FRACTION))
             kept, dropped = self.drop_oldest(messages, budget, continue_last)
             if kept is not None:
                 toks, text = self.tokens_for(kept, continue_last)
-                return FittedPrompt(toks, text, dropped)
+                return FittedPrompt(toks, text, dropped, kept)
         last_len = len(self.tokens_for([m for m in messages if m.role == "system"] + messages[-1:], continue_last)[0])
         if last_len >= self.n_ctx:
             advice = (

@@ -267,8 +267,8 @@ class Session:
         except ValueError as exc:
             raise EngineError("bad_settings", f"The sampler settings cannot be used: {exc}.") from None
         policy = ContextPolicy(req.context_policy or self.settings.context_policy)
-        messages = list(req.messages)
-        prompt = m.prompt.fit(messages, req.continue_last, policy)
+        prompt = m.prompt.fit(list(req.messages), req.continue_last, policy)
+        messages = prompt.messages  # what the context holds; a context shift drops from these
         m.prompt.cached_turn = None  # the cache changes from here; set again when the turn ends
         llama_cpp.llama_perf_context_reset(llm.ctx)
 
@@ -344,6 +344,9 @@ class Session:
         The KV cache is rebuilt as prompt(kept messages) + kept reply tokens; the
         screen keeps everything. Returns False when nothing could be freed or Stop
         was pressed during the rebuild.
+
+        Args:
+            messages: the messages the context holds (updated in place to the kept ones).
         """
         m = self._require()
         reply = generated[:-1]  # the last token is sampled but not yet evaluated
@@ -362,12 +365,23 @@ class Session:
         seq = prompt + reply[dropped_reply:]
         if len(seq) >= self.n_ctx:
             return False
+        t_rebuild = time.perf_counter_ns()
         keep = rewind_to_prefix(m.llm, [*seq, generated[-1]])
-        if m.prefiller.run(req.request_id, seq[keep:], t0) < len(seq) - keep:
+        if m.prefiller.run(req.request_id, seq[keep:], t0, rebuild=True) < len(seq) - keep:
             return False
         messages[:] = kept
         stats.dropped_messages += dropped
-        self.emit(P.ContextShifted(req.request_id, dropped, dropped_reply, m.llm.n_tokens))
+        self.emit(
+            P.ContextShifted(
+                req.request_id,
+                dropped,
+                dropped_reply,
+                m.llm.n_tokens,
+                kept_tokens=keep,
+                evaluated_tokens=len(seq) - keep,
+                rebuild_s=(time.perf_counter_ns() - t_rebuild) / 1e9,
+            )
+        )
         return True
 
     def _finish(self, req: P.Generate, stats: TurnStats, result: DecodeResult, t0: int) -> P.Finished:
