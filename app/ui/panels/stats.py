@@ -199,8 +199,7 @@ class StatsPanel(QWidget):
             )
         elif t.phase is TurnPhase.DECODE and t.rebuilding:
             self.phase.setText(
-                f"● Rebuilding the context — the oldest turns left it: {fmt.tokens(t.rebuild_done)} / "
-                f"{fmt.tokens(t.rebuild_total)} tokens"
+                f"● Rebuilding the context: {fmt.tokens(t.rebuild_done)} / {fmt.tokens(t.rebuild_total)} tokens"
             )
         elif t.phase is TurnPhase.DECODE:
             self.phase.setText(f"● Decoding — one token per step ({fmt.tokens(t.generated)} so far)")
@@ -221,12 +220,7 @@ class StatsPanel(QWidget):
         v.setText(fmt.tok_s(pr) if pr else "—")
         ev = final.evaluated_tokens if final else t.prefill_done
         secs = final.prefill_s if final else t.prefill_elapsed_s
-        rebuilt = ""
-        if t.rebuilt_tokens:
-            rebuilt = f" · context rebuilt: {fmt.tokens(t.rebuilt_tokens)} tokens in {fmt.seconds(t.rebuilt_s)}"
-        if t.rebuilding:
-            rebuilt += f" · rebuilding: {fmt.tokens(t.rebuild_done)} / {fmt.tokens(t.rebuild_total)}"
-        s.setText(f"{fmt.tokens(ev)} tokens in {fmt.seconds(secs)}{rebuilt}")
+        s.setText(f"{fmt.tokens(ev)} tokens in {fmt.seconds(secs)}")  # the prompt's; rebuilds are under Context
         v, s = self.tiles["decode"]
         dr = t.decode_tok_s
         v.setText(fmt.tok_s(dr) if dr else "—")
@@ -248,7 +242,10 @@ class StatsPanel(QWidget):
             if t.shifts and before:
                 extra += f" ({before} before the reply, {dropped - before} during it)"
         if t.shifts:
-            extra += f" · context rebuilt {t.shifts}×"
+            extra += (
+                f" · context rebuilt {t.shifts}×: {fmt.tokens(t.rebuilt_tokens)} tokens evaluated in "
+                f"{fmt.seconds(t.rebuilt_s)}"
+            )
         self.ctx_label.setText(
             f"{fmt.tokens(used)} / {fmt.tokens(self.n_ctx)} tokens ({pct:.0f}%) · {fmt.tokens(cached)} reused "
             f"from the cache, {fmt.tokens(evaluated)} evaluated{extra}"
