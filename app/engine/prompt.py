@@ -26,6 +26,12 @@ class PlainTranscript:
     """Prompt format for models without a chat template (base models).
 
     ``System\\n\\nUser: ...\\nAssistant: ...``; generation stops at a new "User:" line.
+
+    A reply is generated after ``Assistant:`` and its text usually starts with the
+    space the model sampled; a past reply is rendered as ``Assistant:`` + that text,
+    so the transcript says exactly what the model saw itself write (and the KV cache's
+    tokens for it are reused, :mod:`app.engine.kv_reuse`). A reply that does not start
+    with white space (written or edited by the person) gets the one space.
     """
 
     stop = ("\nUser:",)
@@ -39,7 +45,8 @@ class PlainTranscript:
             elif m.role == "user":
                 parts.append(f"User: {m.content}\n")
             else:
-                parts.append(f"Assistant: {m.content}\n")
+                sep = "" if m.content[:1].isspace() else " "
+                parts.append(f"Assistant:{sep}{m.content}\n")
         if continue_last and messages and messages[-1].role == "assistant":
             parts[-1] = parts[-1][:-1]  # keep going inside the last assistant line
         else:

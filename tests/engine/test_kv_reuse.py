@@ -81,3 +81,33 @@ def test_a_changed_history_is_tokenized_afresh(fresh_engine):
     )
     new_text = "".join(text for _, text in prepared.new_tokens)
     assert prepared.prompt_text.endswith(new_text) and "Why?" in new_text
+
+
+def test_a_plain_transcript_reply_is_reused_too(gemma):
+    """Gemma 3 270M here has no chat template: the plain ``User:`` / ``Assistant:`` transcript.
+
+    The reply is sampled after ``Assistant:`` with its own leading space; the transcript
+    renders it back the same way, so the whole reply is reused.
+    """
+    from tests.engine.conftest import start_engine
+
+    eng = start_engine(gemma, n_ctx=2048)
+    try:
+        assert eng.loaded.chat_template is None
+        for seed in SEEDS[:3]:
+            eng.host.request(P.ResetContext(eng.host.next_id()))
+            first_msgs = [("user", "Tell me about your favourite city, with odd words and numbers.")]
+            first = eng.generate(first_msgs, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=seed, max_tokens=40)
+            assert isinstance(first, P.Finished), first
+            s1 = first.stats
+            in_cache = s1.prompt_tokens + s1.generated_tokens - (1 if s1.stop_reason == StopReason.EOS.value else 0)
+            events: list = []
+            second = eng.generate(
+                [*first_msgs, ("assistant", first.text), ("user", "Why?")], events=events, temperature=0.0, max_tokens=4
+            )
+            assert isinstance(second, P.Finished), second
+            prepared = next(e for e in events if isinstance(e, P.PromptPrepared))
+            assert second.stats.cached_tokens == in_cache, (seed, s1, second.stats)
+            assert "".join(text for _, text in prepared.new_tokens) == "\nUser: Why?\nAssistant:"
+    finally:
+        eng.host.stop()
