@@ -216,7 +216,8 @@ class TokenEvent:
         piece: the token's own text (may be a fragment of a character).
         index: 0-based position in the reply.
         t_s: engine time of the sample, seconds since the request arrived.
-        n_past: tokens in the KV cache after this token is evaluated.
+        n_past: tokens in the KV cache after this token is evaluated, at most n_ctx (a token
+            sampled when the context is full is evaluated after a context shift, or never).
         p: probability of the sampled token under the raw model (when candidates are on).
         candidates: top ``(token_id, text, logit)`` before sampling (when asked; at most
             every 0.1 s, empty on the tokens in between).

@@ -55,6 +55,9 @@ def test_a_context_rebuild_keeps_the_prefill_figures_and_the_dropped_counts_true
         assert shift.kept_tokens + shift.evaluated_tokens == shift.n_past <= 256
         assert shift.rebuild_s > 0
 
+    # The context never holds more than n_ctx, not even for the token sampled when it was full.
+    assert max(e.n_past for e in events if isinstance(e, P.TokenEvent)) == 256
+
     # The Prefill figures during the reply stay the prompt's, whatever the rebuilds do.
     for done, total, elapsed in checks:
         assert done == total == prepared.to_evaluate
