@@ -12,8 +12,8 @@ model left in llama.cpp goes with its process. This holds for the same model
 with new settings too (a new n_ctx, n_batch, threads): that reload frees and
 allocates the same way, and one rule is simpler to trust than two. The cost
 is the process start (spawn, import llama_cpp, backend init): a switch took
-1.1 s instead of 0.3 s (median, 2 busy CPUs), once per load the person asked
-for. The switch is invisible in the signals: the state goes LOADING → READY
+0.6-1.1 s instead of 0.3 s (median of 10, two runs, 2 busy CPUs), once per
+load the person asked for. The switch is invisible in the signals: the state goes LOADING → READY
 (never DEAD or STARTING), and the new process's EngineReady is not emitted again.
 """
 
