@@ -189,12 +189,20 @@ class PromptPrepared:
 
 @dataclass(frozen=True)
 class PrefillProgress:
-    """Prefill advanced by one chunk. Times are seconds since the request arrived."""
+    """Prefill advanced by one chunk. Times are seconds since the request arrived.
+
+    Attributes:
+        done, total: tokens evaluated so far, and to evaluate.
+        rebuild: False for the prompt's prefill; True while the rolling policy rebuilds the
+            context mid-reply (``done`` / ``total`` then count the rebuild's tokens; the
+            prompt's prefill figures are over and stay as they were).
+    """
 
     request_id: int
     done: int
     total: int
     elapsed_s: float
+    rebuild: bool = False
 
 
 @dataclass(frozen=True)
@@ -208,7 +216,8 @@ class TokenEvent:
         piece: the token's own text (may be a fragment of a character).
         index: 0-based position in the reply.
         t_s: engine time of the sample, seconds since the request arrived.
-        n_past: tokens in the KV cache after this token is evaluated.
+        n_past: tokens in the KV cache after this token is evaluated, at most n_ctx (a token
+            sampled when the context is full is evaluated after a context shift, or never).
         p: probability of the sampled token under the raw model (when candidates are on).
         candidates: top ``(token_id, text, logit)`` before sampling (when asked; at most
             every 0.1 s, empty on the tokens in between).
@@ -241,12 +250,25 @@ class TokenBatch:
 
 @dataclass(frozen=True)
 class ContextShifted:
-    """The context was rebuilt mid-reply to make room (rolling policy)."""
+    """The context was rebuilt mid-reply to make room (rolling policy).
+
+    Attributes:
+        dropped_messages: messages this shift left out (the prompt's own drop, in
+            PromptPrepared, and earlier shifts not counted again).
+        dropped_reply_tokens: oldest reply tokens this shift left out.
+        n_past: tokens in the KV cache after the rebuild.
+        kept_tokens: of those, the prefix the cache already held (not evaluated again).
+        evaluated_tokens: tokens the rebuild evaluated (n_past - kept_tokens).
+        rebuild_s: seconds the rebuild took.
+    """
 
     request_id: int
     dropped_messages: int
     dropped_reply_tokens: int
     n_past: int
+    kept_tokens: int = 0
+    evaluated_tokens: int = 0
+    rebuild_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -205,7 +205,7 @@ def decode_loop(
                     display_piece(piece),
                     len(generated) - 1,
                     (now - t0) / 1e9,
-                    llm.n_tokens + 1,
+                    min(llm.n_tokens + 1, n_ctx),  # a token sampled at a full context waits for room
                     p=math.exp(float(logits[token]) - lse),
                     candidates=cands,
                     logsumexp=lse if cands else None,
@@ -220,7 +220,7 @@ def decode_loop(
                     display_piece(piece),
                     len(generated) - 1,
                     (now - t0) / 1e9,
-                    llm.n_tokens + 1,
+                    min(llm.n_tokens + 1, n_ctx),  # a token sampled at a full context waits for room
                 )
             )
         if now - last_flush >= flush_ns:

@@ -99,7 +99,7 @@ class Prefiller:
         self._emit = emit
         self.nodes_per_ubatch = nodes_per_ubatch
 
-    def run(self, request_id: int, tokens: list[int], t0: int) -> int:
+    def run(self, request_id: int, tokens: list[int], t0: int, rebuild: bool = False) -> int:
         """Evaluate ``tokens`` (appended after the cached prefix), Stop-able at any moment.
 
         Stop works inside a slice too: while prefill runs, llama.cpp's abort
@@ -112,6 +112,7 @@ class Prefiller:
             request_id: the Generate request (for PrefillProgress events).
             tokens: token ids to evaluate.
             t0: when the request arrived (perf_counter_ns); event times count from it.
+            rebuild: a mid-reply context rebuild (reported as such on PrefillProgress).
 
         Returns:
             How many were evaluated (less than ``len(tokens)`` when cancelled).
@@ -141,7 +142,8 @@ class Prefiller:
                 state.last_ns = now
                 n_ub = -(-state.size // n_ubatch)
                 frac = min(0.99, state.nodes / (per * n_ub))
-                emit(P.PrefillProgress(request_id, state.base + int(frac * state.size), total, (now - t0) / 1e9))
+                done_now = state.base + int(frac * state.size)
+                emit(P.PrefillProgress(request_id, done_now, total, (now - t0) / 1e9, rebuild))
             return False
 
         callback = llama_cpp.ggml_abort_callback(on_node)
@@ -168,7 +170,7 @@ class Prefiller:
                 if size >= n_ubatch and state.nodes:
                     state.per_ubatch = self.nodes_per_ubatch = state.nodes // (-(-size // n_ubatch))
                 done += size
-                emit(P.PrefillProgress(request_id, done, total, (time.perf_counter_ns() - t0) / 1e9))
+                emit(P.PrefillProgress(request_id, done, total, (time.perf_counter_ns() - t0) / 1e9, rebuild))
             return done
         finally:
             llama_cpp.llama_set_abort_callback(llm.ctx, llama_cpp.ggml_abort_callback(), None)

@@ -15,6 +15,7 @@ from typing import Any
 
 from app.core.chat import ChatMessage, ContextPolicy
 from app.engine.errors import EngineError
+from app.engine.kv_reuse import CachedTurn, splice_prompt
 from app.engine.vocab import Vocab
 
 # Tokens kept free for the reply when the rolling policy trims the prompt.
@@ -25,6 +26,12 @@ class PlainTranscript:
     """Prompt format for models without a chat template (base models).
 
     ``System\\n\\nUser: ...\\nAssistant: ...``; generation stops at a new "User:" line.
+
+    A reply is generated after ``Assistant:`` and its text usually starts with the
+    space the model sampled; a past reply is rendered as ``Assistant:`` + that text,
+    so the transcript says exactly what the model saw itself write (and the KV cache's
+    tokens for it are reused, :mod:`app.engine.kv_reuse`). A reply that does not start
+    with white space (written or edited by the person) gets the one space.
     """
 
     stop = ("\nUser:",)
@@ -38,7 +45,8 @@ class PlainTranscript:
             elif m.role == "user":
                 parts.append(f"User: {m.content}\n")
             else:
-                parts.append(f"Assistant: {m.content}\n")
+                sep = "" if m.content[:1].isspace() else " "
+                parts.append(f"Assistant:{sep}{m.content}\n")
         if continue_last and messages and messages[-1].role == "assistant":
             parts[-1] = parts[-1][:-1]  # keep going inside the last assistant line
         else:
@@ -54,11 +62,13 @@ class FittedPrompt:
         tokens: the prompt's token ids (BOS included when the tokenizer adds one).
         text: the rendered prompt.
         dropped: oldest messages left out to make it fit.
+        messages: the messages the prompt holds (without the dropped ones).
     """
 
     tokens: list[int]
     text: str
     dropped: int
+    messages: list[ChatMessage]
 
 
 class PromptBuilder:
@@ -72,6 +82,10 @@ class PromptBuilder:
         template_stop: stop strings the template implies (its EOS text).
         n_ctx: the context llama.cpp allocated, tokens.
         trained_ctx: the model's trained context length, tokens (named in overflow advice).
+
+    Attributes:
+        cached_turn: what the KV cache holds after the last turn (set by the session);
+            prompts that start with it reuse its tokens (:mod:`app.engine.kv_reuse`).
     """
 
     def __init__(
@@ -90,6 +104,7 @@ class PromptBuilder:
         self._template_stop = template_stop
         self.n_ctx = n_ctx
         self._trained_ctx = trained_ctx
+        self.cached_turn: CachedTurn | None = None
 
     @property
     def stop_strings(self) -> tuple[str, ...]:
@@ -120,8 +135,16 @@ class PromptBuilder:
         return out + tail
 
     def tokens_for(self, messages: Sequence[ChatMessage], continue_last: bool) -> tuple[list[int], str]:
-        """The prompt's tokens (BOS first when the tokenizer adds it) and its text."""
+        """The prompt's tokens (BOS first when the tokenizer adds it) and its text.
+
+        When the text continues :attr:`cached_turn`, the tokens the KV cache holds are
+        reused as far as their text matches (sampled reply tokens included).
+        """
         text = self.render(messages, continue_last)
+        if self.cached_turn is not None:
+            spliced = splice_prompt(self.cached_turn, text, self._vocab, self.tokenize)
+            if spliced is not None:
+                return spliced, text
         toks = self.tokenize(text, special=True)
         bos = self._vocab.bos
         if self._vocab.add_bos and bos >= 0 and (not toks or toks[0] != bos):
@@ -138,14 +161,14 @@ class PromptBuilder:
         """
         toks, text = self.tokens_for(messages, continue_last)
         if len(toks) < self.n_ctx:
-            return FittedPrompt(toks, text, 0)
+            return FittedPrompt(toks, text, 0, list(messages))
         n_full = len(toks)
         if policy == ContextPolicy.ROLLING:
             budget = int(self.n_ctx * (1 - ROLLING_RESERVE_FRACTION))
             kept, dropped = self.drop_oldest(messages, budget, continue_last)
             if kept is not None:
                 toks, text = self.tokens_for(kept, continue_last)
-                return FittedPrompt(toks, text, dropped)
+                return FittedPrompt(toks, text, dropped, kept)
         last_len = len(self.tokens_for([m for m in messages if m.role == "system"] + messages[-1:], continue_last)[0])
         if last_len >= self.n_ctx:
             advice = (

@@ -36,6 +36,7 @@ from app.core.memory import KVCacheLayout, kv_cache_layout, n_ubatch_for
 from app.engine.decode import DecodeResult, TurnStats, decode_loop, make_sampler
 from app.engine.errors import CancelFlag, EngineError
 from app.engine.inspector import Inspector
+from app.engine.kv_reuse import CachedTurn
 from app.engine.llama_log import LlamaLog
 from app.engine.prefill import Prefiller, rewind_to_prefix
 from app.engine.prompt import ROLLING_RESERVE_FRACTION, PromptBuilder
@@ -207,7 +208,7 @@ class Session:
         )
 
     def unload(self) -> None:
-        """Free the model and its context."""
+        """Free the model and its context (memory the C heap keeps is freed only with the process)."""
         if self._m is not None:
             self._m.llm.close()
         self._m = None
@@ -220,6 +221,7 @@ class Session:
             if mem is not None:
                 llama_cpp.llama_memory_clear(mem, True)
             llm.n_tokens = 0
+            self._m.prompt.cached_turn = None
 
     # ----------------------------------------------------------------------------- tokens
     def token_piece_text(self, token: int) -> str:
@@ -265,8 +267,9 @@ class Session:
         except ValueError as exc:
             raise EngineError("bad_settings", f"The sampler settings cannot be used: {exc}.") from None
         policy = ContextPolicy(req.context_policy or self.settings.context_policy)
-        messages = list(req.messages)
-        prompt = m.prompt.fit(messages, req.continue_last, policy)
+        prompt = m.prompt.fit(list(req.messages), req.continue_last, policy)
+        messages = prompt.messages  # what the context holds; a context shift drops from these
+        m.prompt.cached_turn = None  # the cache changes from here; set again when the turn ends
         llama_cpp.llama_perf_context_reset(llm.ctx)
 
         cached = rewind_to_prefix(llm, prompt.tokens)
@@ -314,7 +317,24 @@ class Session:
         finally:
             llama_cpp.llama_sampler_free(chain)
         stats.context_shifts = result.context_shifts
+        if not result.context_shifts:
+            m.prompt.cached_turn = self._cached_turn(prompt.text, prompt.tokens)
         return self._finish(req, stats, result, t0)
+
+    def _cached_turn(self, prompt_text: str, prompt_tokens: list[int]) -> CachedTurn | None:
+        """What the KV cache holds after a turn on ``prompt_tokens``: the prompt, then the evaluated reply tokens.
+
+        Read from the cache's own token list (``llm.input_ids``), so it is exactly what is
+        there: the end-of-generation token was sampled but never evaluated, and a token
+        sampled when Stop or a stop string ended the reply neither. None when the cache
+        does not start with the prompt.
+        """
+        llm = self._require().llm
+        held = [int(t) for t in llm.input_ids[: llm.n_tokens]]
+        n = len(prompt_tokens)
+        if held[:n] != prompt_tokens:
+            return None
+        return CachedTurn(prompt_text, tuple(prompt_tokens), tuple(held[n:]))
 
     def _shift_context(
         self, req: P.Generate, messages: list[ChatMessage], generated: list[int], stats: TurnStats, t0: int
@@ -324,6 +344,9 @@ class Session:
         The KV cache is rebuilt as prompt(kept messages) + kept reply tokens; the
         screen keeps everything. Returns False when nothing could be freed or Stop
         was pressed during the rebuild.
+
+        Args:
+            messages: the messages the context holds (updated in place to the kept ones).
         """
         m = self._require()
         reply = generated[:-1]  # the last token is sampled but not yet evaluated
@@ -342,12 +365,23 @@ class Session:
         seq = prompt + reply[dropped_reply:]
         if len(seq) >= self.n_ctx:
             return False
+        t_rebuild = time.perf_counter_ns()
         keep = rewind_to_prefix(m.llm, [*seq, generated[-1]])
-        if m.prefiller.run(req.request_id, seq[keep:], t0) < len(seq) - keep:
+        if m.prefiller.run(req.request_id, seq[keep:], t0, rebuild=True) < len(seq) - keep:
             return False
         messages[:] = kept
         stats.dropped_messages += dropped
-        self.emit(P.ContextShifted(req.request_id, dropped, dropped_reply, m.llm.n_tokens))
+        self.emit(
+            P.ContextShifted(
+                req.request_id,
+                dropped,
+                dropped_reply,
+                m.llm.n_tokens,
+                kept_tokens=keep,
+                evaluated_tokens=len(seq) - keep,
+                rebuild_s=(time.perf_counter_ns() - t_rebuild) / 1e9,
+            )
+        )
         return True
 
     def _finish(self, req: P.Generate, stats: TurnStats, result: DecodeResult, t0: int) -> P.Finished:

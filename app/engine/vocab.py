@@ -47,13 +47,16 @@ class Vocab:
         """Whether ``token`` ends generation (EOS, EOT, ...)."""
         return bool(llama_cpp.llama_vocab_is_eog(self.ptr, token))
 
-    def piece(self, token: int) -> bytes:
-        """The bytes ``token`` adds to the text (special tokens render empty); may be part of a character."""
+    def piece(self, token: int, special: bool = False) -> bytes:
+        """The bytes ``token`` adds to the text; may be part of a character.
+
+        Special tokens render empty, or as their text (``<|im_end|>``) with ``special``.
+        """
         buf = self._piece_buf
-        n = llama_cpp.llama_token_to_piece(self.ptr, token, buf, len(buf), 0, False)
+        n = llama_cpp.llama_token_to_piece(self.ptr, token, buf, len(buf), 0, special)
         if n < 0:
             self._piece_buf = buf = ctypes.create_string_buffer(-n + 16)
-            n = llama_cpp.llama_token_to_piece(self.ptr, token, buf, len(buf), 0, False)
+            n = llama_cpp.llama_token_to_piece(self.ptr, token, buf, len(buf), 0, special)
         return buf.raw[:n]
 
     def text(self, token: int, special: bool = True) -> str:

@@ -38,8 +38,15 @@ class LiveTurn:
     Attributes:
         phase: a :class:`TurnPhase`.
         prompt: the PromptPrepared event.
-        prefill_done / prefill_total: tokens.
-        prefill_elapsed_s: seconds spent in prefill so far.
+        prefill_done / prefill_total: the prompt's prefill, tokens (a mid-reply context
+            rebuild does not count here: it is not the prompt's prefill).
+        prefill_elapsed_s: seconds spent in the prompt's prefill so far.
+        rebuilding: a context rebuild (rolling policy) is being evaluated now.
+        rebuild_done / rebuild_total: the rebuild in progress, tokens.
+        rebuilt_tokens / rebuilt_s: tokens the finished rebuilds evaluated, and their seconds.
+        kept_tokens: tokens of the cache the last rebuild kept as they were.
+        last_rebuild_tokens: tokens the last rebuild evaluated.
+        shift_dropped_messages: messages the context shifts left out (after the prompt's own drop).
         tokens: the sampled tokens with their engine times.
         final: the engine's final stats once finished.
         candidates: the last token's top candidates ``(id, text, logit)`` and its logsumexp.
@@ -58,6 +65,14 @@ class LiveTurn:
     candidates_lse: float | None = None
     chosen_token: int | None = None
     shifts: int = 0
+    rebuilding: bool = False
+    rebuild_done: int = 0
+    rebuild_total: int = 0
+    rebuilt_tokens: int = 0
+    rebuilt_s: float = 0.0
+    kept_tokens: int = 0
+    last_rebuild_tokens: int = 0
+    shift_dropped_messages: int = 0
     version: int = 0
 
     def reset(self, phase: TurnPhase = TurnPhase.IDLE) -> None:
@@ -80,6 +95,12 @@ class LiveTurn:
         self.version += 1
 
     def on_prefill(self, ev: P.PrefillProgress) -> None:
+        if ev.rebuild:  # the context is rebuilt mid-reply: the prompt's prefill figures stay
+            self.rebuilding = True
+            self.rebuild_done = ev.done
+            self.rebuild_total = ev.total
+            self.version += 1
+            return
         self.prefill_done = ev.done
         self.prefill_total = ev.total
         start = self.prompt.elapsed_s if self.prompt else 0.0
@@ -100,16 +121,44 @@ class LiveTurn:
     def on_shift(self, ev: P.ContextShifted) -> None:
         self.shifts += 1
         self.n_past = ev.n_past
+        self.rebuilding = False
+        self.rebuilt_tokens += ev.evaluated_tokens
+        self.rebuilt_s += ev.rebuild_s
+        self.kept_tokens = ev.kept_tokens
+        self.last_rebuild_tokens = ev.evaluated_tokens
+        self.shift_dropped_messages += ev.dropped_messages
         self.version += 1
 
     def on_finished(self, stats: GenerationStats | None) -> None:
         self.phase = TurnPhase.DONE if stats is not None else TurnPhase.FAILED
         self.final = stats
+        self.rebuilding = False
         if stats is not None:
             self.n_past = stats.context_used
         self.version += 1
 
     # -------------------------------------------------------------- live figures
+    @property
+    def dropped_messages(self) -> int:
+        """Oldest messages left out this turn: to fit the prompt, then by context shifts."""
+        if self.final is not None:
+            return self.final.dropped_messages
+        return (self.prompt.dropped_messages if self.prompt else 0) + self.shift_dropped_messages
+
+    def context_parts(self) -> tuple[int, int, int]:
+        """What the KV cache holds, tokens: ``(reused, evaluated, generated)``.
+
+        Reused: kept from before this turn's prefill (after a context rebuild: what the
+        last rebuild kept). Evaluated: by the prompt's prefill (after a rebuild: by the
+        rebuild). Generated: decoded since then.
+        """
+        if self.shifts:
+            reused, evaluated = self.kept_tokens, self.last_rebuild_tokens
+            return reused, evaluated, max(0, self.n_past - reused - evaluated)
+        reused = self.prompt.cached_tokens if self.prompt else 0
+        evaluated = (self.prompt.to_evaluate if self.prompt else 0) if self.final else self.prefill_done
+        return reused, evaluated, max(0, self.n_past - reused - evaluated)
+
     @property
     def ttft_s(self) -> float | None:
         if self.final is not None and self.final.generated_tokens:
@@ -123,6 +172,11 @@ class LiveTurn:
         if self.prefill_elapsed_s > 0 and self.prefill_done:
             return self.prefill_done / self.prefill_elapsed_s
         return None
+
+    @property
+    def rebuild_tok_s(self) -> float | None:
+        """Tokens per second of the finished context rebuilds (None: none yet)."""
+        return self.rebuilt_tokens / self.rebuilt_s if self.rebuilt_s > 0 and self.rebuilt_tokens else None
 
     @property
     def decode_tok_s(self) -> float | None:

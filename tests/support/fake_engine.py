@@ -211,16 +211,26 @@ class FakeEngine(EngineClient):
     def load_model(self, path: str, settings: LoadSettings) -> int:
         if not self._running:
             self.start()
-        if self._turn is not None:
-            self.cancel()  # the reply ends (Finished, cancelled) before the load's events
         rid = next(self._ids)
         self._load_rid = rid
         self._last = (path, settings)
         self.model = None
         self._enter(EngineState.LOADING)
-        self.request_sent.emit(P.LoadModel(rid, path, settings))
-        self._play(self._load_events(rid, path, settings), after_current=True)
+        req = P.LoadModel(rid, path, settings)
+        if self._turn is not None:
+            # As the real client: the reply ends (Finished, cancelled; the state stays LOADING),
+            # then the load is sent.
+            self.cancel()
+            self._play(self._send_then(req, self._load_events(rid, path, settings)), after_current=True)
+        else:
+            self.request_sent.emit(req)
+            self._play(self._load_events(rid, path, settings), after_current=True)
         return rid
+
+    def _send_then(self, req: object, events: Iterator[object]) -> Iterator[object]:
+        """``events``, with ``req`` reported sent when the first of them is due (after the reply's)."""
+        self.request_sent.emit(req)
+        yield from events
 
     def generate(
         self,
@@ -303,12 +313,15 @@ class FakeEngine(EngineClient):
                 self.token_received.emit(tok)
         elif isinstance(ev, P.Finished):
             self._turn = None
-            self._enter(EngineState.READY)
+            self._enter(EngineState.LOADING if self._load_rid is not None else EngineState.READY)
             self.generation_finished.emit(ev)
             self.generation_ended.emit(ev.request_id)
         elif isinstance(ev, P.Failed):
             self._turn = None
-            self._enter(EngineState.READY if self.model else EngineState.NO_MODEL)
+            if self._load_rid is not None:
+                self._enter(EngineState.LOADING)
+            else:
+                self._enter(EngineState.READY if self.model else EngineState.NO_MODEL)
             self.generation_failed.emit(ev)
             self.generation_ended.emit(ev.request_id)
 

@@ -197,6 +197,10 @@ class StatsPanel(QWidget):
                 f"● Prefill — evaluating the prompt: {fmt.tokens(t.prefill_done)} / {fmt.tokens(t.prefill_total)} "
                 f"tokens ({pct:.0f}%)"
             )
+        elif t.phase is TurnPhase.DECODE and t.rebuilding:
+            self.phase.setText(
+                f"● Rebuilding the context: {fmt.tokens(t.rebuild_done)} / {fmt.tokens(t.rebuild_total)} tokens"
+            )
         elif t.phase is TurnPhase.DECODE:
             self.phase.setText(f"● Decoding — one token per step ({fmt.tokens(t.generated)} so far)")
         elif t.phase is TurnPhase.FAILED or final is None:
@@ -216,7 +220,7 @@ class StatsPanel(QWidget):
         v.setText(fmt.tok_s(pr) if pr else "—")
         ev = final.evaluated_tokens if final else t.prefill_done
         secs = final.prefill_s if final else t.prefill_elapsed_s
-        s.setText(f"{fmt.tokens(ev)} tokens in {fmt.seconds(secs)}")
+        s.setText(f"{fmt.tokens(ev)} tokens in {fmt.seconds(secs)}")  # the prompt's; rebuilds are under Context
         v, s = self.tiles["decode"]
         dr = t.decode_tok_s
         v.setText(fmt.tok_s(dr) if dr else "—")
@@ -226,17 +230,22 @@ class StatsPanel(QWidget):
         v.setText(f"{fmt.tokens(prompt_n)} → {fmt.tokens(t.generated)}")
         s.setText("prompt → generated")
 
-        cached = t.prompt.cached_tokens if t.prompt else 0
-        evaluated = (t.prompt.to_evaluate if t.prompt else 0) if final else t.prefill_done
+        cached, evaluated, generated_in_ctx = t.context_parts()
         used = t.n_past
-        generated_in_ctx = max(0, used - cached - evaluated)
         self.ctx_bar.set_parts(cached, evaluated, generated_in_ctx, self.n_ctx)
         pct = 100 * used / self.n_ctx if self.n_ctx else 0
         extra = ""
-        if t.prompt and t.prompt.dropped_messages:
-            extra = f" · {t.prompt.dropped_messages} oldest message(s) left out to fit"
+        dropped = t.dropped_messages
+        if dropped:
+            extra = f" · {dropped} oldest message(s) left out to fit"
+            before = t.prompt.dropped_messages if t.prompt else 0
+            if t.shifts and before:
+                extra += f" ({before} before the reply, {dropped - before} during it)"
         if t.shifts:
-            extra += f" · context rebuilt {t.shifts}×"
+            extra += (
+                f" · context rebuilt {t.shifts}×: {fmt.tokens(t.rebuilt_tokens)} tokens evaluated in "
+                f"{fmt.seconds(t.rebuilt_s)}"
+            )
         self.ctx_label.setText(
             f"{fmt.tokens(used)} / {fmt.tokens(self.n_ctx)} tokens ({pct:.0f}%) · {fmt.tokens(cached)} reused "
             f"from the cache, {fmt.tokens(evaluated)} evaluated{extra}"
