@@ -61,8 +61,9 @@ def template_refusal(messages: Sequence[ChatMessage], exc: Exception) -> str:
         return said
     where = repeated[0].describe()
     more = f" ({len(repeated) - 1} more place(s) like it)" if len(repeated) > 1 else ""
+    end = " " if said.endswith(".") else ". "  # the template's own words may end a sentence ("...")
     return (
-        f"{said}. This model's template needs user and assistant messages to take turns, and this "
+        f"{said}{end}This model's template needs user and assistant messages to take turns, and this "
         f"conversation has {where}{more}. Merge the two messages, or delete the earlier one, and send again."
     )
 

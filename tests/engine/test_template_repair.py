@@ -48,7 +48,10 @@ def test_refusal_names_the_two_messages_in_a_row(strict_engine, tmp_path: Path) 
         cid, _earlier, _later = chat_after_a_deleted_reply(store)
         ev = reply_to(strict_engine, store, cid)
     assert isinstance(ev, P.Failed) and ev.kind == "template"
-    assert "Conversation roles must alternate" in ev.message
+    assert ev.message.startswith(
+        "The model's chat template rejected this conversation: Conversation roles must alternate "
+        "user/assistant/user/assistant/... This model's template needs user and assistant messages to take turns"
+    )
     # Counted as on screen: the system prompt is not a message of the chat.
     assert "two user messages in a row (messages 3 and 4)" in ev.message
     assert "Merge the two messages, or delete the earlier one" in ev.message

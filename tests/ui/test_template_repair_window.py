@@ -19,7 +19,7 @@ from tests.ui.conftest import banner_button, reply_over, send
 
 REFUSAL = (
     "The model's chat template rejected this conversation: Conversation roles must alternate "
-    "user/assistant/user/assistant/.... This model's template needs user and assistant messages to take "
+    "user/assistant/user/assistant/... This model's template needs user and assistant messages to take "
     "turns, and this conversation has two user messages in a row (messages 1 and 2)."
 )
 
