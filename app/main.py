@@ -36,13 +36,16 @@ def main(argv: list[str] | None = None) -> int:
     from app import logfiles
     from app.diagnostics import NOTICE_TOPIC, Diagnostics
     from app.paths import default_paths
-    from app.ui.common.severity import Severity
+    from app.ui.single_instance import SingleInstance
     from app.ui.theme import apply_theme
 
     paths = default_paths().ensure()
     app_log = paths.logs_dir / "app.log"
     logfiles.configure(app_log, debug=args.debug, stderr=args.debug)
     app = QApplication.instance() or QApplication(sys.argv[:1])
+    instance = SingleInstance(paths.data_dir)
+    if not instance.claim():
+        return _hand_over_to_running(instance, sys.argv[1:] if argv is None else argv)
     diagnostics = Diagnostics(app_log)
     diagnostics.install()
     app.setApplicationName("Glassbox")
@@ -57,19 +60,69 @@ def main(argv: list[str] | None = None) -> int:
     engine.start()
     model = args.model or (None if args.no_model else next(iter(settings.recent_models), None))
     if model:
-        if Path(model).exists():
-            window.load_model(model)
-        elif args.model:
-            window.banner.show_message(
-                Severity.ERROR, f"The model file {model} does not exist. Open a model with File → Open model."
-            )
+        _open_model(window, Path(model), explicit=bool(args.model))
     window.show()
+    listen_for_second_starts(instance, window)
     _quit_on_signals(window)
     code = app.exec()
     diagnostics.set_notice(None)
     engine.shutdown()
     window.conversations.close()
+    instance.release()
     return code
+
+
+def _open_model(window, path: Path, *, explicit: bool) -> None:
+    """Load ``path`` in ``window``; a missing file the person named (``explicit``) gets a banner."""
+    from app.ui.common.severity import Severity
+
+    if path.exists():
+        window.load_model(str(path))
+    elif explicit:
+        window.banner.show_message(
+            Severity.ERROR, f"The model file {path} does not exist. Open a model with File → Open model."
+        )
+
+
+def _hand_over_to_running(instance, argv: list[str]) -> int:
+    """A second start: give ``argv`` to the running Glassbox of this data folder. Returns the exit code."""
+    import logging
+
+    if instance.send(argv, os.getcwd()):
+        logging.getLogger(__name__).info("handed %s to the running Glassbox", argv)
+        return 0
+    print(
+        "Glassbox is already running with this data folder but did not answer. "
+        "Close it (or end its process) and start Glassbox again.",
+        file=sys.stderr,
+    )
+    return 1
+
+
+def listen_for_second_starts(instance, window) -> None:
+    """Route what a second start hands over (see :mod:`app.ui.single_instance`) to ``window``:
+    its ``--model`` is loaded (relative to the second start's working folder) and the window
+    comes forward."""
+    instance.arguments_received.connect(lambda argv, cwd: receive_second_start(window, argv, cwd))
+
+
+def receive_second_start(window, argv: list[str], cwd: str) -> None:
+    """Act on a second start's arguments in the running ``window`` (see :func:`listen_for_second_starts`)."""
+    import contextlib
+    import io
+
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            args = parse_args(argv)
+    except SystemExit:  # not arguments this version knows: just come forward
+        args = None
+    if args is not None and args.model:
+        _open_model(window, Path(cwd) / args.model, explicit=True)
+    if window.isMinimized():
+        window.showNormal()
+    window.show()
+    window.raise_()
+    window.activateWindow()
 
 
 def _quit_on_signals(window) -> None:

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.core.chat import ChatMessage, ContextPolicy
+from app.core.chat import ChatMessage, ContextPolicy, Role
+from app.core.conversations.turns import repeated_roles
 from app.engine.errors import EngineError
 from app.engine.kv_reuse import CachedTurn, splice_prompt
 from app.engine.vocab import Vocab
@@ -52,6 +53,27 @@ class PlainTranscript:
         else:
             parts.append("Assistant:")
         return "".join(parts)
+
+
+def template_refusal(messages: Sequence[ChatMessage], exc: Exception) -> str:
+    """The person's words for a chat template that raised on ``messages``.
+
+    When user and assistant messages do not take turns (which strict templates such as
+    Gemma 3's refuse), the text names the first place, counting messages from 1 without
+    the system prompt, e.g. "two user messages in a row (messages 3 and 4)", and the fix.
+    """
+    said = f"The model's chat template rejected this conversation: {exc}"
+    turns = [m.role for m in messages if m.role is not Role.SYSTEM]
+    repeated = repeated_roles(turns)
+    if not repeated:
+        return said
+    where = repeated[0].describe()
+    more = f" ({len(repeated) - 1} more place(s) like it)" if len(repeated) > 1 else ""
+    end = " " if said.endswith(".") else ". "  # the template's own words may end a sentence ("...")
+    return (
+        f"{said}{end}This model's template needs user and assistant messages to take turns, and this "
+        f"conversation has {where}{more}. Merge the two messages, or delete the earlier one, and send again."
+    )
 
 
 @dataclass(frozen=True)
@@ -131,7 +153,7 @@ class PromptBuilder:
         try:
             out: str = self._formatter(messages=[{"role": m.role, "content": m.content} for m in msgs]).prompt
         except Exception as exc:  # jinja2 raise_exception(...) or a template bug
-            raise EngineError("template", f"The model's chat template rejected this conversation: {exc}") from None
+            raise EngineError("template", template_refusal(messages, exc)) from None
         return out + tail
 
     def tokens_for(self, messages: Sequence[ChatMessage], continue_last: bool) -> tuple[list[int], str]:

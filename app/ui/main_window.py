@@ -213,6 +213,7 @@ class MainWindow(QMainWindow):
         eng.generation_started.connect(lambda _rid: self.act_stop.setEnabled(True))
         eng.generation_ended.connect(lambda _rid: self.act_stop.setEnabled(False))
         self.chat.notice.connect(self.banner.show_message)
+        self.chat.repair_offered.connect(lambda text, fixes: self.banner.show_message(Severity.ERROR, text, fixes))
         self.chat.reply_finished.connect(lambda stats: self.sampler_panel.show_seed_used(stats.seed))
         self.settings_ctl.changed.connect(self._settings_changed)
         self.sampler_panel.settings_changed.connect(self._sampler_edited)

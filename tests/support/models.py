@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import gguf
+import numpy as np
 
 SMOLLM2_ENV = "GLASSBOX_TEST_SMOLLM2"
 SMOLLM2_DEFAULT = Path("/tmp/models/SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -243,3 +244,55 @@ def write_huge_header(
         llama_tensors(n_layer=n_layer, n_embd=n_embd, n_vocab=n_vocab, qtype="F16", n_head=64, n_head_kv=8),
         write_data=False,
     )
+
+
+# Gemma 3's turn check on SmolLM2's ChatML: a template that refuses roles that do not alternate.
+STRICT_CHATML_TEMPLATE = (
+    "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}"
+    "{{ '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
+    "{% else %}{% set loop_messages = messages %}{% endif %}"
+    "{% for message in loop_messages %}"
+    "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}"
+    "{% endif %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+def with_chat_template(src: Path, dst: Path, template: str) -> Path:
+    """Copy the GGUF ``src`` to ``dst`` with ``tokenizer.chat_template`` set to ``template``.
+
+    The header is rewritten (the template field replaced or added) and the tensor data
+    copied unchanged after re-aligning, so the copy loads and generates like ``src``.
+
+    Returns:
+        ``dst``.
+    """
+    reader = gguf.GGUFReader(src)
+    raw = np.memmap(src, mode="r")
+    new_field = _enc_str("tokenizer.chat_template") + struct.pack("<I", _VT.STRING) + _enc_str(template)
+    tensor_info_end = max(t.field.offset + sum(p.nbytes for p in t.field.parts) for t in reader.tensors)
+    field = reader.fields.get("tokenizer.chat_template")
+    if field is not None:
+        start = field.offset
+        end = field.offset + sum(p.nbytes for p in field.parts)
+        header = bytes(raw[:start]) + new_field + bytes(raw[end:tensor_info_end])
+    else:
+        kv_count_at = 4 + 4 + 8  # magic, version, tensor count
+        (n_kv,) = struct.unpack_from("<Q", bytes(raw[kv_count_at : kv_count_at + 8]))
+        first_tensor = min(t.field.offset for t in reader.tensors)
+        header = (
+            bytes(raw[:kv_count_at])
+            + struct.pack("<Q", n_kv + 1)
+            + bytes(raw[kv_count_at + 8 : first_tensor])
+            + new_field
+            + bytes(raw[first_tensor:tensor_info_end])
+        )
+    alignment = reader.alignment
+    header += b"\0" * ((-len(header)) % alignment)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with open(dst, "wb") as fh:
+        fh.write(header)
+        fh.write(memoryview(raw[reader.data_offset :]))
+    return dst

@@ -19,6 +19,7 @@ import pytest
 from app.core.chat import Role
 from app.core.conversations import UNREADABLE_TEXT, ConversationStore
 from app.core.conversations import salvage as conv_salvage
+from app.core.conversations.openlock import lock_path
 from app.paths import default_paths
 
 REPO = Path(__file__).resolve().parents[2]
@@ -247,7 +248,11 @@ def test_damaged_file_that_cannot_be_moved_aside_is_left_exactly_as_it_was(
         ConversationStore(db_path)
     monkeypatch.undo()
     assert db_path.read_bytes() == garbage and Path(f"{db_path}-wal").read_bytes() == wal  # -wal moved back
-    assert sorted(p.name for p in db_path.parent.iterdir()) == [db_path.name, f"{db_path.name}-wal"]
+    # Beside them only the (empty) open lock of app/core/conversations/openlock.py.
+    assert sorted(p.name for p in db_path.parent.iterdir()) == sorted(
+        [db_path.name, f"{db_path.name}-wal", lock_path(db_path).name]
+    )
+    assert lock_path(db_path).read_bytes() == b""
 
 
 def test_locked_file_is_an_error_not_damage(db_path: Path) -> None:

@@ -28,12 +28,15 @@ Storage (standard library ``sqlite3`` only):
 
 Threading: a store holds one connection made with sqlite3's default
 ``check_same_thread=True``, so it must be created and used on one thread (the
-UI thread). A second process (another Glassbox window) may open the same file;
-SQLite's locking and a 5 s busy timeout keep them consistent.
+UI thread). A second process (another Glassbox window) may open the same file:
+opening (creating, migrating, salvaging) runs one process at a time under an
+OS lock on ``conversations.sqlite3.lock`` (:mod:`.openlock`), and SQLite's
+locking and a 5 s busy timeout keep later writes consistent.
 
 Modules: :mod:`.model` (the values), :mod:`.schema` (tables, migrations, FTS5),
 :mod:`.base` and :mod:`.messages` and :mod:`.store` (:class:`ConversationStore`),
-:mod:`.search`, :mod:`.exchange` (export/import), :mod:`.salvage` (damaged files).
+:mod:`.search`, :mod:`.exchange` (export/import), :mod:`.salvage` (damaged files),
+:mod:`.openlock` (one process at a time opens the file).
 The names below are the public API; import them from this package.
 """
 

@@ -250,6 +250,86 @@ class MessagesMixin(StoreBase):
             self._last_stream_write.pop(i, None)
         return len(subtree)
 
+    def merge_with_parent(self, message_id: int) -> int:
+        """Append a message's text to its parent of the same role, and take it out of the tree.
+
+        Repairs two messages in a row with the same role (see :mod:`.turns`): the parent's
+        text becomes ``parent + "\n\n" + message``, the message's replies and branches
+        move under the parent, and the message is deleted. No text is lost. When the
+        selected branch ended at the message, it ends at the parent.
+
+        Returns:
+            The parent's id (the merged message).
+
+        Raises:
+            KeyError: no such message.
+            ValueError: the message has no parent, or its parent has another role.
+        """
+        row = self._message_row(message_id)
+        msg = self._message_from_row(row)
+        if msg.parent_id is None:
+            raise ValueError(f"message {message_id} is the first of its conversation; there is nothing to merge into")
+        parent = self._message_from_row(self._message_row(msg.parent_id))
+        if parent.role is not msg.role:
+            raise ValueError(
+                f"message {message_id} is a {msg.role.value} message and follows a {parent.role.value} one"
+            )
+        now = self._now()
+        merged = "\n\n".join(t for t in (parent.content.rstrip(), msg.content.lstrip()) if t)
+        with self._write() as conn:
+            self._store_content(conn, parent.id, merged, now)
+            conn.execute("UPDATE messages SET parent_id = ? WHERE parent_id = ?", (parent.id, message_id))
+            self._take_out(conn, msg.conversation_id, message_id, parent.id)
+            if parent.parent_id is None and parent.role is Role.USER:
+                self._retitle_if_auto(conn, msg.conversation_id, merged)
+        self._pending.pop(parent.id, None)
+        return parent.id
+
+    def delete_keeping_replies(self, message_id: int) -> None:
+        """Delete one message; its replies and branches move up to its parent (unlike
+        :meth:`delete_message`, which deletes the whole subtree).
+
+        Repairs two messages in a row with the same role by deleting the earlier one
+        (see :mod:`.turns`). When the selected branch ended at the message, it ends at
+        its parent.
+
+        Raises:
+            KeyError: no such message.
+        """
+        row = self._message_row(message_id)
+        conv_id, parent = row[1], row[2]
+        with self._write() as conn:
+            conn.execute("UPDATE messages SET parent_id = ? WHERE parent_id = ?", (parent, message_id))
+            self._take_out(conn, conv_id, message_id, parent)
+            if parent is None:
+                first = descend(conn, conv_id, None)
+                path = self._path_to(conn, first)
+                if path and path[0][1] is Role.USER:
+                    self._retitle_if_auto(conn, conv_id, path[0][2])
+
+    def _take_out(self, conn: sqlite3.Connection, conv_id: int, message_id: int, new_parent: int | None) -> None:
+        """Delete one message whose children were already moved to ``new_parent``; keep the selection valid."""
+        leaf = conn.execute("SELECT current_leaf_id FROM conversations WHERE id = ?", (conv_id,)).fetchone()[0]
+        conn.execute("DELETE FROM messages WHERE id = ?", (message_id,))
+        if leaf is None or leaf == message_id:
+            set_leaf(conn, conv_id, descend(conn, conv_id, new_parent))
+        conn.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (self._now(), conv_id))
+        self._pending.pop(message_id, None)
+        self._last_stream_write.pop(message_id, None)
+
+    @staticmethod
+    def _path_to(conn: sqlite3.Connection, leaf: int | None) -> list[tuple[int, Role, str]]:
+        """(id, role, text) from the root down to ``leaf`` (empty for None)."""
+        out: list[tuple[int, Role, str]] = []
+        node = leaf
+        while node is not None:
+            row = conn.execute("SELECT id, parent_id, role, content FROM messages WHERE id = ?", (node,)).fetchone()
+            if row is None:
+                break
+            out.append((int(row[0]), Role.parse(row[2]), str(row[3])))
+            node = row[1]
+        return out[::-1]
+
     # ------------------------------------------------------------------ streaming
 
     def update_streaming(self, message_id: int, content: str) -> bool:

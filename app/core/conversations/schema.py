@@ -189,12 +189,14 @@ def prepare(conn: sqlite3.Connection, want_fts: bool) -> bool:
     """
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
-    version = user_version(conn)
-    for target in range(version + 1, len(MIGRATIONS) + 1):
+    while user_version(conn) < len(MIGRATIONS):
         conn.execute("BEGIN IMMEDIATE")
         try:
-            MIGRATIONS[target - 1](conn)
-            conn.execute(f"PRAGMA user_version = {int(target)}")
+            # Read again under the write lock: another process may have migrated meanwhile.
+            target = user_version(conn) + 1
+            if target <= len(MIGRATIONS):
+                MIGRATIONS[target - 1](conn)
+                conn.execute(f"PRAGMA user_version = {int(target)}")
         except BaseException:
             conn.execute("ROLLBACK")
             raise

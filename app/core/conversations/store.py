@@ -34,6 +34,7 @@ from app.core.conversations.model import (
     SearchHit,
     make_title,
 )
+from app.core.conversations.openlock import open_lock
 from app.core.conversations.salvage import recover, recovery_notice
 from app.core.conversations.schema import (
     CONV_SELECT,
@@ -51,6 +52,8 @@ from app.core.sampling import SamplerSettings
 from app.core.settings import atomic_write_text
 
 STREAM_INTERVAL_S = 1.0
+# Seconds to wait for another Glassbox process to finish opening (or salvaging) the same file.
+OPEN_LOCK_TIMEOUT_S = 60.0
 
 
 class ConversationStore(MessagesMixin):
@@ -139,6 +142,12 @@ class ConversationStore(MessagesMixin):
                 f"Glassbox cannot create the folder for its conversation history "
                 f"{self.path.parent}: {exc.strerror or exc}",
             ) from exc
+        # One process at a time checks, creates, migrates or salvages the file (see .openlock).
+        with open_lock(self.path, OPEN_LOCK_TIMEOUT_S):
+            return self._open_checked()
+
+    def _open_checked(self) -> sqlite3.Connection:
+        """Open the file under the open lock: an empty, damaged or old file is dealt with here."""
         if self._is_empty_file():
             self.notice = (
                 f"The conversation history file {self.path} was empty (0 bytes), so there was "

@@ -10,6 +10,8 @@ chat" empties the KV cache.
 
 from __future__ import annotations
 
+import enum
+import html
 import logging
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from PySide6.QtCore import QObject, Signal
 from app.core import protocol as P
 from app.core.chat import ChatMessage, GenerationStats, Role, StopReason
 from app.core.conversations import ConversationStore, Message, MessageMeta
+from app.core.conversations.turns import repeated_roles
 from app.core.sampling import SamplerSettings
 from app.ui.chat.composer import Composer
 from app.ui.chat.message import BadgeKind, MessageAction, MessageWidget
@@ -39,6 +42,15 @@ _CUT_BADGES: dict[StopReason, Badge] = {
     StopReason.ERROR: ("cut off", BadgeKind.ERROR),
 }
 _NO_BADGE: Badge = ("", BadgeKind.NONE)
+
+
+class TurnRepair(str, enum.Enum):
+    """How :meth:`ChatController.repair_turns` repairs two messages in a row with the same role."""
+
+    MERGE = "merge"  # append the later message to the earlier one
+    DELETE_EARLIER = "delete_earlier"  # delete the earlier message, keep what followed it
+
+
 _CUT_OFF: Badge = ("cut off", BadgeKind.ERROR)
 
 
@@ -58,12 +70,15 @@ class ChatController(QObject):
     Signals:
         reply_finished(object): :class:`GenerationStats` of a finished reply.
         notice(object, str): a message for the banner (:class:`Severity`, text).
+        repair_offered(str, list): the model's template refused the conversation's turn order;
+            the refusal and ``[(label, callback)]`` repairs for the banner (:meth:`repair_turns`).
         conversation_changed(object): the conversation shown changed (id or None).
         conversations_changed(): titles, order or the set of conversations changed.
     """
 
     reply_finished = Signal(object)
     notice = Signal(object, str)
+    repair_offered = Signal(str, list)
     conversation_changed = Signal(object)
     conversations_changed = Signal()
 
@@ -398,6 +413,11 @@ class ChatController(QObject):
             self.view.remove_widget(w)
             self.turn.on_finished(ev.stats)
             sent = self._sent_user
+            repairs = self._turn_repairs() if ev.kind == "template" else []
+            if repairs:  # keep what was sent: the repair makes it answerable
+                self._sent_user = None
+                self.repair_offered.emit(ev.message, repairs)
+                return
             if sent is not None and self.view.messages and self.view.messages[-1].message_id == sent[0]:
                 # The message just sent could not be answered (e.g. longer than the context):
                 # take it out of the conversation, so the next message is not refused for it
@@ -423,6 +443,59 @@ class ChatController(QObject):
             if w is not None:
                 w.set_footer("The engine stopped during this reply; the text above is kept.")
         self.composer.set_generating(False)
+
+    # ------------------------------------------------------------------ turn-order repair
+    def _turn_repairs(self) -> list[tuple[str, object]]:
+        """Banner actions that repair the first place where the active path repeats a role."""
+        if self.conversation_id is None:
+            return []
+        path = self.store.active_path(self.conversation_id)
+        try:
+            repeated = repeated_roles([m.role for m in path])
+        except ValueError:  # a system message inside the path: not a turn-order problem we can fix
+            return []
+        if not repeated:
+            return []
+        earlier, later = path[repeated[0].first].id, path[repeated[0].second].id
+        return [
+            ("Merge them", lambda: self.repair_turns(later, TurnRepair.MERGE)),
+            ("Delete the earlier one", lambda: self.repair_turns(earlier, TurnRepair.DELETE_EARLIER)),
+        ]
+
+    def repair_turns(self, message_id: int, how: TurnRepair) -> bool:
+        """Repair two messages in a row with the same role, then ask for the reply the chat waits for.
+
+        ``how``: MERGE appends ``message_id`` to its parent (no text lost); DELETE_EARLIER
+        deletes ``message_id`` (the earlier one) and keeps what followed it. Returns False
+        when nothing was changed (a reply in flight, or the message is gone).
+        """
+        if self.busy:
+            self.notice.emit(Severity.INFO, "Stop the reply in progress before repairing the conversation.")
+            return False
+        try:
+            msg = self.store.get_message(message_id)
+            if how is TurnRepair.MERGE:
+                self.store.merge_with_parent(message_id)
+            else:
+                self.store.delete_keeping_replies(message_id)
+        except (KeyError, ValueError) as exc:
+            self.notice.emit(Severity.WARNING, f"The conversation changed; nothing was repaired ({exc}).")
+            return False
+        if msg.conversation_id != self.conversation_id:
+            self.open_conversation(msg.conversation_id)
+        self.render()
+        self.conversations_changed.emit()
+        role = msg.role.value
+        if how is TurnRepair.MERGE:
+            self.notice.emit(Severity.INFO, f"Merged the two {role} messages into one.")
+        else:
+            preview = " ".join(msg.content.split())
+            preview = preview if len(preview) <= 60 else preview[:59] + "…"
+            self.notice.emit(Severity.INFO, f"Deleted the earlier {role} message: “{html.escape(preview)}”.")
+        path = self.store.active_path(msg.conversation_id)
+        if path and path[-1].role is Role.USER and self._engine_ready():
+            self._start_reply(parent_id=path[-1].id)
+        return True
 
     # ------------------------------------------------------------------ message actions
     def _on_action(self, action: MessageAction, message_id: int, payload: object) -> None:
