@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QElapsedTimer, Qt, Signal
-from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
+from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
 from PySide6.QtWidgets import (
     QDockWidget,
     QFrame,
@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 from app import APP_NAME, __version__
 from app.core import protocol as P
 from app.core.chat import LoadSettings
-from app.core.conversations import ConversationStore
+from app.core.conversations import ConversationStore, DeletedMessages
 from app.core.gguf_info import GGUFError, MissingSplitParts, check_loadable, format_bytes
 from app.core.sampling import SamplerSettings
 from app.core.settings import Settings
@@ -61,6 +61,14 @@ TOP_CANDIDATES = 20  # next-token candidates asked for while the Sampler or Toke
 OPEN_LINK = "open"
 MODELS_LINK = Page.MODELS.value
 LOAD_LINK_PREFIX = "load:"
+# Banner topics that belong to one page: switching to the other page clears them.
+_PAGE_TOPICS: dict[BannerTopic, Page] = {
+    BannerTopic.MODELS_PAGE: Page.MODELS,
+    BannerTopic.CHAT_MODEL: Page.CHAT,
+    BannerTopic.REPLY: Page.CHAT,
+    BannerTopic.SYSTEM_PROMPT: Page.CHAT,
+    BannerTopic.NO_MODEL: Page.CHAT,
+}
 
 
 def display_name(path: str) -> str:
@@ -186,6 +194,9 @@ class MainWindow(QMainWindow):
         self.chat.top_candidates = 0
         self.menu_actions = build_menus(self)
         self.act_stop = self.menu_actions.stop
+        # Stop works from anywhere in the window, not only from the composer (Esc there
+        # is the composer's own; elsewhere the action takes it while a reply is in flight).
+        self.act_stop.setShortcuts([*self.act_stop.shortcuts(), QKeySequence(Qt.Key.Key_Escape)])
         self._wire()
         self._update_placeholder()
         self._restore_window_state()
@@ -212,7 +223,9 @@ class MainWindow(QMainWindow):
         eng.log_line.connect(lambda ev: self.banner.show_message(Severity(ev.level), ev.text))
         eng.generation_started.connect(lambda _rid: self.act_stop.setEnabled(True))
         eng.generation_ended.connect(lambda _rid: self.act_stop.setEnabled(False))
-        self.chat.notice.connect(self.banner.show_message)
+        self.chat.notice.connect(lambda kind, text, topic: self.banner.show_message(kind, text, topic=topic))
+        self.chat.reply_conversation_changed.connect(lambda _conv: self._show_reply_elsewhere())
+        self.chat.message_deleted.connect(self._message_deleted)
         self.chat.reply_finished.connect(lambda stats: self.sampler_panel.show_seed_used(stats.seed))
         self.settings_ctl.changed.connect(self._settings_changed)
         self.sampler_panel.settings_changed.connect(self._sampler_edited)
@@ -224,7 +237,9 @@ class MainWindow(QMainWindow):
             dock.visibilityChanged.connect(lambda shown, d=dock: self._inspector_visibility(d, shown))
         self.models.load_requested.connect(self._load_from_library)
         self.models.open_file_requested.connect(self.open_model_dialog)
-        self.models.notice.connect(lambda kind, text: self.banner.show_message(Severity(kind), text))
+        self.models.notice.connect(
+            lambda kind, text: self.banner.show_message(Severity(kind), text, topic=BannerTopic.MODELS_PAGE)
+        )
         self.models.download_finished.connect(self._download_finished)
         self.top_bar.page_requested.connect(self.show_page)
         self.top_bar.model_menu.aboutToShow.connect(lambda: fill_model_menu(self, self.top_bar.model_menu))
@@ -241,11 +256,26 @@ class MainWindow(QMainWindow):
     def show_page(self, page: Page | str) -> None:
         """Show the chat (:attr:`Page.CHAT`) or the models page (:attr:`Page.MODELS`)."""
         page = Page(page)
+        self._place_banner(page)
         self.pages.setCurrentIndex(0 if page is Page.CHAT else 1)
         self.top_bar.set_page(page)
         self.models_bar.set_page(page)
         if page is Page.CHAT:
             self.composer.box.setFocus()
+
+    def _place_banner(self, page: Page) -> None:
+        """Put the banner on ``page`` (under its bar), so a message shows where its action was;
+        a message that belongs to the other page is cleared."""
+        owner = _PAGE_TOPICS.get(self.banner.topic)
+        if owner is not None and owner is not page:
+            self.banner.hide()
+        column = self.pages.widget(0 if page is Page.CHAT else 1).layout()
+        if isinstance(column, QVBoxLayout) and column.indexOf(self.banner) < 0:
+            parent = self.banner.parentWidget()
+            visible = parent is not None and self.banner.isVisibleTo(parent)
+            under = self.system_bar if page is Page.CHAT else self.models_bar
+            column.insertWidget(column.indexOf(under) + 1, self.banner)
+            self.banner.setVisible(visible)
 
     def show_models_page(self) -> None:
         self.show_page(Page.MODELS)
@@ -276,7 +306,7 @@ class MainWindow(QMainWindow):
             )
             return False
         if self.chat.busy:
-            self.chat.stop()
+            self.chat.stop()  # the reply is kept, with the model it was made with; the state stays "loading"
         s = settings or self.settings.load
         self._loading_path = str(Path(path).resolve())
         self._load_timer.start()
@@ -320,22 +350,48 @@ class MainWindow(QMainWindow):
         self.engine.restart()
 
     def new_chat(self) -> None:
+        """Show a new, empty chat. During a reply the reply goes on in its own chat (the banner
+        says where, with Show it / Stop)."""
         self.chat.new_chat()
         self._update_placeholder()
         self.composer.box.setFocus()
 
     def open_conversation(self, conv_id: int, focus_message: int | None = None) -> None:
+        """Show chat ``conv_id`` (allowed during a reply: the reply goes on in its own chat)."""
         try:
             self.chat.open_conversation(conv_id, focus_message)
         except KeyError:
             self.banner.show_message(Severity.WARNING, "That chat no longer exists.")
-            self.chats_panel.refresh()
+            self.chats_panel.set_current(self.chat.conversation_id)
+
+    def _show_reply_elsewhere(self) -> None:
+        """While a reply is written in a chat that is not shown, the banner says where, and the
+        chat list marks that chat; otherwise that banner goes."""
+        conv = self.chat.reply_conversation_id
+        self.chats_panel.set_replying(conv)
+        if conv is None or conv == self.chat.conversation_id:
+            self.banner.clear(BannerTopic.REPLY)
+            return
+        title = html.escape(self.conversations.get_conversation(conv).title)
+        self.banner.show_message(
+            Severity.INFO,
+            f"A reply is being written in “{title}”; it goes on and is saved there. Esc stops it.",
+            [("Show it", lambda: self.open_conversation(conv)), ("Stop", self.chat.stop)],
+            topic=BannerTopic.REPLY,
+        )
 
     def _conversation_changed(self, conv_id: int | None) -> None:
         self.chats_panel.set_current(conv_id)
         self._update_placeholder()
+        self._show_reply_elsewhere()
+        self.banner.clear(BannerTopic.SYSTEM_PROMPT)
+        self.chat.pending_system_prompt = None
         if conv_id is None:
-            self.system_bar.set_text(self.settings.system_prompt)
+            self._applying_conversation = True
+            try:
+                self.system_bar.set_text(self.settings.system_prompt)
+            finally:
+                self._applying_conversation = False
             return
         conv = self.conversations.get_conversation(conv_id)
         self._applying_conversation = True
@@ -362,15 +418,29 @@ class MainWindow(QMainWindow):
             )
 
     def _conversation_deleted(self, conv_id: int, title: str) -> None:
+        """A chat went to the trash: a reply being written in it stops (its text is kept with
+        the chat, for Undo); if it was shown, a new chat is shown instead."""
+        if self.chat.reply_conversation_id == conv_id:
+            self.chat.stop()
         if self.chat.conversation_id == conv_id:
-            self.chat.new_chat()
+            self.new_chat()
 
         def undo() -> None:
             self.conversations.undo_delete(conv_id)
             self.chats_panel.refresh()
             self.banner.hide()
 
-        self.banner.show_message(Severity.INFO, f"Deleted “{title}”.", [("Undo", undo)])
+        self.banner.show_message(Severity.INFO, f"Deleted “{html.escape(title)}”.", [("Undo", undo)])
+
+    def _message_deleted(self, deleted: DeletedMessages) -> None:
+        """A message (and what followed it in its branch) was deleted: offer Undo."""
+        after = f" and the {deleted.count - 1} message(s) after it in that branch" if deleted.count > 1 else ""
+
+        def undo() -> None:
+            if self.chat.undo_delete_message(deleted):
+                self.banner.hide()
+
+        self.banner.show_message(Severity.INFO, f"Deleted the message{after}.", [("Undo", undo)])
 
     def export_conversation(self, conv_id: int | None, fmt: ExportFormat | str) -> None:
         """Ask where to write chat ``conv_id`` as ``fmt`` and write it; the banner says how it went."""
@@ -405,7 +475,8 @@ class MainWindow(QMainWindow):
     def _on_model_loaded(self, ev: P.ModelLoaded) -> None:
         info = ev.info
         self.turn.reset()  # the KV cache is new: last turn's figures no longer describe it
-        self.banner.clear(BannerTopic.CHAT_MODEL)
+        for topic in (BannerTopic.CHAT_MODEL, BannerTopic.MODEL, BannerTopic.NO_MODEL, BannerTopic.MODELS_PAGE):
+            self.banner.clear(topic)  # messages about a model that is now loaded
         self.model_panel.set_model(ev)
         # What was loaded becomes the load settings (threads and GPU layers stay as asked:
         # the engine reports the resolved numbers, the settings keep "auto" / "all").
@@ -479,11 +550,28 @@ class MainWindow(QMainWindow):
         self.chat.top_candidates = TOP_CANDIDATES if self._inspectors_shown else 0
 
     def _system_prompt_changed(self, text: str) -> None:
+        """An edit applies to the chat shown (or the new chat about to start), never silently to
+        every new chat: the banner offers "Use for new chats too"."""
         if self._applying_conversation:
             return
-        self.settings_ctl.update(system_prompt=text)
         if self.chat.conversation_id is not None:
             self.conversations.update_conversation(self.chat.conversation_id, system_prompt=text)
+        else:
+            self.chat.pending_system_prompt = text
+        if text == self.settings.system_prompt:
+            self.banner.clear(BannerTopic.SYSTEM_PROMPT)
+        elif not (self.banner.isVisible() and self.banner.topic is BannerTopic.SYSTEM_PROMPT):
+            self.banner.show_message(
+                Severity.INFO,
+                "This system prompt applies to this chat only; new chats start with the default one.",
+                [("Use for new chats too", self.use_system_prompt_for_new_chats)],
+                topic=BannerTopic.SYSTEM_PROMPT,
+            )
+
+    def use_system_prompt_for_new_chats(self) -> None:
+        """Make the system prompt shown the default of every new chat."""
+        self.settings_ctl.update(system_prompt=self.system_bar.text())
+        self.banner.clear(BannerTopic.SYSTEM_PROMPT)
 
     def save_settings(self) -> None:
         """Record the window's geometry and dock layout, and write the settings file now."""
@@ -558,5 +646,6 @@ class MainWindow(QMainWindow):
         self.chat.flush()
         self.models.shutdown()
         self.save_settings()
-        self.engine.shutdown()
+        self.engine.shutdown()  # a reply in flight ends here and is stored as cut off
+        self.chat.flush()
         super().closeEvent(e)
