@@ -168,12 +168,12 @@ class ChatController(QObject):
 
     def render(self, focus_message: int | None = None) -> None:
         """Rebuild the view from the stored active path."""
+        self._reply_widget = None  # the view's widgets are rebuilt
         if self.conversation_id is None:
             self.view.clear()
             return
         path = self.store.active_path(self.conversation_id)
         self.view.clear()
-        self._reply_widget = None
         for m in path:
             w = self._add_widget(m)
             if m.id == self._reply_id:
