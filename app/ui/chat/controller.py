@@ -519,6 +519,7 @@ class ChatController(QObject):
         mid = self._reply_id
         if not text.strip() and mid is not None and not self._reply_prefix:
             # Nothing was generated: drop the empty reply.
+            shown = self._reply_conv == self.conversation_id  # else the person is browsing another chat
             self._reply_id = None
             self._reply_widget = None
             self._reply_conv = None
@@ -537,7 +538,7 @@ class ChatController(QObject):
                 if not self.composer.box.toPlainText().strip():
                     self.composer.box.setPlainText(sent[1])
                 self.conversations_changed.emit()
-            elif self.view.messages:
+            elif shown and self.view.messages:
                 self.view.messages[-1].set_footer(ev.message)
         else:
             self._end_reply(text, ev.stats, False, _CUT_OFF)
