@@ -29,12 +29,12 @@ from PySide6.QtWidgets import (
 from app import APP_NAME, __version__
 from app.core import protocol as P
 from app.core.chat import LoadSettings
-from app.core.conversations import ConversationStore, DeletedMessages
+from app.core.conversations import ConversationStore
 from app.core.gguf_info import GGUFError, MissingSplitParts, check_loadable, format_bytes
 from app.core.sampling import SamplerSettings
 from app.core.settings import Settings
 from app.paths import Paths
-from app.ui import conversation_export
+from app.ui import chat_notices, conversation_export
 from app.ui.banner import Banner, BannerTopic
 from app.ui.chat.composer import Composer
 from app.ui.chat.controller import ChatController
@@ -61,14 +61,6 @@ TOP_CANDIDATES = 20  # next-token candidates asked for while the Sampler or Toke
 OPEN_LINK = "open"
 MODELS_LINK = Page.MODELS.value
 LOAD_LINK_PREFIX = "load:"
-# Banner topics that belong to one page: switching to the other page clears them.
-_PAGE_TOPICS: dict[BannerTopic, Page] = {
-    BannerTopic.MODELS_PAGE: Page.MODELS,
-    BannerTopic.CHAT_MODEL: Page.CHAT,
-    BannerTopic.REPLY: Page.CHAT,
-    BannerTopic.SYSTEM_PROMPT: Page.CHAT,
-    BannerTopic.NO_MODEL: Page.CHAT,
-}
 
 
 def display_name(path: str) -> str:
@@ -224,8 +216,8 @@ class MainWindow(QMainWindow):
         eng.generation_started.connect(lambda _rid: self.act_stop.setEnabled(True))
         eng.generation_ended.connect(lambda _rid: self.act_stop.setEnabled(False))
         self.chat.notice.connect(lambda kind, text, topic: self.banner.show_message(kind, text, topic=topic))
-        self.chat.reply_conversation_changed.connect(lambda _conv: self._show_reply_elsewhere())
-        self.chat.message_deleted.connect(self._message_deleted)
+        self.chat.reply_conversation_changed.connect(lambda _conv: chat_notices.show_reply_elsewhere(self))
+        self.chat.message_deleted.connect(lambda deleted: chat_notices.message_deleted(self, deleted))
         self.chat.reply_finished.connect(lambda stats: self.sampler_panel.show_seed_used(stats.seed))
         self.settings_ctl.changed.connect(self._settings_changed)
         self.sampler_panel.settings_changed.connect(self._sampler_edited)
@@ -247,7 +239,7 @@ class MainWindow(QMainWindow):
         self.chat_view.link_activated.connect(self._placeholder_link)
         self.chats_panel.open_requested.connect(self.open_conversation)
         self.chats_panel.new_requested.connect(self.new_chat)
-        self.chats_panel.deleted.connect(self._conversation_deleted)
+        self.chats_panel.deleted.connect(lambda conv_id, title: chat_notices.conversation_deleted(self, conv_id, title))
         self.chats_panel.export_requested.connect(self.export_conversation)
         self.chat.conversations_changed.connect(self.chats_panel.refresh)
         self.chat.conversation_changed.connect(self._conversation_changed)
@@ -256,26 +248,12 @@ class MainWindow(QMainWindow):
     def show_page(self, page: Page | str) -> None:
         """Show the chat (:attr:`Page.CHAT`) or the models page (:attr:`Page.MODELS`)."""
         page = Page(page)
-        self._place_banner(page)
+        chat_notices.place_banner(self, page)
         self.pages.setCurrentIndex(0 if page is Page.CHAT else 1)
         self.top_bar.set_page(page)
         self.models_bar.set_page(page)
         if page is Page.CHAT:
             self.composer.box.setFocus()
-
-    def _place_banner(self, page: Page) -> None:
-        """Put the banner on ``page`` (under its bar), so a message shows where its action was;
-        a message that belongs to the other page is cleared."""
-        owner = _PAGE_TOPICS.get(self.banner.topic)
-        if owner is not None and owner is not page:
-            self.banner.hide()
-        column = self.pages.widget(0 if page is Page.CHAT else 1).layout()
-        if isinstance(column, QVBoxLayout) and column.indexOf(self.banner) < 0:
-            parent = self.banner.parentWidget()
-            visible = parent is not None and self.banner.isVisibleTo(parent)
-            under = self.system_bar if page is Page.CHAT else self.models_bar
-            column.insertWidget(column.indexOf(under) + 1, self.banner)
-            self.banner.setVisible(visible)
 
     def show_models_page(self) -> None:
         self.show_page(Page.MODELS)
@@ -364,26 +342,10 @@ class MainWindow(QMainWindow):
             self.banner.show_message(Severity.WARNING, "That chat no longer exists.")
             self.chats_panel.set_current(self.chat.conversation_id)
 
-    def _show_reply_elsewhere(self) -> None:
-        """While a reply is written in a chat that is not shown, the banner says where, and the
-        chat list marks that chat; otherwise that banner goes."""
-        conv = self.chat.reply_conversation_id
-        self.chats_panel.set_replying(conv)
-        if conv is None or conv == self.chat.conversation_id:
-            self.banner.clear(BannerTopic.REPLY)
-            return
-        title = html.escape(self.conversations.get_conversation(conv).title)
-        self.banner.show_message(
-            Severity.INFO,
-            f"A reply is being written in “{title}”; it goes on and is saved there. Esc stops it.",
-            [("Show it", lambda: self.open_conversation(conv)), ("Stop", self.chat.stop)],
-            topic=BannerTopic.REPLY,
-        )
-
     def _conversation_changed(self, conv_id: int | None) -> None:
         self.chats_panel.set_current(conv_id)
         self._update_placeholder()
-        self._show_reply_elsewhere()
+        chat_notices.show_reply_elsewhere(self)
         self.banner.clear(BannerTopic.SYSTEM_PROMPT)
         self.chat.pending_system_prompt = None
         if conv_id is None:
@@ -416,31 +378,6 @@ class MainWindow(QMainWindow):
                 [(f"Load {display_name(conv.model_path)}", lambda: self.load_model(conv.model_path))],
                 topic=BannerTopic.CHAT_MODEL,
             )
-
-    def _conversation_deleted(self, conv_id: int, title: str) -> None:
-        """A chat went to the trash: a reply being written in it stops (its text is kept with
-        the chat, for Undo); if it was shown, a new chat is shown instead."""
-        if self.chat.reply_conversation_id == conv_id:
-            self.chat.stop()
-        if self.chat.conversation_id == conv_id:
-            self.new_chat()
-
-        def undo() -> None:
-            self.conversations.undo_delete(conv_id)
-            self.chats_panel.refresh()
-            self.banner.hide()
-
-        self.banner.show_message(Severity.INFO, f"Deleted “{html.escape(title)}”.", [("Undo", undo)])
-
-    def _message_deleted(self, deleted: DeletedMessages) -> None:
-        """A message (and what followed it in its branch) was deleted: offer Undo."""
-        after = f" and the {deleted.count - 1} message(s) after it in that branch" if deleted.count > 1 else ""
-
-        def undo() -> None:
-            if self.chat.undo_delete_message(deleted):
-                self.banner.hide()
-
-        self.banner.show_message(Severity.INFO, f"Deleted the message{after}.", [("Undo", undo)])
 
     def export_conversation(self, conv_id: int | None, fmt: ExportFormat | str) -> None:
         """Ask where to write chat ``conv_id`` as ``fmt`` and write it; the banner says how it went."""
@@ -550,28 +487,8 @@ class MainWindow(QMainWindow):
         self.chat.top_candidates = TOP_CANDIDATES if self._inspectors_shown else 0
 
     def _system_prompt_changed(self, text: str) -> None:
-        """An edit applies to the chat shown (or the new chat about to start), never silently to
-        every new chat: the banner offers "Use for new chats too"."""
-        if self._applying_conversation:
-            return
-        if self.chat.conversation_id is not None:
-            self.conversations.update_conversation(self.chat.conversation_id, system_prompt=text)
-        else:
-            self.chat.pending_system_prompt = text
-        if text == self.settings.system_prompt:
-            self.banner.clear(BannerTopic.SYSTEM_PROMPT)
-        elif not (self.banner.isVisible() and self.banner.topic is BannerTopic.SYSTEM_PROMPT):
-            self.banner.show_message(
-                Severity.INFO,
-                "This system prompt applies to this chat only; new chats start with the default one.",
-                [("Use for new chats too", self.use_system_prompt_for_new_chats)],
-                topic=BannerTopic.SYSTEM_PROMPT,
-            )
-
-    def use_system_prompt_for_new_chats(self) -> None:
-        """Make the system prompt shown the default of every new chat."""
-        self.settings_ctl.update(system_prompt=self.system_bar.text())
-        self.banner.clear(BannerTopic.SYSTEM_PROMPT)
+        if not self._applying_conversation:
+            chat_notices.system_prompt_edited(self, text)
 
     def save_settings(self) -> None:
         """Record the window's geometry and dock layout, and write the settings file now."""
