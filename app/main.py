@@ -54,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     apply_theme(app)
 
     window = create_window(paths)
+    from app.ui.common.severity import Severity
+
     diagnostics.set_notice(lambda text: window.banner.show_message(Severity.ERROR, text, topic=NOTICE_TOPIC))
     engine = window.engine
     settings = window.settings

@@ -22,6 +22,10 @@ class BannerTopic(str, enum.Enum):
     ENGINE = "engine"  # the engine stopped
     CHAT_MODEL = "chat-model"  # the chat was made with another model
     STARTUP = "startup"  # settings or history set aside at start
+    NO_MODEL = "no-model"  # a message was refused because no model is loaded (yet)
+    REPLY = "reply"  # a reply is being written (in another chat, or refused an action)
+    MODELS_PAGE = "models-page"  # a notice from the models page (library, Hub, downloads)
+    SYSTEM_PROMPT = "system-prompt"  # a chat's system prompt was edited (offer it for new chats)
 
 
 class Banner(QFrame):
@@ -82,12 +86,14 @@ class Banner(QFrame):
         while self._actions.count():
             item = self._actions.takeAt(0)
             if item.widget():
+                item.widget().hide()  # gone now, not at the next event loop turn
                 item.widget().deleteLater()
         for label, fn in actions or []:
             b = QPushButton(label)
             b.setObjectName("bannerButton")
             b.clicked.connect(fn)
             self._actions.addWidget(b)
+            b.show()  # a banner already on screen shows a new child only when told to
         self.show()
 
     def action_buttons(self) -> list[tuple[str, QPushButton]]:

@@ -316,7 +316,7 @@ class EngineClient(QObject):
             if ev.request_id == self._gen_id:
                 self._gen_id = None
                 self._stop_timer.stop()
-                self._set_state(EngineState.LOADING if self._load_id is not None else EngineState.READY)
+                self._set_state(self._state_after_reply())
                 self.generation_finished.emit(ev)
                 self.generation_ended.emit(ev.request_id)
                 self._send_pending_load()
@@ -336,10 +336,7 @@ class EngineClient(QObject):
             elif ev.request_id == self._gen_id:
                 self._gen_id = None
                 self._stop_timer.stop()
-                if self._load_id is not None:
-                    self._set_state(EngineState.LOADING)
-                else:
-                    self._set_state(EngineState.READY if self.model else EngineState.NO_MODEL)
+                self._set_state(self._state_after_reply())
                 self.generation_failed.emit(ev)
                 self.generation_ended.emit(ev.request_id)
                 self._send_pending_load()
@@ -353,6 +350,13 @@ class EngineClient(QObject):
             self.engine_ready.emit(ev)
         elif isinstance(ev, P.LogLine):
             self.log_line.emit(ev)
+
+    def _state_after_reply(self) -> EngineState:
+        """The state when a reply ends: LOADING when a load was asked during it (a model switch
+        cancels the reply first), else READY with a model, NO_MODEL without."""
+        if self._load_id is not None:
+            return EngineState.LOADING
+        return EngineState.READY if self.model else EngineState.NO_MODEL
 
     @Slot(object, object)
     def _on_died(self, host: EngineHost, died: EngineDied) -> None:

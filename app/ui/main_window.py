@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QElapsedTimer, Qt, Signal
-from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
+from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
 from PySide6.QtWidgets import (
     QDockWidget,
     QFrame,
@@ -34,7 +34,7 @@ from app.core.gguf_info import GGUFError, MissingSplitParts, check_loadable, for
 from app.core.sampling import SamplerSettings
 from app.core.settings import Settings
 from app.paths import Paths
-from app.ui import conversation_export
+from app.ui import chat_notices, conversation_export
 from app.ui.banner import Banner, BannerTopic
 from app.ui.chat.composer import Composer
 from app.ui.chat.controller import ChatController
@@ -186,6 +186,9 @@ class MainWindow(QMainWindow):
         self.chat.top_candidates = 0
         self.menu_actions = build_menus(self)
         self.act_stop = self.menu_actions.stop
+        # Stop works from anywhere in the window, not only from the composer (Esc there
+        # is the composer's own; elsewhere the action takes it while a reply is in flight).
+        self.act_stop.setShortcuts([*self.act_stop.shortcuts(), QKeySequence(Qt.Key.Key_Escape)])
         self._wire()
         self._update_placeholder()
         self._restore_window_state()
@@ -212,8 +215,12 @@ class MainWindow(QMainWindow):
         eng.log_line.connect(lambda ev: self.banner.show_message(Severity(ev.level), ev.text))
         eng.generation_started.connect(lambda _rid: self.act_stop.setEnabled(True))
         eng.generation_ended.connect(lambda _rid: self.act_stop.setEnabled(False))
-        self.chat.notice.connect(self.banner.show_message)
-        self.chat.repair_offered.connect(lambda text, fixes: self.banner.show_message(Severity.ERROR, text, fixes))
+        self.chat.notice.connect(lambda kind, text, topic: self.banner.show_message(kind, text, topic=topic))
+        self.chat.repair_offered.connect(
+            lambda text, fixes: self.banner.show_message(Severity.ERROR, text, fixes, topic=BannerTopic.GENERAL)
+        )
+        self.chat.reply_conversation_changed.connect(lambda _conv: chat_notices.show_reply_elsewhere(self))
+        self.chat.message_deleted.connect(lambda deleted: chat_notices.message_deleted(self, deleted))
         self.chat.reply_finished.connect(lambda stats: self.sampler_panel.show_seed_used(stats.seed))
         self.settings_ctl.changed.connect(self._settings_changed)
         self.sampler_panel.settings_changed.connect(self._sampler_edited)
@@ -225,7 +232,9 @@ class MainWindow(QMainWindow):
             dock.visibilityChanged.connect(lambda shown, d=dock: self._inspector_visibility(d, shown))
         self.models.load_requested.connect(self._load_from_library)
         self.models.open_file_requested.connect(self.open_model_dialog)
-        self.models.notice.connect(lambda kind, text: self.banner.show_message(Severity(kind), text))
+        self.models.notice.connect(
+            lambda kind, text: self.banner.show_message(Severity(kind), text, topic=BannerTopic.MODELS_PAGE)
+        )
         self.models.download_finished.connect(self._download_finished)
         self.top_bar.page_requested.connect(self.show_page)
         self.top_bar.model_menu.aboutToShow.connect(lambda: fill_model_menu(self, self.top_bar.model_menu))
@@ -233,7 +242,7 @@ class MainWindow(QMainWindow):
         self.chat_view.link_activated.connect(self._placeholder_link)
         self.chats_panel.open_requested.connect(self.open_conversation)
         self.chats_panel.new_requested.connect(self.new_chat)
-        self.chats_panel.deleted.connect(self._conversation_deleted)
+        self.chats_panel.deleted.connect(lambda conv_id, title: chat_notices.conversation_deleted(self, conv_id, title))
         self.chats_panel.export_requested.connect(self.export_conversation)
         self.chat.conversations_changed.connect(self.chats_panel.refresh)
         self.chat.conversation_changed.connect(self._conversation_changed)
@@ -242,6 +251,7 @@ class MainWindow(QMainWindow):
     def show_page(self, page: Page | str) -> None:
         """Show the chat (:attr:`Page.CHAT`) or the models page (:attr:`Page.MODELS`)."""
         page = Page(page)
+        chat_notices.place_banner(self, page)
         self.pages.setCurrentIndex(0 if page is Page.CHAT else 1)
         self.top_bar.set_page(page)
         self.models_bar.set_page(page)
@@ -277,7 +287,7 @@ class MainWindow(QMainWindow):
             )
             return False
         if self.chat.busy:
-            self.chat.stop()
+            self.chat.stop()  # the reply is kept, with the model it was made with; the state stays "loading"
         s = settings or self.settings.load
         self._loading_path = str(Path(path).resolve())
         self._load_timer.start()
@@ -321,22 +331,32 @@ class MainWindow(QMainWindow):
         self.engine.restart()
 
     def new_chat(self) -> None:
+        """Show a new, empty chat. During a reply the reply goes on in its own chat (the banner
+        says where, with Show it / Stop)."""
         self.chat.new_chat()
         self._update_placeholder()
         self.composer.box.setFocus()
 
     def open_conversation(self, conv_id: int, focus_message: int | None = None) -> None:
+        """Show chat ``conv_id`` (allowed during a reply: the reply goes on in its own chat)."""
         try:
             self.chat.open_conversation(conv_id, focus_message)
         except KeyError:
             self.banner.show_message(Severity.WARNING, "That chat no longer exists.")
-            self.chats_panel.refresh()
+            self.chats_panel.set_current(self.chat.conversation_id)
 
     def _conversation_changed(self, conv_id: int | None) -> None:
         self.chats_panel.set_current(conv_id)
         self._update_placeholder()
+        chat_notices.show_reply_elsewhere(self)
+        self.banner.clear(BannerTopic.SYSTEM_PROMPT)
+        self.chat.pending_system_prompt = None
         if conv_id is None:
-            self.system_bar.set_text(self.settings.system_prompt)
+            self._applying_conversation = True
+            try:
+                self.system_bar.set_text(self.settings.system_prompt)
+            finally:
+                self._applying_conversation = False
             return
         conv = self.conversations.get_conversation(conv_id)
         self._applying_conversation = True
@@ -361,17 +381,6 @@ class MainWindow(QMainWindow):
                 [(f"Load {display_name(conv.model_path)}", lambda: self.load_model(conv.model_path))],
                 topic=BannerTopic.CHAT_MODEL,
             )
-
-    def _conversation_deleted(self, conv_id: int, title: str) -> None:
-        if self.chat.conversation_id == conv_id:
-            self.chat.new_chat()
-
-        def undo() -> None:
-            self.conversations.undo_delete(conv_id)
-            self.chats_panel.refresh()
-            self.banner.hide()
-
-        self.banner.show_message(Severity.INFO, f"Deleted “{title}”.", [("Undo", undo)])
 
     def export_conversation(self, conv_id: int | None, fmt: ExportFormat | str) -> None:
         """Ask where to write chat ``conv_id`` as ``fmt`` and write it; the banner says how it went."""
@@ -406,7 +415,8 @@ class MainWindow(QMainWindow):
     def _on_model_loaded(self, ev: P.ModelLoaded) -> None:
         info = ev.info
         self.turn.reset()  # the KV cache is new: last turn's figures no longer describe it
-        self.banner.clear(BannerTopic.CHAT_MODEL)
+        for topic in (BannerTopic.CHAT_MODEL, BannerTopic.MODEL, BannerTopic.NO_MODEL, BannerTopic.MODELS_PAGE):
+            self.banner.clear(topic)  # messages about a model that is now loaded
         self.model_panel.set_model(ev)
         # What was loaded becomes the load settings (threads and GPU layers stay as asked:
         # the engine reports the resolved numbers, the settings keep "auto" / "all").
@@ -480,11 +490,8 @@ class MainWindow(QMainWindow):
         self.chat.top_candidates = TOP_CANDIDATES if self._inspectors_shown else 0
 
     def _system_prompt_changed(self, text: str) -> None:
-        if self._applying_conversation:
-            return
-        self.settings_ctl.update(system_prompt=text)
-        if self.chat.conversation_id is not None:
-            self.conversations.update_conversation(self.chat.conversation_id, system_prompt=text)
+        if not self._applying_conversation:
+            chat_notices.system_prompt_edited(self, text)
 
     def save_settings(self) -> None:
         """Record the window's geometry and dock layout, and write the settings file now."""
@@ -559,5 +566,6 @@ class MainWindow(QMainWindow):
         self.chat.flush()
         self.models.shutdown()
         self.save_settings()
-        self.engine.shutdown()
+        self.engine.shutdown()  # a reply in flight ends here and is stored as cut off
+        self.chat.flush()
         super().closeEvent(e)

@@ -313,17 +313,20 @@ class FakeEngine(EngineClient):
                 self.token_received.emit(tok)
         elif isinstance(ev, P.Finished):
             self._turn = None
-            self._enter(EngineState.LOADING if self._load_rid is not None else EngineState.READY)
+            self._enter(self._state_after_turn())
             self.generation_finished.emit(ev)
             self.generation_ended.emit(ev.request_id)
         elif isinstance(ev, P.Failed):
             self._turn = None
-            if self._load_rid is not None:
-                self._enter(EngineState.LOADING)
-            else:
-                self._enter(EngineState.READY if self.model else EngineState.NO_MODEL)
+            self._enter(self._state_after_turn())
             self.generation_failed.emit(ev)
             self.generation_ended.emit(ev.request_id)
+
+    def _state_after_turn(self) -> EngineState:
+        """As the real client: LOADING when a load was asked during the reply, else READY / NO_MODEL."""
+        if self._load_rid is not None:
+            return EngineState.LOADING
+        return EngineState.READY if self.model else EngineState.NO_MODEL
 
     def _crash(self, description: str) -> None:
         if self._fake_state == EngineState.LOADING and self._last is not None:

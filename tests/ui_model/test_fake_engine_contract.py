@@ -141,3 +141,40 @@ def test_the_fake_engine_crashes_like_the_real_one(qtbot, smollm2):
     assert "SIGKILL" in real_text and fake_text == real_text
     assert fake_seen[-2:] == real_seen[-2:] == [("state", EngineState.DEAD.value), "engine_crashed"]
     assert fake_seen[:-2] == real_seen[: len(fake_seen) - 2]
+
+
+def _load_during_reply(qtbot, engine: EngineClient, model) -> list:
+    """Load, start a reply that runs on, load again once a token arrived; returns the states seen
+    from that load on (issue 8: never "ready" between the reply's end and the new model)."""
+    with qtbot.waitSignal(engine.engine_ready, timeout=WAIT_MS):
+        engine.start()
+    with qtbot.waitSignal(engine.model_loaded, timeout=WAIT_MS):
+        engine.load_model(str(model), LoadSettings(n_ctx=512))
+    long_ask = (SYSTEM, ChatMessage("user", "Write the numbers from 1 to 3000, one per line."))
+    with qtbot.waitSignal(engine.token_received, timeout=WAIT_MS):
+        engine.generate(long_ask, SamplerSettings(temperature=0.0, max_tokens=-1, repeat_penalty=1.0))
+    states: list = []
+    engine.state_changed.connect(states.append)
+    with qtbot.waitSignal(engine.generation_ended, timeout=WAIT_MS):
+        engine.load_model(str(model), LoadSettings(n_ctx=512))
+    assert engine.state == EngineState.LOADING and engine.model is None
+    assert engine.generate(long_ask, SamplerSettings()) is None  # nothing is sent while loading
+    with qtbot.waitSignal(engine.model_loaded, timeout=WAIT_MS):
+        pass
+    assert engine.state == EngineState.READY
+    return list(states)  # a copy: shutting down adds DEAD
+
+
+def test_a_load_during_a_reply_stays_loading_until_the_model_is_in_on_both(qtbot, smollm2):
+    real = EngineClient()
+    try:
+        real_states = _load_during_reply(qtbot, real, smollm2)
+    finally:
+        real.shutdown()
+    fake = FakeEngine()
+    fake.script(Endless())
+    try:
+        fake_states = _load_during_reply(qtbot, fake, smollm2)
+    finally:
+        fake.shutdown()
+    assert fake_states == real_states == [EngineState.LOADING, EngineState.READY]

@@ -374,6 +374,31 @@ def test_delete_message_removes_only_its_subtree(store: ConversationStore) -> No
     assert store.active_path(cid) == [] and store.get_conversation(cid).current_leaf_id is None
 
 
+def test_a_deleted_message_comes_back_with_its_subtree_ids_search_and_selection(store: ConversationStore) -> None:
+    cid, (u1, a1, u2, a2) = two_exchanges(store)
+    a1b = store.edit_message(a1, "Paris, of course.")
+    store.select_branch(a2)
+    before = store.messages(cid)
+    deleted = store.delete_message_undoable(a1)
+    assert deleted.count == 3 and deleted.conversation_id == cid and deleted.leaf_id == a2
+    assert [m.id for m in store.active_path(cid)] == [u1, a1b]
+    assert not store.search("Germany")
+    store.restore_messages(deleted)
+    assert store.messages(cid) == before  # same ids, text, meta, order
+    assert [m.id for m in store.active_path(cid)] == [u1, a1, u2, a2]  # the selection too
+    assert [h.message_id for h in store.search("Germany")] == [u2]
+    with pytest.raises(sqlite3.IntegrityError):
+        store.restore_messages(deleted)  # already back
+    # Its parent deleted meanwhile: nothing to hang it on.
+    gone = store.delete_message_undoable(u2)
+    store.delete_message(a1)
+    with pytest.raises(KeyError):
+        store.restore_messages(gone)
+    meta = MessageMeta(earlier_tokens=12, edited=True)
+    assert MessageMeta.from_dict(json.loads(json.dumps(meta.to_dict()))) == meta
+    assert MessageMeta.from_dict({"earlier_tokens": -3}).earlier_tokens == 0
+
+
 def test_add_message_checks_its_arguments(store: ConversationStore) -> None:
     _c1, (u1, *_rest) = two_exchanges(store)
     c2 = store.create_conversation()

@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from app.core.chat import GenerationStats, Role, StopReason
 from app.core.conversations.base import StoreBase, descend, lastrowid, set_leaf
-from app.core.conversations.model import Message, MessageMeta, Siblings, json_dict
+from app.core.conversations.model import DeletedMessages, Message, MessageMeta, Siblings, json_dict
 from app.core.conversations.schema import MSG_COLS, MSG_SELECT
 
 
@@ -215,6 +215,47 @@ class MessagesMixin(StoreBase):
             (leaf,),
         ).fetchall()
         return [self._message_from_row(r) for r in rows]
+
+    def delete_message_undoable(self, message_id: int) -> DeletedMessages:
+        """Delete like :meth:`delete_message`, and return what :meth:`restore_messages` needs to undo it.
+
+        Raises:
+            KeyError: no such message.
+        """
+        conv_id = self._message_row(message_id)[1]
+        self.flush()  # a reply streamed into the subtree is kept as last shown
+        leaf = self._conn.execute("SELECT current_leaf_id FROM conversations WHERE id = ?", (conv_id,)).fetchone()[0]
+        rows = self._conn.execute(
+            f"""WITH RECURSIVE down(id, depth) AS (
+                   SELECT ?, 0 UNION ALL
+                   SELECT m.id, down.depth + 1 FROM messages m JOIN down ON m.parent_id = down.id)
+               SELECT {", ".join("m." + c for c in MSG_COLS)} FROM down JOIN messages m ON m.id = down.id
+               ORDER BY down.depth, m.id""",
+            (message_id,),
+        ).fetchall()
+        self.delete_message(message_id)
+        return DeletedMessages(conv_id, leaf, tuple(tuple(r) for r in rows))
+
+    def restore_messages(self, deleted: DeletedMessages) -> None:
+        """Put back messages taken out by :meth:`delete_message_undoable`, with their ids, and
+        select the leaf that was selected before the delete.
+
+        Raises:
+            KeyError: the conversation is gone (purged), or the deleted messages' parent is.
+            sqlite3.IntegrityError: the messages are already back.
+        """
+        self._require_conversation(deleted.conversation_id)
+        if deleted.rows:
+            parent = deleted.rows[0][2]
+            if parent is not None:
+                self._message_row(parent)  # KeyError when the parent was deleted since
+        cols = ", ".join(MSG_COLS)
+        marks = ", ".join("?" for _ in MSG_COLS)
+        with self._write() as conn:
+            conn.executemany(f"INSERT INTO messages ({cols}) VALUES ({marks})", deleted.rows)
+            if deleted.leaf_id is not None:
+                set_leaf(conn, deleted.conversation_id, deleted.leaf_id)
+            conn.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (self._now(), deleted.conversation_id))
 
     def delete_message(self, message_id: int) -> int:
         """Delete one message **and its whole subtree** (every reply and branch under it).

@@ -6,6 +6,11 @@ the engine is always sent that same path, so the model's context matches the
 screen: after an edit, a regenerate or a branch switch the engine keeps the
 longest common token prefix in its KV cache and evaluates only the rest; "New
 chat" empties the KV cache.
+
+A reply belongs to the conversation it was asked in (:attr:`ChatController.reply_conversation_id`),
+not to what is on screen: while it streams, the person may open other chats or a new
+one; the reply goes on into its own conversation's stored message, and its widget is
+updated only while that conversation is shown (re-attached when it is shown again).
 """
 
 from __future__ import annotations
@@ -13,20 +18,22 @@ from __future__ import annotations
 import enum
 import html
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
 from app.core import protocol as P
-from app.core.chat import ChatMessage, GenerationStats, Role, StopReason
-from app.core.conversations import ConversationStore, Message, MessageMeta
+from app.core.chat import ChatMessage, ContextPolicy, GenerationStats, Role, StopReason
+from app.core.conversations import ConversationStore, DeletedMessages, Message, MessageMeta
 from app.core.conversations.turns import repeated_roles
 from app.core.sampling import SamplerSettings
+from app.ui.banner import BannerTopic
 from app.ui.chat.composer import Composer
 from app.ui.chat.message import BadgeKind, MessageAction, MessageWidget
 from app.ui.chat.view import ChatView
 from app.ui.common.severity import Severity
-from app.ui.common.stats_format import reply_details, reply_footer
+from app.ui.common.stats_format import reply_details, reply_footer, stats_footer
 from app.ui.engine_client import EngineClient, EngineState
 from app.ui.settings_controller import SettingsController
 from app.ui.turn import LiveTurn
@@ -69,18 +76,24 @@ class ChatController(QObject):
 
     Signals:
         reply_finished(object): :class:`GenerationStats` of a finished reply.
-        notice(object, str): a message for the banner (:class:`Severity`, text).
+        notice(object, str, object): a message for the banner (:class:`Severity`, text,
+            :class:`BannerTopic`, so a later event clears only its own kind of message).
         repair_offered(str, list): the model's template refused the conversation's turn order;
             the refusal and ``[(label, callback)]`` repairs for the banner (:meth:`repair_turns`).
         conversation_changed(object): the conversation shown changed (id or None).
         conversations_changed(): titles, order or the set of conversations changed.
+        reply_conversation_changed(object): the conversation a reply is being written in
+            (id), or None when the reply is over.
+        message_deleted(object): a :class:`DeletedMessages` (the window offers Undo).
     """
 
     reply_finished = Signal(object)
-    notice = Signal(object, str)
+    notice = Signal(object, str, object)
     repair_offered = Signal(str, list)
     conversation_changed = Signal(object)
     conversations_changed = Signal()
+    reply_conversation_changed = Signal(object)
+    message_deleted = Signal(object)
 
     def __init__(
         self,
@@ -101,7 +114,8 @@ class ChatController(QObject):
         self.settings = settings
         self.conversation_id: int | None = None
         self._reply_id: int | None = None  # stored id of the reply in flight
-        self._reply_widget: MessageWidget | None = None
+        self._reply_conv: int | None = None  # the conversation it is written in
+        self._reply_widget: MessageWidget | None = None  # its widget, while that conversation is shown
         self._reply_text = ""
         self._reply_prefix = ""  # text already there when continuing a reply
         self._sent_user: tuple[int, str] | None = None  # the message this turn answers, if just sent
@@ -109,6 +123,9 @@ class ChatController(QObject):
         # a pass over the vocabulary per token, so the window asks only while it is shown).
         self.top_candidates = 20
         self.stop_strings: tuple[str, ...] = ()  # extra stop strings for the next reply
+        # The system prompt of the chat about to start, when edited before its first message
+        # (None: the default from the settings).
+        self.pending_system_prompt: str | None = None
         composer.submitted.connect(self.send)
         composer.stop_requested.connect(self.stop)
         view.action_requested.connect(self._on_action)
@@ -127,28 +144,38 @@ class ChatController(QObject):
         return self.engine.generating
 
     @property
+    def reply_conversation_id(self) -> int | None:
+        """The conversation the reply in flight is written in (None when no reply is in flight)."""
+        return self._reply_conv if self._reply_id is not None else None
+
+    @property
     def _sampler(self) -> SamplerSettings:
         return self.settings.settings.sampler
 
     # ------------------------------------------------------------------ conversation
     def new_chat(self) -> None:
-        """Show an empty conversation (created on the first message) and empty the KV cache."""
-        if self.busy:
-            self.stop()
-            return
+        """Show an empty conversation (created on the first message) and empty the KV cache.
+
+        During a reply the reply goes on into its own conversation (the KV cache is then
+        left as it is: the next request keeps only the common prefix anyway)."""
         self.conversation_id = None
         self.render()
-        self.turn.reset()
-        self.engine.reset_context()
+        if not self.busy:
+            self.turn.reset()
+            self.engine.reset_context()
         self.conversation_changed.emit(None)
 
     def open_conversation(self, conv_id: int, focus_message: int | None = None) -> None:
-        """Show a stored conversation (the KV cache follows on the next reply)."""
-        if self.busy:
-            self.notice.emit(Severity.INFO, "Stop the reply in progress before switching conversations.")
-            return
-        self.store.get_conversation(conv_id)  # KeyError if gone
-        if conv_id != self.conversation_id:
+        """Show a stored conversation (the KV cache follows on the next reply).
+
+        Allowed during a reply: the reply goes on into its own conversation.
+
+        Raises:
+            KeyError: no such conversation, or it was deleted.
+        """
+        if self.store.get_conversation(conv_id).deleted_at is not None:
+            raise KeyError(f"conversation {conv_id} was deleted")
+        if conv_id != self.conversation_id and not self.busy:
             self.turn.reset()
         self.conversation_id = conv_id
         self.render(focus_message)
@@ -156,15 +183,27 @@ class ChatController(QObject):
 
     def render(self, focus_message: int | None = None) -> None:
         """Rebuild the view from the stored active path."""
+        self._reply_widget = None  # the view's widgets are rebuilt
         if self.conversation_id is None:
             self.view.clear()
             return
         path = self.store.active_path(self.conversation_id)
         self.view.clear()
         for m in path:
-            self._add_widget(m)
+            w = self._add_widget(m)
+            if m.id == self._reply_id:
+                self._attach_reply(w)
         if focus_message is not None:
             self.view.scroll_to_message(focus_message)
+
+    def _attach_reply(self, w: MessageWidget) -> None:
+        """Show the reply in flight in ``w`` (its conversation is shown again)."""
+        self._reply_widget = w
+        w.set_text(self._reply_text)
+        w.set_streaming(True)
+        w.set_can_continue(False)
+        w.set_footer("")
+        w.set_badge("writing…" if self._reply_text != self._reply_prefix else "thinking…", BadgeKind.LIVE)
 
     def _add_widget(self, m: Message) -> MessageWidget:
         sib = self.store.siblings(m.id)
@@ -175,13 +214,29 @@ class ChatController(QObject):
         w.set_branch(sib.position, sib.count)
         if m.role is Role.ASSISTANT:
             if m.meta.stats is not None:
-                w.set_footer(reply_footer(m.meta.stats))
+                w.set_footer(stats_footer(m.meta))
             w.set_how_made(reply_details(m.meta))
             if not m.complete:
                 reason = StopReason(m.meta.stats.stop_reason) if m.meta.stats else StopReason.ERROR
                 w.set_badge(*_CUT_BADGES.get(reason, ("cut off", BadgeKind.WARN)))
-                w.set_can_continue(True)
+                w.set_can_continue(True, self._why_no_continue(m.meta))
         return w
+
+    def _why_no_continue(self, meta: MessageMeta) -> str:
+        """Why Continue cannot work for a reply with ``meta`` ("" when it can): the context was
+        full, and neither a larger n_ctx is loaded nor the context policy drops old turns."""
+        st = meta.stats
+        if st is None or StopReason(st.stop_reason) is not StopReason.CONTEXT_FULL:
+            return ""
+        if ContextPolicy(self.settings.settings.load.context_policy) is ContextPolicy.ROLLING:
+            return ""
+        model = self.engine.model
+        if model is not None and model.n_ctx > st.n_ctx:
+            return ""
+        return (
+            f"The context is full ({st.n_ctx:,} tokens, n_ctx): raise n_ctx in the Model panel and reload, "
+            'or choose "Drop oldest turns and go on" as the context policy, to continue this reply.'
+        )
 
     # ------------------------------------------------------------------ sending
     def messages_for_engine(self, before: int | None = None) -> tuple[ChatMessage, ...]:
@@ -189,15 +244,22 @@ class ChatController(QObject):
         return tuple(self.store.chat_history(self.conversation_id, before=before))
 
     def send(self, text: str) -> bool:
-        """Append the person's message and ask for a reply. Returns False if nothing was sent."""
+        """Append the person's message and ask for a reply. Returns False if nothing was sent
+        (the text then stays in the box)."""
         if self.busy:
+            self._say_busy()
             return False
+        if self.conversation_id is not None and self.store.get_conversation(self.conversation_id).deleted_at:
+            # The chat shown was deleted (Undo still possible): never write into the trash.
+            self.conversation_id = None
+            self.conversation_changed.emit(None)
         if not self._engine_ready():
             return False
         model = self.engine.model
         if self.conversation_id is None:
+            pending = self.pending_system_prompt
             self.conversation_id = self.store.create_conversation(
-                system_prompt=self.settings.settings.system_prompt,
+                system_prompt=pending if pending is not None else self.settings.settings.system_prompt,
                 model_path=model.info.path if model else "",
                 sampler=self._sampler,
             )
@@ -213,7 +275,10 @@ class ChatController(QObject):
 
     def regenerate(self, message_id: int) -> bool:
         """A new reply next to ``message_id`` (the old one stays as a branch)."""
-        if self.busy or not self._engine_ready():
+        if self.busy:
+            self._say_busy()
+            return False
+        if not self._engine_ready():
             return False
         new_id = self.store.regenerate(message_id, self._meta())
         self.render()
@@ -221,7 +286,10 @@ class ChatController(QObject):
 
     def continue_reply(self, message_id: int) -> bool:
         """Continue a reply that was cut off (stopped, max_tokens, context full)."""
-        if self.busy or not self._engine_ready():
+        if self.busy:
+            self._say_busy()
+            return False
+        if not self._engine_ready():
             return False
         msg = self.store.get_message(message_id)
         self.render()
@@ -230,7 +298,7 @@ class ChatController(QObject):
     def edit(self, message_id: int, text: str) -> None:
         """Edit a message: a new branch with the edited text. Editing a question asks for a new reply."""
         if self.busy:
-            self.notice.emit(Severity.INFO, "Stop the reply in progress before editing.")
+            self._say_busy()
             return
         msg = self.store.get_message(message_id)
         new_id = self.store.edit_message(message_id, text)
@@ -245,14 +313,44 @@ class ChatController(QObject):
         self.store.select_branch(message_id)
         self.render()
 
-    def delete_message(self, message_id: int) -> None:
+    def delete_message(self, message_id: int) -> DeletedMessages | None:
+        """Delete a message and what follows it in its branch; :attr:`message_deleted` carries
+        what :meth:`undo_delete_message` needs. None (and nothing deleted) during a reply."""
         if self.busy:
-            return
-        n = self.store.delete_message(message_id)
+            self._say_busy()
+            return None
+        deleted = self.store.delete_message_undoable(message_id)
         self.render()
         self.conversations_changed.emit()
-        if n > 1:
-            self.notice.emit(Severity.INFO, f"Deleted the message and the {n - 1} message(s) after it in that branch.")
+        self.message_deleted.emit(deleted)
+        return deleted
+
+    def undo_delete_message(self, deleted: DeletedMessages) -> bool:
+        """Put back the messages of one delete and show their conversation. False (with a
+        notice) when that is no longer possible (a reply is in flight, or the chat is gone)."""
+        if self.busy:
+            self._say_busy()
+            return False
+        try:
+            self.store.restore_messages(deleted)
+        except (KeyError, ValueError) as exc:
+            self.notice.emit(Severity.WARNING, f"The message could not be restored: {exc}", BannerTopic.GENERAL)
+            return False
+        if self.conversation_id == deleted.conversation_id:
+            self.render()
+        self.conversations_changed.emit()
+        return True
+
+    def _say_busy(self) -> None:
+        conv = self.reply_conversation_id
+        where = ""
+        if conv is not None and conv != self.conversation_id:
+            where = f" in “{self.store.get_conversation(conv).title}”"
+        self.notice.emit(
+            Severity.INFO,
+            f"A reply is being written{where}. Wait for it or stop it (Esc); your text is kept.",
+            BannerTopic.REPLY,
+        )
 
     def stop(self) -> None:
         """Stop the reply in flight (Esc / the Stop button)."""
@@ -266,9 +364,15 @@ class ChatController(QObject):
             return True
         if not quiet:
             if self.engine.state == EngineState.LOADING:
-                self.notice.emit(Severity.INFO, "The model is still loading; your message is kept in the box.")
+                self.notice.emit(
+                    Severity.INFO, "The model is still loading; your message is kept in the box.", BannerTopic.NO_MODEL
+                )
             else:
-                self.notice.emit(Severity.WARNING, "No model is loaded. Open a GGUF model first (File → Open model).")
+                self.notice.emit(
+                    Severity.WARNING,
+                    "No model is loaded. Open a GGUF model first (File → Open model).",
+                    BannerTopic.NO_MODEL,
+                )
         return False
 
     def _meta(self) -> MessageMeta:
@@ -307,6 +411,7 @@ class ChatController(QObject):
                 widget = self._add_widget(self.store.get_message(message_id))
         assert widget is not None
         self._reply_id = message_id
+        self._reply_conv = self.conversation_id
         self._reply_widget = widget
         self._reply_prefix = prefix
         self._reply_text = prefix
@@ -326,6 +431,7 @@ class ChatController(QObject):
         if rid is None:
             self._abandon("not sent")
             return False
+        self.reply_conversation_changed.emit(self._reply_conv)
         return True
 
     def _abandon(self, badge: str) -> None:
@@ -335,6 +441,7 @@ class ChatController(QObject):
             self._reply_widget.set_badge(badge, BadgeKind.ERROR)
         self._reply_id = None
         self._reply_widget = None
+        self._reply_conv = None
 
     def flush(self) -> None:
         """Write pending streamed text to disk (the window calls it every second)."""
@@ -348,11 +455,13 @@ class ChatController(QObject):
 
     def _on_token(self, ev: P.TokenEvent) -> None:
         self.turn.on_token(ev)
-        if self._reply_widget is not None and ev.text:
-            if self._reply_text == self._reply_prefix:
-                self._reply_widget.set_badge(*_NO_BADGE)
+        if self._reply_id is not None and ev.text:
+            first = self._reply_text == self._reply_prefix
             self._reply_text += ev.text
-            self._reply_widget.set_text(self._reply_text)
+            if self._reply_widget is not None:
+                if first:
+                    self._reply_widget.set_badge(*_NO_BADGE)
+                self._reply_widget.set_text(self._reply_text)
             self.store.update_streaming(self._reply_id, self._reply_text)
 
     def _on_shift(self, ev: P.ContextShifted) -> None:
@@ -361,6 +470,7 @@ class ChatController(QObject):
             Severity.INFO,
             f"The context was full: {ev.dropped_messages} oldest message(s) and "
             f"{ev.dropped_reply_tokens} reply tokens left the context; the reply goes on.",
+            BannerTopic.GENERAL,
         )
 
     def _end_reply(self, text: str, stats: GenerationStats | None, complete: bool | None, badge: Badge) -> None:
@@ -368,25 +478,41 @@ class ChatController(QObject):
         self._sent_user = None
         self._reply_id = None
         self._reply_widget = None
+        self._reply_conv = None
         self.turn.on_finished(stats)
+        meta: MessageMeta | None = None
         if mid is not None:
             try:
-                self.store.finish_message(mid, text, stats=stats, complete=complete)
+                meta = self._finished_meta(mid, stats)
+                meta = self.store.finish_message(mid, text, stats=stats, meta=meta, complete=complete).meta
             except Exception as exc:  # storage failure must not lose the on-screen reply
                 log.exception("could not save reply %s", mid)
-                self.notice.emit(Severity.ERROR, f"The reply could not be saved: {exc}")
+                self.notice.emit(Severity.ERROR, f"The reply could not be saved: {exc}", BannerTopic.GENERAL)
         if w is not None:
             w.set_text(text)
             w.refresh()
             w.set_streaming(False)
             w.set_badge(*badge)
-            if stats is not None:
-                w.set_footer(("continued: " if self._reply_prefix else "") + reply_footer(stats))
-            if mid is not None:
-                w.set_how_made(reply_details(self.store.get_message(mid).meta))
-            w.set_can_continue(bool(badge[0]) and bool(text))
+            if meta is not None and meta.stats is not None:
+                w.set_footer(stats_footer(meta))
+            elif stats is not None:
+                w.set_footer(reply_footer(stats))
+            if meta is not None:
+                w.set_how_made(reply_details(meta))
+            w.set_can_continue(bool(badge[0]) and bool(text), self._why_no_continue(meta) if meta else "")
+        self.reply_conversation_changed.emit(None)
         self.conversations_changed.emit()
         self.composer.box.setFocus()
+
+    def _finished_meta(self, mid: int, stats: GenerationStats | None) -> MessageMeta | None:
+        """The meta a finished reply is stored with: for a continued reply, the tokens of its
+        earlier parts are kept in ``earlier_tokens`` (the new stats cover only the last part).
+        None: keep the stored meta as it is."""
+        if not self._reply_prefix or stats is None:
+            return None
+        old = self.store.get_message(mid).meta
+        earlier = old.earlier_tokens + (old.stats.generated_tokens if old.stats is not None else 0)
+        return replace(old, earlier_tokens=earlier, edited=False)
 
     def _on_finished(self, ev: P.Finished) -> None:
         # A continued reply's text is the old part plus what the engine added.
@@ -398,6 +524,7 @@ class ChatController(QObject):
                 Severity.WARNING,
                 f"The context is full ({ev.stats.n_ctx:,} tokens, n_ctx). The reply so far is kept. Raise n_ctx in the "
                 'Model panel, start a new chat, or choose "Drop oldest turns and go on" as the context policy.',
+                BannerTopic.GENERAL,
             )
         self.reply_finished.emit(ev.stats)
 
@@ -407,11 +534,15 @@ class ChatController(QObject):
         mid = self._reply_id
         if not text.strip() and mid is not None and not self._reply_prefix:
             # Nothing was generated: drop the empty reply.
+            shown = self._reply_conv == self.conversation_id  # else the person is browsing another chat
             self._reply_id = None
             self._reply_widget = None
+            self._reply_conv = None
             self.store.delete_message(mid)
-            self.view.remove_widget(w)
+            if w is not None:
+                self.view.remove_widget(w)
             self.turn.on_finished(ev.stats)
+            self.reply_conversation_changed.emit(None)
             sent = self._sent_user
             repairs = self._turn_repairs() if ev.kind == "template" else []
             if repairs:  # keep what was sent: the repair makes it answerable
@@ -427,12 +558,12 @@ class ChatController(QObject):
                 if not self.composer.box.toPlainText().strip():
                     self.composer.box.setPlainText(sent[1])
                 self.conversations_changed.emit()
-            elif self.view.messages:
+            elif shown and self.view.messages:
                 self.view.messages[-1].set_footer(ev.message)
         else:
             self._end_reply(text, ev.stats, False, _CUT_OFF)
         self._sent_user = None
-        self.notice.emit(Severity.ERROR, ev.message)
+        self.notice.emit(Severity.ERROR, ev.message, BannerTopic.GENERAL)
 
     def _on_generation_ended(self, _request_id: int) -> None:
         """The reply is over. If neither Finished nor Failed closed it, the engine went away
@@ -470,7 +601,9 @@ class ChatController(QObject):
         when nothing was changed (a reply in flight, or the message is gone).
         """
         if self.busy:
-            self.notice.emit(Severity.INFO, "Stop the reply in progress before repairing the conversation.")
+            self.notice.emit(
+                Severity.INFO, "Stop the reply in progress before repairing the conversation.", BannerTopic.GENERAL
+            )
             return False
         try:
             msg = self.store.get_message(message_id)
@@ -479,7 +612,9 @@ class ChatController(QObject):
             else:
                 self.store.delete_keeping_replies(message_id)
         except (KeyError, ValueError) as exc:
-            self.notice.emit(Severity.WARNING, f"The conversation changed; nothing was repaired ({exc}).")
+            self.notice.emit(
+                Severity.WARNING, f"The conversation changed; nothing was repaired ({exc}).", BannerTopic.GENERAL
+            )
             return False
         if msg.conversation_id != self.conversation_id:
             self.open_conversation(msg.conversation_id)
@@ -487,11 +622,13 @@ class ChatController(QObject):
         self.conversations_changed.emit()
         role = msg.role.value
         if how is TurnRepair.MERGE:
-            self.notice.emit(Severity.INFO, f"Merged the two {role} messages into one.")
+            self.notice.emit(Severity.INFO, f"Merged the two {role} messages into one.", BannerTopic.GENERAL)
         else:
             preview = " ".join(msg.content.split())
             preview = preview if len(preview) <= 60 else preview[:59] + "…"
-            self.notice.emit(Severity.INFO, f"Deleted the earlier {role} message: “{html.escape(preview)}”.")
+            self.notice.emit(
+                Severity.INFO, f"Deleted the earlier {role} message: “{html.escape(preview)}”.", BannerTopic.GENERAL
+            )
         path = self.store.active_path(msg.conversation_id)
         if path and path[-1].role is Role.USER and self._engine_ready():
             self._start_reply(parent_id=path[-1].id)

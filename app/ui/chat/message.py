@@ -336,8 +336,12 @@ class MessageWidget(QFrame):
                 not on and self.message_id is not None and (b is not self.regen_btn or self.role is Role.ASSISTANT)
             )
 
-    def set_can_continue(self, on: bool) -> None:
+    def set_can_continue(self, on: bool, why_not: str = "") -> None:
+        """Offer Continue (a reply that was cut off). ``why_not``: Continue cannot work now; the
+        button is shown disabled with that reason as its tooltip."""
         self.continue_btn.setVisible(on and self.role is Role.ASSISTANT and self.message_id is not None)
+        self.continue_btn.setEnabled(not why_not)
+        self.continue_btn.setToolTip(why_not or "Continue this reply where it stopped")
 
     def _start_edit(self) -> None:
         if self.editor is not None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from app.core.chat import ContextPolicy, GenerationStats, StopReason
 from app.core.conversations import MessageMeta
 
-__all__ = ["reply_details", "reply_footer", "seconds", "tok_s", "tokens", "ttft"]
+__all__ = ["reply_details", "reply_footer", "seconds", "stats_footer", "tok_s", "tokens", "ttft"]
 
 
 def ttft(seconds_: float) -> str:
@@ -53,6 +53,25 @@ def reply_footer(stats: GenerationStats) -> str:
     parts.append(f"seed {stats.seed}")
     parts.append(StopReason(stats.stop_reason).label)
     return " · ".join(parts)
+
+
+def stats_footer(meta: MessageMeta) -> str:
+    """The line under a stored reply, saying what its figures cover: an edited reply's are the
+    generated original's; a continued reply's whole length comes first, then its last part's
+    figures. Empty when the reply has no stats."""
+    st = meta.stats
+    if st is None:
+        return ""
+    line = reply_footer(st)
+    if meta.earlier_tokens:
+        whole = meta.earlier_tokens + st.generated_tokens
+        line = (
+            f"continued: {tokens(whole)} tokens in all ({tokens(meta.earlier_tokens)} before Continue) · "
+            f"last part: {line}"
+        )
+    if meta.edited:
+        line = f"edited · figures of the generated original: {line}"
+    return line
 
 
 def reply_details(meta: MessageMeta) -> str:

@@ -45,6 +45,7 @@ class ConversationsPanel(QWidget):
         self.setObjectName("conversationsPanel")
         self.store = store
         self.current_id: int | None = None
+        self.replying_id: int | None = None  # the chat a reply is being written in
         lay = QVBoxLayout(self)
         lay.setContentsMargins(8, 8, 8, 8)
         lay.setSpacing(6)
@@ -78,8 +79,15 @@ class ConversationsPanel(QWidget):
         self.refresh()
 
     def set_current(self, conv_id: int | None) -> None:
+        """Select chat ``conv_id`` in the list (None: no chat is selected: a new chat is shown)."""
         self.current_id = conv_id
         self.refresh()
+
+    def set_replying(self, conv_id: int | None) -> None:
+        """Mark chat ``conv_id`` as having a reply being written (None: no reply in flight)."""
+        if conv_id != self.replying_id:
+            self.replying_id = conv_id
+            self.refresh()
 
     def refresh(self) -> None:
         """Rebuild the list: conversations, or search hits while the search box has text."""
@@ -99,8 +107,10 @@ class ConversationsPanel(QWidget):
                 self.list.addItem(item)
             return
         now = time.time()
+        self.list.setCurrentItem(None)
         for c in self.store.list_conversations():
-            item = QListWidgetItem(f"{c.title}\n{ago(c.updated_at, now)}")
+            when = "● writing a reply…" if c.id == self.replying_id else ago(c.updated_at, now)
+            item = QListWidgetItem(f"{c.title}\n{when}")
             item.setData(ROLE_ID, c.id)
             self.list.addItem(item)
             if c.id == self.current_id:
