@@ -35,6 +35,7 @@ from app.core.sampling import (
 )
 from app.ui.common import palette
 from app.ui.common.palette import qcolor
+from app.ui.common.wheel_guard import guard_wheel
 
 
 def visible_token(text: str) -> str:
@@ -289,6 +290,7 @@ class SamplerPanel(QWidget):
         lay.addWidget(self.bars)
         lay.addStretch(1)
         self.set_settings(settings)
+        guard_wheel(self)
 
     # ----------------------------------------------------------------------------------------
     def settings(self) -> SamplerSettings:

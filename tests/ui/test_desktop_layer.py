@@ -1,0 +1,108 @@
+"""The desktop layer (issue 8): the wheel over panels, the n_threads warning, window size,
+the keyboard, the model picker, file dialogs' folders, Details, search, drag and drop."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtGui import QWheelEvent
+from PySide6.QtWidgets import QApplication, QScrollArea
+
+from app.core.chat import LoadSettings
+from app.core.sampling import SamplerSettings
+from app.ui.panels.model import ModelPanel, available_cpus, threads_warning
+from app.ui.panels.sampler import SamplerPanel
+
+
+def _wheel(widget, steps: int = -3) -> None:
+    """A synthetic mouse wheel (``steps`` notches; negative scrolls down) over ``widget``'s centre."""
+    pos = QPointF(widget.width() / 2, widget.height() / 2)
+    ev = QWheelEvent(
+        pos,
+        QPointF(widget.mapToGlobal(pos.toPoint())),
+        QPoint(0, 0),
+        QPoint(0, 120 * steps),
+        Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier,
+        Qt.ScrollPhase.NoScrollPhase,
+        False,
+    )
+    QApplication.sendEvent(widget, ev)
+
+
+def _in_scroll_area(qtbot, panel) -> QScrollArea:
+    area = QScrollArea()
+    area.setWidgetResizable(True)
+    area.setWidget(panel)
+    area.resize(300, 200)  # shorter than the panel: the area can scroll
+    qtbot.addWidget(area)
+    area.show()
+    qtbot.waitExposed(area)
+    assert area.verticalScrollBar().maximum() > 0
+    return area
+
+
+# ------------------------------------------------------------------ the wheel scrolls panels
+def test_a_wheel_over_the_model_panel_scrolls_it_and_changes_no_setting(qtbot):
+    panel = ModelPanel(LoadSettings(n_batch=512))
+    area = _in_scroll_area(qtbot, panel)
+    area.verticalScrollBar().setValue(0)
+    edits = []
+    panel.load_settings_edited.connect(edits.append)
+    for w in (panel.n_batch, panel.n_ctx, panel.n_threads, panel.policy):
+        _wheel(w)
+    assert panel.n_batch.value() == 512
+    assert panel.load_settings() == LoadSettings(n_batch=512)
+    assert edits == []
+    assert area.verticalScrollBar().value() > 0  # the wheel went to the panel's scroll area
+
+
+def test_a_wheel_over_the_sampler_panel_scrolls_it_and_changes_no_setting(qtbot):
+    panel = SamplerPanel(SamplerSettings())
+    area = _in_scroll_area(qtbot, panel)
+    area.verticalScrollBar().setValue(0)
+    changes = []
+    panel.settings_changed.connect(changes.append)
+    row = panel.rows["frequency_penalty"]
+    before = panel.settings()
+    _wheel(row.slider)
+    _wheel(row.field, steps=3)
+    _wheel(panel.seed_field)
+    assert row.field.value() == 0.0
+    assert panel.settings() == before
+    assert changes == []
+    assert area.verticalScrollBar().value() > 0
+
+
+def test_a_focused_value_widget_takes_the_wheel(qtbot):
+    panel = ModelPanel(LoadSettings(n_batch=512))
+    area = _in_scroll_area(qtbot, panel)
+    area.activateWindow()
+    panel.n_batch.setFocus()
+    qtbot.waitUntil(panel.n_batch.hasFocus)
+    _wheel(panel.n_batch, steps=1)
+    assert panel.n_batch.value() != 512
+    assert panel.n_batch.focusPolicy() == Qt.FocusPolicy.StrongFocus
+
+
+# ------------------------------------------------------------------ n_threads warning
+def test_threads_warning_rule():
+    assert threads_warning(0, 2) == ""  # auto
+    assert threads_warning(1, 2) == ""
+    assert "2 threads on 2 CPUs" in threads_warning(2, 2)
+    assert threads_warning(8, 4)
+    assert threads_warning(3, 8) == ""
+
+
+def test_the_model_panel_warns_when_n_threads_takes_every_cpu(qtbot):
+    cpus = available_cpus()
+    panel = ModelPanel(LoadSettings(n_threads=0))
+    qtbot.addWidget(panel)
+    panel.show()
+    assert not panel.threads_note.isVisible()
+    panel.n_threads.setValue(cpus)
+    assert panel.threads_note.isVisible()
+    assert f"{cpus} threads on {cpus} CPU" in panel.threads_note.text()
+    panel.n_threads.setValue(max(1, cpus - 1) if cpus > 1 else 0)
+    assert not panel.threads_note.isVisible()
+    panel.set_load_settings(LoadSettings(n_threads=cpus + 2))
+    assert panel.threads_note.isVisible()
