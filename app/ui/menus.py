@@ -97,16 +97,36 @@ def fill_recent_menu(menu: QMenu, recent: list[str], load: Callable[[str], objec
         a.triggered.connect(lambda _=False, path=p: load(path))
 
 
+LIBRARY_IN_PICKER = 20  # library models listed in the model picker (the rest: the Models page)
+
+
 def fill_model_menu(w: MainWindow, menu: QMenu) -> None:
-    """The model picker: up to 8 recent models (missing files disabled), open, browse, unload."""
+    """The model picker: up to 8 recent models (missing files disabled), then the library's
+    other models (as last scanned; unloadable ones disabled, with the reason), open, browse, unload."""
     menu.clear()
     recent = w.settings.recent_models
     for p in recent[:8]:
         exists = Path(p).exists()
         a = menu.addAction(Path(p).name + ("" if exists else "  (missing)"))
         a.setEnabled(exists)
+        a.setToolTip(p)
         a.triggered.connect(lambda _=False, path=p: w.load_model(path))
     if recent:
+        menu.addSeparator()
+    shown = {str(Path(p)) for p in recent[:8]}
+    library = [e for e in w.models.library_tab.model.entries if str(e.path) not in shown]
+    if library:
+        head = menu.addAction("In the library")
+        head.setEnabled(False)
+        for e in library[:LIBRARY_IN_PICKER]:
+            label = e.file_name + (f"  ({e.error})" if e.error else "")
+            a = menu.addAction(label)
+            a.setEnabled(e.ok)
+            a.setToolTip(f"{e.path}\n{e.source_label}")
+            a.triggered.connect(lambda _=False, path=str(e.path): w.load_model(path))
+        if len(library) > LIBRARY_IN_PICKER:
+            more = menu.addAction(f"{len(library) - LIBRARY_IN_PICKER} more in the library…")
+            more.triggered.connect(w.show_models_page)
         menu.addSeparator()
     menu.addAction("Open a GGUF file…", w.open_model_dialog)
     menu.addAction("Browse models and the Hub…", w.show_models_page)

@@ -106,3 +106,33 @@ def test_the_model_panel_warns_when_n_threads_takes_every_cpu(qtbot):
     assert not panel.threads_note.isVisible()
     panel.set_load_settings(LoadSettings(n_threads=cpus + 2))
     assert panel.threads_note.isVisible()
+
+
+# ------------------------------------------------------------------ the model picker lists the library
+def test_the_model_picker_lists_the_library_below_the_recent_models(qtbot, tiny_model):
+    import shutil
+
+    from PySide6.QtWidgets import QMenu
+
+    from app.ui.menus import fill_model_menu
+    from tests.ui.conftest import WAIT_MS, close_window, make_window
+
+    win = make_window(qtbot)
+    try:
+        in_library = win.paths.models_dir / "Library-Only-Q4_1.gguf"
+        shutil.copyfile(tiny_model, in_library)
+        win.settings_ctl.apply(lambda s: s.with_recent(str(tiny_model)))
+        win.models.refresh_library()
+        tab = win.models.library_tab
+        qtbot.waitUntil(lambda: any(e.path.name == in_library.name for e in tab.model.entries), timeout=WAIT_MS)
+        menu = QMenu()
+        fill_model_menu(win, menu)
+        texts = [a.text() for a in menu.actions()]
+        assert texts.index(tiny_model.name) < texts.index("In the library") < texts.index(in_library.name)
+        lib_action = next(a for a in menu.actions() if a.text() == in_library.name)
+        assert lib_action.isEnabled()
+        with qtbot.waitSignal(win.engine.model_loaded, timeout=WAIT_MS) as blocker:
+            lib_action.trigger()
+        assert blocker.args[0].info.path == str(in_library.resolve())
+    finally:
+        close_window(win)
