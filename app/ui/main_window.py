@@ -32,7 +32,7 @@ from app.core.chat import LoadSettings
 from app.core.conversations import ConversationStore
 from app.core.gguf_info import GGUFError, MissingSplitParts, check_loadable, format_bytes
 from app.core.sampling import SamplerSettings
-from app.core.settings import Settings
+from app.core.settings import DialogFolder, Settings
 from app.paths import Paths
 from app.ui import conversation_export
 from app.ui.banner import Banner, BannerTopic
@@ -254,9 +254,19 @@ class MainWindow(QMainWindow):
         self.top_bar.set_model_text(text)
 
     # ------------------------------------------------------------------------------ actions
+    def dialog_folder(self, kind: DialogFolder, default: Path) -> Path:
+        """Where a file dialog of ``kind`` opens: the folder it was last used in, if it still exists."""
+        last = self.settings.last_folder(kind)
+        return Path(last) if last and Path(last).is_dir() else default
+
+    def _remember_folder(self, kind: DialogFolder, chosen_file: str) -> None:
+        if chosen_file:
+            self.settings_ctl.apply(lambda s: s.with_last_folder(kind, Path(chosen_file).parent))
+
     def open_model_dialog(self) -> None:
-        path = dialogs.choose_gguf_file(self, self.paths.models_dir)
+        path = dialogs.choose_gguf_file(self, self.dialog_folder(DialogFolder.OPEN_MODEL, self.paths.models_dir))
         if path:
+            self._remember_folder(DialogFolder.OPEN_MODEL, path)
             self.load_model(path)
 
     def show_logs_folder(self) -> None:
@@ -377,15 +387,19 @@ class MainWindow(QMainWindow):
         if conv_id is None:
             self.banner.show_message(Severity.INFO, "There is no chat to export yet.")
             return
-        outcome = conversation_export.export_conversation(self, self.conversations, conv_id, ExportFormat(fmt))
+        start = self.dialog_folder(DialogFolder.EXPORT, Path.home())
+        outcome = conversation_export.export_conversation(self, self.conversations, conv_id, ExportFormat(fmt), start)
         if outcome is not None:
+            self._remember_folder(DialogFolder.EXPORT, outcome.path)
             self.banner.show_message(outcome.severity, outcome.text)
 
     def import_conversation(self) -> None:
         """Ask for a chat exported as JSON, import it and open it."""
-        outcome = conversation_export.import_conversation(self, self.conversations)
+        start = self.dialog_folder(DialogFolder.IMPORT, Path.home())
+        outcome = conversation_export.import_conversation(self, self.conversations, start)
         if outcome is None:
             return
+        self._remember_folder(DialogFolder.IMPORT, outcome.path)
         if outcome.conv_id is not None:
             self.chats_panel.refresh()
             self.open_conversation(outcome.conv_id)

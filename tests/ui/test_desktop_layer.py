@@ -136,3 +136,56 @@ def test_the_model_picker_lists_the_library_below_the_recent_models(qtbot, tiny_
         assert blocker.args[0].info.path == str(in_library.resolve())
     finally:
         close_window(win)
+
+
+# ------------------------------------------------------------------ file dialogs remember their folder
+def test_settings_keep_one_last_folder_per_dialog_kind(tmp_path):
+    from app.core.settings import DialogFolder, Settings, SettingsStore
+
+    s = Settings().with_last_folder(DialogFolder.OPEN_MODEL, tmp_path / "models")
+    s = s.with_last_folder(DialogFolder.EXPORT, tmp_path / "out").with_last_folder(DialogFolder.IMPORT, tmp_path / "in")
+    store = SettingsStore(tmp_path / "settings.json")
+    store.save(s)
+    back = store.load()
+    assert back.last_folder(DialogFolder.OPEN_MODEL) == str(tmp_path / "models")
+    assert back.last_folder(DialogFolder.EXPORT) == str(tmp_path / "out")
+    assert back.last_folder(DialogFolder.IMPORT) == str(tmp_path / "in")
+    # A version-2 file without the fields reads as "no folder yet".
+    assert Settings.from_dict({"version": 2}).last_folder(DialogFolder.EXPORT) == ""
+
+
+def test_file_dialogs_open_in_the_folder_last_used_for_their_kind(qtbot, window, tmp_path, monkeypatch):
+    from PySide6.QtWidgets import QFileDialog
+
+    from app.core.settings import DialogFolder
+
+    models, exports, imports = (tmp_path / n for n in ("models", "exports", "imports"))
+    for d in (models, exports, imports):
+        d.mkdir()
+    starts: list[str] = []
+
+    def fake_open(_parent, _title, start, _filter):
+        starts.append(start)
+        return (str(models / "none.gguf") if "GGUF" in _filter else str(imports / "none.json")), ""
+
+    def fake_save(_parent, _title, start, _filter):
+        starts.append(start)
+        return str(exports / "chat.md"), ""
+
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", fake_open)
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", fake_save)
+    window.open_model_dialog()  # not a GGUF: refused, but the folder is remembered
+    window.chat.new_chat()
+    cid = window.conversations.create_conversation(title="A chat")
+    window.export_conversation(cid, "markdown")
+    window.import_conversation()
+    s = window.settings
+    assert (s.last_folder(DialogFolder.OPEN_MODEL), s.last_folder(DialogFolder.EXPORT)) == (str(models), str(exports))
+    assert s.last_folder(DialogFolder.IMPORT) == str(imports)
+    starts.clear()
+    window.open_model_dialog()
+    window.export_conversation(cid, "markdown")
+    window.import_conversation()
+    assert starts[0] == str(models)
+    assert starts[1] == str(exports / "A chat.md")
+    assert starts[2] == str(imports)
