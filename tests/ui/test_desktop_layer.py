@@ -189,3 +189,27 @@ def test_file_dialogs_open_in_the_folder_last_used_for_their_kind(qtbot, window,
     assert starts[0] == str(models)
     assert starts[1] == str(exports / "A chat.md")
     assert starts[2] == str(imports)
+
+
+# ------------------------------------------------------------------ Details opens, selectable and copyable
+def test_details_opens_how_the_reply_was_made_selectable_with_copy(qtbot, window):
+    from PySide6.QtGui import QGuiApplication
+
+    from tests.support.fake_engine import reply
+    from tests.ui.conftest import send
+
+    window.engine.script(reply("Good ", "morning", "!"))
+    send(qtbot, window, "Say good morning.")
+    reply_w = window.chat_view.messages[-1]
+    assert reply_w.info_btn.isVisible()
+    qtbot.mouseClick(reply_w.info_btn, Qt.MouseButton.LeftButton)
+    dlg = reply_w.details_dialog
+    assert dlg is not None and dlg.isVisible()
+    text = dlg.text_box.toPlainText()
+    assert text == reply_w.how_made and "tok/s" in text and "Q4_1" in text
+    assert dlg.text_box.isReadOnly()
+    assert dlg.text_box.textInteractionFlags() & Qt.TextInteractionFlag.TextSelectableByMouse
+    QGuiApplication.clipboard().setText("")
+    dlg.copy_button.click()
+    assert QGuiApplication.clipboard().text() == text
+    dlg.close()
