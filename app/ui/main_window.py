@@ -14,10 +14,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QElapsedTimer, Qt, Signal
-from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
+from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDragLeaveEvent, QDragMoveEvent, QDropEvent
 from PySide6.QtWidgets import (
     QDockWidget,
     QFrame,
+    QLabel,
     QMainWindow,
     QScrollArea,
     QSizePolicy,
@@ -121,6 +122,16 @@ class MainWindow(QMainWindow):
         self.turn = LiveTurn()
         self.setWindowTitle(APP_NAME)
         self.setAcceptDrops(True)
+        # Shown while files are dragged over the window (see dragEnterEvent).
+        self.drop_highlight = QLabel("Drop a .gguf file to load it", self)
+        self.drop_highlight.setObjectName("dropHighlight")
+        self.drop_highlight.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.drop_highlight.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
+        self.drop_highlight.setStyleSheet(
+            f"QLabel#dropHighlight {{ border: 3px dashed {palette.ACCENT}; background: rgba(59, 130, 246, 40);"
+            f" color: {palette.TEXT}; font-size: 18pt; }}"
+        )
+        self.drop_highlight.hide()
         self.resize(1500, 940)
 
         # Centre: top bar, banner, chat, composer
@@ -557,15 +568,48 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------------------ Qt events
     def dragEnterEvent(self, e: QDragEnterEvent) -> None:
-        if any(u.isLocalFile() and u.toLocalFile().lower().endswith(".gguf") for u in e.mimeData().urls()):
-            e.acceptProposedAction()
+        """Files dragged over the window: accepted as a Copy (the original stays where it is),
+        with the drop highlight shown."""
+        if any(u.isLocalFile() for u in e.mimeData().urls()):
+            e.setDropAction(Qt.DropAction.CopyAction)
+            e.accept()
+            self._show_drop_highlight(True)
+
+    def dragMoveEvent(self, e: QDragMoveEvent) -> None:
+        if any(u.isLocalFile() for u in e.mimeData().urls()):
+            e.setDropAction(Qt.DropAction.CopyAction)
+            e.accept()
+
+    def dragLeaveEvent(self, e: QDragLeaveEvent) -> None:
+        self._show_drop_highlight(False)
+        super().dragLeaveEvent(e)
 
     def dropEvent(self, e: QDropEvent) -> None:
-        for u in e.mimeData().urls():
-            if u.isLocalFile() and u.toLocalFile().lower().endswith(".gguf"):
-                self.load_model(u.toLocalFile())
-                e.acceptProposedAction()
-                return
+        """Load the first GGUF file dropped; the banner names what was skipped (other files)."""
+        self._show_drop_highlight(False)
+        files = [u.toLocalFile() for u in e.mimeData().urls() if u.isLocalFile()]
+        if not files:
+            return
+        e.setDropAction(Qt.DropAction.CopyAction)
+        e.accept()
+        models = [f for f in files if f.lower().endswith(".gguf")]
+        skipped = [Path(f).name for f in files if f not in models[:1]]
+        if models:
+            self.load_model(models[0])
+        if skipped:
+            what = ", ".join(skipped[:5]) + (f" and {len(skipped) - 5} more" if len(skipped) > 5 else "")
+            reason = "only one model loads at a time; " if models else ""
+            self.banner.show_message(
+                Severity.WARNING if not models else Severity.INFO,
+                f"Skipped {len(skipped)} dropped file{'s' if len(skipped) != 1 else ''} ({reason}"
+                f"a model is a .gguf file): {what}.",
+            )
+
+    def _show_drop_highlight(self, on: bool) -> None:
+        if on:
+            self.drop_highlight.setGeometry(self.rect())
+            self.drop_highlight.raise_()
+        self.drop_highlight.setVisible(on)
 
     def closeEvent(self, e: QCloseEvent) -> None:
         self.clock.stop()

@@ -213,3 +213,60 @@ def test_details_opens_how_the_reply_was_made_selectable_with_copy(qtbot, window
     dlg.copy_button.click()
     assert QGuiApplication.clipboard().text() == text
     dlg.close()
+
+
+# ------------------------------------------------------------------ drag and drop copies, highlights, reports
+def _drag_events(paths, proposed=Qt.DropAction.MoveAction):
+    from PySide6.QtCore import QMimeData, QUrl
+    from PySide6.QtGui import QDragEnterEvent, QDropEvent
+
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
+    actions = Qt.DropAction.CopyAction | Qt.DropAction.MoveAction
+    enter = QDragEnterEvent(QPoint(10, 10), actions, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    drop = QDropEvent(QPointF(10, 10), actions, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    for ev in (enter, drop):
+        ev.setDropAction(proposed)  # a file manager proposing a Move (Shift held, or its default)
+    return mime, enter, drop
+
+
+def test_a_drop_is_accepted_as_a_copy_with_a_highlight_and_skipped_files_named(qtbot, tiny_model, tmp_path):
+    from tests.ui.conftest import WAIT_MS, close_window, make_window
+
+    win = make_window(qtbot)
+    try:
+        notes = tmp_path / "notes.txt"
+        notes.write_text("not a model")
+        _mime, enter, drop = _drag_events([notes, tiny_model])
+        assert not win.drop_highlight.isVisible()
+        win.dragEnterEvent(enter)
+        assert enter.isAccepted() and enter.dropAction() == Qt.DropAction.CopyAction
+        assert win.drop_highlight.isVisible() and win.drop_highlight.geometry() == win.rect()
+        with qtbot.waitSignal(win.engine.model_loaded, timeout=WAIT_MS):
+            win.dropEvent(drop)
+        assert drop.isAccepted() and drop.dropAction() == Qt.DropAction.CopyAction
+        assert not win.drop_highlight.isVisible()
+        assert win.engine.model.info.path == str(tiny_model.resolve())
+        assert tiny_model.exists()
+        assert "notes.txt" in win.banner.text.text() and "Skipped 1 dropped file" in win.banner.text.text()
+    finally:
+        close_window(win)
+
+
+def test_dropping_only_other_files_says_they_were_skipped(qtbot, tmp_path):
+    from tests.ui.conftest import close_window, make_window
+
+    win = make_window(qtbot)
+    try:
+        a, b = tmp_path / "a.png", tmp_path / "b.txt"
+        for f in (a, b):
+            f.write_bytes(b"x")
+        _mime, enter, drop = _drag_events([a, b])
+        win.dragEnterEvent(enter)
+        win.dropEvent(drop)
+        assert drop.dropAction() == Qt.DropAction.CopyAction
+        text = win.banner.text.text()
+        assert "Skipped 2 dropped files" in text and "a.png" in text and "b.txt" in text
+        assert win.engine.model is None
+    finally:
+        close_window(win)
