@@ -13,8 +13,16 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QElapsedTimer, Qt, Signal
-from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDragLeaveEvent, QDragMoveEvent, QDropEvent
+from PySide6.QtCore import QByteArray, QElapsedTimer, QRect, Qt, QTimer, Signal
+from PySide6.QtGui import (
+    QCloseEvent,
+    QDragEnterEvent,
+    QDragLeaveEvent,
+    QDragMoveEvent,
+    QDropEvent,
+    QGuiApplication,
+    QResizeEvent,
+)
 from PySide6.QtWidgets import (
     QDockWidget,
     QFrame,
@@ -35,7 +43,7 @@ from app.core.gguf_info import GGUFError, MissingSplitParts, check_loadable, for
 from app.core.sampling import SamplerSettings
 from app.core.settings import DialogFolder, Settings
 from app.paths import Paths
-from app.ui import conversation_export
+from app.ui import conversation_export, window_layout
 from app.ui.banner import Banner, BannerTopic
 from app.ui.chat.composer import Composer
 from app.ui.chat.controller import ChatController
@@ -132,7 +140,6 @@ class MainWindow(QMainWindow):
             f" color: {palette.TEXT}; font-size: 18pt; }}"
         )
         self.drop_highlight.hide()
-        self.resize(1500, 940)
 
         # Centre: top bar, banner, chat, composer
         centre = QWidget()
@@ -162,7 +169,15 @@ class MainWindow(QMainWindow):
         self.models_bar = ModelsBar()
         mcol.addWidget(self.models_bar)
         mcol.addWidget(self.models, 1)
-        self.pages.addWidget(models_column)
+        # The models page scrolls when the window is smaller than its minimum: a stacked widget
+        # is as large as its largest page's minimum, and this page's (about 555x720) would
+        # otherwise set the whole window's minimum (taller than a 1366x768 screen).
+        self.models_scroll = QScrollArea()
+        self.models_scroll.setObjectName("modelsScroll")
+        self.models_scroll.setWidgetResizable(True)
+        self.models_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.models_scroll.setWidget(models_column)
+        self.pages.addWidget(self.models_scroll)
         self.setCentralWidget(self.pages)
 
         # Panels
@@ -177,9 +192,9 @@ class MainWindow(QMainWindow):
         self.sampler_dock = _dock("Sampler", "samplerDock", self.sampler_panel)
         self.tokens_dock = _dock("Tokens", "tokensDock", self.tokens_panel, scroll=False)
         for dock in (self.stats_dock, self.sampler_dock):
-            dock.setMinimumWidth(360)
+            dock.setMinimumWidth(window_layout.RIGHT_DOCK_MIN)
         for dock in (self.chats_dock, self.model_dock):
-            dock.setMinimumWidth(260)
+            dock.setMinimumWidth(window_layout.LEFT_DOCK_MIN)
         self.setCorner(Qt.Corner.BottomLeftCorner, Qt.DockWidgetArea.LeftDockWidgetArea)
         self.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.chats_dock)
@@ -187,10 +202,7 @@ class MainWindow(QMainWindow):
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.stats_dock)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.sampler_dock)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.tokens_dock)
-        self.resizeDocks([self.model_dock, self.stats_dock], [320, 400], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.stats_dock, self.sampler_dock], [480, 520], Qt.Orientation.Vertical)
-        self.resizeDocks([self.chats_dock, self.model_dock], [300, 640], Qt.Orientation.Vertical)
-        self.resizeDocks([self.tokens_dock], [160], Qt.Orientation.Vertical)
+        self.fit_to_screen()
 
         self.chat = ChatController(engine, self.chat_view, self.composer, self.turn, conversations, settings)
         self._inspectors_shown: set[QDockWidget] = set()
@@ -211,6 +223,24 @@ class MainWindow(QMainWindow):
         self.clock.start()
         self._loading_path: str | None = None
         self._load_timer = QElapsedTimer()
+
+    def fit_to_screen(self) -> None:
+        """Size and place the window for its screen's free area (the first window, before a
+        saved geometry is restored), with the docks sized for it."""
+        screen = self.screen() or QGuiApplication.primaryScreen()
+        lay = window_layout.initial_layout(screen.availableGeometry())
+        self.setGeometry(lay.geometry)
+        self._size_docks(lay.geometry.width(), lay.geometry.height())
+
+    def _size_docks(self, width: int, height: int) -> None:
+        left, right = window_layout.dock_widths(width)
+        self.resizeDocks([self.model_dock, self.stats_dock], [left, right], Qt.Orientation.Horizontal)
+        self.resizeDocks(
+            [self.chats_dock, self.model_dock], [height * 3 // 10, height * 7 // 10], Qt.Orientation.Vertical
+        )
+        self.resizeDocks([self.stats_dock, self.sampler_dock], [height // 2, height // 2], Qt.Orientation.Vertical)
+        tokens = window_layout.initial_layout(QRect(0, 0, width, height)).tokens_height
+        self.resizeDocks([self.tokens_dock], [tokens], Qt.Orientation.Vertical)
 
     # ------------------------------------------------------------------------------ wiring
     def _wire(self) -> None:
@@ -610,6 +640,28 @@ class MainWindow(QMainWindow):
             self.drop_highlight.setGeometry(self.rect())
             self.drop_highlight.raise_()
         self.drop_highlight.setVisible(on)
+
+    def resizeEvent(self, e: QResizeEvent) -> None:
+        """A window made wider gives its docks back their share (Qt gives all new width to the
+        centre, so docks squeezed by a smaller window stayed narrow, their labels clipped)."""
+        super().resizeEvent(e)
+        if e.oldSize().isValid() and e.size().width() > e.oldSize().width():
+            QTimer.singleShot(0, self._widen_docks)
+
+    def _widen_docks(self) -> None:
+        left, right = window_layout.dock_widths(self.width())
+        wanted = [
+            (d, target)
+            for d, target in (
+                (self.chats_dock, left),
+                (self.model_dock, left),
+                (self.stats_dock, right),
+                (self.sampler_dock, right),
+            )
+            if d.isVisible() and not d.isFloating() and d.width() < target
+        ]
+        if wanted:
+            self.resizeDocks([d for d, _ in wanted], [t for _, t in wanted], Qt.Orientation.Horizontal)
 
     def closeEvent(self, e: QCloseEvent) -> None:
         self.clock.stop()

@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QMenu, QPushButton, Q
 from app.ui.engine_client import EngineState
 
 NO_MODEL_TEXT = "Select a model to load  ▾"
-MODEL_BUTTON_MAX_PX = 280
+MODEL_BUTTON_MAX_PX = 240
 
 _STATE_TEXT = {
     EngineState.STARTING: "starting engine…",
@@ -88,7 +88,7 @@ class TopBar(_NavBar):
         self.state_label = QLabel("")
         self.state_label.setObjectName("stateLabel")
         self.state_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.state_label.setMinimumWidth(120)
+        self.state_label.setMinimumWidth(90)
         self.row.addWidget(self.state_label)
         self.row.addStretch(1)
 

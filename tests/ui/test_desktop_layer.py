@@ -270,3 +270,126 @@ def test_dropping_only_other_files_says_they_were_skipped(qtbot, tmp_path):
         assert win.engine.model is None
     finally:
         close_window(win)
+
+
+# ------------------------------------------------------------------ the chat at any width
+PARAGRAPH = (
+    "This is a paragraph of a reply that is long enough to wrap over several lines at most widths, "
+    "so that its last line shows whether the label's height fits its text. "
+)
+REPLY = "\n\n".join(f"Paragraph {j + 1}. " + PARAGRAPH * (1 + j % 3) for j in range(4))
+
+
+def _body_labels(msg):
+    from PySide6.QtWidgets import QLabel
+
+    return [msg.body] if isinstance(msg.body, QLabel) else msg.body.findChildren(QLabel)
+
+
+def _assert_chat_fits(qtbot, view) -> None:
+    """Every message is laid out at its height for its width, every body label shows all its
+    lines, and the view shows messages (not blank space) at the top, middle and bottom."""
+    QApplication.processEvents()
+    col = view.widget()
+    for msg in view.messages:
+        assert msg.width() <= view.viewport().width()
+        assert msg.height() >= msg.heightForWidth(msg.width()), (msg.height(), msg.heightForWidth(msg.width()))
+        for lab in _body_labels(msg):
+            if lab.isVisible() and lab.wordWrap():
+                assert lab.height() >= lab.heightForWidth(lab.width()), (lab.width(), lab.height())
+    last = view.messages[-1]
+    # The column ends with the last message (its margin only): no blank space to scroll into.
+    assert col.height() - (last.y() + last.height()) <= col.layout().contentsMargins().bottom() + 1 or (
+        col.height() == view.viewport().height()
+    )
+    bar = view.verticalScrollBar()
+    for value in (0, bar.maximum() // 2, bar.maximum()):
+        bar.setValue(value)
+        QApplication.processEvents()
+        top, bottom = bar.value(), bar.value() + view.viewport().height()
+        shown = [m for m in view.messages if m.y() < bottom and m.y() + m.height() > top]
+        assert shown, f"blank view at scroll {value} of {bar.maximum()}"
+
+
+def test_message_bodies_fit_their_text_at_every_width(qtbot):
+    from app.ui.chat.view import ChatView
+
+    view = ChatView()
+    qtbot.addWidget(view)
+    for i in range(3):
+        view.add_message("user", f"Question {i}: tell me something long, please.", message_id=2 * i + 1)
+        m = view.add_message("assistant", REPLY, title="Tiny-Chat-Q4_1-with-a-long-name", message_id=2 * i + 2)
+        m.set_how_made("model · Q4_1")
+        m.set_footer("252 tokens · 50.0 tok/s · TTFT 50 ms")
+    view.resize(900, 500)
+    view.show()
+    qtbot.waitExposed(view)
+    for width in (900, 420, 360, 640, 300, 900):
+        view.resize(width, 500)
+        _assert_chat_fits(qtbot, view)
+
+
+def test_the_window_chat_fits_at_real_window_sizes_and_docks_grow_back(qtbot, window):
+    from tests.support.fake_engine import reply
+
+    for i in range(3):
+        window.engine.script(reply(*[w + " " for w in REPLY.split(" ")]))
+        from tests.ui.conftest import send
+
+        send(qtbot, window, f"Question {i}: something long, please.")
+    sizes = [(1280, 720), (1100, 700), (1366, 768), (1920, 1080)]
+    for w, h in sizes:
+        window.resize(w, h)
+        qtbot.waitUntil(lambda w=w, h=h: window.size().toTuple() == (w, h))
+        _assert_chat_fits(qtbot, window.chat_view)
+    # Grown back: the docks have their share again (not the squeezed width of the small window).
+    from app.ui.window_layout import dock_widths
+
+    left, right = dock_widths(1920)
+    qtbot.waitUntil(lambda: window.model_dock.width() >= left and window.stats_dock.width() >= right)
+
+
+# ------------------------------------------------------------------ the first window fits the screen
+SCREENS = [(1366, 768), (1280, 720), (1920, 1080)]
+
+
+def test_the_first_window_fits_the_available_screen():
+    from PySide6.QtCore import QRect
+
+    from app.ui.window_layout import FRAME_ALLOWANCE, PREFERRED_SIZE, initial_layout
+
+    for sw, sh in SCREENS:
+        avail = QRect(0, 27, sw, sh - 27 - 40)  # a top bar and a task bar
+        lay = initial_layout(avail)
+        framed = lay.geometry.adjusted(-FRAME_ALLOWANCE[0] // 2, -(FRAME_ALLOWANCE[1] - FRAME_ALLOWANCE[0] // 2), 0, 0)
+        assert avail.contains(framed.topLeft()) and avail.contains(lay.geometry.bottomRight()), (sw, sh, lay)
+        assert lay.geometry.width() <= PREFERRED_SIZE[0] and lay.geometry.height() <= PREFERRED_SIZE[1]
+        assert lay.left_width + lay.right_width < lay.geometry.width() // 2  # the chat keeps half or more
+
+
+def test_the_window_and_its_parts_fit_each_screen_size(qtbot, window):
+    from app.ui.window_layout import FRAME_ALLOWANCE
+
+    hint = window.minimumSizeHint()
+    assert hint.width() <= 1280 - FRAME_ALLOWANCE[0] and hint.height() <= 720 - FRAME_ALLOWANCE[1] - 40, hint
+    for sw, sh in SCREENS:
+        w, h = sw - FRAME_ALLOWANCE[0], sh - FRAME_ALLOWANCE[1] - 40
+        window.resize(w, h)
+        qtbot.waitUntil(lambda w=w, h=h: window.size().toTuple() == (w, h))
+        QApplication.processEvents()
+        inside = window.rect()
+        for part in (
+            window.composer,
+            window.composer.button,
+            window.top_bar,
+            window.chat_view,
+            window.chats_dock,
+            window.model_dock,
+            window.stats_dock,
+            window.sampler_dock,
+            window.tokens_dock,
+        ):
+            r = part.rect().translated(part.mapTo(window, QPoint(0, 0)))
+            assert part.isVisible() and inside.contains(r), (sw, sh, part.objectName(), r, inside)
+            assert r.width() >= part.minimumSizeHint().width() or part is window.chat_view, (sw, part.objectName())
+        assert window.chat_view.viewport().height() > 150 and window.chat_view.viewport().width() > 400

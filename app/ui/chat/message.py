@@ -206,6 +206,10 @@ class MessageWidget(QFrame):
         self.role = role
         self.message_id = message_id
         self.setObjectName("userMessage" if role is Role.USER else "assistantMessage")
+        # The width is the chat column's, never the header's minimum: a layout lays out a
+        # height-for-width item at max(its minimum width, the width given), so a header wider
+        # than the column made the body's height be measured too wide and its last lines cut.
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(14, 10, 14, 10)
         lay.setSpacing(6)
@@ -213,6 +217,9 @@ class MessageWidget(QFrame):
         head.setSpacing(4)
         self.title = QLabel(title or ("You" if role is Role.USER else "Assistant"))
         self.title.setObjectName("msgRole")
+        self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.title.setMinimumWidth(self.title.fontMetrics().horizontalAdvance("Assistant"))
+        self.title.setToolTip(self.title.text())
         head.addWidget(self.title)
         self.badge = QLabel("")
         self.badge.setObjectName("msgBadge")
