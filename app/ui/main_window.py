@@ -50,6 +50,7 @@ from app.ui.chat.controller import ChatController
 from app.ui.chat.system_prompt import SystemPromptBar
 from app.ui.chat.view import ChatView
 from app.ui.common import dialogs, palette
+from app.ui.common.highlight import search_terms
 from app.ui.common.severity import Severity
 from app.ui.conversation_export import ExportFormat
 from app.ui.engine_client import EngineClient, EngineState
@@ -376,11 +377,17 @@ class MainWindow(QMainWindow):
         self.composer.box.setFocus()
 
     def open_conversation(self, conv_id: int, focus_message: int | None = None) -> None:
+        """Show chat ``conv_id``; with ``focus_message`` (a search hit) scroll to that message
+        and mark the words searched for in it."""
         try:
             self.chat.open_conversation(conv_id, focus_message)
         except KeyError:
             self.banner.show_message(Severity.WARNING, "That chat no longer exists.")
             self.chats_panel.refresh()
+            return
+        terms = search_terms(self.chats_panel.search.text())
+        if focus_message is not None and terms:
+            self.chat_view.highlight_message(focus_message, terms)
 
     def _conversation_changed(self, conv_id: int | None) -> None:
         self.chats_panel.set_current(conv_id)

@@ -393,3 +393,58 @@ def test_the_window_and_its_parts_fit_each_screen_size(qtbot, window):
             assert part.isVisible() and inside.contains(r), (sw, sh, part.objectName(), r, inside)
             assert r.width() >= part.minimumSizeHint().width() or part is window.chat_view, (sw, part.objectName())
         assert window.chat_view.viewport().height() > 150 and window.chat_view.viewport().width() > 400
+
+
+# ------------------------------------------------------------------ search marks the match and scrolls to it
+def test_highlight_marks_text_not_tags_or_entities():
+    from app.ui.common.highlight import HIT_OPEN, highlight_html
+
+    marked, n = highlight_html("<p style='zebra'>A Zebra &amp; a zebra-crossing</p>", ["zebra", "amp"])
+    assert n == 2
+    assert marked == f"<p style='zebra'>A {HIT_OPEN}Zebra</span> &amp; a {HIT_OPEN}zebra</span>-crossing</p>"
+    assert highlight_html("<style>p {}</style><p>p</p>", ["p"])[1] == 1
+
+
+def test_opening_a_search_hit_marks_the_words_and_scrolls_to_them(qtbot, window):
+    from app.ui.common.highlight import HIT_OPEN
+    from tests.support.fake_engine import reply
+    from tests.ui.conftest import send
+
+    window.resize(1280, 720)
+    filler = "\n\n".join(PARAGRAPH * 2 for _ in range(4))
+    for i in range(3):
+        window.engine.script(reply(filler))  # one piece: max_tokens (48) does not cut it
+        send(qtbot, window, f"Question {i}, with filler.")
+    window.engine.script(reply("Filler first. ", filler, "\n\nThe ", "okapi ", "lives ", "in ", "forests."))
+    send(qtbot, window, "Where does the okapi live?")
+    window.engine.script(reply(filler))
+    send(qtbot, window, "More filler after it.")
+    target = window.chat_view.messages[-3]
+    conv = window.chat.conversation_id
+    window.new_chat()
+    window.chats_panel.search.setText("OKAPI")
+    window.chats_panel.refresh()
+    hits = [window.chats_panel.list.item(i) for i in range(window.chats_panel.list.count())]
+    hit = next(h for h in hits if "assistant" in h.text())
+    window.chats_panel.list.itemClicked.emit(hit)
+    assert window.chat.conversation_id == conv
+    view = window.chat_view
+    shown = view.widget_for(target.message_id)
+    labels = shown.body.findChildren(QLabel)
+    marked = [lab for lab in labels if HIT_OPEN in lab.text()]
+    assert len(marked) == 1 and f"{HIT_OPEN}okapi</span>" in marked[0].text()
+    label = marked[0]
+
+    def label_on_screen() -> bool:
+        top = label.mapTo(view.widget(), QPoint(0, 0)).y()
+        bar = view.verticalScrollBar()
+        return bar.value() <= top and top + label.height() <= bar.value() + view.viewport().height()
+
+    qtbot.waitUntil(lambda: view.verticalScrollBar().maximum() > view.viewport().height())
+    qtbot.waitUntil(label_on_screen)
+    qtbot.wait(700)  # the view settled: the match stays on screen
+    assert label_on_screen()
+    assert 0 < view.verticalScrollBar().value() < view.verticalScrollBar().maximum()  # neither top nor bottom
+
+
+from PySide6.QtWidgets import QLabel  # noqa: E402
