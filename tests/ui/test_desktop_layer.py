@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QWheelEvent
-from PySide6.QtWidgets import QApplication, QScrollArea
+from PySide6.QtWidgets import QApplication, QLabel, QScrollArea
 
 from app.core.chat import LoadSettings
 from app.core.sampling import SamplerSettings
@@ -445,6 +445,3 @@ def test_opening_a_search_hit_marks_the_words_and_scrolls_to_them(qtbot, window)
     qtbot.wait(700)  # the view settled: the match stays on screen
     assert label_on_screen()
     assert 0 < view.verticalScrollBar().value() < view.verticalScrollBar().maximum()  # neither top nor bottom
-
-
-from PySide6.QtWidgets import QLabel  # noqa: E402
