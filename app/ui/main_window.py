@@ -20,6 +20,7 @@ from PySide6.QtGui import (
     QDragLeaveEvent,
     QDragMoveEvent,
     QDropEvent,
+    QFontDatabase,
     QGuiApplication,
     QResizeEvent,
 )
@@ -50,12 +51,13 @@ from app.ui.chat.controller import ChatController
 from app.ui.chat.system_prompt import SystemPromptBar
 from app.ui.chat.view import ChatView
 from app.ui.common import dialogs, palette
+from app.ui.common.accessibility import name_widgets
 from app.ui.common.highlight import search_terms
 from app.ui.common.severity import Severity
 from app.ui.conversation_export import ExportFormat
 from app.ui.engine_client import EngineClient, EngineState
 from app.ui.library import ModelsWindow
-from app.ui.menus import build_menus, fill_model_menu
+from app.ui.menus import build_menus, fill_model_menu, shortcut_sheet
 from app.ui.panels.conversations import ConversationsPanel
 from app.ui.panels.model import ModelPanel
 from app.ui.panels.sampler import SamplerPanel
@@ -213,6 +215,7 @@ class MainWindow(QMainWindow):
         self._wire()
         self._update_placeholder()
         self._restore_window_state()
+        name_widgets(self)
 
         # Repaint on a clock, not per event (DESIGN.md, principle 6).
         self._applying_conversation = False
@@ -288,6 +291,41 @@ class MainWindow(QMainWindow):
         self.models_bar.set_page(page)
         if page is Page.CHAT:
             self.composer.box.setFocus()
+        name_widgets(self.pages.currentWidget())  # rows made since (Hub results, downloads)
+
+    def focus_chat_search(self) -> None:
+        """Show the Chats panel and put the cursor in its search box (Ctrl+K / Ctrl+F)."""
+        self.show_page(Page.CHAT)
+        self.chats_dock.show()
+        self.chats_dock.raise_()
+        self.chats_panel.search.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        self.chats_panel.search.selectAll()
+
+    def step_chat(self, step: int) -> None:
+        """Open the next (``step`` 1, older) or previous (-1, newer) chat in the Chats list's
+        order (Ctrl+PgDown / Ctrl+PgUp); from a new chat, the first or the last."""
+        ids = [c.id for c in self.conversations.list_conversations()]
+        if not ids:
+            return
+        cur = self.chat.conversation_id
+        if cur in ids:
+            i = ids.index(cur) + step
+        else:
+            i = 0 if step > 0 else len(ids) - 1
+        if 0 <= i < len(ids):
+            self.open_conversation(ids[i])
+            self.composer.box.setFocus()
+
+    def show_shortcuts(self) -> dialogs.TextDialog:
+        """Help → Keyboard shortcuts: every shortcut, read from the menus' actions."""
+        rows = shortcut_sheet(self)
+        width = max(len(what) for what, _ in rows)
+        text = "\n".join(f"{what.ljust(width)}   {keys}" for what, keys in rows)
+        dlg = dialogs.show_text(self, "Keyboard shortcuts", text)
+        dlg.text_box.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        dlg.resize(760, 520)
+        self._shortcuts_dialog = dlg
+        return dlg
 
     def show_models_page(self) -> None:
         self.show_page(Page.MODELS)

@@ -8,14 +8,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMenu
 
 from app import APP_NAME
 from app.ui.conversation_export import ExportFormat
+from app.ui.top_bar import Page
 
 if TYPE_CHECKING:
     from app.ui.main_window import MainWindow
+
+
+# Keys the prompt box handles itself (no QAction): listed in the shortcuts sheet too.
+COMPOSER_KEYS: tuple[tuple[str, str], ...] = (
+    ("Send the message", "Enter"),
+    ("New line in the message", "Shift+Enter"),
+    ("Stop the reply (in the message box)", "Esc"),
+    ("Next / previous control", "Tab / Shift+Tab"),
+)
+DOCK_KEYS = ("Ctrl+Shift+1", "Ctrl+Shift+2", "Ctrl+Shift+3", "Ctrl+Shift+4", "Ctrl+Shift+5")
 
 
 @dataclass(frozen=True)
@@ -28,6 +40,12 @@ class MenuActions:
     stop: QAction
     restart: QAction
     unload: QAction
+    search_chats: QAction
+    next_chat: QAction
+    previous_chat: QAction
+    chat_page: QAction
+    models_page: QAction
+    shortcuts: QAction
 
 
 def build_menus(w: MainWindow) -> MenuActions:
@@ -76,13 +94,73 @@ def build_menus(w: MainWindow) -> MenuActions:
     e.addAction(act_unload)
 
     v = w.menuBar().addMenu("&View")
-    for d in (w.chats_dock, w.model_dock, w.stats_dock, w.sampler_dock, w.tokens_dock):
-        v.addAction(d.toggleViewAction())
+    act_chat_page = _action(w, v, "&Chat", ("Ctrl+1",), lambda: w.show_page(Page.CHAT))
+    act_models_page = _action(w, v, "&Models page", ("Ctrl+2", "Ctrl+M"), lambda: w.show_page(Page.MODELS))
+    v.addSeparator()
+    act_search = _action(w, v, "&Search chats", ("Ctrl+K", "Ctrl+F"), w.focus_chat_search)
+    act_next = _action(w, v, "N&ext chat", ("Ctrl+PgDown",), lambda: w.step_chat(1))
+    act_prev = _action(w, v, "&Previous chat", ("Ctrl+PgUp",), lambda: w.step_chat(-1))
+    v.addSeparator()
+    for d, key in zip(
+        (w.chats_dock, w.model_dock, w.stats_dock, w.sampler_dock, w.tokens_dock), DOCK_KEYS, strict=True
+    ):
+        toggle = d.toggleViewAction()
+        toggle.setText(f"{d.windowTitle()} panel")
+        toggle.setShortcut(QKeySequence(key))
+        v.addAction(toggle)
     h = w.menuBar().addMenu("&Help")
+    act_keys = _action(w, h, "&Keyboard shortcuts", ("F1", "Ctrl+/"), w.show_shortcuts)
     about = QAction(f"About {APP_NAME}", w)
     about.triggered.connect(w.show_about)
     h.addAction(about)
-    return MenuActions(act_open, recent_menu, act_new_chat, act_stop, act_restart, act_unload)
+    return MenuActions(
+        act_open,
+        recent_menu,
+        act_new_chat,
+        act_stop,
+        act_restart,
+        act_unload,
+        act_search,
+        act_next,
+        act_prev,
+        act_chat_page,
+        act_models_page,
+        act_keys,
+    )
+
+
+def _action(w: MainWindow, menu: QMenu, text: str, keys: tuple[str, ...], slot: Callable[[], object]) -> QAction:
+    """A menu entry with its shortcuts (the first one is shown in the menu), active anywhere in the window."""
+    a = QAction(text, w)
+    a.setShortcuts([QKeySequence(k) for k in keys])
+    a.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+    a.triggered.connect(slot)
+    menu.addAction(a)
+    return a
+
+
+def shortcut_sheet(w: MainWindow) -> list[tuple[str, str]]:
+    """Every keyboard shortcut of the window, read from its menus' actions (so the sheet
+    cannot drift from what the keys do), then the prompt box's own keys.
+
+    Returns:
+        ``(what it does, keys)`` rows in menu order; keys in the platform's notation.
+    """
+    rows: list[tuple[str, str]] = []
+
+    def walk(menu: QMenu, path: str) -> None:
+        for a in menu.actions():
+            if a.menu() is not None:
+                walk(a.menu(), f"{path}{a.text().replace('&', '')} → ")
+            elif a.shortcuts():
+                keys = " or ".join(k.toString(QKeySequence.SequenceFormat.NativeText) for k in a.shortcuts())
+                rows.append((path + a.text().replace("&", ""), keys))
+
+    for top in w.menuBar().actions():
+        if top.menu() is not None:
+            walk(top.menu(), f"{top.text().replace('&', '')} → ")
+    rows.extend(COMPOSER_KEYS)
+    return rows
 
 
 def fill_recent_menu(menu: QMenu, recent: list[str], load: Callable[[str], object]) -> None:

@@ -445,3 +445,120 @@ def test_opening_a_search_hit_marks_the_words_and_scrolls_to_them(qtbot, window)
     qtbot.wait(700)  # the view settled: the match stays on screen
     assert label_on_screen()
     assert 0 < view.verticalScrollBar().value() < view.verticalScrollBar().maximum()  # neither top nor bottom
+
+
+# ------------------------------------------------------------------ keyboard-only use
+def _press(qtbot, win, key, mods=Qt.KeyboardModifier.ControlModifier) -> None:
+    target = QApplication.focusWidget() or win
+    qtbot.keyClick(target, key, mods)
+    QApplication.processEvents()
+
+
+def _active(qtbot, win) -> None:
+    win.activateWindow()
+    qtbot.waitUntil(win.isActiveWindow)
+
+
+def test_tab_leaves_the_composer_and_shift_enter_still_adds_a_line(qtbot, window):
+    _active(qtbot, window)
+    box = window.composer.box
+    box.setFocus()
+    qtbot.waitUntil(box.hasFocus)
+    qtbot.keyClicks(box, "one")
+    qtbot.keyClick(box, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)
+    qtbot.keyClicks(box, "two")
+    qtbot.keyClick(box, Qt.Key.Key_Tab)
+    assert not box.hasFocus()
+    assert box.toPlainText() == "one\ntwo"
+    qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Backtab, Qt.KeyboardModifier.ShiftModifier)
+    assert box.hasFocus()
+
+
+def test_shortcuts_reach_search_chats_pages_and_panels(qtbot, window):
+    from tests.support.fake_engine import reply
+    from tests.ui.conftest import send
+
+    _active(qtbot, window)
+    ids = []
+    for i in range(3):
+        window.new_chat()
+        window.engine.script(reply("Reply ", str(i)))
+        send(qtbot, window, f"Chat number {i}")
+        ids.append(window.chat.conversation_id)
+    order = [c.id for c in window.conversations.list_conversations()]  # newest first, as listed
+    assert window.chat.conversation_id == order[0]
+    window.composer.box.setFocus()
+    _press(qtbot, window, Qt.Key.Key_PageDown)
+    assert window.chat.conversation_id == order[1]
+    _press(qtbot, window, Qt.Key.Key_PageDown)
+    assert window.chat.conversation_id == order[2]
+    _press(qtbot, window, Qt.Key.Key_PageUp)
+    assert window.chat.conversation_id == order[1]
+
+    for key in (Qt.Key.Key_K, Qt.Key.Key_F):
+        window.composer.box.setFocus()
+        _press(qtbot, window, key)
+        assert window.chats_panel.search.hasFocus()
+
+    _press(qtbot, window, Qt.Key.Key_2)
+    assert window.pages.currentIndex() == 1
+    _press(qtbot, window, Qt.Key.Key_1)
+    assert window.pages.currentIndex() == 0
+    _press(qtbot, window, Qt.Key.Key_M)
+    assert window.pages.currentIndex() == 1
+    _press(qtbot, window, Qt.Key.Key_1)
+
+    ctrl_shift = Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier
+    docks = (window.chats_dock, window.model_dock, window.stats_dock, window.sampler_dock, window.tokens_dock)
+    keys = (Qt.Key.Key_1, Qt.Key.Key_2, Qt.Key.Key_3, Qt.Key.Key_4, Qt.Key.Key_5)
+    for dock, key in zip(docks, keys, strict=True):
+        assert dock.isVisible()
+        _press(qtbot, window, key, ctrl_shift)
+        assert not dock.isVisible(), dock.objectName()
+        _press(qtbot, window, key, ctrl_shift)
+        assert dock.isVisible(), dock.objectName()
+
+
+def test_the_shortcuts_sheet_lists_every_shortcut_from_the_actions(qtbot, window):
+    from PySide6.QtGui import QAction, QKeySequence
+
+    from app.ui.menus import COMPOSER_KEYS, shortcut_sheet
+
+    rows = shortcut_sheet(window)
+    listed = " | ".join(f"{what}: {keys}" for what, keys in rows)
+    actions = [a for a in window.findChildren(QAction) if a.shortcuts() and a.isVisible()]
+    assert len(actions) >= 14
+    for a in actions:
+        for k in a.shortcuts():
+            assert k.toString(QKeySequence.SequenceFormat.NativeText) in listed, a.text()
+    for what in ("Search chats", "Next chat", "Previous chat", "Models page", "Stats panel", "Keyboard shortcuts"):
+        assert what in listed
+    assert all(f"{what}: {keys}" in listed for what, keys in COMPOSER_KEYS)
+    dlg = window.menu_actions.shortcuts.trigger() or window._shortcuts_dialog
+    text = dlg.text_box.toPlainText()
+    assert all(keys in text for _what, keys in rows)
+    dlg.close()
+
+
+def test_every_actionable_widget_has_a_name_a_screen_reader_can_read(qtbot, window):
+    from PySide6.QtWidgets import QWidget
+
+    from app.ui.common.accessibility import needs_name
+    from tests.support.fake_engine import reply
+    from tests.ui.conftest import send
+
+    window.engine.script(reply("A ", "reply."))
+    send(qtbot, window, "Hello")
+    window.show_page("models")
+    window.show_page("chat")
+    unnamed = [
+        (type(w).__name__, w.objectName(), type(w.parentWidget()).__name__)
+        for w in window.findChildren(QWidget)
+        if needs_name(w)
+    ]
+    assert unnamed == []
+    box = window.composer.box
+    assert box.accessibleName() == "Message to the model"
+    assert window.sampler_panel.rows["temperature"].slider.accessibleName().startswith("temperature")
+    assert window.model_panel.n_threads.accessibleName() == "n_threads"
+    assert window.chat_view.messages[-1].delete_btn.accessibleName().startswith("Delete")

@@ -285,6 +285,7 @@ class MessageWidget(QFrame):
         b.setObjectName("msgAction")
         b.setText(text)
         b.setToolTip(tip)
+        b.setAccessibleName(tip or text)
         b.setCursor(Qt.CursorShape.PointingHandCursor)
         if slot is not None:
             b.clicked.connect(slot)

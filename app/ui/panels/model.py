@@ -150,6 +150,14 @@ class ModelPanel(QWidget):
             "Keep every token in the sliding-window layers' cache (more memory) so a "
             "cached prefix longer than the window can be reused across turns."
         )
+        for field, name in (
+            (self.n_ctx, "n_ctx"),
+            (self.n_gpu_layers, "n_gpu_layers"),
+            (self.n_threads, "n_threads"),
+            (self.n_batch, "n_batch"),
+            (self.policy, "context policy"),
+        ):
+            field.setAccessibleName(name)
         form.addRow("n_ctx", self.n_ctx)
         form.addRow("n_gpu_layers", self.n_gpu_layers)
         form.addRow("n_threads", self.n_threads)
