@@ -217,7 +217,7 @@ class MessageWidget(QFrame):
         head.setSpacing(4)
         self.title = QLabel(title or ("You" if role is Role.USER else "Assistant"))
         self.title.setObjectName("msgRole")
-        self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.title.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
         self.title.setMinimumWidth(self.title.fontMetrics().horizontalAdvance("Assistant"))
         self.title.setToolTip(self.title.text())
         head.addWidget(self.title)
