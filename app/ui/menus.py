@@ -94,7 +94,7 @@ def build_menus(w: MainWindow) -> MenuActions:
     e.addAction(act_unload)
 
     v = w.menuBar().addMenu("&View")
-    act_chat_page = _action(w, v, "&Chat", ("Ctrl+1",), lambda: w.show_page(Page.CHAT))
+    act_chat_page = _action(w, v, "&Chat page", ("Ctrl+1",), lambda: w.show_page(Page.CHAT))
     act_models_page = _action(w, v, "&Models page", ("Ctrl+2", "Ctrl+M"), lambda: w.show_page(Page.MODELS))
     v.addSeparator()
     act_search = _action(w, v, "&Search chats", ("Ctrl+K", "Ctrl+F"), w.focus_chat_search)
