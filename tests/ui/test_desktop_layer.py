@@ -337,7 +337,7 @@ def test_the_window_chat_fits_at_real_window_sizes_and_docks_grow_back(qtbot, wi
         from tests.ui.conftest import send
 
         send(qtbot, window, f"Question {i}: something long, please.")
-    sizes = [(1280, 720), (1100, 700), (1366, 768), (1920, 1080)]
+    sizes = [(1280, 720), (1024, 640), (1100, 700), (1366, 768), (1920, 1080)]
     for w, h in sizes:
         window.resize(w, h)
         qtbot.waitUntil(lambda w=w, h=h: window.size().toTuple() == (w, h))
