@@ -54,6 +54,7 @@ from app.ui.common import dialogs, palette
 from app.ui.common.accessibility import name_widgets
 from app.ui.common.highlight import search_terms
 from app.ui.common.severity import Severity
+from app.ui.common.wheel_guard import guard_wheel
 from app.ui.conversation_export import ExportFormat
 from app.ui.engine_client import EngineClient, EngineState
 from app.ui.library import ModelsWindow
@@ -181,6 +182,7 @@ class MainWindow(QMainWindow):
         self.models_scroll.setFrameShape(QFrame.Shape.NoFrame)
         self.models_scroll.setWidget(models_column)
         self.pages.addWidget(self.models_scroll)
+        guard_wheel(self.models)  # its combo boxes take the wheel only with focus, as the panels' fields do
         self.setCentralWidget(self.pages)
 
         # Panels

@@ -562,3 +562,13 @@ def test_every_actionable_widget_has_a_name_a_screen_reader_can_read(qtbot, wind
     assert window.sampler_panel.rows["temperature"].slider.accessibleName().startswith("temperature")
     assert window.model_panel.n_threads.accessibleName() == "n_threads"
     assert window.chat_view.messages[-1].delete_btn.accessibleName().startswith("Delete")
+
+
+def test_a_wheel_over_the_models_page_changes_no_choice(qtbot, window):
+    window.show_page("models")
+    window.models.show_tab("hub")
+    sort = window.models.hub_tab.sort
+    qtbot.waitUntil(sort.isVisible)
+    sort.setCurrentIndex(0)
+    _wheel(sort, steps=-1)  # a notch down: the next entry, were the combo box to take it
+    assert sort.currentIndex() == 0 and sort.count() > 1
