@@ -13,21 +13,18 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QElapsedTimer, QRect, Qt, QTimer, Signal
+from PySide6.QtCore import QByteArray, QElapsedTimer, Qt, QTimer, Signal
 from PySide6.QtGui import (
     QCloseEvent,
     QDragEnterEvent,
     QDragLeaveEvent,
     QDragMoveEvent,
     QDropEvent,
-    QFontDatabase,
-    QGuiApplication,
     QResizeEvent,
 )
 from PySide6.QtWidgets import (
     QDockWidget,
     QFrame,
-    QLabel,
     QMainWindow,
     QScrollArea,
     QSizePolicy,
@@ -57,8 +54,9 @@ from app.ui.common.severity import Severity
 from app.ui.common.wheel_guard import guard_wheel
 from app.ui.conversation_export import ExportFormat
 from app.ui.engine_client import EngineClient, EngineState
+from app.ui.file_drop import FileDrop
 from app.ui.library import ModelsWindow
-from app.ui.menus import build_menus, fill_model_menu, shortcut_sheet
+from app.ui.menus import build_menus, fill_model_menu
 from app.ui.panels.conversations import ConversationsPanel
 from app.ui.panels.model import ModelPanel
 from app.ui.panels.sampler import SamplerPanel
@@ -134,17 +132,6 @@ class MainWindow(QMainWindow):
         self.turn = LiveTurn()
         self.setWindowTitle(APP_NAME)
         self.setAcceptDrops(True)
-        # Shown while files are dragged over the window (see dragEnterEvent).
-        self.drop_highlight = QLabel("Drop a .gguf file to load it", self)
-        self.drop_highlight.setObjectName("dropHighlight")
-        self.drop_highlight.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.drop_highlight.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
-        self.drop_highlight.setStyleSheet(
-            f"QLabel#dropHighlight {{ border: 3px dashed {palette.ACCENT}; background: rgba(59, 130, 246, 40);"
-            f" color: {palette.TEXT}; font-size: 18pt; }}"
-        )
-        self.drop_highlight.hide()
-
         # Centre: top bar, banner, chat, composer
         centre = QWidget()
         centre.setObjectName("centre")
@@ -184,6 +171,7 @@ class MainWindow(QMainWindow):
         self.pages.addWidget(self.models_scroll)
         guard_wheel(self.models)  # its combo boxes take the wheel only with focus, as the panels' fields do
         self.setCentralWidget(self.pages)
+        self.file_drop = FileDrop(self, self.load_model, self.banner.show_message)
 
         # Panels
         self.stats_panel = StatsPanel(self.turn)
@@ -207,7 +195,7 @@ class MainWindow(QMainWindow):
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.stats_dock)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.sampler_dock)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.tokens_dock)
-        self.fit_to_screen()
+        window_layout.fit_to_screen(self)
 
         self.chat = ChatController(engine, self.chat_view, self.composer, self.turn, conversations, settings)
         self._inspectors_shown: set[QDockWidget] = set()
@@ -229,24 +217,6 @@ class MainWindow(QMainWindow):
         self.clock.start()
         self._loading_path: str | None = None
         self._load_timer = QElapsedTimer()
-
-    def fit_to_screen(self) -> None:
-        """Size and place the window for its screen's free area (the first window, before a
-        saved geometry is restored), with the docks sized for it."""
-        screen = self.screen() or QGuiApplication.primaryScreen()
-        lay = window_layout.initial_layout(screen.availableGeometry())
-        self.setGeometry(lay.geometry)
-        self._size_docks(lay.geometry.width(), lay.geometry.height())
-
-    def _size_docks(self, width: int, height: int) -> None:
-        left, right = window_layout.dock_widths(width)
-        self.resizeDocks([self.model_dock, self.stats_dock], [left, right], Qt.Orientation.Horizontal)
-        self.resizeDocks(
-            [self.chats_dock, self.model_dock], [height * 3 // 10, height * 7 // 10], Qt.Orientation.Vertical
-        )
-        self.resizeDocks([self.stats_dock, self.sampler_dock], [height // 2, height // 2], Qt.Orientation.Vertical)
-        tokens = window_layout.initial_layout(QRect(0, 0, width, height)).tokens_height
-        self.resizeDocks([self.tokens_dock], [tokens], Qt.Orientation.Vertical)
 
     # ------------------------------------------------------------------------------ wiring
     def _wire(self) -> None:
@@ -294,40 +264,6 @@ class MainWindow(QMainWindow):
         if page is Page.CHAT:
             self.composer.box.setFocus()
         name_widgets(self.pages.currentWidget())  # rows made since (Hub results, downloads)
-
-    def focus_chat_search(self) -> None:
-        """Show the Chats panel and put the cursor in its search box (Ctrl+K / Ctrl+F)."""
-        self.show_page(Page.CHAT)
-        self.chats_dock.show()
-        self.chats_dock.raise_()
-        self.chats_panel.search.setFocus(Qt.FocusReason.ShortcutFocusReason)
-        self.chats_panel.search.selectAll()
-
-    def step_chat(self, step: int) -> None:
-        """Open the next (``step`` 1, older) or previous (-1, newer) chat in the Chats list's
-        order (Ctrl+PgDown / Ctrl+PgUp); from a new chat, the first or the last."""
-        ids = [c.id for c in self.conversations.list_conversations()]
-        if not ids:
-            return
-        cur = self.chat.conversation_id
-        if cur in ids:
-            i = ids.index(cur) + step
-        else:
-            i = 0 if step > 0 else len(ids) - 1
-        if 0 <= i < len(ids):
-            self.open_conversation(ids[i])
-            self.composer.box.setFocus()
-
-    def show_shortcuts(self) -> dialogs.TextDialog:
-        """Help → Keyboard shortcuts: every shortcut, read from the menus' actions."""
-        rows = shortcut_sheet(self)
-        width = max(len(what) for what, _ in rows)
-        text = "\n".join(f"{what.ljust(width)}   {keys}" for what, keys in rows)
-        dlg = dialogs.show_text(self, "Keyboard shortcuts", text)
-        dlg.text_box.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
-        dlg.resize(760, 520)
-        self._shortcuts_dialog = dlg
-        return dlg
 
     def show_models_page(self) -> None:
         self.show_page(Page.MODELS)
@@ -645,70 +581,23 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------------------ Qt events
     def dragEnterEvent(self, e: QDragEnterEvent) -> None:
-        """Files dragged over the window: accepted as a Copy (the original stays where it is),
-        with the drop highlight shown."""
-        if any(u.isLocalFile() for u in e.mimeData().urls()):
-            e.setDropAction(Qt.DropAction.CopyAction)
-            e.accept()
-            self._show_drop_highlight(True)
+        self.file_drop.enter(e)
 
     def dragMoveEvent(self, e: QDragMoveEvent) -> None:
-        if any(u.isLocalFile() for u in e.mimeData().urls()):
-            e.setDropAction(Qt.DropAction.CopyAction)
-            e.accept()
+        self.file_drop.move(e)
 
     def dragLeaveEvent(self, e: QDragLeaveEvent) -> None:
-        self._show_drop_highlight(False)
+        self.file_drop.leave()
         super().dragLeaveEvent(e)
 
     def dropEvent(self, e: QDropEvent) -> None:
-        """Load the first GGUF file dropped; the banner names what was skipped (other files)."""
-        self._show_drop_highlight(False)
-        files = [u.toLocalFile() for u in e.mimeData().urls() if u.isLocalFile()]
-        if not files:
-            return
-        e.setDropAction(Qt.DropAction.CopyAction)
-        e.accept()
-        models = [f for f in files if f.lower().endswith(".gguf")]
-        skipped = [Path(f).name for f in files if f not in models[:1]]
-        if models:
-            self.load_model(models[0])
-        if skipped:
-            what = ", ".join(skipped[:5]) + (f" and {len(skipped) - 5} more" if len(skipped) > 5 else "")
-            reason = "only one model loads at a time; " if models else ""
-            self.banner.show_message(
-                Severity.WARNING if not models else Severity.INFO,
-                f"Skipped {len(skipped)} dropped file{'s' if len(skipped) != 1 else ''} ({reason}"
-                f"a model is a .gguf file): {what}.",
-            )
-
-    def _show_drop_highlight(self, on: bool) -> None:
-        if on:
-            self.drop_highlight.setGeometry(self.rect())
-            self.drop_highlight.raise_()
-        self.drop_highlight.setVisible(on)
+        self.file_drop.drop(e)
 
     def resizeEvent(self, e: QResizeEvent) -> None:
-        """A window made wider gives its docks back their share (Qt gives all new width to the
-        centre, so docks squeezed by a smaller window stayed narrow, their labels clipped)."""
+        """A window made wider gives its docks back their share (see :func:`window_layout.widen_docks`)."""
         super().resizeEvent(e)
         if e.oldSize().isValid() and e.size().width() > e.oldSize().width():
-            QTimer.singleShot(0, self._widen_docks)
-
-    def _widen_docks(self) -> None:
-        left, right = window_layout.dock_widths(self.width())
-        wanted = [
-            (d, target)
-            for d, target in (
-                (self.chats_dock, left),
-                (self.model_dock, left),
-                (self.stats_dock, right),
-                (self.sampler_dock, right),
-            )
-            if d.isVisible() and not d.isFloating() and d.width() < target
-        ]
-        if wanted:
-            self.resizeDocks([d for d, _ in wanted], [t for _, t in wanted], Qt.Orientation.Horizontal)
+            QTimer.singleShot(0, lambda: window_layout.widen_docks(self))
 
     def closeEvent(self, e: QCloseEvent) -> None:
         self.clock.stop()

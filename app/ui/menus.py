@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QAction, QFontDatabase, QKeySequence
 from PySide6.QtWidgets import QMenu
 
 from app import APP_NAME
+from app.ui.common import dialogs
 from app.ui.conversation_export import ExportFormat
 from app.ui.top_bar import Page
 
@@ -97,9 +98,9 @@ def build_menus(w: MainWindow) -> MenuActions:
     act_chat_page = _action(w, v, "&Chat page", ("Ctrl+1",), lambda: w.show_page(Page.CHAT))
     act_models_page = _action(w, v, "&Models page", ("Ctrl+2", "Ctrl+M"), lambda: w.show_page(Page.MODELS))
     v.addSeparator()
-    act_search = _action(w, v, "&Search chats", ("Ctrl+K", "Ctrl+F"), w.focus_chat_search)
-    act_next = _action(w, v, "N&ext chat", ("Ctrl+PgDown",), lambda: w.step_chat(1))
-    act_prev = _action(w, v, "&Previous chat", ("Ctrl+PgUp",), lambda: w.step_chat(-1))
+    act_search = _action(w, v, "&Search chats", ("Ctrl+K", "Ctrl+F"), lambda: focus_chat_search(w))
+    act_next = _action(w, v, "N&ext chat", ("Ctrl+PgDown",), lambda: step_chat(w, 1))
+    act_prev = _action(w, v, "&Previous chat", ("Ctrl+PgUp",), lambda: step_chat(w, -1))
     v.addSeparator()
     for d, key in zip(
         (w.chats_dock, w.model_dock, w.stats_dock, w.sampler_dock, w.tokens_dock), DOCK_KEYS, strict=True
@@ -109,7 +110,7 @@ def build_menus(w: MainWindow) -> MenuActions:
         toggle.setShortcut(QKeySequence(key))
         v.addAction(toggle)
     h = w.menuBar().addMenu("&Help")
-    act_keys = _action(w, h, "&Keyboard shortcuts", ("F1", "Ctrl+/"), w.show_shortcuts)
+    act_keys = _action(w, h, "&Keyboard shortcuts", ("F1", "Ctrl+/"), lambda: show_shortcuts(w))
     about = QAction(f"About {APP_NAME}", w)
     about.triggered.connect(w.show_about)
     h.addAction(about)
@@ -137,6 +138,40 @@ def _action(w: MainWindow, menu: QMenu, text: str, keys: tuple[str, ...], slot: 
     a.triggered.connect(slot)
     menu.addAction(a)
     return a
+
+
+def focus_chat_search(w: MainWindow) -> None:
+    """Show the Chats panel and put the cursor in its search box (Ctrl+K / Ctrl+F)."""
+    w.show_page(Page.CHAT)
+    w.chats_dock.show()
+    w.chats_dock.raise_()
+    w.chats_panel.search.setFocus(Qt.FocusReason.ShortcutFocusReason)
+    w.chats_panel.search.selectAll()
+
+
+def step_chat(w: MainWindow, step: int) -> None:
+    """Open the next (``step`` 1, older) or previous (-1, newer) chat in the Chats list's
+    order (Ctrl+PgDown / Ctrl+PgUp); from a new chat, the first or the last."""
+    ids = [c.id for c in w.conversations.list_conversations()]
+    if not ids:
+        return
+    cur = w.chat.conversation_id
+    i = ids.index(cur) + step if cur in ids else (0 if step > 0 else len(ids) - 1)
+    if 0 <= i < len(ids):
+        w.open_conversation(ids[i])
+        w.composer.box.setFocus()
+
+
+def show_shortcuts(w: MainWindow) -> dialogs.TextDialog:
+    """Help → Keyboard shortcuts: every shortcut, read from the menus' actions (:func:`shortcut_sheet`)."""
+    rows = shortcut_sheet(w)
+    width = max(len(what) for what, _ in rows)
+    text = "\n".join(f"{what.ljust(width)}   {keys}" for what, keys in rows)
+    dlg = dialogs.show_text(w, "Keyboard shortcuts", text)
+    dlg.setObjectName("shortcutsDialog")
+    dlg.text_box.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+    dlg.resize(760, 520)
+    return dlg
 
 
 def shortcut_sheet(w: MainWindow) -> list[tuple[str, str]]:

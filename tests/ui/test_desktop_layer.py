@@ -238,14 +238,14 @@ def test_a_drop_is_accepted_as_a_copy_with_a_highlight_and_skipped_files_named(q
         notes = tmp_path / "notes.txt"
         notes.write_text("not a model")
         _mime, enter, drop = _drag_events([notes, tiny_model])
-        assert not win.drop_highlight.isVisible()
+        assert not win.file_drop.highlight.isVisible()
         win.dragEnterEvent(enter)
         assert enter.isAccepted() and enter.dropAction() == Qt.DropAction.CopyAction
-        assert win.drop_highlight.isVisible() and win.drop_highlight.geometry() == win.rect()
+        assert win.file_drop.highlight.isVisible() and win.file_drop.highlight.geometry() == win.rect()
         with qtbot.waitSignal(win.engine.model_loaded, timeout=WAIT_MS):
             win.dropEvent(drop)
         assert drop.isAccepted() and drop.dropAction() == Qt.DropAction.CopyAction
-        assert not win.drop_highlight.isVisible()
+        assert not win.file_drop.highlight.isVisible()
         assert win.engine.model.info.path == str(tiny_model.resolve())
         assert tiny_model.exists()
         assert "notes.txt" in win.banner.text.text() and "Skipped 1 dropped file" in win.banner.text.text()
@@ -534,7 +534,10 @@ def test_the_shortcuts_sheet_lists_every_shortcut_from_the_actions(qtbot, window
     for what in ("Search chats", "Next chat", "Previous chat", "Models page", "Stats panel", "Keyboard shortcuts"):
         assert what in listed
     assert all(f"{what}: {keys}" in listed for what, keys in COMPOSER_KEYS)
-    dlg = window.menu_actions.shortcuts.trigger() or window._shortcuts_dialog
+    from app.ui.common.dialogs import TextDialog
+
+    window.menu_actions.shortcuts.trigger()
+    [dlg] = [d for d in window.findChildren(TextDialog) if d.objectName() == "shortcutsDialog" and d.isVisible()]
     text = dlg.text_box.toPlainText()
     assert all(keys in text for _what, keys in rows)
     dlg.close()
