@@ -9,6 +9,7 @@ old one in one step (``os.replace``).
 from __future__ import annotations
 
 import contextlib
+import enum
 import json
 import os
 import tempfile
@@ -29,6 +30,19 @@ _V1_FOLDERS_KEY = "library.folders"
 _V1_TOKEN_KEY = "hub.token"
 
 
+class DialogFolder(str, enum.Enum):
+    """The kinds of file dialog whose last folder is remembered (one folder per kind)."""
+
+    OPEN_MODEL = "open_model"  # File → Open model
+    EXPORT = "export"  # Export chat
+    IMPORT = "import"  # Import chat
+
+    @property
+    def field_name(self) -> str:
+        """The :class:`Settings` field that holds this kind's folder."""
+        return f"{self.value}_folder"
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything remembered between runs.
@@ -44,6 +58,9 @@ class Settings:
         hub_token: the Hugging Face token entered in Glassbox (stripped), or None.
             Stored in settings.json in plain text, as huggingface_hub stores its
             own login token; never logged or shown by Glassbox.
+        open_model_folder, export_folder, import_folder: the folder the last Open model,
+            Export chat and Import chat dialog was used in ("" before the first use);
+            see :class:`DialogFolder`.
     """
 
     sampler: SamplerSettings = field(default_factory=SamplerSettings)
@@ -54,6 +71,26 @@ class Settings:
     window_state: str = ""
     library_folders: tuple[str, ...] = ()
     hub_token: str | None = None
+    open_model_folder: str = ""
+    export_folder: str = ""
+    import_folder: str = ""
+
+    def last_folder(self, kind: DialogFolder) -> str:
+        """The folder the last dialog of ``kind`` was used in ("" if none yet)."""
+        kind = DialogFolder(kind)
+        if kind is DialogFolder.OPEN_MODEL:
+            return self.open_model_folder
+        return self.export_folder if kind is DialogFolder.EXPORT else self.import_folder
+
+    def with_last_folder(self, kind: DialogFolder, folder: Path | str) -> Settings:
+        """These settings with ``kind``'s last folder set to ``folder`` (``~`` expanded)."""
+        value = str(Path(folder).expanduser()) if str(folder) else ""
+        kind = DialogFolder(kind)
+        if kind is DialogFolder.OPEN_MODEL:
+            return replace(self, open_model_folder=value)
+        if kind is DialogFolder.EXPORT:
+            return replace(self, export_folder=value)
+        return replace(self, import_folder=value)
 
     def with_recent(self, model_path: str) -> Settings:
         """Put ``model_path`` first in the recent list (deduplicated, capped)."""
@@ -80,6 +117,7 @@ class Settings:
             "window_state": self.window_state,
             "library_folders": list(self.library_folders),
             "hub_token": self.hub_token,
+            **{k.field_name: self.last_folder(k) for k in DialogFolder},
         }
 
     @classmethod
@@ -99,6 +137,9 @@ class Settings:
             window_state=str(data.get("window_state", "")),
             library_folders=_folders(f for f in folders if isinstance(f, str)) if isinstance(folders, list) else (),
             hub_token=_token(token if isinstance(token, str) else None),
+            open_model_folder=_text(data.get(DialogFolder.OPEN_MODEL.field_name)),
+            export_folder=_text(data.get(DialogFolder.EXPORT.field_name)),
+            import_folder=_text(data.get(DialogFolder.IMPORT.field_name)),
         )
 
 
@@ -111,6 +152,10 @@ def _folders(folders: Iterable[Path | str]) -> tuple[str, ...]:
         if s not in seen:
             seen.append(s)
     return tuple(seen)
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def _token(token: str | None) -> str | None:

@@ -41,11 +41,11 @@ def place_banner(w: MainWindow, page: Page) -> None:
     owner = PAGE_TOPICS.get(w.banner.topic)
     if owner is not None and owner is not page:
         w.banner.hide()
-    column = w.pages.widget(0 if page is Page.CHAT else 1).layout()
+    under = w.system_bar if page is Page.CHAT else w.models_bar
+    column = under.parentWidget().layout()  # the page's column (the models page sits in a scroll area)
     if isinstance(column, QVBoxLayout) and column.indexOf(w.banner) < 0:
         parent = w.banner.parentWidget()
         visible = parent is not None and w.banner.isVisibleTo(parent)
-        under = w.system_bar if page is Page.CHAT else w.models_bar
         column.insertWidget(column.indexOf(under) + 1, w.banner)
         w.banner.setVisible(visible)
 

@@ -33,21 +33,26 @@ class ExportFormat(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Outcome:
-    """What happened, for the banner; ``conv_id`` is the imported chat's id."""
+    """What happened, for the banner; ``conv_id`` is the imported chat's id; ``path`` the file
+    the person chose (its folder is where the next dialog of the kind opens)."""
 
     severity: Severity
     text: str
     conv_id: int | None = None
+    path: str = ""
 
 
 def export_conversation(
-    parent: QWidget | None, store: ConversationStore, conv_id: int, fmt: ExportFormat
+    parent: QWidget | None, store: ConversationStore, conv_id: int, fmt: ExportFormat, start: Path | None = None
 ) -> Outcome | None:
-    """Ask where to write chat ``conv_id`` and write it; None when the person cancelled."""
+    """Ask where to write chat ``conv_id`` (the dialog opens in ``start``, default: home) and
+    write it; None when the person cancelled."""
     fmt = ExportFormat(fmt)
     title = store.get_conversation(conv_id).title
     safe = re.sub(r"[^\w\- ]+", "", title).strip() or "chat"
-    path = dialogs.choose_save_path(parent, "Export chat", Path.home() / f"{safe}{fmt.suffix}", fmt.file_filter)
+    path = dialogs.choose_save_path(
+        parent, "Export chat", (start or Path.home()) / f"{safe}{fmt.suffix}", fmt.file_filter
+    )
     if not path:
         return None
     try:
@@ -56,18 +61,19 @@ def export_conversation(
         else:
             store.export_json(conv_id, path)
     except OSError as exc:
-        return Outcome(Severity.ERROR, f"Could not write {path}: {exc.strerror or exc}")
-    return Outcome(Severity.INFO, f"Exported “{title}” to {path}.")
+        return Outcome(Severity.ERROR, f"Could not write {path}: {exc.strerror or exc}", path=path)
+    return Outcome(Severity.INFO, f"Exported “{title}” to {path}.", path=path)
 
 
-def import_conversation(parent: QWidget | None, store: ConversationStore) -> Outcome | None:
-    """Ask for a JSON export and import it as a new chat; None when the person cancelled."""
-    path = dialogs.choose_open_path(parent, "Import a chat", Path.home(), JSON_FILTER)
+def import_conversation(parent: QWidget | None, store: ConversationStore, start: Path | None = None) -> Outcome | None:
+    """Ask for a JSON export (the dialog opens in ``start``, default: home) and import it as a
+    new chat; None when the person cancelled."""
+    path = dialogs.choose_open_path(parent, "Import a chat", start or Path.home(), JSON_FILTER)
     if not path:
         return None
     try:
         conv_id = store.import_json(path)
     except (ValueError, OSError) as exc:
-        return Outcome(Severity.ERROR, str(exc))
+        return Outcome(Severity.ERROR, str(exc), path=path)
     title = store.get_conversation(conv_id).title
-    return Outcome(Severity.INFO, f"Imported “{title}” from {Path(path).name}.", conv_id)
+    return Outcome(Severity.INFO, f"Imported “{title}” from {Path(path).name}.", conv_id, path)

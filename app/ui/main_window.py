@@ -8,13 +8,19 @@ conversation_export.py, chat/, panels/); settings are owned by the SettingsContr
 
 from __future__ import annotations
 
-import html
-import re
 from dataclasses import replace
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QElapsedTimer, Qt, Signal
-from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
+from PySide6.QtCore import QByteArray, QElapsedTimer, Qt, QTimer, Signal
+from PySide6.QtGui import (
+    QCloseEvent,
+    QDragEnterEvent,
+    QDragLeaveEvent,
+    QDragMoveEvent,
+    QDropEvent,
+    QKeySequence,
+    QResizeEvent,
+)
 from PySide6.QtWidgets import (
     QDockWidget,
     QFrame,
@@ -32,18 +38,23 @@ from app.core.chat import LoadSettings
 from app.core.conversations import ConversationStore
 from app.core.gguf_info import GGUFError, MissingSplitParts, check_loadable, format_bytes
 from app.core.sampling import SamplerSettings
-from app.core.settings import Settings
+from app.core.settings import DialogFolder, Settings
 from app.paths import Paths
-from app.ui import chat_notices, conversation_export
+from app.ui import chat_notices, conversation_export, window_layout
 from app.ui.banner import Banner, BannerTopic
 from app.ui.chat.composer import Composer
 from app.ui.chat.controller import ChatController
+from app.ui.chat.placeholder import LOAD_LINK_PREFIX, MODELS_LINK, OPEN_LINK, display_name, placeholder_html
 from app.ui.chat.system_prompt import SystemPromptBar
 from app.ui.chat.view import ChatView
-from app.ui.common import dialogs, palette
+from app.ui.common import dialogs
+from app.ui.common.accessibility import name_widgets
+from app.ui.common.highlight import search_terms
 from app.ui.common.severity import Severity
+from app.ui.common.wheel_guard import guard_wheel
 from app.ui.conversation_export import ExportFormat
 from app.ui.engine_client import EngineClient, EngineState
+from app.ui.file_drop import FileDrop
 from app.ui.library import ModelsWindow
 from app.ui.menus import build_menus, fill_model_menu
 from app.ui.panels.conversations import ConversationsPanel
@@ -57,18 +68,6 @@ from app.ui.top_bar import NO_MODEL_TEXT, ModelsBar, Page, TopBar
 from app.ui.turn import LiveTurn
 
 TOP_CANDIDATES = 20  # next-token candidates asked for while the Sampler or Tokens panel shows
-# The placeholder's links: open a file, show the models page, or load:<path>.
-OPEN_LINK = "open"
-MODELS_LINK = Page.MODELS.value
-LOAD_LINK_PREFIX = "load:"
-
-
-def display_name(path: str) -> str:
-    """A model's name for the window: its file name without .gguf (and the split suffix)."""
-    name = Path(path).name
-    if name.lower().endswith(".gguf"):
-        name = name[:-5]
-    return re.sub(r"-\d{5}-of-\d{5}$", "", name)
 
 
 def _dock(title: str, name: str, widget: QWidget, scroll: bool = True) -> QDockWidget:
@@ -121,8 +120,6 @@ class MainWindow(QMainWindow):
         self.turn = LiveTurn()
         self.setWindowTitle(APP_NAME)
         self.setAcceptDrops(True)
-        self.resize(1500, 940)
-
         # Centre: top bar, banner, chat, composer
         centre = QWidget()
         centre.setObjectName("centre")
@@ -151,8 +148,18 @@ class MainWindow(QMainWindow):
         self.models_bar = ModelsBar()
         mcol.addWidget(self.models_bar)
         mcol.addWidget(self.models, 1)
-        self.pages.addWidget(models_column)
+        # The models page scrolls when the window is smaller than its minimum: a stacked widget
+        # is as large as its largest page's minimum, and this page's (about 555x720) would
+        # otherwise set the whole window's minimum (taller than a 1366x768 screen).
+        self.models_scroll = QScrollArea()
+        self.models_scroll.setObjectName("modelsScroll")
+        self.models_scroll.setWidgetResizable(True)
+        self.models_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.models_scroll.setWidget(models_column)
+        self.pages.addWidget(self.models_scroll)
+        guard_wheel(self.models)  # its combo boxes take the wheel only with focus, as the panels' fields do
         self.setCentralWidget(self.pages)
+        self.file_drop = FileDrop(self, self.load_model, self.banner.show_message)
 
         # Panels
         self.stats_panel = StatsPanel(self.turn)
@@ -166,9 +173,9 @@ class MainWindow(QMainWindow):
         self.sampler_dock = _dock("Sampler", "samplerDock", self.sampler_panel)
         self.tokens_dock = _dock("Tokens", "tokensDock", self.tokens_panel, scroll=False)
         for dock in (self.stats_dock, self.sampler_dock):
-            dock.setMinimumWidth(360)
+            dock.setMinimumWidth(window_layout.RIGHT_DOCK_MIN)
         for dock in (self.chats_dock, self.model_dock):
-            dock.setMinimumWidth(260)
+            dock.setMinimumWidth(window_layout.LEFT_DOCK_MIN)
         self.setCorner(Qt.Corner.BottomLeftCorner, Qt.DockWidgetArea.LeftDockWidgetArea)
         self.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.chats_dock)
@@ -176,10 +183,7 @@ class MainWindow(QMainWindow):
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.stats_dock)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.sampler_dock)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.tokens_dock)
-        self.resizeDocks([self.model_dock, self.stats_dock], [320, 400], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.stats_dock, self.sampler_dock], [480, 520], Qt.Orientation.Vertical)
-        self.resizeDocks([self.chats_dock, self.model_dock], [300, 640], Qt.Orientation.Vertical)
-        self.resizeDocks([self.tokens_dock], [160], Qt.Orientation.Vertical)
+        window_layout.fit_to_screen(self)
 
         self.chat = ChatController(engine, self.chat_view, self.composer, self.turn, conversations, settings)
         self._inspectors_shown: set[QDockWidget] = set()
@@ -192,6 +196,7 @@ class MainWindow(QMainWindow):
         self._wire()
         self._update_placeholder()
         self._restore_window_state()
+        name_widgets(self)
 
         # Repaint on a clock, not per event (docs/architecture.md, principle 6).
         self._applying_conversation = False
@@ -257,6 +262,7 @@ class MainWindow(QMainWindow):
         self.models_bar.set_page(page)
         if page is Page.CHAT:
             self.composer.box.setFocus()
+        name_widgets(self.pages.currentWidget())  # rows made since (Hub results, downloads)
 
     def show_models_page(self) -> None:
         self.show_page(Page.MODELS)
@@ -265,9 +271,19 @@ class MainWindow(QMainWindow):
         self.top_bar.set_model_text(text)
 
     # ------------------------------------------------------------------------------ actions
+    def dialog_folder(self, kind: DialogFolder, default: Path) -> Path:
+        """Where a file dialog of ``kind`` opens: the folder it was last used in, if it still exists."""
+        last = self.settings.last_folder(kind)
+        return Path(last) if last and Path(last).is_dir() else default
+
+    def _remember_folder(self, kind: DialogFolder, chosen_file: str) -> None:
+        if chosen_file:
+            self.settings_ctl.apply(lambda s: s.with_last_folder(kind, Path(chosen_file).parent))
+
     def open_model_dialog(self) -> None:
-        path = dialogs.choose_gguf_file(self, self.paths.models_dir)
+        path = dialogs.choose_gguf_file(self, self.dialog_folder(DialogFolder.OPEN_MODEL, self.paths.models_dir))
         if path:
+            self._remember_folder(DialogFolder.OPEN_MODEL, path)
             self.load_model(path)
 
     def show_logs_folder(self) -> None:
@@ -338,12 +354,18 @@ class MainWindow(QMainWindow):
         self.composer.box.setFocus()
 
     def open_conversation(self, conv_id: int, focus_message: int | None = None) -> None:
-        """Show chat ``conv_id`` (allowed during a reply: the reply goes on in its own chat)."""
+        """Show chat ``conv_id`` (allowed during a reply: the reply goes on in its own chat); with
+        ``focus_message`` (a search hit) scroll to that message and mark the words searched for in it."""
         try:
             self.chat.open_conversation(conv_id, focus_message)
         except KeyError:
             self.banner.show_message(Severity.WARNING, "That chat no longer exists.")
+            self.chats_panel.refresh()
             self.chats_panel.set_current(self.chat.conversation_id)
+            return
+        terms = search_terms(self.chats_panel.search.text())
+        if focus_message is not None and terms:
+            self.chat_view.highlight_message(focus_message, terms)
 
     def _conversation_changed(self, conv_id: int | None) -> None:
         self.chats_panel.set_current(conv_id)
@@ -387,15 +409,19 @@ class MainWindow(QMainWindow):
         if conv_id is None:
             self.banner.show_message(Severity.INFO, "There is no chat to export yet.")
             return
-        outcome = conversation_export.export_conversation(self, self.conversations, conv_id, ExportFormat(fmt))
+        start = self.dialog_folder(DialogFolder.EXPORT, Path.home())
+        outcome = conversation_export.export_conversation(self, self.conversations, conv_id, ExportFormat(fmt), start)
         if outcome is not None:
+            self._remember_folder(DialogFolder.EXPORT, outcome.path)
             self.banner.show_message(outcome.severity, outcome.text)
 
     def import_conversation(self) -> None:
         """Ask for a chat exported as JSON, import it and open it."""
-        outcome = conversation_export.import_conversation(self, self.conversations)
+        start = self.dialog_folder(DialogFolder.IMPORT, Path.home())
+        outcome = conversation_export.import_conversation(self, self.conversations, start)
         if outcome is None:
             return
+        self._remember_folder(DialogFolder.IMPORT, outcome.path)
         if outcome.conv_id is not None:
             self.chats_panel.refresh()
             self.open_conversation(outcome.conv_id)
@@ -517,30 +543,14 @@ class MainWindow(QMainWindow):
             self.sampler_panel.set_candidates(t.candidates, t.candidates_lse, t.chosen_token)
 
     def _update_placeholder(self) -> None:
-        if self.chat.conversation_id is not None:
-            self.chat_view.set_placeholder("")
-        elif self.engine.model is not None:
-            m = self.engine.model
-            self.chat_view.set_placeholder(
-                f"<h2>{display_name(m.info.path)}</h2><p style='color:{palette.MUTED}'>{m.info.architecture} · "
-                f"{m.info.quant_type} · {format_bytes(m.info.file_size)} · n_ctx {m.n_ctx:,}</p>"
-                "<p>Ask anything. The panels show each step: the prompt's tokens, prefill, the KV cache, "
-                "time to first token, the decode loop and the sampler.</p>"
+        self.chat_view.set_placeholder(
+            placeholder_html(
+                has_chat=self.chat.conversation_id is not None,
+                model=self.engine.model,
+                loading=self.engine.state == EngineState.LOADING,
+                models_dir=self.paths.models_dir,
             )
-        elif self.engine.state == EngineState.LOADING:
-            self.chat_view.set_placeholder("<h2>Loading the model…</h2>")
-        else:
-            on_disk = sorted(p for p in self.paths.models_dir.rglob("*.gguf") if p.is_file())[:4]
-            quick = "".join(
-                f"<p><a href='{LOAD_LINK_PREFIX}{html.escape(str(p))}'>Load {html.escape(display_name(str(p)))}</a></p>"
-                for p in on_disk
-            )
-            self.chat_view.set_placeholder(
-                "<h2>No model loaded</h2>"
-                + quick
-                + f"<p><a href='{OPEN_LINK}'>Open a GGUF file</a> (Ctrl+O), drop one on this "
-                f"window, or <a href='{MODELS_LINK}'>find one on the Hugging Face Hub</a>.</p>"
-            )
+        )
 
     def show_about(self) -> None:
         ready = self.engine.ready_info
@@ -551,15 +561,23 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------------------ Qt events
     def dragEnterEvent(self, e: QDragEnterEvent) -> None:
-        if any(u.isLocalFile() and u.toLocalFile().lower().endswith(".gguf") for u in e.mimeData().urls()):
-            e.acceptProposedAction()
+        self.file_drop.enter(e)
+
+    def dragMoveEvent(self, e: QDragMoveEvent) -> None:
+        self.file_drop.move(e)
+
+    def dragLeaveEvent(self, e: QDragLeaveEvent) -> None:
+        self.file_drop.leave()
+        super().dragLeaveEvent(e)
 
     def dropEvent(self, e: QDropEvent) -> None:
-        for u in e.mimeData().urls():
-            if u.isLocalFile() and u.toLocalFile().lower().endswith(".gguf"):
-                self.load_model(u.toLocalFile())
-                e.acceptProposedAction()
-                return
+        self.file_drop.drop(e)
+
+    def resizeEvent(self, e: QResizeEvent) -> None:
+        """A window made wider gives its docks back their share (see :func:`window_layout.widen_docks`)."""
+        super().resizeEvent(e)
+        if e.oldSize().isValid() and e.size().width() > e.oldSize().width():
+            QTimer.singleShot(0, lambda: window_layout.widen_docks(self))
 
     def closeEvent(self, e: QCloseEvent) -> None:
         self.clock.stop()

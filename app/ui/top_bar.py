@@ -5,12 +5,15 @@ from __future__ import annotations
 import enum
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QMenu, QPushButton, QSizePolicy, QToolButton, QWidget
 
 from app.ui.engine_client import EngineState
 
 NO_MODEL_TEXT = "Select a model to load  ▾"
-MODEL_BUTTON_MAX_PX = 280
+MODEL_BUTTON_MAX_PX = 240  # the model picker's text, at most (elided in the middle)
+MODEL_BUTTON_MIN_PX = 110  # the picker's least width: the bar (and the window) may be this narrow
+_BUTTON_CHROME_PX = 44  # the picker's padding and menu arrow around its text
 
 _STATE_TEXT = {
     EngineState.STARTING: "starting engine…",
@@ -83,20 +86,48 @@ class TopBar(_NavBar):
         self.model_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         self.model_menu = QMenu(self.model_button)
         self.model_button.setMenu(self.model_menu)
-        self.set_model_text(NO_MODEL_TEXT)
+        self.model_button.setMinimumWidth(MODEL_BUTTON_MIN_PX)
+        self._model_text = NO_MODEL_TEXT
         self.row.addWidget(self.model_button)
         self.state_label = QLabel("")
         self.state_label.setObjectName("stateLabel")
         self.state_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.state_label.setMinimumWidth(120)
+        self.state_label.setMinimumWidth(90)
         self.row.addWidget(self.state_label)
         self.row.addStretch(1)
+        self.set_model_text(NO_MODEL_TEXT)
 
     def set_model_text(self, text: str, tooltip: str | None = None) -> None:
         """The model picker's label, elided so a long file name never widens the window."""
-        fm = self.model_button.fontMetrics()
-        self.model_button.setText(fm.elidedText(text, Qt.TextElideMode.ElideMiddle, MODEL_BUTTON_MAX_PX))
+        self._model_text = text
+        self._elide_model_text()
         self.model_button.setToolTip(text if tooltip is None else tooltip)
+        self.model_button.setAccessibleName(f"Model: {text.rstrip(' ▾')}")
+
+    @property
+    def model_text(self) -> str:
+        """The model picker's whole label (the button may show it elided)."""
+        return self._model_text
+
+    def resizeEvent(self, e: QResizeEvent) -> None:
+        super().resizeEvent(e)
+        self._elide_model_text()
+
+    def _elide_model_text(self) -> None:
+        """Elide the picker's label to the room the bar has (at most MODEL_BUTTON_MAX_PX)."""
+        m = self.row.contentsMargins()
+        fixed = (
+            m.left()
+            + m.right()
+            + sum(b.sizeHint().width() for b in self.nav.values())
+            + self.state_label.minimumWidth()
+            + 8
+            + 4 * max(0, self.row.spacing())
+            + _BUTTON_CHROME_PX
+        )
+        room = max(MODEL_BUTTON_MIN_PX - _BUTTON_CHROME_PX, min(MODEL_BUTTON_MAX_PX, self.width() - fixed))
+        fm = self.model_button.fontMetrics()
+        self.model_button.setText(fm.elidedText(self._model_text, Qt.TextElideMode.ElideMiddle, room))
 
     def show_state(self, state: EngineState) -> None:
         """``● ready``, ``● loading…``... coloured by the stylesheet's ``state`` property."""

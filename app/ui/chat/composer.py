@@ -8,7 +8,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QPlainTextEdit, QPushButton, 
 
 
 class PromptBox(QPlainTextEdit):
-    """The message box: Enter sends, Shift+Enter adds a line, Esc stops.
+    """The message box: Enter sends, Shift+Enter adds a line, Esc stops, Tab moves the focus on.
 
     Signals:
         submitted(str): Enter with text.
@@ -21,6 +21,10 @@ class PromptBox(QPlainTextEdit):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("promptBox")
+        self.setAccessibleName("Message to the model")
+        # Tab moves the focus on (Shift+Tab back), as in a form: keyboard users can leave the
+        # box. A literal tab is pasted, not typed (code pasted with tabs keeps them).
+        self.setTabChangesFocus(True)
         self.setPlaceholderText("Message the model — Enter to send, Shift+Enter for a new line, Esc to stop")
         self.setWordWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
         self.document().contentsChanged.connect(self._fit_height)

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 
 from app.core.chat import Role
 from app.ui.chat.markdown import TEXT_CSS, Segment, SegmentKind, StreamingDocument, plain_to_html
+from app.ui.common import dialogs
 
 
 class MessageAction(str, enum.Enum):
@@ -205,6 +206,10 @@ class MessageWidget(QFrame):
         self.role = role
         self.message_id = message_id
         self.setObjectName("userMessage" if role is Role.USER else "assistantMessage")
+        # The width is the chat column's, never the header's minimum: a layout lays out a
+        # height-for-width item at max(its minimum width, the width given), so a header wider
+        # than the column made the body's height be measured too wide and its last lines cut.
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(14, 10, 14, 10)
         lay.setSpacing(6)
@@ -212,6 +217,9 @@ class MessageWidget(QFrame):
         head.setSpacing(4)
         self.title = QLabel(title or ("You" if role is Role.USER else "Assistant"))
         self.title.setObjectName("msgRole")
+        self.title.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
+        self.title.setMinimumWidth(self.title.fontMetrics().horizontalAdvance("Assistant"))
+        self.title.setToolTip(self.title.text())
         head.addWidget(self.title)
         self.badge = QLabel("")
         self.badge.setObjectName("msgBadge")
@@ -225,8 +233,10 @@ class MessageWidget(QFrame):
         for w in (self.prev_btn, self.branch_label, self.next_btn):
             head.addWidget(w)
             w.hide()
-        self.info_btn = self._action_button("Details", "")
+        self.info_btn = self._action_button("Details", "", self.show_details)
         self.info_btn.hide()
+        self.details_dialog: dialogs.TextDialog | None = None
+        self._how_made = ""
         head.addWidget(self.info_btn)
         self.copy_btn = self._action_button("Copy", "Copy this message's text", self._copy)
         head.addWidget(self.copy_btn)
@@ -275,6 +285,7 @@ class MessageWidget(QFrame):
         b.setObjectName("msgAction")
         b.setText(text)
         b.setToolTip(tip)
+        b.setAccessibleName(tip or text)
         b.setCursor(Qt.CursorShape.PointingHandCursor)
         if slot is not None:
             b.clicked.connect(slot)
@@ -325,9 +336,26 @@ class MessageWidget(QFrame):
         self.next_btn.setEnabled(position < count)
 
     def set_how_made(self, text: str) -> None:
-        """The Details tooltip: model, quant, sampler settings, seed, measurements."""
-        self.info_btn.setToolTip(text)
+        """How the reply was made (model, quant, sampler settings, seed, measurements): the
+        Details button's tooltip, and the text its click shows (selectable, with Copy)."""
+        self._how_made = text
+        self.info_btn.setToolTip(text + "\n\nClick to open it (selectable, with Copy)." if text else "")
         self.info_btn.setVisible(bool(text))
+        if self.details_dialog is not None and self.details_dialog.isVisible():
+            self.details_dialog.text_box.setPlainText(text)
+
+    @property
+    def how_made(self) -> str:
+        return self._how_made
+
+    def show_details(self) -> None:
+        """Open how this reply was made in a small window with selectable text and a Copy button."""
+        if not self._how_made:
+            return
+        if self.details_dialog is not None:
+            self.details_dialog.close()
+            self.details_dialog.deleteLater()
+        self.details_dialog = dialogs.show_text(self, "How this reply was made", self._how_made)
 
     def set_streaming(self, on: bool) -> None:
         """Hide the actions that make no sense while this reply is being written."""

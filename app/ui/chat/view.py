@@ -8,6 +8,7 @@ from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from app.core.chat import Role
 from app.ui.chat.message import CodeBlock, MessageAction, MessageWidget, discard
+from app.ui.common.highlight import highlight_html
 
 __all__ = ["ChatView", "CodeBlock", "MessageAction", "MessageWidget"]
 
@@ -72,6 +73,13 @@ class ChatView(QScrollArea):
         self._col.addStretch(1)
         self.setWidget(self._inner)
         self.messages: list[MessageWidget] = []
+        self._highlighted: list[tuple[QLabel, str]] = []  # labels showing search matches, their own HTML
+        # A search match to keep in view while the chat just opened settles (layout passes move it).
+        self._scroll_target: QWidget | None = None
+        self._target_timer = QTimer(self)
+        self._target_timer.setSingleShot(True)
+        self._target_timer.setInterval(600)
+        self._target_timer.timeout.connect(lambda: setattr(self, "_scroll_target", None))
         self._follow = True
         self.verticalScrollBar().rangeChanged.connect(self._on_range)
         self.verticalScrollBar().valueChanged.connect(self._on_scroll)
@@ -107,7 +115,58 @@ class ChatView(QScrollArea):
             self._follow = False
             QTimer.singleShot(0, lambda: self.ensureWidgetVisible(w, 0, 40))
 
+    def highlight_message(self, message_id: int, terms: list[str]) -> int:
+        """Mark ``terms`` (search words, case-insensitive) in message ``message_id`` and scroll
+        to its first match (to the message when none is shown). The previous marks are
+        removed first; a message's next repaint with new text drops its marks.
+
+        Returns:
+            How many matches were marked (0 when the message is not shown).
+        """
+        self.clear_highlight()
+        w = self.widget_for(message_id)
+        if w is None:
+            return 0
+        labels = [w.body] if isinstance(w.body, QLabel) else w.body.findChildren(QLabel)
+        total = 0
+        first: QLabel | None = None
+        for label in labels:
+            original = label.text()
+            marked, n = highlight_html(original, terms)
+            if n:
+                self._highlighted.append((label, original))
+                label.setText(marked)
+                total += n
+                first = first or label
+        self._follow = False
+        self._scroll_target = first or w
+        self._target_timer.start()
+        QTimer.singleShot(0, self._scroll_to_target)
+        return total
+
+    def clear_highlight(self) -> None:
+        """Remove the search marks (labels whose text changed since keep their new text)."""
+        for label, original in self._highlighted:
+            try:
+                if label.text().count("background-color") > original.count("background-color"):
+                    label.setText(original)
+            except RuntimeError:  # the label was deleted with its message
+                pass
+        self._highlighted = []
+
+    def _scroll_to_target(self) -> None:
+        """Bring the search match into view (again after each layout change while the chat
+        just opened is still being laid out, see ``_target_timer``)."""
+        target = self._scroll_target
+        if target is None:
+            return
+        try:
+            self.ensureWidgetVisible(target, 0, max(40, self.viewport().height() // 3))
+        except RuntimeError:  # deleted meanwhile (the chat was closed)
+            self._scroll_target = None
+
     def clear(self) -> None:
+        self.clear_highlight()
         for w in self.messages:
             discard(w)
         self.messages = []
@@ -119,7 +178,9 @@ class ChatView(QScrollArea):
             w.refresh()
 
     def _on_range(self, _min: int, maximum: int) -> None:
-        if self._follow:
+        if self._scroll_target is not None:
+            self._scroll_to_target()
+        elif self._follow:
             self.verticalScrollBar().setValue(maximum)
 
     def _on_scroll(self, value: int) -> None:

@@ -6,8 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QUrl
-from PySide6.QtGui import QDesktopServices
-from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
+from PySide6.QtGui import QDesktopServices, QGuiApplication
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QMessageBox,
+    QPlainTextEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 
 def confirm(parent: QWidget | None, title: str, text: str, details: str = "", *, destructive: bool = True) -> bool:
@@ -66,3 +75,41 @@ def choose_open_path(parent: QWidget | None, title: str, start: Path, file_filte
     """A file to read ("" when cancelled)."""
     path, _ = QFileDialog.getOpenFileName(parent, title, str(start), file_filter)
     return path
+
+
+class TextDialog(QDialog):
+    """A small window with selectable, read-only text and Copy / Close buttons (not modal).
+
+    Attributes:
+        text_box: the read-only text (select with the mouse or the keyboard).
+        copy_button: copies the whole text to the clipboard.
+    """
+
+    def __init__(self, parent: QWidget | None, title: str, text: str) -> None:
+        super().__init__(parent)
+        self.setWindowTitle(title)
+        self.setObjectName("textDialog")
+        lay = QVBoxLayout(self)
+        self.text_box = QPlainTextEdit(text)
+        self.text_box.setReadOnly(True)
+        self.text_box.setAccessibleName(title)
+        lay.addWidget(self.text_box)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        self.copy_button = QPushButton("Copy")
+        buttons.addButton(self.copy_button, QDialogButtonBox.ButtonRole.ActionRole)
+        self.copy_button.clicked.connect(self._copy)
+        buttons.rejected.connect(self.close)
+        lay.addWidget(buttons)
+        self.resize(560, 360)
+
+    def _copy(self) -> None:
+        QGuiApplication.clipboard().setText(self.text_box.toPlainText())
+        self.copy_button.setText("Copied")
+
+
+def show_text(parent: QWidget | None, title: str, text: str) -> TextDialog:
+    """Show ``text`` in a :class:`TextDialog` (returns at once; the dialog deletes itself on close)."""
+    dlg = TextDialog(parent, title, text)
+    dlg.show()
+    dlg.activateWindow()
+    return dlg

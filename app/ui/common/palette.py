@@ -54,6 +54,7 @@ CACHED_BG = "#1e3a66"  # the reused-prefix chip
 CACHED_TEXT = "#cfe0ff"
 SPECIAL_TOKEN_BG = "#4a2d6b"  # chat-template special tokens
 PROMPT_TOKEN_BG = "#4d3b12"
+SEARCH_HIT_BG = "#7a5d00"  # a search match highlighted in a message
 # Generated tokens by the probability the model gave them, high to low.
 PROB_BG = ("#1f4d36", "#35512a", "#5a4b1c", "#5e3a1a", "#5e2226")
 

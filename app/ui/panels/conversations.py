@@ -52,6 +52,7 @@ class ConversationsPanel(QWidget):
         top = QHBoxLayout()
         self.search = QLineEdit()
         self.search.setObjectName("chatSearch")
+        self.search.setAccessibleName("Search all chats")
         self.search.setPlaceholderText("Search all chats…")
         self.search.setClearButtonEnabled(True)
         top.addWidget(self.search, 1)

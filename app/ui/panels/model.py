@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,6 +26,35 @@ from app.core import protocol as P
 from app.core.chat import ContextPolicy, LoadSettings
 from app.core.gguf_info import GGUFInfo, format_bytes, format_count
 from app.core.memory import estimate_memory, n_ubatch_for
+from app.ui.common import palette
+from app.ui.common.wheel_guard import guard_wheel
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one, else the CPU count).
+
+    The same count the engine's auto-threads rule uses (app/engine/threads.py); the UI may not
+    import the engine, so it is computed here too.
+    """
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def threads_warning(n_threads: int, cpus: int) -> str:
+    """The warning shown under n_threads ("" for auto, 0, or fewer threads than CPUs).
+
+    llama.cpp's threads wait for each other after every graph node: with a thread on every
+    CPU, one CPU taken by the window or another process stalls them all (decode fell to
+    3-20 tok/s on 2 CPUs).
+    """
+    if n_threads <= 0 or n_threads < cpus:
+        return ""
+    return (
+        f"⚠ {n_threads} threads on {cpus} CPU{'s' if cpus != 1 else ''}: every CPU is taken, and decode can collapse "
+        "when the window or another program needs one. Use auto (one CPU fewer) or fewer threads."
+    )
 
 
 class ModelPanel(QWidget):
@@ -120,6 +150,14 @@ class ModelPanel(QWidget):
             "Keep every token in the sliding-window layers' cache (more memory) so a "
             "cached prefix longer than the window can be reused across turns."
         )
+        for field, name in (
+            (self.n_ctx, "n_ctx"),
+            (self.n_gpu_layers, "n_gpu_layers"),
+            (self.n_threads, "n_threads"),
+            (self.n_batch, "n_batch"),
+            (self.policy, "context policy"),
+        ):
+            field.setAccessibleName(name)
         form.addRow("n_ctx", self.n_ctx)
         form.addRow("n_gpu_layers", self.n_gpu_layers)
         form.addRow("n_threads", self.n_threads)
@@ -130,6 +168,12 @@ class ModelPanel(QWidget):
         lay.addLayout(form)
         for w in (self.n_ctx, self.n_gpu_layers, self.n_threads, self.n_batch, self.policy):
             w.setMinimumWidth(60)
+        self.threads_note = QLabel("")
+        self.threads_note.setObjectName("threadsWarning")
+        self.threads_note.setStyleSheet(f"color: {palette.AMBER};")
+        self.threads_note.setWordWrap(True)
+        self.threads_note.hide()
+        lay.addWidget(self.threads_note)
         self.gpu_note = QLabel("")
         self.gpu_note.setObjectName("detailLabel")
         self.gpu_note.setWordWrap(True)
@@ -149,6 +193,7 @@ class ModelPanel(QWidget):
         self.swa_full.toggled.connect(self._person_edited)
         self.set_load_settings(settings)
         self._applied = settings
+        guard_wheel(self)
 
     # ----------------------------------------------------------------------------------------
     def load_settings(self) -> LoadSettings:
@@ -269,6 +314,9 @@ class ModelPanel(QWidget):
 
     def _edited(self) -> None:
         s = self.load_settings()
+        warning = threads_warning(s.n_threads, available_cpus())
+        self.threads_note.setText(warning)
+        self.threads_note.setVisible(bool(warning))
         changed = replace(s, context_policy=ContextPolicy.STOP) != replace(
             self._applied, context_policy=ContextPolicy.STOP
         )

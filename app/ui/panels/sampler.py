@@ -35,6 +35,7 @@ from app.core.sampling import (
 )
 from app.ui.common import palette
 from app.ui.common.palette import qcolor
+from app.ui.common.wheel_guard import guard_wheel
 
 
 def visible_token(text: str) -> str:
@@ -56,6 +57,7 @@ class ParamRow:
         self.slider.setSingleStep(max(1, round(spec.step * self._scale)))
         self.slider.setToolTip(spec.help)
         self.slider.setMinimumWidth(50)
+        self.slider.setAccessibleName(f"{spec.label} slider")
         if spec.kind is int:
             self.field: QSpinBox | QDoubleSpinBox = QSpinBox()
             self.field.setRange(int(spec.minimum), int(spec.maximum))
@@ -65,6 +67,7 @@ class ParamRow:
             self.field.setRange(spec.minimum, spec.maximum)
             self.field.setSingleStep(spec.step)
         self.field.setObjectName(f"field_{spec.name}")
+        self.field.setAccessibleName(spec.label)
         self.field.setToolTip(spec.help)
         self.field.setKeyboardTracking(False)
         self.field.setFixedWidth(66)
@@ -252,6 +255,7 @@ class SamplerPanel(QWidget):
         group.addButton(self.seed_fixed)
         self.seed_field = QSpinBox()
         self.seed_field.setObjectName("field_seed")
+        self.seed_field.setAccessibleName("fixed seed")
         self.seed_field.setRange(0, min(SEED_MAX, 2**31 - 1))
         self.seed_field.setKeyboardTracking(False)
         self.seed_random.toggled.connect(self._changed)
@@ -272,6 +276,7 @@ class SamplerPanel(QWidget):
         stop_label.setToolTip("Extra stop strings, separated by commas (\\n for a newline)")
         self.stop_field = QLineEdit()
         self.stop_field.setObjectName("stopField")
+        self.stop_field.setAccessibleName("Extra stop strings")
         self.stop_field.setPlaceholderText("extra stop strings, comma-separated")
         stop_box.addWidget(stop_label)
         stop_box.addWidget(self.stop_field, 1)
@@ -289,6 +294,7 @@ class SamplerPanel(QWidget):
         lay.addWidget(self.bars)
         lay.addStretch(1)
         self.set_settings(settings)
+        guard_wheel(self)
 
     # ----------------------------------------------------------------------------------------
     def settings(self) -> SamplerSettings:

@@ -1,0 +1,55 @@
+"""What the empty chat view says: the loaded model and what the panels show, a loading notice,
+or, with no model, links to load one (models already on disk first)."""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+from app.core import protocol as P
+from app.core.gguf_info import format_bytes
+from app.ui.common import palette
+from app.ui.top_bar import Page
+
+# The placeholder's links: open a file, show the models page, or load:<path>.
+OPEN_LINK = "open"
+MODELS_LINK = Page.MODELS.value
+LOAD_LINK_PREFIX = "load:"
+ON_DISK_SHOWN = 4  # models already in the models folder offered as one-click links
+
+
+def display_name(path: str) -> str:
+    """A model's name for the window: its file name without .gguf (and the split suffix)."""
+    name = Path(path).name
+    if name.lower().endswith(".gguf"):
+        name = name[:-5]
+    return re.sub(r"-\d{5}-of-\d{5}$", "", name)
+
+
+def placeholder_html(*, has_chat: bool, model: P.ModelLoaded | None, loading: bool, models_dir: Path) -> str:
+    """The empty view's rich text: "" when a chat is shown; else the model's facts, "Loading…",
+    or how to get a model (the first few GGUF files in ``models_dir`` as load links)."""
+    if has_chat:
+        return ""
+    if model is not None:
+        info = model.info
+        return (
+            f"<h2>{html.escape(display_name(info.path))}</h2><p style='color:{palette.MUTED}'>{info.architecture} · "
+            f"{info.quant_type} · {format_bytes(info.file_size)} · n_ctx {model.n_ctx:,}</p>"
+            "<p>Ask anything. The panels show each step: the prompt's tokens, prefill, the KV cache, "
+            "time to first token, the decode loop and the sampler.</p>"
+        )
+    if loading:
+        return "<h2>Loading the model…</h2>"
+    on_disk = sorted(p for p in models_dir.rglob("*.gguf") if p.is_file())[:ON_DISK_SHOWN]
+    quick = "".join(
+        f"<p><a href='{LOAD_LINK_PREFIX}{html.escape(str(p))}'>Load {html.escape(display_name(str(p)))}</a></p>"
+        for p in on_disk
+    )
+    return (
+        "<h2>No model loaded</h2>"
+        + quick
+        + f"<p><a href='{OPEN_LINK}'>Open a GGUF file</a> (Ctrl+O), drop one on this "
+        f"window, or <a href='{MODELS_LINK}'>find one on the Hugging Face Hub</a>.</p>"
+    )

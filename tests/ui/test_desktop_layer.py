@@ -1,0 +1,577 @@
+"""The desktop layer (issue 8): the wheel over panels, the n_threads warning, window size,
+the keyboard, the model picker, file dialogs' folders, Details, search, drag and drop."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtGui import QWheelEvent
+from PySide6.QtWidgets import QApplication, QLabel, QScrollArea
+
+from app.core.chat import LoadSettings
+from app.core.sampling import SamplerSettings
+from app.ui.panels.model import ModelPanel, available_cpus, threads_warning
+from app.ui.panels.sampler import SamplerPanel
+
+
+def _wheel(widget, steps: int = -3) -> None:
+    """A synthetic mouse wheel (``steps`` notches; negative scrolls down) over ``widget``'s centre."""
+    pos = QPointF(widget.width() / 2, widget.height() / 2)
+    ev = QWheelEvent(
+        pos,
+        QPointF(widget.mapToGlobal(pos.toPoint())),
+        QPoint(0, 0),
+        QPoint(0, 120 * steps),
+        Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier,
+        Qt.ScrollPhase.NoScrollPhase,
+        False,
+    )
+    QApplication.sendEvent(widget, ev)
+
+
+def _in_scroll_area(qtbot, panel) -> QScrollArea:
+    area = QScrollArea()
+    area.setWidgetResizable(True)
+    area.setWidget(panel)
+    area.resize(300, 200)  # shorter than the panel: the area can scroll
+    qtbot.addWidget(area)
+    area.show()
+    qtbot.waitExposed(area)
+    assert area.verticalScrollBar().maximum() > 0
+    return area
+
+
+# ------------------------------------------------------------------ the wheel scrolls panels
+def test_a_wheel_over_the_model_panel_scrolls_it_and_changes_no_setting(qtbot):
+    panel = ModelPanel(LoadSettings(n_batch=512))
+    area = _in_scroll_area(qtbot, panel)
+    area.verticalScrollBar().setValue(0)
+    edits = []
+    panel.load_settings_edited.connect(edits.append)
+    for w in (panel.n_batch, panel.n_ctx, panel.n_threads, panel.policy):
+        _wheel(w)
+    assert panel.n_batch.value() == 512
+    assert panel.load_settings() == LoadSettings(n_batch=512)
+    assert edits == []
+    assert area.verticalScrollBar().value() > 0  # the wheel went to the panel's scroll area
+
+
+def test_a_wheel_over_the_sampler_panel_scrolls_it_and_changes_no_setting(qtbot):
+    panel = SamplerPanel(SamplerSettings())
+    area = _in_scroll_area(qtbot, panel)
+    area.verticalScrollBar().setValue(0)
+    changes = []
+    panel.settings_changed.connect(changes.append)
+    row = panel.rows["frequency_penalty"]
+    before = panel.settings()
+    _wheel(row.slider)
+    _wheel(row.field, steps=3)
+    _wheel(panel.seed_field)
+    assert row.field.value() == 0.0
+    assert panel.settings() == before
+    assert changes == []
+    assert area.verticalScrollBar().value() > 0
+
+
+def test_a_focused_value_widget_takes_the_wheel(qtbot):
+    panel = ModelPanel(LoadSettings(n_batch=512))
+    area = _in_scroll_area(qtbot, panel)
+    area.activateWindow()
+    panel.n_batch.setFocus()
+    qtbot.waitUntil(panel.n_batch.hasFocus)
+    _wheel(panel.n_batch, steps=1)
+    assert panel.n_batch.value() != 512
+    assert panel.n_batch.focusPolicy() == Qt.FocusPolicy.StrongFocus
+
+
+# ------------------------------------------------------------------ n_threads warning
+def test_threads_warning_rule():
+    assert threads_warning(0, 2) == ""  # auto
+    assert threads_warning(1, 2) == ""
+    assert "2 threads on 2 CPUs" in threads_warning(2, 2)
+    assert threads_warning(8, 4)
+    assert threads_warning(3, 8) == ""
+
+
+def test_the_model_panel_warns_when_n_threads_takes_every_cpu(qtbot):
+    cpus = available_cpus()
+    panel = ModelPanel(LoadSettings(n_threads=0))
+    qtbot.addWidget(panel)
+    panel.show()
+    assert not panel.threads_note.isVisible()
+    panel.n_threads.setValue(cpus)
+    assert panel.threads_note.isVisible()
+    assert f"{cpus} threads on {cpus} CPU" in panel.threads_note.text()
+    panel.n_threads.setValue(max(1, cpus - 1) if cpus > 1 else 0)
+    assert not panel.threads_note.isVisible()
+    panel.set_load_settings(LoadSettings(n_threads=cpus + 2))
+    assert panel.threads_note.isVisible()
+
+
+# ------------------------------------------------------------------ the model picker lists the library
+def test_the_model_picker_lists_the_library_below_the_recent_models(qtbot, tiny_model):
+    import shutil
+
+    from PySide6.QtWidgets import QMenu
+
+    from app.ui.menus import fill_model_menu
+    from tests.ui.conftest import WAIT_MS, close_window, make_window
+
+    win = make_window(qtbot)
+    try:
+        in_library = win.paths.models_dir / "Library-Only-Q4_1.gguf"
+        shutil.copyfile(tiny_model, in_library)
+        win.settings_ctl.apply(lambda s: s.with_recent(str(tiny_model)))
+        win.models.refresh_library()
+        tab = win.models.library_tab
+        qtbot.waitUntil(lambda: any(e.path.name == in_library.name for e in tab.model.entries), timeout=WAIT_MS)
+        menu = QMenu()
+        fill_model_menu(win, menu)
+        texts = [a.text() for a in menu.actions()]
+        assert texts.index(tiny_model.name) < texts.index("In the library") < texts.index(in_library.name)
+        lib_action = next(a for a in menu.actions() if a.text() == in_library.name)
+        assert lib_action.isEnabled()
+        with qtbot.waitSignal(win.engine.model_loaded, timeout=WAIT_MS) as blocker:
+            lib_action.trigger()
+        assert blocker.args[0].info.path == str(in_library.resolve())
+    finally:
+        close_window(win)
+
+
+# ------------------------------------------------------------------ file dialogs remember their folder
+def test_settings_keep_one_last_folder_per_dialog_kind(tmp_path):
+    from app.core.settings import DialogFolder, Settings, SettingsStore
+
+    s = Settings().with_last_folder(DialogFolder.OPEN_MODEL, tmp_path / "models")
+    s = s.with_last_folder(DialogFolder.EXPORT, tmp_path / "out").with_last_folder(DialogFolder.IMPORT, tmp_path / "in")
+    store = SettingsStore(tmp_path / "settings.json")
+    store.save(s)
+    back = store.load()
+    assert back.last_folder(DialogFolder.OPEN_MODEL) == str(tmp_path / "models")
+    assert back.last_folder(DialogFolder.EXPORT) == str(tmp_path / "out")
+    assert back.last_folder(DialogFolder.IMPORT) == str(tmp_path / "in")
+    # A version-2 file without the fields reads as "no folder yet".
+    assert Settings.from_dict({"version": 2}).last_folder(DialogFolder.EXPORT) == ""
+
+
+def test_file_dialogs_open_in_the_folder_last_used_for_their_kind(qtbot, window, tmp_path, monkeypatch):
+    from PySide6.QtWidgets import QFileDialog
+
+    from app.core.settings import DialogFolder
+
+    models, exports, imports = (tmp_path / n for n in ("models", "exports", "imports"))
+    for d in (models, exports, imports):
+        d.mkdir()
+    starts: list[str] = []
+
+    def fake_open(_parent, _title, start, _filter):
+        starts.append(start)
+        return (str(models / "none.gguf") if "GGUF" in _filter else str(imports / "none.json")), ""
+
+    def fake_save(_parent, _title, start, _filter):
+        starts.append(start)
+        return str(exports / "chat.md"), ""
+
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", fake_open)
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", fake_save)
+    window.open_model_dialog()  # not a GGUF: refused, but the folder is remembered
+    window.chat.new_chat()
+    cid = window.conversations.create_conversation(title="A chat")
+    window.export_conversation(cid, "markdown")
+    window.import_conversation()
+    s = window.settings
+    assert (s.last_folder(DialogFolder.OPEN_MODEL), s.last_folder(DialogFolder.EXPORT)) == (str(models), str(exports))
+    assert s.last_folder(DialogFolder.IMPORT) == str(imports)
+    starts.clear()
+    window.open_model_dialog()
+    window.export_conversation(cid, "markdown")
+    window.import_conversation()
+    assert starts[0] == str(models)
+    assert starts[1] == str(exports / "A chat.md")
+    assert starts[2] == str(imports)
+
+
+# ------------------------------------------------------------------ Details opens, selectable and copyable
+def test_details_opens_how_the_reply_was_made_selectable_with_copy(qtbot, window):
+    from PySide6.QtGui import QGuiApplication
+
+    from tests.support.fake_engine import reply
+    from tests.ui.conftest import send
+
+    window.engine.script(reply("Good ", "morning", "!"))
+    send(qtbot, window, "Say good morning.")
+    reply_w = window.chat_view.messages[-1]
+    assert reply_w.info_btn.isVisible()
+    qtbot.mouseClick(reply_w.info_btn, Qt.MouseButton.LeftButton)
+    dlg = reply_w.details_dialog
+    assert dlg is not None and dlg.isVisible()
+    text = dlg.text_box.toPlainText()
+    assert text == reply_w.how_made and "tok/s" in text and "Q4_1" in text
+    assert dlg.text_box.isReadOnly()
+    assert dlg.text_box.textInteractionFlags() & Qt.TextInteractionFlag.TextSelectableByMouse
+    QGuiApplication.clipboard().setText("")
+    dlg.copy_button.click()
+    assert QGuiApplication.clipboard().text() == text
+    dlg.close()
+
+
+# ------------------------------------------------------------------ drag and drop copies, highlights, reports
+def _drag_events(paths, proposed=Qt.DropAction.MoveAction):
+    from PySide6.QtCore import QMimeData, QUrl
+    from PySide6.QtGui import QDragEnterEvent, QDropEvent
+
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
+    actions = Qt.DropAction.CopyAction | Qt.DropAction.MoveAction
+    enter = QDragEnterEvent(QPoint(10, 10), actions, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    drop = QDropEvent(QPointF(10, 10), actions, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    for ev in (enter, drop):
+        ev.setDropAction(proposed)  # a file manager proposing a Move (Shift held, or its default)
+    return mime, enter, drop
+
+
+def test_a_drop_is_accepted_as_a_copy_with_a_highlight_and_skipped_files_named(qtbot, tiny_model, tmp_path):
+    from tests.ui.conftest import WAIT_MS, close_window, make_window
+
+    win = make_window(qtbot)
+    try:
+        notes = tmp_path / "notes.txt"
+        notes.write_text("not a model")
+        _mime, enter, drop = _drag_events([notes, tiny_model])
+        assert not win.file_drop.highlight.isVisible()
+        win.dragEnterEvent(enter)
+        assert enter.isAccepted() and enter.dropAction() == Qt.DropAction.CopyAction
+        assert win.file_drop.highlight.isVisible() and win.file_drop.highlight.geometry() == win.rect()
+        with qtbot.waitSignal(win.engine.model_loaded, timeout=WAIT_MS):
+            win.dropEvent(drop)
+        assert drop.isAccepted() and drop.dropAction() == Qt.DropAction.CopyAction
+        assert not win.file_drop.highlight.isVisible()
+        assert win.engine.model.info.path == str(tiny_model.resolve())
+        assert tiny_model.exists()
+        assert "notes.txt" in win.banner.text.text() and "Skipped 1 dropped file" in win.banner.text.text()
+    finally:
+        close_window(win)
+
+
+def test_dropping_only_other_files_says_they_were_skipped(qtbot, tmp_path):
+    from tests.ui.conftest import close_window, make_window
+
+    win = make_window(qtbot)
+    try:
+        a, b = tmp_path / "a.png", tmp_path / "b.txt"
+        for f in (a, b):
+            f.write_bytes(b"x")
+        _mime, enter, drop = _drag_events([a, b])
+        win.dragEnterEvent(enter)
+        win.dropEvent(drop)
+        assert drop.dropAction() == Qt.DropAction.CopyAction
+        text = win.banner.text.text()
+        assert "Skipped 2 dropped files" in text and "a.png" in text and "b.txt" in text
+        assert win.engine.model is None
+    finally:
+        close_window(win)
+
+
+# ------------------------------------------------------------------ the chat at any width
+PARAGRAPH = (
+    "This is a paragraph of a reply that is long enough to wrap over several lines at most widths, "
+    "so that its last line shows whether the label's height fits its text. "
+)
+REPLY = "\n\n".join(f"Paragraph {j + 1}. " + PARAGRAPH * (1 + j % 3) for j in range(4))
+
+
+def _body_labels(msg):
+    from PySide6.QtWidgets import QLabel
+
+    return [msg.body] if isinstance(msg.body, QLabel) else msg.body.findChildren(QLabel)
+
+
+def _assert_chat_fits(qtbot, view) -> None:
+    """Every message is laid out at its height for its width, every body label shows all its
+    lines, and the view shows messages (not blank space) at the top, middle and bottom."""
+    QApplication.processEvents()
+    col = view.widget()
+    for msg in view.messages:
+        assert msg.width() <= view.viewport().width()
+        assert msg.height() >= msg.heightForWidth(msg.width()), (msg.height(), msg.heightForWidth(msg.width()))
+        for lab in _body_labels(msg):
+            if lab.isVisible() and lab.wordWrap():
+                assert lab.height() >= lab.heightForWidth(lab.width()), (lab.width(), lab.height())
+    last = view.messages[-1]
+    # The column ends with the last message (its margin only): no blank space to scroll into.
+    assert col.height() - (last.y() + last.height()) <= col.layout().contentsMargins().bottom() + 1 or (
+        col.height() == view.viewport().height()
+    )
+    bar = view.verticalScrollBar()
+    for value in (0, bar.maximum() // 2, bar.maximum()):
+        bar.setValue(value)
+        QApplication.processEvents()
+        top, bottom = bar.value(), bar.value() + view.viewport().height()
+        shown = [m for m in view.messages if m.y() < bottom and m.y() + m.height() > top]
+        assert shown, f"blank view at scroll {value} of {bar.maximum()}"
+
+
+def test_message_bodies_fit_their_text_at_every_width(qtbot):
+    from app.ui.chat.view import ChatView
+
+    view = ChatView()
+    qtbot.addWidget(view)
+    for i in range(3):
+        view.add_message("user", f"Question {i}: tell me something long, please.", message_id=2 * i + 1)
+        m = view.add_message("assistant", REPLY, title="Tiny-Chat-Q4_1-with-a-long-name", message_id=2 * i + 2)
+        m.set_how_made("model · Q4_1")
+        m.set_footer("252 tokens · 50.0 tok/s · TTFT 50 ms")
+    view.resize(900, 500)
+    view.show()
+    qtbot.waitExposed(view)
+    for width in (900, 420, 360, 640, 300, 900):
+        view.resize(width, 500)
+        _assert_chat_fits(qtbot, view)
+
+
+def test_the_window_chat_fits_at_real_window_sizes_and_docks_grow_back(qtbot, window):
+    from tests.support.fake_engine import reply
+
+    for i in range(3):
+        window.engine.script(reply(*[w + " " for w in REPLY.split(" ")]))
+        from tests.ui.conftest import send
+
+        send(qtbot, window, f"Question {i}: something long, please.")
+    sizes = [(1280, 720), (1024, 640), (1100, 700), (1366, 768), (1920, 1080)]
+    for w, h in sizes:
+        window.resize(w, h)
+        qtbot.waitUntil(lambda w=w, h=h: window.size().toTuple() == (w, h))
+        _assert_chat_fits(qtbot, window.chat_view)
+    # Grown back: the docks have their share again (not the squeezed width of the small window).
+    from app.ui.window_layout import dock_widths
+
+    left, right = dock_widths(1920)
+    qtbot.waitUntil(lambda: window.model_dock.width() >= left and window.stats_dock.width() >= right)
+
+
+# ------------------------------------------------------------------ the first window fits the screen
+SCREENS = [(1366, 768), (1280, 720), (1920, 1080)]
+
+
+def test_the_first_window_fits_the_available_screen():
+    from PySide6.QtCore import QRect
+
+    from app.ui.window_layout import FRAME_ALLOWANCE, PREFERRED_SIZE, initial_layout
+
+    for sw, sh in SCREENS:
+        avail = QRect(0, 27, sw, sh - 27 - 40)  # a top bar and a task bar
+        lay = initial_layout(avail)
+        framed = lay.geometry.adjusted(-FRAME_ALLOWANCE[0] // 2, -(FRAME_ALLOWANCE[1] - FRAME_ALLOWANCE[0] // 2), 0, 0)
+        assert avail.contains(framed.topLeft()) and avail.contains(lay.geometry.bottomRight()), (sw, sh, lay)
+        assert lay.geometry.width() <= PREFERRED_SIZE[0] and lay.geometry.height() <= PREFERRED_SIZE[1]
+        assert lay.left_width + lay.right_width < lay.geometry.width() // 2  # the chat keeps half or more
+
+
+def test_the_window_and_its_parts_fit_each_screen_size(qtbot, window):
+    from app.ui.window_layout import FRAME_ALLOWANCE
+
+    hint = window.minimumSizeHint()
+    assert hint.width() <= 1280 - FRAME_ALLOWANCE[0] and hint.height() <= 720 - FRAME_ALLOWANCE[1] - 40, hint
+    for sw, sh in SCREENS:
+        w, h = sw - FRAME_ALLOWANCE[0], sh - FRAME_ALLOWANCE[1] - 40
+        window.resize(w, h)
+        qtbot.waitUntil(lambda w=w, h=h: window.size().toTuple() == (w, h))
+        QApplication.processEvents()
+        inside = window.rect()
+        for part in (
+            window.composer,
+            window.composer.button,
+            window.top_bar,
+            window.chat_view,
+            window.chats_dock,
+            window.model_dock,
+            window.stats_dock,
+            window.sampler_dock,
+            window.tokens_dock,
+        ):
+            r = part.rect().translated(part.mapTo(window, QPoint(0, 0)))
+            assert part.isVisible() and inside.contains(r), (sw, sh, part.objectName(), r, inside)
+            assert r.width() >= part.minimumSizeHint().width() or part is window.chat_view, (sw, part.objectName())
+        assert window.chat_view.viewport().height() > 150 and window.chat_view.viewport().width() > 400
+
+
+# ------------------------------------------------------------------ search marks the match and scrolls to it
+def test_highlight_marks_text_not_tags_or_entities():
+    from app.ui.common.highlight import HIT_OPEN, highlight_html
+
+    marked, n = highlight_html("<p style='zebra'>A Zebra &amp; a zebra-crossing</p>", ["zebra", "amp"])
+    assert n == 2
+    assert marked == f"<p style='zebra'>A {HIT_OPEN}Zebra</span> &amp; a {HIT_OPEN}zebra</span>-crossing</p>"
+    assert highlight_html("<style>p {}</style><p>p</p>", ["p"])[1] == 1
+
+
+def test_opening_a_search_hit_marks_the_words_and_scrolls_to_them(qtbot, window):
+    from app.ui.common.highlight import HIT_OPEN
+    from tests.support.fake_engine import reply
+    from tests.ui.conftest import send
+
+    window.resize(1280, 720)
+    filler = "\n\n".join(PARAGRAPH * 2 for _ in range(4))
+    for i in range(3):
+        window.engine.script(reply(filler))  # one piece: max_tokens (48) does not cut it
+        send(qtbot, window, f"Question {i}, with filler.")
+    window.engine.script(reply("Filler first. ", filler, "\n\nThe ", "okapi ", "lives ", "in ", "forests."))
+    send(qtbot, window, "Where does the okapi live?")
+    window.engine.script(reply(filler))
+    send(qtbot, window, "More filler after it.")
+    target = window.chat_view.messages[-3]
+    conv = window.chat.conversation_id
+    window.new_chat()
+    window.chats_panel.search.setText("OKAPI")
+    window.chats_panel.refresh()
+    hits = [window.chats_panel.list.item(i) for i in range(window.chats_panel.list.count())]
+    hit = next(h for h in hits if "assistant" in h.text())
+    window.chats_panel.list.itemClicked.emit(hit)
+    assert window.chat.conversation_id == conv
+    view = window.chat_view
+    shown = view.widget_for(target.message_id)
+    labels = shown.body.findChildren(QLabel)
+    marked = [lab for lab in labels if HIT_OPEN in lab.text()]
+    assert len(marked) == 1 and f"{HIT_OPEN}okapi</span>" in marked[0].text()
+    label = marked[0]
+
+    def label_on_screen() -> bool:
+        top = label.mapTo(view.widget(), QPoint(0, 0)).y()
+        bar = view.verticalScrollBar()
+        return bar.value() <= top and top + label.height() <= bar.value() + view.viewport().height()
+
+    qtbot.waitUntil(lambda: view.verticalScrollBar().maximum() > view.viewport().height())
+    qtbot.waitUntil(label_on_screen)
+    qtbot.wait(700)  # the view settled: the match stays on screen
+    assert label_on_screen()
+    assert 0 < view.verticalScrollBar().value() < view.verticalScrollBar().maximum()  # neither top nor bottom
+
+
+# ------------------------------------------------------------------ keyboard-only use
+def _press(qtbot, win, key, mods=Qt.KeyboardModifier.ControlModifier) -> None:
+    target = QApplication.focusWidget() or win
+    qtbot.keyClick(target, key, mods)
+    QApplication.processEvents()
+
+
+def _active(qtbot, win) -> None:
+    win.activateWindow()
+    qtbot.waitUntil(win.isActiveWindow)
+
+
+def test_tab_leaves_the_composer_and_shift_enter_still_adds_a_line(qtbot, window):
+    _active(qtbot, window)
+    box = window.composer.box
+    box.setFocus()
+    qtbot.waitUntil(box.hasFocus)
+    qtbot.keyClicks(box, "one")
+    qtbot.keyClick(box, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)
+    qtbot.keyClicks(box, "two")
+    qtbot.keyClick(box, Qt.Key.Key_Tab)
+    assert not box.hasFocus()
+    assert box.toPlainText() == "one\ntwo"
+    qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Backtab, Qt.KeyboardModifier.ShiftModifier)
+    assert box.hasFocus()
+
+
+def test_shortcuts_reach_search_chats_pages_and_panels(qtbot, window):
+    from tests.support.fake_engine import reply
+    from tests.ui.conftest import send
+
+    _active(qtbot, window)
+    ids = []
+    for i in range(3):
+        window.new_chat()
+        window.engine.script(reply("Reply ", str(i)))
+        send(qtbot, window, f"Chat number {i}")
+        ids.append(window.chat.conversation_id)
+    order = [c.id for c in window.conversations.list_conversations()]  # newest first, as listed
+    assert window.chat.conversation_id == order[0]
+    window.composer.box.setFocus()
+    _press(qtbot, window, Qt.Key.Key_PageDown)
+    assert window.chat.conversation_id == order[1]
+    _press(qtbot, window, Qt.Key.Key_PageDown)
+    assert window.chat.conversation_id == order[2]
+    _press(qtbot, window, Qt.Key.Key_PageUp)
+    assert window.chat.conversation_id == order[1]
+
+    for key in (Qt.Key.Key_K, Qt.Key.Key_F):
+        window.composer.box.setFocus()
+        _press(qtbot, window, key)
+        assert window.chats_panel.search.hasFocus()
+
+    _press(qtbot, window, Qt.Key.Key_2)
+    assert window.pages.currentIndex() == 1
+    _press(qtbot, window, Qt.Key.Key_1)
+    assert window.pages.currentIndex() == 0
+    _press(qtbot, window, Qt.Key.Key_M)
+    assert window.pages.currentIndex() == 1
+    _press(qtbot, window, Qt.Key.Key_1)
+
+    ctrl_shift = Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier
+    docks = (window.chats_dock, window.model_dock, window.stats_dock, window.sampler_dock, window.tokens_dock)
+    keys = (Qt.Key.Key_1, Qt.Key.Key_2, Qt.Key.Key_3, Qt.Key.Key_4, Qt.Key.Key_5)
+    for dock, key in zip(docks, keys, strict=True):
+        assert dock.isVisible()
+        _press(qtbot, window, key, ctrl_shift)
+        assert not dock.isVisible(), dock.objectName()
+        _press(qtbot, window, key, ctrl_shift)
+        assert dock.isVisible(), dock.objectName()
+
+
+def test_the_shortcuts_sheet_lists_every_shortcut_from_the_actions(qtbot, window):
+    from PySide6.QtGui import QAction, QKeySequence
+
+    from app.ui.menus import COMPOSER_KEYS, shortcut_sheet
+
+    rows = shortcut_sheet(window)
+    listed = " | ".join(f"{what}: {keys}" for what, keys in rows)
+    actions = [a for a in window.findChildren(QAction) if a.shortcuts() and a.isVisible()]
+    assert len(actions) >= 14
+    for a in actions:
+        for k in a.shortcuts():
+            assert k.toString(QKeySequence.SequenceFormat.NativeText) in listed, a.text()
+    for what in ("Search chats", "Next chat", "Previous chat", "Models page", "Stats panel", "Keyboard shortcuts"):
+        assert what in listed
+    assert all(f"{what}: {keys}" in listed for what, keys in COMPOSER_KEYS)
+    from app.ui.common.dialogs import TextDialog
+
+    window.menu_actions.shortcuts.trigger()
+    [dlg] = [d for d in window.findChildren(TextDialog) if d.objectName() == "shortcutsDialog" and d.isVisible()]
+    text = dlg.text_box.toPlainText()
+    assert all(keys in text for _what, keys in rows)
+    dlg.close()
+
+
+def test_every_actionable_widget_has_a_name_a_screen_reader_can_read(qtbot, window):
+    from PySide6.QtWidgets import QWidget
+
+    from app.ui.common.accessibility import needs_name
+    from tests.support.fake_engine import reply
+    from tests.ui.conftest import send
+
+    window.engine.script(reply("A ", "reply."))
+    send(qtbot, window, "Hello")
+    window.show_page("models")
+    window.show_page("chat")
+    unnamed = [
+        (type(w).__name__, w.objectName(), type(w.parentWidget()).__name__)
+        for w in window.findChildren(QWidget)
+        if needs_name(w)
+    ]
+    assert unnamed == []
+    box = window.composer.box
+    assert box.accessibleName() == "Message to the model"
+    assert window.sampler_panel.rows["temperature"].slider.accessibleName().startswith("temperature")
+    assert window.model_panel.n_threads.accessibleName() == "n_threads"
+    assert window.chat_view.messages[-1].delete_btn.accessibleName().startswith("Delete")
+
+
+def test_a_wheel_over_the_models_page_changes_no_choice(qtbot, window):
+    window.show_page("models")
+    window.models.show_tab("hub")
+    sort = window.models.hub_tab.sort
+    qtbot.waitUntil(sort.isVisible)
+    sort.setCurrentIndex(0)
+    _wheel(sort, steps=-1)  # a notch down: the next entry, were the combo box to take it
+    assert sort.currentIndex() == 0 and sort.count() > 1
