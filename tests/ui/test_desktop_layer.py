@@ -575,3 +575,14 @@ def test_a_wheel_over_the_models_page_changes_no_choice(qtbot, window):
     sort.setCurrentIndex(0)
     _wheel(sort, steps=-1)  # a notch down: the next entry, were the combo box to take it
     assert sort.currentIndex() == 0 and sort.count() > 1
+
+
+def test_n_ctx_shows_the_value_llama_cpp_will_use(qtbot, window) -> None:
+    """llama.cpp pads n_ctx to a multiple of 256: a typed 1 or 1000 reads 256 or 1024; 0 stays "trained length"."""
+    field = window.model_panel.n_ctx
+    for typed, used in ((1, 256), (1000, 1024), (4096, 4096), (0, 0)):
+        field.setFocus()
+        field.lineEdit().selectAll()
+        qtbot.keyClicks(field, str(typed) if typed else "0")
+        qtbot.keyClick(field, Qt.Key.Key_Return)
+        assert field.value() == used, (typed, field.value())

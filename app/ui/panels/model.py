@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 from app.core import protocol as P
 from app.core.chat import ContextPolicy, LoadSettings
 from app.core.gguf_info import GGUFInfo, format_bytes, format_count
-from app.core.memory import estimate_memory, n_ubatch_for
+from app.core.memory import CTX_PAD, estimate_memory, n_ubatch_for
 from app.ui.common import palette
 from app.ui.common.wheel_guard import guard_wheel
 
@@ -125,6 +125,8 @@ class ModelPanel(QWidget):
             "Context length in tokens: how much conversation the model can see. "
             "llama.cpp rounds it up to a multiple of 256. The KV cache grows with it."
         )
+        # What llama.cpp will use is what the field shows: typed values round up to CTX_PAD.
+        self.n_ctx.editingFinished.connect(lambda: self.n_ctx.setValue(-(-self.n_ctx.value() // CTX_PAD) * CTX_PAD))
         self.n_gpu_layers = QSpinBox()
         self.n_gpu_layers.setObjectName("field_n_gpu_layers")
         self.n_gpu_layers.setRange(-1, 999)
