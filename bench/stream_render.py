@@ -45,7 +45,24 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 KINDS = ("table", "code", "list", "latex")
-_WORDS = "alpha beta gamma delta epsilon zeta theta kappa lambda sigma omega vector matrix tensor cache batch".split()
+_WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "epsilon",
+    "zeta",
+    "theta",
+    "kappa",
+    "lambda",
+    "sigma",
+    "omega",
+    "vector",
+    "matrix",
+    "tensor",
+    "cache",
+    "batch",
+]
 
 
 def _word(i: int) -> str:
@@ -205,7 +222,7 @@ def main() -> int:
         cpu0, wall0 = time.process_time(), time.perf_counter()
         win.chat.send(f"Write a long {kind}.")
         loop_wait(app, lambda: bool(finished), 3600)
-        loop_wait(app, lambda: win.chat_view.messages[-1].text == text and not engine.generating, 60)
+        loop_wait(app, lambda t=text: win.chat_view.messages[-1].text == t and not engine.generating, 60)
         settle(app, 0.3)  # the last repaint (the repaint clock runs at 30 Hz)
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
         gaps = state["gaps"]

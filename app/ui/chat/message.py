@@ -4,6 +4,7 @@ Markdown with highlighted code blocks for replies), and a stats footer."""
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QDesktopServices, QFontDatabase, QGuiApplication
@@ -57,7 +58,11 @@ def _rich_label(html: str, obj_name: str = "msgText") -> QLabel:
 
 
 class CodeBlock(QFrame):
-    """A highlighted code block with its language and a Copy button."""
+    """A highlighted code block with its language and a Copy button.
+
+    The code is shown as one label per chunk of ``CODE_CHUNK`` lines (segments of
+    :mod:`app.ui.chat.markdown`): while a block streams only its last label changes.
+    """
 
     def __init__(self, seg: Segment, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -79,11 +84,13 @@ class CodeBlock(QFrame):
         hl.addStretch(1)
         hl.addWidget(self.copy_btn)
         lay.addWidget(head)
-        self.body = QLabel()
+        self.body = QWidget()
         self.body.setObjectName("codeBody")
-        self.body.setTextFormat(Qt.TextFormat.RichText)
-        self.body.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.body.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self._body_lay = QVBoxLayout(self.body)
+        self._body_lay.setContentsMargins(0, 0, 0, 0)
+        self._body_lay.setSpacing(0)
+        self._chunks: list[QLabel] = []
+        self._codes: list[str] = []
         self.scroll = QScrollArea()
         self.scroll.setObjectName("codeScroll")
         self.scroll.setWidget(self.body)
@@ -91,16 +98,49 @@ class CodeBlock(QFrame):
         self.scroll.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.scroll.setFrameShape(QFrame.Shape.NoFrame)
         lay.addWidget(self.scroll)
-        self.code = ""
-        self.set_segment(seg)
+        self.add_chunk(seg)
+
+    @property
+    def code(self) -> str:
+        """The whole code (what Copy copies)."""
+        return "\n".join(self._codes)
+
+    def add_chunk(self, seg: Segment) -> int:
+        """Append a chunk of lines; returns its index."""
+        label = QLabel()
+        label.setObjectName("codeChunk")
+        label.setTextFormat(Qt.TextFormat.RichText)
+        label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        label.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self._body_lay.addWidget(label)
+        self._chunks.append(label)
+        self._codes.append("")
+        self.set_chunk(len(self._chunks) - 1, seg)
+        return len(self._chunks) - 1
+
+    def set_chunk(self, index: int, seg: Segment) -> None:
+        """Show ``seg`` as chunk ``index`` (the growing last chunk while streaming)."""
+        self._codes[index] = seg.code
+        self._chunks[index].setText(seg.html)
+        self._fit()
+
+    def remove_chunk(self, index: int) -> None:
+        discard(self._chunks.pop(index))
+        self._codes.pop(index)
+        self._fit()
+
+    def chunk_count(self) -> int:
+        return len(self._chunks)
 
     def set_segment(self, seg: Segment) -> None:
-        self.code = seg.code
+        """Show ``seg`` as the last chunk."""
         self.lang.setText(seg.language or "text")
-        self.body.setText(seg.html)
-        self.body.adjustSize()
+        self.set_chunk(len(self._chunks) - 1, seg)
+
+    def _fit(self) -> None:
+        height = sum(c.sizeHint().height() for c in self._chunks)
         bar = self.scroll.horizontalScrollBar().sizeHint().height()
-        self.scroll.setFixedHeight(self.body.sizeHint().height() + bar + 4)
+        self.scroll.setFixedHeight(height + bar + 4)
 
     def _copy(self) -> None:
         QGuiApplication.clipboard().setText(self.code)
@@ -115,18 +155,33 @@ def discard(w: QWidget) -> None:
     w.deleteLater()
 
 
+@dataclass
+class _Placed:
+    """Where a segment is shown: its own widget, or chunk ``index`` of a code block."""
+
+    seg: Segment
+    widget: QWidget
+    index: int = -1  # a code chunk's index in its CodeBlock; -1: the widget is the segment's own
+
+
 class MarkdownView(QWidget):
-    """A reply rendered as segment widgets; while streaming only the last ones change."""
+    """A reply rendered as segment widgets; while streaming only the last one changes.
+
+    A segment that continues a block (``Segment.cont``: a cut table's later rows, a code
+    block's later lines) is shown joined to the previous one: a code chunk goes into the
+    same :class:`CodeBlock`, a table chunk sits right under the previous one.
+    """
+
+    GAP = 6  # px between blocks
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._lay = QVBoxLayout(self)
         self._lay.setContentsMargins(0, 0, 0, 0)
-        self._lay.setSpacing(6)
+        self._lay.setSpacing(0)
         self._doc = StreamingDocument()
-        self._final_widgets: list[QWidget] = []
-        self._tail_widgets: list[QWidget] = []
-        self._tail_kinds: list[SegmentKind] = []
+        self._widgets: list[QWidget] = []  # top-level widgets, in order
+        self._tail: _Placed | None = None
         self.source = ""
 
     def set_markdown(self, source: str) -> None:
@@ -138,45 +193,56 @@ class MarkdownView(QWidget):
         self.source = source
         newly, tail = self._doc.update(source)
         if newly:
-            for w in self._tail_widgets:
-                discard(w)
-            self._tail_widgets, self._tail_kinds = [], []
+            self._drop_tail()
             for seg in newly:
-                w = self._make(seg)
-                self._lay.addWidget(w)
-                self._final_widgets.append(w)
-        if [s.kind for s in tail] == self._tail_kinds:
-            for w, seg in zip(self._tail_widgets, tail, strict=True):
-                self._update(w, seg)
+                self._place(seg)
+        if not tail:
+            self._drop_tail()
+            return
+        seg = tail[0]
+        old = self._tail
+        if old is not None and (old.seg.kind, old.seg.cont) == (seg.kind, seg.cont):
+            if old.index >= 0 and isinstance(old.widget, CodeBlock):
+                old.widget.set_chunk(old.index, seg)
+            elif isinstance(old.widget, CodeBlock):
+                old.widget.set_segment(seg)
+            elif isinstance(old.widget, QLabel):
+                old.widget.setText(_label_html(seg))
+            old.seg = seg
+            return
+        self._drop_tail()
+        self._tail = self._place(seg)
+
+    def _place(self, seg: Segment) -> _Placed:
+        last = self._widgets[-1] if self._widgets else None
+        if seg.kind is SegmentKind.CODE and seg.cont and isinstance(last, CodeBlock):
+            return _Placed(seg, last, last.add_chunk(seg))
+        w: QWidget = CodeBlock(seg) if seg.kind is SegmentKind.CODE else _rich_label(_label_html(seg))
+        w.setContentsMargins(0, 0 if (seg.cont or not self._widgets) else self.GAP, 0, 0)
+        self._lay.addWidget(w)
+        self._widgets.append(w)
+        return _Placed(seg, w)
+
+    def _drop_tail(self) -> None:
+        t, self._tail = self._tail, None
+        if t is None:
+            return
+        if t.index >= 0 and isinstance(t.widget, CodeBlock):
+            t.widget.remove_chunk(t.index)
         else:
-            for w in self._tail_widgets:
-                discard(w)
-            self._tail_widgets = []
-            for seg in tail:
-                w = self._make(seg)
-                self._lay.addWidget(w)
-                self._tail_widgets.append(w)
-            self._tail_kinds = [s.kind for s in tail]
+            self._widgets.remove(t.widget)
+            discard(t.widget)
 
     def _clear(self) -> None:
-        for w in self._final_widgets + self._tail_widgets:
+        for w in self._widgets:
             discard(w)
-        self._final_widgets, self._tail_widgets, self._tail_kinds = [], [], []
+        self._widgets, self._tail = [], None
         self._doc = StreamingDocument()
         self.source = ""
 
-    @staticmethod
-    def _make(seg: Segment) -> QWidget:
-        if seg.kind is SegmentKind.CODE:
-            return CodeBlock(seg)
-        return _rich_label(f"<style>{TEXT_CSS}</style>{seg.html}")
 
-    @staticmethod
-    def _update(w: QWidget, seg: Segment) -> None:
-        if isinstance(w, CodeBlock):
-            w.set_segment(seg)
-        elif isinstance(w, QLabel):
-            w.setText(f"<style>{TEXT_CSS}</style>{seg.html}")
+def _label_html(seg: Segment) -> str:
+    return f"<style>{TEXT_CSS}</style>{seg.html}"
 
 
 class MessageWidget(QFrame):
