@@ -1,4 +1,4 @@
-"""Markdown to Qt rich text, with highlighted code blocks.
+"""Markdown to Qt rich text, with highlighted code blocks and LaTeX formulas.
 
 Parsing is markdown-it-py (CommonMark + tables + strikethrough); code
 highlighting is Pygments with inline styles (Qt's rich-text engine has no
@@ -19,6 +19,7 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from app.ui.chat.highlight import CODE_CHUNK, CODE_CONTEXT, code_chunks, highlight_chunk, pre
+from app.ui.chat.mathtex import MathStyle, current_style, protect, restore
 from app.ui.common import palette
 
 _md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable(
@@ -271,7 +272,6 @@ def _with_widths(body: str, widths: tuple[int, ...]) -> str:
     return "".join(out).replace("<table>", '<table width="100%">')
 
 
-@lru_cache(maxsize=512)
 def render_table_chunk(header: tuple[str, ...], rows: str, widths: tuple[int, ...]) -> str:
     """A chunk of a cut table: ``header`` rows (empty for the first chunk, whose source holds them)
     put before ``rows`` to parse, and left out of the HTML."""
@@ -282,10 +282,15 @@ def render_table_chunk(header: tuple[str, ...], rows: str, widths: tuple[int, ..
     return _with_widths(body, widths)
 
 
-@lru_cache(maxsize=512)
 def render_text(source: str) -> str:
-    """Markdown prose to Qt rich text (cached: finished segments are rendered once)."""
-    return _md.render(source)
+    """Markdown prose to Qt rich text, formulas drawn (cached: finished segments are rendered once)."""
+    return _render_text(source, current_style())
+
+
+@lru_cache(maxsize=512)
+def _render_text(source: str, style: MathStyle) -> str:
+    text, formulas = protect(source)
+    return restore(_md.render(text), formulas, style)
 
 
 def _is_blank_gap(lines: list[str], a: int, b: int) -> bool:
