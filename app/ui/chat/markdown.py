@@ -67,6 +67,7 @@ class Segment:
 
 
 LIST_CHUNK = 16  # list items per segment: a long streaming list re-renders only its last chunk
+LIST_LINES = 12  # ... or fewer items, once a chunk holds this many lines (nested items make items long)
 TABLE_CHUNK = 16  # table body rows per segment
 QUOTE_CHUNK = 4  # blocks (paragraphs, lists) of a block quote per segment
 
@@ -116,7 +117,7 @@ def split_blocks(source: str) -> list[tuple[SegmentKind, str, str, int]]:
 
     Code fences are their own pieces, cut every ``CODE_CHUNK`` lines; tables are their own
     pieces, cut every ``TABLE_CHUNK`` body rows; prose is split at blank lines, long lists
-    every ``LIST_CHUNK`` items (an ordered list's later chunks keep their numbers: CommonMark
+    every ``LIST_CHUNK`` items or ``LIST_LINES`` lines (an ordered list's later chunks keep their numbers: CommonMark
     starts a list at its first number) and block quotes every ``QUOTE_CHUNK`` blocks, so that
     while a reply streams only the last piece changes. ``end_line`` is the line index
     (exclusive) where the piece ends.
@@ -164,10 +165,11 @@ def _split(rest: list[str], resume: _Resume | None) -> list[_Piece]:
                 pieces.append(_Piece(SegmentKind.TEXT, "\n".join(lines[last_end:start]), "", start))
                 last_end = start
         elif tok.level == 1 and tok.type == "list_item_open":
-            list_items += 1
-            if list_items > LIST_CHUNK and (list_items - 1) % LIST_CHUNK == 0 and start > last_end:
+            if list_items and (list_items >= LIST_CHUNK or start - last_end >= LIST_LINES) and start > last_end:
                 pieces.append(_Piece(SegmentKind.TEXT, "\n".join(lines[last_end:start]), "", start))
                 last_end = start
+                list_items = 0
+            list_items += 1
         elif tok.level == 1 and top == "blockquote_open":
             quote_blocks += 1
             if quote_blocks > QUOTE_CHUNK and (quote_blocks - 1) % QUOTE_CHUNK == 0 and start > last_end:
