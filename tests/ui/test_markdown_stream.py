@@ -10,10 +10,11 @@ import re
 from functools import lru_cache
 
 import pytest
+from PySide6.QtWidgets import QLabel
 
 from app.ui.chat import highlight, markdown
 from app.ui.chat.markdown import SegmentKind, StreamingDocument
-from app.ui.chat.message import CodeBlock, MarkdownView
+from app.ui.chat.message import CodeBlock, MarkdownView, MessageWidget
 from bench.stream_render import code_doc, latex_doc, list_doc, table_doc, tokens_of
 
 
@@ -41,7 +42,8 @@ def streamed(text: str) -> tuple[list, StreamingDocument]:
     tail: list = []
     for piece in tokens_of(text):
         acc += piece
-        _new, tail = doc.update(acc)
+        _new, tail = doc.update(acc, streaming=True)
+    _new, tail = doc.update(acc)  # the reply is over
     return doc.final + tail, doc
 
 
@@ -69,7 +71,7 @@ def test_every_block_kind_is_cut_so_the_tail_stays_small(kind):
     biggest = 0
     for piece in tokens_of(text):
         acc += piece
-        _new, tail = doc.update(acc)
+        _new, tail = doc.update(acc, streaming=True)
         biggest = max(biggest, max((s.source.count("\n") + 1 for s in tail), default=0))
     limit = {
         "table": markdown.TABLE_CHUNK + 2,
@@ -82,13 +84,14 @@ def test_every_block_kind_is_cut_so_the_tail_stays_small(kind):
 
 
 def test_a_cut_table_keeps_its_header_once_and_its_columns_in_line():
-    new, tail = StreamingDocument().update(table_doc(40))
+    rows = 2 * markdown.TABLE_CHUNK + 5
+    new, tail = StreamingDocument().update(table_doc(rows))
     tables = [s for s in new + tail if "<table" in s.html]
     assert len(tables) == 3 and [s.cont for s in tables] == [False, True, True]
     assert len(re.findall(r"<th[ >]", tables[0].html)) == 5 and all("<th" not in s.html for s in tables[1:])
     widths = [re.findall(r'width="(\d+)%"', s.html)[:5] for s in tables]
     assert len(widths[0]) == 5 and widths[0] == widths[1] == widths[2]
-    assert sum(s.html.count("<tr>") for s in tables) == 41  # the header row and 40 body rows
+    assert sum(s.html.count("<tr>") for s in tables) == rows + 1  # the header row and the body rows
     small = StreamingDocument().update(table_doc(5))
     assert 'width="' not in (small[0] + small[1])[-1].html  # a short table keeps its natural widths
 
@@ -140,3 +143,18 @@ def test_the_view_joins_code_chunks_in_one_block_and_copy_gives_the_whole_code(q
     fresh.set_markdown(text)
     (other,) = fresh.findChildren(CodeBlock)
     assert [c.text() for c in other._chunks] == [c.text() for c in blocks[0]._chunks]
+
+
+def test_a_streaming_table_shows_whole_rows_and_the_last_row_once_the_reply_ends(qtbot):
+    w = MessageWidget("assistant")
+    qtbot.addWidget(w)
+    w.set_streaming(True)
+    w.set_text("| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | fo")
+    w.refresh()
+    shown = "".join(lbl.text() for lbl in w.body.findChildren(QLabel))
+    assert "<td>2</td>" in shown and "<td>fo" not in shown  # the row being written waits for its line end
+    w.set_text("| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | four |")
+    w.refresh()
+    w.set_streaming(False)  # the reply ended without a newline: its last row is shown
+    shown = "".join(lbl.text() for lbl in w.body.findChildren(QLabel))
+    assert "<td>four</td>" in shown

@@ -68,7 +68,7 @@ class Segment:
 
 LIST_CHUNK = 16  # list items per segment: a long streaming list re-renders only its last chunk
 LIST_LINES = 12  # ... or fewer items, once a chunk holds this many lines (nested items make items long)
-TABLE_CHUNK = 16  # table body rows per segment
+TABLE_CHUNK = 8  # table body rows per segment
 QUOTE_CHUNK = 4  # blocks (paragraphs, lists) of a block quote per segment
 
 
@@ -110,6 +110,7 @@ class _Piece:
     header: tuple[str, ...] = ()  # a table chunk after the first: header and delimiter rows
     widths: tuple[int, ...] = ()  # a cut table's column widths, percent
     resume: _Resume | None = None
+    table: bool = False
 
 
 def split_blocks(source: str) -> list[tuple[SegmentKind, str, str, int]]:
@@ -215,7 +216,7 @@ def _table_pieces(lines: list[str], start: int, end: int, rows: list[int], resum
     """A table as chunks of ``TABLE_CHUNK`` body rows (a resumed one: only rows after its prefix)."""
     header = (lines[start], lines[start + 1]) if start + 1 < len(lines) else (lines[start],)
     if resume is None and len(rows) <= TABLE_CHUNK:
-        return [_Piece(SegmentKind.TEXT, "\n".join(lines[start:end]), "", end)]
+        return [_Piece(SegmentKind.TEXT, "\n".join(lines[start:end]), "", end, table=True)]
     widths = resume.widths if resume else _column_widths(lines[start : rows[TABLE_CHUNK]])
     out = []
     for k in range(0, len(rows), TABLE_CHUNK):
@@ -232,6 +233,7 @@ def _table_pieces(lines: list[str], start: int, end: int, rows: list[int], resum
                 header=header if cont else (),
                 widths=widths,
                 resume=_Resume(_BlockKind.TABLE, header, widths=widths),
+                table=True,
             )
         )
     return out
@@ -331,8 +333,13 @@ class StreamingDocument:
         self._final_lines = 0
         self._resume: _Resume | None = None
 
-    def update(self, source: str) -> tuple[list[Segment], list[Segment]]:
+    def update(self, source: str, streaming: bool = False) -> tuple[list[Segment], list[Segment]]:
         """Feed the whole text so far.
+
+        Args:
+            streaming: more text is coming. A table then shows its complete rows only: the row
+                being written appears when its line ends (a table re-renders once per row, not
+                once per token). The last update of a reply must say ``streaming=False``.
 
         Returns:
             ``(newly_final, tail)``: segments that just became final (append them), and
@@ -345,7 +352,10 @@ class StreamingDocument:
             self._final_lines += pieces[-2].end
             self._resume = pieces[-2].resume if pieces[-1].cont else None
         self.final.extend(newly)
-        tail = [_segment(p) for p in pieces[-1:]]
+        last = pieces[-1:]
+        if streaming and last and last[0].table and "\n" in last[0].source and not source.endswith("\n"):
+            last = [replace(last[0], source=last[0].source.rsplit("\n", 1)[0])]
+        tail = [_segment(p) for p in last]
         return newly, tail
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QDesktopServices, QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import (
     QFrame,
@@ -44,8 +44,38 @@ class BadgeKind(str, enum.Enum):
     ERROR = "error"  # cut off, engine stopped
 
 
+class RichLabel(QLabel):
+    """A word-wrapped rich-text label that remembers its height for each width until its text changes.
+
+    QLabel lays its document out again (twice: ideal width, then the given width) each time
+    a layout asks ``heightForWidth``; a layout asks every child whenever one child changes.
+    While a reply streams, its last label changes 30 times a second: without this cache every
+    finished segment above it (tables above all) would be laid out again each time, a cost
+    that grows with the reply.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._heights: dict[int, int] = {}
+
+    def setText(self, text: str) -> None:
+        self._heights.clear()
+        super().setText(text)
+
+    def heightForWidth(self, width: int) -> int:
+        h = self._heights.get(width)
+        if h is None:
+            h = self._heights[width] = super().heightForWidth(width)
+        return h
+
+    def changeEvent(self, e: QEvent) -> None:
+        if e.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange):
+            self._heights.clear()
+        super().changeEvent(e)
+
+
 def _rich_label(html: str, obj_name: str = "msgText") -> QLabel:
-    label = QLabel()
+    label = RichLabel()
     label.setObjectName(obj_name)
     label.setTextFormat(Qt.TextFormat.RichText)
     label.setWordWrap(True)
@@ -183,15 +213,20 @@ class MarkdownView(QWidget):
         self._widgets: list[QWidget] = []  # top-level widgets, in order
         self._tail: _Placed | None = None
         self.source = ""
+        self._streaming = False
 
-    def set_markdown(self, source: str) -> None:
-        """Show ``source`` (the whole reply so far); cost depends on the unfinished tail only."""
-        if source == self.source:
+    def set_markdown(self, source: str, streaming: bool = False) -> None:
+        """Show ``source`` (the whole reply so far); cost depends on the unfinished tail only.
+
+        ``streaming``: more text is coming (a table's row being written waits for its line's end).
+        """
+        if source == self.source and streaming == self._streaming:
             return
         if not source.startswith(self.source):
             self._clear()
         self.source = source
-        newly, tail = self._doc.update(source)
+        self._streaming = streaming
+        newly, tail = self._doc.update(source, streaming)
         if newly:
             self._drop_tail()
             for seg in newly:
@@ -202,6 +237,8 @@ class MarkdownView(QWidget):
         seg = tail[0]
         old = self._tail
         if old is not None and (old.seg.kind, old.seg.cont) == (seg.kind, seg.cont):
+            if old.seg.html == seg.html and old.seg.code == seg.code:
+                return
             if old.index >= 0 and isinstance(old.widget, CodeBlock):
                 old.widget.set_chunk(old.index, seg)
             elif isinstance(old.widget, CodeBlock):
@@ -335,6 +372,7 @@ class MessageWidget(QFrame):
         lay.addWidget(self.footer)
         self._text = text
         self._shown = text
+        self._streaming = False
 
     def _action_button(self, text: str, tip: str, slot=None) -> QToolButton:
         b = QToolButton()
@@ -364,7 +402,7 @@ class MessageWidget(QFrame):
             return False
         self._shown = self._text
         if isinstance(self.body, MarkdownView):
-            self.body.set_markdown(self._text)
+            self.body.set_markdown(self._text, self._streaming)
         else:
             self.body.setText(plain_to_html(self._text))
         return True
@@ -396,7 +434,14 @@ class MessageWidget(QFrame):
         self.info_btn.setVisible(bool(text))
 
     def set_streaming(self, on: bool) -> None:
-        """Hide the actions that make no sense while this reply is being written."""
+        """Hide the actions that make no sense while this reply is being written.
+
+        While it streams, a table's row being written is held back until its line ends
+        (:meth:`StreamingDocument.update`); when it ends, what is shown is the whole text.
+        """
+        self._streaming = on
+        if not on and isinstance(self.body, MarkdownView):
+            self.body.set_markdown(self._shown, streaming=False)
         for b in (self.edit_btn, self.regen_btn, self.delete_btn):
             b.setVisible(
                 not on and self.message_id is not None and (b is not self.regen_btn or self.role is Role.ASSISTANT)
