@@ -117,7 +117,7 @@ class CodeBlock(QFrame):
         self.body = QWidget()
         self.body.setObjectName("codeBody")
         self._body_lay = QVBoxLayout(self.body)
-        self._body_lay.setContentsMargins(0, 0, 0, 0)
+        self._body_lay.setContentsMargins(0, 0, 0, 0)  # the theme pads the scroll area (QScrollArea#codeScroll)
         self._body_lay.setSpacing(0)
         self._chunks: list[QLabel] = []
         self._codes: list[str] = []
@@ -167,10 +167,12 @@ class CodeBlock(QFrame):
         self.lang.setText(seg.language or "text")
         self.set_chunk(len(self._chunks) - 1, seg)
 
+    SCROLL_PADDING = 12  # px: the theme's vertical padding of QScrollArea#codeScroll (6 px top and bottom)
+
     def _fit(self) -> None:
         height = sum(c.sizeHint().height() for c in self._chunks)
         bar = self.scroll.horizontalScrollBar().sizeHint().height()
-        self.scroll.setFixedHeight(height + bar + 4)
+        self.scroll.setFixedHeight(height + bar + self.SCROLL_PADDING + 4)
 
     def _copy(self) -> None:
         QGuiApplication.clipboard().setText(self.code)
