@@ -158,3 +158,21 @@ def test_a_streaming_table_shows_whole_rows_and_the_last_row_once_the_reply_ends
     w.set_streaming(False)  # the reply ended without a newline: its last row is shown
     shown = "".join(lbl.text() for lbl in w.body.findChildren(QLabel))
     assert "<td>four</td>" in shown
+
+
+def test_a_code_block_shows_all_its_lines(qtbot):
+    from PySide6.QtWidgets import QApplication
+
+    from app.ui.theme import apply_theme
+
+    apply_theme(QApplication.instance())
+    view = MarkdownView()
+    qtbot.addWidget(view)
+    view.resize(700, 400)
+    long = "x" * 300  # wider than the view: the horizontal scroll bar shows
+    view.set_markdown("```python\n" + "\n".join(f'line_{i} = "{long}"' for i in range(40)) + "\n```")
+    view.show()
+    qtbot.waitExposed(view)
+    (block,) = view.findChildren(CodeBlock)
+    assert block.scroll.horizontalScrollBar().isVisible()
+    assert block.scroll.viewport().height() >= block.body.sizeHint().height()
