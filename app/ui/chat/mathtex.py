@@ -25,6 +25,7 @@ import base64
 import html
 import math
 import re
+import threading
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache
@@ -263,6 +264,22 @@ def _png_url(img: QImage) -> str:
     buf.open(QIODevice.OpenModeFlag.WriteOnly)
     img.save(buf, "PNG")
     return "data:image/png;base64," + base64.b64encode(bytes(data)).decode("ascii")
+
+
+_warm: list[threading.Thread] = []
+
+
+def warm_up() -> None:
+    """Load ziamath and its font on a background thread (once), so the first formula does not stall the UI.
+
+    Its import and first layout take 0.5-2 s of pure Python; on the UI thread that is a visible
+    freeze when a reply's first formula arrives. A formula that arrives before it is done waits
+    for it (the import lock).
+    """
+    if not _warm:
+        t = threading.Thread(target=lambda: _ziamath().Latex("x", size=12).svg(), name="ziamath-warm-up", daemon=True)
+        _warm.append(t)
+        t.start()
 
 
 @lru_cache(maxsize=1)

@@ -23,6 +23,11 @@ from PySide6.QtWidgets import (
 
 from app.core.chat import Role
 from app.ui.chat.markdown import TEXT_CSS, Segment, SegmentKind, StreamingDocument, plain_to_html
+from app.ui.chat.mathtex import warm_up
+
+# The formula renderer loads on a background thread as soon as the window's message widgets are
+# imported (window creation), long before a reply can need it (mathtex.warm_up).
+warm_up()
 
 
 class MessageAction(str, enum.Enum):
@@ -216,6 +221,7 @@ class MarkdownView(QWidget):
         self._tail: _Placed | None = None
         self.source = ""
         self._streaming = False
+        warm_up()  # the formula renderer loads off the UI thread before a reply needs it
 
     def set_markdown(self, source: str, streaming: bool = False) -> None:
         """Show ``source`` (the whole reply so far); cost depends on the unfinished tail only.
