@@ -1,4 +1,4 @@
-"""Markdown to Qt rich text, with highlighted code blocks.
+"""Markdown to Qt rich text, with highlighted code blocks and LaTeX formulas.
 
 Parsing is markdown-it-py (CommonMark + tables + strikethrough); code
 highlighting is Pygments with inline styles (Qt's rich-text engine has no
@@ -11,21 +11,20 @@ from __future__ import annotations
 
 import enum
 import html
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from markdown_it import MarkdownIt
-from pygments import highlight
-from pygments.formatters import HtmlFormatter
-from pygments.lexers import TextLexer, get_lexer_by_name
-from pygments.util import ClassNotFound
+from markdown_it.token import Token
 
+from app.ui.chat.highlight import CODE_CHUNK, CODE_CONTEXT, code_chunks, highlight_chunk, pre
+from app.ui.chat.mathtex import MathStyle, current_style, protect, restore
 from app.ui.common import palette
 
 _md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable(
     ["table", "strikethrough"]
 )
-_formatter = HtmlFormatter(nowrap=True, noclasses=True, style="monokai")
 
 TEXT_CSS = f"""
 p {{ margin-top: 0px; margin-bottom: 8px; }}
@@ -55,6 +54,8 @@ class Segment:
         html: Qt rich text.
         language: the code block's language (code only).
         code: the raw code (code only; what Copy copies).
+        cont: this segment continues the previous one's block (a table's later rows, a code
+            block's later lines): shown joined to it.
     """
 
     kind: SegmentKind
@@ -62,109 +63,299 @@ class Segment:
     html: str
     language: str = ""
     code: str = ""
+    cont: bool = False
 
 
 LIST_CHUNK = 16  # list items per segment: a long streaming list re-renders only its last chunk
+LIST_LINES = 12  # ... or fewer items, once a chunk holds this many lines (nested items make items long)
+TABLE_CHUNK = 8  # table body rows per segment
+QUOTE_CHUNK = 4  # blocks (paragraphs, lists) of a block quote per segment
+
+
+class _BlockKind(str, enum.Enum):
+    """A block that a later parse continues: its segments carry on from a prefix of lines."""
+
+    TABLE = "table"
+    CODE = "code"
+
+
+@dataclass(frozen=True)
+class _Resume:
+    """What a parse needs to continue a cut block: lines put before the rest (not shown again).
+
+    Attributes:
+        kind: the block being continued.
+        prefix: for a table, its header and delimiter rows; for code, the opening fence line and
+            the last ``CODE_CONTEXT`` lines of code (the highlighting context).
+        context_lines: how many of ``prefix`` are code lines (code only).
+        widths: a cut table's column widths, percent.
+    """
+
+    kind: _BlockKind
+    prefix: tuple[str, ...]
+    context_lines: int = 0
+    widths: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """A segment before rendering. ``end``: line index (exclusive, in the parsed text) where it ends."""
+
+    kind: SegmentKind
+    source: str
+    info: str
+    end: int
+    cont: bool = False
+    context: str = ""  # code: the lines before this chunk, for the highlighter
+    header: tuple[str, ...] = ()  # a table chunk after the first: header and delimiter rows
+    widths: tuple[int, ...] = ()  # a cut table's column widths, percent
+    resume: _Resume | None = None
+    table: bool = False
 
 
 def split_blocks(source: str) -> list[tuple[SegmentKind, str, str, int]]:
     """Cut Markdown into ``(kind, source, info, end_line)`` pieces at top-level block boundaries.
 
-    Code fences (closed or still open at the end) are their own pieces; prose is
-    split at blank lines, and long lists every ``LIST_CHUNK`` items (an ordered
-    list's later chunks keep their numbers: CommonMark starts a list at its first
-    number), so that while a reply streams only the last piece changes.
-    ``end_line`` is the line index (exclusive) where the piece ends.
+    Code fences are their own pieces, cut every ``CODE_CHUNK`` lines; tables are their own
+    pieces, cut every ``TABLE_CHUNK`` body rows; prose is split at blank lines, long lists
+    every ``LIST_CHUNK`` items or ``LIST_LINES`` lines (an ordered list's later chunks keep their numbers: CommonMark
+    starts a list at its first number) and block quotes every ``QUOTE_CHUNK`` blocks, so that
+    while a reply streams only the last piece changes. ``end_line`` is the line index
+    (exclusive) where the piece ends.
     """
-    tokens = _md.parse(source)
-    lines = source.split("\n")
-    pieces: list[tuple[SegmentKind, str, str, int]] = []
-    last_end = 0
+    return [(p.kind, p.source, p.info, p.end) for p in _split(source.split("\n"), None)]
+
+
+def _split(rest: list[str], resume: _Resume | None) -> list[_Piece]:
+    """Pieces of ``rest`` (lines); ``resume`` continues a block cut in an earlier parse."""
+    prefix = list(resume.prefix) if resume else []
+    lines = prefix + rest
+    tokens = _md.parse("\n".join(lines))
+    off = len(prefix)
+    pieces: list[_Piece] = []
+    last_end = off
     list_items = 0
-    for tok in tokens:
+    quote_blocks = 0
+    top = ""
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        i += 1
         if tok.map is None or tok.nesting == -1:
             continue
         start, end = tok.map
         if tok.level == 0:
-            list_items = 0
-            if tok.type == "fence":
+            list_items = quote_blocks = 0
+            top = tok.type
+            if tok.type in ("fence", "table_open"):
                 if start > last_end:
-                    pieces.append((SegmentKind.TEXT, "\n".join(lines[last_end:start]), "", start))
-                pieces.append((SegmentKind.CODE, tok.content.rstrip("\n"), tok.info.strip(), end))
-                last_end = end
+                    pieces.append(_Piece(SegmentKind.TEXT, "\n".join(lines[last_end:start]), "", start))
+                cont = resume is not None and start == 0
+                if tok.type == "fence":
+                    pieces.extend(_code_pieces(lines, tok, resume if cont else None))
+                else:
+                    rows = []
+                    while i < len(tokens) and tokens[i].type != "table_close":
+                        t = tokens[i]
+                        if t.type == "tr_open" and t.level == 2 and t.map and t.map[0] >= start + 2:
+                            rows.append(t.map[0])
+                        i += 1
+                    pieces.extend(_table_pieces(lines, start, end, rows, resume if cont else None))
+                last_end = max(last_end, end)
             elif start > last_end and _is_blank_gap(lines, last_end, start):
-                pieces.append((SegmentKind.TEXT, "\n".join(lines[last_end:start]), "", start))
+                pieces.append(_Piece(SegmentKind.TEXT, "\n".join(lines[last_end:start]), "", start))
                 last_end = start
         elif tok.level == 1 and tok.type == "list_item_open":
+            if list_items and (list_items >= LIST_CHUNK or start - last_end >= LIST_LINES) and start > last_end:
+                pieces.append(_Piece(SegmentKind.TEXT, "\n".join(lines[last_end:start]), "", start))
+                last_end = start
+                list_items = 0
             list_items += 1
-            if list_items > LIST_CHUNK and (list_items - 1) % LIST_CHUNK == 0 and start > last_end:
-                pieces.append((SegmentKind.TEXT, "\n".join(lines[last_end:start]), "", start))
+        elif tok.level == 1 and top == "blockquote_open":
+            quote_blocks += 1
+            if quote_blocks > QUOTE_CHUNK and (quote_blocks - 1) % QUOTE_CHUNK == 0 and start > last_end:
+                pieces.append(_Piece(SegmentKind.TEXT, "\n".join(lines[last_end:start]), "", start))
                 last_end = start
     if last_end < len(lines):
-        pieces.append((SegmentKind.TEXT, "\n".join(lines[last_end:]), "", len(lines)))
-    return [p for p in pieces if p[0] is SegmentKind.CODE or p[1].strip()]
+        pieces.append(_Piece(SegmentKind.TEXT, "\n".join(lines[last_end:]), "", len(lines)))
+    kept = [p for p in pieces if p.kind is SegmentKind.CODE or p.cont or p.source.strip()]
+    return [replace(p, end=p.end - off) for p in kept]
+
+
+def _code_pieces(lines: list[str], tok: Token, resume: _Resume | None) -> list[_Piece]:
+    """A fence as chunks of ``CODE_CHUNK`` lines (the first ``context_lines`` of a resumed one are context)."""
+    start, end = tok.map or (0, 0)
+    code = tok.content[:-1] if tok.content.endswith("\n") else tok.content
+    code_lines = code.split("\n") if tok.content else []
+    n_ctx = resume.context_lines if resume else 0
+    closed = start + 1 + len(code_lines) < end
+    fence_line = lines[start]
+    info = tok.info.strip()
+    out = []
+    firsts = list(range(n_ctx, len(code_lines), CODE_CHUNK)) or [n_ctx]
+    for k, a in enumerate(firsts):
+        b = min(a + CODE_CHUNK, len(code_lines))
+        last = k == len(firsts) - 1
+        ctx = code_lines[max(0, a - CODE_CONTEXT) : a]
+        keep = code_lines[max(0, b - CODE_CONTEXT) : b]
+        out.append(
+            _Piece(
+                SegmentKind.CODE,
+                "\n".join(code_lines[a:b]),
+                info,
+                end if last and closed else start + 1 + b,
+                cont=resume is not None or k > 0,
+                context="\n".join(ctx),
+                resume=_Resume(_BlockKind.CODE, (fence_line, *keep), len(keep)),
+            )
+        )
+    return out
+
+
+def _table_pieces(lines: list[str], start: int, end: int, rows: list[int], resume: _Resume | None) -> list[_Piece]:
+    """A table as chunks of ``TABLE_CHUNK`` body rows (a resumed one: only rows after its prefix)."""
+    header = (lines[start], lines[start + 1]) if start + 1 < len(lines) else (lines[start],)
+    if resume is None and len(rows) <= TABLE_CHUNK:
+        return [_Piece(SegmentKind.TEXT, "\n".join(lines[start:end]), "", end, table=True)]
+    widths = resume.widths if resume else _column_widths(lines[start : rows[TABLE_CHUNK]])
+    out = []
+    for k in range(0, len(rows), TABLE_CHUNK):
+        a = rows[k] if (k or resume) else start
+        b = rows[k + TABLE_CHUNK] if k + TABLE_CHUNK < len(rows) else end
+        cont = resume is not None or k > 0
+        out.append(
+            _Piece(
+                SegmentKind.TEXT,
+                "\n".join(lines[a:b]),
+                "",
+                b,
+                cont=cont,
+                header=header if cont else (),
+                widths=widths,
+                resume=_Resume(_BlockKind.TABLE, header, widths=widths),
+                table=True,
+            )
+        )
+    return out
+
+
+def _cells(row: str) -> list[str]:
+    row = row.strip()
+    row = row.removeprefix("|").removesuffix("|")
+    return [c.strip() for c in row.split("|")]
+
+
+def _column_widths(rows: list[str]) -> tuple[int, ...]:
+    """Column widths (percent) of a cut table, from its header and first chunk (rows[1] is the delimiter row)."""
+    cols = len(_cells(rows[0]))
+    weight = [4] * cols
+    for r in rows[:1] + rows[2:]:
+        for j, c in enumerate(_cells(r)[:cols]):
+            weight[j] = max(weight[j], min(len(c), 40) + 2)
+    total = sum(weight)
+    return tuple(max(1, round(100 * w / total)) for w in weight)
+
+
+_CELL = re.compile(r"<(t[hd])((?: style=\"[^\"]*\")?)>")
+
+
+def _with_widths(body: str, widths: tuple[int, ...]) -> str:
+    """Set a cut table's column widths, so that its chunks line up."""
+    col = [0]
+
+    def cell(m: re.Match[str]) -> str:
+        j = col[0]
+        col[0] += 1
+        w = f' width="{widths[j]}%"' if j < len(widths) else ""
+        return f"<{m.group(1)}{m.group(2)}{w}>"
+
+    out = []
+    for part in re.split(r"(<tr>)", body):
+        col[0] = 0
+        out.append(_CELL.sub(cell, part))
+    return "".join(out).replace("<table>", '<table width="100%">')
+
+
+def render_table_chunk(header: tuple[str, ...], rows: str, widths: tuple[int, ...]) -> str:
+    """A chunk of a cut table: ``header`` rows (empty for the first chunk, whose source holds them)
+    put before ``rows`` to parse, and left out of the HTML."""
+    src = "\n".join((*header, rows)) if header else rows
+    body = render_text(src)
+    if header:
+        body = re.sub(r"<thead>.*?</thead>\s*", "", body, flags=re.S)
+    return _with_widths(body, widths)
+
+
+def render_text(source: str) -> str:
+    """Markdown prose to Qt rich text, formulas drawn (cached: finished segments are rendered once)."""
+    return _render_text(source, current_style())
+
+
+@lru_cache(maxsize=512)
+def _render_text(source: str, style: MathStyle) -> str:
+    text, formulas = protect(source)
+    return restore(_md.render(text), formulas, style)
 
 
 def _is_blank_gap(lines: list[str], a: int, b: int) -> bool:
     return b > a and not lines[b - 1].strip()
 
 
-@lru_cache(maxsize=512)
-def render_text(source: str) -> str:
-    """Markdown prose to Qt rich text (cached: finished segments are rendered once)."""
-    return _md.render(source)
-
-
-@lru_cache(maxsize=256)
 def render_code(code: str, language: str) -> str:
-    """A code block as highlighted HTML (``<pre>`` with inline colours)."""
-    try:
-        lexer = get_lexer_by_name(language) if language else TextLexer()
-    except ClassNotFound:
-        lexer = TextLexer()
-    body = highlight(code, lexer, _formatter)
-    return (
-        f"<pre style=\"margin:0; font-family:'JetBrains Mono','DejaVu Sans Mono',monospace; color:{palette.CODE_TEXT};\">"
-        f"{body}</pre>"
-    )
+    """A whole code block as highlighted HTML (``<pre>`` with inline colours), chunk by chunk."""
+    return pre("".join(highlight_chunk(ctx, chunk, language) + "\n" for ctx, chunk in code_chunks(code))[:-1])
 
 
-def _segment(kind: SegmentKind, src: str, info: str) -> Segment:
-    if kind is SegmentKind.CODE:
-        lang = info.split()[0] if info else ""
-        return Segment(SegmentKind.CODE, src, render_code(src, lang), lang, src)
-    return Segment(SegmentKind.TEXT, src, render_text(src))
+def _segment(p: _Piece) -> Segment:
+    if p.kind is SegmentKind.CODE:
+        lang = p.info.split()[0] if p.info else ""
+        return Segment(
+            SegmentKind.CODE, p.source, pre(highlight_chunk(p.context, p.source, lang)), lang, p.source, p.cont
+        )
+    if p.widths:
+        return Segment(SegmentKind.TEXT, p.source, render_table_chunk(p.header, p.source, p.widths), cont=p.cont)
+    return Segment(SegmentKind.TEXT, p.source, render_text(p.source))
 
 
 class StreamingDocument:
     """Segments of a growing reply, re-parsing only the part after the last finished segment.
 
     Every segment but the last is final once a later one starts; :meth:`update`
-    parses only the lines from the first unfinished segment on, so the cost per
-    repaint does not grow with the length of the reply.
+    parses only the lines from the first unfinished segment on (with, for a table
+    or code block cut in two, the lines that let the parse continue it), so the
+    cost per repaint does not grow with the length of the reply. The segments do
+    not depend on how the text arrived: fed at once or token by token, a text
+    gives the same segments.
     """
 
     def __init__(self) -> None:
         self.final: list[Segment] = []
         self._final_lines = 0
+        self._resume: _Resume | None = None
 
-    def update(self, source: str) -> tuple[list[Segment], list[Segment]]:
+    def update(self, source: str, streaming: bool = False) -> tuple[list[Segment], list[Segment]]:
         """Feed the whole text so far.
+
+        Args:
+            streaming: more text is coming. A table then shows its complete rows only: the row
+                being written appears when its line ends (a table re-renders once per row, not
+                once per token). The last update of a reply must say ``streaming=False``.
 
         Returns:
             ``(newly_final, tail)``: segments that just became final (append them), and
             the segment(s) still open (replace the previous tail with these).
         """
         lines = source.split("\n")
-        rest = "\n".join(lines[self._final_lines :])
-        pieces = split_blocks(rest)
-        newly: list[Segment] = []
-        for kind, src, info, _end in pieces[:-1]:
-            newly.append(_segment(kind, src, info))
+        pieces = _split(lines[self._final_lines :], self._resume)
+        newly = [_segment(p) for p in pieces[:-1]]
         if len(pieces) > 1:
-            self._final_lines += pieces[-2][3]
+            self._final_lines += pieces[-2].end
+            self._resume = pieces[-2].resume if pieces[-1].cont else None
         self.final.extend(newly)
-        tail = [_segment(k, s, i) for k, s, i, _ in pieces[-1:]]
+        last = pieces[-1:]
+        if streaming and last and last[0].table and "\n" in last[0].source and not source.endswith("\n"):
+            last = [replace(last[0], source=last[0].source.rsplit("\n", 1)[0])]
+        tail = [_segment(p) for p in last]
         return newly, tail
 
 

@@ -4,8 +4,9 @@ Markdown with highlighted code blocks for replies), and a stats footer."""
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QDesktopServices, QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import (
     QFrame,
@@ -22,7 +23,12 @@ from PySide6.QtWidgets import (
 
 from app.core.chat import Role
 from app.ui.chat.markdown import TEXT_CSS, Segment, SegmentKind, StreamingDocument, plain_to_html
+from app.ui.chat.mathtex import warm_up
 from app.ui.common import dialogs
+
+# The formula renderer loads on a background thread as soon as the window's message widgets are
+# imported (window creation), long before a reply can need it (mathtex.warm_up).
+warm_up()
 
 
 class MessageAction(str, enum.Enum):
@@ -44,8 +50,38 @@ class BadgeKind(str, enum.Enum):
     ERROR = "error"  # cut off, engine stopped
 
 
+class RichLabel(QLabel):
+    """A word-wrapped rich-text label that remembers its height for each width until its text changes.
+
+    QLabel lays its document out again (twice: ideal width, then the given width) each time
+    a layout asks ``heightForWidth``; a layout asks every child whenever one child changes.
+    While a reply streams, its last label changes 30 times a second: without this cache every
+    finished segment above it (tables above all) would be laid out again each time, a cost
+    that grows with the reply.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._heights: dict[int, int] = {}
+
+    def setText(self, text: str) -> None:
+        self._heights.clear()
+        super().setText(text)
+
+    def heightForWidth(self, width: int) -> int:
+        h = self._heights.get(width)
+        if h is None:
+            h = self._heights[width] = super().heightForWidth(width)
+        return h
+
+    def changeEvent(self, e: QEvent) -> None:
+        if e.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange):
+            self._heights.clear()
+        super().changeEvent(e)
+
+
 def _rich_label(html: str, obj_name: str = "msgText") -> QLabel:
-    label = QLabel()
+    label = RichLabel()
     label.setObjectName(obj_name)
     label.setTextFormat(Qt.TextFormat.RichText)
     label.setWordWrap(True)
@@ -58,7 +94,11 @@ def _rich_label(html: str, obj_name: str = "msgText") -> QLabel:
 
 
 class CodeBlock(QFrame):
-    """A highlighted code block with its language and a Copy button."""
+    """A highlighted code block with its language and a Copy button.
+
+    The code is shown as one label per chunk of ``CODE_CHUNK`` lines (segments of
+    :mod:`app.ui.chat.markdown`): while a block streams only its last label changes.
+    """
 
     def __init__(self, seg: Segment, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -80,11 +120,13 @@ class CodeBlock(QFrame):
         hl.addStretch(1)
         hl.addWidget(self.copy_btn)
         lay.addWidget(head)
-        self.body = QLabel()
+        self.body = QWidget()
         self.body.setObjectName("codeBody")
-        self.body.setTextFormat(Qt.TextFormat.RichText)
-        self.body.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.body.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self._body_lay = QVBoxLayout(self.body)
+        self._body_lay.setContentsMargins(0, 0, 0, 0)  # the theme pads the scroll area (QScrollArea#codeScroll)
+        self._body_lay.setSpacing(0)
+        self._chunks: list[QLabel] = []
+        self._codes: list[str] = []
         self.scroll = QScrollArea()
         self.scroll.setObjectName("codeScroll")
         self.scroll.setWidget(self.body)
@@ -92,16 +134,51 @@ class CodeBlock(QFrame):
         self.scroll.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.scroll.setFrameShape(QFrame.Shape.NoFrame)
         lay.addWidget(self.scroll)
-        self.code = ""
-        self.set_segment(seg)
+        self.add_chunk(seg)
+
+    @property
+    def code(self) -> str:
+        """The whole code (what Copy copies)."""
+        return "\n".join(self._codes)
+
+    def add_chunk(self, seg: Segment) -> int:
+        """Append a chunk of lines; returns its index."""
+        label = QLabel()
+        label.setObjectName("codeChunk")
+        label.setTextFormat(Qt.TextFormat.RichText)
+        label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        label.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self._body_lay.addWidget(label)
+        self._chunks.append(label)
+        self._codes.append("")
+        self.set_chunk(len(self._chunks) - 1, seg)
+        return len(self._chunks) - 1
+
+    def set_chunk(self, index: int, seg: Segment) -> None:
+        """Show ``seg`` as chunk ``index`` (the growing last chunk while streaming)."""
+        self._codes[index] = seg.code
+        self._chunks[index].setText(seg.html)
+        self._fit()
+
+    def remove_chunk(self, index: int) -> None:
+        discard(self._chunks.pop(index))
+        self._codes.pop(index)
+        self._fit()
+
+    def chunk_count(self) -> int:
+        return len(self._chunks)
 
     def set_segment(self, seg: Segment) -> None:
-        self.code = seg.code
+        """Show ``seg`` as the last chunk."""
         self.lang.setText(seg.language or "text")
-        self.body.setText(seg.html)
-        self.body.adjustSize()
+        self.set_chunk(len(self._chunks) - 1, seg)
+
+    SCROLL_PADDING = 12  # px: the theme's vertical padding of QScrollArea#codeScroll (6 px top and bottom)
+
+    def _fit(self) -> None:
+        height = sum(c.sizeHint().height() for c in self._chunks)
         bar = self.scroll.horizontalScrollBar().sizeHint().height()
-        self.scroll.setFixedHeight(self.body.sizeHint().height() + bar + 4)
+        self.scroll.setFixedHeight(height + bar + self.SCROLL_PADDING + 4)
 
     def _copy(self) -> None:
         QGuiApplication.clipboard().setText(self.code)
@@ -116,68 +193,102 @@ def discard(w: QWidget) -> None:
     w.deleteLater()
 
 
+@dataclass
+class _Placed:
+    """Where a segment is shown: its own widget, or chunk ``index`` of a code block."""
+
+    seg: Segment
+    widget: QWidget
+    index: int = -1  # a code chunk's index in its CodeBlock; -1: the widget is the segment's own
+
+
 class MarkdownView(QWidget):
-    """A reply rendered as segment widgets; while streaming only the last ones change."""
+    """A reply rendered as segment widgets; while streaming only the last one changes.
+
+    A segment that continues a block (``Segment.cont``: a cut table's later rows, a code
+    block's later lines) is shown joined to the previous one: a code chunk goes into the
+    same :class:`CodeBlock`, a table chunk sits right under the previous one.
+    """
+
+    GAP = 6  # px between blocks
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._lay = QVBoxLayout(self)
         self._lay.setContentsMargins(0, 0, 0, 0)
-        self._lay.setSpacing(6)
+        self._lay.setSpacing(0)
         self._doc = StreamingDocument()
-        self._final_widgets: list[QWidget] = []
-        self._tail_widgets: list[QWidget] = []
-        self._tail_kinds: list[SegmentKind] = []
+        self._widgets: list[QWidget] = []  # top-level widgets, in order
+        self._tail: _Placed | None = None
         self.source = ""
+        self._streaming = False
+        warm_up()  # the formula renderer loads off the UI thread before a reply needs it
 
-    def set_markdown(self, source: str) -> None:
-        """Show ``source`` (the whole reply so far); cost depends on the unfinished tail only."""
-        if source == self.source:
+    def set_markdown(self, source: str, streaming: bool = False) -> None:
+        """Show ``source`` (the whole reply so far); cost depends on the unfinished tail only.
+
+        ``streaming``: more text is coming (a table's row being written waits for its line's end).
+        """
+        if source == self.source and streaming == self._streaming:
             return
         if not source.startswith(self.source):
             self._clear()
         self.source = source
-        newly, tail = self._doc.update(source)
+        self._streaming = streaming
+        newly, tail = self._doc.update(source, streaming)
         if newly:
-            for w in self._tail_widgets:
-                discard(w)
-            self._tail_widgets, self._tail_kinds = [], []
+            self._drop_tail()
             for seg in newly:
-                w = self._make(seg)
-                self._lay.addWidget(w)
-                self._final_widgets.append(w)
-        if [s.kind for s in tail] == self._tail_kinds:
-            for w, seg in zip(self._tail_widgets, tail, strict=True):
-                self._update(w, seg)
+                self._place(seg)
+        if not tail:
+            self._drop_tail()
+            return
+        seg = tail[0]
+        old = self._tail
+        if old is not None and (old.seg.kind, old.seg.cont) == (seg.kind, seg.cont):
+            if old.seg.html == seg.html and old.seg.code == seg.code:
+                return
+            if old.index >= 0 and isinstance(old.widget, CodeBlock):
+                old.widget.set_chunk(old.index, seg)
+            elif isinstance(old.widget, CodeBlock):
+                old.widget.set_segment(seg)
+            elif isinstance(old.widget, QLabel):
+                old.widget.setText(_label_html(seg))
+            old.seg = seg
+            return
+        self._drop_tail()
+        self._tail = self._place(seg)
+
+    def _place(self, seg: Segment) -> _Placed:
+        last = self._widgets[-1] if self._widgets else None
+        if seg.kind is SegmentKind.CODE and seg.cont and isinstance(last, CodeBlock):
+            return _Placed(seg, last, last.add_chunk(seg))
+        w: QWidget = CodeBlock(seg) if seg.kind is SegmentKind.CODE else _rich_label(_label_html(seg))
+        w.setContentsMargins(0, 0 if (seg.cont or not self._widgets) else self.GAP, 0, 0)
+        self._lay.addWidget(w)
+        self._widgets.append(w)
+        return _Placed(seg, w)
+
+    def _drop_tail(self) -> None:
+        t, self._tail = self._tail, None
+        if t is None:
+            return
+        if t.index >= 0 and isinstance(t.widget, CodeBlock):
+            t.widget.remove_chunk(t.index)
         else:
-            for w in self._tail_widgets:
-                discard(w)
-            self._tail_widgets = []
-            for seg in tail:
-                w = self._make(seg)
-                self._lay.addWidget(w)
-                self._tail_widgets.append(w)
-            self._tail_kinds = [s.kind for s in tail]
+            self._widgets.remove(t.widget)
+            discard(t.widget)
 
     def _clear(self) -> None:
-        for w in self._final_widgets + self._tail_widgets:
+        for w in self._widgets:
             discard(w)
-        self._final_widgets, self._tail_widgets, self._tail_kinds = [], [], []
+        self._widgets, self._tail = [], None
         self._doc = StreamingDocument()
         self.source = ""
 
-    @staticmethod
-    def _make(seg: Segment) -> QWidget:
-        if seg.kind is SegmentKind.CODE:
-            return CodeBlock(seg)
-        return _rich_label(f"<style>{TEXT_CSS}</style>{seg.html}")
 
-    @staticmethod
-    def _update(w: QWidget, seg: Segment) -> None:
-        if isinstance(w, CodeBlock):
-            w.set_segment(seg)
-        elif isinstance(w, QLabel):
-            w.setText(f"<style>{TEXT_CSS}</style>{seg.html}")
+def _label_html(seg: Segment) -> str:
+    return f"<style>{TEXT_CSS}</style>{seg.html}"
 
 
 class MessageWidget(QFrame):
@@ -279,6 +390,7 @@ class MessageWidget(QFrame):
         lay.addWidget(self.footer)
         self._text = text
         self._shown = text
+        self._streaming = False
 
     def _action_button(self, text: str, tip: str, slot=None) -> QToolButton:
         b = QToolButton()
@@ -309,7 +421,7 @@ class MessageWidget(QFrame):
             return False
         self._shown = self._text
         if isinstance(self.body, MarkdownView):
-            self.body.set_markdown(self._text)
+            self.body.set_markdown(self._text, self._streaming)
         else:
             self.body.setText(plain_to_html(self._text))
         return True
@@ -358,7 +470,14 @@ class MessageWidget(QFrame):
         self.details_dialog = dialogs.show_text(self, "How this reply was made", self._how_made)
 
     def set_streaming(self, on: bool) -> None:
-        """Hide the actions that make no sense while this reply is being written."""
+        """Hide the actions that make no sense while this reply is being written.
+
+        While it streams, a table's row being written is held back until its line ends
+        (:meth:`StreamingDocument.update`); when it ends, what is shown is the whole text.
+        """
+        self._streaming = on
+        if not on and isinstance(self.body, MarkdownView):
+            self.body.set_markdown(self._shown, streaming=False)
         for b in (self.edit_btn, self.regen_btn, self.delete_btn):
             b.setVisible(
                 not on and self.message_id is not None and (b is not self.regen_btn or self.role is Role.ASSISTANT)

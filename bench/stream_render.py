@@ -1,0 +1,312 @@
+"""What a streaming reply costs the window, per kind of Markdown block.
+
+The real window (every panel visible, 1366x768) streams a scripted reply of
+``--tokens`` tokens (default 5,000) of each kind: one growing table, one fenced
+code block, a nested list, LaTeX-heavy prose. The tokens come from the fake
+engine of the UI tests (``tests/support/fake_engine.py``: the same protocol
+events and client signals as the real engine, no model) at ``--rate`` tokens
+per second, so every kind streams the same text at the same pace before and
+after a change. Per kind it reports:
+
+* the UI thread's stalls, ms (p50/p95/p99/max): a 1 ms precise QTimer runs on
+  the UI thread; each gap between its ticks beyond 1 ms is time the thread was
+  busy (as bench/ui_stall.py measures);
+* the window process's CPU use, % of one core, while the reply streams (the
+  scripted engine runs in the same process: its share is one timer tick per
+  token);
+* Esc to ``generation_finished``, ms: a second stream of the same text is
+  stopped with Esc (a key press delivered to the composer) at 25 %, 50 % and
+  90 % of it; the worst of the three is reported. The fake engine ends a
+  cancelled reply on its next tick, so this is the window's share of the
+  latency (the UI thread's backlog), not the engine's. ``esc_settled_ms``:
+  until the window has handled the end (saved the reply, drawn it whole, the
+  composer offers Send again).
+
+What it does not measure: the real engine's decode speed with the window open
+(bench/ui_stall.py runs the real engine and SmolLM2 through the window).
+
+Usage (a display is needed: xvfb-run, or QT_QPA_PLATFORM=offscreen)::
+
+    python bench/stream_render.py [--tokens 5000] [--rate 100] [--kinds table,code,list,latex]
+
+The last line printed is JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+KINDS = ("table", "code", "list", "latex")
+_WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "epsilon",
+    "zeta",
+    "theta",
+    "kappa",
+    "lambda",
+    "sigma",
+    "omega",
+    "vector",
+    "matrix",
+    "tensor",
+    "cache",
+    "batch",
+]
+
+
+def _word(i: int) -> str:
+    return _WORDS[(i * 7 + 3) % len(_WORDS)]
+
+
+def table_doc(n_rows: int) -> str:
+    head = "Here is the table you asked for.\n\n| # | Name | Value (ms) | Ratio | Note |\n|---:|---|---:|---:|---|\n"
+    rows = [
+        f"| {i} | {_word(i)} {_word(i + 1)} | {i * 37 % 1000}.{i % 10} | 0.{i * 13 % 100:02d} | `{_word(i + 2)}` |"
+        for i in range(1, n_rows + 1)
+    ]
+    return head + "\n".join(rows) + "\n"
+
+
+def code_doc(n_lines: int) -> str:
+    body = []
+    for i in range(n_lines):
+        k = i % 6
+        if k == 0:
+            body.append(f"def step_{i}(x: float, y: int = {i}) -> float:")
+        elif k == 1:
+            body.append(f'    """Compute {_word(i)} for the {_word(i + 1)} case."""')
+        elif k == 2:
+            body.append(f"    total = x * {i % 17} + y  # {_word(i)}")
+        elif k == 3:
+            body.append(f"    if total > {i}:\n        return total / {i % 5 + 1}")
+        elif k == 4:
+            body.append(f'    values = [v ** 2 for v in range({i % 9})]  # "{_word(i)}"')
+        else:
+            body.append("    return sum(values) + total\n")
+    return "Here is the code:\n\n```python\n" + "\n".join(body) + "\n```\n"
+
+
+def list_doc(n_items: int) -> str:
+    out = ["The plan, step by step:", ""]
+    for i in range(1, n_items + 1):
+        depth = (0, 1, 2, 1)[i % 4]
+        out.append("  " * depth + f"- **{_word(i)}** {_word(i + 1)} {_word(i + 2)} and `{_word(i + 3)}` ({i})")
+    return "\n".join(out) + "\n"
+
+
+def latex_doc(n_paragraphs: int) -> str:
+    out = []
+    for i in range(n_paragraphs):
+        k = i % 4
+        if k == 0:
+            out.append(
+                f"The {_word(i)} term is $x_{{{i}}}^2 + \\alpha_{i} y$ and with \\(\\beta = {i % 7}\\) the sum "
+                f"$\\sum_{{k=1}}^{{{i + 2}}} k^2$ stays small; it costs $5 and $10 to try."
+            )
+        elif k == 1:
+            out.append(f"$$\\int_0^{{{i}}} e^{{-t^2}}\\,dt = \\frac{{\\sqrt{{\\pi}}}}{{2}}\\operatorname{{erf}}({i})$$")
+        elif k == 2:
+            out.append(
+                f"For the {_word(i)} case, \\[ \\mathbf{{A}}_{{{i}}} = \\begin{{pmatrix}} 1 & {i} \\\\ 0 & 1 \\end{{pmatrix}} \\]"
+            )
+        else:
+            out.append(f"So $\\frac{{a+{i}}}{{b}} \\le \\sqrt{{{i}}}$ holds when $a \\ne b$, as the {_word(i)} shows.")
+    return "\n\n".join(out) + "\n"
+
+
+def tokens_of(text: str) -> list[str]:
+    """Cut text into token-sized pieces (1-4 visible characters, with the spaces before them)."""
+    pieces = re.findall(r"[ \t]*(?:\S{1,4}|\n)|[ \t]+$", text)
+    assert "".join(pieces) == text
+    return pieces
+
+
+def document(kind: str, n_tokens: int) -> list[str]:
+    """About ``n_tokens`` pieces of a document of ``kind`` (grown until it is long enough)."""
+    make = {"table": table_doc, "code": code_doc, "list": list_doc, "latex": latex_doc}[kind]
+    n = 8
+    while True:
+        pieces = tokens_of(make(n))
+        if len(pieces) >= n_tokens:
+            return pieces[:n_tokens]
+        n = int(n * 1.5) + 1
+
+
+def pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(p / 100 * len(s)))] if s else 0.0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tokens", type=int, default=5000)
+    ap.add_argument("--rate", type=float, default=100.0, help="tokens per second the scripted engine streams")
+    ap.add_argument("--kinds", default=",".join(KINDS))
+    ap.add_argument("--no-esc", action="store_true", help="skip the Esc latency runs")
+    args = ap.parse_args()
+    kinds = [k for k in args.kinds.split(",") if k]
+    os.environ.setdefault("GLASSBOX_HOME", tempfile.mkdtemp(prefix="glassbox-bench-"))
+
+    from PySide6.QtCore import QElapsedTimer, QEvent, Qt, QTimer
+    from PySide6.QtGui import QKeyEvent
+    from PySide6.QtWidgets import QApplication
+
+    from app.main import create_window
+    from app.paths import default_paths
+    from app.ui.theme import apply_theme
+    from tests.support.fake_engine import FakeEngine, reply
+    from tests.support.models import llama_metadata, llama_tensors, write_gguf
+
+    paths = default_paths().ensure()
+    model = write_gguf(
+        Path(tempfile.mkdtemp(prefix="glassbox-bench-model-")) / "Bench-Q4_1.gguf",
+        llama_metadata(
+            name="Bench",
+            file_type=3,
+            extra={"tokenizer.chat_template": "{% for m in messages %}{{ m.content }}{% endfor %}"},
+        ),
+        llama_tensors(qtype="Q4_1"),
+    )
+    app = QApplication(sys.argv[:1])
+    apply_theme(app)
+    engine = FakeEngine()
+    finished: list[float] = []  # when generation_finished was emitted (connected before the window's slots)
+    engine.generation_finished.connect(lambda _ev: finished.append(time.perf_counter()))
+    win = create_window(paths, engine=engine)
+    win.resize(1366, 768)
+    win.show()
+    engine.start()
+    win.settings_ctl.update(load=replace(win.settings.load, n_ctx=max(32768, 4 * args.tokens)))
+    loop_wait(app, lambda: engine.state.name in ("NO_MODEL", "READY"), 10)
+    win.load_model(str(model))
+    loop_wait(app, lambda: engine.model is not None, 10)
+    panel = win.sampler_panel
+    panel.set_settings(replace(panel.settings(), max_tokens=args.tokens + 10), emit=True)
+    engine._timer.setInterval(max(1, round(1000 / args.rate)))
+
+    clock = QElapsedTimer()
+    clock.start()
+    probe = QTimer()
+    probe.setTimerType(Qt.TimerType.PreciseTimer)
+    probe.setInterval(1)
+    state: dict = {"last": 0, "gaps": None}
+
+    def tick() -> None:
+        now = clock.nsecsElapsed()
+        if state["gaps"] is not None and state["last"]:
+            state["gaps"].append(max(0.0, (now - state["last"]) / 1e6 - 1.0))
+        state["last"] = now
+
+    probe.timeout.connect(tick)
+    probe.start()
+
+    results: dict[str, dict] = {}
+    for kind in kinds:
+        pieces = document(kind, args.tokens)
+        text = "".join(pieces)
+        win.new_chat()
+        engine.script(reply(*pieces))
+        finished.clear()
+        state["gaps"], state["last"] = [], 0
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        win.chat.send(f"Write a long {kind}.")
+        loop_wait(app, lambda: bool(finished), 3600)
+        loop_wait(app, lambda t=text: win.chat_view.messages[-1].text == t and not engine.generating, 60)
+        settle(app, 0.3)  # the last repaint (the repaint clock runs at 30 Hz)
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+        gaps = state["gaps"]
+        state["gaps"] = None
+        row = {
+            "tokens": len(pieces),
+            "stream_s": round(wall, 2),
+            "stall_ms_p50": round(pct(gaps, 50), 2),
+            "stall_ms_p95": round(pct(gaps, 95), 2),
+            "stall_ms_p99": round(pct(gaps, 99), 2),
+            "stall_ms_max": round(max(gaps), 2),
+            "window_cpu_percent": round(100 * cpu / wall, 1),
+        }
+        if not args.no_esc:
+            to_signal, to_settled = esc_latencies(app, win, engine, pieces, finished, QKeyEvent, QEvent, Qt)
+            row["esc_ms"] = to_signal
+            row["esc_ms_max"] = max(to_signal)
+            row["esc_settled_ms"] = to_settled
+            row["esc_settled_ms_max"] = max(to_settled)
+        results[kind] = row
+        print(kind, json.dumps(row), flush=True)
+    probe.stop()
+    win.close()
+    win.conversations.close()
+    engine.shutdown()
+    out = {"rate_tok_s": args.rate, "platform": app.platformName(), "kinds": results}
+    print(json.dumps(out))
+    return 0
+
+
+def esc_latencies(app, win, engine, pieces, finished, QKeyEvent, QEvent, Qt) -> tuple[list[float], list[float]]:  # noqa: N803
+    """Esc (sent to the composer) at 25/50/90 % of the stream: ms to generation_finished, and ms until
+    the window has handled it (the composer offers Send again)."""
+    from tests.support.fake_engine import reply
+
+    out, settled = [], []
+    for frac in (0.25, 0.5, 0.9):
+        win.new_chat()
+        engine.script(reply(*pieces))
+        finished.clear()
+        seen: list[int] = [0]
+        engine.token_received.connect(lambda _ev, s=seen: s.__setitem__(0, s[0] + 1))
+        win.chat.send("again")
+        loop_wait(app, lambda f=frac, s=seen: s[0] >= f * len(pieces), 3600)
+        target = win.composer.box
+        t0 = time.perf_counter()
+        app.sendEvent(target, QKeyEvent(QEvent.Type.KeyPress, Qt.Key.Key_Escape, Qt.KeyboardModifier.NoModifier))
+        loop_wait(app, lambda: bool(finished), 60, check_ms=2)
+        loop_wait(app, lambda: win.composer.button.text() == "Send", 60, check_ms=2)
+        out.append(round(1000 * (finished[0] - t0), 1))
+        settled.append(round(1000 * (time.perf_counter() - t0), 1))
+        engine.token_received.disconnect()
+        loop_wait(app, lambda: not engine.generating, 10)
+    return out, settled
+
+
+def loop_wait(app, cond, timeout_s: float, check_ms: int = 20) -> None:
+    """Run the event loop (idle, not polling) until ``cond()`` holds; TimeoutError after ``timeout_s``."""
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    if cond():
+        return
+    loop = QEventLoop()
+    check = QTimer()
+    check.setInterval(check_ms)
+    check.timeout.connect(lambda: loop.quit() if cond() else None)
+    check.start()
+    QTimer.singleShot(int(timeout_s * 1000), loop.quit)
+    loop.exec()
+    check.stop()
+    if not cond():
+        raise TimeoutError("the window did not get there in time")
+
+
+def settle(app, seconds: float) -> None:
+    """Run the event loop for ``seconds``."""
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    loop = QEventLoop()
+    QTimer.singleShot(int(seconds * 1000), loop.quit)
+    loop.exec()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,178 @@
+"""Streaming Markdown: a repaint costs what is new, and the end result equals a one-shot render.
+
+The documents are the benchmark's (bench/stream_render.py): a growing table, a fenced
+code block, a nested list, LaTeX-heavy prose; plus a long block quote.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import pytest
+from PySide6.QtWidgets import QLabel
+
+from app.ui.chat import highlight, markdown
+from app.ui.chat.markdown import SegmentKind, StreamingDocument
+from app.ui.chat.message import CodeBlock, MarkdownView, MessageWidget
+from bench.stream_render import code_doc, latex_doc, list_doc, table_doc, tokens_of
+
+
+def quote_doc(n: int) -> str:
+    return (
+        "Quoted:\n\n"
+        + "\n>\n".join(f"> paragraph {i} of the quote, with *emphasis* and `code`." for i in range(n))
+        + "\n"
+    )
+
+
+DOCS = {
+    "table": table_doc(60),
+    "code": code_doc(120),
+    "list": list_doc(200),
+    "latex": latex_doc(12),
+    "quote": quote_doc(30),
+    "mixed": table_doc(20) + "\n" + code_doc(40) + "\nAfter the code.\n\n" + list_doc(20) + "\n" + quote_doc(9),
+}
+
+
+def streamed(text: str) -> tuple[list, StreamingDocument]:
+    doc = StreamingDocument()
+    acc = ""
+    tail: list = []
+    for piece in tokens_of(text):
+        acc += piece
+        _new, tail = doc.update(acc, streaming=True)
+    _new, tail = doc.update(acc)  # the reply is over
+    return doc.final + tail, doc
+
+
+@pytest.mark.parametrize("kind", sorted(DOCS))
+def test_a_streamed_reply_ends_as_a_one_shot_render(kind):
+    text = DOCS[kind]
+    one_shot = StreamingDocument()
+    new, tail = one_shot.update(text)
+    whole = new + tail
+    by_token, _doc = streamed(text)
+    assert [(s.kind, s.source, s.html, s.code, s.cont) for s in by_token] == [
+        (s.kind, s.source, s.html, s.code, s.cont) for s in whole
+    ]
+    # Nothing is lost or doubled: the segments' sources are the text's lines.
+    assert sum(s.source.count("\n") + 1 for s in whole) <= text.count("\n") + 1
+    assert "".join(s.source for s in whole).replace("\n", "") in text.replace("\n", "") or kind != "table"
+
+
+@pytest.mark.parametrize("kind", ["table", "code", "list", "quote"])
+def test_every_block_kind_is_cut_so_the_tail_stays_small(kind):
+    """The open (re-rendered) segment never grows past a chunk, however long the block."""
+    text = DOCS[kind]
+    doc = StreamingDocument()
+    acc = ""
+    biggest = 0
+    for piece in tokens_of(text):
+        acc += piece
+        _new, tail = doc.update(acc, streaming=True)
+        biggest = max(biggest, max((s.source.count("\n") + 1 for s in tail), default=0))
+    limit = {
+        "table": markdown.TABLE_CHUNK + 2,
+        "code": highlight.CODE_CHUNK,
+        "list": markdown.LIST_LINES + 4,  # a cut at the first top-level item after LIST_LINES lines
+        "quote": 2 * markdown.QUOTE_CHUNK + 1,
+    }[kind]
+    assert biggest <= limit, (kind, biggest)
+    assert len(doc.final) >= 3
+
+
+def test_a_cut_table_keeps_its_header_once_and_its_columns_in_line():
+    rows = 2 * markdown.TABLE_CHUNK + 5
+    new, tail = StreamingDocument().update(table_doc(rows))
+    tables = [s for s in new + tail if "<table" in s.html]
+    assert len(tables) == 3 and [s.cont for s in tables] == [False, True, True]
+    assert len(re.findall(r"<th[ >]", tables[0].html)) == 5 and all("<th" not in s.html for s in tables[1:])
+    widths = [re.findall(r'width="(\d+)%"', s.html)[:5] for s in tables]
+    assert len(widths[0]) == 5 and widths[0] == widths[1] == widths[2]
+    assert sum(s.html.count("<tr>") for s in tables) == rows + 1  # the header row and the body rows
+    small = StreamingDocument().update(table_doc(5))
+    assert 'width="' not in (small[0] + small[1])[-1].html  # a short table keeps its natural widths
+
+
+def test_a_finished_code_chunk_is_not_highlighted_again(monkeypatch):
+    """Pygments runs once per finished chunk (the cache keeps it), and never on more than a chunk."""
+    calls: list[str] = []
+    raw = highlight.highlight_chunk.__wrapped__
+
+    def counting(context: str, chunk: str, language: str) -> str:
+        calls.append(chunk)
+        return raw(context, chunk, language)
+
+    monkeypatch.setattr(markdown, "highlight_chunk", lru_cache(maxsize=1024)(counting))
+    _segs, doc = streamed(code_doc(100))
+    code = [s for s in doc.final if s.kind is SegmentKind.CODE]
+    assert len(code) >= 3
+    for seg in code:  # each final chunk was highlighted in its final form once
+        assert calls.count(seg.source) == 1
+    longest = max(len(c.split("\n")) for c in calls)
+    assert longest <= highlight.CODE_CHUNK
+
+
+def test_a_docstring_across_a_chunk_boundary_keeps_its_colour():
+    lines = ["x = 1"] * (highlight.CODE_CHUNK - 2) + ['"""a docstring', "over", "several", "lines", '"""', "y = 2"]
+    code = "\n".join(lines)
+    chunks = highlight.code_chunks(code)
+    second = highlight.highlight_chunk(*chunks[1], "python")
+    whole = highlight.highlight_chunk("", code, "python")
+    string_style = whole.split("a docstring")[0].rsplit("<span", 1)[1]
+    assert second.startswith("<span" + string_style.split(">")[0])  # "several" is coloured as a string
+
+
+def test_the_view_joins_code_chunks_in_one_block_and_copy_gives_the_whole_code(qtbot):
+    view = MarkdownView()
+    qtbot.addWidget(view)
+    text = code_doc(80)
+    acc = ""
+    for piece in tokens_of(text):
+        acc += piece
+        view.set_markdown(acc)
+    blocks = view.findChildren(CodeBlock)
+    assert len(blocks) == 1
+    expected = text.split("```python\n", 1)[1].rsplit("\n```", 1)[0]
+    assert blocks[0].code == expected
+    assert blocks[0].chunk_count() == -(-len(expected.split("\n")) // highlight.CODE_CHUNK)
+    fresh = MarkdownView()
+    qtbot.addWidget(fresh)
+    fresh.set_markdown(text)
+    (other,) = fresh.findChildren(CodeBlock)
+    assert [c.text() for c in other._chunks] == [c.text() for c in blocks[0]._chunks]
+
+
+def test_a_streaming_table_shows_whole_rows_and_the_last_row_once_the_reply_ends(qtbot):
+    w = MessageWidget("assistant")
+    qtbot.addWidget(w)
+    w.set_streaming(True)
+    w.set_text("| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | fo")
+    w.refresh()
+    shown = "".join(lbl.text() for lbl in w.body.findChildren(QLabel))
+    assert "<td>2</td>" in shown and "<td>fo" not in shown  # the row being written waits for its line end
+    w.set_text("| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | four |")
+    w.refresh()
+    w.set_streaming(False)  # the reply ended without a newline: its last row is shown
+    shown = "".join(lbl.text() for lbl in w.body.findChildren(QLabel))
+    assert "<td>four</td>" in shown
+
+
+def test_a_code_block_shows_all_its_lines(qtbot):
+    from PySide6.QtWidgets import QApplication
+
+    from app.ui.theme import apply_theme
+
+    apply_theme(QApplication.instance())
+    view = MarkdownView()
+    qtbot.addWidget(view)
+    view.resize(700, 400)
+    long = "x" * 300  # wider than the view: the horizontal scroll bar shows
+    view.set_markdown("```python\n" + "\n".join(f'line_{i} = "{long}"' for i in range(40)) + "\n```")
+    view.show()
+    qtbot.waitExposed(view)
+    (block,) = view.findChildren(CodeBlock)
+    assert block.scroll.horizontalScrollBar().isVisible()
+    assert block.scroll.viewport().height() >= block.body.sizeHint().height()
