@@ -26,6 +26,7 @@ class BannerTopic(str, enum.Enum):
     REPLY = "reply"  # a reply is being written (in another chat, or refused an action)
     MODELS_PAGE = "models-page"  # a notice from the models page (library, Hub, downloads)
     SYSTEM_PROMPT = "system-prompt"  # a chat's system prompt was edited (offer it for new chats)
+    CONTEXT = "context"  # the context filled (a reply stopped at n_ctx, or old turns were dropped)
 
 
 class Banner(QFrame):

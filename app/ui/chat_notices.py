@@ -33,6 +33,7 @@ PAGE_TOPICS: dict[BannerTopic, Page] = {
     BannerTopic.REPLY: Page.CHAT,
     BannerTopic.SYSTEM_PROMPT: Page.CHAT,
     BannerTopic.NO_MODEL: Page.CHAT,
+    BannerTopic.CONTEXT: Page.CHAT,
 }
 
 

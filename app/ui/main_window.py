@@ -371,7 +371,8 @@ class MainWindow(QMainWindow):
         self.chats_panel.set_current(conv_id)
         self._update_placeholder()
         chat_notices.show_reply_elsewhere(self)
-        self.banner.clear(BannerTopic.SYSTEM_PROMPT)
+        for topic in (BannerTopic.SYSTEM_PROMPT, BannerTopic.CHAT_MODEL, BannerTopic.CONTEXT):
+            self.banner.clear(topic)  # about the chat that was shown
         self.chat.pending_system_prompt = None
         if conv_id is None:
             self._applying_conversation = True
@@ -443,6 +444,7 @@ class MainWindow(QMainWindow):
         self.turn.reset()  # the KV cache is new: last turn's figures no longer describe it
         for topic in (BannerTopic.CHAT_MODEL, BannerTopic.MODEL, BannerTopic.NO_MODEL, BannerTopic.MODELS_PAGE):
             self.banner.clear(topic)  # messages about a model that is now loaded
+        self.chat.refresh_continue()  # a larger n_ctx may make a context-full reply continuable
         self.model_panel.set_model(ev)
         # What was loaded becomes the load settings (threads and GPU layers stay as asked:
         # the engine reports the resolved numbers, the settings keep "auto" / "all").
@@ -495,7 +497,11 @@ class MainWindow(QMainWindow):
 
     def _load_settings_edited(self, s: LoadSettings) -> None:
         # n_ctx, threads... apply with a reload; the context policy applies to the next reply.
+        policy_changed = s.context_policy != self.settings.load.context_policy
         self.settings_ctl.update(load=s)
+        if policy_changed:
+            self.banner.clear(BannerTopic.CONTEXT)  # its advice was about the policy
+            self.chat.refresh_continue()
         self.models.set_n_ctx(s.n_ctx or 4096)
 
     def _sampler_edited(self, s: SamplerSettings) -> None:

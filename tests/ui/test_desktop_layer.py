@@ -586,3 +586,18 @@ def test_n_ctx_shows_the_value_llama_cpp_will_use(qtbot, window) -> None:
         qtbot.keyClicks(field, str(typed) if typed else "0")
         qtbot.keyClick(field, Qt.Key.Key_Return)
         assert field.value() == used, (typed, field.value())
+
+
+def test_chat_search_shortcuts_work_while_the_message_box_has_focus(qtbot, window) -> None:
+    """Ctrl+K / Ctrl+F from the message box (where focus usually is) go to chat search, not into the text."""
+    window.show()
+    qtbot.waitExposed(window)
+    for key in (Qt.Key.Key_K, Qt.Key.Key_F):
+        box = window.composer.box
+        box.setFocus()
+        qtbot.waitUntil(box.hasFocus)
+        qtbot.keyClick(box, key, Qt.KeyboardModifier.ControlModifier)
+        qtbot.waitUntil(window.chats_panel.search.hasFocus)
+        qtbot.keyClicks(window.chats_panel.search, "dragon")
+        assert window.chats_panel.search.text() == "dragon" and box.toPlainText() == ""
+        window.chats_panel.search.clear()

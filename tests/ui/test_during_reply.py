@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
 from app.core import protocol as P
-from app.core.chat import ChatMessage, StopReason
+from app.core.chat import ChatMessage, ContextPolicy, StopReason
 from app.ui.banner import BannerTopic
 from app.ui.engine_client import EngineState
 from app.ui.top_bar import Page
@@ -310,3 +310,20 @@ def test_a_reply_in_another_chat_is_not_sent_the_chat_shown(qtbot, window):
     assert [m.content for m in gen.messages if m.role == "user"] == ["About pears."]
     assert all(isinstance(m, ChatMessage) for m in gen.messages)
     _stop(qtbot, window)
+
+
+def test_choosing_drop_oldest_turns_enables_continue_and_takes_the_context_full_banner_away(qtbot, window):
+    window.engine.script(reply("Too ", "long.", context_full=True))
+    send(qtbot, window, "Write a book.")
+    w = window.chat_view.messages[-1]
+    assert not w.continue_btn.isEnabled()
+    assert window.banner.isVisible() and window.banner.topic is BannerTopic.CONTEXT
+    window.model_panel.policy.setCurrentIndex(window.model_panel.policy.findData(ContextPolicy.ROLLING.value))
+    assert w.continue_btn.isEnabled() and not window.banner.isVisible()
+    # The context-full advice is about this chat: it does not follow the person to another one.
+    window.engine.script(reply("Too ", "long.", context_full=True))
+    window.model_panel.policy.setCurrentIndex(window.model_panel.policy.findData(ContextPolicy.STOP.value))
+    send(qtbot, window, "Another book.")
+    assert window.banner.isVisible() and window.banner.topic is BannerTopic.CONTEXT
+    window.new_chat()
+    assert not window.banner.isVisible()

@@ -222,6 +222,18 @@ class ChatController(QObject):
                 w.set_can_continue(True, self._why_no_continue(m.meta))
         return w
 
+    def refresh_continue(self) -> None:
+        """Re-decide each cut-off reply's Continue (the context policy or the loaded n_ctx changed)."""
+        for w in self.view.messages:
+            if w.message_id is None or w.role is not Role.ASSISTANT or w.message_id == self._reply_id:
+                continue
+            try:
+                m = self.store.get_message(w.message_id)
+            except KeyError:
+                continue
+            if not m.complete:
+                w.set_can_continue(True, self._why_no_continue(m.meta))
+
     def _why_no_continue(self, meta: MessageMeta) -> str:
         """Why Continue cannot work for a reply with ``meta`` ("" when it can): the context was
         full, and neither a larger n_ctx is loaded nor the context policy drops old turns."""
@@ -466,11 +478,12 @@ class ChatController(QObject):
 
     def _on_shift(self, ev: P.ContextShifted) -> None:
         self.turn.on_shift(ev)
+        # The turn's total (dropped before the reply + by every shift so far), as the Stats panel counts it.
         self.notice.emit(
             Severity.INFO,
-            f"The context was full: {ev.dropped_messages} oldest message(s) and "
+            f"The context was full: {self.turn.dropped_messages} oldest message(s) left out in this turn, and "
             f"{ev.dropped_reply_tokens} reply tokens left the context; the reply goes on.",
-            BannerTopic.GENERAL,
+            BannerTopic.CONTEXT,
         )
 
     def _end_reply(self, text: str, stats: GenerationStats | None, complete: bool | None, badge: Badge) -> None:
@@ -524,7 +537,7 @@ class ChatController(QObject):
                 Severity.WARNING,
                 f"The context is full ({ev.stats.n_ctx:,} tokens, n_ctx). The reply so far is kept. Raise n_ctx in the "
                 'Model panel, start a new chat, or choose "Drop oldest turns and go on" as the context policy.',
-                BannerTopic.GENERAL,
+                BannerTopic.CONTEXT,
             )
         self.reply_finished.emit(ev.stats)
 
