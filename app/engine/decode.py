@@ -196,33 +196,20 @@ def decode_loop(
             break
         piece = vocab.piece(token)
         res = stream.push(piece)
-        if logits is not None:
-            pending.append(
-                P.TokenEvent(
-                    rid,
-                    res.text,
-                    token,
-                    display_piece(piece),
-                    len(generated) - 1,
-                    (now - t0) / 1e9,
-                    min(llm.n_tokens + 1, n_ctx),  # a token sampled at a full context waits for room
-                    p=math.exp(float(logits[token]) - lse),
-                    candidates=cands,
-                    logsumexp=lse if cands else None,
-                )
+        pending.append(
+            P.TokenEvent(
+                rid,
+                res.text,
+                token,
+                display_piece(piece),
+                len(generated) - 1,
+                (now - t0) / 1e9,
+                min(llm.n_tokens + 1, n_ctx),  # a token sampled at a full context waits for room
+                p=math.exp(float(logits[token]) - lse) if logits is not None else None,
+                candidates=cands,  # () unless asked for and due
+                logsumexp=lse if cands else None,
             )
-        else:
-            pending.append(
-                P.TokenEvent(
-                    rid,
-                    res.text,
-                    token,
-                    display_piece(piece),
-                    len(generated) - 1,
-                    (now - t0) / 1e9,
-                    min(llm.n_tokens + 1, n_ctx),  # a token sampled at a full context waits for room
-                )
-            )
+        )
         if now - last_flush >= flush_ns:
             emit(P.TokenBatch(rid, tuple(pending)))
             pending.clear()

@@ -8,15 +8,14 @@ tested on the FakeEngine in tests/ui.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
-from app.main import create_window
-from app.paths import default_paths
-from app.ui.engine_client import EngineState
 from app.ui.main_window import MainWindow
-from app.ui.theme import apply_theme
+from tests.support.window import close_window, open_window, reply_over, short_replies, stats_shown_done
+from tests.support.window import load as _load
+from tests.support.window import send as _send
+
+__all__ = ["close_window", "reply_over", "stats_shown_done"]  # re-exported for the tests here
 
 LOAD_TIMEOUT_MS = 60_000
 REPLY_TIMEOUT_MS = 60_000
@@ -24,64 +23,26 @@ REPLY_TIMEOUT_MS = 60_000
 
 def make_window(qtbot) -> MainWindow:
     """The window as app.main builds it (same wiring), with its own engine process."""
-    from PySide6.QtWidgets import QApplication
-
-    apply_theme(QApplication.instance())
-    win = create_window(default_paths().ensure())
-    qtbot.addWidget(win)
-    win.resize(1500, 940)
-    win.show()
-    win.engine.start()
-    return win
-
-
-def close_window(win: MainWindow) -> None:
-    win.close()
-    win.conversations.close()
+    return open_window(qtbot)
 
 
 def load(qtbot, win: MainWindow, path) -> None:
-    with qtbot.waitSignal(win.engine.model_loaded, timeout=LOAD_TIMEOUT_MS):
-        assert win.load_model(str(path))
-    assert win.engine.state == EngineState.READY
+    _load(qtbot, win, path, LOAD_TIMEOUT_MS)
 
 
 @pytest.fixture
 def window(qtbot, smollm2):
-    """A window with SmolLM2 loaded (n_ctx from the default settings)."""
+    """A window with SmolLM2 loaded (n_ctx from the default settings), max_tokens 48."""
     win = make_window(qtbot)
     load(qtbot, win, smollm2)
-    # Short replies keep the suite fast on a 2-core machine.
-    win.sampler_panel.set_settings(replace(win.sampler_panel.settings(), max_tokens=48), emit=True)
+    short_replies(win)
     yield win
     close_window(win)
 
 
-def reply_over(win: MainWindow) -> bool:
-    """The window shows no reply in flight: the composer offers Send again."""
-    return win.composer.button.text() == "Send"
-
-
-def stats_shown_done(win: MainWindow) -> bool:
-    """The stats panel (drawn on its repaint clock) shows the finished turn."""
-    return win.stats_panel.phase.text().startswith("✓ Done")
-
-
 def send(qtbot, win: MainWindow, text: str, timeout: int = REPLY_TIMEOUT_MS):
     """Type ``text`` and press Enter; returns the Finished event once the window shows the reply as over."""
-    from PySide6.QtCore import Qt
-
-    box = win.composer.box
-    box.setFocus()
-    qtbot.keyClicks(box, text)
-    with qtbot.waitSignal(win.engine.generation_finished, timeout=timeout) as blocker:
-        qtbot.keyClick(box, Qt.Key.Key_Return)
-    fin = blocker.args[0]
-    qtbot.waitUntil(
-        lambda: reply_over(win) and win.chat_view.messages[-1].text.endswith(fin.text) and stats_shown_done(win),
-        timeout=timeout,
-    )
-    return fin
+    return _send(qtbot, win, text, timeout)
 
 
 def capture_requests(win: MainWindow) -> list:
