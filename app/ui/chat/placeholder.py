@@ -4,11 +4,10 @@ or, with no model, links to load one (models already on disk first)."""
 from __future__ import annotations
 
 import html
-import re
 from pathlib import Path
 
 from app.core import protocol as P
-from app.core.gguf_info import format_bytes
+from app.core.gguf_info import SPLIT_RE, format_bytes
 from app.ui.common import palette
 from app.ui.top_bar import Page
 
@@ -22,9 +21,10 @@ ON_DISK_SHOWN = 4  # models already in the models folder offered as one-click li
 def display_name(path: str) -> str:
     """A model's name for the window: its file name without .gguf (and the split suffix)."""
     name = Path(path).name
-    if name.lower().endswith(".gguf"):
-        name = name[:-5]
-    return re.sub(r"-\d{5}-of-\d{5}$", "", name)
+    split = SPLIT_RE.match(name)  # the split-file naming the library and llama.cpp use
+    if split:
+        return split["stem"]
+    return name[:-5] if name.lower().endswith(".gguf") else name
 
 
 def placeholder_html(*, has_chat: bool, model: P.ModelLoaded | None, loading: bool, models_dir: Path) -> str:
