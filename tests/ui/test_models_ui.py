@@ -323,12 +323,13 @@ def test_drop_imports_gguf_files_and_reports_bad_ones(qtbot, windows, gb_paths: 
     mime.setUrls(
         [QUrl.fromLocalFile(str(src)), QUrl.fromLocalFile(str(bad)), QUrl.fromLocalFile(str(tmp_path / "notes.txt"))]
     )
-    ev = QDropEvent(
-        QPointF(20, 20), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier
-    )
+    actions = Qt.DropAction.CopyAction | Qt.DropAction.MoveAction
+    # Shift held: the platform proposes a Move (QPlatformDrag::defaultAction)
+    ev = QDropEvent(QPointF(20, 20), actions, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.ShiftModifier)
+    assert ev.proposedAction() == Qt.DropAction.MoveAction
     with qtbot.waitSignal(w.library_tab.import_finished, timeout=WAIT_MS) as done:
         w.library_tab.view.dropEvent(ev)
-        assert ev.isAccepted()
+        assert ev.isAccepted() and ev.dropAction() == Qt.DropAction.CopyAction
     result = done.args[0]
     assert [e.name for e in result.imported] == ["Dropped"] and len(result.errors) == 1 and not result.cancelled
     qtbot.waitUntil(lambda: "dropped-Q4_0.gguf" in library_rows(w) and not w.library_pool.busy, timeout=WAIT_MS)

@@ -1,4 +1,4 @@
-"""The Library tab's table view: Enter loads, Delete deletes, dropped .gguf files are imported."""
+"""The Library tab's table view: Enter loads, Delete deletes, dropped .gguf files are imported (as a Copy)."""
 
 from __future__ import annotations
 
@@ -44,22 +44,24 @@ class LibraryView(QTableView):
     def gguf_paths(mime: Any) -> list[str]:
         return [u.toLocalFile() for u in mime.urls() if u.isLocalFile() and is_gguf_name(u.toLocalFile())]
 
+    # Drops are always accepted as a Copy, whatever the source proposes: the import copies
+    # the file, and a Move would let a file manager delete the original afterwards.
     def dragEnterEvent(self, e: QDragEnterEvent) -> None:
-        if self.gguf_paths(e.mimeData()):
-            e.acceptProposedAction()
-        else:
-            e.ignore()
+        self._accept_as_copy(e, bool(self.gguf_paths(e.mimeData())))
 
     def dragMoveEvent(self, e: QDragMoveEvent) -> None:
-        if self.gguf_paths(e.mimeData()):
-            e.acceptProposedAction()
-        else:
-            e.ignore()
+        self._accept_as_copy(e, bool(self.gguf_paths(e.mimeData())))
 
     def dropEvent(self, e: QDropEvent) -> None:
         paths = self.gguf_paths(e.mimeData())
+        self._accept_as_copy(e, bool(paths))
         if paths:
-            e.acceptProposedAction()
             self.files_dropped.emit(paths)
+
+    @staticmethod
+    def _accept_as_copy(e: QDropEvent, wanted: bool) -> None:
+        if wanted:
+            e.setDropAction(Qt.DropAction.CopyAction)
+            e.accept()
         else:
             e.ignore()
