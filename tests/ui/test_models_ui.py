@@ -312,6 +312,24 @@ def test_delete_asks_with_the_files_and_size_then_removes_every_part(
     assert ("info", f"Deleted Tiny Split (3 files, {format_bytes(total)}).") in w.notices
 
 
+def test_a_narrow_library_hides_minor_columns_so_the_name_stays_readable(qtbot, windows, gb_paths: Paths) -> None:
+    from app.ui.library.library_tab import NAME_MIN_PX
+
+    write_tiny_model(gb_paths.models_dir / "tiny-Q4_0.gguf", name="A Model With A Rather Long Name")
+    w = windows()
+    w.resize(760, 600)  # the Models page's width at 1366x768 with the side panels open
+    w.show()
+    scanned(qtbot, w)
+    view = w.library_tab.view
+    qtbot.waitUntil(lambda: view.columnWidth(LibraryColumn.NAME) >= NAME_MIN_PX, timeout=WAIT_MS)
+    assert view.isColumnHidden(LibraryColumn.SOURCE)
+    assert not view.isColumnHidden(LibraryColumn.QUANT) and not view.isColumnHidden(LibraryColumn.SIZE)
+    w.resize(1500, 800)
+    qtbot.waitUntil(lambda: not view.isColumnHidden(LibraryColumn.SOURCE), timeout=WAIT_MS)
+    assert not any(view.isColumnHidden(c) for c in LibraryColumn)
+    assert view.columnWidth(LibraryColumn.NAME) >= NAME_MIN_PX
+
+
 def test_drop_imports_gguf_files_and_reports_bad_ones(qtbot, windows, gb_paths: Paths, tmp_path: Path) -> None:
     w = windows()
     w.show()

@@ -49,6 +49,8 @@ from app.ui.library.widgets import FlatDelegate, InlineMessage, TwoLineDelegate
 
 log = logging.getLogger(__name__)
 
+NAME_MIN_PX = 240  # the Model column's least width: a name and its file name stay readable
+
 
 class LibraryTab(QWidget):
     """The models Glassbox can load, from every place it knows.
@@ -171,16 +173,21 @@ class LibraryTab(QWidget):
         hh.setHighlightSections(False)
         hh.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         hh.setSectionResizeMode(LibraryColumn.NAME, QHeaderView.ResizeMode.Stretch)
-        for col, w in (
-            (LibraryColumn.ARCHITECTURE, 110),
-            (LibraryColumn.PARAMS, 80),
-            (LibraryColumn.QUANT, 90),
-            (LibraryColumn.SIZE, 90),
-            (LibraryColumn.CONTEXT, 95),
-            (LibraryColumn.LAST_USED, 100),
-            (LibraryColumn.SOURCE, 90),
-        ):
-            self.view.setColumnWidth(col, w)
+        self.view.set_columns(
+            LibraryColumn.NAME,
+            NAME_MIN_PX,
+            {
+                LibraryColumn.ARCHITECTURE: 110,
+                LibraryColumn.PARAMS: 80,
+                LibraryColumn.QUANT: 90,
+                LibraryColumn.SIZE: 90,
+                LibraryColumn.CONTEXT: 95,
+                LibraryColumn.LAST_USED: 100,
+                LibraryColumn.SOURCE: 90,
+            },
+            # hidden first when the table is narrow (they come back as it widens)
+            (LibraryColumn.SOURCE, LibraryColumn.LAST_USED, LibraryColumn.CONTEXT, LibraryColumn.PARAMS),
+        )
         self.view.doubleClicked.connect(lambda _i: self.load_selected())
         self.view.load_pressed.connect(self.load_selected)
         self.view.delete_pressed.connect(self.delete_selected)
