@@ -60,12 +60,21 @@ class PrivateRotatingFileHandler(RotatingFileHandler):
         return open(fd, "a", encoding=self.encoding, errors=self.errors)
 
 
+DEBUG_ENV = "GLASSBOX_DEBUG"  # "1": child processes (the engine) log at DEBUG too
+
+
+def debug_inherited() -> bool:
+    """True when the process that started this one logs at DEBUG (``--debug``)."""
+    return os.environ.get(DEBUG_ENV) == "1"
+
+
 @dataclass
 class LogSetup:
     """What :func:`configure` changed; :meth:`close` undoes it (tests, a second configure)."""
 
     handlers: list[logging.Handler] = field(default_factory=list)
     levels: dict[str, int] = field(default_factory=dict)
+    debug_env: str | None = None  # DEBUG_ENV's value before configure
 
     def close(self) -> None:
         root = logging.getLogger()
@@ -76,16 +85,23 @@ class LogSetup:
             logging.getLogger(name or None).setLevel(level)
         self.handlers.clear()
         self.levels.clear()
+        if self.debug_env is None:
+            os.environ.pop(DEBUG_ENV, None)
+        else:
+            os.environ[DEBUG_ENV] = self.debug_env
 
 
 def configure(log_file: Path | None, *, debug: bool = False, stderr: bool = False) -> LogSetup:
     """Send the ``app`` loggers (INFO, or DEBUG when ``debug``) and everyone's warnings to
     ``log_file`` (rotating, private) and, when ``stderr`` or without a file, to stderr.
 
+    With ``debug``, :data:`DEBUG_ENV` is set in the environment, so the engine process
+    (spawned later, inheriting it) logs at DEBUG as well (:func:`debug_inherited`).
+
     Raises:
         OSError: ``log_file`` cannot be opened (its folder must exist).
     """
-    setup = LogSetup()
+    setup = LogSetup(debug_env=os.environ.get(DEBUG_ENV))
     root = logging.getLogger()
     formatter = logging.Formatter(FORMAT)
     handlers: list[logging.Handler] = []
@@ -98,6 +114,8 @@ def configure(log_file: Path | None, *, debug: bool = False, stderr: bool = Fals
         root.addHandler(handler)
         setup.handlers.append(handler)
     level = logging.DEBUG if debug else logging.INFO
+    if debug:
+        os.environ[DEBUG_ENV] = "1"
     for name, want in [("", logging.WARNING), (APP_LOGGER, level)]:
         logger = logging.getLogger(name or None)
         setup.levels[name] = logger.level

@@ -36,11 +36,11 @@ def _setup_logging(log_path: str | None) -> None:
     """engine.log (rotating, private: :mod:`app.logfiles`), or stderr without a path."""
     if log_path:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-        logfiles.configure(Path(log_path))
+        logfiles.configure(Path(log_path), debug=logfiles.debug_inherited())
         # Python tracebacks of hard crashes (SIGSEGV, SIGILL, SIGABRT) go to the same file.
         faulthandler.enable(open(log_path, "a", encoding="utf-8"))  # noqa: SIM115 - lives as long as the process
     else:
-        logfiles.configure(None)
+        logfiles.configure(None, debug=logfiles.debug_inherited())
 
 
 def engine_main(conn: Connection, cancel: CancelFlag, log_path: str | None = None) -> None:

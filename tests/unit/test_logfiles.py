@@ -73,6 +73,35 @@ def test_close_puts_the_levels_and_handlers_back(configured) -> None:
     assert (list(root.handlers), root.level, logging.getLogger("app").level) == before
 
 
+def test_debug_reaches_the_engine_process_through_its_environment(configured, monkeypatch, capsys) -> None:
+    from app.engine import process
+
+    monkeypatch.delenv(logfiles.DEBUG_ENV, raising=False)
+    path, _setups = configured
+    setup = logfiles.configure(path, debug=True)
+    assert os.environ[logfiles.DEBUG_ENV] == "1"  # what the spawned engine process inherits
+    setup.close()
+    assert logfiles.DEBUG_ENV not in os.environ  # closing puts it back
+    # In the engine process (here without a log file: it logs to stderr) at DEBUG when the
+    # window was started with --debug, at INFO otherwise.
+    root_before = list(logging.getLogger().handlers)
+    try:
+        process._setup_logging(None)
+        logging.getLogger("app.engine.decode").debug("not in debug mode")
+        monkeypatch.setenv(logfiles.DEBUG_ENV, "1")
+        process._setup_logging(None)
+        logging.getLogger("app.engine.decode").debug("an engine debug detail")
+        err = capsys.readouterr().err
+        assert "DEBUG app.engine.decode: an engine debug detail" in err
+        assert "not in debug mode" not in err
+    finally:
+        for h in logging.getLogger().handlers[:]:
+            if h not in root_before:
+                logging.getLogger().removeHandler(h)
+                h.close()
+        logging.getLogger("app").setLevel(logging.NOTSET)
+
+
 def test_the_debug_flag() -> None:
     assert parse_args(["--debug"]).debug is True
     assert parse_args([]).debug is False
