@@ -35,7 +35,7 @@ def serve(conn: Connection, cancel: CancelFlag, t0: float) -> None:
         cancel: the Stop flag the UI sets.
         t0: when the process started (perf_counter seconds), for the start-up time in the log.
     """
-    llama_log = LlamaLog()
+    llama_log = LlamaLog(stopping=cancel.is_set)
     llama_cpp.llama_backend_init()
     system_info = llama_cpp.llama_print_system_info().decode("utf-8", errors="replace").strip()
     log.info(

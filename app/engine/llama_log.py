@@ -14,6 +14,7 @@ import ctypes
 import logging
 import re
 import threading
+from collections.abc import Callable
 
 import llama_cpp
 
@@ -29,9 +30,18 @@ _LEVEL_NAMES = {0: "none", 1: "debug", 2: "info", 3: "warning", 4: "error"}
 
 
 class LlamaLog:
-    """Keeps llama.cpp's last log lines; one instance per process (the callback is global)."""
+    """Keeps llama.cpp's last log lines; one instance per process (the callback is global).
 
-    def __init__(self, max_lines: int = 2000) -> None:
+    Args:
+        max_lines: how many recent lines are kept.
+        stopping: true while a Stop is in effect. A llama_decode aborted by Stop makes
+            llama.cpp log "graph_compute: ... failed", "failed to decode, ret = 2" and
+            "removing memory module entries": expected then, so those lines go to the
+            engine log at INFO (marked "after Stop") instead of as errors.
+    """
+
+    def __init__(self, max_lines: int = 2000, stopping: Callable[[], bool] | None = None) -> None:
+        self._stopping = stopping
         self._lines: collections.deque[tuple[str, str]] = collections.deque(maxlen=max_lines)
         self._partial = ""
         self._last_level = "info"
@@ -53,7 +63,10 @@ class LlamaLog:
                 self._lines.append((name, line))
                 self._count += 1
                 if name in ("warning", "error"):
-                    log.log(logging.WARNING if name == "warning" else logging.ERROR, "%s", line)
+                    if self._stopping is not None and self._stopping():
+                        log.info("after Stop (llama.cpp %s): %s", name, line)
+                    else:
+                        log.log(logging.WARNING if name == "warning" else logging.ERROR, "%s", line)
 
     def mark(self) -> None:
         """Start a new section: :meth:`since_mark` returns lines logged after this call."""

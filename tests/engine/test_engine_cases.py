@@ -9,8 +9,10 @@ import time
 import pytest
 
 from app.core import protocol as P
-from app.core.chat import StopReason
+from app.core.chat import ChatMessage, LoadSettings, StopReason
 from app.core.gguf_info import MissingSplitParts, check_loadable
+from app.core.sampling import SamplerSettings
+from app.engine.host import EngineHost
 from tests.engine.conftest import ROLLING_POLICY, STOP_POLICY, SYSTEM
 from tests.support.models import write_split_model
 
@@ -142,6 +144,32 @@ def test_e3_stop_during_a_long_prompt(engine):
     assert fin.stats.evaluated_tokens < prepared.to_evaluate, "Stop took effect only after prefill finished"
     assert fin.stats.generated_tokens == 0
     assert done_at - cancel_at[0] < 1.0, f"stopped {done_at - cancel_at[0]:.2f} s after Stop"
+
+
+def test_a_stop_during_prefill_writes_no_error_to_the_engine_log(smollm2, tmp_path):
+    """llama.cpp logs an aborted llama_decode as errors; after a Stop they are expected, not errors."""
+    log_path = tmp_path / "engine.log"
+    host = EngineHost(log_path=str(log_path))
+    host.start()
+    try:
+        assert isinstance(host.recv(60), P.EngineReady)
+        assert isinstance(
+            host.request(P.LoadModel(host.next_id(), str(smollm2), LoadSettings(n_ctx=4096))), P.ModelLoaded
+        )
+        long_text = " ".join(f"Item {i} is a small blue box on a shelf." for i in range(215))
+
+        def on_event(ev):
+            if isinstance(ev, P.PrefillProgress):
+                host.cancel()
+
+        req = P.Generate(host.next_id(), (ChatMessage("user", long_text),), SamplerSettings(max_tokens=5))
+        fin = host.request(req, timeout=120, on_event=on_event)
+        assert isinstance(fin, P.Finished) and fin.stats.stop_reason == StopReason.CANCELLED.value
+    finally:
+        host.stop()
+    text = log_path.read_text(encoding="utf-8")
+    assert "after Stop (llama.cpp error): llama_decode: failed to decode, ret = 2" in text
+    assert " ERROR " not in text and " WARNING " not in text, text
 
 
 # ---------------------------------------------------------------------------------- E4, E5
