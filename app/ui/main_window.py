@@ -382,6 +382,11 @@ class MainWindow(QMainWindow):
                 self._applying_conversation = False
             return
         conv = self.conversations.get_conversation(conv_id)
+        if not self.engine.generating:
+            # The Stats panel shows the chat's last reply until a new turn starts.
+            replies = [m for m in self.conversations.active_path(conv_id) if m.meta.stats is not None]
+            if replies and replies[-1].meta.stats is not None:
+                self.turn.show_stored(replies[-1].meta.stats)
         self._applying_conversation = True
         try:
             self.system_bar.set_text(conv.system_prompt)

@@ -50,6 +50,8 @@ class LiveTurn:
         tokens: the sampled tokens with their engine times.
         final: the engine's final stats once finished.
         candidates: the last token's top candidates ``(id, text, logit)`` and its logsumexp.
+        stored: ``final`` is a stored reply's stats (the chat just opened), not a turn of
+            this session: no tokens, no prompt, the KV cache holds something else.
         version: bumps on every change, so views repaint only when needed.
     """
 
@@ -73,6 +75,7 @@ class LiveTurn:
     kept_tokens: int = 0
     last_rebuild_tokens: int = 0
     shift_dropped_messages: int = 0
+    stored: bool = False
     version: int = 0
 
     def reset(self, phase: TurnPhase = TurnPhase.IDLE) -> None:
@@ -83,6 +86,12 @@ class LiveTurn:
             setattr(self, f.name, getattr(fresh, f.name))
         self.phase = phase
         self.version = version + 1
+
+    def show_stored(self, stats: GenerationStats) -> None:
+        """Show a stored reply's figures (the last reply of the chat just opened)."""
+        self.reset(TurnPhase.DONE)
+        self.final = stats
+        self.stored = True
 
     def start(self) -> None:
         """Reset for a new turn (prefill begins)."""

@@ -52,6 +52,26 @@ def test_a_message_gets_a_streamed_reply_and_live_stats(qtbot, window):
     assert stored.content == fin.text and stored.meta.stats.generated_tokens == len(pieces)
 
 
+def test_opening_a_chat_shows_its_last_reply_in_the_stats_panel(qtbot, window):
+    window.engine.script(reply("First", " chat", "."))
+    fin_a = send(qtbot, window, "Chat A, please.")
+    conv_a = window.chat.conversation_id
+    window.chat.new_chat()
+    window.stats_panel.refresh()
+    assert window.stats_panel.phase.text() == "No reply yet"
+    window.engine.script(reply("Second", "."))
+    send(qtbot, window, "Chat B, please.")
+    window.chat.open_conversation(conv_a)
+    window.stats_panel.refresh()
+    assert window.stats_panel.phase.text().startswith("✓ Last reply in this chat (stored)")
+    ttft = window.stats_panel.tiles["ttft"][0].text()
+    assert _number(ttft) == round(fin_a.stats.ttft_s * 1000)
+    assert window.turn.generated == fin_a.stats.generated_tokens == 3
+    window.chat.new_chat()
+    window.stats_panel.refresh()
+    assert window.stats_panel.phase.text() == "No reply yet"
+
+
 def test_a_slider_change_reaches_the_next_request(qtbot, window):
     panel = window.sampler_panel
     panel.rows["temperature"].slider.setValue(0)  # temperature 0 (greedy)

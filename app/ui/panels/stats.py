@@ -205,6 +205,8 @@ class StatsPanel(QWidget):
             self.phase.setText(f"● Decoding — one token per step ({fmt.tokens(t.generated)} so far)")
         elif t.phase is TurnPhase.FAILED or final is None:
             self.phase.setText("✕ Not finished — the reason is in the message above the chat")
+        elif t.stored:
+            self.phase.setText(f"✓ Last reply in this chat (stored) — {StopReason(final.stop_reason).label}")
         else:
             self.phase.setText(f"✓ Done — {StopReason(final.stop_reason).label}")
         self.phase.setProperty("phase", t.phase.value)
