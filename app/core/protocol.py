@@ -13,6 +13,7 @@ the engine checks between prefill chunks and decode steps (docs/architecture.md,
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 from app.core.chat import ChatMessage, GenerationStats, LoadSettings
@@ -285,18 +286,29 @@ class Finished:
     stats: GenerationStats
 
 
+class FailureKind(str, enum.Enum):
+    """Why a request failed (``Failed.kind``); the values are what logs and tests read."""
+
+    LOAD = "load"  #: llama.cpp could not load the model (memory, unsupported architecture...)
+    BAD_MODEL = "bad_model"  #: the file is not a loadable GGUF (checked before llama.cpp sees it)
+    CONTEXT_OVERFLOW = "context_overflow"  #: the prompt does not fit in n_ctx under the policy
+    NO_MODEL = "no_model"  #: a request that needs a model, with none loaded
+    TEMPLATE = "template"  #: the chat template refused the conversation (e.g. roles not alternating)
+    BAD_SETTINGS = "bad_settings"  #: sampler settings llama.cpp cannot use
+    INTERNAL = "internal"  #: a bug in the engine; details in engine.log
+
+
 @dataclass(frozen=True)
 class Failed:
     """A request failed; ``message`` names the problem and what to do.
 
     Attributes:
-        kind: short machine-readable kind: ``load``, ``bad_model``, ``context_overflow``,
-            ``no_model``, ``template``, ``bad_settings``, ``internal``.
+        kind: a :class:`FailureKind`.
         stats: measurements up to the failure, when a reply had started.
     """
 
     request_id: int
-    kind: str
+    kind: FailureKind
     message: str
     stats: GenerationStats | None = None
 

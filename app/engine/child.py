@@ -90,7 +90,7 @@ def handle(session: Session, req: object, emit: Callable[[object], None]) -> Non
             session.reset()
             emit(P.ContextReset(rid))
         else:
-            emit(P.Failed(rid, "internal", f"The engine does not know the request {type(req).__name__}."))
+            emit(P.Failed(rid, P.FailureKind.INTERNAL, f"The engine does not know the request {type(req).__name__}."))
     except ParentGone:
         raise
     except EngineError as exc:
@@ -101,7 +101,7 @@ def handle(session: Session, req: object, emit: Callable[[object], None]) -> Non
         emit(
             P.Failed(
                 rid,
-                "internal",
+                P.FailureKind.INTERNAL,
                 f"The engine hit an internal error ({type(exc).__name__}: {exc}). Details are in the engine log.",
             )
         )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from app.core.protocol import FailureKind
+
 
 class CancelFlag(Protocol):
     """The shared Stop flag (a ``multiprocessing.Event`` in the engine process)."""
@@ -15,12 +17,11 @@ class EngineError(Exception):
     """A request failed in a way the person can act on (becomes a ``Failed`` event).
 
     Attributes:
-        kind: the ``Failed.kind`` (``load``, ``bad_model``, ``context_overflow``, ``no_model``,
-            ``template``, ``bad_settings``).
+        kind: the ``Failed.kind``.
         message: the text shown to the person: the problem and what to do.
     """
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: FailureKind, message: str) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message

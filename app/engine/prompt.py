@@ -15,6 +15,7 @@ from typing import Any
 
 from app.core.chat import ChatMessage, ContextPolicy, Role
 from app.core.conversations.turns import repeated_roles
+from app.core.protocol import FailureKind
 from app.engine.errors import EngineError
 from app.engine.kv_reuse import CachedTurn, splice_prompt
 from app.engine.vocab import Vocab
@@ -153,7 +154,7 @@ class PromptBuilder:
         try:
             out: str = self._formatter(messages=[{"role": m.role, "content": m.content} for m in msgs]).prompt
         except Exception as exc:  # jinja2 raise_exception(...) or a template bug
-            raise EngineError("template", template_refusal(messages, exc)) from None
+            raise EngineError(FailureKind.TEMPLATE, template_refusal(messages, exc)) from None
         return out + tail
 
     def tokens_for(self, messages: Sequence[ChatMessage], continue_last: bool) -> tuple[list[int], str]:
@@ -205,7 +206,7 @@ class PromptBuilder:
                 '"Drop oldest turns and go on" so the oldest messages are left out.'
             )
         raise EngineError(
-            "context_overflow",
+            FailureKind.CONTEXT_OVERFLOW,
             f"The conversation is {n_full} tokens but the context holds {self.n_ctx} (n_ctx). {advice}",
         )
 

@@ -107,7 +107,9 @@ class Session:
 
     def _require(self) -> _Loaded:
         if self._m is None:
-            raise EngineError("no_model", "No model is loaded. Open a GGUF model first (File → Open model).")
+            raise EngineError(
+                P.FailureKind.NO_MODEL, "No model is loaded. Open a GGUF model first (File → Open model)."
+            )
         return self._m
 
     # ----------------------------------------------------------------------------------- load
@@ -122,7 +124,7 @@ class Session:
         try:
             info = check_loadable(req.path)
         except GGUFError as exc:
-            raise EngineError("bad_model", exc.message) from None
+            raise EngineError(P.FailureKind.BAD_MODEL, exc.message) from None
         self.unload()
         s = req.settings
         gpu = bool(llama_cpp.llama_supports_gpu_offload())
@@ -148,7 +150,7 @@ class Session:
             details = self.llama_log.errors_since_mark()
             why = "; ".join(details) if details else str(exc)
             raise EngineError(
-                "load",
+                P.FailureKind.LOAD,
                 f"llama.cpp could not load {Path(req.path).name}: {why}. "
                 "The file passed Glassbox's checks, so this llama.cpp build may not support this "
                 f"architecture ({info.architecture}) or quantization ({info.quant_type}), or memory ran out.",
@@ -265,7 +267,7 @@ class Session:
         try:
             req.sampler.validated()
         except ValueError as exc:
-            raise EngineError("bad_settings", f"The sampler settings cannot be used: {exc}.") from None
+            raise EngineError(P.FailureKind.BAD_SETTINGS, f"The sampler settings cannot be used: {exc}.") from None
         policy = ContextPolicy(req.context_policy or self.settings.context_policy)
         prompt = m.prompt.fit(list(req.messages), req.continue_last, policy)
         messages = prompt.messages  # what the context holds; a context shift drops from these

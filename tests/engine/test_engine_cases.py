@@ -178,7 +178,7 @@ def test_e4_prompt_longer_than_the_context(fresh_engine):
     long_msg = " ".join(f"word{i}" for i in range(350))  # about 700 tokens
     fail = eng.generate([SYSTEM, ("user", long_msg)], temperature=0.0, max_tokens=10)
     assert isinstance(fail, P.Failed)
-    assert fail.kind == "context_overflow"
+    assert fail.kind is P.FailureKind.CONTEXT_OVERFLOW  # an enum member across the process pipe
     n_prompt = int(fail.message.split("conversation is ")[1].split(" tokens")[0])
     assert n_prompt > 512
     assert "512" in fail.message and "n_ctx" in fail.message
@@ -192,7 +192,7 @@ def test_e4_rolling_policy_points_at_the_message_itself(fresh_engine):
     eng = fresh_engine(n_ctx=512, context_policy=ROLLING_POLICY)
     long_msg = " ".join(f"word{i}" for i in range(350))
     fail = eng.generate([SYSTEM, ("user", long_msg)], temperature=0.0, max_tokens=10)
-    assert isinstance(fail, P.Failed) and fail.kind == "context_overflow"
+    assert isinstance(fail, P.Failed) and fail.kind is P.FailureKind.CONTEXT_OVERFLOW
     assert "Your message alone takes" in fail.message and "512" in fail.message
 
 
@@ -347,7 +347,7 @@ def test_e6_files_that_are_not_models(engine, tmp_path, smollm2, kind, needle):
     path = _bad_files(tmp_path, smollm2)[kind]
     fail = engine.load(path, n_ctx=2048)
     assert isinstance(fail, P.Failed)
-    assert fail.kind == "bad_model"  # refused by Glassbox's check: llama.cpp never saw the file
+    assert fail.kind is P.FailureKind.BAD_MODEL  # refused by Glassbox's check: llama.cpp never saw the file
     assert path.name in fail.message and needle in fail.message
     # The engine is alive and loads a real model next.
     ok = engine.load(smollm2, n_ctx=4096)
@@ -377,7 +377,9 @@ def test_no_model_loaded_is_a_clear_failure():
     try:
         assert isinstance(host.recv(60), P.EngineReady)
         fail = host.request(P.Generate(host.next_id(), (P.ChatMessage("user", "hi"),), P.SamplerSettings()))
-        assert isinstance(fail, P.Failed) and fail.kind == "no_model" and "Open a GGUF model" in fail.message
+        assert (
+            isinstance(fail, P.Failed) and fail.kind is P.FailureKind.NO_MODEL and "Open a GGUF model" in fail.message
+        )
     finally:
         host.stop()
 
@@ -403,7 +405,7 @@ def test_greedy_replies_repeat_after_new_chat_even_on_gemma(gemma):
 
 def test_out_of_range_sampler_values_are_refused_clearly(engine):
     fail = engine.generate([SYSTEM, ("user", "Hi")], top_p=1.5, max_tokens=4)
-    assert isinstance(fail, P.Failed) and fail.kind == "bad_settings"
+    assert isinstance(fail, P.Failed) and fail.kind is P.FailureKind.BAD_SETTINGS
     assert "top_p = 1.5" in fail.message and "between 0.0 and 1.0" in fail.message
 
 
@@ -411,7 +413,7 @@ def test_e6_split_model_with_a_missing_part_is_refused_with_the_windows_message(
     parts = write_split_model(tmp_path / "split", "Tiny-Split-Q4_0", 3)
     parts[1].unlink()
     fail = engine.load(parts[0], n_ctx=2048)
-    assert isinstance(fail, P.Failed) and fail.kind == "bad_model"
+    assert isinstance(fail, P.Failed) and fail.kind is P.FailureKind.BAD_MODEL
     with pytest.raises(MissingSplitParts) as exc:  # the check the window runs before sending LoadModel
         check_loadable(parts[0])
     assert fail.message == exc.value.message

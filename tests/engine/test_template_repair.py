@@ -47,7 +47,7 @@ def test_refusal_names_the_two_messages_in_a_row(strict_engine, tmp_path: Path) 
     with ConversationStore(tmp_path / "c.sqlite3") as store:
         cid, _earlier, _later = chat_after_a_deleted_reply(store)
         ev = reply_to(strict_engine, store, cid)
-    assert isinstance(ev, P.Failed) and ev.kind == "template"
+    assert isinstance(ev, P.Failed) and ev.kind is P.FailureKind.TEMPLATE
     assert ev.message.startswith(
         "The model's chat template rejected this conversation: Conversation roles must alternate "
         "user/assistant/user/assistant/... This model's template needs user and assistant messages to take turns"

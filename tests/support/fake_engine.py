@@ -76,7 +76,7 @@ class CrashMidReply:
 class Refuse:
     """The request fails before any token: Failed(kind, message)."""
 
-    kind: str
+    kind: P.FailureKind
     message: str
 
 
@@ -148,7 +148,7 @@ class FakeEngine(EngineClient):
         """Queue what the next ``generate`` calls do, in order."""
         self._scripts.extend(scripts)
 
-    def fail_next_load(self, message: str, kind: str = "load") -> None:
+    def fail_next_load(self, message: str, kind: P.FailureKind = P.FailureKind.LOAD) -> None:
         """The next load ends with Failed(kind, message)."""
         self._load_faults.append(("fail", message, kind))
 
@@ -344,7 +344,7 @@ class FakeEngine(EngineClient):
             yield fault[1]
             return
         if fault is not None:
-            yield P.Failed(rid, fault[2], fault[1])
+            yield P.Failed(rid, P.FailureKind(fault[2]), fault[1])
             return
         info = read_gguf_info(path)
         n_ctx = settings.n_ctx or int(info.arch_key("context_length", 4096))
@@ -377,7 +377,7 @@ class FakeEngine(EngineClient):
         req, script = turn.request, turn.script
         rid = req.request_id
         if isinstance(script, Refuse):
-            yield P.Failed(rid, script.kind, script.message)
+            yield P.Failed(rid, P.FailureKind(script.kind), script.message)
             return
         words = prompt_words(req.messages)
         cached = 0

@@ -258,7 +258,7 @@ def test_markdown_and_code_blocks_render(qtbot):
 
 def test_e4_a_message_longer_than_the_context_is_given_back_and_the_next_works(qtbot, window):
     message = "Your message alone takes 700 tokens. Raise n_ctx in the Model panel (512 now)."
-    window.engine.script(Refuse("context_overflow", message))
+    window.engine.script(Refuse(P.FailureKind.CONTEXT_OVERFLOW, message))
     long_msg = " ".join(f"word{i}" for i in range(350))
     box = window.composer.box
     box.setPlainText(long_msg)
@@ -306,7 +306,7 @@ def test_e5_context_full_then_the_policy_applies_to_the_next_reply_without_a_rel
     assert reply_w.continue_btn.isVisible()
     assert "context is full" in window.banner.text.text() and f"{fin.stats.n_ctx:,} tokens" in window.banner.text.text()
     # Stop policy: the engine refuses the next message, which stays in the box...
-    window.engine.script(Refuse("context_overflow", "The conversation no longer fits in n_ctx."))
+    window.engine.script(Refuse(P.FailureKind.CONTEXT_OVERFLOW, "The conversation no longer fits in n_ctx."))
     box = window.composer.box
     box.setPlainText("Go on.")
     with qtbot.waitSignal(window.engine.generation_failed):

@@ -30,7 +30,7 @@ def refused_after_a_deleted_reply(qtbot, window) -> None:
     reply_id = window.chat_view.messages[-1].message_id
     window.chat_view.action_requested.emit(MessageAction.DELETE, reply_id, None)
     assert [m.role for m in window.chat_view.messages] == [Role.USER]
-    window.engine.script(Refuse("template", REFUSAL))
+    window.engine.script(Refuse(P.FailureKind.TEMPLATE, REFUSAL))
     box = window.composer.box
     qtbot.keyClicks(box, "Name a fruit.")
     with qtbot.waitSignal(window.engine.generation_failed):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 
+from app.core import protocol as P
 from app.core.chat import ChatMessage, LoadSettings, StopReason
 from app.core.sampling import SamplerSettings
 from app.ui.engine_client import EngineClient, EngineState
@@ -102,7 +103,7 @@ def test_the_fake_engine_answers_like_the_real_one(qtbot, smollm2, tmp_path):
         smollm2,
         bad,
         before_long=lambda: fake.script(Endless()),
-        before_bad_load=lambda: fake.fail_next_load("notes.gguf is not a GGUF model.", kind="bad_model"),
+        before_bad_load=lambda: fake.fail_next_load("notes.gguf is not a GGUF model.", kind=P.FailureKind.BAD_MODEL),
     )
 
     assert fake_seen == real_seen

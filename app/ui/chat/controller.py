@@ -557,7 +557,7 @@ class ChatController(QObject):
             self.turn.on_finished(ev.stats)
             self.reply_conversation_changed.emit(None)
             sent = self._sent_user
-            repairs = self._turn_repairs() if ev.kind == "template" else []
+            repairs = self._turn_repairs() if ev.kind is P.FailureKind.TEMPLATE else []
             if repairs:  # keep what was sent: the repair makes it answerable
                 self._sent_user = None
                 self.repair_offered.emit(ev.message, repairs)
