@@ -44,7 +44,14 @@ from app.ui import chat_notices, conversation_export, window_layout
 from app.ui.banner import Banner, BannerTopic
 from app.ui.chat.composer import Composer
 from app.ui.chat.controller import ChatController
-from app.ui.chat.placeholder import LOAD_LINK_PREFIX, MODELS_LINK, OPEN_LINK, display_name, placeholder_html
+from app.ui.chat.placeholder import (
+    LOAD_LINK_PREFIX,
+    MODELS_LINK,
+    OPEN_LINK,
+    QUICK_SHOWN,
+    display_name,
+    placeholder_html,
+)
 from app.ui.chat.system_prompt import SystemPromptBar
 from app.ui.chat.view import ChatView
 from app.ui.common import dialogs
@@ -236,6 +243,7 @@ class MainWindow(QMainWindow):
         for dock in (self.sampler_dock, self.tokens_dock):
             dock.visibilityChanged.connect(lambda shown, d=dock: self._inspector_visibility(d, shown))
         self.models.load_requested.connect(self._load_from_library)
+        self.models.library_tab.entries_changed.connect(self._update_placeholder)
         self.models.open_file_requested.connect(self.open_model_dialog)
         self.models.notice.connect(
             lambda kind, text: self.banner.show_message(Severity(kind), text, topic=BannerTopic.MODELS_PAGE)
@@ -559,9 +567,17 @@ class MainWindow(QMainWindow):
                 has_chat=self.chat.conversation_id is not None,
                 model=self.engine.model,
                 loading=self.engine.state == EngineState.LOADING,
-                models_dir=self.paths.models_dir,
+                quick_models=self._quick_models(),
             )
         )
+
+    def _quick_models(self) -> list[str]:
+        """Models to offer in the empty chat: recent ones, then the library's loadable ones
+        (as last scanned on the library's worker thread), no duplicates."""
+        library = [str(e.path) for e in self.models.library_tab.model.entries if e.ok]
+        known = set(library)
+        recent = [p for p in self.settings.recent_models[:QUICK_SHOWN] if p in known or Path(p).is_file()]
+        return list(dict.fromkeys(recent + library))
 
     def show_about(self) -> None:
         ready = self.engine.ready_info

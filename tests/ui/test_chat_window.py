@@ -383,3 +383,22 @@ def test_a_reply_that_fills_n_ctx_ends_with_context_full_and_can_be_continued(qt
         assert "context is full (256 tokens, n_ctx)" in win.banner.text.text()
     finally:
         close_window(win)
+
+
+def test_with_no_model_the_empty_chat_offers_the_librarys_models_and_loads_one_on_click(qtbot, tmp_path):
+    from tests.support.models import write_tiny_model
+
+    win = make_window(qtbot)
+    try:
+        assert win.engine.model is None
+        path = write_tiny_model(win.paths.models_dir / "pick-me-Q4_0.gguf", name="Pick Me")
+        with qtbot.waitSignal(win.models.library_tab.entries_changed, timeout=10_000):
+            win.models.library_tab.refresh()
+        qtbot.waitUntil(lambda: "Load pick-me-Q4_0" in win.chat_view.placeholder.text(), timeout=10_000)
+        link = f"load:{path}"
+        assert f"href='{link}'" in win.chat_view.placeholder.text()
+        with qtbot.waitSignal(win.engine.model_loaded, timeout=10_000):
+            win.chat_view.placeholder.linkActivated.emit(link)
+        assert win.engine.model.info.path == str(path)
+    finally:
+        close_window(win)

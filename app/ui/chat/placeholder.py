@@ -1,9 +1,10 @@
 """What the empty chat view says: the loaded model and what the panels show, a loading notice,
-or, with no model, links to load one (models already on disk first)."""
+or, with no model, links to load one (recent and library models first)."""
 
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from pathlib import Path
 
 from app.core import protocol as P
@@ -15,7 +16,7 @@ from app.ui.top_bar import Page
 OPEN_LINK = "open"
 MODELS_LINK = Page.MODELS.value
 LOAD_LINK_PREFIX = "load:"
-ON_DISK_SHOWN = 4  # models already in the models folder offered as one-click links
+QUICK_SHOWN = 4  # models on disk offered as one-click links
 
 
 def display_name(path: str) -> str:
@@ -27,9 +28,13 @@ def display_name(path: str) -> str:
     return name[:-5] if name.lower().endswith(".gguf") else name
 
 
-def placeholder_html(*, has_chat: bool, model: P.ModelLoaded | None, loading: bool, models_dir: Path) -> str:
+def placeholder_html(
+    *, has_chat: bool, model: P.ModelLoaded | None, loading: bool, quick_models: Sequence[str] = ()
+) -> str:
     """The empty view's rich text: "" when a chat is shown; else the model's facts, "Loading…",
-    or how to get a model (the first few GGUF files in ``models_dir`` as load links)."""
+    or how to get a model: the first :data:`QUICK_SHOWN` of ``quick_models`` (GGUF paths,
+    best first: the caller passes recent models, then the library's as last scanned; no
+    disk access here, it runs on the UI thread) as load links."""
     if has_chat:
         return ""
     if model is not None:
@@ -42,10 +47,9 @@ def placeholder_html(*, has_chat: bool, model: P.ModelLoaded | None, loading: bo
         )
     if loading:
         return "<h2>Loading the model…</h2>"
-    on_disk = sorted(p for p in models_dir.rglob("*.gguf") if p.is_file())[:ON_DISK_SHOWN]
     quick = "".join(
-        f"<p><a href='{LOAD_LINK_PREFIX}{html.escape(str(p))}'>Load {html.escape(display_name(str(p)))}</a></p>"
-        for p in on_disk
+        f"<p><a href='{LOAD_LINK_PREFIX}{html.escape(p)}'>Load {html.escape(display_name(p))}</a></p>"
+        for p in list(dict.fromkeys(quick_models))[:QUICK_SHOWN]
     )
     return (
         "<h2>No model loaded</h2>"
