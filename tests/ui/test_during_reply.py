@@ -236,6 +236,13 @@ def test_deleting_a_message_can_be_undone(qtbot, window):
     assert not window.banner.isVisible()
 
 
+def _brightest_text(button) -> int:
+    from PySide6.QtGui import QColor
+
+    img = button.grab().toImage()
+    return max(QColor(img.pixel(x, y)).lightness() for x in range(img.width()) for y in range(img.height()))
+
+
 def test_continue_is_disabled_with_a_reason_when_the_context_is_full(qtbot, window):
     window.engine.script(reply("Too ", "long.", context_full=True))
     send(qtbot, window, "Write a book.")
@@ -243,6 +250,8 @@ def test_continue_is_disabled_with_a_reason_when_the_context_is_full(qtbot, wind
     assert w.badge.text() == "context full"
     assert w.continue_btn.isVisible() and not w.continue_btn.isEnabled()
     assert "n_ctx" in w.continue_btn.toolTip()
+    # and it looks disabled: its text is drawn darker than an enabled action's
+    assert _brightest_text(w.continue_btn) < _brightest_text(w.regen_btn) - 20
     window.open_conversation(window.chat.conversation_id)  # the same after a reload from the store
     w = window.chat_view.messages[-1]
     assert not w.continue_btn.isHidden() and not w.continue_btn.isEnabled()
