@@ -39,7 +39,7 @@ from app.engine.inspector import Inspector
 from app.engine.kv_reuse import CachedTurn
 from app.engine.llama_log import LlamaLog
 from app.engine.prefill import Prefiller, rewind_to_prefix
-from app.engine.prompt import ROLLING_RESERVE_FRACTION, PromptBuilder
+from app.engine.prompt import ROLLING_RESERVE_FRACTION, FittedPrompt, PromptBuilder
 from app.engine.threads import auto_threads, auto_threads_batch
 from app.engine.vocab import Vocab
 
@@ -261,15 +261,36 @@ class Session:
         """
         t0 = time.perf_counter_ns()
         m = self._require()
-        llm = m.llm
         try:
             req.sampler.validated()
         except ValueError as exc:
             raise EngineError("bad_settings", f"The sampler settings cannot be used: {exc}.") from None
         policy = ContextPolicy(req.context_policy or self.settings.context_policy)
-        prompt = m.prompt.fit(list(req.messages), req.continue_last, policy)
+        person_turn = m.prompt.cached_turn  # an external request leaves it as it was (see P.Generate)
+        if req.raw_prompt is not None:
+            prompt = m.prompt.fit_raw(req.raw_prompt)
+        else:
+            prompt = m.prompt.fit(list(req.messages), req.continue_last, policy)
         messages = prompt.messages  # what the context holds; a context shift drops from these
         m.prompt.cached_turn = None  # the cache changes from here; set again when the turn ends
+        if req.external:
+            try:
+                return self._generate(req, m, prompt, messages, policy, t0)
+            finally:
+                m.prompt.cached_turn = person_turn
+        return self._generate(req, m, prompt, messages, policy, t0)
+
+    def _generate(
+        self,
+        req: P.Generate,
+        m: _Loaded,
+        prompt: FittedPrompt,
+        messages: list[ChatMessage],
+        policy: ContextPolicy,
+        t0: int,
+    ) -> P.Finished:
+        """Prefill and decode the fitted ``prompt`` (the rest of :meth:`generate`)."""
+        llm = m.llm
         llama_cpp.llama_perf_context_reset(llm.ctx)
 
         cached = rewind_to_prefix(llm, prompt.tokens)
