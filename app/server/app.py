@@ -73,6 +73,14 @@ class Api:
     def __init__(self, gateway: EngineGateway, api_key: str) -> None:
         self.gateway = gateway
         self.api_key = api_key
+        self.open_jobs: set[ApiJob] = set()  # requests being answered (the server thread's loop only)
+
+    def end_open_jobs(self, message: str) -> None:
+        """Answer every open request with 503 ``message`` and cancel it in the engine (any thread):
+        the server is stopping."""
+        for job in list(self.open_jobs):
+            self.gateway.cancel(job)
+            job.deliver(P.Failed(0, "engine", message))
 
     def _check_key(self, request: Request) -> None:
         auth = request.headers.get("authorization", "")
@@ -128,7 +136,11 @@ class Api:
         builder = ReplyBuilder(job, model)
         if parsed.stream:
             return StreamingResponse(self._stream(job, builder), media_type="text/event-stream")
-        return await self._whole(request, job, builder)
+        self.open_jobs.add(job)
+        try:
+            return await self._whole(request, job, builder)
+        finally:
+            self.open_jobs.discard(job)
 
     def _queued_s(self, job: ApiJob, started_ns: int | None) -> float:
         return ((started_ns or job.arrived_ns) - job.arrived_ns) / 1e9
@@ -171,6 +183,7 @@ class Api:
         """
         done = False
         started_ns: int | None = None
+        self.open_jobs.add(job)
         try:
             if builder.chat:
                 yield _sse(builder.first_chunk())
@@ -208,6 +221,7 @@ class Api:
                     break
             yield _sse("[DONE]")
         finally:
+            self.open_jobs.discard(job)
             if not done:
                 self.gateway.cancel(job)
 
@@ -253,4 +267,6 @@ def build_app(gateway: EngineGateway, api_key: str, cors_origins: tuple[str, ...
         Route("/v1/chat/completions", api.chat, methods=["POST"]),
         Route("/v1/completions", api.completions, methods=["POST"]),
     ]
-    return Starlette(routes=routes, middleware=middleware, exception_handlers=handlers)
+    app = Starlette(routes=routes, middleware=middleware, exception_handlers=handlers)
+    app.state.api = api
+    return app

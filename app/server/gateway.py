@@ -39,7 +39,7 @@ class ModelCard:
     loaded_at: int
 
 
-@dataclass
+@dataclass(eq=False)  # compared and hashed by identity: one object per request
 class ApiJob:
     """One generation request on its way through the engine.
 

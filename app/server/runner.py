@@ -37,6 +37,7 @@ class ServerThread:
         self.host = host
         self.port = port
         app = build_app(gateway, api_key, cors_origins)
+        self._api = app.state.api
         config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False, timeout_graceful_shutdown=2)
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
@@ -82,11 +83,19 @@ class ServerThread:
         return self._thread is not None and self._thread.is_alive()
 
     def stop(self, timeout_s: float = 5.0) -> None:
-        """Stop serving: open connections are closed (streams end), the thread is joined. Idempotent."""
+        """Stop serving, the thread joined. Idempotent.
+
+        Open requests are answered first (503, "the server is stopping"; a stream gets that
+        error event and ends), then uvicorn shuts down gracefully; connections still open after
+        ``timeout_s`` / 2 seconds are cut.
+        """
+        if self._thread is not None and self._thread.is_alive():
+            self._api.end_open_jobs("The Glassbox API server was switched off.")
         self._server.should_exit = True
-        self._server.force_exit = True
         if self._thread is not None:
-            self._thread.join(timeout_s)
+            self._thread.join(timeout_s / 2)
+            self._server.force_exit = True
+            self._thread.join(timeout_s / 2)
             self._thread = None
         if self._sock is not None:
             self._sock.close()
