@@ -14,8 +14,8 @@ Usage::
     python bench/api_load.py [--model SMOLLM2.gguf] [--clients 20] [--seconds 60] [--max-tokens 8]
 
 The last line printed is JSON: ``requests_ok``, ``requests_failed``, ``mixed_up`` (replies that
-hold another request's code), ``echo_missed`` (replies without their own code: the model did
-not copy it, nothing mixed), ``latency_s`` and ``ttft_s`` (p50, p99, max), ``queued_s`` (p50,
+hold a code another request sent), ``echo_missed`` (replies without their own code: the model
+miscopied it, e.g. ``K04-0401`` for ``K04-0001``, a code no request sent), ``latency_s`` and ``ttft_s`` (p50, p99, max), ``queued_s`` (p50,
 p99, from the server's timings), ``requests_per_s``, ``engine_tok_s`` (decode, median).
 """
 
@@ -144,7 +144,9 @@ def main() -> None:
 
     ok = [r for r in results if not r["error"]]
     failed = [r for r in results if r["error"]]
-    mixed = [r for r in ok if any(c != r["code"] for c in CODE.findall(r["text"]))]
+    issued = {r["code"] for r in results}
+    # another request's text: a code some other request sent (a code nobody sent is the model miscopying)
+    mixed = [r for r in ok if any(c != r["code"] and c in issued for c in CODE.findall(r["text"]))]
     missed = [r for r in ok if r["code"] not in r["text"]]
     lat = [r["latency_s"] for r in ok]
     ttft = [r["ttft_s"] for r in ok if r["ttft_s"] is not None]

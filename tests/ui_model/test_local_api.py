@@ -301,3 +301,30 @@ def test_refuse_while_the_person_chats(qtbot, window, bg):
     r = wait(qtbot, bg.submit(chat, client(url, key), "hi"))
     assert r.choices[0].message.content
     window.server.switch(False)
+
+
+def test_the_persons_reply_waits_for_an_api_request_in_flight_and_stop_ends_it_alone(qtbot, api, bg):
+    """The person sends while an API request is in the engine: their reply goes next (before
+    queued API requests); Stop before it starts ends only it, and the engine is not restarted."""
+    from PySide6.QtCore import Qt
+
+    win, c = api
+    pid = win.engine.pid
+    long = bg.submit(c.completions.create, model="m", prompt=COUNTING, max_tokens=60, temperature=0)
+    qtbot.waitUntil(lambda: win.engine.external_in_flight is not None, timeout=10_000)
+    queued = bg.submit(chat, client(c.base_url, c.api_key), "Say hello.", max_tokens=4)
+    qtbot.waitUntil(lambda: len(win.engine.external_queue) == 1, timeout=10_000)
+    box = win.composer.box
+    box.setFocus()
+    qtbot.keyClicks(box, "Hello?")
+    qtbot.keyClick(box, Qt.Key.Key_Return)
+    assert win.engine.generating and win.composer.button.text() != "Send"
+    finished = []
+    win.engine.generation_finished.connect(finished.append)
+    win.chat.stop()  # before the person's reply has reached the engine
+    r = wait(qtbot, long)
+    assert r.usage.completion_tokens == 60 and r.choices[0].finish_reason == "length"  # not stopped by the Stop
+    qtbot.waitUntil(lambda: bool(finished), timeout=10_000)
+    assert finished[0].stats.stop_reason is StopReason.CANCELLED and finished[0].stats.generated_tokens == 0
+    assert wait(qtbot, queued).choices[0].message.content  # then the queued API request runs
+    assert win.engine.pid == pid and not win.engine.generating

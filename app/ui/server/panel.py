@@ -155,7 +155,9 @@ class ServerPanel(QWidget):
         server.server_changed.connect(self._show_server)
         server.entry_changed.connect(self._entry_changed)
         server.engine.external_queue_changed.connect(self._show_queue)
-        settings.changed.connect(lambda s: self._show_settings(s.server))
+        # Read the settings now, not the emitted value: the controller may have changed them again
+        # (a key generated on the first switch-on) before this slot runs for the first change.
+        settings.changed.connect(lambda _s: self._show_settings(self._settings.settings.server))
         self._show_settings(settings.settings.server)
         self._show_server()
         self._show_queue()
