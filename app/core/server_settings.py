@@ -30,7 +30,7 @@ class ServerSettings:
 
     Attributes:
         enabled: serve at all (off by default; switched on in the Server panel).
-        port: TCP port, 1-65535.
+        port: TCP port, 0-65535 (0: any free port; the Server panel shows which).
         api_key: the key clients send as ``Authorization: Bearer <key>``; generated once and
             stored in settings.json in plain text, like the Hub token. "" until first generated.
         expose_lan: listen on every network interface (0.0.0.0) instead of 127.0.0.1 only;
@@ -80,7 +80,7 @@ class ServerSettings:
         key = data.get("api_key")
         return cls(
             enabled=data.get("enabled") is True,
-            port=port if isinstance(port, int) and 1 <= port <= 65535 else d.port,
+            port=port if isinstance(port, int) and not isinstance(port, bool) and 0 <= port <= 65535 else d.port,
             api_key=key.strip() if isinstance(key, str) else "",
             expose_lan=data.get("expose_lan") is True,
             cors_origins=tuple(o for o in origins if isinstance(o, str) and o.strip())

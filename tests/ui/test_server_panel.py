@@ -22,7 +22,7 @@ def get(url, key):
 
 
 def switch_on(win):
-    # any free port: tests run next to each other (the panel's spin box keeps 1-65535 for people)
+    # any free port (0): tests run next to each other
     win.settings_ctl.update(server=replace(win.settings_ctl.settings.server, port=0))
     win.server_panel.enabled.click()
 

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QComboBox,
     QFormLayout,
     QHBoxLayout,
+    QHeaderView,
     QLabel,
     QLineEdit,
     QPlainTextEdit,
@@ -104,7 +105,8 @@ class ServerPanel(QWidget):
         key_row.addWidget(self.new_key)
         form.addRow("API key", key_row)
         self.port = QSpinBox()
-        self.port.setRange(1, 65535)
+        self.port.setRange(0, 65535)
+        self.port.setSpecialValueText("any free port")  # 0: the address above says which
         self.port.editingFinished.connect(lambda: self._update(port=self.port.value()))
         form.addRow("Port", self.port)
         self.busy = QComboBox()
@@ -144,6 +146,8 @@ class ServerPanel(QWidget):
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().setVisible(False)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.setWordWrap(False)
         self.table.itemSelectionChanged.connect(self._show_selected)
         lay.addWidget(self.table, 2)
         self.conversation = QPlainTextEdit()
