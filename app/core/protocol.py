@@ -57,10 +57,9 @@ class Generate:
         candidates_every_token: report ``top_candidates`` on every token instead of at most
             every 0.1 s (the local API's ``top_logprobs``).
         external: a request from outside the person's chats (the local API): the engine keeps
-            what it knows of the person's last turn (the sampled tokens its next prompt reuses,
-            :mod:`app.engine.kv_reuse`), so their next prompt is tokenized as if this request
-            had not happened (the KV cache itself is shared: the common prefix is kept, the rest
-            is evaluated again).
+            the person's KV cache (copied out and back, :mod:`app.engine.kv_snapshot`) and what
+            it knows of their last turn (the sampled tokens their next prompt reuses,
+            :mod:`app.engine.kv_reuse`), so their next turn runs as if this request had not happened.
     """
 
     request_id: int

@@ -33,6 +33,7 @@ from app.core import protocol as P
 from app.core.chat import ChatMessage, ContextPolicy, GenerationStats, LoadSettings, StopReason
 from app.core.gguf_info import GGUFError, GGUFInfo, check_loadable
 from app.core.memory import KVCacheLayout, kv_cache_layout, n_ubatch_for
+from app.engine import kv_snapshot
 from app.engine.decode import DecodeResult, TurnStats, decode_loop, make_sampler
 from app.engine.errors import CancelFlag, EngineError
 from app.engine.inspector import Inspector
@@ -273,10 +274,13 @@ class Session:
             prompt = m.prompt.fit(list(req.messages), req.continue_last, policy)
         messages = prompt.messages  # what the context holds; a context shift drops from these
         m.prompt.cached_turn = None  # the cache changes from here; set again when the turn ends
-        if req.external:
+        if req.external:  # the person's cache is copied out and back (app.engine.kv_snapshot)
+            snap = kv_snapshot.take(m.llm, m.layout.used_bytes(m.llm.n_tokens))
             try:
                 return self._generate(req, m, prompt, messages, policy, t0)
             finally:
+                if snap is not None and not kv_snapshot.restore(m.llm, snap):
+                    person_turn = None
                 m.prompt.cached_turn = person_turn
         return self._generate(req, m, prompt, messages, policy, t0)
 

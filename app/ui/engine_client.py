@@ -23,9 +23,8 @@ always means that one. The person's path is unchanged: an external request leave
 READY and emits none of the person's signals (its events go to the request's own sink). When
 the person sends while an external request is in flight, their Generate waits for it (it goes
 first, ahead of queued external requests); Stop before it was sent ends it at once in the
-engine (Finished, CANCELLED, nothing evaluated). An external request changes the KV cache: the
-person's next turn reuses only the common token prefix and evaluates the rest again (correct,
-at the cost of that prefill: README, "Local API").
+engine (Finished, CANCELLED, nothing evaluated). The engine keeps the person's KV cache across
+an external request (``Generate.external``: :mod:`app.engine.kv_snapshot`).
 """
 
 from __future__ import annotations
