@@ -84,7 +84,7 @@ def restore(llm: Any, snap: KVSnapshot) -> bool:
     n = len(snap.tokens)
     llm.input_ids[:n] = snap.tokens
     llm.n_tokens = n
-    log.info(
+    log.debug(
         "kept the person's KV cache across an API request: %d tokens, %.1f MB, copy out %.1f ms, back %.1f ms",
         n,
         snap.n_bytes / 1e6,

@@ -80,6 +80,7 @@ class Session:
         self.settings = LoadSettings()
         self.n_ctx = 0
         self._m: _Loaded | None = None
+        self._cache_from_api = False  # the KV cache holds what an external request left, nothing of the person's
 
     # ------------------------------------------------------------------------ loaded state
     @property
@@ -223,6 +224,7 @@ class Session:
                 llama_cpp.llama_memory_clear(mem, True)
             llm.n_tokens = 0
             self._m.prompt.cached_turn = None
+            self._cache_from_api = False
 
     # ----------------------------------------------------------------------------- tokens
     def token_piece_text(self, token: int) -> str:
@@ -275,13 +277,17 @@ class Session:
         messages = prompt.messages  # what the context holds; a context shift drops from these
         m.prompt.cached_turn = None  # the cache changes from here; set again when the turn ends
         if req.external:  # the person's cache is copied out and back (app.engine.kv_snapshot)
-            snap = kv_snapshot.take(m.llm, m.layout.used_bytes(m.llm.n_tokens))
+            snap = None if self._cache_from_api else kv_snapshot.take(m.llm, m.layout.used_bytes(m.llm.n_tokens))
             try:
                 return self._generate(req, m, prompt, messages, policy, t0)
             finally:
                 if snap is not None and not kv_snapshot.restore(m.llm, snap):
                     person_turn = None
+                # Nothing of the person's to keep (an empty cache, or one too large to copy): the
+                # request's tokens stay, and the next request may reuse their common prefix.
+                self._cache_from_api = self._cache_from_api or snap is None
                 m.prompt.cached_turn = person_turn
+        self._cache_from_api = False
         return self._generate(req, m, prompt, messages, policy, t0)
 
     def _generate(
