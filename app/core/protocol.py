@@ -52,6 +52,15 @@ class Generate:
         continue_last: continue the last (assistant) message instead of starting a new one.
         context_policy: what to do when the conversation outgrows n_ctx (a
             :class:`~app.core.chat.ContextPolicy` value); None: the one given at load.
+        raw_prompt: a prompt text to use as it is instead of rendering ``messages`` with the
+            chat template (the local API's ``/v1/completions``); special-token texts are parsed
+            and BOS is added when the tokenizer wants it. ``messages`` is then ignored.
+        candidates_every_token: report ``top_candidates`` on every token instead of at most
+            every 0.1 s (the local API's ``top_logprobs``).
+        external: a request from outside the person's chats (the local API): the engine keeps
+            the person's KV cache (copied out and back, :mod:`app.engine.kv_snapshot`) and what
+            it knows of their last turn (the sampled tokens their next prompt reuses,
+            :mod:`app.engine.kv_reuse`), so their next turn runs as if this request had not happened.
     """
 
     request_id: int
@@ -61,6 +70,9 @@ class Generate:
     top_candidates: int = 0
     continue_last: bool = False
     context_policy: str | None = None
+    raw_prompt: str | None = None
+    candidates_every_token: bool = False
+    external: bool = False
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from typing import Any
 
 from app.core.chat import LoadSettings
 from app.core.sampling import SamplerSettings
+from app.core.server_settings import ServerSettings
 
 MAX_RECENT = 12
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
@@ -61,6 +62,7 @@ class Settings:
         open_model_folder, export_folder, import_folder: the folder the last Open model,
             Export chat and Import chat dialog was used in ("" before the first use);
             see :class:`DialogFolder`.
+        server: the local API server (off by default; its key is stored here like the Hub token).
     """
 
     sampler: SamplerSettings = field(default_factory=SamplerSettings)
@@ -74,6 +76,7 @@ class Settings:
     open_model_folder: str = ""
     export_folder: str = ""
     import_folder: str = ""
+    server: ServerSettings = field(default_factory=ServerSettings)
 
     def last_folder(self, kind: DialogFolder) -> str:
         """The folder the last dialog of ``kind`` was used in ("" if none yet)."""
@@ -118,6 +121,7 @@ class Settings:
             "library_folders": list(self.library_folders),
             "hub_token": self.hub_token,
             **{k.field_name: self.last_folder(k) for k in DialogFolder},
+            "server": self.server.to_dict(),
         }
 
     @classmethod
@@ -140,6 +144,7 @@ class Settings:
             open_model_folder=_text(data.get(DialogFolder.OPEN_MODEL.field_name)),
             export_folder=_text(data.get(DialogFolder.EXPORT.field_name)),
             import_folder=_text(data.get(DialogFolder.IMPORT.field_name)),
+            server=ServerSettings.from_dict(data.get("server")),
         )
 
 

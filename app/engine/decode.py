@@ -169,7 +169,7 @@ def decode_loop(
             logits = inspector.logits()
             lse = inspector.logsumexp(logits)
             cands = ()
-            if time.perf_counter_ns() - last_cands >= cands_ns:
+            if req.candidates_every_token or time.perf_counter_ns() - last_cands >= cands_ns:
                 cands = inspector.top_candidates(logits, want)
                 last_cands = time.perf_counter_ns()
         token = llama_cpp.llama_sampler_sample(chain, llm.ctx, -1)

@@ -210,6 +210,23 @@ class PromptBuilder:
             f"The conversation is {n_full} tokens but the context holds {self.n_ctx} (n_ctx). {advice}",
         )
 
+    def fit_raw(self, text: str) -> FittedPrompt:
+        """A prompt text used as it is (no chat template): special-token texts parsed, BOS added
+        when the tokenizer wants it.
+
+        Raises:
+            EngineError: ``context_overflow`` when it does not fit n_ctx (nothing can be dropped).
+        """
+        toks = self.tokenize(text, special=True)
+        bos = self._vocab.bos
+        if self._vocab.add_bos and bos >= 0 and (not toks or toks[0] != bos):
+            toks.insert(0, bos)
+        if len(toks) >= self.n_ctx:
+            raise EngineError(
+                "context_overflow", f"The prompt is {len(toks)} tokens but the context holds {self.n_ctx} (n_ctx)."
+            )
+        return FittedPrompt(toks, text, 0, [])
+
     def drop_oldest(
         self, messages: list[ChatMessage], budget: int, continue_last: bool
     ) -> tuple[list[ChatMessage] | None, int]:

@@ -33,13 +33,14 @@ from app.core import protocol as P
 from app.core.chat import ChatMessage, ContextPolicy, GenerationStats, LoadSettings, StopReason
 from app.core.gguf_info import GGUFError, GGUFInfo, check_loadable
 from app.core.memory import KVCacheLayout, kv_cache_layout, n_ubatch_for
+from app.engine import kv_snapshot
 from app.engine.decode import DecodeResult, TurnStats, decode_loop, make_sampler
 from app.engine.errors import CancelFlag, EngineError
 from app.engine.inspector import Inspector
 from app.engine.kv_reuse import CachedTurn
 from app.engine.llama_log import LlamaLog
 from app.engine.prefill import Prefiller, rewind_to_prefix
-from app.engine.prompt import ROLLING_RESERVE_FRACTION, PromptBuilder
+from app.engine.prompt import ROLLING_RESERVE_FRACTION, FittedPrompt, PromptBuilder
 from app.engine.threads import auto_threads, auto_threads_batch
 from app.engine.vocab import Vocab
 
@@ -79,6 +80,7 @@ class Session:
         self.settings = LoadSettings()
         self.n_ctx = 0
         self._m: _Loaded | None = None
+        self._cache_from_api = False  # the KV cache holds what an external request left, nothing of the person's
 
     # ------------------------------------------------------------------------ loaded state
     @property
@@ -224,6 +226,7 @@ class Session:
                 llama_cpp.llama_memory_clear(mem, True)
             llm.n_tokens = 0
             self._m.prompt.cached_turn = None
+            self._cache_from_api = False
 
     # ----------------------------------------------------------------------------- tokens
     def token_piece_text(self, token: int) -> str:
@@ -263,15 +266,43 @@ class Session:
         """
         t0 = time.perf_counter_ns()
         m = self._require()
-        llm = m.llm
         try:
             req.sampler.validated()
         except ValueError as exc:
             raise EngineError(P.FailureKind.BAD_SETTINGS, f"The sampler settings cannot be used: {exc}.") from None
         policy = ContextPolicy(req.context_policy or self.settings.context_policy)
-        prompt = m.prompt.fit(list(req.messages), req.continue_last, policy)
+        person_turn = m.prompt.cached_turn  # an external request leaves it as it was (see P.Generate)
+        if req.raw_prompt is not None:
+            prompt = m.prompt.fit_raw(req.raw_prompt)
+        else:
+            prompt = m.prompt.fit(list(req.messages), req.continue_last, policy)
         messages = prompt.messages  # what the context holds; a context shift drops from these
         m.prompt.cached_turn = None  # the cache changes from here; set again when the turn ends
+        if req.external:  # the person's cache is copied out and back (app.engine.kv_snapshot)
+            snap = None if self._cache_from_api else kv_snapshot.take(m.llm, m.layout.used_bytes(m.llm.n_tokens))
+            try:
+                return self._generate(req, m, prompt, messages, policy, t0)
+            finally:
+                if snap is not None and not kv_snapshot.restore(m.llm, snap):
+                    person_turn = None
+                # Nothing of the person's to keep (an empty cache, or one too large to copy): the
+                # request's tokens stay, and the next request may reuse their common prefix.
+                self._cache_from_api = self._cache_from_api or snap is None
+                m.prompt.cached_turn = person_turn
+        self._cache_from_api = False
+        return self._generate(req, m, prompt, messages, policy, t0)
+
+    def _generate(
+        self,
+        req: P.Generate,
+        m: _Loaded,
+        prompt: FittedPrompt,
+        messages: list[ChatMessage],
+        policy: ContextPolicy,
+        t0: int,
+    ) -> P.Finished:
+        """Prefill and decode the fitted ``prompt`` (the rest of :meth:`generate`)."""
+        llm = m.llm
         llama_cpp.llama_perf_context_reset(llm.ctx)
 
         cached = rewind_to_prefix(llm, prompt.tokens)

@@ -15,14 +15,27 @@ is the process start (spawn, import llama_cpp, backend init): a switch took
 0.6-1.1 s instead of 0.3 s (median of 10, two runs, 2 busy CPUs), once per
 load the person asked for. The switch is invisible in the signals: the state goes LOADING → READY
 (never DEAD or STARTING), and the new process's EngineReady is not emitted again.
+
+External requests (the local API, :mod:`app.ui.server`) share the one engine through this
+client too: :meth:`submit_external` queues a request, and it is sent only when nothing else is
+in the engine, so exactly one Generate is ever in flight and Stop (the one shared cancel flag)
+always means that one. The person's path is unchanged: an external request leaves the state
+READY and emits none of the person's signals (its events go to the request's own sink). When
+the person sends while an external request is in flight, their Generate waits for it (it goes
+first, ahead of queued external requests); Stop before it was sent ends it at once in the
+engine (Finished, CANCELLED, nothing evaluated). The engine keeps the person's KV cache across
+an external request (``Generate.external``: :mod:`app.engine.kv_snapshot`).
 """
 
 from __future__ import annotations
 
+import collections
 import enum
 import itertools
 import logging
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
@@ -43,6 +56,27 @@ class EngineState(str, enum.Enum):
     READY = "ready"
     GENERATING = "generating"
     DEAD = "stopped"
+
+
+ExternalSink = Callable[[object], None]
+
+
+@dataclass(frozen=True)
+class ExternalTicket:
+    """One external request: its ticket number (unique per client), what to send, where events go.
+
+    Attributes:
+        ticket: the number :meth:`EngineClient.submit_external` returned.
+        request: the Generate to send (its ``request_id`` is replaced when it is sent).
+        sink: called in the UI thread with each event of the request (PromptPrepared,
+            PrefillProgress, TokenEvent one at a time, ContextShifted) and exactly once with its
+            terminal Finished or Failed (Failed kind ``cancelled`` when it was cancelled before
+            it was sent, ``engine`` when the engine stopped or the model was replaced).
+    """
+
+    ticket: int
+    request: P.Generate
+    sink: ExternalSink
 
 
 class EngineClient(QObject):
@@ -71,6 +105,8 @@ class EngineClient(QObject):
         request_sent(object): a request (:class:`~app.core.protocol.LoadModel`,
             :class:`~app.core.protocol.Generate`, :class:`~app.core.protocol.ResetContext`)
             was sent to the engine; emitted with every one, just before it goes down the pipe.
+        external_queue_changed(): an external request was queued, sent, or ended
+            (:attr:`external_queue`, :attr:`external_in_flight`).
     """
 
     state_changed = Signal(object)
@@ -88,6 +124,7 @@ class EngineClient(QObject):
     engine_crashed = Signal(str)
     log_line = Signal(object)
     request_sent = Signal(object)
+    external_queue_changed = Signal()
 
     # Internal: from the reader thread to the UI thread (queued).
     _event = Signal(object, object)
@@ -107,6 +144,11 @@ class EngineClient(QObject):
         self._pending_load: P.LoadModel | None = None  # sent once the reply in flight has ended
         self._quiet_ready = False  # the next EngineReady comes from a switch: not emitted again
         self.ready_info: P.EngineReady | None = None
+        self._tickets = itertools.count(1)
+        self._ext_queue: collections.deque[ExternalTicket] = collections.deque()
+        self._ext: tuple[int, ExternalTicket] | None = None  # (request id, ticket) in the engine
+        self._held_gen: P.Generate | None = None  # the person's reply, waiting for the external one
+        self._held_cancelled = False  # Stop was pressed before the held reply was sent
         self.model: P.ModelLoaded | None = None
         self._stop_timer = QTimer(self)
         self._stop_timer.setSingleShot(True)
@@ -194,6 +236,7 @@ class EngineClient(QObject):
             reader.join(5.0)
         gen_id = self._gen_id
         self._gen_id = None
+        self._held_gen = None
         self._load_id = None
         self._pending_load = None
         self._quiet_ready = False
@@ -201,6 +244,7 @@ class EngineClient(QObject):
         self._set_state(EngineState.DEAD)
         if gen_id is not None:
             self.generation_ended.emit(gen_id)
+        self._fail_externals("The engine stopped; nothing more can be generated until it is restarted.")
 
     def _read_loop(self, host: EngineHost) -> None:
         while True:
@@ -228,14 +272,18 @@ class EngineClient(QObject):
         self.model = None
         self._set_state(EngineState.LOADING)
         self._pending_load = P.LoadModel(rid, path, settings)
+        if self._ext is not None:  # the model goes away under it: stop it (it ends with what it has)
+            self._cancel_in_flight()
         if self._gen_id is not None:
             self.cancel()  # the load is sent when the reply has ended (_send_pending_load)
-        else:
+        elif self._ext is None:
             self._send_pending_load()
         return rid
 
     def _send_pending_load(self) -> None:
         """Send the load waiting for a reply to end, to a fresh process if this one loaded a model before."""
+        if self._ext is not None or self._gen_id is not None:
+            return  # sent when what is in the engine has ended
         req, self._pending_load = self._pending_load, None
         if req is None:
             return
@@ -257,24 +305,123 @@ class EngineClient(QObject):
         """Start a reply. Returns the request id, or None when not ready (nothing is sent)."""
         if self._host is None or self._state != EngineState.READY:
             return None
-        self._host.clear_cancel()
         rid = next(self._ids)
         self._gen_id = rid
         self._set_state(EngineState.GENERATING)
         self.generation_started.emit(rid)
-        self._send(
-            P.Generate(
-                rid, tuple(messages), sampler, tuple(stop_strings), top_candidates, continue_last, context_policy
-            )
+        req = P.Generate(
+            rid, tuple(messages), sampler, tuple(stop_strings), top_candidates, continue_last, context_policy
         )
+        if self._ext is not None:  # an external request is in the engine: this reply goes next
+            self._held_gen = req
+            self._held_cancelled = False
+            return rid
+        self._host.clear_cancel()
+        self._send(req)
         return rid
 
     def cancel(self) -> None:
         """Stop the reply in flight; if the engine does not answer in 3 s it is restarted."""
         if self._host is None or self._gen_id is None:
             return
+        if self._held_gen is not None:  # not sent yet: it ends as soon as it is (nothing evaluated)
+            self._held_cancelled = True
+            return
+        self._cancel_in_flight()
+
+    def _cancel_in_flight(self) -> None:
+        """Set the cancel flag for the one Generate in the engine; restart the engine if it does not answer in 3 s."""
+        assert self._host is not None
         self._host.cancel()
         self._stop_timer.start(STOP_GRACE_MS)
+
+    # ------------------------------------------------------------------ external requests
+    def submit_external(self, request: P.Generate, sink: ExternalSink) -> int:
+        """Queue an external request (the local API); returns its ticket number.
+
+        It is sent when no other Generate is in the engine, no load is pending and a model is
+        READY; the person's reply goes before queued external requests. ``request.request_id``
+        is replaced. ``sink`` gets the request's events (see :class:`ExternalTicket`).
+        """
+        ticket = ExternalTicket(next(self._tickets), request, sink)
+        self._ext_queue.append(ticket)
+        self.external_queue_changed.emit()
+        self._pump_external()
+        return ticket.ticket
+
+    def cancel_external(self, ticket: int) -> bool:
+        """Cancel an external request: a queued one ends at once (Failed ``cancelled``), the one in
+        flight is stopped like Stop (it ends with Finished, CANCELLED). False when it has ended."""
+        for queued in self._ext_queue:
+            if queued.ticket == ticket:
+                self._ext_queue.remove(queued)
+                self.external_queue_changed.emit()
+                queued.sink(P.Failed(0, "cancelled", "The request was cancelled before it started."))
+                return True
+        if self._ext is not None and self._ext[1].ticket == ticket and self._host is not None:
+            self._cancel_in_flight()
+            return True
+        return False
+
+    @property
+    def external_queue(self) -> tuple[int, ...]:
+        """Tickets of the external requests waiting, first to go first."""
+        return tuple(t.ticket for t in self._ext_queue)
+
+    @property
+    def external_in_flight(self) -> int | None:
+        """The ticket of the external request in the engine, or None."""
+        return self._ext[1].ticket if self._ext is not None else None
+
+    def _pump_external(self) -> None:
+        """Send the next queued external request when the engine is free."""
+        if (
+            not self._ext_queue
+            or self._ext is not None
+            or self._gen_id is not None
+            or self._pending_load is not None
+            or self._load_id is not None
+            or self._state != EngineState.READY
+            or self._host is None
+        ):
+            return
+        ticket = self._ext_queue.popleft()
+        rid = next(self._ids)
+        self._ext = (rid, ticket)
+        self.external_queue_changed.emit()
+        self._host.clear_cancel()
+        self._send(replace(ticket.request, request_id=rid))
+
+    def _external_ended(self, ev: P.Finished | P.Failed) -> None:
+        """The external request in flight ended: hand the event over, then the next in line goes."""
+        assert self._ext is not None
+        _rid, ticket = self._ext
+        self._ext = None
+        self._stop_timer.stop()
+        self.external_queue_changed.emit()
+        ticket.sink(ev)
+        held, self._held_gen = self._held_gen, None
+        if held is not None and self._host is not None:
+            self._host.clear_cancel()
+            self._send(held)
+            if self._held_cancelled:
+                self._cancel_in_flight()
+            return
+        self._send_pending_load()
+        self._pump_external()
+
+    def _fail_externals(self, message: str) -> None:
+        """End every external request, in flight and queued, with Failed ``engine``."""
+        ended: list[tuple[int, ExternalTicket]] = []
+        if self._ext is not None:
+            ended.append(self._ext)
+            self._ext = None
+        ended.extend((0, t) for t in self._ext_queue)
+        self._ext_queue.clear()
+        if ended:
+            self.external_queue_changed.emit()
+        for rid, ticket in ended:
+            ticket.sink(P.Failed(rid, "engine", message))
 
     def reset_context(self) -> None:
         """Empty the KV cache (New chat)."""
@@ -299,6 +446,16 @@ class EngineClient(QObject):
     def _on_event(self, host: EngineHost, ev: object) -> None:
         if host is not self._host:
             return  # a late event from an engine we already replaced
+        ext = self._ext
+        if ext is not None and getattr(ev, "request_id", None) == ext[0]:
+            if isinstance(ev, P.Finished | P.Failed):
+                self._external_ended(ev)
+            elif isinstance(ev, P.TokenBatch):
+                for tok in ev.tokens:
+                    ext[1].sink(tok)
+            else:
+                ext[1].sink(ev)
+            return
         if isinstance(ev, P.TokenBatch):
             if ev.request_id == self._gen_id:
                 for tok in ev.tokens:
@@ -320,12 +477,14 @@ class EngineClient(QObject):
                 self.generation_finished.emit(ev)
                 self.generation_ended.emit(ev.request_id)
                 self._send_pending_load()
+                self._pump_external()
         elif isinstance(ev, P.ModelLoaded):
             if ev.request_id == self._load_id:
                 self._load_id = None
                 self.model = ev
                 self._set_state(EngineState.READY)
                 self.model_loaded.emit(ev)
+                self._pump_external()
         elif isinstance(ev, P.Failed):
             if ev.request_id == self._load_id:
                 self._load_id = None
@@ -333,6 +492,7 @@ class EngineClient(QObject):
                 self._last_load = None
                 self._set_state(EngineState.NO_MODEL)
                 self.model_load_failed.emit(ev)
+                self._fail_externals(f"The model could not be loaded: {ev.message}")
             elif ev.request_id == self._gen_id:
                 self._gen_id = None
                 self._stop_timer.stop()
@@ -340,6 +500,7 @@ class EngineClient(QObject):
                 self.generation_failed.emit(ev)
                 self.generation_ended.emit(ev.request_id)
                 self._send_pending_load()
+                self._pump_external()
         elif isinstance(ev, P.EngineReady):
             self.ready_info = ev
             if self._quiet_ready:  # a fresh process for a model switch: the window knows the engine
@@ -374,7 +535,7 @@ class EngineClient(QObject):
     @Slot()
     def _stop_timed_out(self) -> None:
         host = self._host
-        if host is None or self._gen_id is None:
+        if host is None or (self._gen_id is None and self._ext is None):
             return
         log.error("engine did not stop within %d ms; killing it", STOP_GRACE_MS)
         # The reader thread sees the pipe close and reports the death to a host we no longer hold.

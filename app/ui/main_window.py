@@ -70,6 +70,8 @@ from app.ui.panels.sampler import SamplerPanel
 from app.ui.panels.stats import StatsPanel
 from app.ui.panels.tokens import TokensPanel
 from app.ui.repaint_clock import RepaintClock
+from app.ui.server.controller import ServerController
+from app.ui.server.panel import ServerPanel
 from app.ui.settings_controller import SettingsController
 from app.ui.top_bar import NO_MODEL_TEXT, ModelsBar, Page, TopBar
 from app.ui.turn import LiveTurn
@@ -190,6 +192,12 @@ class MainWindow(QMainWindow):
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.stats_dock)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.sampler_dock)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.tokens_dock)
+        # The local API (off by default): its panel is a dock, hidden until the person opens it.
+        self.server = ServerController(engine, settings, self)
+        self.server_panel = ServerPanel(self.server, settings)
+        self.server_dock = _dock("Server", "serverDock", self.server_panel, scroll=False)
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.server_dock)
+        self.server_dock.hide()
         window_layout.fit_to_screen(self)
 
         self.chat = ChatController(engine, self.chat_view, self.composer, self.turn, conversations, settings)
@@ -215,6 +223,7 @@ class MainWindow(QMainWindow):
         self.clock.start()
         self._loading_path: str | None = None
         self._load_timer = QElapsedTimer()
+        self.server.apply(settings_now.server)
 
     # ------------------------------------------------------------------------------ wiring
     def _wire(self) -> None:
@@ -610,6 +619,7 @@ class MainWindow(QMainWindow):
         self.clock.stop()
         self.chat.flush()
         self.models.shutdown()
+        self.server.shutdown()
         self.save_settings()
         self.engine.shutdown()  # a reply in flight ends here and is stored as cut off
         self.chat.flush()

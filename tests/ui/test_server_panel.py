@@ -1,0 +1,89 @@
+"""The Server panel on the window (FakeEngine): off by default, switch, key, LAN choice, log apart from chats."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from dataclasses import replace
+
+from PySide6.QtGui import QGuiApplication
+
+from app.ui.server.panel import LAN_WARNING
+
+
+def get(url, key):
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def switch_on(win):
+    # any free port (0): tests run next to each other
+    win.settings_ctl.update(server=replace(win.settings_ctl.settings.server, port=0))
+    win.server_panel.enabled.click()
+
+
+def test_off_by_default_then_on_with_a_generated_key(window):
+    panel = window.server_panel
+    assert not panel.enabled.isChecked() and not window.server.running and "Off" in panel.address.text()
+    assert window.server_dock.isHidden()  # the panel is there to open, not in the way
+    switch_on(window)
+    key = panel.key.text()
+    assert window.server.running and key.startswith("gb-") and window.settings_ctl.settings.server.api_key == key
+    assert "http://127.0.0.1:" in panel.address.text() and "this computer only" in panel.address.text()
+    panel.copy_key.click()
+    assert QGuiApplication.clipboard().text() == key
+    status, body = get(f"{window.server.url}/models", key)
+    assert status == 200 and [m["id"] for m in body["data"]] == ["Tiny-Chat-Q4_1"]
+    panel.enabled.click()
+    assert not window.server.running and not window.settings_ctl.settings.server.enabled
+
+
+def test_new_key_locks_out_the_old_one(window):
+    switch_on(window)
+    old = window.server_panel.key.text()
+    window.server_panel.new_key.click()
+    new = window.server_panel.key.text()
+    assert new != old and window.server.running
+    assert get(f"{window.server.url}/models", old)[0] == 401
+    assert get(f"{window.server.url}/models", new)[0] == 200
+    window.server_panel.enabled.click()
+
+
+def test_lan_exposure_is_an_explicit_choice_that_says_what_it_exposes(window):
+    panel = window.server_panel
+    switch_on(window)
+    assert window.server._server.host == "127.0.0.1" and not panel.lan_note.isVisibleTo(panel)
+    panel.lan.click()
+    assert window.settings_ctl.settings.server.expose_lan and window.server._server.host == "0.0.0.0"
+    assert panel.lan_note.isVisibleTo(panel) and panel.lan_note.text() == LAN_WARNING
+    assert "every network interface" in panel.address.text()
+    for words in ("anyone on your network", "key", "chats, files and settings are not served"):
+        assert words in LAN_WARNING
+    panel.lan.click()
+    assert window.server._server.host == "127.0.0.1"
+    panel.enabled.click()
+
+
+def test_no_model_is_a_503_that_says_so_and_the_log_is_not_a_chat(qtbot, window):
+    window.unload_model()
+    qtbot.waitUntil(lambda: window.engine.model is None)
+    switch_on(window)
+    url, key = window.server.url, window.server_panel.key.text()
+    req = urllib.request.Request(
+        f"{url}/chat/completions",
+        data=json.dumps({"messages": [{"role": "user", "content": "hello there"}]}).encode(),
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
+    try:
+        urllib.request.urlopen(req, timeout=10)
+        raise AssertionError("expected 503")
+    except urllib.error.HTTPError as e:
+        assert e.code == 503 and json.loads(e.read())["error"]["code"] == "no_model"
+    assert window.server.entries == []  # refused before it reached the engine's queue
+    assert all(not window.conversations.chat_history(c.id) for c in window.conversations.list_conversations())
+    window.server_panel.enabled.click()

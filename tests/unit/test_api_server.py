@@ -1,0 +1,153 @@
+"""The local API server itself (Starlette on uvicorn, a real socket) with a scripted gateway.
+
+The gateway here stands in for the window's engine bridge, not for any server: it answers
+each job with the events a test scripts. What the real engine does is tested in
+tests/ui_model/test_local_api.py.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from app.core import protocol as P
+from app.core.chat import GenerationStats, StopReason
+from app.server.gateway import ApiJob, ModelCard
+from app.server.runner import ServerThread
+
+KEY = "gb-test-key"
+
+
+class ScriptedGateway:
+    """Answers each job with ``script`` (events), or keeps it open when ``script`` is None."""
+
+    def __init__(self, script: list[object] | None) -> None:
+        self.script = script
+        self.jobs: list[ApiJob] = []
+        self.cancelled: list[ApiJob] = []
+
+    def submit(self, job: ApiJob) -> None:
+        self.jobs.append(job)
+        for ev in self.script or ():
+            job.deliver(ev)
+
+    def cancel(self, job: ApiJob) -> None:
+        self.cancelled.append(job)
+
+    def model(self) -> ModelCard:
+        return ModelCard("smol", "/m/smol.gguf", 2048, (2,), 1700000000)
+
+
+@pytest.fixture
+def serve():
+    servers: list[ServerThread] = []
+
+    def start(script, cors=()):
+        gw = ScriptedGateway(script)
+        s = ServerThread(gw, KEY, "127.0.0.1", 0, cors)
+        s.start()
+        servers.append(s)
+        return s, gw
+
+    yield start
+    for s in servers:
+        s.stop()
+
+
+def http(url, body=None, key=KEY, method=None, headers=None):
+    data = body if isinstance(body, bytes) else json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method)
+    if key:
+        req.add_header("Authorization", f"Bearer {key}")
+    for k, v in (headers or {}).items():
+        req.add_header(k, v)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, dict(r.headers), r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read().decode()
+
+
+REPLY = [
+    P.PromptPrepared(1, 0.0, 12, 0, 12, 0, (), "prompt"),
+    P.TokenEvent(1, "Hi", 5, "Hi", 0, 0.1, 13),
+    P.Finished(1, "Hi", GenerationStats(prompt_tokens=12, evaluated_tokens=12, generated_tokens=1, prefill_s=0.1)),
+]
+
+
+def test_listens_on_loopback_and_answers_a_chat(serve):
+    s, gw = serve(REPLY)
+    assert s.url.startswith("http://127.0.0.1:")
+    status, headers, text = http(f"{s.url}/chat/completions", {"messages": [{"role": "user", "content": "x"}]})
+    body = json.loads(text)
+    assert status == 200 and body["choices"][0]["message"]["content"] == "Hi" and body["model"] == "smol"
+    assert "access-control-allow-origin" not in {k.lower() for k in headers}  # CORS off
+    assert gw.jobs[0].request.generate.external and not gw.cancelled
+
+
+def test_not_found_and_wrong_key_have_openai_bodies(serve):
+    s, _gw = serve(REPLY)
+    status, _h, text = http(f"{s.url}/embeddings", {"input": "x"})
+    assert status == 404 and json.loads(text)["error"]["code"] == "not_found"
+    status, _h, text = http(f"{s.url}/models", key=None)
+    assert status == 401 and json.loads(text)["error"]["type"] == "authentication_error"
+    status, _h, text = http(f"{s.url}/chat/completions", b"not json")
+    assert status == 400 and "not valid JSON" in json.loads(text)["error"]["message"]
+
+
+def test_cors_only_for_listed_origins(serve):
+    s, _gw = serve(REPLY, cors=("http://localhost:3000",))
+    pre = {"Origin": "http://localhost:3000", "Access-Control-Request-Method": "POST"}
+    status, headers, _ = http(f"{s.url}/chat/completions", key=None, method="OPTIONS", headers=pre)
+    assert status == 200 and headers.get("access-control-allow-origin") == "http://localhost:3000"
+    other = {**pre, "Origin": "http://evil.example"}
+    status, headers, _ = http(f"{s.url}/chat/completions", key=None, method="OPTIONS", headers=other)
+    assert status == 400 and "access-control-allow-origin" not in {k.lower() for k in headers}
+
+
+def test_port_in_use_is_a_clear_error(serve):
+    s, _gw = serve(REPLY)
+    with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{s.port}"):
+        ServerThread(ScriptedGateway(REPLY), KEY, "127.0.0.1", s.port).start()
+
+
+def test_switching_off_answers_and_cancels_open_requests(serve):
+    s, gw = serve(None)  # requests stay open
+    socks = []
+    for stream in (False, True):
+        body = json.dumps({"prompt": "x", "stream": stream}).encode()
+        c = socket.create_connection(("127.0.0.1", s.port))
+        c.sendall(
+            f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        socks.append(c)
+    deadline = time.monotonic() + 5
+    while len(gw.jobs) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    t0 = time.monotonic()
+    s.stop()
+    assert time.monotonic() - t0 < 2 and len(gw.cancelled) == 2
+    for c in socks:
+        c.settimeout(5)
+        data = b""
+        while chunk := c.recv(4096):
+            data += chunk
+        c.close()
+        assert b"switched off" in data
+    assert data.rstrip().endswith(b"0") and b"data: [DONE]" in data  # the stream ended properly
+
+
+def test_stream_of_a_cancelled_request_ends_with_an_error_event(serve):
+    cancelled = GenerationStats(generated_tokens=1, stop_reason=StopReason.CANCELLED)
+    s, _gw = serve([REPLY[0], REPLY[1], P.Finished(1, "Hi", cancelled)])
+    status, _h, text = http(f"{s.url}/completions", {"prompt": "x", "stream": True})
+    events = [line.removeprefix("data: ") for line in text.splitlines() if line.startswith("data: ")]
+    assert status == 200 and json.loads(events[0])["choices"][0]["text"] == "Hi"
+    assert json.loads(events[1])["error"]["code"] == "cancelled" and events[-1] == "[DONE]"
