@@ -308,6 +308,10 @@ class FailureKind(str, enum.Enum):
     TEMPLATE = "template"  #: the chat template refused the conversation (e.g. roles not alternating)
     BAD_SETTINGS = "bad_settings"  #: sampler settings llama.cpp cannot use
     INTERNAL = "internal"  #: a bug in the engine; details in engine.log
+    # Failures the window gives a request of the local API (app/server) without the engine:
+    ENGINE = "engine"  #: the engine process stopped, restarted or the server was switched off
+    BUSY = "busy"  #: the person's reply is in flight and the server refuses while busy
+    CANCELLED = "cancelled"  #: cancelled from the window before it started
 
 
 @dataclass(frozen=True)

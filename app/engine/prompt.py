@@ -223,7 +223,8 @@ class PromptBuilder:
             toks.insert(0, bos)
         if len(toks) >= self.n_ctx:
             raise EngineError(
-                "context_overflow", f"The prompt is {len(toks)} tokens but the context holds {self.n_ctx} (n_ctx)."
+                FailureKind.CONTEXT_OVERFLOW,
+                f"The prompt is {len(toks)} tokens but the context holds {self.n_ctx} (n_ctx).",
             )
         return FittedPrompt(toks, text, 0, [])
 

@@ -32,13 +32,13 @@ from app.server.schema import Endpoint, parse_request
 
 # Engine failure kinds and the HTTP status each gets.
 _FAILED_STATUS = {
-    "context_overflow": 400,
-    "template": 400,
-    "bad_settings": 400,
-    "no_model": 503,
-    "busy": 503,
-    "cancelled": 503,
-    "engine": 503,
+    P.FailureKind.CONTEXT_OVERFLOW: 400,
+    P.FailureKind.TEMPLATE: 400,
+    P.FailureKind.BAD_SETTINGS: 400,
+    P.FailureKind.NO_MODEL: 503,
+    P.FailureKind.BUSY: 503,
+    P.FailureKind.CANCELLED: 503,
+    P.FailureKind.ENGINE: 503,
 }
 
 
@@ -80,7 +80,7 @@ class Api:
         the server is stopping."""
         for job in list(self.open_jobs):
             self.gateway.cancel(job)
-            job.deliver(P.Failed(0, "engine", message))
+            job.deliver(P.Failed(0, P.FailureKind.ENGINE, message))
 
     def _check_key(self, request: Request) -> None:
         auth = request.headers.get("authorization", "")

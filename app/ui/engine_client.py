@@ -356,7 +356,7 @@ class EngineClient(QObject):
             if queued.ticket == ticket:
                 self._ext_queue.remove(queued)
                 self.external_queue_changed.emit()
-                queued.sink(P.Failed(0, "cancelled", "The request was cancelled before it started."))
+                queued.sink(P.Failed(0, P.FailureKind.CANCELLED, "The request was cancelled before it started."))
                 return True
         if self._ext is not None and self._ext[1].ticket == ticket and self._host is not None:
             self._cancel_in_flight()
@@ -421,7 +421,7 @@ class EngineClient(QObject):
         if ended:
             self.external_queue_changed.emit()
         for rid, ticket in ended:
-            ticket.sink(P.Failed(rid, "engine", message))
+            ticket.sink(P.Failed(rid, P.FailureKind.ENGINE, message))
 
     def reset_context(self) -> None:
         """Empty the KV cache (New chat)."""

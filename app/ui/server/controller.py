@@ -154,12 +154,14 @@ class ServerController(QObject):
         self._add(entry)
         if self._card is None or self.engine.model is None:
             self._end(
-                job, entry, P.Failed(0, "no_model", "No model is loaded in Glassbox. Load one in the window first.")
+                job,
+                entry,
+                P.Failed(0, P.FailureKind.NO_MODEL, "No model is loaded in Glassbox. Load one in the window first."),
             )
             return
         policy = self._settings.settings.server.busy_policy
         if policy is BusyPolicy.REFUSE and self.engine.generating:
-            self._end(job, entry, P.Failed(0, "busy", BUSY_MESSAGE))
+            self._end(job, entry, P.Failed(0, P.FailureKind.BUSY, BUSY_MESSAGE))
             return
 
         def sink(ev: object) -> None:
@@ -181,7 +183,7 @@ class ServerController(QObject):
             who = "stopped (the client went away or the window cancelled it)"
             entry.finished(ev.text, ev.stats, who if ev.stats.stop_reason is StopReason.CANCELLED else "")
         else:
-            entry.failed(ev.message, cancelled=ev.kind == "cancelled")
+            entry.failed(ev.message, cancelled=ev.kind is P.FailureKind.CANCELLED)
         self.entry_changed.emit(entry)
         job.deliver(ev)
 
