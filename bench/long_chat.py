@@ -18,7 +18,9 @@ UI tests (``tests/support/fake_engine.py``: opening a chat needs no model). It r
   until the top shows the conversation's first message, then until the bottom again;
   the UI thread's stalls (p50/p99/max ms): a 1 ms precise QTimer runs on the UI thread
   and each gap between its ticks beyond 1 ms is time the thread was busy (as
-  bench/ui_stall.py and bench/stream_render.py measure).
+  bench/ui_stall.py and bench/stream_render.py measure). ``stall_cpu_ms_*``: the UI
+  thread's own CPU time within each gap (``time.thread_time``): on a machine shared with
+  other work a gap also holds the time other processes ran; this part does not.
 * ``rss_mb``: the window process's resident memory after the chat is open (and its
   growth over the window before it opened, ``rss_open_delta_mb``) and after scrolling
   it whole (``rss_scrolled_mb``), from /proc/self/status.
@@ -48,12 +50,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-_WORDS = (
+_TEXT = (
     "the model reads each token of the prompt once and keeps its keys and values in the cache so that "
     "a later turn evaluates only what is new while the sampler picks the next token from the logits "
     "with temperature top p and a seed batch size decides how many tokens go through one forward pass "
     "memory grows with the context window and the quantization type sets how many bits each weight takes"
-).split()
+)
+_WORDS = _TEXT.split()
 
 
 def _prose(rng: random.Random, n_words: int) -> str:
@@ -255,13 +258,14 @@ def main() -> int:
     probe = QTimer()
     probe.setTimerType(Qt.TimerType.PreciseTimer)
     probe.setInterval(1)
-    state: dict = {"last": 0, "gaps": None}
+    state: dict = {"last": 0, "cpu": 0.0, "gaps": None, "cpus": []}
 
     def tick() -> None:
-        now = clock.nsecsElapsed()
+        now, cpu = clock.nsecsElapsed(), time.thread_time()
         if state["gaps"] is not None and state["last"]:
             state["gaps"].append(max(0.0, (now - state["last"]) / 1e6 - 1.0))
-        state["last"] = now
+            state["cpus"].append(1000 * (cpu - state["cpu"]))
+        state["last"], state["cpu"] = now, cpu
 
     probe.timeout.connect(tick)
     probe.start()
@@ -318,18 +322,18 @@ def main() -> int:
         timer = QTimer()
         timer.setInterval(10)
         timer.timeout.connect(step)
-        state["gaps"], state["last"] = [], 0
+        state["gaps"], state["cpus"], state["last"] = [], [], 0
         t0 = time.perf_counter()
         timer.start()
         loop_wait(lambda: done["v"], 600)
         settle(0.2)
-        gaps = state["gaps"]
+        gaps, cpus = state["gaps"], state["cpus"]
         state["gaps"] = None
-        return gaps, steps["n"], time.perf_counter() - t0
+        return gaps, cpus, steps["n"], time.perf_counter() - t0
 
-    up_gaps, up_steps, up_s = scroll(up=True)
+    up_gaps, up_cpus, up_steps, up_s = scroll(up=True)
     widgets_scrolled = len(view.messages)
-    down_gaps, down_steps, down_s = scroll(up=False)
+    down_gaps, down_cpus, down_steps, down_s = scroll(up=False)
     rss_scrolled = rss_mb()
 
     # ---- switch between the two long chats
@@ -343,12 +347,14 @@ def main() -> int:
     win.conversations.close()
     engine.shutdown()
 
-    def stalls(g: list[float]) -> dict:
+    def stalls(g: list[float], c: list[float]) -> dict:
         return {
             "samples": len(g),
             "stall_ms_p50": round(pct(g, 50), 2),
             "stall_ms_p99": round(pct(g, 99), 2),
             "stall_ms_max": round(max(g), 2) if g else 0.0,
+            "stall_cpu_ms_p99": round(pct(c, 99), 2),
+            "stall_cpu_ms_max": round(max(c), 2) if c else 0.0,
         }
 
     out = {
@@ -361,9 +367,9 @@ def main() -> int:
         "widgets_open": widgets_open,
         "rss_mb": round(rss_open, 1),
         "rss_open_delta_mb": round(rss_open - rss_empty, 1),
-        "scroll_up": {**stalls(up_gaps), "steps": up_steps, "s": round(up_s, 2)},
-        "scroll_down": {**stalls(down_gaps), "steps": down_steps, "s": round(down_s, 2)},
-        "scroll": stalls(up_gaps + down_gaps),
+        "scroll_up": {**stalls(up_gaps, up_cpus), "steps": up_steps, "s": round(up_s, 2)},
+        "scroll_down": {**stalls(down_gaps, down_cpus), "steps": down_steps, "s": round(down_s, 2)},
+        "scroll": stalls(up_gaps + down_gaps, up_cpus + down_cpus),
         "widgets_scrolled": widgets_scrolled,
         "rss_scrolled_mb": round(rss_scrolled, 1),
         "switch_ms": round(statistics.median(switches), 1),
