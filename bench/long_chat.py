@@ -26,6 +26,9 @@ UI tests (``tests/support/fake_engine.py``: opening a chat needs no model). It r
   it whole (``rss_scrolled_mb``), from /proc/self/status.
 * ``switch_ms``: opening the other 500-message chat while one is shown, until painted
   (as ``open_ms``), median and max of ``--switches`` switches back and forth.
+* ``search_jump_ms``: a search hit in the chat's first message opened (the open-chat
+  command with the message to show, as a click on the hit does, from an empty view) until
+  that message is painted on screen.
 * ``widgets_open`` / ``widgets_scrolled``: message widgets built after the open and
   after scrolling to the top.
 
@@ -228,14 +231,16 @@ def main() -> int:
     bar = view.verticalScrollBar()
 
     class PaintWatch(QObject):
-        """Notes when the watched widget is painted while the view stands at the bottom."""
+        """Notes when the watched widget is painted while ``shown()`` holds (default: the view
+        stands at the bottom)."""
 
-        def __init__(self) -> None:
+        def __init__(self, shown=lambda: bar.value() == bar.maximum()) -> None:
             super().__init__()
             self.at: float | None = None
+            self.shown = shown
 
         def eventFilter(self, obj, ev) -> bool:  # noqa: N802
-            if ev.type() == QEvent.Type.Paint and self.at is None and bar.value() == bar.maximum():
+            if ev.type() == QEvent.Type.Paint and self.at is None and self.shown():
                 self.at = time.perf_counter()
             return False
 
@@ -342,6 +347,25 @@ def main() -> int:
         conv, ids = (conv_b, ids_b) if k % 2 == 0 else (conv_a, ids_a)
         settle(0.3)
         switches.append(open_painted(conv, ids[-1])[1])
+
+    # ---- search jump: a search hit in the chat's first message (as a click on the hit opens it)
+    win.new_chat()
+    settle(0.3)
+    term = store.get_message(ids_a[0]).content.split()[0].strip(".").lower()
+    win.chats_panel.search.setText(term)
+    settle(0.5)
+    t0 = time.perf_counter()
+    win.open_conversation(conv_a, focus_message=ids_a[0])
+    oldest = view.widget_for(ids_a[0])
+
+    def oldest_on_screen() -> bool:
+        top = oldest.mapTo(view.widget(), QPoint(0, 0)).y()
+        return top < bar.value() + view.viewport().height() and top + oldest.height() > bar.value()
+
+    watch = PaintWatch(oldest_on_screen)
+    oldest.installEventFilter(watch)
+    loop_wait(lambda: watch.at is not None, 60, check_ms=5)
+    jump_ms = 1000 * (watch.at - t0)
     probe.stop()
     win.close()
     win.conversations.close()
@@ -372,8 +396,9 @@ def main() -> int:
         "scroll": stalls(up_gaps + down_gaps, up_cpus + down_cpus),
         "widgets_scrolled": widgets_scrolled,
         "rss_scrolled_mb": round(rss_scrolled, 1),
-        "switch_ms": round(statistics.median(switches), 1),
-        "switch_ms_max": round(max(switches), 1),
+        "switch_ms": round(statistics.median(switches), 1) if switches else 0.0,
+        "switch_ms_max": round(max(switches), 1) if switches else 0.0,
+        "search_jump_ms": round(jump_ms, 1),
     }
     print(json.dumps(out))
     return 0

@@ -383,25 +383,46 @@ class ChatView(QScrollArea):
         return page
 
     def _build_down_to(self, message_id: int) -> None:
-        """Build every unbuilt message from the newest down to ``message_id``, what is shown kept in place."""
+        """Build every unbuilt message from the newest down to ``message_id`` at once, what is shown
+        kept in place: into new pages, each shown once (showing each message would lay out the
+        window's layouts once per message)."""
+        self._finish_partial()
+        if message_id not in self._unbuilt:
+            return
+        assert self._build is not None
+        at = self._unbuilt.index(message_id)
+        ids, self._unbuilt[at:] = self._unbuilt[at:], []
+        pages: list[_Page] = []  # oldest first
+        built: list[MessageWidget] = []
+        for start in range(0, len(ids), self.PAGE_SIZE):
+            page = _Page(self._col.spacing(), self._inner)
+            page.hide()
+            for mid in ids[start : start + self.PAGE_SIZE]:
+                w = self._build(mid)
+                w.refresh()
+                w.action_requested.connect(self.action_requested)
+                page.lay.addWidget(w)
+                built.append(w)
+            pages.append(page)
         self.setUpdatesEnabled(False)
-        # The column is laid out once at the end, not once per message shown.
-        self._col.setEnabled(False)
         try:
             with _KeepInPlace(self):
+                first = self._col.indexOf(self._blank) + 1
+                for i, page in enumerate(pages):
+                    self._col.insertWidget(first + i, page)
+                self._col.setEnabled(False)  # laid out once, below
+                try:
+                    for page in pages:
+                        page.show()
+                finally:
+                    self._col.setEnabled(True)
+                self._col.invalidate()
+                self.messages[:0] = built
+                self._pages.extend(reversed(pages))  # the top page last
+                self.placeholder.hide()
                 width = self._message_width()
-                self._finish_partial()
-                while self._unbuilt and (not self.messages or self.messages[0].message_id != message_id):
-                    assert self._build is not None
-                    w = self._build(self._unbuilt.pop())
-                    w.setParent(self._page_for_next())
-                    w.refresh()
-                    self._place_above(w, paged=True)
-                    self._absorb(w.heightForWidth(width) + self._col.spacing())
-                self._col.setEnabled(True)
-                self._col.activate()
+                self._absorb(sum(p.heightForWidth(width) + self._col.spacing() for p in pages))
         finally:
-            self._col.setEnabled(True)
             self.setUpdatesEnabled(True)
 
     def _finish_partial(self) -> None:
