@@ -144,3 +144,26 @@ def test_actions_work_on_a_message_built_while_scrolling(qtbot, window):
     qtbot.waitUntil(lambda: len(view.messages) == 4)
     assert [m.id for m in window.conversations.active_path(conv)] == ids[:4]
     assert [w.message_id for w in view.messages] == ids[:4]
+
+
+def test_a_reply_streams_into_a_long_chat_and_the_view_follows_it(qtbot, window, tiny_model):
+    from dataclasses import replace
+
+    from tests.support.fake_engine import reply
+    from tests.ui.conftest import load, send
+
+    # n_ctx for the whole chat (the fake engine's tokens are words).
+    window.settings_ctl.update(load=replace(window.settings.load, n_ctx=65536))
+    load(qtbot, window, tiny_model)
+    conv, ids = _long_chat(window)
+    window.open_conversation(conv)
+    view = window.chat_view
+    qtbot.wait(300)
+    window.engine.script(reply("A new ", "answer ", "at the end."))
+    send(qtbot, window, "One more question.")
+    assert [w.text for w in view.messages[-2:]] == ["One more question.", "A new answer at the end."]
+    path = window.conversations.active_path(conv)
+    assert [m.id for m in path[:-2]] == ids and path[-1].content == "A new answer at the end."
+    bar = view.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.value() == bar.maximum() and _on_screen(view, view.messages[-1]))
+    assert len(view.findChildren(MessageWidget)) <= 62 and view.unbuilt_count > 0

@@ -212,9 +212,10 @@ class ChatView(QScrollArea):
     def widget_for(self, message_id: int) -> MessageWidget | None:
         """The widget of message ``message_id``, built now (with every message after it) if it
         was not yet; None when that message is not shown."""
-        self._finish_partial()
         w = next((w for w in self.messages if w.message_id == message_id), None)
-        if w is None and message_id in self._unbuilt:
+        partial = self._partial is not None and self._partial.message_id == message_id
+        if w is None and (partial or message_id in self._unbuilt):
+            self._finish_partial()
             self._build_down_to(message_id)
             w = self.messages[0]
         return w
@@ -230,13 +231,6 @@ class ChatView(QScrollArea):
         if w is not None:
             self._follow = False
             QTimer.singleShot(0, lambda: self.ensureWidgetVisible(w, 0, 40))
-
-    def scroll_to_top(self) -> None:
-        """Build every message of the chat and show the first one."""
-        if self._unbuilt:
-            self._build_down_to(self._unbuilt[0])
-        self._follow = False
-        self.verticalScrollBar().setValue(0)
 
     def highlight_message(self, message_id: int, terms: list[str]) -> int:
         """Mark ``terms`` (search words, case-insensitive) in message ``message_id`` and scroll
@@ -334,14 +328,12 @@ class ChatView(QScrollArea):
         m = self._col.contentsMargins()
         return max(1, self.viewport().width() - m.left() - m.right())
 
-    def _build_oldest_unbuilt(self, whole: bool = True) -> MessageWidget:
-        """Build the newest unbuilt message and place it above the built ones (shown at once,
-        so that it is polished and measured with the theme). ``whole``: its text is rendered
-        now (else it is left to :meth:`MessageWidget.render_part`)."""
+    def _build_oldest_unbuilt(self) -> MessageWidget:
+        """Build the newest unbuilt message whole and place it above the built ones (shown at
+        once, so that it is styled and measured with the theme)."""
         assert self._build is not None
         w = self._build(self._unbuilt.pop())
-        if whole:
-            w.refresh()
+        w.refresh()
         self._place_above(w)
         return w
 
