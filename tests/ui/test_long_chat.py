@@ -167,3 +167,27 @@ def test_a_reply_streams_into_a_long_chat_and_the_view_follows_it(qtbot, window,
     bar = view.verticalScrollBar()
     qtbot.waitUntil(lambda: bar.value() == bar.maximum() and _on_screen(view, view.messages[-1]))
     assert len(view.findChildren(MessageWidget)) <= 62 and view.unbuilt_count > 0
+
+
+def test_tab_goes_through_messages_built_while_scrolling_in_the_order_shown(qtbot, window):
+    conv, ids = _long_chat(window)
+    window.open_conversation(conv)
+    view = window.chat_view
+    window.activateWindow()
+    qtbot.waitUntil(window.isActiveWindow)
+    opened = len(view.messages)
+    view.setFocus()
+    qtbot.waitUntil(lambda: qtbot.keyClick(view, Qt.Key.Key_PageUp) or len(view.messages) >= opened + 12)
+    start = view.messages[0]  # built after the newer ones below it
+    start.copy_btn.setFocus()
+    qtbot.waitUntil(start.copy_btn.hasFocus)
+    seen: list[int] = []
+    for _ in range(60):
+        focus = QApplication.focusWidget()
+        msg = next((m for m in view.messages if m.isAncestorOf(focus)), None)
+        assert msg is not None, focus
+        if not seen or seen[-1] != msg.message_id:
+            seen.append(msg.message_id)
+        qtbot.keyClick(focus, Qt.Key.Key_Tab)
+    assert len(seen) >= 4
+    assert seen == ids[ids.index(seen[0]) : ids.index(seen[0]) + len(seen)]  # each next message, oldest first

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QCoreApplication, QEvent, QPoint, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QResizeEvent, QShowEvent
-from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QApplication, QFrame, QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
 from app.core.chat import Role
 from app.ui.chat.message import CodeBlock, MessageAction, MessageWidget, discard
@@ -501,6 +501,47 @@ class ChatView(QScrollArea):
                 self._absorb(w.heightForWidth(self._message_width()) + self._col.spacing())
         self._schedule_growth()
 
+    # ------------------------------------------------------------------ keyboard
+    def focusNextPrevChild(self, next: bool) -> bool:
+        """Tab and Shift+Tab go through the messages in the order they are shown. (The window's
+        focus chain is the order widgets were made in: an older message built later would come
+        after the newest.) Past the first or last message, focus leaves the chat."""
+        focus = QApplication.focusWidget()
+        msg = next_msg = None
+        p = focus
+        while p is not None and p is not self._inner:
+            if isinstance(p, MessageWidget):
+                msg = p
+            p = p.parentWidget()
+        if focus is None or msg is None or msg not in self.messages:
+            return super().focusNextPrevChild(next)
+        reason = Qt.FocusReason.TabFocusReason if next else Qt.FocusReason.BacktabFocusReason
+        i = self.messages.index(msg)
+        step = 1 if next else -1
+        stops = _tab_stops(msg)
+        j = stops.index(focus) + step if focus in stops else -1
+        if 0 <= j < len(stops):
+            next_msg = stops[j]
+        else:
+            i += step
+            while next_msg is None and 0 <= i < len(self.messages):
+                found = _tab_stops(self.messages[i])
+                next_msg = (found[0] if next else found[-1]) if found else None
+                i += step
+        if next_msg is not None:
+            next_msg.setFocus(reason)
+            self.ensureWidgetVisible(next_msg, 0, 40)
+            return True
+        w = focus  # out of the chat: the window's chain from here, past the chat's widgets
+        for _ in range(10_000):
+            w = w.nextInFocusChain() if next else w.previousInFocusChain()
+            if w is focus:
+                break
+            if not self._inner.isAncestorOf(w) and _takes_tab(w):
+                w.setFocus(reason)
+                return True
+        return super().focusNextPrevChild(next)
+
     def showEvent(self, e: QShowEvent) -> None:
         super().showEvent(e)
         self._schedule_growth()
@@ -521,6 +562,15 @@ class ChatView(QScrollArea):
         if self.messages and not self._dropping and self._blank_on_screen():
             self._drop_blank()
         self._schedule_growth()
+
+
+def _takes_tab(w: QWidget) -> bool:
+    return w.isVisible() and w.isEnabled() and bool(w.focusPolicy() & Qt.FocusPolicy.TabFocus)
+
+
+def _tab_stops(msg: MessageWidget) -> list[QWidget]:
+    """The widgets of a message that Tab stops at, in the order they were made (header, text, footer)."""
+    return [c for c in msg.findChildren(QWidget) if _takes_tab(c)]
 
 
 class _KeepInPlace:
