@@ -13,7 +13,10 @@ nothing on screen moves and nothing is repainted (adding above would move every 
 message and repaint the view on every step). When the block runs out it is made high
 again, once per few viewports; when everything is built it goes. Whatever asks for an
 older message (:meth:`ChatView.widget_for`: a search jump, an action) builds it and every
-message after it at once. Built messages stay built until the chat is closed.
+message after it at once. Built messages stay built until the chat is closed. Messages
+built in the background sit in pages of :attr:`ChatView.PAGE_SIZE` (adding one lays out its
+page, not every message), and Tab follows the order messages are shown in (Qt's focus chain
+follows the order they were built in).
 
 Why not a virtualized ``QListView`` with a delegate: each message is a widget with rich
 text labels, code blocks with their own scroll bars and Copy buttons, LaTeX images,
@@ -21,6 +24,9 @@ selectable text, links, an inline editor and action buttons with accessible name
 delegate would paint all of that itself and give up text selection, links, focus and
 the accessibility tree; building real widgets only near the viewport keeps every one
 of those as it is, at the cost of the widgets of what was scrolled through.
+
+The module is a little over 600 lines for one job: the column of messages on screen, which
+the lazy building, the blank block and keeping what is shown in place belong to.
 """
 
 from __future__ import annotations
