@@ -187,14 +187,18 @@ class ChatController(QObject):
         if self.conversation_id is None:
             self.view.clear()
             return
-        path = self.store.active_path(self.conversation_id)
-        self.view.clear()
-        for m in path:
-            w = self._add_widget(m)
-            if m.id == self._reply_id:
-                self._attach_reply(w)
+        path = {m.id: m for m in self.store.active_path(self.conversation_id)}
+        # Older messages of a long chat are built as the view needs them (ChatView.show_messages).
+        self.view.show_messages(list(path), lambda mid: self._shown_widget(path[mid]))
         if focus_message is not None:
             self.view.scroll_to_message(focus_message)
+
+    def _shown_widget(self, m: Message) -> MessageWidget:
+        """The widget of stored message ``m`` of the chat shown (the reply in flight's shows it)."""
+        w = self._make_widget(m)
+        if m.id == self._reply_id:
+            self._attach_reply(w)
+        return w
 
     def _attach_reply(self, w: MessageWidget) -> None:
         """Show the reply in flight in ``w`` (its conversation is shown again)."""
@@ -206,11 +210,20 @@ class ChatController(QObject):
         w.set_badge("writing…" if self._reply_text != self._reply_prefix else "thinking…", BadgeKind.LIVE)
 
     def _add_widget(self, m: Message) -> MessageWidget:
+        """Show stored message ``m`` after every shown one."""
+        w = self._make_widget(m)
+        w.refresh()
+        return self.view.append(w)
+
+    def _make_widget(self, m: Message) -> MessageWidget:
+        """A widget for stored message ``m`` (title, branch ‹ n/m ›, stats, badges), not yet placed, its
+        text set but not rendered yet (:meth:`MessageWidget.refresh`)."""
         sib = self.store.siblings(m.id)
         title = ""
         if m.role is Role.ASSISTANT:
             title = m.meta.model_name or (Path(m.meta.model_path).stem if m.meta.model_path else "Assistant")
-        w = self.view.add_message(m.role, m.content, title, message_id=m.id)
+        w = MessageWidget(m.role, "", title, message_id=m.id)
+        w.set_text(m.content)  # rendered when the view places it (ChatView.show_messages)
         w.set_branch(sib.position, sib.count)
         if m.role is Role.ASSISTANT:
             if m.meta.stats is not None:

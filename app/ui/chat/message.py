@@ -426,6 +426,30 @@ class MessageWidget(QFrame):
             self.body.setText(plain_to_html(self._text))
         return True
 
+    def render_part(self, max_chars: int) -> bool:
+        """Render some more of the pending text: a reply up to the first paragraph break at least
+        ``max_chars`` characters further (the rest stays pending), anything else whole. The chat
+        view builds an older message of a long chat this way, a part per event-loop turn, before
+        it shows the message (showing a widget lays out every window layout above it, so the
+        message is shown once, whole).
+
+        Returns:
+            True when the whole text is shown.
+        """
+        if self._shown == self._text:
+            return True
+        body = self.body
+        if not isinstance(body, MarkdownView) or self._streaming or not self._text.startswith(self._shown):
+            self.refresh()
+            return True
+        cut = self._text.find("\n\n", len(self._shown) + max_chars)
+        if cut < 0:
+            self.refresh()
+        else:
+            self._shown = self._text[:cut]
+            body.set_markdown(self._shown, streaming=True)
+        return cut < 0
+
     def set_footer(self, text: str) -> None:
         self.footer.setText(text)
         self.footer.setVisible(bool(text))

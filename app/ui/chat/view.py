@@ -1,10 +1,42 @@
 """The conversation on screen: a column of message widgets in a scroll area that follows
-the newest text, with a placeholder while it is empty."""
+the newest text, with a placeholder while it is empty.
+
+A long conversation is built lazily: opening a chat builds the newest messages that
+fill the view, and the older ones are built above them in the background while fewer
+than :attr:`ChatView.AHEAD_VIEWPORTS` viewport heights of built messages are left above
+what is shown: one short step per event-loop turn (a message's widget, a part of its
+text of :attr:`ChatView.PART_CHARS` characters, then showing it whole: showing a widget
+lays out every layout above it, so each message is shown once). Above the built messages
+lies a blank block (``chatUnbuilt``) a few viewports high that stands for the messages not
+built yet: each message built above the shown ones takes its height out of that block, so
+nothing on screen moves and nothing is repainted (adding above would move every shown
+message and repaint the view on every step). When the block runs out it is made high
+again, once per few viewports; when everything is built it goes. Whatever asks for an
+older message (:meth:`ChatView.widget_for`: a search jump, an action) builds it and every
+message after it at once. Built messages stay built until the chat is closed. Messages
+built in the background sit in pages of :attr:`ChatView.PAGE_SIZE` (adding one lays out its
+page, not every message), and Tab follows the order messages are shown in (Qt's focus chain
+follows the order they were built in).
+
+Why not a virtualized ``QListView`` with a delegate: each message is a widget with rich
+text labels, code blocks with their own scroll bars and Copy buttons, LaTeX images,
+selectable text, links, an inline editor and action buttons with accessible names. A
+delegate would paint all of that itself and give up text selection, links, focus and
+the accessibility tree; building real widgets only near the viewport keeps every one
+of those as it is, at the cost of the widgets of what was scrolled through.
+
+The module is a little over 600 lines for one job: the column of messages on screen, which
+the lazy building, the blank block and keeping what is shown in place belong to.
+"""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSize, Qt, QTimer, Signal
-from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
+import contextlib
+from collections.abc import Callable, Sequence
+
+from PySide6.QtCore import QCoreApplication, QEvent, QPoint, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QResizeEvent, QShowEvent
+from PySide6.QtWidgets import QApplication, QFrame, QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
 from app.core.chat import Role
 from app.ui.chat.message import CodeBlock, MessageAction, MessageWidget, discard
@@ -40,8 +72,25 @@ class _Column(QWidget):
         return QSize(200, self.sizeHint().height())
 
 
+class _Page(QWidget):
+    """Up to :attr:`ChatView.PAGE_SIZE` messages built in the background, in their own layout:
+    a message added to a page lays out that page and the column's pages, not every message."""
+
+    def __init__(self, spacing: int, parent: QWidget) -> None:
+        super().__init__(parent)
+        self.setObjectName("chatPage")
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # as MessageWidget's
+        self.lay = QVBoxLayout(self)
+        self.lay.setContentsMargins(0, 0, 0, 0)
+        self.lay.setSpacing(spacing)
+
+
 class ChatView(QScrollArea):
     """The conversation: a column of :class:`MessageWidget` that follows the newest text.
+
+    :attr:`messages` are the built message widgets, oldest first: the newest messages
+    of the conversation, down to the last one (older ones are built as described in the
+    module docstring; :attr:`unbuilt_count` says how many are left above them).
 
     Signals:
         action_requested(object, int, object): a message's :class:`MessageAction` (see :class:`MessageWidget`).
@@ -50,6 +99,19 @@ class ChatView(QScrollArea):
 
     action_requested = Signal(object, int, object)
     link_activated = Signal(str)
+
+    # Built messages kept above the viewport's top, in viewport heights (older ones are built
+    # in the background while fewer are left, one per event-loop turn).
+    AHEAD_VIEWPORTS = 2.0
+    # Messages built when a chat opens, at least (more while they do not fill the view).
+    OPEN_AT_LEAST = 3
+    # The blank block above the built messages is made this many viewport heights high when it runs out.
+    BLANK_VIEWPORTS = 3.0
+    # Messages built in the background are laid out in pages of this many (see _Page).
+    PAGE_SIZE = 16
+    # A message built in the background renders this many characters of its text (to the next
+    # paragraph break) per event-loop turn: a long reply costs several short turns, not one long one.
+    PART_CHARS = 400
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -70,9 +132,33 @@ class ChatView(QScrollArea):
         self.placeholder.setTextInteractionFlags(Qt.TextInteractionFlag.LinksAccessibleByMouse)
         self.placeholder.linkActivated.connect(self.link_activated)
         self._col.addWidget(self.placeholder)
+        # Stands for the messages not built yet (see the module docstring); its height in px.
+        self._blank = QWidget()
+        self._blank.setObjectName("chatUnbuilt")
+        self._blank.setFixedHeight(0)
+        self._blank.hide()
+        self._col.addWidget(self._blank)
         self._col.addStretch(1)
         self.setWidget(self._inner)
         self.messages: list[MessageWidget] = []
+        # Messages of the chat shown that have no widget yet (ids, oldest first; all older than
+        # messages[0]), and what builds one (the controller's: text, title, badges, branch).
+        self._unbuilt: list[int] = []
+        self._build: Callable[[int], MessageWidget] | None = None
+        # Built in the background, not placed yet, its text rendered a part per turn (all of it: _rendered).
+        self._partial: MessageWidget | None = None
+        self._rendered = False
+        self._pages: list[_Page] = []  # pages of messages built in the background, the top one last
+        self._dropping = False  # taking the blank block away (its scroll is not the person's)
+        self._graveyard: list[QWidget] = []  # hidden, freed one per turn (_reap)
+        self._reaper = QTimer(self)
+        self._reaper.setSingleShot(True)
+        self._reaper.setInterval(0)
+        self._reaper.timeout.connect(self._reap)
+        self._grow_timer = QTimer(self)
+        self._grow_timer.setSingleShot(True)
+        self._grow_timer.setInterval(0)
+        self._grow_timer.timeout.connect(self._grow)
         self._highlighted: list[tuple[QLabel, str]] = []  # labels showing search matches, their own HTML
         # A search match to keep in view while the chat just opened settles (layout passes move it).
         self._scroll_target: QWidget | None = None
@@ -92,7 +178,11 @@ class ChatView(QScrollArea):
     def add_message(
         self, role: Role | str, text: str = "", title: str = "", message_id: int | None = None
     ) -> MessageWidget:
-        w = MessageWidget(role, text, title, message_id)
+        """Append a new message widget at the bottom (and follow it)."""
+        return self.append(MessageWidget(role, text, title, message_id))
+
+    def append(self, w: MessageWidget) -> MessageWidget:
+        """Append ``w`` (a message after every shown one) at the bottom and follow it."""
         w.action_requested.connect(self.action_requested)
         self._col.insertWidget(self._col.count() - 1, w)
         self.messages.append(w)
@@ -100,8 +190,41 @@ class ChatView(QScrollArea):
         self._follow = True
         return w
 
+    def show_messages(self, message_ids: Sequence[int], build: Callable[[int], MessageWidget]) -> None:
+        """Show a conversation (``message_ids`` oldest first), replacing what was shown.
+
+        ``build(message_id)`` makes a message's widget (not yet placed). Only the newest
+        messages that fill the view are built now (at least :attr:`OPEN_AT_LEAST`); the
+        older ones are built later (see the module docstring).
+        """
+        self.clear()
+        self._unbuilt = list(message_ids)
+        self._build = build
+        self._follow = True
+        width = self._message_width()
+        height = 0
+        while self._unbuilt and (len(self.messages) < self.OPEN_AT_LEAST or height < self.viewport().height()):
+            w = self._build_oldest_unbuilt()
+            height += w.heightForWidth(width) + self._col.spacing()
+        if self._unbuilt:
+            self._set_blank(self._blank_topup())
+        self._schedule_growth()
+
+    @property
+    def unbuilt_count(self) -> int:
+        """How many (older) messages of the chat shown have no widget yet."""
+        return len(self._unbuilt)
+
     def widget_for(self, message_id: int) -> MessageWidget | None:
-        return next((w for w in self.messages if w.message_id == message_id), None)
+        """The widget of message ``message_id``, built now (with every message after it) if it
+        was not yet; None when that message is not shown."""
+        w = next((w for w in self.messages if w.message_id == message_id), None)
+        partial = self._partial is not None and self._partial.message_id == message_id
+        if w is None and (partial or message_id in self._unbuilt):
+            self._finish_partial()
+            self._build_down_to(message_id)
+            w = self.messages[0]
+        return w
 
     def remove_widget(self, w: MessageWidget | None) -> None:
         if w is not None and w in self.messages:
@@ -117,8 +240,9 @@ class ChatView(QScrollArea):
 
     def highlight_message(self, message_id: int, terms: list[str]) -> int:
         """Mark ``terms`` (search words, case-insensitive) in message ``message_id`` and scroll
-        to its first match (to the message when none is shown). The previous marks are
-        removed first; a message's next repaint with new text drops its marks.
+        to its first match (to the message when none is shown), building the message first if
+        it was not built yet. The previous marks are removed first; a message's next repaint
+        with new text drops its marks.
 
         Returns:
             How many matches were marked (0 when the message is not shown).
@@ -166,16 +290,271 @@ class ChatView(QScrollArea):
             self._scroll_target = None
 
     def clear(self) -> None:
+        """Take every message away (their widgets are freed a page per event-loop turn)."""
         self.clear_highlight()
         for w in self.messages:
-            discard(w)
+            if not isinstance(w.parentWidget(), _Page):
+                self._bury(w)
+        for page in self._pages:
+            self._bury(page)
+        if self._partial is not None:
+            self._bury(self._partial)
         self.messages = []
+        self._unbuilt = []
+        self._build = None
+        self._partial = None
+        self._pages = []
+        self._grow_timer.stop()
+        self._set_blank(None)
         self.placeholder.setVisible(bool(self.placeholder.text()))
+
+    def _bury(self, w: QWidget) -> None:
+        """Hide ``w`` now and free it later, one a turn (freeing a long chat's widgets at once stalls)."""
+        w.hide()
+        self._col.removeWidget(w)
+        self._graveyard.append(w)
+        if not self._reaper.isActive():
+            self._reaper.start()
+
+    def _reap(self) -> None:
+        if self._graveyard:
+            w = self._graveyard.pop()
+            with contextlib.suppress(RuntimeError):  # already freed with the window
+                w.deleteLater()
+        if self._graveyard:
+            self._reaper.start()
 
     def refresh(self) -> None:
         """Render pending text of every message (called by the window's repaint clock)."""
         for w in reversed(self.messages[-2:]):
             w.refresh()
+
+    # ------------------------------------------------------------------ lazy building
+    def _message_width(self) -> int:
+        m = self._col.contentsMargins()
+        return max(1, self.viewport().width() - m.left() - m.right())
+
+    def _build_oldest_unbuilt(self) -> MessageWidget:
+        """Build the newest unbuilt message whole and place it above the built ones (shown at
+        once, so that it is styled and measured with the theme)."""
+        assert self._build is not None
+        w = self._build(self._unbuilt.pop())
+        w.refresh()
+        self._place_above(w)
+        return w
+
+    def _place_above(self, w: MessageWidget, paged: bool = False) -> None:
+        """Show ``w`` (the message before ``messages[0]``) above the built messages; ``paged``: in
+        the top :class:`_Page` (a message built in the background), else in the column itself."""
+        w.action_requested.connect(self.action_requested)
+        shown: QWidget = w
+        if not paged:
+            self._col.insertWidget(self._col.indexOf(self._blank) + 1, w)
+        else:
+            parent = w.parentWidget()
+            page = parent if isinstance(parent, _Page) else self._page_for_next()
+            if self._col.indexOf(page) < 0:
+                self._col.insertWidget(self._col.indexOf(self._blank) + 1, page)
+                shown = page
+            page.lay.insertWidget(0, w)
+        self.messages.insert(0, w)
+        self.placeholder.hide()
+        # Shown with the column's layout off: showing a widget lays out every layout above it,
+        # and the column's is laid out once, on its posted request.
+        self._col.setEnabled(False)
+        try:
+            shown.show()
+            w.show()
+        finally:
+            self._col.setEnabled(True)
+        self._col.invalidate()
+
+    def _page_for_next(self) -> _Page:
+        """The page the next message built in the background goes into (a new one, not yet in the
+        column, when the top one is full). A message is made its page's child as soon as it is built,
+        so that it is styled once (a new parent styles a widget again)."""
+        page = self._pages[-1] if self._pages else None
+        if page is None or page.lay.count() >= self.PAGE_SIZE:
+            page = _Page(self._col.spacing(), self._inner)
+            page.hide()
+            self._pages.append(page)
+        return page
+
+    def _build_down_to(self, message_id: int) -> None:
+        """Build every unbuilt message from the newest down to ``message_id`` at once, what is shown
+        kept in place: into new pages, each shown once (showing each message would lay out the
+        window's layouts once per message)."""
+        self._finish_partial()
+        if message_id not in self._unbuilt:
+            return
+        assert self._build is not None
+        at = self._unbuilt.index(message_id)
+        ids, self._unbuilt[at:] = self._unbuilt[at:], []
+        pages: list[_Page] = []  # oldest first
+        built: list[MessageWidget] = []
+        for start in range(0, len(ids), self.PAGE_SIZE):
+            page = _Page(self._col.spacing(), self._inner)
+            page.hide()
+            for mid in ids[start : start + self.PAGE_SIZE]:
+                w = self._build(mid)
+                w.refresh()
+                w.action_requested.connect(self.action_requested)
+                page.lay.addWidget(w)
+                built.append(w)
+            pages.append(page)
+        self.setUpdatesEnabled(False)
+        try:
+            with _KeepInPlace(self):
+                first = self._col.indexOf(self._blank) + 1
+                for i, page in enumerate(pages):
+                    self._col.insertWidget(first + i, page)
+                self._col.setEnabled(False)  # laid out once, below
+                try:
+                    for page in pages:
+                        page.show()
+                finally:
+                    self._col.setEnabled(True)
+                self._col.invalidate()
+                self.messages[:0] = built
+                self._pages.extend(reversed(pages))  # the top page last
+                self.placeholder.hide()
+                width = self._message_width()
+                self._absorb(sum(p.heightForWidth(width) + self._col.spacing() for p in pages))
+        finally:
+            self.setUpdatesEnabled(True)
+
+    def _finish_partial(self) -> None:
+        """Render the rest of the message being built in the background, and show it."""
+        w, self._partial = self._partial, None
+        if w is not None:
+            with _KeepInPlace(self):
+                w.refresh()
+                self._place_above(w, paged=True)
+                self._absorb(w.heightForWidth(self._message_width()) + self._col.spacing())
+
+    def _blank_height(self) -> int:
+        """Height of the blank block with the gap under it (0 when it is not there)."""
+        return self._blank.height() + self._col.spacing() if self._blank.isVisibleTo(self._inner) else 0
+
+    def _blank_topup(self) -> int:
+        return int(self.BLANK_VIEWPORTS * max(1, self.viewport().height()))
+
+    def _set_blank(self, height: int | None) -> None:
+        """The blank block's height in px (None: there is none)."""
+        self._blank.setFixedHeight(max(0, height or 0))
+        self._blank.setVisible(height is not None)
+
+    def _absorb(self, added: int) -> None:
+        """``added`` px were just built above the shown messages: take them out of the blank block,
+        so that what is shown stays where it is; when the block is too low, make it high again
+        (what is shown is then kept in place by scrolling), and drop it when everything is built."""
+        if not self._blank.isVisibleTo(self._inner):
+            return
+        left = self._blank.height() - added
+        if not self._unbuilt and self._partial is None:
+            self._set_blank(None)
+        elif left >= 0:
+            self._set_blank(left)
+        else:
+            self._set_blank(max(0, left + self._blank_topup()))
+
+    def _blank_on_screen(self) -> bool:
+        return self._blank.height() > 0 and self.verticalScrollBar().value() < self._blank_height()
+
+    def _drop_blank(self) -> None:
+        """The person scrolled into the blank block: take it away, so that the built messages show
+        (the next ones come in above them, what is shown kept in place)."""
+        self._dropping = True
+        try:
+            with _KeepInPlace(self):
+                self._set_blank(0)
+        finally:
+            self._dropping = False
+
+    def _ahead_px(self) -> int:
+        """Pixels of built messages above the viewport's top (negative: the blank block is on screen)."""
+        return self.verticalScrollBar().value() - self._blank_height()
+
+    def _needs_growth(self) -> bool:
+        if self._partial is not None:
+            return True
+        return bool(self._unbuilt) and self._ahead_px() < self.AHEAD_VIEWPORTS * max(1, self.viewport().height())
+
+    def _schedule_growth(self) -> None:
+        if self._needs_growth() and not self._grow_timer.isActive():
+            self._grow_timer.start()
+
+    def _grow(self) -> None:
+        """Build one older message, or render a part of the one being built (a turn of the event
+        loop each, so scrolling stays smooth)."""
+        if not self._needs_growth() or not self.isVisible():
+            return
+        w = self._partial
+        if w is None:  # a new message: its widget (its page's child, not shown), no text yet
+            assert self._build is not None
+            w = self._partial = self._build(self._unbuilt.pop())
+            w.setParent(self._page_for_next())
+            self._rendered = False
+        elif not self._rendered:  # a part of its text, styled and laid out at the column's width
+            self._rendered = w.render_part(self.PART_CHARS)
+            for child in w.findChildren(QWidget):
+                child.ensurePolished()  # a new block is styled when shown, else: once, here
+            w.heightForWidth(self._message_width())  # the labels keep their text laid out
+        else:  # show it
+            self._partial = None
+            with _KeepInPlace(self):
+                self._place_above(w, paged=True)
+                self._absorb(w.heightForWidth(self._message_width()) + self._col.spacing())
+        self._schedule_growth()
+
+    # ------------------------------------------------------------------ keyboard
+    def focusNextPrevChild(self, next: bool) -> bool:
+        """Tab and Shift+Tab go through the messages in the order they are shown. (The window's
+        focus chain is the order widgets were made in: an older message built later would come
+        after the newest.) Past the first or last message, focus leaves the chat."""
+        focus = QApplication.focusWidget()
+        msg = next_msg = None
+        p = focus
+        while p is not None and p is not self._inner:
+            if isinstance(p, MessageWidget):
+                msg = p
+            p = p.parentWidget()
+        if focus is None or msg is None or msg not in self.messages:
+            return super().focusNextPrevChild(next)
+        reason = Qt.FocusReason.TabFocusReason if next else Qt.FocusReason.BacktabFocusReason
+        i = self.messages.index(msg)
+        step = 1 if next else -1
+        stops = _tab_stops(msg)
+        j = stops.index(focus) + step if focus in stops else -1
+        if 0 <= j < len(stops):
+            next_msg = stops[j]
+        else:
+            i += step
+            while next_msg is None and 0 <= i < len(self.messages):
+                found = _tab_stops(self.messages[i])
+                next_msg = (found[0] if next else found[-1]) if found else None
+                i += step
+        if next_msg is not None:
+            next_msg.setFocus(reason)
+            self.ensureWidgetVisible(next_msg, 0, 40)
+            return True
+        w = focus  # out of the chat: the window's chain from here, past the chat's widgets
+        for _ in range(10_000):
+            w = w.nextInFocusChain() if next else w.previousInFocusChain()
+            if w is focus:
+                break
+            if not self._inner.isAncestorOf(w) and _takes_tab(w):
+                w.setFocus(reason)
+                return True
+        return super().focusNextPrevChild(next)
+
+    def showEvent(self, e: QShowEvent) -> None:
+        super().showEvent(e)
+        self._schedule_growth()
+
+    def resizeEvent(self, e: QResizeEvent) -> None:
+        super().resizeEvent(e)
+        self._schedule_growth()
 
     def _on_range(self, _min: int, maximum: int) -> None:
         if self._scroll_target is not None:
@@ -186,3 +565,57 @@ class ChatView(QScrollArea):
     def _on_scroll(self, value: int) -> None:
         bar = self.verticalScrollBar()
         self._follow = value >= bar.maximum() - 4
+        if self.messages and not self._dropping and self._blank_on_screen():
+            self._drop_blank()
+        self._schedule_growth()
+
+
+def _takes_tab(w: QWidget) -> bool:
+    return w.isVisible() and w.isEnabled() and bool(w.focusPolicy() & Qt.FocusPolicy.TabFocus)
+
+
+def _tab_stops(msg: MessageWidget) -> list[QWidget]:
+    """The widgets of a message that Tab stops at, in the order they were made (header, text, footer)."""
+    return [c for c in msg.findChildren(QWidget) if _takes_tab(c)]
+
+
+class _KeepInPlace:
+    """While messages are built above the shown ones, keep what the viewport shows where it is
+    on screen (unless the view follows the newest text or keeps a search match in view)."""
+
+    def __init__(self, view: ChatView) -> None:
+        self._view = view
+        self._anchor: QWidget | None = None
+        self._offset = 0
+
+    def __enter__(self) -> None:
+        v = self._view
+        if v.messages and not v._follow and v._scroll_target is None:
+            top = v.verticalScrollBar().value()
+            # The first message reaching into the viewport (what the person looks at).
+            lo, hi = 0, len(v.messages) - 1
+            while lo < hi:
+                mid = (lo + hi) // 2
+                w = v.messages[mid]
+                if self._y(w) + w.height() > top:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            self._anchor = v.messages[lo]
+            self._offset = self._y(self._anchor) - top
+
+    def _y(self, w: QWidget) -> int:
+        """``w``'s top in the column (a message may sit in a page)."""
+        return w.mapTo(self._view.widget(), QPoint(0, 0)).y()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._anchor is None:
+            return
+        # Lay the column out now (the layouts' requests are posted events), then scroll by
+        # what moved above the anchor (nothing, when the blank block took it).
+        for _ in range(2):
+            QCoreApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
+        bar = self._view.verticalScrollBar()
+        value = self._y(self._anchor) - self._offset
+        if value != bar.value():
+            bar.setValue(value)
