@@ -402,3 +402,23 @@ def test_with_no_model_the_empty_chat_offers_the_librarys_models_and_loads_one_o
         assert win.engine.model.info.path == str(path)
     finally:
         close_window(win)
+
+
+def test_the_empty_chats_links_work_from_the_keyboard(qtbot):
+    from PySide6.QtTest import QTest
+
+    win = make_window(qtbot)
+    try:
+        label = win.chat_view.placeholder
+        assert "Open a GGUF file" in label.text()
+        label.setFocus()
+        qtbot.waitUntil(label.hasFocus, timeout=5_000)
+        activated: list[str] = []
+        label.linkActivated.connect(activated.append)
+        win.chat_view.blockSignals(True)  # the window would open a (modal) file dialog
+        QTest.keyClick(label, Qt.Key.Key_Tab)  # the first link gets the focus
+        QTest.keyClick(label, Qt.Key.Key_Return)
+        win.chat_view.blockSignals(False)
+        assert activated == ["open"]
+    finally:
+        close_window(win)

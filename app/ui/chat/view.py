@@ -129,7 +129,11 @@ class ChatView(QScrollArea):
         self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.placeholder.setWordWrap(True)
         self.placeholder.setOpenExternalLinks(False)
-        self.placeholder.setTextInteractionFlags(Qt.TextInteractionFlag.LinksAccessibleByMouse)
+        # Links work from the keyboard too: Tab reaches them, Enter follows the one in focus.
+        self.placeholder.setTextInteractionFlags(
+            Qt.TextInteractionFlag.LinksAccessibleByMouse | Qt.TextInteractionFlag.LinksAccessibleByKeyboard
+        )
+        self.placeholder.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self.placeholder.linkActivated.connect(self.link_activated)
         self._col.addWidget(self.placeholder)
         # Stands for the messages not built yet (see the module docstring); its height in px.
