@@ -40,10 +40,14 @@ if [ "${1:-}" = "--uninstall" ]; then uninstall; exit 0; fi
 
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
-# Folders that do not exist yet are ours to remove later.
+# Folders that do not exist yet (and their missing parents, e.g. ~/.local) are ours to remove later.
+note_missing() {
+    d=$1
+    while [ ! -d "$d" ]; do echo "d $d" >> "$tmp"; d=$(dirname "$d"); done
+}
 for d in "$PREFIX" "$BIN" "$SHARE" "$SHARE/applications" "$SHARE/mime" "$SHARE/mime/packages" "$SHARE/metainfo" \
          "$SHARE/icons" "$SHARE/icons/hicolor"; do
-    [ -d "$d" ] || echo "d $d" >> "$tmp"
+    note_missing "$d"
 done
 mkdir -p "$PREFIX" "$BIN" "$SHARE"
 cp -a "$HERE/glassbox/." "$PREFIX/"

@@ -90,3 +90,36 @@ def test_uninstall_of_a_fresh_data_folder_leaves_no_trace(tmp_path):
     assert (share / desktop.MANIFEST_NAME).exists()
     desktop.uninstall(share)
     assert not share.exists() and list(tmp_path.iterdir()) == [tmp_path / "fresh"]
+
+
+def test_the_tarballs_install_sh_installs_per_user_and_uninstall_leaves_the_home_as_it_was(tmp_path):
+    """packaging/install.sh on a tarball's layout (glassbox/ with the executable and share/)."""
+    import shutil
+    import subprocess
+
+    unpacked = tmp_path / "glassbox-0.1.0-linux-x86_64"
+    app = unpacked / "glassbox"
+    app.mkdir(parents=True)
+    (app / "glassbox").write_text("#!/bin/sh\necho Glassbox 0.1.0\n")
+    (app / "glassbox").chmod(0o755)
+    (app / "_internal").mkdir()
+    (app / "_internal" / "libx.so").write_bytes(b"\x7fELF")
+    desktop.stage(app / "share")
+    shutil.copy(ROOT / "packaging" / "install.sh", unpacked / "install.sh")
+    home = tmp_path / "home"
+    (home / ".local" / "share" / "applications").mkdir(parents=True)
+    (home / ".local" / "share" / "applications" / "other.desktop").write_text("[Desktop Entry]\n")
+    before = _snapshot(home)
+    env = {"HOME": str(home), "PATH": os.environ["PATH"]}
+
+    subprocess.run(["sh", str(unpacked / "install.sh")], env=env, check=True, capture_output=True)
+    entry = _entry((home / ".local/share/applications" / f"{APP_ID}.desktop").read_text())
+    prefix = home / ".local/opt/glassbox"
+    assert entry["Exec"] == f"{prefix}/glassbox %f" and entry["TryExec"] == f"{prefix}/glassbox"
+    assert (prefix / "_internal" / "libx.so").exists() and not (prefix / "share").exists()
+    assert (home / ".local/bin/glassbox").resolve() == prefix / "glassbox"
+    assert (home / f".local/share/mime/packages/{APP_ID}.xml").exists()
+    assert (home / f".local/share/icons/hicolor/256x256/apps/{APP_ID}.png").exists()
+
+    subprocess.run(["sh", str(unpacked / "install.sh"), "--uninstall"], env=env, check=True, capture_output=True)
+    assert _snapshot(home) == before
