@@ -355,3 +355,12 @@ def test_setup_installs_the_test_extra_with_its_tools_and_reinstalls_when_pyproj
     pyproject.write_text(pyproject.read_text(encoding="utf-8").replace('"ruff==', '"ruff>=', 1), encoding="utf-8")
     bootstrap.setup(["test"], False)
     assert installs[-1] == ["install", "-e", ".[test]"]  # the extra changed: installed again
+
+
+def test_uninstall_without_an_install_removes_nothing(
+    bootstrap: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "share"))
+    assert bootstrap.main(["uninstall"]) == 0
+    assert "nothing to remove" in capfd.readouterr().out
+    assert not (tmp_path / "share").exists()
