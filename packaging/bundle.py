@@ -147,8 +147,10 @@ def check_libraries() -> None:
     if not any(p.name.startswith("libllama.so") for p in libs):
         raise BuildError(f"{lib} has no libllama.so: llama-cpp-python's libraries were not collected")
     missing = []
+    # The CPU variants of a GGML_BACKEND_DL build carry no RUNPATH: they are dlopen()ed after
+    # libggml-base.so.0 is loaded from this folder, which LD_LIBRARY_PATH stands for here.
     for path in [BUNDLE / "glassbox", *libs]:
-        r = run(["ldd", str(path)], cwd=lib)
+        r = run(["ldd", str(path)], cwd=lib, env={**os.environ, "LD_LIBRARY_PATH": str(lib)})
         missing += [f"{path.name}: {m}" for m in re.findall(r"^\s*(\S+) => not found", r.stdout, re.M)]
     # Everything else, as the bundle's bootloader runs it (LD_LIBRARY_PATH=_internal): nothing may
     # point at a library the spec left out (Qt Quick, QML, PDF).
