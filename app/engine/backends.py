@@ -72,7 +72,11 @@ def load_backends(lib_dir: Path | None = None) -> str | None:
 
 
 def _open_ggml(lib_dir: Path) -> ctypes.CDLL:
-    for name in ("libggml.so", "libggml.dylib", "ggml.dll"):
-        if (lib_dir / name).exists():
-            return ctypes.CDLL(str(lib_dir / name))
+    """The libggml that libllama uses. The wheel holds ``libggml.so``, ``.so.0`` and ``.so.0.25.3`` as
+    separate copies (a zip has no links), and each copy opened is a separate library with its own
+    backend registry: only the soname libllama links against (``libggml.so.0``) is the right one."""
+    sonames = sorted(lib_dir.glob("libggml.so.*"), key=lambda p: (p.name.count("."), p.name))
+    for path in [*sonames, lib_dir / "libggml.so", lib_dir / "libggml.dylib", lib_dir / "ggml.dll"]:
+        if path.exists():
+            return ctypes.CDLL(str(path))
     raise OSError(f"no libggml in {lib_dir}")
