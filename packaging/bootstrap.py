@@ -339,7 +339,7 @@ def stamp_is_current(stamp: dict, want: dict, extras: Sequence[str]) -> bool:
 def ensure_venv(verbose: bool) -> Path:
     """Step 1: ``.venv`` with this Python; recreated if broken or of another Python."""
     t0 = time.monotonic()
-    py = venv_python()
+    py = venv_python(VENV)
     want = python_version()
     if py.exists():
         r = probe(py, "import sys; print('%d.%d.%d' % sys.version_info[:3])")
@@ -585,7 +585,7 @@ def setup(extras: Sequence[str], verbose: bool) -> Path:
 
     t0 = time.monotonic()
     kind = check_llama(py, version, wheel)
-    say(f"check: import llama_cpp works in .venv ({version}, {kind}) {took(t0)}")
+    say(f"check: import llama_cpp works in {shown(str(VENV))} ({version}, {kind}) {took(t0)}")
     if "test" in extras:
         missing = [tool for tool in dict.fromkeys(c.tool for c in CHECKS) if not venv_tool(tool, VENV).exists()]
         if missing:
@@ -812,7 +812,21 @@ def ensure_validators() -> None:
         say("!" * 70)
 
 
+# The bundle runs on CPUs we do not know: every x86-64 variant of ggml's CPU backend, the best chosen at
+# run time (app/engine/backends.py). Same speed as GGML_NATIVE=OFF here, no SIGILL without AVX2; the
+# build takes longer (26 vs 3 min on 2 busy cores), so the source set-up keeps GGML_NATIVE=OFF (README).
+BUNDLE_CMAKE_ARGS = (
+    "-DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DGGML_BACKEND_DIR:STRING=llama_cpp/lib"
+)
+BUNDLE_VENV = ROOT / "build" / "bundle-venv"
+
+
 def cmd_bundle(args: argparse.Namespace) -> int:
+    global VENV, STAMP, SETUP_LOG
+    # Its own venv (build/bundle-venv), so the checkout's .venv and its llama.cpp build stay as they are.
+    VENV, STAMP, SETUP_LOG = BUNDLE_VENV, BUNDLE_VENV / STAMP.name, BUNDLE_VENV / SETUP_LOG.name
+    if platform.machine().lower() in ("x86_64", "amd64") and not os.environ.get("CMAKE_ARGS"):
+        os.environ["CMAKE_ARGS"] = BUNDLE_CMAKE_ARGS
     py = setup(["bundle"], args.verbose)
     ensure_validators()
     say("building the bundle: packaging/bundle.py " + " ".join(args.rest))
