@@ -17,6 +17,9 @@ say() { echo "[try-deb] $*"; }
 # The person's environment: no venv, no PYTHONPATH, nothing of the checkout.
 run_as_person() { env -i HOME="$home" PATH=/usr/local/bin:/usr/bin:/bin DISPLAY="$display" \
     XDG_DATA_DIRS=/usr/local/share:/usr/share XDG_RUNTIME_DIR="$home" GLASSBOX_HOME="$home/glassbox" "$@"; }
+# In the background: exec, so that $! is Glassbox itself (a backgrounded function is a subshell).
+start_as_person() { exec env -i HOME="$home" PATH=/usr/local/bin:/usr/bin:/bin DISPLAY="$display" \
+    XDG_DATA_DIRS=/usr/local/share:/usr/share XDG_RUNTIME_DIR="$home" GLASSBOX_HOME="$home/glassbox" "$@"; }
 
 before=$(mktemp); after=$(mktemp)
 find /opt /usr/bin /usr/share/applications /usr/share/icons/hicolor /usr/share/mime /usr/share/metainfo \
@@ -33,7 +36,7 @@ Xvfb "$display" -screen 0 1600x1000x24 -nolisten tcp >/dev/null 2>&1 &
 xvfb=$!
 trap 'kill $xvfb 2>/dev/null || true' EXIT
 sleep 2
-run_as_person $exec_line > "$home/app.out" 2>&1 &
+start_as_person $exec_line > "$home/app.out" 2>&1 &
 app=$!
 for _ in $(seq 60); do run_as_person xdotool search --onlyvisible --name Glassbox >/dev/null 2>&1 && break; sleep 1; done
 say "window up: $(run_as_person xdotool search --onlyvisible --name Glassbox | head -1); processes: $(ps -o pid=,comm= --ppid $app | tr '\n' ' ')"
@@ -53,6 +56,8 @@ run_as_person import -window root "$out/deb-xdg-open.png"
 ps -eo pid,comm,args | grep -E 'glassbox' | grep -v grep | sed 's/^/[try-deb] ps: /' | cut -c1-160
 grep -E 'handed over|second start' "$home/glassbox/data/logs/app.log" | tail -2 | sed 's/^/[try-deb] app.log: /' || true
 kill "$app"; wait "$app" 2>/dev/null || true
+if pgrep -x glassbox-engine >/dev/null; then say "after closing: a glassbox-engine is still running"; else
+    say "after closing (SIGTERM): no glassbox process left"; fi
 
 dpkg -r glassbox
 find /opt /usr/bin /usr/share/applications /usr/share/icons/hicolor /usr/share/mime /usr/share/metainfo \
