@@ -68,12 +68,13 @@ def desktop_entry(exec_command: str, try_exec: str | None = None) -> str:
 def render_icon(size: int, dest: Path) -> None:
     """Render ``resources/glassbox.svg`` into a ``size`` x ``size`` PNG at ``dest`` (QSvgRenderer)."""
     from PySide6.QtCore import Qt
-    from PySide6.QtGui import QGuiApplication, QImage, QPainter
+    from PySide6.QtGui import QImage, QPainter
     from PySide6.QtSvg import QSvgRenderer
+    from PySide6.QtWidgets import QApplication
 
-    if QGuiApplication.instance() is None:
+    if QApplication.instance() is None:  # a QApplication, as the app and pytest-qt make, not a bare QGuiApplication
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-        render_icon.app = QGuiApplication([])  # type: ignore[attr-defined]  # kept alive for later calls
+        render_icon.app = QApplication([])  # type: ignore[attr-defined]  # kept alive for later calls
     renderer = QSvgRenderer(str(SVG))
     if not renderer.isValid():
         raise RuntimeError(f"{SVG} is not a valid SVG")

@@ -51,7 +51,7 @@ def test_every_desktop_file_names_the_one_application_id_and_the_gguf_type():
     assert "TryExec" not in _entry(desktop.desktop_entry("glassbox"))
 
 
-def test_the_icons_are_rendered_from_the_svg_in_every_hicolor_size(tmp_path):
+def test_the_icons_are_rendered_from_the_svg_in_every_hicolor_size(qapp, tmp_path):
     files = desktop.stage(tmp_path / "share")
     pngs = sorted(p for p in files if p.suffix == ".png")
     assert len(pngs) == len(desktop.ICON_SIZES)
@@ -62,7 +62,7 @@ def test_the_icons_are_rendered_from_the_svg_in_every_hicolor_size(tmp_path):
         assert image.pixelColor(size // 2, size // 2).alpha() == 255 and image.pixelColor(0, 0).alpha() == 0
 
 
-def test_install_registers_the_entry_and_uninstall_removes_exactly_what_it_added(tmp_path):
+def test_install_registers_the_entry_and_uninstall_removes_exactly_what_it_added(qapp, tmp_path):
     share = tmp_path / "share"
     (share / "applications").mkdir(parents=True)
     (share / "applications" / "other.desktop").write_text("[Desktop Entry]\nType=Application\nName=Other\nExec=o\n")
@@ -84,7 +84,7 @@ def test_install_registers_the_entry_and_uninstall_removes_exactly_what_it_added
     assert desktop.uninstall(share) == []  # nothing left to remove
 
 
-def test_uninstall_of_a_fresh_data_folder_leaves_no_trace(tmp_path):
+def test_uninstall_of_a_fresh_data_folder_leaves_no_trace(qapp, tmp_path):
     share = tmp_path / "fresh" / "share"
     desktop.install("glassbox", share)
     assert (share / desktop.MANIFEST_NAME).exists()
@@ -92,7 +92,7 @@ def test_uninstall_of_a_fresh_data_folder_leaves_no_trace(tmp_path):
     assert not share.exists() and list(tmp_path.iterdir()) == [tmp_path / "fresh"]
 
 
-def test_the_tarballs_install_sh_installs_per_user_and_uninstall_leaves_the_home_as_it_was(tmp_path):
+def test_the_tarballs_install_sh_installs_per_user_and_uninstall_leaves_the_home_as_it_was(qapp, tmp_path):
     """packaging/install.sh on a tarball's layout (glassbox/ with the executable and share/)."""
     import shutil
     import subprocess
