@@ -8,14 +8,32 @@ import os
 import sys
 from pathlib import Path
 
+from app.self_test import TEST_MODEL_ENV
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="glassbox", description="Chat with a local GGUF model and watch it work.")
+    p.add_argument(
+        "file", nargs="?", help="a GGUF file to open (as --model; what a file manager passes)", metavar="FILE.gguf"
+    )
     p.add_argument("--model", help="load this GGUF file at start (default: the most recent model)")
     p.add_argument("--no-model", action="store_true", help="start without loading a model")
     p.add_argument("--debug", action="store_true", help="log at DEBUG level, to app.log and to stderr")
     p.add_argument("--version", action="store_true", help="print the version and exit")
-    return p.parse_args(argv)
+    p.add_argument(
+        "--self-test",
+        action="store_true",
+        help=(
+            "check this Glassbox headless and exit: offscreen window, engine process, the model opened through "
+            "a second start (single instance), a few tokens, TTFT and KV cache figures; prints JSON, exit code 0 "
+            f"when all passed. Model: --model, else ${TEST_MODEL_ENV}, else the library's most recent model"
+        ),
+    )
+    args = p.parse_args(argv)
+    if args.file and args.model:
+        p.error("give the model once: FILE or --model")
+    args.model = args.model or args.file
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,10 +48,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.version:
         print(f"Glassbox {__version__}")
         return 0
+    if args.self_test:
+        from app import self_test
+
+        return self_test.run(Path(args.model) if args.model else None)
 
     from PySide6.QtWidgets import QApplication
 
-    from app import logfiles
+    from app import APP_ID, logfiles
     from app.diagnostics import NOTICE_TOPIC, Diagnostics
     from app.paths import default_paths
     from app.ui.single_instance import SingleInstance
@@ -50,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     diagnostics.install()
     app.setApplicationName("Glassbox")
     app.setApplicationVersion(__version__)
-    app.setDesktopFileName("glassbox")
+    app.setDesktopFileName(APP_ID)
     apply_theme(app)
 
     window = create_window(paths)

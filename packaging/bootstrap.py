@@ -3,6 +3,9 @@
 
     python3 packaging/bootstrap.py run  [app arguments...]
     python3 packaging/bootstrap.py test [pytest arguments...]
+    python3 packaging/bootstrap.py bundle      # dist/: onedir bundle, .deb, tarball (packaging/bundle.py)
+    python3 packaging/bootstrap.py install     # menu entry + .gguf type for this user, on this checkout
+    python3 packaging/bootstrap.py uninstall   # removes exactly what install added
 
 Both commands set up the same way, and do nothing that is already done:
 
@@ -336,7 +339,7 @@ def stamp_is_current(stamp: dict, want: dict, extras: Sequence[str]) -> bool:
 def ensure_venv(verbose: bool) -> Path:
     """Step 1: ``.venv`` with this Python; recreated if broken or of another Python."""
     t0 = time.monotonic()
-    py = venv_python()
+    py = venv_python(VENV)
     want = python_version()
     if py.exists():
         r = probe(py, "import sys; print('%d.%d.%d' % sys.version_info[:3])")
@@ -582,7 +585,7 @@ def setup(extras: Sequence[str], verbose: bool) -> Path:
 
     t0 = time.monotonic()
     kind = check_llama(py, version, wheel)
-    say(f"check: import llama_cpp works in .venv ({version}, {kind}) {took(t0)}")
+    say(f"check: import llama_cpp works in {shown(str(VENV))} ({version}, {kind}) {took(t0)}")
     if "test" in extras:
         missing = [tool for tool in dict.fromkeys(c.tool for c in CHECKS) if not venv_tool(tool, VENV).exists()]
         if missing:
@@ -785,6 +788,67 @@ def cmd_test(args: argparse.Namespace) -> int:
     return exec_in_venv(py, ["-m", "pytest", *rest], env, args.dry_run)
 
 
+VALIDATORS = {"desktop-file-validate": "desktop-file-utils", "appstreamcli": "appstream"}
+
+
+def ensure_validators() -> None:
+    """The desktop-file validators ``bundle`` runs: installed with apt-get when we are root, else a loud warning."""
+    missing = {tool: pkg for tool, pkg in VALIDATORS.items() if not shutil.which(tool)}
+    if not missing or not sys.platform.startswith("linux"):
+        return
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
+        t0 = time.monotonic()
+        cmd = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing.values()]
+        r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if r.returncode != 0:  # a stale package list: update once, then try again
+            subprocess.run(["apt-get", "update", "-q"], capture_output=True, check=False)
+            r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        say(f"validators: apt-get install {' '.join(missing.values())}: exit {r.returncode} {took(t0)}")
+    still = [f"{t} ({p})" for t, p in missing.items() if not shutil.which(t)]
+    if still:
+        say("!" * 70)
+        say(f"WARNING: {', '.join(still)} missing: the .desktop and metainfo files will NOT be validated")
+        say(f"         install them: sudo apt-get install {' '.join(missing.values())}")
+        say("!" * 70)
+
+
+# The bundle runs on CPUs we do not know: every x86-64 variant of ggml's CPU backend, the best chosen at
+# run time (app/engine/backends.py). Same speed as GGML_NATIVE=OFF here, no SIGILL without AVX2; the
+# build takes longer (26 vs 3 min on 2 busy cores), so the source set-up keeps GGML_NATIVE=OFF (README).
+BUNDLE_CMAKE_ARGS = (
+    "-DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DGGML_BACKEND_DIR:STRING=llama_cpp/lib"
+)
+BUNDLE_VENV = ROOT / "build" / "bundle-venv"
+
+
+def cmd_bundle(args: argparse.Namespace) -> int:
+    global VENV, STAMP, SETUP_LOG
+    # Its own venv (build/bundle-venv), so the checkout's .venv and its llama.cpp build stay as they are.
+    VENV, STAMP, SETUP_LOG = BUNDLE_VENV, BUNDLE_VENV / STAMP.name, BUNDLE_VENV / SETUP_LOG.name
+    if platform.machine().lower() in ("x86_64", "amd64") and not os.environ.get("CMAKE_ARGS"):
+        os.environ["CMAKE_ARGS"] = BUNDLE_CMAKE_ARGS
+    py = setup(["bundle"], args.verbose)
+    ensure_validators()
+    say("building the bundle: packaging/bundle.py " + " ".join(args.rest))
+    return exec_in_venv(py, [str(ROOT / "packaging" / "bundle.py"), *args.rest], dict(os.environ), args.dry_run)
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    py = setup([], args.verbose)
+    command = f'"{py}" -m app' if " " in str(py) else f"{py} -m app"
+    return exec_in_venv(
+        py, [str(ROOT / "packaging" / "desktop.py"), "install", "--exec", command], dict(os.environ), args.dry_run
+    )
+
+
+def cmd_uninstall(args: argparse.Namespace) -> int:
+    # Standard library only: works with the venv gone.
+    return subprocess.call([sys.executable, str(ROOT / "packaging" / "desktop.py"), "uninstall"], cwd=ROOT)
+
+
+COMMANDS = {"run": cmd_run, "test": cmd_test, "bundle": cmd_bundle, "install": cmd_install, "uninstall": cmd_uninstall}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python3 packaging/bootstrap.py",
@@ -802,7 +866,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         NO_CHECKS, action="store_true", help="test: skip the guardrails (ruff, mypy, lint-imports) before pytest"
     )
     parser.add_argument(
-        "command", choices=["run", "test"], help="run: start the app; test: run the test suite headless"
+        "command",
+        choices=list(COMMANDS),
+        help="run: start the app; test: run the test suite headless; bundle: build dist/ (onedir, .deb, tarball); "
+        "install / uninstall: the menu entry and .gguf type for this user",
     )
     parser.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -813,7 +880,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if hasattr(signal, "SIGTERM"):
         signal.signal(signal.SIGTERM, terminated)
     try:
-        return cmd_run(args) if args.command == "run" else cmd_test(args)
+        return COMMANDS[args.command](args)
     except SetupError as exc:
         if exc.detail:
             print(exc.detail, file=sys.stderr)

@@ -15,6 +15,7 @@ from multiprocessing.connection import Connection
 import llama_cpp
 
 from app.core import protocol as P
+from app.engine.backends import load_backends
 from app.engine.devices import gpu_devices
 from app.engine.errors import CancelFlag, EngineError
 from app.engine.llama_log import LlamaLog
@@ -36,6 +37,10 @@ def serve(conn: Connection, cancel: CancelFlag, t0: float) -> None:
         t0: when the process started (perf_counter seconds), for the start-up time in the log.
     """
     llama_log = LlamaLog(stopping=cancel.is_set)
+    try:
+        load_backends()  # a GGML_BACKEND_DL build: its best CPU variant, before any model load
+    except OSError:
+        log.exception("the ggml backends could not be loaded; model loads will fail")
     llama_cpp.llama_backend_init()
     system_info = llama_cpp.llama_print_system_info().decode("utf-8", errors="replace").strip()
     log.info(

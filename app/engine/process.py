@@ -14,11 +14,14 @@ llama_cpp out of ``sys.modules``.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import faulthandler
 import importlib
 import logging
 import os
 import signal
+import sys
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -30,6 +33,26 @@ log = logging.getLogger(__name__)
 
 # The module that imports llama_cpp and runs the requests; loaded by name, only in the child.
 CHILD_MODULE = "app.engine.child"
+#: The engine's name in process lists (ps, top, a task manager) instead of ``python -c from multiprocessing...``.
+PROCESS_NAME = "glassbox-engine"
+_PR_SET_NAME = 15  # prctl(2): the thread's name, /proc/<pid>/comm (15 bytes at most)
+
+
+def name_process(name: str = PROCESS_NAME) -> None:
+    """Show this process as ``name`` in process lists.
+
+    With setproctitle (a dependency) the whole command line becomes ``name``
+    (``ps aux``, ``/proc/<pid>/cmdline``); on Linux the kernel's name
+    (``/proc/<pid>/comm``: ``ps -e``, ``top``) is set as well, through prctl.
+    Best effort: a platform without either keeps its name.
+    """
+    with contextlib.suppress(ImportError):
+        import setproctitle
+
+        setproctitle.setproctitle(name)
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).prctl(_PR_SET_NAME, name.encode()[:15], 0, 0, 0)
 
 
 def _setup_logging(log_path: str | None) -> None:
@@ -53,6 +76,7 @@ def engine_main(conn: Connection, cancel: CancelFlag, log_path: str | None = Non
     """
     # The UI handles Ctrl+C; the engine ends when the pipe closes or on Shutdown.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    name_process()
     _setup_logging(log_path)
     t0 = time.perf_counter()
     if os.environ.get("GLASSBOX_ENGINE_CRASH_ON_START"):

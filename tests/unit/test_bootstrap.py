@@ -104,7 +104,24 @@ def test_only_a_finished_cache_entry_is_reused(
 def test_ci_runs_exactly_the_test_command() -> None:
     script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "set -euo pipefail" in script
-    assert script.strip().splitlines()[-1] == 'exec python3 packaging/bootstrap.py test "$@"'
+    commands = [line for line in script.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    # The README's test command, first, as a plain command: under `set -e` its failure is CI's failure.
+    assert commands[:3] == [
+        "set -euo pipefail",
+        'cd "$(dirname "${BASH_SOURCE[0]}")/.."',
+        'python3 packaging/bootstrap.py test "$@"',
+    ]
+
+
+def test_ci_then_builds_the_bundle_and_self_tests_it() -> None:
+    script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    commands = [line.strip() for line in script.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    assert commands.index("python3 packaging/bootstrap.py bundle") > commands.index(
+        'python3 packaging/bootstrap.py test "$@"'
+    )
+    assert any(
+        '"$bundle" --self-test' in c and "QT_QPA_PLATFORM=offscreen" in c and "env -u PYTHONPATH" in c for c in commands
+    )
 
 
 def test_missing_x11_libraries_become_package_names(bootstrap: ModuleType) -> None:
@@ -338,3 +355,12 @@ def test_setup_installs_the_test_extra_with_its_tools_and_reinstalls_when_pyproj
     pyproject.write_text(pyproject.read_text(encoding="utf-8").replace('"ruff==', '"ruff>=', 1), encoding="utf-8")
     bootstrap.setup(["test"], False)
     assert installs[-1] == ["install", "-e", ".[test]"]  # the extra changed: installed again
+
+
+def test_uninstall_without_an_install_removes_nothing(
+    bootstrap: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "share"))
+    assert bootstrap.main(["uninstall"]) == 0
+    assert "nothing to remove" in capfd.readouterr().out
+    assert not (tmp_path / "share").exists()

@@ -1,0 +1,125 @@
+"""packaging/desktop.py: one application id in every desktop file, icons rendered from the SVG,
+and a per-user install that uninstall undoes exactly (bootstrap.py install / uninstall)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from PySide6.QtGui import QImage
+
+from app import APP_ID
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("glassbox_desktop", ROOT / "packaging" / "desktop.py")
+desktop = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(desktop)
+
+MIME_NS = "{http://www.freedesktop.org/standards/shared-mime-info}"
+
+
+def _entry(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def _snapshot(root: Path) -> dict[str, bytes | None]:
+    out: dict[str, bytes | None] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for d in dirnames:
+            out[str(Path(dirpath, d).relative_to(root)) + "/"] = None
+        for f in filenames:
+            p = Path(dirpath, f)
+            out[str(p.relative_to(root))] = p.read_bytes()
+    return out
+
+
+def test_every_desktop_file_names_the_one_application_id_and_the_gguf_type():
+    entry = _entry(desktop.desktop_entry("/opt/glassbox/glassbox", "/opt/glassbox/glassbox"))
+    assert entry["Exec"] == "/opt/glassbox/glassbox %f" and entry["TryExec"] == "/opt/glassbox/glassbox"
+    assert entry["Icon"] == APP_ID and entry["StartupWMClass"] == APP_ID
+    mime = ET.parse(ROOT / "resources" / f"{APP_ID}.mime.xml").getroot().find(f"{MIME_NS}mime-type")
+    assert entry["MimeType"] == mime.get("type") + ";" == "application/x-gguf;"
+    magic = mime.find(f"{MIME_NS}magic/{MIME_NS}match")
+    assert (magic.get("value"), magic.get("offset")) == ("GGUF", "0")
+    assert mime.find(f"{MIME_NS}glob").get("pattern") == "*.gguf"
+    meta = ET.parse(ROOT / "resources" / f"{APP_ID}.metainfo.xml").getroot()
+    assert meta.findtext("id") == APP_ID and meta.findtext("launchable") == f"{APP_ID}.desktop"
+    assert meta.findtext("icon") == APP_ID and meta.find("provides/mediatype").text == "application/x-gguf"
+    assert meta.find("releases/release") is not None and meta.find("screenshots/screenshot/image") is not None
+    assert "TryExec" not in _entry(desktop.desktop_entry("glassbox"))
+
+
+def test_the_icons_are_rendered_from_the_svg_in_every_hicolor_size(qapp, tmp_path):
+    files = desktop.stage(tmp_path / "share")
+    pngs = sorted(p for p in files if p.suffix == ".png")
+    assert len(pngs) == len(desktop.ICON_SIZES)
+    for size in desktop.ICON_SIZES:
+        image = QImage(str(tmp_path / f"share/icons/hicolor/{size}x{size}/apps/{APP_ID}.png"))
+        assert (image.width(), image.height()) == (size, size)
+        # Drawn, not blank: the centre is the icon's dark face, a corner is transparent.
+        assert image.pixelColor(size // 2, size // 2).alpha() == 255 and image.pixelColor(0, 0).alpha() == 0
+
+
+def test_install_registers_the_entry_and_uninstall_removes_exactly_what_it_added(qapp, tmp_path):
+    share = tmp_path / "share"
+    (share / "applications").mkdir(parents=True)
+    (share / "applications" / "other.desktop").write_text("[Desktop Entry]\nType=Application\nName=Other\nExec=o\n")
+    (share / "icons" / "keep.txt").parent.mkdir(parents=True)
+    (share / "icons" / "keep.txt").write_text("someone else's")
+    before = _snapshot(tmp_path)
+
+    manifest = desktop.install("/x/venv/bin/python -m app", share)
+    entry = _entry((share / "applications" / f"{APP_ID}.desktop").read_text())
+    assert entry["Exec"] == "/x/venv/bin/python -m app %f" and "TryExec" not in entry
+    assert (share / "mime" / "packages" / f"{APP_ID}.xml").exists()
+    assert len(manifest["files"]) == len(desktop.ICON_SIZES) + 4
+    assert "applications/other.desktop" not in manifest["files"] + manifest["generated"]
+    # Installing again replaces the first install (one manifest, same files).
+    assert desktop.install("/x/venv/bin/python -m app", share)["files"] == manifest["files"]
+
+    desktop.uninstall(share)
+    assert _snapshot(tmp_path) == before
+    assert desktop.uninstall(share) == []  # nothing left to remove
+
+
+def test_uninstall_of_a_fresh_data_folder_leaves_no_trace(qapp, tmp_path):
+    share = tmp_path / "fresh" / "share"
+    desktop.install("glassbox", share)
+    assert (share / desktop.MANIFEST_NAME).exists()
+    desktop.uninstall(share)
+    assert not share.exists() and list(tmp_path.iterdir()) == [tmp_path / "fresh"]
+
+
+def test_the_tarballs_install_sh_installs_per_user_and_uninstall_leaves_the_home_as_it_was(qapp, tmp_path):
+    """packaging/install.sh on a tarball's layout (glassbox/ with the executable and share/)."""
+    import shutil
+    import subprocess
+
+    unpacked = tmp_path / "glassbox-0.1.0-linux-x86_64"
+    app = unpacked / "glassbox"
+    app.mkdir(parents=True)
+    (app / "glassbox").write_text("#!/bin/sh\necho Glassbox 0.1.0\n")
+    (app / "glassbox").chmod(0o755)
+    (app / "_internal").mkdir()
+    (app / "_internal" / "libx.so").write_bytes(b"\x7fELF")
+    desktop.stage(app / "share")
+    shutil.copy(ROOT / "packaging" / "install.sh", unpacked / "install.sh")
+    home = tmp_path / "home"
+    (home / ".local" / "share" / "applications").mkdir(parents=True)
+    (home / ".local" / "share" / "applications" / "other.desktop").write_text("[Desktop Entry]\n")
+    before = _snapshot(home)
+    env = {"HOME": str(home), "PATH": os.environ["PATH"]}
+
+    subprocess.run(["sh", str(unpacked / "install.sh")], env=env, check=True, capture_output=True)
+    entry = _entry((home / ".local/share/applications" / f"{APP_ID}.desktop").read_text())
+    prefix = home / ".local/opt/glassbox"
+    assert entry["Exec"] == f"{prefix}/glassbox %f" and entry["TryExec"] == f"{prefix}/glassbox"
+    assert (prefix / "_internal" / "libx.so").exists() and not (prefix / "share").exists()
+    assert (home / ".local/bin/glassbox").resolve() == prefix / "glassbox"
+    assert (home / f".local/share/mime/packages/{APP_ID}.xml").exists()
+    assert (home / f".local/share/icons/hicolor/256x256/apps/{APP_ID}.png").exists()
+
+    subprocess.run(["sh", str(unpacked / "install.sh"), "--uninstall"], env=env, check=True, capture_output=True)
+    assert _snapshot(home) == before
