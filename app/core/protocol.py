@@ -5,7 +5,8 @@ plain values (they are pickled over a pipe). Every request with a
 ``request_id`` ends with exactly one terminal event for that id:
 :class:`Finished` or :class:`Failed` for :class:`Generate`,
 :class:`ModelLoaded` or :class:`Failed` for :class:`LoadModel`,
-:class:`ContextReset` for :class:`ResetContext`.
+:class:`ContextReset` for :class:`ResetContext`,
+:class:`FunnelComputed` or :class:`Failed` for :class:`ComputeFunnel`.
 
 Cancel is not a message: the UI sets a shared ``multiprocessing.Event`` that
 the engine checks between prefill chunks and decode steps (docs/architecture.md, principle 4).
@@ -16,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.core.chat import ChatMessage, GenerationStats, LoadSettings
+from app.core.funnel import Funnel
 from app.core.gguf_info import GGUFInfo
 from app.core.memory import KVCacheLayout
 from app.core.sampling import SamplerSettings
@@ -51,6 +53,9 @@ class Generate:
         continue_last: continue the last (assistant) message instead of starting a new one.
         context_policy: what to do when the conversation outgrows n_ctx (a
             :class:`~app.core.chat.ContextPolicy` value); None: the one given at load.
+        keep_logits: keep this reply's logits per step in the engine (top 64 and the
+            log-sum-exp per step, the full vocabulary for the latest steps) so that
+            :class:`ComputeFunnel` can re-run the sampler funnel on any of its tokens.
     """
 
     request_id: int
@@ -60,6 +65,29 @@ class Generate:
     top_candidates: int = 0
     continue_last: bool = False
     context_policy: str | None = None
+    keep_logits: bool = False
+
+
+@dataclass(frozen=True)
+class ComputeFunnel:
+    """Run the sampler funnel on a stored step of the latest reply kept with ``keep_logits``.
+
+    Answered with :class:`FunnelComputed` or :class:`Failed` (kind ``no_logits`` when the
+    step is not stored, ``bad_settings`` for settings out of range). The engine answers it
+    while a reply streams too (on its own thread), with no new generation.
+
+    Attributes:
+        reply_id: the Generate request id of the reply; -1 = the latest one stored.
+        step: 0-based token index in the reply; -1 = the newest.
+        sampler: the settings to run the funnel with; None = the reply's own.
+        rows: tokens to show.
+    """
+
+    request_id: int
+    reply_id: int = -1
+    step: int = -1
+    sampler: SamplerSettings | None = None
+    rows: int = 12
 
 
 @dataclass(frozen=True)
@@ -74,7 +102,7 @@ class Shutdown:
     """End the engine process."""
 
 
-Request = LoadModel | Generate | ResetContext | Shutdown
+Request = LoadModel | Generate | ComputeFunnel | ResetContext | Shutdown
 
 
 # ---------------------------------------------------------------------------------------------
@@ -291,7 +319,7 @@ class Failed:
 
     Attributes:
         kind: short machine-readable kind: ``load``, ``bad_model``, ``context_overflow``,
-            ``no_model``, ``template``, ``bad_settings``, ``internal``.
+            ``no_model``, ``template``, ``bad_settings``, ``no_logits``, ``internal``.
         stats: measurements up to the failure, when a reply had started.
     """
 
@@ -299,6 +327,14 @@ class Failed:
     kind: str
     message: str
     stats: GenerationStats | None = None
+
+
+@dataclass(frozen=True)
+class FunnelComputed:
+    """The answer to :class:`ComputeFunnel`: the step's :class:`~app.core.funnel.Funnel`."""
+
+    request_id: int
+    funnel: Funnel
 
 
 @dataclass(frozen=True)
@@ -325,7 +361,8 @@ Event = (
     | Finished
     | Failed
     | ContextReset
+    | FunnelComputed
     | LogLine
 )
 
-TERMINAL_EVENTS = (ModelLoaded, Finished, Failed, ContextReset)
+TERMINAL_EVENTS = (ModelLoaded, Finished, Failed, ContextReset, FunnelComputed)
