@@ -183,39 +183,46 @@ def as_cur_p(arr: npt.NDArray[np.void]) -> Any:
     )
 
 
-def read_cur_p(cur: Any) -> npt.NDArray[np.void]:
-    """A copy of the entries a sampler left in ``cur`` (it may move ``data`` or shrink ``size``)."""
+def read_cur_p(cur: Any, copy: bool = True) -> npt.NDArray[np.void]:
+    """The entries a sampler left in ``cur`` (it may move ``data`` or shrink ``size``): a copy, or
+    with ``copy=False`` a view valid until the next sampler runs on ``cur``."""
     n = int(cur.size)
     if n == 0:
         return np.empty(0, dtype=TOKEN_DATA)
     addr = ctypes.cast(cur.data, ctypes.c_void_p).value or 0
     raw = (ctypes.c_char * (n * TOKEN_DATA.itemsize)).from_address(addr)
-    out: npt.NDArray[np.void] = np.frombuffer(memoryview(raw), dtype=TOKEN_DATA).copy()
-    return out
+    out: npt.NDArray[np.void] = np.frombuffer(memoryview(raw), dtype=TOKEN_DATA)
+    return out.copy() if copy else out
 
 
 def _summary(
     kind: FunnelStageKind, entries: npt.NDArray[np.void], row_ids: npt.NDArray[np.int32], picked: int
 ) -> FunnelStage:
-    """One column: each row's renormalised probability, survivors, entropy (bits), mass outside the rows."""
-    logits = entries["logit"].astype(np.float64)
-    finite = np.isfinite(logits)
-    ids = entries["id"][finite]
-    lg = logits[finite]
-    if lg.size == 0:
+    """One column: each row's renormalised probability, survivors, entropy (bits), mass outside the rows.
+
+    ``entries`` may be a view of the sampler's buffer (read before the next stage runs).
+    """
+    lg = entries["logit"]
+    ids = entries["id"]
+    finite = np.isfinite(lg)
+    if not finite.all():
+        lg, ids = lg[finite], ids[finite]
+    n = int(lg.shape[0])
+    if n == 0:
         return FunnelStage(kind, tuple(0.0 for _ in row_ids), 0, 0.0, 0.0, picked)
     if kind == FunnelStageKind.GREEDY:
-        p = (ids == picked).astype(np.float64)
-    else:
-        z = np.exp(lg - lg.max())
-        p = z / z.sum()
-    nz = p[p > 0]
-    entropy = float(-(nz * np.log2(nz)).sum())
-    shown = np.isin(ids, row_ids)
-    by_id = dict(zip(ids[shown].tolist(), p[shown].tolist(), strict=True))
-    probs = tuple(float(by_id.get(int(t), 0.0)) for t in row_ids)
-    outside = float(p[~shown].sum())
-    return FunnelStage(kind, probs, int(lg.size), entropy, outside, picked)
+        probs = tuple(1.0 if int(t) == picked else 0.0 for t in row_ids)
+        return FunnelStage(kind, probs, n, 0.0, 0.0 if picked in row_ids else 1.0, picked)
+    m = float(lg.max())
+    shifted = lg - np.float32(m)  # float32 throughout: 262k-token vocabularies make this the cost
+    z = np.exp(shifted)
+    total = float(z.sum(dtype=np.float64))
+    # H = -sum p log2 p with p = z / total:  H = log2(total) - sum(z * shifted) / (total ln 2)
+    entropy = max(0.0, math.log2(total) - float(np.dot(z, shifted)) / (total * math.log(2)))
+    where = np.flatnonzero(np.isin(ids, row_ids, assume_unique=True)) if n > 256 else np.arange(n)
+    by_id = {int(t): float(z[i]) / total for t, i in zip(ids[where].tolist(), where.tolist(), strict=True)}
+    probs = tuple(by_id.get(int(t), 0.0) for t in row_ids)
+    return FunnelStage(kind, probs, n, entropy, max(0.0, 1.0 - sum(probs)), picked)
 
 
 def run_funnel(
@@ -261,7 +268,7 @@ def run_funnel(
     arr = token_array(ids, logits)
     cur = as_cur_p(arr)
     stages = build_stages(settings, seed, vocab, n_ctx)
-    columns: list[list[Any]] = []  # [kind, entries, picked]
+    columns: list[tuple[FunnelStageKind, npt.NDArray[np.void], int]] = []  # (stage, its survivors, picked)
     try:
         n_hist = history_window(settings, n_ctx)
         for kind, smpl in stages:
@@ -273,15 +280,16 @@ def run_funnel(
             picked = -1
             if kind.is_draw and 0 <= cur.selected < entries.shape[0]:
                 picked = int(entries["id"][cur.selected])
-            columns.append([kind, entries, picked])
+            columns.append((kind, entries, picked))
     finally:
         for _kind, smpl in stages:
             llama_cpp.llama_sampler_free(smpl)
-    # Rows: the raw model's most likely, then what the last stage before the draw favours.
+    # Rows: the raw model's most likely, the drawn token, then what the draw's input favours.
     if len(columns) >= 2:
         before_draw = columns[-2][1]
         fin = before_draw[np.isfinite(before_draw["logit"])]
-        for t in fin["id"][np.argsort(-fin["logit"], kind="stable")][:3].tolist():
+        best = fin[np.argpartition(-fin["logit"], 3)[:3]] if fin.shape[0] > 3 else fin
+        for t in best["id"][np.argsort(-best["logit"], kind="stable")].tolist():
             if t not in row_list:
                 row_list.append(int(t))
     row_ids = np.asarray(row_list, dtype=np.int32)
@@ -291,13 +299,14 @@ def run_funnel(
         pos = {t: i for i, t in enumerate(ids.tolist())}
         model_logits = np.asarray([logits[pos[t]] if t in pos else -np.inf for t in row_list], dtype=np.float64)
     model_p = np.exp(model_logits - logsumexp)
-    all_p = np.exp(logits.astype(np.float64) - logsumexp)
-    nz = all_p[all_p > 0]
+    # Entropy of the raw model, -sum p log2 p with p = exp(l - lse), in float32 (over the top-M when not exact).
+    centred = logits - np.float32(logsumexp)
+    p_all = np.exp(centred)
     model = FunnelStage(
         FunnelStageKind.MODEL,
         tuple(float(x) for x in model_p),
         int(ids.shape[0]),
-        float(-(nz * np.log2(nz)).sum()),
+        max(0.0, -float(np.dot(p_all, centred)) / math.log(2)),
         max(0.0, 1.0 - float(model_p.sum())),
     )
     out = [model] + [_summary(kind, entries, row_ids, picked) for kind, entries, picked in columns]
