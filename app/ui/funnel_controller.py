@@ -22,6 +22,8 @@ from app.core.sampling import SamplerSettings, SamplerStage
 from app.ui.engine_client import EngineClient
 from app.ui.panels.funnel import FunnelPanel
 
+ROWS = 8  # the raw model's most likely tokens asked for (the drawn token and the draw's favourites join them)
+
 
 class FunnelController(QObject):
     """Requests funnels for the Funnel panel (see the module docstring).
@@ -116,7 +118,7 @@ class FunnelController(QObject):
         self._due = False
         step = self.step if 0 <= self.step < self.n_steps else -1
         # The reply's max_tokens and seed are its own; only the stages' values come from the sliders.
-        rid = self.engine.compute_funnel(self.reply_id, step, replace(self.settings, max_tokens=-1))
+        rid = self.engine.compute_funnel(self.reply_id, step, replace(self.settings, max_tokens=-1), rows=ROWS)
         self._in_flight = rid
 
     def _computed(self, ev: P.FunnelComputed) -> None:

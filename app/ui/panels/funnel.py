@@ -35,17 +35,17 @@ from app.ui.common.palette import qcolor
 SHORT: dict[FunnelStageKind, str] = {
     FunnelStageKind.MODEL: "model",
     FunnelStageKind.LOGIT_BIAS: "bias",
-    FunnelStageKind.PENALTIES: "penalty",
+    FunnelStageKind.PENALTIES: "pen",
     FunnelStageKind.DRY: "DRY",
     FunnelStageKind.TOP_N_SIGMA: "nσ",
     FunnelStageKind.TOP_K: "top_k",
-    FunnelStageKind.TYPICAL_P: "typical",
+    FunnelStageKind.TYPICAL_P: "typ",
     FunnelStageKind.TOP_P: "top_p",
     FunnelStageKind.MIN_P: "min_p",
     FunnelStageKind.XTC: "XTC",
     FunnelStageKind.TEMPERATURE: "temp",
-    FunnelStageKind.MIROSTAT: "mirostat",
-    FunnelStageKind.MIROSTAT_V2: "miro 2",
+    FunnelStageKind.MIROSTAT: "miro",
+    FunnelStageKind.MIROSTAT_V2: "miro2",
     FunnelStageKind.DIST: "draw",
     FunnelStageKind.GREEDY: "greedy",
 }
@@ -83,34 +83,43 @@ def count(n: int) -> str:
 
 
 def order_surprise(s: SamplerSettings) -> str | None:
-    """The one line to show when temperature runs after a truncation stage that is on (None otherwise)."""
+    """The one line to show when temperature runs after a truncation stage that is on (None otherwise);
+    :data:`ORDER_NOTE` says it at length (the line's tooltip)."""
     if s.mirostat or s.is_greedy:
         return None
     t = s.order.index(SamplerStage.TEMPERATURE)
     cut_before = [st.value for st in s.order[:t] if st in _TRUNCATING and s.stage_on(st)]
     if not cut_before:
         return None
-    return f"{ORDER_NOTE} Here: {', '.join(cut_before)} cut before temperature."
+    return f"{', '.join(cut_before)} cut before temperature: it only reshapes the survivors."
 
 
 def order_text(s: SamplerSettings) -> str:
-    """The chain as it runs with ``s``: the stages that are on, in order, then the draw."""
+    """The chain as it runs with ``s``: the stages that are on, in order, then the draw (short names)."""
     if s.mirostat:
         parts = ["bias"] if s.logit_bias else []
         return " → ".join([*parts, "temp", f"mirostat {s.mirostat}"])
     parts = ["bias"] if s.logit_bias else []
     for st in s.order:
         if s.stage_on(st) and (not s.is_greedy or st in (SamplerStage.PENALTIES, SamplerStage.DRY)):
-            parts.append(st.value)
+            parts.append(_ORDER_NAME.get(st, st.value))
     parts.append("greedy" if s.is_greedy else "draw")
     return " → ".join(parts)
+
+
+_ORDER_NAME = {
+    SamplerStage.PENALTIES: "penalty",
+    SamplerStage.TEMPERATURE: "temp",
+    SamplerStage.TOP_N_SIGMA: "nσ",
+    SamplerStage.TYPICAL_P: "typical",
+}
 
 
 class FunnelView(QWidget):
     """Paints one :class:`Funnel` as a table: tokens by stages."""
 
     NAME_W = 74
-    ROW_H = 17
+    ROW_H = 16
     MIN_COL_W = 30
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -118,6 +127,11 @@ class FunnelView(QWidget):
         self.setObjectName("funnelView")
         self.funnel: Funnel | None = None
         self.message = "Send a message with this panel open: each token's candidates appear here, stage by stage."
+        self.setToolTip(
+            "Rows: tokens (▶ = drawn). Columns: the stages in the order llama.cpp ran them. A cell is the "
+            "token's probability after that stage, renormalised over the survivors; × = cut. "
+            "left = tokens surviving, H = entropy in bits, rest = probability outside the rows shown."
+        )
         self.painted = 0  # paints so far (tests and the latency measurement read it)
         self._mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
@@ -302,6 +316,7 @@ class FunnelPanel(QWidget):
         self.note.setObjectName("funnelNote")
         self.note.setWordWrap(True)
         self.note.setStyleSheet(f"color: {palette.AMBER};")
+        self.note.setToolTip(ORDER_NOTE)
         lay.addWidget(self.note)
         self.view = FunnelView()
         lay.addWidget(self.view)
@@ -318,6 +333,7 @@ class FunnelPanel(QWidget):
         """Show the chain these settings make (the order line and its one-line note)."""
         self._settings = s
         self.order_label.setText("Order: " + order_text(s))
+        self.order_label.setToolTip("llama.cpp's sampler chain as it runs with these settings (Order… changes it)")
         note = order_surprise(s)
         self.note.setText(note or "")
         self.note.setVisible(note is not None)
@@ -334,11 +350,12 @@ class FunnelPanel(QWidget):
 
     def show_funnel(self, funnel: Funnel) -> None:
         self.view.show_funnel(funnel)
-        src = f"all {funnel.n_logits} logits" if funnel.exact else f"the step's top {funnel.n_logits} logits"
-        drawn = next((t for i, t in funnel.rows if i == funnel.drawn), "")
-        self.status.setText(
-            f"Drew ▶{visible_token(drawn)}. From {src}; {funnel.compute_s * 1000:.1f} ms in the engine."
-            + ("" if funnel.exact else " Stages renormalise over those.")
+        src = f"all {funnel.n_logits} logits" if funnel.exact else f"its top {funnel.n_logits} logits"
+        self.status.setText(f"From {src}; {funnel.compute_s * 1000:.1f} ms in the engine.")
+        self.status.setToolTip(
+            "The newest tokens keep all their logits: the funnel is exact. Older tokens keep their top "
+            f"{funnel.n_logits if not funnel.exact else 64} logits and the log-sum-exp: the model column is exact, "
+            "the stages renormalise over those tokens."
         )
 
     def show_message(self, text: str) -> None:

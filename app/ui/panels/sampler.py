@@ -143,21 +143,21 @@ class SamplerPanel(QWidget):
         lay.setContentsMargins(10, 8, 10, 8)
         lay.setSpacing(8)
 
-        presets = QHBoxLayout()
+        presets = QGridLayout()  # two rows of three: six buttons do not fit the dock's width in one
         presets.setSpacing(4)
         self.preset_buttons: dict[str, QPushButton] = {}
-        for name in PRESETS:
+        for i, name in enumerate(PRESETS):
             b = QPushButton(name)
             b.setObjectName("presetButton")
             b.setCheckable(True)
             b.clicked.connect(lambda _=False, n=name: self.apply_preset(n))
-            presets.addWidget(b)
+            presets.addWidget(b, i // 3, i % 3)
             self.preset_buttons[name] = b
         reset = QPushButton("Reset")
         reset.setObjectName("presetButton")
         reset.setToolTip("Back to the defaults")
         reset.clicked.connect(lambda: self.set_settings(DEFAULTS, emit=True))
-        presets.addWidget(reset)
+        presets.addWidget(reset, len(PRESETS) // 3, len(PRESETS) % 3)
         lay.addLayout(presets)
 
         grid = QGridLayout()
