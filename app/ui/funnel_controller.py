@@ -127,12 +127,11 @@ class FunnelController(QObject):
         self._in_flight = None
         f = ev.funnel
         if f.reply_id == self.reply_id:
-            shown_n = self.n_steps if self.step < 0 else None
             self.panel.set_steps(self.n_steps, f.step)
             self.panel.show_funnel(f)
             self.panel.view.repaint()  # synchronous: the latency below ends when the pixels are drawn
-            if shown_n is not None:
-                self._last_shown = (f.reply_id, shown_n)
+            if self.step < 0:  # following: newer tokens may have arrived while it was computed
+                self._last_shown = (f.reply_id, f.step + 1)
             if self._change_t is not None and f.settings == replace(self.settings, max_tokens=-1):
                 self.latencies_s.append(time.perf_counter() - self._change_t)
                 self._change_t = None

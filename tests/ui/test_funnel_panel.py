@@ -5,6 +5,7 @@ the real slider-to-repaint latency: tests/ui_model/test_funnel_latency.py.)"""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from PySide6.QtWidgets import QDialog
 
@@ -105,3 +106,23 @@ def test_new_samplers_have_sliders_with_llama_cpp_off_values(qtbot, window):
     s = window.sampler_panel.settings()
     assert s.dry_multiplier == 0.8 and s.xtc_probability == 0.5 and rows["dry_multiplier"].off.isHidden()
     assert "dry" in window.funnel_panel.order_label.text() and "xtc" in window.funnel_panel.order_label.text()
+
+
+def test_following_asks_again_when_tokens_arrived_during_a_request(qtbot, window):
+    """A funnel answered after more tokens arrived shows an older step: the newest is asked for again."""
+    window.funnel_dock.raise_()
+    window.engine.script(reply("a", "b", "c", "d", "e", "f"))
+    send(qtbot, window, "letters")
+    ctl = window.funnel
+    qtbot.waitUntil(lambda: window.funnel_panel.view.funnel is not None and ctl._in_flight is None, timeout=5000)
+    shown = window.funnel_panel.view.funnel
+    older = replace(shown, step=3, drawn=103)  # what the engine had when asked: 4 tokens
+    ctl.n_steps = 6  # two more arrived meanwhile
+    ctl._in_flight = -7
+    ctl._computed(P.FunnelComputed(-7, older))
+    assert window.funnel_panel.view.funnel.step == 3
+    before = len(window.engine.sent(P.ComputeFunnel))
+    ctl.tick()
+    asked = window.engine.sent(P.ComputeFunnel)
+    assert len(asked) == before + 1 and asked[-1].step == -1
+    qtbot.waitUntil(lambda: window.funnel_panel.view.funnel.step == 5, timeout=5000)
