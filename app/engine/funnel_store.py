@@ -14,31 +14,53 @@ sentence has started, more on a flat distribution) is missing, and a stage keepi
 64 tokens is shown keeping 64. The newest steps run on the full vocabulary and are exact.
 
 Cost on the decode thread: one copy of the logits into a ring slot per step (23 us for
-262k logits). The reduction to the top-M and the log-sum-exp runs on a worker thread
-with llama.cpp's own samplers (dist computes every probability, top_k partially sorts),
-inside ctypes calls that release the GIL, so it overlaps the next step's llama_decode.
+262k logits). The reduction to the top-M and the log-sum-exp (:func:`reduce_logits`) runs
+on a worker thread, in numpy calls that release the GIL for large arrays, so it overlaps
+the next step's llama_decode when a core is free (bench/funnel_cost.py measures what it
+costs when none is).
 """
 
 from __future__ import annotations
 
-import ctypes
 import math
 import queue
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import llama_cpp
 import numpy as np
 import numpy.typing as npt
 
 from app.core.sampling import SamplerSettings
-from app.engine.funnel import TOKEN_DATA, as_cur_p, read_cur_p
 
 TOP_M = 64  # logits kept per step
 FULL_STEPS = 4  # latest steps whose full-vocabulary logits are kept (ring slots)
 MAX_STEPS = 32768  # steps kept per reply (max_tokens' upper bound)
 BYTES_PER_STEP = TOP_M * 8 + 8 + 4
+TOP_SPAN = 10.0  # logits within this of the best are the top-M's candidates (a cheap first pass)
+
+
+def reduce_logits(
+    logits: npt.NDArray[np.float32], buf: npt.NDArray[np.float32]
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float32], float]:
+    """The top ``TOP_M`` of ``logits`` (ids and logits, best first) and the log-sum-exp over all of them.
+
+    One pass finds the tokens within ``TOP_SPAN`` of the best logit (usually a few hundred), the
+    top-M is partitioned out of those (out of all when fewer qualify); the log-sum-exp is exact
+    (float32 exp over the whole vocabulary, float64 sum). ``buf`` is scratch of the same shape.
+    """
+    m = float(logits.max())
+    np.subtract(logits, np.float32(m), out=buf)
+    near = np.flatnonzero(buf > -TOP_SPAN)
+    if near.shape[0] < TOP_M:
+        near = np.argpartition(buf, -TOP_M)[-TOP_M:]
+    elif near.shape[0] > TOP_M:
+        near = near[np.argpartition(buf[near], -TOP_M)[-TOP_M:]]
+    near = near[np.argsort(-buf[near], kind="stable")]
+    top_logits = logits[near].astype(np.float32)
+    np.exp(buf, out=buf)
+    lse = m + math.log(float(buf.sum(dtype=np.float64)))
+    return near.astype(np.int32), top_logits, lse
 
 
 @dataclass(frozen=True)
@@ -118,31 +140,17 @@ class ReplyLogits:
 
     # ------------------------------------------------------------------------- worker
     def _reduce_loop(self) -> None:
-        arr = np.empty(self.n_vocab, dtype=TOKEN_DATA)
-        dist = llama_cpp.llama_sampler_init_dist(0)
-        top_k = llama_cpp.llama_sampler_init_top_k(TOP_M)
-        try:
-            while True:
-                step = self._jobs.get()
-                if step is None:
-                    return
-                slot = step % FULL_STEPS
-                arr["id"] = np.arange(self.n_vocab, dtype=np.int32)
-                arr["logit"] = self._ring[slot]
-                cur = as_cur_p(arr)
-                llama_cpp.llama_sampler_apply(dist, ctypes.byref(cur))  # p = softmax over the vocabulary
-                llama_cpp.llama_sampler_apply(top_k, ctypes.byref(cur))  # the top M, best first
-                top = read_cur_p(cur)
-                # p(best) = exp(l_best - lse)  =>  lse = l_best - log p(best)
-                lse = float(top["logit"][0]) - math.log(max(float(top["p"][0]), 1e-30))
-                with self._lock:
-                    self._ids.append(top["id"].astype(np.int32))
-                    self._logits.append(top["logit"].astype(np.float32))
-                    self._lse.append(lse)
-                    self._reduced.notify_all()
-        finally:
-            llama_cpp.llama_sampler_free(dist)
-            llama_cpp.llama_sampler_free(top_k)
+        buf = np.empty(self.n_vocab, dtype=np.float32)
+        while True:
+            step = self._jobs.get()
+            if step is None:
+                return
+            ids, logits, lse = reduce_logits(self._ring[step % FULL_STEPS], buf)
+            with self._lock:
+                self._ids.append(ids)
+                self._logits.append(logits)
+                self._lse.append(lse)
+                self._reduced.notify_all()
 
     # ---------------------------------------------------------------------- any thread
     @property

@@ -21,6 +21,7 @@ from app.core.chat import ChatMessage
 from app.core.funnel import FunnelStageKind
 from app.core.sampling import DEFAULT_ORDER, SamplerSettings
 from app.engine.funnel import as_cur_p, make_chain, read_cur_p, run_funnel, token_array
+from app.engine.funnel_store import TOP_M, reduce_logits
 from app.engine.vocab import Vocab
 from tests.engine.conftest import SYSTEM, start_engine
 
@@ -197,3 +198,16 @@ def test_engine_funnel_on_stored_steps(engine_keep):
     assert isinstance(bad, P.Failed) and bad.kind == "bad_settings" and "top_p" in bad.message
     missing = host.request(P.ComputeFunnel(host.next_id(), -1, 10_000), timeout=30)
     assert isinstance(missing, P.Failed) and missing.kind == "no_logits"
+
+
+def test_stored_top_m_and_logsumexp_are_exact(model_logits):
+    _vocab, _n_ctx, _history, logits = model_logits
+    ids, top, lse = reduce_logits(logits, np.empty_like(logits))
+    best = np.argsort(-logits.astype(np.float64), kind="stable")[:TOP_M]
+    assert set(ids.tolist()) == set(best.tolist()) and list(top) == sorted(top, reverse=True)
+    assert np.array_equal(top, logits[ids])
+    exact = float(np.log(np.exp(logits.astype(np.float64) - logits.max()).sum()) + logits.max())
+    assert lse == pytest.approx(exact, abs=1e-5)
+    flat = np.zeros_like(logits)  # nothing stands out: the top-M comes from the whole vocabulary
+    ids, _top, lse = reduce_logits(flat, np.empty_like(flat))
+    assert ids.shape[0] == TOP_M and lse == pytest.approx(np.log(flat.shape[0]), abs=1e-4)
