@@ -63,7 +63,7 @@ def test_any_token_of_the_reply(qtbot, window):
 
 def test_the_order_is_shown_explained_and_changeable(qtbot, window, monkeypatch):
     panel = window.funnel_panel
-    assert panel.order_label.text() == "Order: penalty → top_k → top_p → min_p → temp → draw"
+    assert panel.order_label.text() == "penalties→top_k→top_p→min_p→temp→draw"
     assert not panel.note.isHidden() and "top_k, top_p, min_p cut before temperature" in panel.note.text()
     assert panel.note.toolTip() == ORDER_NOTE
     new_order = (SamplerStage.TEMPERATURE, *DEFAULT_ORDER[:-1])

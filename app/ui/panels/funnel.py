@@ -98,17 +98,17 @@ def order_text(s: SamplerSettings) -> str:
     """The chain as it runs with ``s``: the stages that are on, in order, then the draw (short names)."""
     if s.mirostat:
         parts = ["bias"] if s.logit_bias else []
-        return " → ".join([*parts, "temp", f"mirostat {s.mirostat}"])
+        return "→".join([*parts, "temp", f"mirostat {s.mirostat}"])
     parts = ["bias"] if s.logit_bias else []
     for st in s.order:
         if s.stage_on(st) and (not s.is_greedy or st in (SamplerStage.PENALTIES, SamplerStage.DRY)):
             parts.append(_ORDER_NAME.get(st, st.value))
     parts.append("greedy" if s.is_greedy else "draw")
-    return " → ".join(parts)
+    return "→".join(parts)
 
 
 _ORDER_NAME = {
-    SamplerStage.PENALTIES: "penalty",
+    SamplerStage.PENALTIES: "penalties",
     SamplerStage.TEMPERATURE: "temp",
     SamplerStage.TOP_N_SIGMA: "nσ",
     SamplerStage.TYPICAL_P: "typical",
@@ -119,7 +119,7 @@ class FunnelView(QWidget):
     """Paints one :class:`Funnel` as a table: tokens by stages."""
 
     NAME_W = 74
-    ROW_H = 16
+    ROW_H = 15
     MIN_COL_W = 30
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -332,7 +332,7 @@ class FunnelPanel(QWidget):
     def set_settings(self, s: SamplerSettings) -> None:
         """Show the chain these settings make (the order line and its one-line note)."""
         self._settings = s
-        self.order_label.setText("Order: " + order_text(s))
+        self.order_label.setText(order_text(s))
         self.order_label.setToolTip("llama.cpp's sampler chain as it runs with these settings (Order… changes it)")
         note = order_surprise(s)
         self.note.setText(note or "")
