@@ -4,8 +4,8 @@ Bounded: for every step, the top ``TOP_M`` logits (ids, float32) and the log-sum
 the whole vocabulary (so each kept token's true probability is exact); for the latest
 ``FULL_STEPS`` steps, the whole vocabulary's logits as well. Per generated token that is
 ``TOP_M x 8 + 8 + 4`` = 524 bytes (64 ids and logits, the log-sum-exp, the token), plus
-the latest steps' ``FULL_STEPS x n_vocab x 4`` bytes (0.8 MB for SmolLM2's 49k
-vocabulary, 4.2 MB for Gemma 3's 262k).
+the latest steps' ``FULL_STEPS x n_vocab x 4`` bytes (3.1 MB for SmolLM2's 49k
+vocabulary, 16.8 MB for Gemma 3's 262k).
 
 How exact the funnel is on the top-M: the model column is exact (true probabilities);
 the stages see only the M most likely tokens, so a stage that renormalises (top_p, typical_p,
@@ -22,7 +22,9 @@ costs when none is).
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import queue
 import threading
 from collections.abc import Sequence
@@ -34,7 +36,8 @@ import numpy.typing as npt
 from app.core.sampling import SamplerSettings
 
 TOP_M = 64  # logits kept per step
-FULL_STEPS = 4  # latest steps whose full-vocabulary logits are kept (ring slots)
+FULL_STEPS = 16  # latest steps whose full-vocabulary logits are kept (ring slots)
+WORKER_NICE = 10  # the reducing thread's nice value
 MAX_STEPS = 32768  # steps kept per reply (max_tokens' upper bound)
 BYTES_PER_STEP = TOP_M * 8 + 8 + 4
 LSE_SPAN = 25.0  # logits further than this below the best are left out of the log-sum-exp (see reduce_logits)
@@ -141,6 +144,11 @@ class ReplyLogits:
 
     # ------------------------------------------------------------------------- worker
     def _reduce_loop(self) -> None:
+        # Below the decode thread's priority (Linux: a thread is a task with its own nice value), so
+        # on a busy machine the reduction takes idle CPU; the ring absorbs the delay.
+        if hasattr(os, "setpriority"):
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WORKER_NICE)
         buf = np.empty(self.n_vocab, dtype=np.float32)
         while True:
             step = self._jobs.get()
