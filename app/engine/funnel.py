@@ -183,16 +183,15 @@ def as_cur_p(arr: npt.NDArray[np.void]) -> Any:
     )
 
 
-def read_cur_p(cur: Any, copy: bool = True) -> npt.NDArray[np.void]:
-    """The entries a sampler left in ``cur`` (it may move ``data`` or shrink ``size``): a copy, or
-    with ``copy=False`` a view valid until the next sampler runs on ``cur``."""
+def read_cur_p(cur: Any) -> npt.NDArray[np.void]:
+    """A copy of the entries a sampler left in ``cur`` (it may move ``data`` or shrink ``size``)."""
     n = int(cur.size)
     if n == 0:
         return np.empty(0, dtype=TOKEN_DATA)
     addr = ctypes.cast(cur.data, ctypes.c_void_p).value or 0
     raw = (ctypes.c_char * (n * TOKEN_DATA.itemsize)).from_address(addr)
-    out: npt.NDArray[np.void] = np.frombuffer(memoryview(raw), dtype=TOKEN_DATA)
-    return out.copy() if copy else out
+    out: npt.NDArray[np.void] = np.frombuffer(memoryview(raw), dtype=TOKEN_DATA).copy()
+    return out
 
 
 def _summary(
@@ -322,9 +321,3 @@ def run_funnel(
         exact=exact,
         compute_s=time.perf_counter() - t0,
     )
-
-
-def logsumexp(logits: npt.NDArray[np.float32]) -> float:
-    """log(sum(exp(logits))), float64 accumulation."""
-    m = float(logits.max())
-    return m + math.log(float(np.exp(logits.astype(np.float64) - m).sum()))
