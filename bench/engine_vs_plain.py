@@ -3,7 +3,9 @@
 Both sides evaluate the same prompt tokens (the engine's rendered chat prompt)
 with the same threads, n_ctx and n_batch, and generate the same number of
 tokens greedily. The engine runs as Glassbox runs it: in its child process,
-with every measurement on and the tokens sent over the pipe in batches (about 30 a second). Plain
+with every measurement on and the tokens sent over the pipe in batches (about 30 a second); also
+with the top-20 candidates on, and with the sampler funnel's per-step logits store on
+(``keep_logits``: what the Funnel panel costs while it is on screen). Plain
 llama-cpp-python is timed the way its own users time it (``Llama.eval`` for
 prefill, the ``Llama.generate`` loop for decode). Decode tok/s on both sides
 = (generated - 1) / (time of last token - time of first token).
@@ -47,7 +49,7 @@ def plain_run(llm, tokens: list[int], n_gen: int) -> tuple[float, float, list[in
     return (len(tokens) - 1) / prefill_s, decode, out
 
 
-def engine_run(host, messages, n_gen: int, candidates: int):
+def engine_run(host, messages, n_gen: int, candidates: int, keep_logits: bool = False):
     from app.core import protocol as P
     from app.core.sampling import SamplerSettings
 
@@ -59,6 +61,7 @@ def engine_run(host, messages, n_gen: int, candidates: int):
             messages,
             SamplerSettings(temperature=0.0, repeat_penalty=1.0, max_tokens=n_gen),
             top_candidates=candidates,
+            keep_logits=keep_logits,
         ),
         timeout=600,
         on_event=events.append,
@@ -85,6 +88,7 @@ def main() -> int:
 
     from app.core import protocol as P
     from app.core.chat import ChatMessage, LoadSettings
+    from app.engine.funnel_store import BYTES_PER_STEP, FULL_STEPS
     from app.engine.host import EngineHost
     from app.engine.threads import auto_threads
 
@@ -113,7 +117,12 @@ def main() -> int:
         n_threads_batch=loaded.n_threads_batch,
         verbose=False,
     )
-    results: dict[str, list[tuple[float, float]]] = {"plain": [], "engine": [], "engine+candidates": []}
+    results: dict[str, list[tuple[float, float]]] = {
+        "plain": [],
+        "engine": [],
+        "engine+candidates": [],
+        "engine+funnel": [],
+    }
     engine_generated = 0
     same_tokens = True
     try:
@@ -132,6 +141,10 @@ def main() -> int:
             engine_generated = stats.generated_tokens
             stats, _, _ = engine_run(host, messages, args.gen, 20)
             results["engine+candidates"].append((stats.prefill_tok_s, stats.decode_tok_s))
+            stats, _, f_ids = engine_run(host, messages, args.gen, 0, keep_logits=True)
+            results["engine+funnel"].append((stats.prefill_tok_s, stats.decode_tok_s))
+            same_tokens &= f_ids == p_ids[: len(f_ids)]
+        n_vocab = llm.n_vocab()
     finally:
         host.stop()
         llm.close()
@@ -161,6 +174,24 @@ def main() -> int:
     out["prefill_ratio"] = round(out["engine"]["prefill_tok_s"] / out["plain"]["prefill_tok_s"], 3)
     out["decode_ratio_with_candidates"] = round(
         out["engine_with_top20_candidates"]["decode_tok_s"] / out["plain"]["decode_tok_s"], 3
+    )
+    out["engine_with_funnel_store"] = {
+        "prefill_tok_s": round(med("engine+funnel", 0), 1),
+        "decode_tok_s": round(med("engine+funnel", 1), 1),
+        "stored_bytes_per_token": BYTES_PER_STEP,
+        "latest_full_steps_bytes": FULL_STEPS * n_vocab * 4,
+    }
+    out["decode_ratio_with_funnel_store"] = round(
+        out["engine_with_funnel_store"]["decode_tok_s"] / out["plain"]["decode_tok_s"], 3
+    )
+    # Paired per repeat (each repeat runs every case back to back): steadier on a busy machine.
+    for name, key in (("engine", "paired_decode_ratio"), ("engine+funnel", "paired_decode_ratio_with_funnel_store")):
+        out[key] = round(
+            statistics.median(e[1] / p[1] for e, p in zip(results[name], results["plain"], strict=True)), 3
+        )
+    # The store's own cost: the funnel-on run over the funnel-off run of the same repeat.
+    out["paired_funnel_store_over_engine"] = round(
+        statistics.median(f[1] / e[1] for f, e in zip(results["engine+funnel"], results["engine"], strict=True)), 3
     )
     for name in results:
         print(f"{name:>20}: " + ", ".join(f"prefill {a:7.1f} decode {b:6.1f}" for a, b in results[name]))

@@ -7,7 +7,11 @@ CPU use and the engine's decode speed during the run.
 
 Usage (a display is needed: xvfb-run, or QT_QPA_PLATFORM=offscreen)::
 
-    python bench/ui_stall.py [--model PATH] [--tokens 400]
+    python bench/ui_stall.py [--model PATH] [--tokens 400] [--funnel]
+
+``--funnel``: the Funnel panel on screen (the reply keeps its logits, the newest token's funnel
+follows the stream) and the temperature slider dragged every 50 ms during the reply; the
+slider-move-to-repaint latencies are reported too.
 
 The last line printed is JSON.
 """
@@ -42,6 +46,7 @@ def main() -> int:
     ap.add_argument("--tokens", type=int, default=400)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--prompt", choices=sorted(PROMPTS), default="tutorial")
+    ap.add_argument("--funnel", action="store_true", help="Funnel panel shown, a slider dragged during the reply")
     args = ap.parse_args()
     if not args.model:
         ap.error("give --model or set GLASSBOX_TEST_SMOLLM2")
@@ -61,6 +66,8 @@ def main() -> int:
     engine = win.engine
     win.resize(1600, 1000)
     win.show()
+    if args.funnel:
+        win.funnel_dock.raise_()
     win.settings_ctl.update(load=replace(win.settings.load, n_threads=args.threads))
     engine.start()
     win.load_model(args.model)
@@ -82,6 +89,16 @@ def main() -> int:
 
     probe.timeout.connect(tick)
     result: dict = {}
+    drag = QTimer()
+    drag.setInterval(50)
+    sweep = [round(0.5 + 0.05 * i, 2) for i in range(31)]
+    sweep += sweep[::-1]
+
+    def drag_step() -> None:  # a person dragging temperature back and forth
+        state["drag"] = (state.get("drag", -1) + 1) % len(sweep)
+        win.sampler_panel.rows["temperature"].field.setValue(sweep[state["drag"]])
+
+    drag.timeout.connect(drag_step)
 
     def loaded(_ev) -> None:
         panel = win.sampler_panel
@@ -100,9 +117,13 @@ def main() -> int:
         result["wall0"] = time.perf_counter()
         state["on"] = True
         win.chat.send(PROMPTS[args.prompt])
+        if args.funnel:
+            win.funnel.latencies_s.clear()
+            drag.start()
 
     def finished(ev) -> None:
         state["on"] = False
+        drag.stop()
         result["cpu"] = time.process_time() - result["cpu0"]
         result["wall"] = time.perf_counter() - result["wall0"]
         result["stats"] = ev.stats
@@ -137,7 +158,13 @@ def main() -> int:
         "engine_decode_tok_s": round(s.decode_tok_s, 1),
         "engine_threads": result["threads"],
         "prompt": args.prompt,
+        "funnel": args.funnel,
     }
+    if args.funnel:
+        lat = sorted(x * 1000 for x in win.funnel.latencies_s)
+        out["funnel_moves_shown"] = len(lat)
+        out["funnel_repaint_ms_p50"] = round(statistics.median(lat), 1) if lat else None
+        out["funnel_repaint_ms_max"] = round(lat[-1], 1) if lat else None
     worst = sorted(zip(gaps, when, strict=True), reverse=True)[:5]
     print(
         f"worst stalls (ms @ s after start; reply ended at {result['t_end']:.2f} s): "

@@ -5,7 +5,8 @@ plain values (they are pickled over a pipe). Every request with a
 ``request_id`` ends with exactly one terminal event for that id:
 :class:`Finished` or :class:`Failed` for :class:`Generate`,
 :class:`ModelLoaded` or :class:`Failed` for :class:`LoadModel`,
-:class:`ContextReset` for :class:`ResetContext`.
+:class:`ContextReset` for :class:`ResetContext`,
+:class:`FunnelComputed` or :class:`Failed` for :class:`ComputeFunnel`.
 
 Cancel is not a message: the UI sets a shared ``multiprocessing.Event`` that
 the engine checks between prefill chunks and decode steps (docs/architecture.md, principle 4).
@@ -17,6 +18,7 @@ import enum
 from dataclasses import dataclass
 
 from app.core.chat import ChatMessage, GenerationStats, LoadSettings
+from app.core.funnel import Funnel
 from app.core.gguf_info import GGUFInfo
 from app.core.memory import KVCacheLayout
 from app.core.sampling import SamplerSettings
@@ -61,6 +63,9 @@ class Generate:
             the person's KV cache (copied out and back, :mod:`app.engine.kv_snapshot`) and what
             it knows of their last turn (the sampled tokens their next prompt reuses,
             :mod:`app.engine.kv_reuse`), so their next turn runs as if this request had not happened.
+        keep_logits: keep this reply's logits per step in the engine (top 64 and the
+            log-sum-exp per step, the full vocabulary for the latest steps) so that
+            :class:`ComputeFunnel` can re-run the sampler funnel on any of its tokens.
     """
 
     request_id: int
@@ -73,6 +78,29 @@ class Generate:
     raw_prompt: str | None = None
     candidates_every_token: bool = False
     external: bool = False
+    keep_logits: bool = False
+
+
+@dataclass(frozen=True)
+class ComputeFunnel:
+    """Run the sampler funnel on a stored step of the latest reply kept with ``keep_logits``.
+
+    Answered with :class:`FunnelComputed` or :class:`Failed` (kind ``no_logits`` when the
+    step is not stored, ``bad_settings`` for settings out of range). The engine answers it
+    while a reply streams too (on its own thread), with no new generation.
+
+    Attributes:
+        reply_id: the Generate request id of the reply; -1 = the latest one stored.
+        step: 0-based token index in the reply; -1 = the newest.
+        sampler: the settings to run the funnel with; None = the reply's own.
+        rows: tokens to show.
+    """
+
+    request_id: int
+    reply_id: int = -1
+    step: int = -1
+    sampler: SamplerSettings | None = None
+    rows: int = 12
 
 
 @dataclass(frozen=True)
@@ -87,7 +115,7 @@ class Shutdown:
     """End the engine process."""
 
 
-Request = LoadModel | Generate | ResetContext | Shutdown
+Request = LoadModel | Generate | ComputeFunnel | ResetContext | Shutdown
 
 
 # ---------------------------------------------------------------------------------------------
@@ -307,6 +335,7 @@ class FailureKind(str, enum.Enum):
     NO_MODEL = "no_model"  #: a request that needs a model, with none loaded
     TEMPLATE = "template"  #: the chat template refused the conversation (e.g. roles not alternating)
     BAD_SETTINGS = "bad_settings"  #: sampler settings llama.cpp cannot use
+    NO_LOGITS = "no_logits"  #: a funnel asked for a step whose logits are not stored
     INTERNAL = "internal"  #: a bug in the engine; details in engine.log
     # Failures the window gives a request of the local API (app/server) without the engine:
     ENGINE = "engine"  #: the engine process stopped, restarted or the server was switched off
@@ -327,6 +356,14 @@ class Failed:
     kind: FailureKind
     message: str
     stats: GenerationStats | None = None
+
+
+@dataclass(frozen=True)
+class FunnelComputed:
+    """The answer to :class:`ComputeFunnel`: the step's :class:`~app.core.funnel.Funnel`."""
+
+    request_id: int
+    funnel: Funnel
 
 
 @dataclass(frozen=True)
@@ -353,7 +390,8 @@ Event = (
     | Finished
     | Failed
     | ContextReset
+    | FunnelComputed
     | LogLine
 )
 
-TERMINAL_EVENTS = (ModelLoaded, Finished, Failed, ContextReset)
+TERMINAL_EVENTS = (ModelLoaded, Finished, Failed, ContextReset, FunnelComputed)

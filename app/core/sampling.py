@@ -1,27 +1,72 @@
-"""Sampler settings: ranges, defaults, presets, and a preview of their effect.
+"""Sampler settings: ranges, defaults, presets, the stage order, and logit bias.
 
 The engine turns :class:`SamplerSettings` into llama.cpp's own sampler chain
-(``llama_sampler_chain``), in llama.cpp's default order (common/common.h,
-``common_params_sampling.samplers``): penalties -> top_k -> typical_p -> top_p
--> min_p -> temperature -> dist. A temperature of 0 means greedy (argmax).
-"Off" values follow llama.cpp: top_k = 0, top_p = 1, min_p = 0, typical_p = 1,
-repeat_penalty = 1, presence/frequency penalty = 0.
+(``llama_sampler_chain``, :mod:`app.engine.funnel`), the way llama.cpp's
+``common_sampler_init`` does (common/sampling.cpp):
 
-:func:`preview_distribution` re-applies the same filters to the top
-candidates of the last token so the Sampler panel can show what a slider does
-before the next reply.
+- logit bias first (always first in llama.cpp; not reorderable),
+- then the stages of :attr:`SamplerSettings.order`, llama.cpp's default being
+  penalties -> DRY -> top-n-sigma -> top_k -> typical_p -> top_p -> min_p -> XTC
+  -> temperature (common.h, ``common_params_sampling.samplers``),
+- then the draw: ``dist`` (a weighted random pick with the seed); greedy (argmax)
+  when temperature is 0.
+
+Mirostat replaces the stages, as in llama.cpp: logit bias -> temperature ->
+mirostat (v1 or v2), which draws the token itself.
+
+"Off" values are llama.cpp's: top_k = 0, top_p = 1, min_p = 0, typical_p = 1,
+repeat_penalty = 1, presence/frequency penalty = 0, dry_multiplier = 0,
+xtc_probability = 0 (or xtc_threshold > 0.5), top_n_sigma <= 0 (llama.cpp's
+default is -1), dynatemp_range = 0, mirostat = 0. Only stages that are on go
+into the chain, so the funnel shows the stages that ran.
 """
 
 from __future__ import annotations
 
-import itertools
+import enum
 import math
 import random
-from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 SEED_MAX = 2**32 - 2  # llama.cpp treats 0xFFFFFFFF (LLAMA_DEFAULT_SEED) as "random"
+MAX_LOGIT_BIAS = 100.0  # |bias| above this is refused (a ban is -inf, written "ban")
+
+
+class SamplerStage(str, enum.Enum):
+    """A reorderable stage of llama.cpp's sampler chain (values are stored with chats)."""
+
+    PENALTIES = "penalties"
+    DRY = "dry"
+    TOP_N_SIGMA = "top_n_sigma"
+    TOP_K = "top_k"
+    TYPICAL_P = "typical_p"
+    TOP_P = "top_p"
+    MIN_P = "min_p"
+    XTC = "xtc"
+    TEMPERATURE = "temperature"
+
+
+# llama.cpp's default order (common/common.h, common_params_sampling.samplers).
+DEFAULT_ORDER: tuple[SamplerStage, ...] = (
+    SamplerStage.PENALTIES,
+    SamplerStage.DRY,
+    SamplerStage.TOP_N_SIGMA,
+    SamplerStage.TOP_K,
+    SamplerStage.TYPICAL_P,
+    SamplerStage.TOP_P,
+    SamplerStage.MIN_P,
+    SamplerStage.XTC,
+    SamplerStage.TEMPERATURE,
+)
+
+
+class Mirostat(int, enum.Enum):
+    """llama.cpp's ``mirostat`` setting: 0 off, 1 Mirostat, 2 Mirostat 2.0."""
+
+    OFF = 0
+    V1 = 1
+    V2 = 2
 
 
 @dataclass(frozen=True)
@@ -42,6 +87,22 @@ class SamplerSettings:
         seed: fixed seed, or None for a fresh random seed each reply (the seed
             used is reported either way).
         max_tokens: most tokens to generate; -1 = until the context is full.
+        dry_multiplier: DRY ("don't repeat yourself") strength; 0 = off.
+        dry_base: DRY's exponential base (penalty = multiplier x base^(repeat - allowed)).
+        dry_allowed_length: repeated sequences up to this many tokens go unpenalised.
+        dry_penalty_last_n: tokens DRY looks back over; -1 = whole context, 0 = off.
+        top_n_sigma: keep tokens within n standard deviations of the top logit; <= 0 = off.
+        xtc_probability: chance that XTC ("exclude top choices") cuts, per token; 0 = off.
+        xtc_threshold: XTC cuts every token above this probability but the least likely of
+            them; > 0.5 = off.
+        dynatemp_range: dynamic temperature: the temperature moves within
+            temperature +- range by the distribution's entropy; 0 = off.
+        dynatemp_exponent: how the entropy maps to the temperature (1 = linear).
+        mirostat: 0 off, 1 or 2 (replaces the truncation stages; see the module docstring).
+        mirostat_tau: target surprise, bits.
+        mirostat_eta: learning rate of mirostat's running mu.
+        logit_bias: ``(token_id, bias)`` added to the logits; a bias of -inf bans the token.
+        order: the order of the reorderable stages (a permutation of :data:`DEFAULT_ORDER`).
     """
 
     temperature: float = 0.8
@@ -55,21 +116,43 @@ class SamplerSettings:
     frequency_penalty: float = 0.0
     seed: int | None = None
     max_tokens: int = 1024
+    dry_multiplier: float = 0.0
+    dry_base: float = 1.75
+    dry_allowed_length: int = 2
+    dry_penalty_last_n: int = -1
+    top_n_sigma: float = -1.0
+    xtc_probability: float = 0.0
+    xtc_threshold: float = 0.1
+    dynatemp_range: float = 0.0
+    dynatemp_exponent: float = 1.0
+    mirostat: int = 0
+    mirostat_tau: float = 5.0
+    mirostat_eta: float = 0.1
+    logit_bias: tuple[tuple[int, float], ...] = ()
+    order: tuple[SamplerStage, ...] = DEFAULT_ORDER
 
     def validated(self) -> SamplerSettings:
-        """Return self after checking every value against :data:`PARAMS`.
+        """Return self after checking every value against :data:`PARAMS`, the order and the bias.
 
         Raises:
-            ValueError: a value is out of range; the message names it and the range.
+            ValueError: a value is out of range or the order is not a permutation of the
+                stages; the message names the field and what it must be.
         """
         for spec in PARAMS:
             v = getattr(self, spec.name)
+            if isinstance(v, float) and math.isnan(v):
+                raise ValueError(f"{spec.name} is not a number")
             if not (spec.minimum <= v <= spec.maximum):
                 raise ValueError(
                     f"{spec.name} = {v} is out of range; it must be between {spec.minimum} and {spec.maximum}"
                 )
         if self.seed is not None and not (0 <= self.seed <= SEED_MAX):
             raise ValueError(f"seed = {self.seed} is out of range; it must be between 0 and {SEED_MAX}")
+        if sorted(self.order) != sorted(DEFAULT_ORDER) or len(set(self.order)) != len(DEFAULT_ORDER):
+            names = ", ".join(s.value for s in DEFAULT_ORDER)
+            raise ValueError(f"order must name each stage once: {names}")
+        for tok, bias in self.logit_bias:
+            check_bias(tok, bias)
         return self
 
     def resolved_seed(self, rng: random.Random | None = None) -> int:
@@ -80,14 +163,53 @@ class SamplerSettings:
 
     @property
     def is_greedy(self) -> bool:
-        return self.temperature <= 0.0
+        return self.temperature <= 0.0 and self.mirostat == Mirostat.OFF
+
+    def stage_on(self, stage: SamplerStage) -> bool:
+        """Whether ``stage`` changes anything with these values (off stages are left out of the chain)."""
+        if stage == SamplerStage.PENALTIES:
+            return self.repeat_last_n != 0 and (
+                self.repeat_penalty != 1.0 or self.frequency_penalty != 0.0 or self.presence_penalty != 0.0
+            )
+        if stage == SamplerStage.DRY:
+            return self.dry_multiplier != 0.0 and self.dry_penalty_last_n != 0
+        if stage == SamplerStage.TOP_N_SIGMA:
+            return self.top_n_sigma > 0.0
+        if stage == SamplerStage.TOP_K:
+            return self.top_k > 0
+        if stage == SamplerStage.TYPICAL_P:
+            return self.typical_p < 1.0
+        if stage == SamplerStage.TOP_P:
+            return self.top_p < 1.0
+        if stage == SamplerStage.MIN_P:
+            return self.min_p > 0.0
+        if stage == SamplerStage.XTC:
+            return self.xtc_probability > 0.0 and self.xtc_threshold <= 0.5
+        return True  # temperature always runs (it is the greedy switch at 0)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain JSON-ready values (the order as stage names, the bias as [id, bias] pairs; a ban as "-inf").
+
+        Fields added after the first stored format (:data:`ADDED_FIELDS`) are written only when
+        they differ from their default, so settings that use none of them are stored exactly as
+        before (same keys, same size: each chat row carries one).
+        """
+        d = asdict(self)
+        d["order"] = [s.value for s in self.order]
+        d["logit_bias"] = [[t, "-inf" if b == -math.inf else b] for t, b in self.logit_bias]
+        for name in ADDED_FIELDS:
+            if getattr(self, name) == getattr(_DEFAULT, name):
+                del d[name]
+        return d
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> SamplerSettings:
-        """Build from stored values, ignoring unknown keys and clamping to range."""
+        """Build from stored values, ignoring unknown keys and clamping to range.
+
+        Settings stored before a field existed (older chats and settings files) get that
+        field's default, which is llama.cpp's "off" for every sampler added since; an
+        unreadable order or bias entry is dropped (the default order, no bias).
+        """
         if not data:
             return cls()
         known = {f.name for f in fields(cls)}
@@ -97,18 +219,99 @@ class SamplerSettings:
             if spec.name in values:
                 try:
                     v = spec.kind(values[spec.name])
-                except (TypeError, ValueError):
+                except (TypeError, ValueError, OverflowError):
+                    continue
+                if isinstance(v, float) and math.isnan(v):
                     continue
                 s = replace(s, **{spec.name: min(max(v, spec.minimum), spec.maximum)})
         seed = values.get("seed")
         if isinstance(seed, int) and 0 <= seed <= SEED_MAX:
             s = replace(s, seed=seed)
+        order = values.get("order")
+        if isinstance(order, (list, tuple)):
+            try:
+                parsed = tuple(SamplerStage(x) for x in order)
+            except ValueError:
+                parsed = ()
+            if sorted(parsed) == sorted(DEFAULT_ORDER):
+                s = replace(s, order=parsed)
+        bias = values.get("logit_bias")
+        if isinstance(bias, (list, tuple)):
+            kept: list[tuple[int, float]] = []
+            for item in bias:
+                try:
+                    tok, b = int(item[0]), float(item[1])
+                    check_bias(tok, b)
+                except (TypeError, ValueError, IndexError):
+                    continue
+                kept.append((tok, b))
+            s = replace(s, logit_bias=tuple(kept))
         return s
+
+
+_DEFAULT = SamplerSettings()
+# Fields added with the funnel (DRY, XTC, top-n-sigma, dynamic temperature, mirostat, bias, order).
+ADDED_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(SamplerSettings))[11:]
+
+
+def check_bias(token_id: int, bias: float) -> None:
+    """Check one logit bias entry.
+
+    Raises:
+        ValueError: a negative token id, a NaN bias, or a finite bias beyond +-MAX_LOGIT_BIAS.
+    """
+    if token_id < 0:
+        raise ValueError(f"logit bias: token id {token_id} is negative")
+    if math.isnan(bias) or bias == math.inf or (bias != -math.inf and abs(bias) > MAX_LOGIT_BIAS):
+        raise ValueError(
+            f"logit bias for token {token_id} = {bias}: it must be between -{MAX_LOGIT_BIAS:g} and "
+            f"{MAX_LOGIT_BIAS:g}, or 'ban'"
+        )
+
+
+def parse_logit_bias(text: str) -> tuple[tuple[int, float], ...]:
+    """Parse ``"13:ban, 42:+2.5, 7:-1"`` (token id: bias, comma-separated) into ``logit_bias``.
+
+    ``ban`` (or ``-inf``) bans the token. Raises:
+        ValueError: an entry that is not ``id:bias``, with the entry and what it must be.
+    """
+    out: dict[int, float] = {}
+    for raw in text.split(","):
+        item = raw.strip()
+        if not item:
+            continue
+        tok_s, sep, bias_s = item.partition(":")
+        if not sep:
+            raise ValueError(f"logit bias '{item}': write token_id:bias, e.g. 13:ban or 42:+2")
+        try:
+            tok = int(tok_s.strip())
+        except ValueError:
+            raise ValueError(f"logit bias '{item}': the token id must be a whole number") from None
+        b = bias_s.strip().lower()
+        if b in ("ban", "-inf"):
+            bias = -math.inf
+        else:
+            try:
+                bias = float(b)
+            except ValueError:
+                raise ValueError(f"logit bias '{item}': the bias must be a number or 'ban'") from None
+        check_bias(tok, bias)
+        out[tok] = bias
+    return tuple(out.items())
+
+
+def format_logit_bias(bias: tuple[tuple[int, float], ...]) -> str:
+    """The text :func:`parse_logit_bias` reads back to ``bias``."""
+    return ", ".join(f"{t}:ban" if b == -math.inf else f"{t}:{b:+g}" for t, b in bias)
 
 
 @dataclass(frozen=True)
 class ParamSpec:
-    """How the Sampler panel shows one parameter."""
+    """How the Sampler panel shows one numeric parameter.
+
+    Attributes:
+        group: the panel section it sits in (:data:`GROUPS`).
+    """
 
     name: str
     label: str
@@ -119,18 +322,28 @@ class ParamSpec:
     off_value: float | None
     help: str
     kind: type = float
+    group: str = "basic"
 
+
+GROUPS: dict[str, str] = {
+    "basic": "Truncation and temperature",
+    "penalties": "Repetition",
+    "more": "DRY, XTC, top-n-sigma, dynamic temperature",
+    "mirostat": "Mirostat (replaces the stages above)",
+    "length": "Length",
+}
 
 PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec(
         "temperature",
         "temperature",
         0.0,
-        2.0,
+        5.0,
         0.05,
         2,
         None,
-        "Divides the logits before sampling. Lower is more focused, higher more varied. 0 = greedy: always the most likely token.",
+        "Divides the logits. Lower is more focused, higher more varied. 0 = greedy: always the most likely "
+        "token. In llama.cpp's default order it runs after top_k, top_p and min_p have cut.",
     ),
     ParamSpec("top_k", "top_k", 0, 200, 1, 0, 0, "Keep only the k most likely tokens. 0 = off.", int),
     ParamSpec(
@@ -172,6 +385,7 @@ PARAMS: tuple[ParamSpec, ...] = (
         2,
         1.0,
         "Divides the logits of tokens that appeared in the last repeat_last_n tokens. 1 = off.",
+        group="penalties",
     ),
     ParamSpec(
         "repeat_last_n",
@@ -183,6 +397,7 @@ PARAMS: tuple[ParamSpec, ...] = (
         0,
         "How many recent tokens the penalties look at. 0 = off, -1 = the whole context.",
         int,
+        group="penalties",
     ),
     ParamSpec(
         "presence_penalty",
@@ -193,6 +408,7 @@ PARAMS: tuple[ParamSpec, ...] = (
         2,
         0.0,
         "Subtracted once from the logit of every token already present. 0 = off.",
+        group="penalties",
     ),
     ParamSpec(
         "frequency_penalty",
@@ -203,6 +419,144 @@ PARAMS: tuple[ParamSpec, ...] = (
         2,
         0.0,
         "Subtracted from a token's logit for each time it already appeared. 0 = off.",
+        group="penalties",
+    ),
+    ParamSpec(
+        "dry_multiplier",
+        "dry_multiplier",
+        0.0,
+        5.0,
+        0.05,
+        2,
+        0.0,
+        "DRY: penalise a token that would extend a sequence already in the context. 0 = off (0.8 is common).",
+        group="penalties",
+    ),
+    ParamSpec(
+        "dry_base",
+        "dry_base",
+        1.0,
+        4.0,
+        0.05,
+        2,
+        None,
+        "DRY's growth: penalty = multiplier x base^(repeat length - allowed length).",
+        group="penalties",
+    ),
+    ParamSpec(
+        "dry_allowed_length",
+        "dry_allowed_length",
+        1,
+        20,
+        1,
+        0,
+        None,
+        "DRY leaves repeated sequences up to this many tokens alone.",
+        int,
+        group="penalties",
+    ),
+    ParamSpec(
+        "dry_penalty_last_n",
+        "dry_last_n",
+        -1,
+        8192,
+        1,
+        0,
+        0,
+        "Tokens DRY looks back over. -1 = the whole context, 0 = off.",
+        int,
+        group="penalties",
+    ),
+    ParamSpec(
+        "top_n_sigma",
+        "top_n_sigma",
+        -1.0,
+        5.0,
+        0.05,
+        2,
+        -1.0,
+        "Keep tokens whose logit is within n standard deviations of the top logit. -1 (any value <= 0) = off.",
+        group="more",
+    ),
+    ParamSpec(
+        "xtc_probability",
+        "xtc_probability",
+        0.0,
+        1.0,
+        0.01,
+        2,
+        0.0,
+        "XTC (exclude top choices): with this probability per token, cut the likely tokens. 0 = off.",
+        group="more",
+    ),
+    ParamSpec(
+        "xtc_threshold",
+        "xtc_threshold",
+        0.0,
+        1.0,
+        0.01,
+        2,
+        None,
+        "XTC cuts every token above this probability except the least likely of them. Above 0.5 = off.",
+        group="more",
+    ),
+    ParamSpec(
+        "dynatemp_range",
+        "dynatemp_range",
+        0.0,
+        5.0,
+        0.05,
+        2,
+        0.0,
+        "Dynamic temperature: the temperature moves within temperature ± range, higher when the model is "
+        "unsure (high entropy). 0 = off.",
+        group="more",
+    ),
+    ParamSpec(
+        "dynatemp_exponent",
+        "dynatemp_exponent",
+        0.0,
+        5.0,
+        0.05,
+        2,
+        None,
+        "How entropy maps to the dynamic temperature (1 = linear).",
+        group="more",
+    ),
+    ParamSpec(
+        "mirostat",
+        "mirostat",
+        0,
+        2,
+        1,
+        0,
+        0,
+        "Mirostat keeps the text's surprise near tau: 1 = Mirostat, 2 = Mirostat 2.0, 0 = off. On, it replaces "
+        "top_k, top_p, min_p and the other stages (as in llama.cpp).",
+        int,
+        group="mirostat",
+    ),
+    ParamSpec(
+        "mirostat_tau",
+        "mirostat_tau",
+        0.0,
+        10.0,
+        0.1,
+        1,
+        None,
+        "Mirostat's target surprise, bits per token (lower = more focused).",
+        group="mirostat",
+    ),
+    ParamSpec(
+        "mirostat_eta",
+        "mirostat_eta",
+        0.0,
+        1.0,
+        0.01,
+        2,
+        None,
+        "Mirostat's learning rate.",
+        group="mirostat",
     ),
     ParamSpec(
         "max_tokens",
@@ -214,8 +568,11 @@ PARAMS: tuple[ParamSpec, ...] = (
         -1,
         "Most tokens to generate in one reply. -1 = until the context is full.",
         int,
+        group="length",
     ),
 )
+
+PARAM_BY_NAME: dict[str, ParamSpec] = {p.name: p for p in PARAMS}
 
 DEFAULTS = SamplerSettings()
 
@@ -223,113 +580,48 @@ PRESETS: dict[str, SamplerSettings] = {
     "Precise": SamplerSettings(temperature=0.2, top_k=20, top_p=0.9, min_p=0.1, repeat_penalty=1.1),
     "Balanced": DEFAULTS,
     "Creative": SamplerSettings(temperature=1.1, top_k=0, top_p=0.98, min_p=0.02, repeat_penalty=1.05),
+    # What DRY's and XTC's authors suggest for creative writing (min_p only, DRY 0.8, XTC 0.5 / 0.1).
+    "DRY+XTC": SamplerSettings(
+        temperature=1.0,
+        top_k=0,
+        top_p=1.0,
+        min_p=0.05,
+        repeat_penalty=1.0,
+        dry_multiplier=0.8,
+        xtc_probability=0.5,
+        xtc_threshold=0.1,
+    ),
+    "Mirostat 2": SamplerSettings(temperature=1.0, repeat_penalty=1.0, mirostat=2, mirostat_tau=5.0, mirostat_eta=0.1),
 }
 
 
 def matching_preset(settings: SamplerSettings) -> str | None:
-    """The preset name these settings equal (ignoring seed and max_tokens), if any."""
+    """The preset name these settings equal (ignoring seed, max_tokens, logit bias and order), if any."""
     for name, preset in PRESETS.items():
-        if replace(preset, seed=settings.seed, max_tokens=settings.max_tokens) == settings:
+        same = replace(
+            preset,
+            seed=settings.seed,
+            max_tokens=settings.max_tokens,
+            logit_bias=settings.logit_bias,
+            order=settings.order,
+        )
+        if same == settings:
             return name
     return None
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """One candidate next token in the preview.
-
-    Attributes:
-        token_id: vocabulary id.
-        text: the token's text.
-        p_model: probability under the raw model (softmax of logits, temperature 1).
-        p_sampled: probability of being picked with the settings (0 when filtered out).
-        kept: whether the filters keep it.
-    """
-
-    token_id: int
-    text: str
-    p_model: float
-    p_sampled: float
-    kept: bool
+def with_preset(settings: SamplerSettings, name: str) -> SamplerSettings:
+    """``settings`` with preset ``name``'s values (seed, max_tokens, logit bias and order kept)."""
+    return replace(
+        PRESETS[name],
+        seed=settings.seed,
+        max_tokens=settings.max_tokens,
+        logit_bias=settings.logit_bias,
+        order=settings.order,
+    )
 
 
-def preview_distribution(
-    candidates: Sequence[tuple[int, str, float]],
-    settings: SamplerSettings,
-    logsumexp_all: float | None = None,
-) -> list[Candidate]:
-    """Apply top_k, typical_p, top_p, min_p and temperature to the top candidates.
-
-    Mirrors llama.cpp's samplers (src/llama-sampling.cpp: llama_sampler_top_k_impl,
-    llama_sampler_typical_apply, llama_sampler_top_p_apply,
-    llama_sampler_min_p_apply, llama_sampler_temp_impl) on a truncated
-    candidate list; penalties are left out because they depend on the history.
-
-    Args:
-        candidates: ``(token_id, text, logit)``, any order; usually the 20 to 40 best.
-        settings: the sampler settings to preview.
-        logsumexp_all: log-sum-exp of all logits in the vocabulary, so ``p_model`` is
-            the true probability; default: normalise over the candidates given.
-
-    Returns:
-        Candidates sorted by logit, highest first.
-    """
-    if not candidates:
-        return []
-    cands = sorted(candidates, key=lambda c: -c[2])
-    logits = [c[2] for c in cands]
-    lse = logsumexp_all if logsumexp_all is not None else _logsumexp(logits)
-    p_model = [math.exp(x - lse) for x in logits]
-    alive = list(range(len(cands)))  # indices into cands, best first
-    if settings.is_greedy:
-        alive = alive[:1]
-    else:
-        if settings.top_k > 0:
-            alive = alive[: settings.top_k]
-        if settings.typical_p < 1.0 and len(alive) > 1:
-            probs = _softmax([logits[i] for i in alive])
-            entropy = -sum(q * math.log(q) for q in probs if q > 0)
-            order = sorted(
-                range(len(alive)), key=lambda j: abs(-math.log(probs[j]) - entropy) if probs[j] > 0 else math.inf
-            )
-            cum, kept = 0.0, []
-            for j in order:
-                kept.append(alive[j])
-                cum += probs[j]
-                if cum > settings.typical_p:
-                    break
-            alive = sorted(kept)
-        if settings.top_p < 1.0 and len(alive) > 1:
-            probs = _softmax([logits[i] for i in alive])
-            # Keep the fewest best candidates whose probabilities add up to top_p.
-            k = next(
-                (n for n, cum in enumerate(itertools.accumulate(probs), start=1) if cum >= settings.top_p), len(probs)
-            )
-            alive = alive[: max(1, k)]
-        if settings.min_p > 0.0 and len(alive) > 1:
-            threshold = logits[alive[0]] + math.log(settings.min_p)
-            alive = [i for i in alive if logits[i] >= threshold] or alive[:1]
-    sampled = [0.0] * len(cands)
-    if settings.is_greedy:
-        sampled[alive[0]] = 1.0
-    else:
-        for i, q in zip(alive, _softmax([logits[i] / settings.temperature for i in alive]), strict=True):
-            sampled[i] = q
-    kept_set = set(alive)
-    return [
-        Candidate(token_id=c[0], text=c[1], p_model=p_model[i], p_sampled=sampled[i], kept=i in kept_set)
-        for i, c in enumerate(cands)
-    ]
-
-
-def _logsumexp(xs: Iterable[float]) -> float:
-    xs = list(xs)
-    m = max(xs)
-    return m + math.log(sum(math.exp(x - m) for x in xs))
-
-
-def _softmax(xs: list[float]) -> list[float]:
-    if not xs:
-        return []
-    lse = _logsumexp(xs)
-    return [math.exp(x - lse) for x in xs]
+ORDER_NOTE = (
+    "llama.cpp applies temperature after the truncation stages: top_k, top_p and min_p cut on the "
+    "temperature-1 probabilities, so a higher temperature only spreads the chance among the survivors."
+)

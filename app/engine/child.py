@@ -7,6 +7,8 @@ loads it by name), so llama_cpp and libllama are never loaded into the window pr
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -50,9 +52,12 @@ def serve(conn: Connection, cancel: CancelFlag, t0: float) -> None:
         system_info,
     )
 
+    send_lock = threading.Lock()  # the main loop and the funnel (reader thread) both send
+
     def emit(event: object) -> None:
         try:
-            conn.send(event)
+            with send_lock:
+                conn.send(event)
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
             raise ParentGone() from None
 
@@ -63,13 +68,12 @@ def serve(conn: Connection, cancel: CancelFlag, t0: float) -> None:
         devices = ()
     emit(P.EngineReady(llama_cpp.__version__, system_info, bool(llama_cpp.llama_supports_gpu_offload()), devices))
     session = Session(emit, cancel, llama_log)
+    inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
+    threading.Thread(target=_read, args=(conn, session, emit, inbox), name="glassbox-requests", daemon=True).start()
     try:
         while True:
-            try:
-                req = conn.recv()
-            except (EOFError, OSError):
-                break
-            if isinstance(req, P.Shutdown):
+            req = inbox.get()
+            if req is None or isinstance(req, P.Shutdown):
                 break
             handle(session, req, emit)
     except ParentGone:
@@ -77,6 +81,27 @@ def serve(conn: Connection, cancel: CancelFlag, t0: float) -> None:
     finally:
         session.unload()
         conn.close()
+
+
+def _read(conn: Connection, session: Session, emit: Callable[[object], None], inbox: queue.SimpleQueue[object]) -> None:
+    """Receive requests: answer ComputeFunnel at once (here, so a funnel is answered while a
+    reply streams), queue the rest for the main loop; None when the pipe closes."""
+    while True:
+        try:
+            req = conn.recv()
+        except (EOFError, OSError):
+            inbox.put(None)
+            return
+        if isinstance(req, P.ComputeFunnel):
+            try:
+                handle(session, req, emit)
+            except ParentGone:
+                inbox.put(None)
+                return
+            continue
+        inbox.put(req)
+        if isinstance(req, P.Shutdown):
+            return
 
 
 def handle(session: Session, req: object, emit: Callable[[object], None]) -> None:
@@ -91,6 +116,8 @@ def handle(session: Session, req: object, emit: Callable[[object], None]) -> Non
             emit(session.load(req))
         elif isinstance(req, P.Generate):
             emit(session.generate(req))
+        elif isinstance(req, P.ComputeFunnel):
+            emit(session.funnel(req))
         elif isinstance(req, P.ResetContext):
             session.reset()
             emit(P.ContextReset(rid))

@@ -24,6 +24,8 @@ from app.core.chat import ContextPolicy, StopReason
 from app.core.sampling import SamplerSettings
 from app.core.textstream import TextStream
 from app.engine.errors import CancelFlag
+from app.engine.funnel import make_chain
+from app.engine.funnel_store import ReplyLogits
 from app.engine.inspector import Inspector, Logits
 from app.engine.vocab import Vocab, display_piece
 
@@ -77,40 +79,18 @@ class DecodeResult:
 
 
 def make_sampler(s: SamplerSettings, seed: int, prompt_tokens: Sequence[int], vocab: Vocab, n_ctx: int) -> Any:
-    """llama.cpp's sampler chain for ``s`` (order: llama.cpp common defaults); free it with llama_sampler_free.
+    """llama.cpp's sampler chain for ``s`` (:func:`app.engine.funnel.make_chain`, the stages the
+    funnel runs one by one); free it with llama_sampler_free.
 
     Args:
         s: the sampler settings.
         seed: the resolved seed (for the dist sampler).
-        prompt_tokens: the prompt, fed to the penalties' history.
+        prompt_tokens: the prompt, fed to the penalties' and DRY's history (as llama.cpp's
+            main example does).
         vocab: the model's vocabulary.
-        n_ctx: the context, tokens (penalty window when ``repeat_last_n`` is -1).
+        n_ctx: the context, tokens (the look-back when ``repeat_last_n`` is -1).
     """
-    chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
-
-    def add(smpl: Any) -> None:
-        llama_cpp.llama_sampler_chain_add(chain, smpl)
-
-    last_n = n_ctx if s.repeat_last_n < 0 else s.repeat_last_n
-    add(
-        llama_cpp.llama_sampler_init_penalties(
-            vocab.n_tokens, last_n, s.repeat_penalty, s.frequency_penalty, s.presence_penalty
-        )
-    )
-    if s.is_greedy:
-        add(llama_cpp.llama_sampler_init_greedy())
-    else:
-        add(llama_cpp.llama_sampler_init_top_k(s.top_k))
-        add(llama_cpp.llama_sampler_init_typical(s.typical_p, 1))
-        add(llama_cpp.llama_sampler_init_top_p(s.top_p, 1))
-        add(llama_cpp.llama_sampler_init_min_p(s.min_p, 1))
-        add(llama_cpp.llama_sampler_init_temp(s.temperature))
-        add(llama_cpp.llama_sampler_init_dist(seed))
-    # Penalties look back over the context, prompt included (as llama.cpp's main example does).
-    if last_n > 0 and (s.repeat_penalty != 1.0 or s.frequency_penalty != 0.0 or s.presence_penalty != 0.0):
-        for t in prompt_tokens[-last_n:]:
-            llama_cpp.llama_sampler_accept(chain, t)
-    return chain
+    return make_chain(s, seed, prompt_tokens, vocab, n_ctx)
 
 
 def decode_loop(
@@ -127,6 +107,7 @@ def decode_loop(
     emit: Callable[[object], None],
     t0: int,
     shift_context: Callable[[list[int]], bool],
+    store: ReplyLogits | None = None,
 ) -> DecodeResult:
     """Sample, detokenize, check stops, evaluate the token; repeat (see the module docstring).
 
@@ -141,6 +122,7 @@ def decode_loop(
         t0: when the request arrived (perf_counter_ns).
         shift_context: makes room in the KV cache given the tokens generated so far (the
             last one not yet evaluated); False when nothing could be freed or Stop was pressed.
+        store: keeps each step's logits for the funnel (:class:`ReplyLogits`); None: not kept.
     """
     stream = TextStream(stop_strings)
     max_tokens = req.sampler.max_tokens
@@ -173,6 +155,8 @@ def decode_loop(
                 cands = inspector.top_candidates(logits, want)
                 last_cands = time.perf_counter_ns()
         token = llama_cpp.llama_sampler_sample(chain, llm.ctx, -1)
+        if store is not None:
+            store.record(logits if logits is not None else inspector.logits(), token)
         now = time.perf_counter_ns()
         if not generated:
             t_first = now

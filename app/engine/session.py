@@ -20,6 +20,7 @@ as a cross-check.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -36,6 +37,8 @@ from app.core.memory import KVCacheLayout, kv_cache_layout, n_ubatch_for
 from app.engine import kv_snapshot
 from app.engine.decode import DecodeResult, TurnStats, decode_loop, make_sampler
 from app.engine.errors import CancelFlag, EngineError
+from app.engine.funnel import run_funnel
+from app.engine.funnel_store import ReplyLogits
 from app.engine.inspector import Inspector
 from app.engine.kv_reuse import CachedTurn
 from app.engine.llama_log import LlamaLog
@@ -62,6 +65,7 @@ class _Loaded:
     prompt: PromptBuilder
     prefiller: Prefiller
     inspector: Inspector
+    funnel_vocab: Vocab  # the funnel thread's own (Vocab keeps a text buffer)
 
 
 class Session:
@@ -81,6 +85,10 @@ class Session:
         self.n_ctx = 0
         self._m: _Loaded | None = None
         self._cache_from_api = False  # the KV cache holds what an external request left, nothing of the person's
+        self._store: ReplyLogits | None = None  # the latest reply's logits, kept with keep_logits
+        # Held while the funnel runs (on the pipe reader's thread) and while a model is freed or
+        # set, so a funnel never uses a model being unloaded; generation does not take it.
+        self._model_lock = threading.Lock()
 
     # ------------------------------------------------------------------------ loaded state
     @property
@@ -181,7 +189,7 @@ class Session:
         # Nodes of one ubatch's graph, for progress inside a prefill slice (refined by the
         # first full slice): the reserve graph llama.cpp logs at load has the same shape.
         nodes_per_ubatch = self.llama_log.graph_nodes()
-        self._m = _Loaded(
+        loaded = _Loaded(
             llm=llm,
             info=info,
             layout=layout,
@@ -189,7 +197,10 @@ class Session:
             prompt=PromptBuilder(llm, vocab, formatter, template_stop, n_ctx, info.context_length),
             prefiller=Prefiller(llm, n_batch, n_ubatch, self.cancel, self.emit, nodes_per_ubatch),
             inspector=Inspector(llm, vocab),
+            funnel_vocab=Vocab(llm.model),
         )
+        with self._model_lock:
+            self._m = loaded
         return P.ModelLoaded(
             request_id=req.request_id,
             info=info,
@@ -213,9 +224,11 @@ class Session:
 
     def unload(self) -> None:
         """Free the model and its context (memory the C heap keeps is freed only with the process)."""
-        if self._m is not None:
-            self._m.llm.close()
-        self._m = None
+        with self._model_lock:
+            self._store = None
+            if self._m is not None:
+                self._m.llm.close()
+            self._m = None
 
     def reset(self) -> None:
         """Empty the KV cache ("New chat")."""
@@ -332,6 +345,11 @@ class Session:
             return self._finish(req, stats, DecodeResult("", StopReason.CANCELLED, 0, 0, 0, 0), t0)
 
         chain = make_sampler(req.sampler, seed, prompt.tokens, m.vocab, self.n_ctx)
+        store = (
+            ReplyLogits(req.request_id, req.sampler, seed, prompt.tokens, m.vocab.n_tokens) if req.keep_logits else None
+        )
+        if store is not None:
+            self._store = store
         try:
             result = decode_loop(
                 llm=llm,
@@ -346,13 +364,57 @@ class Session:
                 emit=self.emit,
                 t0=t0,
                 shift_context=lambda generated: self._shift_context(req, messages, generated, stats, t0),
+                store=store,
             )
         finally:
             llama_cpp.llama_sampler_free(chain)
+            if store is not None:
+                store.close()
         stats.context_shifts = result.context_shifts
         if not result.context_shifts:
             m.prompt.cached_turn = self._cached_turn(prompt.text, prompt.tokens)
         return self._finish(req, stats, result, t0)
+
+    def funnel(self, req: P.ComputeFunnel) -> P.FunnelComputed:
+        """The sampler funnel of one stored step (:mod:`app.engine.funnel`); safe during a reply.
+
+        Raises:
+            EngineError: ``no_model``; ``no_logits`` (no reply kept its logits, another reply's
+                id, or a step not stored); ``bad_settings`` (a value out of range).
+        """
+        with self._model_lock:
+            m = self._require()
+            store = self._store
+            if store is None or (req.reply_id >= 0 and req.reply_id != store.reply_id):
+                raise EngineError(
+                    P.FailureKind.NO_LOGITS,
+                    "The funnel needs a reply generated with the funnel on; this one's logits were not kept.",
+                )
+            settings = req.sampler if req.sampler is not None else store.settings
+            try:
+                settings.validated()
+            except ValueError as exc:
+                raise EngineError(P.FailureKind.BAD_SETTINGS, f"The sampler settings cannot be used: {exc}.") from None
+            step = req.step if req.step >= 0 else store.n_steps - 1
+            data = store.step(step)
+            if data is None:
+                raise EngineError(P.FailureKind.NO_LOGITS, f"Token {step + 1} of the reply has no stored logits.")
+            funnel = run_funnel(
+                ids=data.ids,
+                logits=data.logits,
+                logsumexp=data.logsumexp,
+                settings=settings,
+                seed=store.seed,
+                history=data.history,
+                vocab=m.funnel_vocab,
+                n_ctx=self.n_ctx,
+                drawn=data.drawn,
+                reply_id=store.reply_id,
+                step=step,
+                exact=data.exact,
+                n_rows=max(1, min(req.rows, 50)),
+            )
+        return P.FunnelComputed(req.request_id, funnel)
 
     def _cached_turn(self, prompt_text: str, prompt_tokens: list[int]) -> CachedTurn | None:
         """What the KV cache holds after a turn on ``prompt_tokens``: the prompt, then the evaluated reply tokens.

@@ -102,6 +102,8 @@ class EngineClient(QObject):
             after generation_finished / generation_failed, before engine_crashed).
         engine_crashed(str): the engine died; the text says why and what to do.
         log_line(object): a llama.cpp warning or error.
+        funnel_computed(object): :class:`~app.core.protocol.FunnelComputed` for :meth:`compute_funnel`.
+        funnel_failed(object): :class:`~app.core.protocol.Failed` for :meth:`compute_funnel`.
         request_sent(object): a request (:class:`~app.core.protocol.LoadModel`,
             :class:`~app.core.protocol.Generate`, :class:`~app.core.protocol.ResetContext`)
             was sent to the engine; emitted with every one, just before it goes down the pipe.
@@ -123,6 +125,8 @@ class EngineClient(QObject):
     generation_ended = Signal(int)
     engine_crashed = Signal(str)
     log_line = Signal(object)
+    funnel_computed = Signal(object)
+    funnel_failed = Signal(object)
     request_sent = Signal(object)
     external_queue_changed = Signal()
 
@@ -142,6 +146,7 @@ class EngineClient(QObject):
         self._ids = itertools.count(1)  # request ids, unique across engine processes
         self._host_used = False  # a LoadModel went to the current engine process
         self._pending_load: P.LoadModel | None = None  # sent once the reply in flight has ended
+        self._funnel_ids: set[int] = set()  # ComputeFunnel requests not answered yet
         self._quiet_ready = False  # the next EngineReady comes from a switch: not emitted again
         self.ready_info: P.EngineReady | None = None
         self._tickets = itertools.count(1)
@@ -239,6 +244,7 @@ class EngineClient(QObject):
         self._held_gen = None
         self._load_id = None
         self._pending_load = None
+        self._funnel_ids.clear()
         self._quiet_ready = False
         self.model = None
         self._set_state(EngineState.DEAD)
@@ -301,8 +307,12 @@ class EngineClient(QObject):
         top_candidates: int = 0,
         continue_last: bool = False,
         context_policy: str | None = None,
+        keep_logits: bool = False,
     ) -> int | None:
-        """Start a reply. Returns the request id, or None when not ready (nothing is sent)."""
+        """Start a reply. Returns the request id, or None when not ready (nothing is sent).
+
+        ``keep_logits``: the engine keeps the reply's logits per step for :meth:`compute_funnel`.
+        """
         if self._host is None or self._state != EngineState.READY:
             return None
         rid = next(self._ids)
@@ -310,7 +320,14 @@ class EngineClient(QObject):
         self._set_state(EngineState.GENERATING)
         self.generation_started.emit(rid)
         req = P.Generate(
-            rid, tuple(messages), sampler, tuple(stop_strings), top_candidates, continue_last, context_policy
+            rid,
+            tuple(messages),
+            sampler,
+            tuple(stop_strings),
+            top_candidates,
+            continue_last,
+            context_policy,
+            keep_logits=keep_logits,
         )
         if self._ext is not None:  # an external request is in the engine: this reply goes next
             self._held_gen = req
@@ -318,6 +335,24 @@ class EngineClient(QObject):
             return rid
         self._host.clear_cancel()
         self._send(req)
+        return rid
+
+    def compute_funnel(self, reply_id: int, step: int, sampler: SamplerSettings | None, rows: int = 12) -> int | None:
+        """Ask for the sampler funnel of a stored step (answered while a reply streams too).
+
+        Args:
+            reply_id: the reply's request id (-1: the latest kept); step: token index (-1: newest);
+            sampler: settings to run (None: the reply's own); rows: tokens to show.
+
+        Returns:
+            The request id (answered by :attr:`funnel_computed` or :attr:`funnel_failed`), or
+            None with no model (nothing is sent).
+        """
+        if self._host is None or self.model is None:
+            return None
+        rid = next(self._ids)
+        self._funnel_ids.add(rid)
+        self._send(P.ComputeFunnel(rid, reply_id, step, sampler, rows))
         return rid
 
     def cancel(self) -> None:
@@ -485,6 +520,13 @@ class EngineClient(QObject):
                 self._set_state(EngineState.READY)
                 self.model_loaded.emit(ev)
                 self._pump_external()
+        elif isinstance(ev, P.FunnelComputed):
+            if ev.request_id in self._funnel_ids:
+                self._funnel_ids.discard(ev.request_id)
+                self.funnel_computed.emit(ev)
+        elif isinstance(ev, P.Failed) and ev.request_id in self._funnel_ids:
+            self._funnel_ids.discard(ev.request_id)
+            self.funnel_failed.emit(ev)
         elif isinstance(ev, P.Failed):
             if ev.request_id == self._load_id:
                 self._load_id = None

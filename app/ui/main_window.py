@@ -62,9 +62,11 @@ from app.ui.common.wheel_guard import guard_wheel
 from app.ui.conversation_export import ExportFormat
 from app.ui.engine_client import EngineClient, EngineState
 from app.ui.file_drop import FileDrop
+from app.ui.funnel_controller import FunnelController
 from app.ui.library import ModelsWindow
 from app.ui.menus import build_menus, fill_model_menu
 from app.ui.panels.conversations import ConversationsPanel
+from app.ui.panels.funnel import FunnelPanel
 from app.ui.panels.model import ModelPanel
 from app.ui.panels.sampler import SamplerPanel
 from app.ui.panels.stats import StatsPanel
@@ -76,7 +78,7 @@ from app.ui.settings_controller import SettingsController
 from app.ui.top_bar import NO_MODEL_TEXT, ModelsBar, Page, TopBar
 from app.ui.turn import LiveTurn
 
-TOP_CANDIDATES = 20  # next-token candidates asked for while the Sampler or Tokens panel shows
+TOP_CANDIDATES = 20  # next-token candidates asked for while the Tokens panel shows
 
 
 def _dock(title: str, name: str, widget: QWidget, scroll: bool = True) -> QDockWidget:
@@ -181,7 +183,9 @@ class MainWindow(QMainWindow):
         self.stats_dock = _dock("Stats", "statsDock", self.stats_panel)
         self.sampler_dock = _dock("Sampler", "samplerDock", self.sampler_panel)
         self.tokens_dock = _dock("Tokens", "tokensDock", self.tokens_panel, scroll=False)
-        for dock in (self.stats_dock, self.sampler_dock):
+        self.funnel_panel = FunnelPanel()
+        self.funnel_dock = _dock("Funnel", "funnelDock", self.funnel_panel)
+        for dock in (self.stats_dock, self.sampler_dock, self.funnel_dock):
             dock.setMinimumWidth(window_layout.RIGHT_DOCK_MIN)
         for dock in (self.chats_dock, self.model_dock):
             dock.setMinimumWidth(window_layout.LEFT_DOCK_MIN)
@@ -198,11 +202,16 @@ class MainWindow(QMainWindow):
         self.server_dock = _dock("Server", "serverDock", self.server_panel, scroll=False)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.server_dock)
         self.server_dock.hide()
+        # The funnel shares the place above the Sampler's sliders with Stats (a tab each), so both
+        # the funnel and the sliders are on screen at once at 1366x768; Stats is shown first.
+        self.tabifyDockWidget(self.stats_dock, self.funnel_dock)
+        self.stats_dock.raise_()
         window_layout.fit_to_screen(self)
 
         self.chat = ChatController(engine, self.chat_view, self.composer, self.turn, conversations, settings)
         self._inspectors_shown: set[QDockWidget] = set()
         self.chat.top_candidates = 0
+        self.funnel = FunnelController(engine, self.funnel_panel, settings_now.sampler, self)
         self.menu_actions = build_menus(self)
         self.act_stop = self.menu_actions.stop
         # Stop works from anywhere in the window, not only from the composer (Esc there
@@ -215,7 +224,6 @@ class MainWindow(QMainWindow):
 
         # Repaint on a clock, not per event (docs/architecture.md, principle 6).
         self._applying_conversation = False
-        self._cand_version: tuple[int, int] | None = None
         self.clock = RepaintClock(self.turn, self)
         self.clock.text_due.connect(self.chat_view.refresh)
         self.clock.flush_due.connect(self.chat.flush)  # a streaming reply reaches the disk at least once a second
@@ -249,8 +257,10 @@ class MainWindow(QMainWindow):
         self.system_bar.changed.connect(self._system_prompt_changed)
         self.model_panel.reload_requested.connect(self._reload_with)
         self.model_panel.load_settings_edited.connect(self._load_settings_edited)
-        for dock in (self.sampler_dock, self.tokens_dock):
-            dock.visibilityChanged.connect(lambda shown, d=dock: self._inspector_visibility(d, shown))
+        self.tokens_dock.visibilityChanged.connect(lambda shown: self._inspector_visibility(self.tokens_dock, shown))
+        self.funnel_dock.visibilityChanged.connect(self._funnel_visibility)
+        self.sampler_panel.settings_changed.connect(self.funnel.set_settings)
+        self.funnel_panel.order_chosen.connect(self.sampler_panel.set_order)
         self.models.load_requested.connect(self._load_from_library)
         self.models.library_tab.entries_changed.connect(self._update_placeholder)
         self.models.open_file_requested.connect(self.open_model_dialog)
@@ -516,6 +526,7 @@ class MainWindow(QMainWindow):
         """The panels show what the settings controller holds."""
         if s.sampler != self.sampler_panel.settings():
             self.sampler_panel.set_settings(s.sampler)
+        self.funnel.set_settings(s.sampler)
 
     def _load_settings_edited(self, s: LoadSettings) -> None:
         # n_ctx, threads... apply with a reload; the context policy applies to the next reply.
@@ -535,13 +546,18 @@ class MainWindow(QMainWindow):
         self.chat.stop_strings = stops
 
     def _inspector_visibility(self, dock: QDockWidget, shown: bool) -> None:
-        """Ask for next-token candidates only while the Sampler or Tokens panel is on screen
+        """Ask for next-token candidates only while the Tokens panel is on screen
         (they cost a pass over the vocabulary per token)."""
         if shown:
             self._inspectors_shown.add(dock)
         else:
             self._inspectors_shown.discard(dock)
         self.chat.top_candidates = TOP_CANDIDATES if self._inspectors_shown else 0
+
+    def _funnel_visibility(self, shown: bool) -> None:
+        """Keep logits and ask for funnels only while the Funnel panel is on screen (hidden, it costs nothing)."""
+        self.funnel.set_enabled(shown)
+        self.chat.keep_logits = shown
 
     def _system_prompt_changed(self, text: str) -> None:
         if not self._applying_conversation:
@@ -562,13 +578,10 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------------------ view
     def _refresh_panels(self, plot: bool) -> None:
-        """The repaint clock's panel tick: Stats (with the plot when due), Tokens, the candidates."""
+        """The repaint clock's panel tick: Stats (with the plot when due), Tokens, the newest token's funnel."""
         self.stats_panel.refresh(plot=plot)
         self.tokens_panel.refresh()
-        t = self.turn
-        if t.candidates and self._cand_version != (t.version, len(t.tokens)):
-            self._cand_version = (t.version, len(t.tokens))
-            self.sampler_panel.set_candidates(t.candidates, t.candidates_lse, t.chosen_token)
+        self.funnel.tick()
 
     def _update_placeholder(self) -> None:
         self.chat_view.set_placeholder(

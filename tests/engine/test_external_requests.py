@@ -65,4 +65,4 @@ def test_raw_prompt_is_used_as_it_is_and_candidates_come_with_every_token(engine
 
 def test_raw_prompt_longer_than_the_context_is_refused(engine):
     fin, _ = external(engine, messages=(), raw_prompt="word " * 5000)
-    assert isinstance(fin, P.Failed) and fin.kind == "context_overflow"
+    assert isinstance(fin, P.Failed) and fin.kind is P.FailureKind.CONTEXT_OVERFLOW

@@ -39,6 +39,7 @@ from PySide6.QtCore import QObject, QTimer
 
 from app.core import protocol as P
 from app.core.chat import ChatMessage, GenerationStats, LoadSettings, StopReason
+from app.core.funnel import Funnel, FunnelStage, FunnelStageKind
 from app.core.gguf_info import read_gguf_info
 from app.core.memory import kv_cache_layout, n_ubatch_for
 from app.core.sampling import SamplerSettings
@@ -139,6 +140,7 @@ class FakeEngine(EngineClient):
         self._load_rid: int | None = None
         self._kv: list[str] = []
         self._events: Iterator[object] = iter(())
+        self._kept: tuple[int, SamplerSettings, list[tuple[int, str]]] | None = None  # the reply keeping logits
         self._timer = QTimer(self)
         self._timer.setInterval(TICK_MS)
         self._timer.timeout.connect(self._tick)
@@ -241,13 +243,23 @@ class FakeEngine(EngineClient):
         top_candidates: int = 0,
         continue_last: bool = False,
         context_policy: str | None = None,
+        keep_logits: bool = False,
     ) -> int | None:
         if not self._running or self._fake_state != EngineState.READY:
             return None
         rid = next(self._ids)
         req = P.Generate(
-            rid, tuple(messages), sampler, tuple(stop_strings), top_candidates, continue_last, context_policy
+            rid,
+            tuple(messages),
+            sampler,
+            tuple(stop_strings),
+            top_candidates,
+            continue_last,
+            context_policy,
+            keep_logits,
         )
+        if keep_logits:
+            self._kept = (rid, sampler, [])
         script = self._scripts.popleft() if self._scripts else echo_reply(req.messages)
         assert self.model is not None  # READY means a model is loaded
         self._turn = _Turn(req, script, self.model)
@@ -444,7 +456,50 @@ class FakeEngine(EngineClient):
         # One more step after a crash script's pieces, where the crash happens.
         return itertools.chain(script.pieces, [""] if isinstance(script, CrashMidReply) else [])
 
+    def compute_funnel(self, reply_id: int, step: int, sampler: SamplerSettings | None, rows: int = 12) -> int | None:
+        """A made-up funnel (no llama.cpp here): the step's 6 fake candidates (logits 10, 9, ...),
+        top_k and temperature applied when on, greedy at temperature 0; answered on the next tick."""
+        if self.model is None:
+            return None
+        rid = next(self._ids)
+        req = P.ComputeFunnel(rid, reply_id, step, sampler, rows)
+        self.request_sent.emit(req)
+        kept = self._kept
+        if kept is None or (reply_id >= 0 and reply_id != kept[0]) or not kept[2] or step >= len(kept[2]):
+            failed = P.Failed(rid, P.FailureKind.NO_LOGITS, "The funnel needs a reply generated with the funnel on.")
+            QTimer.singleShot(0, lambda: self.funnel_failed.emit(failed))
+            return rid
+        s = sampler or kept[1]
+        step = step if step >= 0 else len(kept[2]) - 1
+        token, piece = kept[2][step]
+        row_ids = tuple((token + k, piece if k == 0 else f"alt{k}") for k in range(6))
+        logits = [10.0 - k for k in range(6)]
+
+        def column(kind: FunnelStageKind, alive: list[float | None], picked: int = -1) -> FunnelStage:
+            finite = [x for x in alive if x is not None]
+            z = sum(math.exp(x - finite[0]) for x in finite)
+            probs = tuple(0.0 if x is None else math.exp(x - finite[0]) / z for x in alive)
+            h = -sum(q * math.log2(q) for q in probs if q > 0)
+            return FunnelStage(kind, probs, len(finite), h, 0.0, picked)
+
+        alive: list[float | None] = list(logits)
+        stages = [column(FunnelStageKind.MODEL, alive)]
+        if s.is_greedy:
+            stages.append(FunnelStage(FunnelStageKind.GREEDY, (1.0,) + (0.0,) * 5, 1, 0.0, 0.0, token))
+        else:
+            if s.top_k > 0:
+                alive = [x if i < s.top_k else None for i, x in enumerate(alive)]
+                stages.append(column(FunnelStageKind.TOP_K, alive))
+            alive = [None if x is None else x / s.temperature for x in alive]
+            stages.append(column(FunnelStageKind.TEMPERATURE, alive))
+            stages.append(column(FunnelStageKind.DIST, alive, token))
+        funnel = Funnel(kept[0], step, row_ids, tuple(stages), token, s, 0, 6, False, 0.0)
+        QTimer.singleShot(0, lambda: self.funnel_computed.emit(P.FunnelComputed(rid, funnel)))
+        return rid
+
     def _token(self, req: P.Generate, piece: str, index: int) -> P.TokenEvent:
+        if self._kept is not None and self._kept[0] == req.request_id:
+            self._kept[2].append((100 + index, piece))
         t_s = self.ttft_s + index * self.token_s
         if req.top_candidates <= 0:
             return P.TokenEvent(req.request_id, piece, 100 + index, piece, index, t_s, len(self._kv))

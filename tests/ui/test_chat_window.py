@@ -24,6 +24,7 @@ def _number(label: str) -> float:
 def test_a_message_gets_a_streamed_reply_and_live_stats(qtbot, window):
     pieces = ("Hello", " there", ",", " friend", "!")
     window.engine.script(reply(*pieces))
+    window.funnel_dock.raise_()  # the Funnel tab on screen: the reply keeps its logits
     tokens: list = []
     window.engine.token_received.connect(tokens.append)
     fin = send(qtbot, window, "Say hello to me in one short sentence.")
@@ -44,8 +45,9 @@ def test_a_message_gets_a_streamed_reply_and_live_stats(qtbot, window):
     assert "reused" in window.stats_panel.ctx_label.text()
     # Tokens panel shows the prompt tokens the engine evaluated.
     assert "<user>" in window.tokens_panel.view.toPlainText()
-    # The sampler panel shows the candidates of the last token; the seed used is the engine's.
-    assert window.sampler_panel.bars.rows
+    # The Funnel panel shows the last token's funnel; the seed used is the engine's.
+    qtbot.waitUntil(lambda: window.funnel_panel.view.funnel is not None, timeout=5000)
+    qtbot.waitUntil(lambda: window.funnel_panel.view.funnel.drawn == tokens[-1].token_id, timeout=5000)
     assert window.sampler_panel.seed_used.text() == "seed used by the last reply: " + str(fin.stats.seed)
     # The reply is stored as it was shown.
     stored = window.conversations.get_message(msgs[1].message_id)
@@ -73,6 +75,7 @@ def test_opening_a_chat_shows_its_last_reply_in_the_stats_panel(qtbot, window):
 
 
 def test_a_slider_change_reaches_the_next_request(qtbot, window):
+    window.funnel_dock.raise_()
     panel = window.sampler_panel
     panel.rows["temperature"].slider.setValue(0)  # temperature 0 (greedy)
     panel.rows["top_k"].field.setValue(0)  # top_k off
@@ -81,8 +84,12 @@ def test_a_slider_change_reaches_the_next_request(qtbot, window):
     gen = window.engine.sent(P.Generate)[-1]
     assert gen.sampler.temperature == 0.0 and gen.sampler.top_k == 0 and gen.sampler.max_tokens == 12
     assert gen.messages[0].role == "system" and gen.messages[-1].content == "Name a fruit."
-    # Greedy: the preview keeps exactly one candidate.
-    assert sum(r.kept for r in panel.bars.rows) == 1
+    # Greedy: the funnel's last stage is greedy and keeps exactly one candidate.
+    qtbot.waitUntil(lambda: window.funnel_panel.view.funnel is not None, timeout=5000)
+    funnel = window.engine.sent(P.ComputeFunnel)[-1]
+    assert funnel.sampler.temperature == 0.0 and funnel.reply_id == gen.request_id
+    last = window.funnel_panel.view.funnel.stages[-1]
+    assert last.kind.value == "greedy" and sum(p > 0 for p in last.probs) == 1
     # A preset applies to the next reply too.
     panel.apply_preset("Creative")
     send(qtbot, window, "Another fruit?")

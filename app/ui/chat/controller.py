@@ -122,6 +122,8 @@ class ChatController(QObject):
         # How many next-token candidates to ask for (0: none; the token inspector costs
         # a pass over the vocabulary per token, so the window asks only while it is shown).
         self.top_candidates = 20
+        # Whether the engine keeps each reply's logits per step for the Funnel panel (set by the window).
+        self.keep_logits = False
         self.stop_strings: tuple[str, ...] = ()  # extra stop strings for the next reply
         # The system prompt of the chat about to start, when edited before its first message
         # (None: the default from the settings).
@@ -452,6 +454,7 @@ class ChatController(QObject):
             top_candidates=self.top_candidates,
             continue_last=continue_last,
             context_policy=self.settings.settings.load.context_policy,
+            keep_logits=self.keep_logits,
         )
         if rid is None:
             self._abandon("not sent")

@@ -1,12 +1,12 @@
-"""Sampler panel: system prompt, sliders with exact fields, presets, seed, and the
-next-token distribution the sliders shape."""
+"""Sampler panel: sliders with exact fields for every llama.cpp sampler Glassbox runs, presets,
+logit bias, seed and stop strings. What the settings do to a token is the Funnel panel's job
+(:mod:`app.ui.panels.funnel`), computed by llama.cpp's own samplers in the engine."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from PySide6.QtCore import QRectF, Qt, Signal
-from PySide6.QtGui import QFont, QFontDatabase, QPainter
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QButtonGroup,
     QDoubleSpinBox,
@@ -16,7 +16,6 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPushButton,
     QRadioButton,
-    QSizePolicy,
     QSlider,
     QSpinBox,
     QVBoxLayout,
@@ -25,22 +24,22 @@ from PySide6.QtWidgets import (
 
 from app.core.sampling import (
     DEFAULTS,
+    GROUPS,
     PARAMS,
     PRESETS,
     SEED_MAX,
     ParamSpec,
     SamplerSettings,
+    format_logit_bias,
     matching_preset,
-    preview_distribution,
+    parse_logit_bias,
+    with_preset,
 )
 from app.ui.common import palette
-from app.ui.common.palette import qcolor
 from app.ui.common.wheel_guard import guard_wheel
+from app.ui.panels.funnel import visible_token
 
-
-def visible_token(text: str) -> str:
-    """Show whitespace in a token: ␣ for spaces, ⏎ for newlines, → for tabs."""
-    return text.replace(" ", "␣").replace("\n", "⏎").replace("\t", "→") or "∅"
+__all__ = ["ParamRow", "SamplerPanel", "visible_token"]
 
 
 class ParamRow:
@@ -121,73 +120,6 @@ class ParamRow:
         self._on_change()
 
 
-class CandidateBars(QWidget):
-    """The last token's top candidates: raw probability (outline) and after the sampler (fill)."""
-
-    ROWS = 10
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("candidateBars")
-        self.rows: list = []
-        self.chosen: int | None = None
-        self.setMinimumHeight(self.ROWS * 17 + 6)
-        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        self._mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
-
-    def set_candidates(self, rows, chosen: int | None) -> None:
-        self.rows = list(rows)[: self.ROWS]
-        self.chosen = chosen
-        self.update()
-
-    def paintEvent(self, _e) -> None:
-        p = QPainter(self)
-        p.setRenderHint(QPainter.RenderHint.Antialiasing)
-        w = self.width()
-        if not self.rows:
-            p.setPen(qcolor(palette.MUTED))
-            p.drawText(
-                self.rect(),
-                Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap,
-                "Send a message to see the candidates for each next token.",
-            )
-            p.end()
-            return
-        name_w = 96
-        pct_w = 92
-        bar_w = max(20, w - name_w - pct_w - 8)
-        row_h = 17
-        font = QFont(self._mono)
-        font.setPointSizeF(max(7.5, font.pointSizeF() - 1))
-        p.setFont(font)
-        for i, c in enumerate(self.rows):
-            y = 3 + i * row_h
-            kept = c.kept
-            chosen = c.token_id == self.chosen
-            p.setPen(qcolor(palette.TEXT if kept else palette.FAINT))
-            label = ("▶ " if chosen else "  ") + visible_token(c.text)
-            p.drawText(
-                QRectF(0, y, name_w, row_h),
-                Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft,
-                p.fontMetrics().elidedText(label, Qt.TextElideMode.ElideRight, name_w - 2),
-            )
-            x0 = name_w
-            p.setPen(Qt.PenStyle.NoPen)
-            p.setBrush(qcolor(palette.TRACK))
-            p.drawRoundedRect(QRectF(x0, y + 3, bar_w, row_h - 6), 2, 2)
-            p.setBrush(qcolor(palette.BAR_MUTED))
-            p.drawRoundedRect(QRectF(x0, y + 3, bar_w * min(1.0, c.p_model), row_h - 6), 2, 2)
-            if c.p_sampled > 0:
-                p.setBrush(qcolor(palette.GREEN if chosen else palette.ACCENT))
-                p.drawRoundedRect(QRectF(x0, y + 6, bar_w * min(1.0, c.p_sampled), row_h - 12), 2, 2)
-            p.setPen(qcolor(palette.TEXT_SOFT if kept else palette.FAINT))
-            txt = f"{100 * c.p_model:5.1f}→{100 * c.p_sampled:5.1f}%"
-            p.drawText(
-                QRectF(x0 + bar_w + 4, y, pct_w, row_h), Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, txt
-            )
-        p.end()
-
-
 class SamplerPanel(QWidget):
     """Sampler settings; a change applies to the next reply.
 
@@ -207,43 +139,69 @@ class SamplerPanel(QWidget):
         self.setObjectName("samplerPanel")
         self._settings = settings
         self._loading = False
-        self._candidates: tuple = ()
-        self._lse: float | None = None
-        self._chosen: int | None = None
         lay = QVBoxLayout(self)
         lay.setContentsMargins(10, 8, 10, 8)
         lay.setSpacing(8)
 
-        presets = QHBoxLayout()
+        presets = QGridLayout()  # two rows of three: six buttons do not fit the dock's width in one
         presets.setSpacing(4)
         self.preset_buttons: dict[str, QPushButton] = {}
-        for name in PRESETS:
+        for i, name in enumerate(PRESETS):
             b = QPushButton(name)
             b.setObjectName("presetButton")
             b.setCheckable(True)
             b.clicked.connect(lambda _=False, n=name: self.apply_preset(n))
-            presets.addWidget(b)
+            presets.addWidget(b, i // 3, i % 3)
             self.preset_buttons[name] = b
         reset = QPushButton("Reset")
         reset.setObjectName("presetButton")
         reset.setToolTip("Back to the defaults")
-        reset.clicked.connect(lambda: self.set_settings(replace(DEFAULTS, max_tokens=DEFAULTS.max_tokens), emit=True))
-        presets.addWidget(reset)
+        reset.clicked.connect(lambda: self.set_settings(DEFAULTS, emit=True))
+        presets.addWidget(reset, len(PRESETS) // 3, len(PRESETS) % 3)
         lay.addLayout(presets)
 
         grid = QGridLayout()
         grid.setHorizontalSpacing(6)
         grid.setVerticalSpacing(2)
         self.rows: dict[str, ParamRow] = {}
-        for i, spec in enumerate(PARAMS):
-            row = ParamRow(spec, self._changed)
-            self.rows[spec.name] = row
-            grid.addWidget(row.label, i, 0)
-            grid.addWidget(row.slider, i, 1)
-            grid.addWidget(row.off, i, 2)
-            grid.addWidget(row.field, i, 3)
+        line = 0
+        for group, title in GROUPS.items():
+            header = QLabel(title)
+            header.setObjectName("sectionTitle")
+            grid.addWidget(header, line, 0, 1, 4)
+            line += 1
+            for spec in (p for p in PARAMS if p.group == group):
+                row = ParamRow(spec, self._changed)
+                self.rows[spec.name] = row
+                grid.addWidget(row.label, line, 0)
+                grid.addWidget(row.slider, line, 1)
+                grid.addWidget(row.off, line, 2)
+                grid.addWidget(row.field, line, 3)
+                line += 1
         grid.setColumnStretch(1, 1)
         lay.addLayout(grid)
+
+        bias_box = QHBoxLayout()
+        bias_label = QLabel("logit bias")
+        bias_label.setObjectName("paramName")
+        bias_label.setToolTip(
+            "Add to a token's logit before every other stage: token_id:bias, comma-separated; "
+            "token_id:ban bans the token (the Tokens panel shows ids). Empty = off."
+        )
+        self.bias_field = QLineEdit()
+        self.bias_field.setObjectName("biasField")
+        self.bias_field.setAccessibleName("logit bias")
+        self.bias_field.setPlaceholderText("e.g. 13:ban, 42:+2 (token id:bias)")
+        self.bias_field.editingFinished.connect(self._bias_edited)
+        bias_box.addWidget(bias_label)
+        bias_box.addWidget(self.bias_field, 1)
+        lay.addLayout(bias_box)
+        self.bias_error = QLabel("")
+        self.bias_error.setObjectName("biasError")
+        self.bias_error.setWordWrap(True)
+        self.bias_error.setStyleSheet(f"color: {palette.RED};")
+        self.bias_error.setVisible(False)
+        lay.addWidget(self.bias_error)
 
         seed_box = QHBoxLayout()
         seed_label = QLabel("seed")
@@ -283,15 +241,6 @@ class SamplerPanel(QWidget):
         self.stop_field.textChanged.connect(lambda _t: self.stop_strings_edited.emit(self.stop_strings()))
         lay.addLayout(stop_box)
 
-        dist_title = QLabel("Next-token candidates (model → after sampler)")
-        dist_title.setObjectName("sectionTitle")
-        dist_title.setToolTip(
-            "For the last generated token: grey = the model's probability (softmax of the logits), "
-            "colour = the chance of being picked with the settings above. Move a slider to preview its effect."
-        )
-        lay.addWidget(dist_title)
-        self.bars = CandidateBars()
-        lay.addWidget(self.bars)
         lay.addStretch(1)
         self.set_settings(settings)
         guard_wheel(self)
@@ -315,24 +264,25 @@ class SamplerPanel(QWidget):
             if s.seed is not None:
                 self.seed_field.setValue(min(s.seed, self.seed_field.maximum()))
             self.seed_field.setEnabled(s.seed is not None)
+            self.bias_field.setText(format_logit_bias(s.logit_bias))
+            self.bias_error.setVisible(False)
         finally:
             self._loading = False
         self._settings = s
         self._mark_preset()
-        self._update_preview()
         if emit:
             self.settings_changed.emit(s)
 
     def apply_preset(self, name: str) -> None:
-        p = PRESETS[name]
-        self.set_settings(replace(p, seed=self._settings.seed, max_tokens=self._settings.max_tokens), emit=True)
+        """Preset ``name``'s values; seed, max_tokens, logit bias and order stay the person's."""
+        self.set_settings(with_preset(self._settings, name), emit=True)
+
+    def set_order(self, order) -> None:
+        """A new stage order (from the Funnel panel's Order… dialog), applied like a slider move."""
+        self.set_settings(replace(self._settings, order=tuple(order)).validated(), emit=True)
 
     def show_seed_used(self, seed: int) -> None:
         self.seed_used.setText(f"seed used by the last reply: {seed}")
-
-    def set_candidates(self, candidates, lse: float | None, chosen: int | None) -> None:
-        self._candidates, self._lse, self._chosen = tuple(candidates), lse, chosen
-        self._update_preview()
 
     def _changed(self) -> None:
         if self._loading:
@@ -340,21 +290,36 @@ class SamplerPanel(QWidget):
         values = {name: row.value() for name, row in self.rows.items()}
         seed = None if self.seed_random.isChecked() else int(self.seed_field.value())
         self.seed_field.setEnabled(seed is not None)
-        s = SamplerSettings(**values, seed=seed)
+        s = replace(self._settings, **values, seed=seed)
+        try:
+            s.validated()
+        except ValueError as exc:  # a value the fields allowed but llama.cpp would refuse: change nothing
+            self.bias_error.setText(str(exc))
+            self.bias_error.setVisible(True)
+            return
         if s != self._settings:
             self._settings = s
             self._mark_preset()
-            self._update_preview()
+            self.settings_changed.emit(s)
+
+    def _bias_edited(self) -> None:
+        """Apply the logit bias field; a bad entry shows what is wrong and changes nothing."""
+        if self._loading:
+            return
+        try:
+            bias = parse_logit_bias(self.bias_field.text())
+        except ValueError as exc:
+            self.bias_error.setText(f"{exc}. Nothing was changed.")
+            self.bias_error.setVisible(True)
+            return
+        self.bias_error.setVisible(False)
+        s = replace(self._settings, logit_bias=bias)
+        if s != self._settings:
+            self._settings = s
+            self._mark_preset()
             self.settings_changed.emit(s)
 
     def _mark_preset(self) -> None:
         name = matching_preset(self._settings)
         for n, b in self.preset_buttons.items():
             b.setChecked(n == name)
-
-    def _update_preview(self) -> None:
-        if not self._candidates:
-            self.bars.set_candidates([], None)
-            return
-        rows = preview_distribution(self._candidates, self._settings, self._lse)
-        self.bars.set_candidates(rows, self._chosen)

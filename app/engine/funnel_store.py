@@ -1,0 +1,199 @@
+"""One reply's logits, kept per decode step so the funnel can re-run on any token without generating.
+
+Bounded: for every step, the top ``TOP_M`` logits (ids, float32) and the log-sum-exp over
+the whole vocabulary (so each kept token's true probability is exact); for the latest
+``FULL_STEPS`` steps, the whole vocabulary's logits as well. Per generated token that is
+``TOP_M x 8 + 8 + 4`` = 524 bytes (64 ids and logits, the log-sum-exp, the token), plus
+the latest steps' ``FULL_STEPS x n_vocab x 4`` bytes (3.1 MB for SmolLM2's 49k
+vocabulary, 16.8 MB for Gemma 3's 262k).
+
+How exact the funnel is on the top-M: the model column is exact (true probabilities);
+the stages see only the M most likely tokens, so a stage that renormalises (top_p, typical_p,
+the draw) renormalises over them: the mass outside the top 64 (usually well under 1 % after a
+sentence has started, more on a flat distribution) is missing, and a stage keeping more than
+64 tokens is shown keeping 64. The newest steps run on the full vocabulary and are exact.
+
+Cost on the decode thread: one copy of the logits into a ring slot per step (23 us for
+262k logits). The reduction to the top-M and the log-sum-exp (:func:`reduce_logits`) runs
+on a worker thread, in numpy calls that release the GIL for large arrays, so it overlaps
+the next step's llama_decode when a core is free (bench/funnel_cost.py measures what it
+costs when none is).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import queue
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from app.core.sampling import SamplerSettings
+
+TOP_M = 64  # logits kept per step
+FULL_STEPS = 16  # latest steps whose full-vocabulary logits are kept (ring slots)
+WORKER_NICE = 10  # the reducing thread's nice value
+MAX_STEPS = 32768  # steps kept per reply (max_tokens' upper bound)
+BYTES_PER_STEP = TOP_M * 8 + 8 + 4
+LSE_SPAN = 25.0  # logits further than this below the best are left out of the log-sum-exp (see reduce_logits)
+
+
+def reduce_logits(
+    logits: npt.NDArray[np.float32], buf: npt.NDArray[np.float32]
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float32], float]:
+    """The top ``TOP_M`` of ``logits`` (ids and logits, best first) and the log-sum-exp over all of them.
+
+    One pass keeps the tokens within ``LSE_SPAN`` of the best logit; the log-sum-exp sums their
+    exponentials (float64 sum), and the top-M is partitioned out of them (out of all when fewer
+    qualify). The tokens left out weigh less than ``n_vocab x exp(-LSE_SPAN)`` of the best
+    token's weight, so the log-sum-exp is low by under 4e-6 (262k vocabulary) -- below float32's
+    own resolution of the probabilities. ``buf`` is scratch of the same shape.
+    """
+    m = float(logits.max())
+    np.subtract(logits, np.float32(m), out=buf)
+    near = np.flatnonzero(buf > -LSE_SPAN)
+    shifted = buf[near]
+    lse = m + math.log(float(np.exp(shifted).sum(dtype=np.float64)))
+    if near.shape[0] <= TOP_M:
+        top = np.argpartition(buf, -TOP_M)[-TOP_M:] if buf.shape[0] > TOP_M else np.arange(buf.shape[0])
+    else:
+        top = near[np.argpartition(shifted, -TOP_M)[-TOP_M:]]
+    top = top[np.argsort(-buf[top], kind="stable")]
+    return top.astype(np.int32), logits[top].astype(np.float32), lse
+
+
+@dataclass(frozen=True)
+class StepLogits:
+    """What the store holds for one step.
+
+    Attributes:
+        ids, logits: candidates (the whole vocabulary when ``exact``, else the top-M, best first).
+        logsumexp: log-sum-exp over the whole vocabulary.
+        exact: whether ``ids`` is the whole vocabulary.
+        drawn: the token the reply drew.
+        history: the tokens before the step (prompt, then the reply so far).
+    """
+
+    ids: npt.NDArray[np.int32]
+    logits: npt.NDArray[np.float32]
+    logsumexp: float
+    exact: bool
+    drawn: int
+    history: tuple[int, ...]
+
+
+class ReplyLogits:
+    """The per-step logits of one reply (see the module docstring).
+
+    The decode thread calls :meth:`record` once per step and :meth:`close` at the end;
+    any thread may call :meth:`step` (the funnel's thread does).
+
+    Args:
+        reply_id: the Generate request id.
+        settings: the reply's sampler settings; seed: the seed it used.
+        prompt: the prompt's tokens (the history before the first step).
+        n_vocab: the vocabulary's size.
+    """
+
+    def __init__(
+        self, reply_id: int, settings: SamplerSettings, seed: int, prompt: Sequence[int], n_vocab: int
+    ) -> None:
+        self.reply_id = reply_id
+        self.settings = settings
+        self.seed = seed
+        self.prompt = tuple(prompt)
+        self.n_vocab = n_vocab
+        self.tokens: list[int] = []
+        self._ids: list[npt.NDArray[np.int32]] = []
+        self._logits: list[npt.NDArray[np.float32]] = []
+        self._lse: list[float] = []
+        self._ring = np.empty((FULL_STEPS, n_vocab), dtype=np.float32)
+        self._ring_step = [-1] * FULL_STEPS
+        self._lock = threading.Lock()
+        self._reduced = threading.Condition(self._lock)
+        self._jobs: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self._worker = threading.Thread(target=self._reduce_loop, name="glassbox-logits", daemon=True)
+        self._worker.start()
+
+    # --------------------------------------------------------------------- decode thread
+    def record(self, logits: npt.NDArray[np.float32], token: int) -> None:
+        """Keep this step's logits (copied: the view is valid only until the next eval) and drawn token."""
+        step = len(self.tokens)
+        if step >= MAX_STEPS:
+            return
+        slot = step % FULL_STEPS
+        with self._lock:
+            # The slot's previous step must be reduced before it is overwritten (the worker is
+            # normally a step behind at most; this waits only when it falls FULL_STEPS behind).
+            while len(self._lse) < step - FULL_STEPS + 1:
+                self._reduced.wait()
+            np.copyto(self._ring[slot], logits)
+            self._ring_step[slot] = step
+            self.tokens.append(token)
+        self._jobs.put(step)
+
+    def close(self) -> None:
+        """Finish reducing the recorded steps and end the worker thread (blocks until it has)."""
+        self._jobs.put(None)
+        self._worker.join()
+
+    # ------------------------------------------------------------------------- worker
+    def _reduce_loop(self) -> None:
+        # Below the decode thread's priority (Linux: a thread is a task with its own nice value), so
+        # on a busy machine the reduction takes idle CPU; the ring absorbs the delay.
+        if hasattr(os, "setpriority"):
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WORKER_NICE)
+        buf = np.empty(self.n_vocab, dtype=np.float32)
+        while True:
+            step = self._jobs.get()
+            if step is None:
+                return
+            ids, logits, lse = reduce_logits(self._ring[step % FULL_STEPS], buf)
+            with self._lock:
+                self._ids.append(ids)
+                self._logits.append(logits)
+                self._lse.append(lse)
+                self._reduced.notify_all()
+
+    # ---------------------------------------------------------------------- any thread
+    @property
+    def n_steps(self) -> int:
+        """Steps recorded so far."""
+        return len(self.tokens)
+
+    def step(self, step: int) -> StepLogits | None:
+        """The stored logits of ``step`` (-1: the newest), full when still in the ring; None when not stored."""
+        with self._lock:
+            n = len(self.tokens)
+            if step < 0:
+                step = n - 1
+            if not 0 <= step < n:
+                return None
+            history = self.prompt + tuple(self.tokens[:step])
+            drawn = self.tokens[step]
+            slot = step % FULL_STEPS
+            if self._ring_step[slot] == step:
+                full = self._ring[slot].copy()
+            else:
+                full = None
+            reduced = step < len(self._lse)
+            lse = self._lse[step] if reduced else None
+            top = (self._ids[step], self._logits[step]) if reduced else None
+        if full is not None:
+            m = float(full.max())
+            lse = m + math.log(float(np.exp(full.astype(np.float64) - m).sum())) if lse is None else lse
+            return StepLogits(np.arange(self.n_vocab, dtype=np.int32), full, lse, True, drawn, history)
+        if top is None or lse is None:
+            return None
+        return StepLogits(top[0], top[1], lse, False, drawn, history)
+
+    def stored_bytes(self) -> int:
+        """Bytes held for the reduced steps (the arrays' data; the ring not counted)."""
+        with self._lock:
+            return sum(a.nbytes for a in self._ids) + sum(a.nbytes for a in self._logits) + 8 * len(self._lse)

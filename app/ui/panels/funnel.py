@@ -1,0 +1,380 @@
+"""Funnel panel: one token's candidates through each stage of llama.cpp's sampler chain.
+
+Rows are tokens (the raw model's most likely first, the drawn one marked ▶), columns are
+the stages in the order they ran (the raw model first, the draw last); a cell is the
+token's probability after that stage, renormalised over the survivors, or × where the
+stage cut it. Below: how many tokens survived each stage, the entropy (bits), and the
+mass outside the rows shown. The numbers come from the engine (:mod:`app.engine.funnel`):
+this panel only draws them.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtGui import QFont, QFontDatabase, QPainter, QPaintEvent
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QDialog,
+    QDialogButtonBox,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QSizePolicy,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.funnel import Funnel, FunnelStageKind
+from app.core.sampling import DEFAULT_ORDER, ORDER_NOTE, SamplerSettings, SamplerStage
+from app.ui.common import palette
+from app.ui.common.palette import qcolor
+
+SHORT: dict[FunnelStageKind, str] = {
+    FunnelStageKind.MODEL: "model",
+    FunnelStageKind.LOGIT_BIAS: "bias",
+    FunnelStageKind.PENALTIES: "pen",
+    FunnelStageKind.DRY: "DRY",
+    FunnelStageKind.TOP_N_SIGMA: "nσ",
+    FunnelStageKind.TOP_K: "top_k",
+    FunnelStageKind.TYPICAL_P: "typ",
+    FunnelStageKind.TOP_P: "top_p",
+    FunnelStageKind.MIN_P: "min_p",
+    FunnelStageKind.XTC: "XTC",
+    FunnelStageKind.TEMPERATURE: "temp",
+    FunnelStageKind.MIROSTAT: "miro",
+    FunnelStageKind.MIROSTAT_V2: "miro2",
+    FunnelStageKind.DIST: "draw",
+    FunnelStageKind.GREEDY: "greedy",
+}
+
+_TRUNCATING = (
+    SamplerStage.TOP_N_SIGMA,
+    SamplerStage.TOP_K,
+    SamplerStage.TYPICAL_P,
+    SamplerStage.TOP_P,
+    SamplerStage.MIN_P,
+    SamplerStage.XTC,
+)
+
+
+def visible_token(text: str) -> str:
+    """Show whitespace in a token: ␣ for spaces, ⏎ for newlines, → for tabs."""
+    return text.replace(" ", "␣").replace("\n", "⏎").replace("\t", "→") or "∅"
+
+
+def pct(p: float) -> str:
+    """A probability as a short percentage for a narrow cell: 100, 37, 3.2, <.1."""
+    v = 100.0 * p
+    if v >= 99.95:
+        return "100"
+    if v >= 9.95:
+        return f"{v:.0f}"
+    if v >= 0.05:
+        return f"{v:.1f}"
+    return "<.1"
+
+
+def count(n: int) -> str:
+    """A survivor count in at most four characters: 40, 1234, 49k, 262k."""
+    return str(n) if n < 10_000 else f"{n // 1000}k"
+
+
+def order_surprise(s: SamplerSettings) -> str | None:
+    """The one line to show when temperature runs after a truncation stage that is on (None otherwise);
+    :data:`ORDER_NOTE` says it at length (the line's tooltip)."""
+    if s.mirostat or s.is_greedy:
+        return None
+    t = s.order.index(SamplerStage.TEMPERATURE)
+    cut_before = [st.value for st in s.order[:t] if st in _TRUNCATING and s.stage_on(st)]
+    if not cut_before:
+        return None
+    return f"{', '.join(cut_before)} cut before temperature: it only reshapes the survivors."
+
+
+def order_text(s: SamplerSettings) -> str:
+    """The chain as it runs with ``s``: the stages that are on, in order, then the draw (short names)."""
+    if s.mirostat:
+        parts = ["bias"] if s.logit_bias else []
+        return "→".join([*parts, "temp", f"mirostat {s.mirostat}"])
+    parts = ["bias"] if s.logit_bias else []
+    for st in s.order:
+        if s.stage_on(st) and (not s.is_greedy or st in (SamplerStage.PENALTIES, SamplerStage.DRY)):
+            parts.append(_ORDER_NAME.get(st, st.value))
+    parts.append("greedy" if s.is_greedy else "draw")
+    return "→".join(parts)
+
+
+_ORDER_NAME = {
+    SamplerStage.PENALTIES: "penalties",
+    SamplerStage.TEMPERATURE: "temp",
+    SamplerStage.TOP_N_SIGMA: "nσ",
+    SamplerStage.TYPICAL_P: "typical",
+}
+
+
+class FunnelView(QWidget):
+    """Paints one :class:`Funnel` as a table: tokens by stages."""
+
+    NAME_W = 74
+    ROW_H = 15
+    MIN_COL_W = 30
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("funnelView")
+        self.funnel: Funnel | None = None
+        self.message = "Send a message with this panel open: each token's candidates appear here, stage by stage."
+        self.setToolTip(
+            "Rows: tokens (▶ = drawn). Columns: the stages in the order llama.cpp ran them. A cell is the "
+            "token's probability after that stage, renormalised over the survivors; × = cut. "
+            "left = tokens surviving, H = entropy in bits, rest = probability outside the rows shown."
+        )
+        self.painted = 0  # paints so far (tests and the latency measurement read it)
+        self._mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.setMinimumHeight(self._height(12))
+
+    def _height(self, rows: int) -> int:
+        return (rows + 1 + 3) * self.ROW_H + 10
+
+    def show_funnel(self, funnel: Funnel | None, message: str | None = None) -> None:
+        self.funnel = funnel
+        if message is not None:
+            self.message = message
+        rows = len(funnel.rows) if funnel else 12
+        self.setMinimumHeight(self._height(rows))
+        self.update()
+
+    def paintEvent(self, _e: QPaintEvent) -> None:
+        p = QPainter(self)
+        self.painted += 1
+        f = self.funnel
+        if f is None:
+            p.setPen(qcolor(palette.MUTED))
+            p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap, self.message)
+            p.end()
+            return
+        font = QFont(self._mono)
+        font.setPointSizeF(max(7.0, font.pointSizeF() - 1.5))
+        p.setFont(font)
+        n_cols = len(f.stages)
+        col_w = max(self.MIN_COL_W, (self.width() - self.NAME_W) / max(1, n_cols))
+        rh = self.ROW_H
+        left = Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft
+        centre = Qt.AlignmentFlag.AlignCenter
+        # Header: the stages.
+        for c, st in enumerate(f.stages):
+            x = self.NAME_W + c * col_w
+            p.setPen(qcolor(palette.GREEN if st.kind.is_draw else palette.TEXT_DIM))
+            p.drawText(QRectF(x, 0, col_w, rh), centre, SHORT[st.kind])
+        picked = f.picked
+        for r, (tok, text) in enumerate(f.rows):
+            y = (r + 1) * rh
+            drawn = tok == f.drawn
+            p.setPen(qcolor(palette.GREEN if drawn else palette.TEXT))
+            label = ("▶" if drawn else " ") + visible_token(text)
+            p.drawText(
+                QRectF(0, y, self.NAME_W - 2, rh),
+                left,
+                p.fontMetrics().elidedText(label, Qt.TextElideMode.ElideRight, self.NAME_W - 2),
+            )
+            for c, st in enumerate(f.stages):
+                x = self.NAME_W + c * col_w
+                prob = st.probs[r]
+                cell = QRectF(x + 1, y + 1, col_w - 2, rh - 2)
+                p.setPen(Qt.PenStyle.NoPen)
+                p.setBrush(qcolor(palette.TRACK))
+                p.drawRect(cell)
+                if prob > 0:
+                    hit = st.kind.is_draw and tok == picked
+                    p.setBrush(qcolor(palette.GREEN if hit else palette.ACCENT))
+                    p.drawRect(QRectF(cell.x(), cell.y(), cell.width() * min(1.0, prob), cell.height()))
+                    p.setPen(qcolor(palette.WHITE))
+                    p.drawText(cell, centre, pct(prob))
+                else:
+                    p.setPen(qcolor(palette.FAINT))
+                    p.drawText(cell, centre, "×")
+        # Footer: survivors, entropy, mass outside the rows.
+        y0 = (len(f.rows) + 1) * rh + 4
+        for i, (name, values) in enumerate(
+            (
+                ("left", [count(st.survivors) for st in f.stages]),
+                ("H bits", [f"{st.entropy_bits:.1f}" for st in f.stages]),
+                ("rest %", [pct(st.outside) if st.outside > 0 else "0" for st in f.stages]),
+            )
+        ):
+            y = y0 + i * rh
+            p.setPen(qcolor(palette.TEXT_DIM))
+            p.drawText(QRectF(0, y, self.NAME_W, rh), left, name)
+            p.setPen(qcolor(palette.TEXT_SOFT))
+            for c, v in enumerate(values):
+                p.drawText(QRectF(self.NAME_W + c * col_w, y, col_w, rh), centre, v)
+        p.end()
+
+
+class OrderDialog(QDialog):
+    """Reorder llama.cpp's sampler stages (drag, or the buttons); Reset gives llama.cpp's default order."""
+
+    def __init__(self, order: tuple[SamplerStage, ...], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Sampler order")
+        lay = QVBoxLayout(self)
+        hint = QLabel("The order llama.cpp runs the stages in (logit bias always first, the draw always last).")
+        hint.setWordWrap(True)
+        lay.addWidget(hint)
+        self.list = QListWidget()
+        self.list.setObjectName("orderList")
+        self.list.setDragDropMode(QListWidget.DragDropMode.InternalMove)
+        self._fill(order)
+        lay.addWidget(self.list)
+        row = QHBoxLayout()
+        up, down, reset = QPushButton("Up"), QPushButton("Down"), QPushButton("llama.cpp default")
+        up.clicked.connect(lambda: self.move(-1))
+        down.clicked.connect(lambda: self.move(1))
+        reset.clicked.connect(lambda: self._fill(DEFAULT_ORDER))
+        for b in (up, down, reset):
+            row.addWidget(b)
+        lay.addLayout(row)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        lay.addWidget(buttons)
+
+    def _fill(self, order: tuple[SamplerStage, ...]) -> None:
+        self.list.clear()
+        for st in order:
+            item = QListWidgetItem(st.value)
+            item.setData(Qt.ItemDataRole.UserRole, st.value)
+            self.list.addItem(item)
+        self.list.setCurrentRow(0)
+
+    def move(self, delta: int) -> None:
+        """Move the selected stage up (-1) or down (+1)."""
+        row = self.list.currentRow()
+        to = row + delta
+        if row < 0 or not 0 <= to < self.list.count():
+            return
+        item = self.list.takeItem(row)
+        self.list.insertItem(to, item)
+        self.list.setCurrentRow(to)
+
+    def order(self) -> tuple[SamplerStage, ...]:
+        return tuple(SamplerStage(self.list.item(i).data(Qt.ItemDataRole.UserRole)) for i in range(self.list.count()))
+
+
+class FunnelPanel(QWidget):
+    """The funnel of the selected token, its place in the reply, and the chain's order.
+
+    Signals:
+        step_chosen(int): the person picked a token of the reply (0-based), or -1 to follow the newest.
+        order_chosen(object): the person chose a new stage order (a tuple of :class:`SamplerStage`).
+    """
+
+    step_chosen = Signal(int)
+    order_chosen = Signal(object)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("funnelPanel")
+        self._settings = SamplerSettings()
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(10, 6, 10, 6)
+        lay.setSpacing(4)
+        nav = QHBoxLayout()
+        nav.setSpacing(4)
+        nav.addWidget(QLabel("token"))
+        self.step_field = QSpinBox()
+        self.step_field.setObjectName("funnelStep")
+        self.step_field.setAccessibleName("token of the reply")
+        self.step_field.setRange(1, 1)
+        self.step_field.setKeyboardTracking(False)
+        self.step_field.valueChanged.connect(self._step_edited)
+        nav.addWidget(self.step_field)
+        self.of_label = QLabel("of 0")
+        nav.addWidget(self.of_label)
+        self.follow = QCheckBox("newest")
+        self.follow.setObjectName("funnelFollow")
+        self.follow.setToolTip("Follow the newest token while a reply streams")
+        self.follow.setChecked(True)
+        self.follow.toggled.connect(self._follow_toggled)
+        nav.addWidget(self.follow)
+        nav.addStretch(1)
+        self.order_button = QPushButton("Order…")
+        self.order_button.setObjectName("orderButton")
+        self.order_button.setToolTip("Change the order of llama.cpp's sampler stages")
+        self.order_button.clicked.connect(self._edit_order)
+        nav.addWidget(self.order_button)
+        lay.addLayout(nav)
+        self.order_label = QLabel()
+        self.order_label.setObjectName("funnelOrder")
+        self.order_label.setWordWrap(True)
+        lay.addWidget(self.order_label)
+        self.note = QLabel()
+        self.note.setObjectName("funnelNote")
+        self.note.setWordWrap(True)
+        self.note.setStyleSheet(f"color: {palette.AMBER};")
+        self.note.setToolTip(ORDER_NOTE)
+        lay.addWidget(self.note)
+        self.view = FunnelView()
+        lay.addWidget(self.view)
+        self.status = QLabel("")
+        self.status.setObjectName("detailLabel")
+        self.status.setWordWrap(True)
+        lay.addWidget(self.status)
+        lay.addStretch(1)
+        self._syncing = False
+        self.set_settings(self._settings)
+
+    # ------------------------------------------------------------------------------ input
+    def set_settings(self, s: SamplerSettings) -> None:
+        """Show the chain these settings make (the order line and its one-line note)."""
+        self._settings = s
+        self.order_label.setText(order_text(s))
+        self.order_label.setToolTip("llama.cpp's sampler chain as it runs with these settings (Order… changes it)")
+        note = order_surprise(s)
+        self.note.setText(note or "")
+        self.note.setVisible(note is not None)
+
+    def set_steps(self, n_steps: int, step: int) -> None:
+        """The reply has ``n_steps`` tokens; ``step`` (0-based) is shown."""
+        self._syncing = True
+        try:
+            self.step_field.setRange(1, max(1, n_steps))
+            self.step_field.setValue(step + 1)
+        finally:
+            self._syncing = False
+        self.of_label.setText(f"of {n_steps}")
+
+    def show_funnel(self, funnel: Funnel) -> None:
+        self.view.show_funnel(funnel)
+        src = f"all {funnel.n_logits} logits" if funnel.exact else f"its top {funnel.n_logits} logits"
+        self.status.setText(f"From {src}; {funnel.compute_s * 1000:.1f} ms in the engine.")
+        self.status.setToolTip(
+            "The newest tokens keep all their logits: the funnel is exact. Older tokens keep their top "
+            f"{funnel.n_logits if not funnel.exact else 64} logits and the log-sum-exp: the model column is exact, "
+            "the stages renormalise over those tokens."
+        )
+
+    def show_message(self, text: str) -> None:
+        self.view.show_funnel(None, text)
+        self.status.setText("")
+
+    # ------------------------------------------------------------------------------ output
+    def _step_edited(self, value: int) -> None:
+        if self._syncing:
+            return
+        self.follow.setChecked(False)
+        self.step_chosen.emit(value - 1)
+
+    def _follow_toggled(self, on: bool) -> None:
+        if self._syncing:
+            return
+        self.step_chosen.emit(-1 if on else self.step_field.value() - 1)
+
+    def _edit_order(self) -> None:
+        dlg = OrderDialog(self._settings.order, self)
+        if dlg.exec() == QDialog.DialogCode.Accepted:
+            self.order_chosen.emit(dlg.order())

@@ -1,0 +1,213 @@
+"""The sampler funnel against llama.cpp's own chain, on real SmolLM2 and Gemma 3 logits.
+
+For random settings, the funnel (each stage applied alone, read back after each) must end
+where the chain ends when it samples the same logits with the same seed: the same drawn
+token, and the same survivors with the same probabilities as the chain's cur_p after apply.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import random
+import time
+from dataclasses import replace
+
+import llama_cpp
+import numpy as np
+import pytest
+
+from app.core import protocol as P
+from app.core.chat import ChatMessage
+from app.core.funnel import FunnelStageKind
+from app.core.sampling import DEFAULT_ORDER, SamplerSettings
+from app.engine.funnel import as_cur_p, make_chain, read_cur_p, run_funnel, token_array
+from app.engine.funnel_store import TOP_M, reduce_logits
+from app.engine.vocab import Vocab
+from tests.engine.conftest import SYSTEM, start_engine
+
+PROMPT = "Once upon a time, in a small village by the sea, there lived an old fisherman who"
+
+
+def random_settings(rng: random.Random) -> SamplerSettings:
+    s = SamplerSettings(
+        temperature=rng.choice([0.0, 0.3, 0.8, 1.0, 1.5, 3.0]),
+        top_k=rng.choice([0, 1, 5, 40, 100]),
+        top_p=rng.choice([1.0, 0.5, 0.9, 0.95]),
+        min_p=rng.choice([0.0, 0.02, 0.05, 0.2]),
+        typical_p=rng.choice([1.0, 1.0, 0.7]),
+        repeat_penalty=rng.choice([1.0, 1.1, 1.5]),
+        repeat_last_n=rng.choice([0, 64, -1]),
+        presence_penalty=rng.choice([0.0, 0.5]),
+        frequency_penalty=rng.choice([0.0, 0.3]),
+        dry_multiplier=rng.choice([0.0, 0.0, 0.8]),
+        top_n_sigma=rng.choice([-1.0, -1.0, 1.0, 2.0]),
+        xtc_probability=rng.choice([0.0, 0.0, 0.5, 1.0]),
+        xtc_threshold=rng.choice([0.1, 0.2]),
+        dynatemp_range=rng.choice([0.0, 0.0, 0.5]),
+        mirostat=rng.choice([0, 0, 0, 0, 1, 2]),
+        logit_bias=rng.choice([(), ((13, -float("inf")),), ((100, 5.0), (13, -2.0))]),
+    )
+    order = list(DEFAULT_ORDER)
+    if rng.random() < 0.5:
+        rng.shuffle(order)
+    return replace(s, order=tuple(order)).validated()
+
+
+@pytest.fixture(scope="module", params=["smollm2", "gemma"])
+def model_logits(request):
+    """(vocab, n_ctx, prompt tokens, full logits) after evaluating PROMPT."""
+    path = request.getfixturevalue(request.param)
+    llm = llama_cpp.Llama(model_path=str(path), n_ctx=512, n_batch=128, verbose=False)
+    tokens = llm.tokenize(PROMPT.encode(), add_bos=True)
+    llm.eval(tokens)
+    n_vocab = llm.n_vocab()
+    logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(n_vocab,)).copy()
+    yield Vocab(llm.model), llm.n_ctx(), tokens, logits
+    llm.close()
+
+
+def test_funnel_ends_where_the_chain_samples(model_logits):
+    vocab, n_ctx, history, logits = model_logits
+    n = logits.shape[0]
+    ids = np.arange(n, dtype=np.int32)
+    lse = float(np.log(np.exp(logits.astype(np.float64) - logits.max()).sum()) + logits.max())
+    rng = random.Random(1234)
+    for trial in range(40):
+        s = random_settings(rng)
+        seed = rng.randint(0, 2**31)
+        chain = make_chain(s, seed, history, vocab, n_ctx)
+        arr = token_array(ids, logits)
+        cur = as_cur_p(arr)
+        try:
+            llama_cpp.llama_sampler_apply(chain, ctypes.byref(cur))
+        finally:
+            llama_cpp.llama_sampler_free(chain)
+        after = read_cur_p(cur)
+        chain_token = int(after["id"][cur.selected])
+        funnel = run_funnel(
+            ids=ids,
+            logits=logits,
+            logsumexp=lse,
+            settings=s,
+            seed=seed,
+            history=history,
+            vocab=vocab,
+            n_ctx=n_ctx,
+            drawn=chain_token,
+            reply_id=1,
+            step=0,
+            exact=True,
+        )
+        why = f"trial {trial}: {s}"
+        assert funnel.picked == chain_token, why
+        final = funnel.stages[-1]
+        assert final.kind.is_draw, why
+        # The chain's cur_p after apply: its survivors (finite logits) and their probabilities.
+        finite = np.isfinite(after["logit"])
+        assert final.survivors == int(finite.sum()), why
+        chain_p = {int(t): float(p) for t, p in zip(after["id"][finite], after["p"][finite], strict=True)}
+        for (tok, _text), p in zip(funnel.rows, final.probs, strict=True):
+            if final.kind == FunnelStageKind.GREEDY:
+                assert p == (1.0 if tok == chain_token else 0.0), why
+            else:
+                assert p == pytest.approx(chain_p.get(tok, 0.0), abs=2e-5), (why, tok)
+        # The model column is the raw softmax over the whole vocabulary.
+        for (tok, _text), p in zip(funnel.rows, funnel.stages[0].probs, strict=True):
+            assert p == pytest.approx(float(np.exp(np.float64(logits[tok]) - lse)), rel=1e-5), why
+
+
+def test_stages_are_those_that_ran_in_their_order(model_logits):
+    vocab, n_ctx, history, logits = model_logits
+    ids = np.arange(logits.shape[0], dtype=np.int32)
+    s = SamplerSettings(
+        temperature=1.5,
+        top_k=0,
+        top_p=0.9,
+        min_p=0.05,
+        repeat_penalty=1.0,
+        order=(
+            DEFAULT_ORDER[-1],  # temperature first: it now flattens before top_p and min_p cut
+            *DEFAULT_ORDER[:-1],
+        ),
+    )
+    f = run_funnel(
+        ids=ids,
+        logits=logits,
+        logsumexp=0.0,
+        settings=s,
+        seed=3,
+        history=history,
+        vocab=vocab,
+        n_ctx=n_ctx,
+        drawn=-1,
+        reply_id=1,
+        step=0,
+        exact=True,
+    )
+    kinds = [st.kind for st in f.stages]
+    assert kinds == [
+        FunnelStageKind.MODEL,
+        FunnelStageKind.TEMPERATURE,
+        FunnelStageKind.TOP_P,
+        FunnelStageKind.MIN_P,
+        FunnelStageKind.DIST,
+    ]
+    survivors = [st.survivors for st in f.stages]
+    assert survivors[0] == logits.shape[0] and survivors[1] == logits.shape[0]
+    assert survivors[2] < survivors[1] and survivors[3] <= survivors[2] and survivors[4] == survivors[3]
+    for st in f.stages[1:]:
+        assert sum(st.probs) + st.outside == pytest.approx(1.0, abs=1e-4)
+
+
+@pytest.fixture(scope="module")
+def engine_keep(smollm2):
+    eng = start_engine(smollm2, n_ctx=2048)
+    yield eng
+    eng.host.stop()
+
+
+def test_engine_funnel_on_stored_steps(engine_keep):
+    eng = engine_keep
+    host = eng.host
+    s = SamplerSettings(temperature=0.9, top_k=40, top_p=0.95, min_p=0.05, seed=77, max_tokens=24)
+    events: list = []
+    messages = (ChatMessage(*SYSTEM), ChatMessage("user", "Tell me a story."))
+    req = P.Generate(host.next_id(), messages, s, keep_logits=True)
+    fin = host.request(req, timeout=120, on_event=events.append)
+    assert isinstance(fin, P.Finished), fin
+    tokens = [e.token_id for e in events if isinstance(e, P.TokenEvent)]
+    assert tokens
+    # Step 0 with the reply's own settings: the same RNG state as the reply, so the same token.
+    first = host.request(P.ComputeFunnel(host.next_id(), req.request_id, 0), timeout=30)
+    assert isinstance(first, P.FunnelComputed), first
+    assert first.funnel.drawn == tokens[0] and first.funnel.picked == tokens[0]
+    assert not first.funnel.exact and first.funnel.n_logits == 64  # an old step: its top 64
+    newest = host.request(P.ComputeFunnel(host.next_id()), timeout=30)
+    assert isinstance(newest, P.FunnelComputed)
+    assert newest.funnel.step == len(tokens) - 1 and newest.funnel.exact
+    assert newest.funnel.drawn == tokens[-1]
+    # A slider move: the same step with other settings, no new generation; greedy picks the top row.
+    t = time.perf_counter()
+    greedy = host.request(P.ComputeFunnel(host.next_id(), -1, 3, replace(s, temperature=0.0)), timeout=30)
+    round_trip = time.perf_counter() - t
+    assert isinstance(greedy, P.FunnelComputed)
+    assert greedy.funnel.picked == greedy.funnel.rows[0][0]
+    assert greedy.funnel.stages[-1].kind == FunnelStageKind.GREEDY
+    print(f"funnel round trip (SmolLM2, stored step): {round_trip * 1000:.1f} ms")
+    bad = host.request(P.ComputeFunnel(host.next_id(), -1, 3, replace(s, top_p=7.0)), timeout=30)
+    assert isinstance(bad, P.Failed) and bad.kind is P.FailureKind.BAD_SETTINGS and "top_p" in bad.message
+    missing = host.request(P.ComputeFunnel(host.next_id(), -1, 10_000), timeout=30)
+    assert isinstance(missing, P.Failed) and missing.kind is P.FailureKind.NO_LOGITS
+
+
+def test_stored_top_m_and_logsumexp_are_exact(model_logits):
+    _vocab, _n_ctx, _history, logits = model_logits
+    ids, top, lse = reduce_logits(logits, np.empty_like(logits))
+    best = np.argsort(-logits.astype(np.float64), kind="stable")[:TOP_M]
+    assert set(ids.tolist()) == set(best.tolist()) and list(top) == sorted(top, reverse=True)
+    assert np.array_equal(top, logits[ids])
+    exact = float(np.log(np.exp(logits.astype(np.float64) - logits.max()).sum()) + logits.max())
+    assert lse == pytest.approx(exact, abs=1e-5)
+    flat = np.zeros_like(logits)  # nothing stands out: the top-M comes from the whole vocabulary
+    ids, _top, lse = reduce_logits(flat, np.empty_like(flat))
+    assert ids.shape[0] == TOP_M and lse == pytest.approx(np.log(flat.shape[0]), abs=1e-4)
