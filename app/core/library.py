@@ -126,11 +126,42 @@ def hf_cache_dir() -> Path:
     return Path(hf_constants.HF_HUB_CACHE)
 
 
+# Where other local-LLM apps keep their GGUF files, relative to the home folder (Linux, macOS,
+# Windows spellings; only those that exist are offered). Ollama is not listed: its blobs are
+# GGUF files without the .gguf name, behind its own manifests.
+OTHER_APP_FOLDERS: tuple[tuple[str, str], ...] = (
+    ("LM Studio", ".lmstudio/models"),
+    ("LM Studio", ".cache/lm-studio/models"),
+    ("GPT4All", ".local/share/nomic.ai/GPT4All"),
+    ("GPT4All", "Library/Application Support/nomic.ai/GPT4All"),
+    ("GPT4All", "AppData/Local/nomic.ai/GPT4All"),
+    ("Jan", ".local/share/Jan/data/llamacpp/models"),
+    ("Jan", "Library/Application Support/Jan/data/llamacpp/models"),
+    ("Jan", "AppData/Roaming/Jan/data/llamacpp/models"),
+    ("Jan", "jan/models"),
+    ("llama.cpp", ".cache/llama.cpp"),  # llama-cli / llama-server -hf downloads (LLAMA_CACHE)
+    ("llama.cpp", "Library/Caches/llama.cpp"),
+    ("llama.cpp", "AppData/Local/llama.cpp"),
+)
+
+
 def suggested_folders(home: Path | None = None) -> list[Path]:
-    """Model folders of other apps that exist on this machine (LM Studio's), to offer adding."""
+    """Model folders of other apps (:data:`OTHER_APP_FOLDERS`, and ``$LLAMA_CACHE``) that exist
+    on this machine, to offer adding to the library; in the table's order."""
     h = home or Path.home()
-    candidates = [h / ".lmstudio" / "models", h / ".cache" / "lm-studio" / "models"]
-    return [c for c in candidates if c.is_dir()]
+    candidates = [h / rel for _app, rel in OTHER_APP_FOLDERS]
+    if home is None and os.environ.get("LLAMA_CACHE"):
+        candidates.append(Path(os.environ["LLAMA_CACHE"]).expanduser())
+    return list(dict.fromkeys(c for c in candidates if c.is_dir()))
+
+
+def other_app(folder: Path, home: Path | None = None) -> str | None:
+    """The app a suggested folder belongs to (``"GPT4All"``), or None."""
+    h = home or Path.home()
+    for app, rel in OTHER_APP_FOLDERS:
+        if folder == h / rel:
+            return app
+    return None
 
 
 @dataclass

@@ -415,6 +415,25 @@ def test_first_run_shows_starter_models_and_one_downloads_into_the_library(
     assert tab.starters.buttons[starter.filename].text() == "Downloaded"
 
 
+def test_first_run_offers_other_apps_model_folders_by_name_and_adds_one(
+    qtbot, windows, gb_paths: Paths, tmp_path: Path, monkeypatch
+) -> None:
+    home = tmp_path / "home"
+    gpt4all = home / ".local" / "share" / "nomic.ai" / "GPT4All"
+    write_tiny_model(gpt4all / "tiny-gpt4all-Q4_0.gguf", name="From GPT4All")
+    monkeypatch.setenv("HOME", str(home))
+    w = windows()
+    w.show()
+    scanned(qtbot, w)
+    tab = w.library_tab
+    label = tab.empty_page.suggest_label
+    assert tab.stack.currentWidget() is tab.empty_page and label.isVisible()
+    assert "add GPT4All's models" in label.text() and str(gpt4all) in label.text()
+    label.linkActivated.emit(str(gpt4all))
+    qtbot.waitUntil(lambda: "tiny-gpt4all-Q4_0.gguf" in library_rows(w), timeout=WAIT_MS)
+    assert tab.stack.currentWidget() is tab.view
+
+
 # --- Hub tab ------------------------------------------------------------------------------------------------
 def test_search_shows_results_in_the_chosen_order(qtbot, windows, hub_endpoint: FakeHub, tmp_path: Path) -> None:
     tiny = write_tiny_model(tmp_path / "t.gguf")

@@ -18,6 +18,7 @@ from app.core.library import (
     SOURCE_MODELS,
     ModelLibrary,
     hf_cache_dir,
+    other_app,
     suggested_folders,
 )
 from app.core.settings import Settings, SettingsStore
@@ -179,6 +180,12 @@ def test_added_folders_are_searched_recursively_without_duplicates(gb_paths: Pat
     lms = home / ".lmstudio" / "models"
     write_tiny_model(lms / "lmstudio-community" / "Tiny-GGUF" / "Tiny-Q4_K_M.gguf", name="LM Tiny")
     assert suggested_folders(home) == [lms]
+    gpt4all = home / ".local" / "share" / "nomic.ai" / "GPT4All"
+    llama_cache = home / ".cache" / "llama.cpp"
+    for f in (gpt4all, llama_cache, home / "Documents"):
+        f.mkdir(parents=True)
+    assert suggested_folders(home) == [lms, gpt4all, llama_cache]
+    assert [other_app(f, home) for f in suggested_folders(home)] == ["LM Studio", "GPT4All", "llama.cpp"]
     own = write_tiny_model(gb_paths.models_dir / "mine-Q4_0.gguf")
     lib = _lib(gb_paths, folders=[lms, gb_paths.models_dir, tmp_path / "gone"])
     entries = _by_name(lib.scan())

@@ -3,11 +3,13 @@ folders of other apps found on this computer, and small starter models to downlo
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
+from app.core.library import other_app
 from app.ui.common import palette
 from app.ui.library.starter_list import StarterList
 
@@ -87,8 +89,17 @@ class EmptyLibraryPage(QWidget):
     def suggest_folders(self, found: list[Path]) -> None:
         """Offer to add ``found`` (folders of other apps with models); an empty list hides the offer."""
         if found:
-            links = ", ".join(f'<a href="{f}" style="color:{palette.LINK}">add {f}</a>' for f in found)
-            self.suggest_label.setText(f"Models of another app were found on this computer: {links}")
+            links = ", ".join(
+                f'<a href="{html.escape(str(f))}" style="color:{palette.LINK}">add {html.escape(folder_label(f), quote=False)}</a>'
+                for f in found
+            )
+            self.suggest_label.setText(f"Models of other apps were found on this computer: {links}")
             self.suggest_label.show()
         else:
             self.suggest_label.hide()
+
+
+def folder_label(folder: Path) -> str:
+    """``GPT4All's models (~/.local/share/nomic.ai/GPT4All)``, or the folder alone."""
+    app = other_app(folder)
+    return f"{app}'s models ({folder})" if app else str(folder)

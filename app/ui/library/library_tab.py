@@ -36,12 +36,18 @@ from PySide6.QtWidgets import (
 
 from app.core.hub import repo_page_url
 from app.core.importer import ImportResult, import_files
-from app.core.library import SOURCE_FOLDER, SOURCE_HF_CACHE, ModelEntry, ModelLibrary, suggested_folders
+from app.core.library import (
+    SOURCE_FOLDER,
+    SOURCE_HF_CACHE,
+    ModelEntry,
+    ModelLibrary,
+    suggested_folders,
+)
 from app.ui.common import dialogs
 from app.ui.common.fmt import format_bytes
 from app.ui.common.severity import Severity
 from app.ui.common.tasks import TaskPool
-from app.ui.library.empty_page import EmptyLibraryPage
+from app.ui.library.empty_page import EmptyLibraryPage, folder_label
 from app.ui.library.library_model import LibraryColumn, LibraryModel, LibraryRole, same_path
 from app.ui.library.library_view import LibraryView
 from app.ui.library.starter_list import StarterList
@@ -491,7 +497,7 @@ class LibraryTab(QWidget):
         m.addSeparator()
         for f in suggested_folders():
             if f not in folders:
-                m.addAction(f"Add {f} (found)", lambda f=f: self.add_folder(f))
+                m.addAction(f"Add {folder_label(f)} (found)", lambda f=f: self.add_folder(f))
         m.addAction("Add a folder…", self.add_folder_dialog)
 
     def add_folder_dialog(self) -> None:
