@@ -216,3 +216,25 @@ def fit_verdict(
     return FitReport(
         verdict, est, n, mem.ram_available, vram, budget, None if vram is None else total <= COMFORT * vram
     )
+
+
+# Before a file's header is read (the first-run starters: no network until the person acts),
+# the KV cache and compute buffer of a sub-1B model at n_ctx 4096 are taken as this much:
+# measured here, SmolLM2 135M takes 90 MiB of KV cache and 99 MiB of compute buffer.
+SMALL_MODEL_RUNTIME_BYTES = 512 * 1024 * 1024
+
+
+def size_verdict(file_bytes: int, memory: SystemMemory | None = None) -> tuple[Verdict, int]:
+    """A rough verdict from a small model's file size alone: ``(verdict, bytes needed)``.
+
+    Needed = ``file_bytes`` (the weights) + :data:`SMALL_MODEL_RUNTIME_BYTES`; the thresholds
+    are :func:`fit_verdict`'s. The Hub tab's verdict (from the file's header) is exact.
+    """
+    mem = memory or system_memory()
+    budget = mem.ram_available + (mem.vram_available or 0)
+    need = file_bytes + SMALL_MODEL_RUNTIME_BYTES
+    if need <= COMFORT * budget:
+        return Verdict.FITS, need
+    if need <= budget:
+        return Verdict.TIGHT, need
+    return Verdict.DOES_NOT_FIT, need

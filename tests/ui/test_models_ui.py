@@ -423,11 +423,17 @@ def test_first_run_offers_other_apps_model_folders_by_name_and_adds_one(
     write_tiny_model(gpt4all / "tiny-gpt4all-Q4_0.gguf", name="From GPT4All")
     monkeypatch.setenv("HOME", str(home))
     w = windows()
+    w.resize(730, 600)  # the Models page's width at 1366x768 with the side panels open
     w.show()
     scanned(qtbot, w)
     tab = w.library_tab
     label = tab.empty_page.suggest_label
     assert tab.stack.currentWidget() is tab.empty_page and label.isVisible()
+    # nothing cut: the buttons and the starters' names get the width they ask for
+    for b in tab.empty_page.findChildren(QPushButton):
+        assert b.width() >= b.sizeHint().width(), b.text()
+    for name in tab.empty_page.findChildren(QLabel, "starterName"):
+        assert name.width() >= name.sizeHint().width(), name.text()
     assert "add GPT4All's models" in label.text() and str(gpt4all) in label.text()
     label.linkActivated.emit(str(gpt4all))
     qtbot.waitUntil(lambda: "tiny-gpt4all-Q4_0.gguf" in library_rows(w), timeout=WAIT_MS)

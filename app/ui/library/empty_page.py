@@ -83,7 +83,8 @@ class EmptyLibraryPage(QWidget):
         box.setLayout(col)
         box.setMaximumWidth(760)
         box.setMinimumWidth(420)
-        outer.addWidget(box, 4)
+        # The column takes the width up to its maximum; only what is left over goes to the margins.
+        outer.addWidget(box, 100)
         outer.addStretch(1)
 
     def suggest_folders(self, found: list[Path]) -> None:

@@ -6,13 +6,20 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from app.core.downloads import DownloadStatus
+from app.core.fit import SMALL_MODEL_RUNTIME_BYTES, SystemMemory, size_verdict, system_memory
 from app.core.hub import STARTER_MODELS, StarterModel
 from app.ui.common.fmt import format_bytes
 from app.ui.library.download_actions import starter_button
+from app.ui.library.widgets import VERDICT_COLORS
 
 
 class StarterList(QFrame):
-    """Small instruct models to start with (first run), each with a Download button.
+    """Small instruct models to start with (first run), each with its size, a rough fit verdict
+    for this machine (:func:`~app.core.fit.size_verdict`: no network is used before the person
+    acts) and a Download button.
+
+    Args:
+        memory: this machine's memory (default: :func:`~app.core.fit.system_memory`).
 
     Signals:
         download_requested(object): the :class:`StarterModel` to download.
@@ -20,9 +27,11 @@ class StarterList(QFrame):
 
     download_requested = Signal(object)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, memory: SystemMemory | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("starterList")
+        mem = memory or system_memory()
+        self.verdicts: dict[str, QLabel] = {}
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(0)
@@ -47,6 +56,18 @@ class StarterList(QFrame):
             size.setObjectName("starterSize")
             size.setToolTip(f"{s.filename}, about {s.approx_size / 1e6:,.0f} MB (the Hub lists the exact size)")
             h.addWidget(size)
+            verdict, need = size_verdict(s.approx_size, mem)
+            fit = QLabel(verdict.value)
+            fit.setObjectName("starterFit")
+            fit.setStyleSheet(f"color: {VERDICT_COLORS[verdict].name()};")
+            fit.setToolTip(
+                f"Needs about {format_bytes(need)}: the file plus {format_bytes(SMALL_MODEL_RUNTIME_BYTES)} for the "
+                f"KV cache and compute buffer at n_ctx 4096, against {format_bytes(mem.ram_available)} of free RAM. "
+                "The Hub tab reads the file's header for the exact figure."
+            )
+            fit.setAccessibleName(f"{title}: {verdict.value} on this computer")
+            h.addWidget(fit)
+            self.verdicts[s.filename] = fit
             b = QPushButton("Download")
             b.setObjectName("starterDownload")
             b.setMinimumWidth(110)
