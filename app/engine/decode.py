@@ -24,6 +24,7 @@ from app.core.chat import ContextPolicy, StopReason
 from app.core.sampling import SamplerSettings
 from app.core.textstream import TextStream
 from app.engine.errors import CancelFlag
+from app.engine.forced import ForcedTokens
 from app.engine.inspector import Inspector, Logits
 from app.engine.vocab import Vocab, display_piece
 
@@ -127,6 +128,7 @@ def decode_loop(
     emit: Callable[[object], None],
     t0: int,
     shift_context: Callable[[list[int]], bool],
+    forced: ForcedTokens | None = None,
 ) -> DecodeResult:
     """Sample, detokenize, check stops, evaluate the token; repeat (see the module docstring).
 
@@ -141,6 +143,7 @@ def decode_loop(
         t0: when the request arrived (perf_counter_ns).
         shift_context: makes room in the KV cache given the tokens generated so far (the
             last one not yet evaluated); False when nothing could be freed or Stop was pressed.
+        forced: benchmark/test only (:mod:`app.engine.forced`): keep its tokens instead of the sampled ones.
     """
     stream = TextStream(stop_strings)
     max_tokens = req.sampler.max_tokens
@@ -173,6 +176,8 @@ def decode_loop(
                 cands = inspector.top_candidates(logits, want)
                 last_cands = time.perf_counter_ns()
         token = llama_cpp.llama_sampler_sample(chain, llm.ctx, -1)
+        if forced is not None:
+            token = forced.next(token)
         now = time.perf_counter_ns()
         if not generated:
             t_first = now

@@ -35,6 +35,7 @@ from app.core.gguf_info import GGUFError, GGUFInfo, check_loadable
 from app.core.memory import KVCacheLayout, kv_cache_layout, n_ubatch_for
 from app.engine.decode import DecodeResult, TurnStats, decode_loop, make_sampler
 from app.engine.errors import CancelFlag, EngineError
+from app.engine.forced import forced_from_env
 from app.engine.inspector import Inspector
 from app.engine.kv_reuse import CachedTurn
 from app.engine.llama_log import LlamaLog
@@ -313,6 +314,7 @@ class Session:
                 emit=self.emit,
                 t0=t0,
                 shift_context=lambda generated: self._shift_context(req, messages, generated, stats, t0),
+                forced=forced_from_env(lambda text: m.prompt.tokenize(text, False), m.vocab.eos),
             )
         finally:
             llama_cpp.llama_sampler_free(chain)
