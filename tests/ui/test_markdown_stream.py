@@ -176,3 +176,22 @@ def test_a_code_block_shows_all_its_lines(qtbot):
     (block,) = view.findChildren(CodeBlock)
     assert block.scroll.horizontalScrollBar().isVisible()
     assert block.scroll.viewport().height() >= block.body.sizeHint().height()
+
+
+def test_warm_up_loads_the_common_code_lexers_on_a_background_thread():
+    import threading
+
+    from app.ui.chat import highlight
+
+    highlight._warm.clear()  # as in a fresh process: nothing loaded yet
+    highlight._lexer.cache_clear()
+    highlight.highlight_chunk.cache_clear()
+    highlight.warm_up()
+    assert highlight._warm and highlight._warm[0] is not threading.current_thread()
+    highlight._warm[0].join(60)
+    assert not highlight._warm[0].is_alive()
+    before = highlight.highlight_chunk.cache_info().hits
+    for language in highlight.WARM_LANGUAGES:
+        highlight.highlight_chunk("", "x = 1", language)
+    # every language was loaded and highlighted already: the UI thread finds them ready
+    assert highlight.highlight_chunk.cache_info().hits - before == len(highlight.WARM_LANGUAGES)

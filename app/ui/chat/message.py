@@ -22,12 +22,11 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.chat import Role
-from app.ui.chat.markdown import TEXT_CSS, Segment, SegmentKind, StreamingDocument, plain_to_html
-from app.ui.chat.mathtex import warm_up
+from app.ui.chat.markdown import TEXT_CSS, Segment, SegmentKind, StreamingDocument, plain_to_html, warm_up
 from app.ui.common import dialogs
 
-# The formula renderer loads on a background thread as soon as the window's message widgets are
-# imported (window creation), long before a reply can need it (mathtex.warm_up).
+# The formula renderer and the common code lexers load on background threads as soon as the window's
+# message widgets are imported (window creation), long before a reply can need them (markdown.warm_up).
 warm_up()
 
 
