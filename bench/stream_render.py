@@ -214,13 +214,15 @@ def main() -> int:
             )
         )
         n_ctx = max(32768, 4 * args.tokens)
-    win = create_window(paths, engine=engine)
-    engine = win.engine
+    if engine is None:
+        from app.ui.engine_client import EngineClient
+
+        engine = EngineClient(str(paths.logs_dir / "engine.log"))  # as create_window makes it
     finished: list[tuple[float, object]] = []  # (when, event): connected before the window's slots
     engine.generation_finished.connect(lambda ev: finished.append((time.perf_counter(), ev)))
     sent: list[object] = []
-    if real:
-        engine.request_sent.connect(lambda req: sent.append(req) if isinstance(req, P.Generate) else None)
+    engine.request_sent.connect(lambda req: sent.append(req) if isinstance(req, P.Generate) else None)
+    win = create_window(paths, engine=engine)
     win.resize(1366, 768)
     win.show()
     engine.start()
