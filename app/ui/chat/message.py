@@ -371,7 +371,16 @@ class MessageWidget(QFrame):
         if message_id is None:
             for b in (self.edit_btn, self.regen_btn, self.delete_btn):
                 b.hide()
-        lay.addLayout(head)
+        # The header row adds nothing to the message's minimum width (Ignored, like the message
+        # itself): otherwise showing Continue or Edit at a reply's end changed that minimum, and the
+        # layout measured every label of the reply again at the new width (130-240 ms for a
+        # 2,500-token table, on the UI thread, when the reply ends).
+        header = QWidget()
+        header.setObjectName("msgHeader")
+        header.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        head.setContentsMargins(0, 0, 0, 0)
+        header.setLayout(head)
+        lay.addWidget(header)
         if role is Role.USER:
             self.body: QWidget = _rich_label(plain_to_html(text), "userText")
         else:
