@@ -1,33 +1,44 @@
 """What a streaming reply costs the window, per kind of Markdown block.
 
-The real window (every panel visible, 1366x768) streams a scripted reply of
-``--tokens`` tokens (default 5,000) of each kind: one growing table, one fenced
-code block, a nested list, LaTeX-heavy prose. The tokens come from the fake
-engine of the UI tests (``tests/support/fake_engine.py``: the same protocol
-events and client signals as the real engine, no model) at ``--rate`` tokens
-per second, so every kind streams the same text at the same pace before and
-after a change. Per kind it reports:
+The real window (every panel visible, 1366x768) streams a reply of ``--tokens``
+tokens (default 5,000) of each kind: one growing table, one fenced code block, a
+nested list, LaTeX-heavy prose. Two engines:
+
+* ``--engine fake`` (default): the tokens come from the fake engine of the UI
+  tests (``tests/support/fake_engine.py``: the same protocol events and client
+  signals as the real engine, no model) at ``--rate`` tokens per second, in the
+  window's process, so every kind streams the same text at the same pace before
+  and after a change.
+* ``--engine real``: the real engine process with a real model (``--model``,
+  default ``GLASSBOX_TEST_SMOLLM2``), n_ctx 8192. No small model writes a
+  5,000-token table, so the text is forced through ``GLASSBOX_FORCED_REPLY``
+  (:mod:`app.engine.forced`, a benchmark facility): real are the prefill, the
+  sampler chain on the real logits each step, detokenization, stop checks, the
+  batching to the window and one ``llama_decode`` per token; forced is which token
+  is kept (the next token of the kind's text, tokenized by the model). The reply
+  ends at ``max_tokens`` = ``--tokens``. In the same run, the same request (the
+  window's own Generate, re-sent) goes to a second engine process with the same
+  model and load settings and no window: ``decode_ratio`` is decode tok/s with
+  the window / without (the engine's own figure: (generated - 1) / decode time).
+
+Per kind it reports:
 
 * the UI thread's stalls, ms (p50/p95/p99/max): a 1 ms precise QTimer runs on
   the UI thread; each gap between its ticks beyond 1 ms is time the thread was
   busy (as bench/ui_stall.py measures);
-* the window process's CPU use, % of one core, while the reply streams (the
-  scripted engine runs in the same process: its share is one timer tick per
-  token);
+* the window process's CPU use, % of one core, while the reply streams (fake:
+  the scripted engine is in the same process, one timer tick per token; real:
+  the engine is another process and is not counted);
 * Esc to ``generation_finished``, ms: a second stream of the same text is
-  stopped with Esc (a key press delivered to the composer) at 25 %, 50 % and
-  90 % of it; the worst of the three is reported. The fake engine ends a
-  cancelled reply on its next tick, so this is the window's share of the
-  latency (the UI thread's backlog), not the engine's. ``esc_settled_ms``:
-  until the window has handled the end (saved the reply, drawn it whole, the
-  composer offers Send again).
-
-What it does not measure: the real engine's decode speed with the window open
-(bench/ui_stall.py runs the real engine and SmolLM2 through the window).
+  stopped with Esc at 25 %, 50 % and 90 % of it, the focus on the chat view (not
+  the composer), the key sent through QTest so the window's shortcut handles it
+  as a real key press. ``esc_settled_ms``: until the window has handled the end
+  (saved the reply, drawn it whole, the composer offers Send again).
 
 Usage (a display is needed: xvfb-run, or QT_QPA_PLATFORM=offscreen)::
 
-    python bench/stream_render.py [--tokens 5000] [--rate 100] [--kinds table,code,list,latex]
+    python bench/stream_render.py [--engine fake|real] [--model M.gguf] [--tokens 5000] [--rate 100]
+                                  [--kinds table,code,list,latex]
 
 The last line printed is JSON.
 """
@@ -153,49 +164,77 @@ def pct(values: list[float], p: float) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tokens", type=int, default=5000)
-    ap.add_argument("--rate", type=float, default=100.0, help="tokens per second the scripted engine streams")
+    ap.add_argument("--engine", choices=("fake", "real"), default="fake", help="scripted fake engine, or the real one")
+    ap.add_argument("--model", default=os.environ.get("GLASSBOX_TEST_SMOLLM2", ""), help="GGUF for --engine real")
+    ap.add_argument("--rate", type=float, default=100.0, help="tokens per second the scripted engine streams (fake)")
     ap.add_argument("--kinds", default=",".join(KINDS))
     ap.add_argument("--no-esc", action="store_true", help="skip the Esc latency runs")
     args = ap.parse_args()
     kinds = [k for k in args.kinds.split(",") if k]
+    real = args.engine == "real"
+    if real and not args.model:
+        ap.error("--engine real needs --model (or GLASSBOX_TEST_SMOLLM2)")
     os.environ.setdefault("GLASSBOX_HOME", tempfile.mkdtemp(prefix="glassbox-bench-"))
+    forced_file = Path(tempfile.mkdtemp(prefix="glassbox-bench-forced-")) / "reply.md"
+    if real:
+        from app.engine.forced import ENV
 
-    from PySide6.QtCore import QElapsedTimer, QEvent, Qt, QTimer
-    from PySide6.QtGui import QKeyEvent
+        forced_file.write_text("", encoding="utf-8")
+        os.environ[ENV] = str(forced_file)  # inherited by both engine processes (spawned after this)
+
+    from PySide6.QtCore import QElapsedTimer, Qt, QTimer
     from PySide6.QtWidgets import QApplication
 
+    from app.core import protocol as P
     from app.main import create_window
     from app.paths import default_paths
     from app.ui.theme import apply_theme
-    from tests.support.fake_engine import FakeEngine, reply
-    from tests.support.models import llama_metadata, llama_tensors, write_gguf
 
     paths = default_paths().ensure()
-    model = write_gguf(
-        Path(tempfile.mkdtemp(prefix="glassbox-bench-model-")) / "Bench-Q4_1.gguf",
-        llama_metadata(
-            name="Bench",
-            file_type=3,
-            extra={"tokenizer.chat_template": "{% for m in messages %}{{ m.content }}{% endfor %}"},
-        ),
-        llama_tensors(qtype="Q4_1"),
-    )
     app = QApplication(sys.argv[:1])
     apply_theme(app)
-    engine = FakeEngine()
-    finished: list[float] = []  # when generation_finished was emitted (connected before the window's slots)
-    engine.generation_finished.connect(lambda _ev: finished.append(time.perf_counter()))
+    if real:
+        engine = None
+        model = args.model
+        n_ctx = 8192
+    else:
+        from tests.support.fake_engine import FakeEngine, reply
+        from tests.support.models import llama_metadata, llama_tensors, write_gguf
+
+        engine = FakeEngine()
+        model = str(
+            write_gguf(
+                Path(tempfile.mkdtemp(prefix="glassbox-bench-model-")) / "Bench-Q4_1.gguf",
+                llama_metadata(
+                    name="Bench",
+                    file_type=3,
+                    extra={"tokenizer.chat_template": "{% for m in messages %}{{ m.content }}{% endfor %}"},
+                ),
+                llama_tensors(qtype="Q4_1"),
+            )
+        )
+        n_ctx = max(32768, 4 * args.tokens)
+    if engine is None:
+        from app.ui.engine_client import EngineClient
+
+        engine = EngineClient(str(paths.logs_dir / "engine.log"))  # as create_window makes it
+    finished: list[tuple[float, object]] = []  # (when, event): connected before the window's slots
+    engine.generation_finished.connect(lambda ev: finished.append((time.perf_counter(), ev)))
+    sent: list[object] = []
+    engine.request_sent.connect(lambda req: sent.append(req) if isinstance(req, P.Generate) else None)
     win = create_window(paths, engine=engine)
     win.resize(1366, 768)
     win.show()
     engine.start()
-    win.settings_ctl.update(load=replace(win.settings.load, n_ctx=max(32768, 4 * args.tokens)))
-    loop_wait(app, lambda: engine.state.name in ("NO_MODEL", "READY"), 10)
-    win.load_model(str(model))
-    loop_wait(app, lambda: engine.model is not None, 10)
+    win.settings_ctl.update(load=replace(win.settings.load, n_ctx=n_ctx))
+    loop_wait(app, lambda: engine.state.name in ("NO_MODEL", "READY"), 60)
+    win.load_model(model)
+    loop_wait(app, lambda: engine.model is not None, 120)
     panel = win.sampler_panel
-    panel.set_settings(replace(panel.settings(), max_tokens=args.tokens + 10), emit=True)
-    engine._timer.setInterval(max(1, round(1000 / args.rate)))
+    panel.set_settings(replace(panel.settings(), max_tokens=args.tokens + (0 if real else 10)), emit=True)
+    if not real:
+        engine._timer.setInterval(max(1, round(1000 / args.rate)))
+    headless = Headless(model, win.settings.load) if real else None
 
     clock = QElapsedTimer()
     clock.start()
@@ -215,22 +254,29 @@ def main() -> int:
 
     results: dict[str, dict] = {}
     for kind in kinds:
-        pieces = document(kind, args.tokens)
-        text = "".join(pieces)
+        if real:
+            # twice the pieces: the model's tokens are longer than the pieces; max_tokens ends the reply
+            pieces = document(kind, 2 * args.tokens)
+            forced_file.write_text("".join(pieces), encoding="utf-8")
+        else:
+            pieces = document(kind, args.tokens)
+            engine.script(reply(*pieces))
         win.new_chat()
-        engine.script(reply(*pieces))
         finished.clear()
+        sent.clear()
         state["gaps"], state["last"] = [], 0
         cpu0, wall0 = time.process_time(), time.perf_counter()
         win.chat.send(f"Write a long {kind}.")
         loop_wait(app, lambda: bool(finished), 3600)
+        text = finished[0][1].text
         loop_wait(app, lambda t=text: win.chat_view.messages[-1].text == t and not engine.generating, 60)
         settle(app, 0.3)  # the last repaint (the repaint clock runs at 30 Hz)
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
         gaps = state["gaps"]
         state["gaps"] = None
+        stats = finished[0][1].stats
         row = {
-            "tokens": len(pieces),
+            "tokens": stats.generated_tokens if real else len(pieces),
             "stream_s": round(wall, 2),
             "stall_ms_p50": round(pct(gaps, 50), 2),
             "stall_ms_p95": round(pct(gaps, 95), 2),
@@ -238,8 +284,14 @@ def main() -> int:
             "stall_ms_max": round(max(gaps), 2),
             "window_cpu_percent": round(100 * cpu / wall, 1),
         }
+        if headless is not None:
+            req = sent[0]
+            alone = headless.decode_tok_s(req)  # the same request, the same forced tokens, no window
+            row["decode_tok_s_window"] = round(stats.decode_tok_s, 1)
+            row["decode_tok_s_headless"] = round(alone, 1)
+            row["decode_ratio"] = round(stats.decode_tok_s / alone, 3) if alone else 0.0
         if not args.no_esc:
-            to_signal, to_settled = esc_latencies(app, win, engine, pieces, finished, QKeyEvent, QEvent, Qt)
+            to_signal, to_settled = esc_latencies(app, win, engine, pieces, finished, real)
             row["esc_ms"] = to_signal
             row["esc_ms_max"] = max(to_signal)
             row["esc_settled_ms"] = to_settled
@@ -250,33 +302,88 @@ def main() -> int:
     win.close()
     win.conversations.close()
     engine.shutdown()
-    out = {"rate_tok_s": args.rate, "platform": app.platformName(), "kinds": results}
+    if headless is not None:
+        headless.close()
+    out = {
+        "engine": args.engine,
+        "model": Path(model).name if real else None,
+        "rate_tok_s": None if real else args.rate,
+        "platform": app.platformName(),
+        "kinds": results,
+    }
     print(json.dumps(out))
     return 0
 
 
-def esc_latencies(app, win, engine, pieces, finished, QKeyEvent, QEvent, Qt) -> tuple[list[float], list[float]]:  # noqa: N803
-    """Esc (sent to the composer) at 25/50/90 % of the stream: ms to generation_finished, and ms until
-    the window has handled it (the composer offers Send again)."""
-    from tests.support.fake_engine import reply
+class Headless:
+    """The same engine (a second engine process, the same model and load settings) with no window.
 
+    Args:
+        model: the GGUF path.
+        load: the load settings the window used.
+    """
+
+    def __init__(self, model: str, load) -> None:
+        from app.core import protocol as P
+        from app.engine.host import EngineHost
+
+        self.P = P
+        self.host = EngineHost()
+        self.host.start()
+        ready = self.host.recv(60)
+        assert isinstance(ready, P.EngineReady), ready
+        loaded = self.host.request(P.LoadModel(self.host.next_id(), model, load))
+        assert isinstance(loaded, P.ModelLoaded), loaded
+
+    def decode_tok_s(self, req) -> float:
+        """Decode tok/s (the engine's own figure, as the window's) of ``req`` re-sent with a fresh id.
+
+        Raises:
+            RuntimeError: the turn failed.
+        """
+        self.host.clear_cancel()
+        ev = self.host.request(replace(req, request_id=self.host.next_id()), timeout=3600)
+        if not isinstance(ev, self.P.Finished):
+            raise RuntimeError(f"the headless turn failed: {ev}")
+        return float(ev.stats.decode_tok_s)
+
+    def close(self) -> None:
+        self.host.stop()
+
+
+def esc_latencies(app, win, engine, pieces, finished, real: bool) -> tuple[list[float], list[float]]:
+    """Esc at 25/50/90 % of the stream, with the focus on the chat view (not the composer): ms to
+    generation_finished, and ms until the window has handled it (the composer offers Send again).
+    The key goes through QTest, so the window's Esc shortcut sees it as it would a real key."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+
+    n = len(pieces) if not real else win.sampler_panel.settings().max_tokens
     out, settled = [], []
     for frac in (0.25, 0.5, 0.9):
         win.new_chat()
-        engine.script(reply(*pieces))
+        if not real:
+            from tests.support.fake_engine import reply
+
+            engine.script(reply(*pieces))
         finished.clear()
         seen: list[int] = [0]
-        engine.token_received.connect(lambda _ev, s=seen: s.__setitem__(0, s[0] + 1))
+        count = lambda _ev, s=seen: s.__setitem__(0, s[0] + 1)  # noqa: E731
+        engine.token_received.connect(count)
         win.chat.send("again")
-        loop_wait(app, lambda f=frac, s=seen: s[0] >= f * len(pieces), 3600)
-        target = win.composer.box
+        loop_wait(app, lambda f=frac, s=seen: s[0] >= f * n, 3600)
+        win.activateWindow()
+        loop_wait(app, lambda: app.activeWindow() is win, 10, check_ms=2)
+        target = win.chat_view  # not the composer: Esc must stop the reply from anywhere
+        target.setFocus()
+        loop_wait(app, lambda t=target: app.focusWidget() is t, 10, check_ms=2)
         t0 = time.perf_counter()
-        app.sendEvent(target, QKeyEvent(QEvent.Type.KeyPress, Qt.Key.Key_Escape, Qt.KeyboardModifier.NoModifier))
+        QTest.keyClick(target, Qt.Key.Key_Escape)
         loop_wait(app, lambda: bool(finished), 60, check_ms=2)
         loop_wait(app, lambda: win.composer.button.text() == "Send", 60, check_ms=2)
-        out.append(round(1000 * (finished[0] - t0), 1))
+        out.append(round(1000 * (finished[0][0] - t0), 1))
         settled.append(round(1000 * (time.perf_counter() - t0), 1))
-        engine.token_received.disconnect()
+        engine.token_received.disconnect(count)  # only this slot: a bare disconnect() drops the window's too
         loop_wait(app, lambda: not engine.generating, 10)
     return out, settled
 

@@ -24,6 +24,7 @@ from app.core.chat import ContextPolicy, StopReason
 from app.core.sampling import SamplerSettings
 from app.core.textstream import TextStream
 from app.engine.errors import CancelFlag
+from app.engine.forced import ForcedTokens
 from app.engine.funnel import make_chain
 from app.engine.funnel_store import ReplyLogits
 from app.engine.inspector import Inspector, Logits
@@ -108,6 +109,7 @@ def decode_loop(
     t0: int,
     shift_context: Callable[[list[int]], bool],
     store: ReplyLogits | None = None,
+    forced: ForcedTokens | None = None,
 ) -> DecodeResult:
     """Sample, detokenize, check stops, evaluate the token; repeat (see the module docstring).
 
@@ -123,6 +125,7 @@ def decode_loop(
         shift_context: makes room in the KV cache given the tokens generated so far (the
             last one not yet evaluated); False when nothing could be freed or Stop was pressed.
         store: keeps each step's logits for the funnel (:class:`ReplyLogits`); None: not kept.
+        forced: benchmark/test only (:mod:`app.engine.forced`): keep its tokens instead of the sampled ones.
     """
     stream = TextStream(stop_strings)
     max_tokens = req.sampler.max_tokens
@@ -155,6 +158,8 @@ def decode_loop(
                 cands = inspector.top_candidates(logits, want)
                 last_cands = time.perf_counter_ns()
         token = llama_cpp.llama_sampler_sample(chain, llm.ctx, -1)
+        if forced is not None:
+            token = forced.next(token)
         if store is not None:
             store.record(logits if logits is not None else inspector.logits(), token)
         now = time.perf_counter_ns()

@@ -37,6 +37,7 @@ from app.core.memory import KVCacheLayout, kv_cache_layout, n_ubatch_for
 from app.engine import kv_snapshot
 from app.engine.decode import DecodeResult, TurnStats, decode_loop, make_sampler
 from app.engine.errors import CancelFlag, EngineError
+from app.engine.forced import forced_from_env
 from app.engine.funnel import run_funnel
 from app.engine.funnel_store import ReplyLogits
 from app.engine.inspector import Inspector
@@ -365,6 +366,7 @@ class Session:
                 t0=t0,
                 shift_context=lambda generated: self._shift_context(req, messages, generated, stats, t0),
                 store=store,
+                forced=forced_from_env(lambda text: m.prompt.tokenize(text, False), m.vocab.eos),
             )
         finally:
             llama_cpp.llama_sampler_free(chain)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, QSize, Qt, Signal
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QMenu, QPushButton, QSizePolicy, QToolButton, QWidget
 
@@ -75,6 +75,60 @@ class ModelsBar(_NavBar):
         self.row.addStretch(1)
 
 
+class StateLabel(QLabel):
+    """The engine's state (``● generating``), sized to its whole text in its own font.
+
+    It was a fixed 90 px, which cut ``● generatin``. It asks for its whole text (the model
+    picker gives way first); only when the bar has no room for both does it shrink, never
+    below the width of ``● generating``, and then a longer text (``● starting engine…``) is
+    elided with the whole text as its tooltip.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("")
+        self._full = ""
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
+
+    @property
+    def full_text(self) -> str:
+        """The whole state text (the label may show it elided)."""
+        return self._full
+
+    def set_full_text(self, text: str) -> None:
+        self._full = text
+        self._fit()
+
+    def _chrome(self) -> int:
+        m = self.contentsMargins()
+        return m.left() + m.right() + 2 * self.margin() + 4
+
+    def sizeHint(self) -> QSize:
+        return QSize(self.fontMetrics().horizontalAdvance(self._full) + self._chrome(), super().sizeHint().height())
+
+    def minimumSizeHint(self) -> QSize:
+        floor = self.fontMetrics().horizontalAdvance(f"● {_STATE_TEXT[EngineState.GENERATING]}") + self._chrome()
+        return QSize(min(self.sizeHint().width(), floor), super().minimumSizeHint().height())
+
+    def _fit(self) -> None:
+        self.updateGeometry()
+        room = self.width() - self._chrome() + 4
+        if self.width() >= self.sizeHint().width():
+            self.setText(self._full)
+            self.setToolTip("")
+        else:
+            self.setText(self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideRight, room))
+            self.setToolTip(self._full)
+
+    def resizeEvent(self, e: QResizeEvent) -> None:
+        super().resizeEvent(e)
+        self._fit()
+
+    def changeEvent(self, e: QEvent) -> None:
+        super().changeEvent(e)
+        if e.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange):
+            self._fit()
+
+
 class TopBar(_NavBar):
     """The chat page's bar: navigation, the model picker (its menu is filled by the window
     just before it opens, see :attr:`model_menu`) and the engine's state."""
@@ -89,10 +143,8 @@ class TopBar(_NavBar):
         self.model_button.setMinimumWidth(MODEL_BUTTON_MIN_PX)
         self._model_text = NO_MODEL_TEXT
         self.row.addWidget(self.model_button)
-        self.state_label = QLabel("")
+        self.state_label = StateLabel()
         self.state_label.setObjectName("stateLabel")
-        self.state_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.state_label.setMinimumWidth(90)
         self.row.addWidget(self.state_label)
         self.row.addStretch(1)
         self.set_model_text(NO_MODEL_TEXT)
@@ -120,7 +172,7 @@ class TopBar(_NavBar):
             m.left()
             + m.right()
             + sum(b.sizeHint().width() for b in self.nav.values())
-            + self.state_label.minimumWidth()
+            + self.state_label.sizeHint().width()
             + 8
             + 4 * max(0, self.row.spacing())
             + _BUTTON_CHROME_PX
@@ -131,7 +183,8 @@ class TopBar(_NavBar):
 
     def show_state(self, state: EngineState) -> None:
         """``● ready``, ``● loading…``... coloured by the stylesheet's ``state`` property."""
-        self.state_label.setText(f"● {_STATE_TEXT[state]}")
         self.state_label.setProperty("state", state.value)
         self.state_label.style().unpolish(self.state_label)
         self.state_label.style().polish(self.state_label)
+        self.state_label.set_full_text(f"● {_STATE_TEXT[state]}")
+        self._elide_model_text()  # the picker gets what the state leaves

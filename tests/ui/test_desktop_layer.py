@@ -601,3 +601,82 @@ def test_chat_search_shortcuts_work_while_the_message_box_has_focus(qtbot, windo
         qtbot.keyClicks(window.chats_panel.search, "dragon")
         assert window.chats_panel.search.text() == "dragon" and box.toPlainText() == ""
         window.chats_panel.search.clear()
+
+
+# ------------------------------------------------------------------ labels are not cut at 1366x768 and 1280x720
+def test_the_engine_state_and_the_swa_cache_box_are_not_cut_on_small_screens(qtbot, tmp_path):
+    """'● generatin' in the top bar and 'full-size SWA cach' in the Model panel were cut at 1366x768."""
+    from PySide6.QtWidgets import QStyle
+
+    from app.ui.engine_client import EngineState
+    from app.ui.top_bar import _STATE_TEXT
+    from app.ui.window_layout import FRAME_ALLOWANCE
+    from tests.support.models import llama_metadata, llama_tensors, write_gguf
+    from tests.ui.conftest import TINY_TEMPLATE, close_window, load, make_window
+
+    swa_model = write_gguf(
+        tmp_path / "Tiny-SWA-Q4_1.gguf",
+        llama_metadata(
+            name="Tiny SWA",
+            file_type=3,
+            extra={
+                "tokenizer.chat_template": TINY_TEMPLATE,
+                "llama.attention.sliding_window": 64,
+                "llama.attention.sliding_window_pattern": [True, False],
+            },
+        ),
+        llama_tensors(qtype="Q4_1"),
+    )
+    window = make_window(qtbot)
+    try:
+        load(qtbot, window, swa_model)
+        box = window.model_panel.swa_full
+        for sw, sh in ((1366, 768), (1280, 720)):
+            w, h = sw - FRAME_ALLOWANCE[0], sh - FRAME_ALLOWANCE[1] - 40
+            window.resize(w, h)
+            qtbot.waitUntil(lambda w=w, h=h: window.size().toTuple() == (w, h))
+            for state in EngineState:
+                window.top_bar.show_state(state)
+                QApplication.processEvents()
+                label = window.top_bar.state_label
+                text = f"● {_STATE_TEXT[state]}"
+                assert label.text() == text
+                assert label.fontMetrics().horizontalAdvance(text) <= label.contentsRect().width(), (sw, text)
+            window.model_dock.raise_()
+            QApplication.processEvents()
+            assert box.isVisible(), "a model with sliding-window layers shows the SWA cache box"
+            style = box.style()
+            need = (
+                style.pixelMetric(QStyle.PixelMetric.PM_IndicatorWidth, None, box)
+                + style.pixelMetric(QStyle.PixelMetric.PM_CheckBoxLabelSpacing, None, box)
+                + box.fontMetrics().horizontalAdvance(box.text())
+            )
+            assert need <= box.width(), (sw, box.text(), need, box.width())
+            # the row's label says what the box is about
+            row_label = window.model_panel._load_form.labelForField(box)
+            assert row_label.text() == "SWA cache" and row_label.isVisible()
+            assert row_label.fontMetrics().horizontalAdvance(row_label.text()) <= row_label.contentsRect().width()
+    finally:
+        close_window(window)
+
+
+def test_a_squeezed_top_bar_elides_a_long_state_with_its_text_as_tooltip(qtbot):
+    from app.ui.engine_client import EngineState
+    from app.ui.top_bar import TopBar
+
+    bar = TopBar()
+    qtbot.addWidget(bar)
+    bar.show_state(EngineState.STARTING)
+    bar.resize(1200, 40)
+    bar.show()
+    qtbot.waitExposed(bar)
+    assert bar.state_label.text() == "● starting engine…" and not bar.state_label.toolTip()
+    bar.resize(bar.minimumSizeHint().width(), 40)
+    qtbot.waitUntil(lambda: bar.state_label.text() != "● starting engine…")
+    label = bar.state_label
+    assert label.text().endswith("…") and label.toolTip() == "● starting engine…"
+    assert label.fontMetrics().horizontalAdvance(label.text()) <= label.contentsRect().width()
+    # the common states still fit whole in the narrowest bar
+    bar.show_state(EngineState.GENERATING)
+    QApplication.processEvents()
+    assert label.text() == "● generating" and not label.toolTip()

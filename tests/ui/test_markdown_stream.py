@@ -10,7 +10,7 @@ import re
 from functools import lru_cache
 
 import pytest
-from PySide6.QtWidgets import QLabel
+from PySide6.QtWidgets import QApplication, QLabel
 
 from app.ui.chat import highlight, markdown
 from app.ui.chat.markdown import SegmentKind, StreamingDocument
@@ -176,3 +176,57 @@ def test_a_code_block_shows_all_its_lines(qtbot):
     (block,) = view.findChildren(CodeBlock)
     assert block.scroll.horizontalScrollBar().isVisible()
     assert block.scroll.viewport().height() >= block.body.sizeHint().height()
+
+
+def test_warm_up_loads_the_common_code_lexers_on_a_background_thread():
+    import threading
+
+    from app.ui.chat import highlight
+
+    highlight._warm.clear()  # as in a fresh process: nothing loaded yet
+    highlight._lexer.cache_clear()
+    highlight.highlight_chunk.cache_clear()
+    highlight.warm_up()
+    assert highlight._warm and highlight._warm[0] is not threading.current_thread()
+    highlight._warm[0].join(60)
+    assert not highlight._warm[0].is_alive()
+    before = highlight.highlight_chunk.cache_info().hits
+    for language in highlight.WARM_LANGUAGES:
+        highlight.highlight_chunk("", "x = 1", language)
+    # every language was loaded and highlighted already: the UI thread finds them ready
+    assert highlight.highlight_chunk.cache_info().hits - before == len(highlight.WARM_LANGUAGES)
+
+
+def test_the_reply_end_does_not_measure_the_reply_again(qtbot):
+    """Showing Continue, Edit... at a reply's end changed the message's minimum width (the header
+    row's), and the layout measured every label of the reply again at that width: 130-240 ms
+    on the UI thread for a 2,500-token table (Esc 'settled' up to 0.5 s)."""
+    from app.ui.chat import message as message_mod
+    from app.ui.chat.view import ChatView
+
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.resize(760, 600)
+    view.show()
+    qtbot.waitExposed(view)
+    w = view.add_message("assistant", "", message_id=1)
+    w.set_streaming(True)
+    rows = "\n".join(f"| {i} | alpha beta | {i * 37 % 1000}.5 | `gamma` |" for i in range(1, 121))
+    w.set_text("Here is the table.\n\n| # | Name | Value | Note |\n|---:|---|---:|---|\n" + rows + "\n")
+    w.refresh()
+    w.set_streaming(False)
+    qtbot.wait(100)  # laid out, the scroll bar shown
+    QApplication.processEvents()
+    labels = w.findChildren(message_mod.RichLabel)
+    assert len(labels) > 10
+    before = w.minimumSizeHint().width()
+    cached = {id(label): set(label._heights) for label in labels}
+    w.set_badge("stopped")
+    w.set_can_continue(True)
+    w.set_footer("120 tokens · 30 tok/s")
+    QApplication.processEvents()
+    assert w.continue_btn.isVisible()
+    assert w.minimumSizeHint().width() == before
+    # no label was laid out at a width it had not been measured at before (RichLabel caches per width)
+    new = [(sorted(cached[id(label)]), sorted(set(label._heights) - cached[id(label)])) for label in labels]
+    assert all(not n for _, n in new), new

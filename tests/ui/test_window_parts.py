@@ -189,6 +189,41 @@ def test_the_repaint_clock_runs_text_panels_plot_and_flush_at_their_rates():
     assert panels == [True]  # once done, the final figures and plot show at once
 
 
+def test_the_repaint_clock_never_flushes_to_disk_on_a_panel_tick():
+    turn = LiveTurn()
+    turn.start()
+    clock = RepaintClock(turn)
+    log: list[tuple[int, str]] = []
+    tick = [0]
+    clock.text_due.connect(lambda: tick.__setitem__(0, tick[0] + 1))
+    clock.panels_due.connect(lambda _plot: log.append((tick[0], "panels")))
+    clock.flush_due.connect(lambda: log.append((tick[0], "flush")))
+    for _ in range(90):  # three seconds
+        clock.tick()
+    flushes = {t for t, what in log if what == "flush"}
+    panels = {t for t, what in log if what == "panels"}
+    assert len(flushes) == 3 and len(panels) == 30
+    assert not flushes & panels  # the fsync and the panel repaint fall on different ticks
+
+
+def test_a_reply_start_freezes_the_objects_alive_so_collections_do_not_walk_them():
+    import gc
+
+    gc.unfreeze()
+    turn = LiveTurn()
+    clock = RepaintClock(turn)
+    clock.tick()
+    assert gc.get_freeze_count() == 0  # idle: nothing frozen
+    kept = [[i] for i in range(10)]  # tracked by the collector
+    turn.start()
+    clock.tick()
+    frozen = gc.get_freeze_count()
+    assert frozen > len(kept)  # the reply's start froze what was alive
+    clock.tick()
+    assert gc.get_freeze_count() == frozen  # once per reply, not per tick
+    gc.unfreeze()
+
+
 # ------------------------------------------------------------------ enums
 def test_turn_phases_are_an_enum_with_the_old_values():
     turn = LiveTurn()

@@ -18,6 +18,7 @@ from functools import lru_cache
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from app.ui.chat import highlight, mathtex
 from app.ui.chat.highlight import CODE_CHUNK, CODE_CONTEXT, code_chunks, highlight_chunk, pre
 from app.ui.chat.mathtex import MathStyle, current_style, protect, restore
 from app.ui.common import palette
@@ -357,6 +358,13 @@ class StreamingDocument:
             last = [replace(last[0], source=last[0].source.rsplit("\n", 1)[0])]
         tail = [_segment(p) for p in last]
         return newly, tail
+
+
+def warm_up() -> None:
+    """Load the formula renderer and the common code lexers on background threads (once each), so that
+    the first formula or code block of a reply does not stall the UI thread."""
+    mathtex.warm_up()
+    highlight.warm_up()
 
 
 def plain_to_html(text: str) -> str:

@@ -22,12 +22,11 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.chat import Role
-from app.ui.chat.markdown import TEXT_CSS, Segment, SegmentKind, StreamingDocument, plain_to_html
-from app.ui.chat.mathtex import warm_up
+from app.ui.chat.markdown import TEXT_CSS, Segment, SegmentKind, StreamingDocument, plain_to_html, warm_up
 from app.ui.common import dialogs
 
-# The formula renderer loads on a background thread as soon as the window's message widgets are
-# imported (window creation), long before a reply can need it (mathtex.warm_up).
+# The formula renderer and the common code lexers load on background threads as soon as the window's
+# message widgets are imported (window creation), long before a reply can need them (markdown.warm_up).
 warm_up()
 
 
@@ -372,7 +371,16 @@ class MessageWidget(QFrame):
         if message_id is None:
             for b in (self.edit_btn, self.regen_btn, self.delete_btn):
                 b.hide()
-        lay.addLayout(head)
+        # The header row adds nothing to the message's minimum width (Ignored, like the message
+        # itself): otherwise showing Continue or Edit at a reply's end changed that minimum, and the
+        # layout measured every label of the reply again at the new width (130-240 ms for a
+        # 2,500-token table, on the UI thread, when the reply ends).
+        header = QWidget()
+        header.setObjectName("msgHeader")
+        header.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        head.setContentsMargins(0, 0, 0, 0)
+        header.setLayout(head)
+        lay.addWidget(header)
         if role is Role.USER:
             self.body: QWidget = _rich_label(plain_to_html(text), "userText")
         else:

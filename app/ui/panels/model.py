@@ -147,7 +147,9 @@ class ModelPanel(QWidget):
         self.policy.setToolTip(
             "What happens when the conversation no longer fits in n_ctx. Applies to the next reply; no reload needed."
         )
-        self.swa_full = QCheckBox("full-size SWA cache")
+        # The row's label names it and the box says "full size": one long box text was cut in a
+        # narrow dock ("full-size SWA cach" at 1366x768).
+        self.swa_full = QCheckBox("full size")
         self.swa_full.setToolTip(
             "Keep every token in the sliding-window layers' cache (more memory) so a "
             "cached prefix longer than the window can be reused across turns."
@@ -165,8 +167,10 @@ class ModelPanel(QWidget):
         form.addRow("n_threads", self.n_threads)
         form.addRow("n_batch", self.n_batch)
         form.addRow("context policy", self.policy)
-        form.addRow("", self.swa_full)
-        self.swa_full.hide()
+        self.swa_full.setAccessibleName("full-size SWA cache")
+        form.addRow("SWA cache", self.swa_full)
+        self._load_form = form
+        form.setRowVisible(self.swa_full, False)  # shown for a model with sliding-window layers
         lay.addLayout(form)
         for w in (self.n_ctx, self.n_gpu_layers, self.n_threads, self.n_batch, self.policy):
             w.setMinimumWidth(60)
@@ -307,7 +311,7 @@ class ModelPanel(QWidget):
             val.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             self.facts.addRow(k, val)
         self.template_btn.setVisible(bool(loaded.chat_template))
-        self.swa_full.setVisible(any(swa))
+        self._load_form.setRowVisible(self.swa_full, any(swa))
         self._edited()
 
     def _person_edited(self) -> None:
