@@ -15,7 +15,7 @@ the engine checks between prefill chunks and decode steps (docs/architecture.md,
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 from app.core.chat import ChatMessage, GenerationStats, LoadSettings
 from app.core.funnel import Funnel
@@ -75,6 +75,7 @@ class Generate:
     top_candidates: int = 0
     continue_last: bool = False
     context_policy: str | None = None
+    _: KW_ONLY  # the later fields are named at every call (positional use put keep_logits into raw_prompt)
     raw_prompt: str | None = None
     candidates_every_token: bool = False
     external: bool = False

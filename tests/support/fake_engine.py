@@ -256,7 +256,7 @@ class FakeEngine(EngineClient):
             top_candidates,
             continue_last,
             context_policy,
-            keep_logits,
+            keep_logits=keep_logits,
         )
         if keep_logits:
             self._kept = (rid, sampler, [])
