@@ -191,3 +191,17 @@ def test_tab_goes_through_messages_built_while_scrolling_in_the_order_shown(qtbo
         qtbot.keyClick(focus, Qt.Key.Key_Tab)
     assert len(seen) >= 4
     assert seen == ids[ids.index(seen[0]) : ids.index(seen[0]) + len(seen)]  # each next message, oldest first
+
+
+def test_messages_built_in_the_background_are_kept_out_of_full_garbage_collections(qtbot, window):
+    import gc
+
+    conv, _ids = _long_chat(window)
+    window.open_conversation(conv)
+    view = window.chat_view
+    frozen_before = gc.get_freeze_count()
+    built_before = len(view.messages)
+    qtbot.waitUntil(lambda: len(view.messages) > built_before + 2, timeout=30_000)
+    # each message built in the background is frozen with what it made (a full collection
+    # would otherwise walk every message built so far, mid-scroll)
+    assert gc.get_freeze_count() > frozen_before
