@@ -267,3 +267,7 @@ def _keep_private(db: Path) -> None:
             make_private(path)
         except OSError as exc:  # not ours to change (another owner): the history still opens
             logging.getLogger(__name__).warning("could not make %s private: %s", path, exc)
+
+
+if __name__ == "__main__":  # python -m app.main works as python -m app does
+    raise SystemExit(main())

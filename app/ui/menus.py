@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 COMPOSER_KEYS: tuple[tuple[str, str], ...] = (
     ("Send the message", "Enter"),
     ("New line in the message", "Shift+Enter"),
-    ("Stop the reply (in the message box)", "Esc"),
+    ("Stop the reply (from anywhere in the window)", "Esc"),
     ("Next / previous control", "Tab / Shift+Tab"),
 )
 DOCK_KEYS = ("Ctrl+Shift+1", "Ctrl+Shift+2", "Ctrl+Shift+3", "Ctrl+Shift+4", "Ctrl+Shift+5", "Ctrl+Shift+6")

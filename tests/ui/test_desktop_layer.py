@@ -680,3 +680,19 @@ def test_a_squeezed_top_bar_elides_a_long_state_with_its_text_as_tooltip(qtbot):
     bar.show_state(EngineState.GENERATING)
     QApplication.processEvents()
     assert label.text() == "● generating" and not label.toolTip()
+
+
+def test_closing_the_shortcuts_sheet_with_esc_gives_the_window_its_keys_back(qtbot, window):
+    from PySide6.QtWidgets import QApplication
+
+    from app.ui.common.dialogs import TextDialog
+
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=5_000)
+    window.menu_actions.shortcuts.trigger()
+    [dlg] = [d for d in window.findChildren(TextDialog) if d.objectName() == "shortcutsDialog" and d.isVisible()]
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is dlg, timeout=5_000)
+    qtbot.keyClick(dlg.text_box, Qt.Key.Key_Escape)
+    assert not dlg.isVisible()
+    # the window is active again: Ctrl+K (chat search) reaches it, typing does not go elsewhere
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=5_000)

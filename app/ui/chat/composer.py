@@ -25,7 +25,7 @@ class PromptBox(QPlainTextEdit):
         # Tab moves the focus on (Shift+Tab back), as in a form: keyboard users can leave the
         # box. A literal tab is pasted, not typed (code pasted with tabs keeps them).
         self.setTabChangesFocus(True)
-        self.setPlaceholderText("Message the model — Enter to send, Shift+Enter for a new line, Esc to stop")
+        self.setPlaceholderText("Message the model (Enter sends, Shift+Enter: new line)")
         self.setWordWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
         self.document().contentsChanged.connect(self._fit_height)
         self._fit_height()

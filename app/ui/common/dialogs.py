@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QUrl
-from PySide6.QtGui import QDesktopServices, QGuiApplication
+from PySide6.QtGui import QDesktopServices, QGuiApplication, QHideEvent
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
@@ -105,6 +105,15 @@ class TextDialog(QDialog):
     def _copy(self) -> None:
         QGuiApplication.clipboard().setText(self.text_box.toPlainText())
         self.copy_button.setText("Copied")
+
+    def hideEvent(self, e: QHideEvent) -> None:
+        """Closed (Esc, Close): the window it belongs to is active again, so its shortcuts
+        work at once and typing does not go astray (without a window manager, or with one
+        that does not hand the focus back, nothing else does it)."""
+        super().hideEvent(e)
+        parent = self.parentWidget()
+        if parent is not None:
+            parent.window().activateWindow()
 
 
 def show_text(parent: QWidget | None, title: str, text: str) -> TextDialog:
