@@ -92,6 +92,7 @@ class LiveTurn:
         self.reset(TurnPhase.DONE)
         self.final = stats
         self.stored = True
+        self.n_past = stats.context_used
 
     def start(self) -> None:
         """Reset for a new turn (prefill begins)."""
@@ -161,6 +162,9 @@ class LiveTurn:
         last rebuild kept). Evaluated: by the prompt's prefill (after a rebuild: by the
         rebuild). Generated: decoded since then.
         """
+        if self.prompt is None and self.final is not None:  # a stored reply: its own figures
+            f = self.final
+            return f.cached_tokens, f.evaluated_tokens, max(0, f.context_used - f.cached_tokens - f.evaluated_tokens)
         if self.shifts:
             reused, evaluated = self.kept_tokens, self.last_rebuild_tokens
             return reused, evaluated, max(0, self.n_past - reused - evaluated)

@@ -228,7 +228,7 @@ class StatsPanel(QWidget):
         v.setText(fmt.tok_s(dr) if dr else "—")
         s.setText("(n − 1) / (t_last − t_first)")
         v, s = self.tiles["tokens"]
-        prompt_n = t.prompt.prompt_tokens if t.prompt else 0
+        prompt_n = t.prompt.prompt_tokens if t.prompt else (final.prompt_tokens if final else 0)
         v.setText(f"{fmt.tokens(prompt_n)} → {fmt.tokens(t.generated)}")
         s.setText("prompt → generated")
 
