@@ -27,6 +27,7 @@ class BannerTopic(str, enum.Enum):
     MODELS_PAGE = "models-page"  # a notice from the models page (library, Hub, downloads)
     SYSTEM_PROMPT = "system-prompt"  # a chat's system prompt was edited (offer it for new chats)
     CONTEXT = "context"  # the context filled (a reply stopped at n_ctx, or old turns were dropped)
+    DELETED_MESSAGE = "deleted-message"  # Undo of a message deletion, until the chat changes
 
 
 class Banner(QFrame):

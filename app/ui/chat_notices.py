@@ -92,7 +92,9 @@ def message_deleted(w: MainWindow, deleted: DeletedMessages) -> None:
         if w.chat.undo_delete_message(deleted):
             w.banner.hide()
 
-    w.banner.show_message(Severity.INFO, f"Deleted the message{after}.", [("Undo", undo)])
+    w.banner.show_message(
+        Severity.INFO, f"Deleted the message{after}.", [("Undo", undo)], topic=BannerTopic.DELETED_MESSAGE
+    )
 
 
 def system_prompt_edited(w: MainWindow, text: str) -> None:

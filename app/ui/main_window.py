@@ -243,6 +243,8 @@ class MainWindow(QMainWindow):
         eng.engine_crashed.connect(self._on_crashed)
         eng.log_line.connect(lambda ev: self.banner.show_message(Severity(ev.level), ev.text))
         eng.generation_started.connect(lambda _rid: self.act_stop.setEnabled(True))
+        # A new turn changes the chat: undoing an earlier deletion would now reshuffle its branches.
+        eng.generation_started.connect(lambda _rid: self.banner.clear(BannerTopic.DELETED_MESSAGE))
         eng.generation_ended.connect(lambda _rid: self.act_stop.setEnabled(False))
         self.chat.notice.connect(lambda kind, text, topic: self.banner.show_message(kind, text, topic=topic))
         self.chat.repair_offered.connect(
@@ -398,7 +400,12 @@ class MainWindow(QMainWindow):
         self.chats_panel.set_current(conv_id)
         self._update_placeholder()
         chat_notices.show_reply_elsewhere(self)
-        for topic in (BannerTopic.SYSTEM_PROMPT, BannerTopic.CHAT_MODEL, BannerTopic.CONTEXT):
+        for topic in (
+            BannerTopic.SYSTEM_PROMPT,
+            BannerTopic.CHAT_MODEL,
+            BannerTopic.CONTEXT,
+            BannerTopic.DELETED_MESSAGE,
+        ):
             self.banner.clear(topic)  # about the chat that was shown
         self.chat.pending_system_prompt = None
         if conv_id is None:

@@ -234,6 +234,12 @@ def test_deleting_a_message_can_be_undone(qtbot, window):
     assert [(m.id, m.content) for m in window.conversations.active_path(conv)] == before
     assert [w.text for w in window.chat_view.messages] == [c for _, c in before]
     assert not window.banner.isVisible()
+    # Undo is offered until the chat changes: a new message takes it away
+    second_q = window.chat_view.messages[2]
+    second_q.action_requested.emit("delete", second_q.message_id, None)
+    assert window.banner.isVisible() and "Deleted the message" in window.banner.text.text()
+    send(qtbot, window, "A new question instead.")
+    assert not (window.banner.isVisible() and "Deleted the message" in window.banner.text.text())
 
 
 def _brightest_text(button) -> int:
