@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
 
 from app.core import protocol as P
@@ -433,3 +433,16 @@ def test_the_empty_chats_links_work_from_the_keyboard(qtbot):
         assert activated == ["open"]
     finally:
         close_window(win)
+
+
+def test_details_and_copy_stay_in_place_when_a_reply_ends(qtbot, window):
+    """Edit, Regenerate and ✕ appear when a reply ends: they must not push Details and Copy
+    from under the pointer (a click meant for Details regenerated the reply)."""
+    _start_endless_reply(qtbot, window)
+    reply_w = window.chat_view.messages[-1]
+    qtbot.waitUntil(lambda: reply_w.copy_btn.isVisible())
+    during = reply_w.copy_btn.mapTo(reply_w, QPoint(0, 0)).x()
+    with qtbot.waitSignal(window.engine.generation_finished, timeout=5_000):
+        window.chat.stop()
+    qtbot.waitUntil(lambda: reply_over(window) and reply_w.regen_btn.isVisible())
+    assert reply_w.copy_btn.mapTo(reply_w, QPoint(0, 0)).x() == during

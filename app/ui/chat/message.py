@@ -343,6 +343,14 @@ class MessageWidget(QFrame):
         for w in (self.prev_btn, self.branch_label, self.next_btn):
             head.addWidget(w)
             w.hide()
+        # Continue comes first (left of Details): it appears only when a reply ends cut off, and
+        # the header is right-aligned, so it moves nothing the person may be about to click.
+        self.continue_btn = self._action_button(
+            "Continue", "Continue this reply where it stopped", lambda: self._emit(MessageAction.CONTINUE)
+        )
+        self.continue_btn.hide()
+        if role is Role.ASSISTANT:
+            head.addWidget(self.continue_btn)
         self.info_btn = self._action_button("Details", "", self.show_details)
         self.info_btn.hide()
         self.details_dialog: dialogs.TextDialog | None = None
@@ -355,12 +363,7 @@ class MessageWidget(QFrame):
         self.regen_btn = self._action_button(
             "Regenerate", "A new reply; this one stays as a branch", lambda: self._emit(MessageAction.REGENERATE)
         )
-        self.continue_btn = self._action_button(
-            "Continue", "Continue this reply where it stopped", lambda: self._emit(MessageAction.CONTINUE)
-        )
-        self.continue_btn.hide()
         if role is Role.ASSISTANT:
-            head.addWidget(self.continue_btn)
             head.addWidget(self.regen_btn)
         else:
             self.regen_btn.hide()
@@ -514,6 +517,11 @@ class MessageWidget(QFrame):
             b.setVisible(
                 not on and self.message_id is not None and (b is not self.regen_btn or self.role is Role.ASSISTANT)
             )
+            # While hidden for the stream they keep their place, so Details and Copy do not move
+            # under the pointer when the reply ends (a click meant for Details regenerated it).
+            policy = b.sizePolicy()
+            policy.setRetainSizeWhenHidden(on)
+            b.setSizePolicy(policy)
 
     def set_can_continue(self, on: bool, why_not: str = "") -> None:
         """Offer Continue (a reply that was cut off). ``why_not``: Continue cannot work now; the
