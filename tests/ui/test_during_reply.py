@@ -342,3 +342,22 @@ def test_choosing_drop_oldest_turns_enables_continue_and_takes_the_context_full_
     assert window.banner.isVisible() and window.banner.topic is BannerTopic.CONTEXT
     window.new_chat()
     assert not window.banner.isVisible()
+
+
+def test_a_question_whose_reply_was_deleted_offers_reply(qtbot, window):
+    window.engine.script(reply("Paris", "."))
+    send(qtbot, window, "Capital of France?")
+    question, answer = window.chat_view.messages
+    assert not question.regen_btn.isVisible()  # answered: nothing to offer
+    answer.action_requested.emit("delete", answer.message_id, None)
+    [question] = window.chat_view.messages
+    assert question.regen_btn.isVisible() and question.regen_btn.text() == "Reply"
+    window.engine.script(reply("Paris", " again", "."))
+    with qtbot.waitSignal(window.engine.generation_finished, timeout=10_000):
+        question.regen_btn.click()
+    qtbot.waitUntil(lambda: reply_over(window) and len(window.chat_view.messages) == 2)
+    conv = window.chat.conversation_id
+    path = window.conversations.active_path(conv)
+    assert [m.content for m in path] == ["Capital of France?", "Paris again."]
+    assert path[1].parent_id == path[0].id
+    assert not window.chat_view.messages[0].regen_btn.isVisible()

@@ -190,8 +190,13 @@ class ChatController(QObject):
             self.view.clear()
             return
         path = {m.id: m for m in self.store.active_path(self.conversation_id)}
+        last = next(reversed(path.values()), None)
         # Older messages of a long chat are built as the view needs them (ChatView.show_messages).
         self.view.show_messages(list(path), lambda mid: self._shown_widget(path[mid]))
+        if last is not None and last.role is Role.USER and self._reply_id is None:
+            w = self.view.widget_for(last.id)
+            if w is not None:
+                w.set_can_reply(True)  # its reply was deleted, or never came
         if focus_message is not None:
             self.view.scroll_to_message(focus_message)
 
@@ -301,12 +306,19 @@ class ChatController(QObject):
         return self._start_reply(parent_id=mid)
 
     def regenerate(self, message_id: int) -> bool:
-        """A new reply next to ``message_id`` (the old one stays as a branch)."""
+        """A new reply next to ``message_id`` (the old one stays as a branch); for a user
+        message left without an answer (the last one), its reply."""
         if self.busy:
             self._say_busy()
             return False
         if not self._engine_ready():
             return False
+        m = self.store.get_message(message_id)
+        if m.role is Role.USER:
+            w = self.view.widget_for(message_id)
+            if w is not None:
+                w.set_can_reply(False)
+            return self._start_reply(parent_id=message_id)
         new_id = self.store.regenerate(message_id, self._meta())
         self.render()
         return self._stream_into(new_id, continue_last=False)

@@ -363,10 +363,9 @@ class MessageWidget(QFrame):
         self.regen_btn = self._action_button(
             "Regenerate", "A new reply; this one stays as a branch", lambda: self._emit(MessageAction.REGENERATE)
         )
-        if role is Role.ASSISTANT:
-            head.addWidget(self.regen_btn)
-        else:
-            self.regen_btn.hide()
+        head.addWidget(self.regen_btn)
+        if role is not Role.ASSISTANT:
+            self.regen_btn.hide()  # a user message's is "Reply" (set_can_reply)
         self.delete_btn = self._action_button(
             "✕", "Delete this message and what follows it in this branch", lambda: self._emit(MessageAction.DELETE)
         )
@@ -522,6 +521,16 @@ class MessageWidget(QFrame):
             policy = b.sizePolicy()
             policy.setRetainSizeWhenHidden(on)
             b.setSizePolicy(policy)
+
+    def set_can_reply(self, on: bool) -> None:
+        """Offer "Reply" on a user message left without an answer (its reply was deleted, or
+        never came): the same action as Regenerate, answering this message."""
+        if self.role is not Role.USER:
+            return
+        self.regen_btn.setText("Reply")
+        self.regen_btn.setToolTip("Ask the model to answer this message")
+        self.regen_btn.setAccessibleName("Ask the model to answer this message")
+        self.regen_btn.setVisible(on and self.message_id is not None)
 
     def set_can_continue(self, on: bool, why_not: str = "") -> None:
         """Offer Continue (a reply that was cut off). ``why_not``: Continue cannot work now; the
