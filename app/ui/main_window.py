@@ -252,6 +252,7 @@ class MainWindow(QMainWindow):
         )
         self.chat.reply_conversation_changed.connect(lambda _conv: chat_notices.show_reply_elsewhere(self))
         self.chat.message_deleted.connect(lambda deleted: chat_notices.message_deleted(self, deleted))
+        self.chat.message_deleted.connect(lambda _d: self._show_last_reply_stats(self.chat.conversation_id))
         self.chat.reply_finished.connect(lambda stats: self.sampler_panel.show_seed_used(stats.seed))
         self.settings_ctl.changed.connect(self._settings_changed)
         self.sampler_panel.settings_changed.connect(self._sampler_edited)
@@ -416,11 +417,7 @@ class MainWindow(QMainWindow):
                 self._applying_conversation = False
             return
         conv = self.conversations.get_conversation(conv_id)
-        if not self.engine.generating:
-            # The Stats panel shows the chat's last reply until a new turn starts.
-            replies = [m for m in self.conversations.active_path(conv_id) if m.meta.stats is not None]
-            if replies and replies[-1].meta.stats is not None:
-                self.turn.show_stored(replies[-1].meta.stats)
+        self._show_last_reply_stats(conv_id)
         self._applying_conversation = True
         try:
             self.system_bar.set_text(conv.system_prompt)
@@ -589,6 +586,18 @@ class MainWindow(QMainWindow):
         self.stats_panel.refresh(plot=plot)
         self.tokens_panel.refresh()
         self.funnel.tick()
+
+    def _show_last_reply_stats(self, conv_id: int | None) -> None:
+        """The Stats panel shows the chat's last reply (stored) until a new turn starts; nothing
+        when it has none (a deleted reply's figures are not left on screen)."""
+        if self.engine.generating:
+            return  # the panels show the reply in flight
+        replies = [] if conv_id is None else self.conversations.active_path(conv_id)
+        stats = [m.meta.stats for m in replies if m.meta.stats is not None]
+        if stats:
+            self.turn.show_stored(stats[-1])
+        else:
+            self.turn.reset()
 
     def _update_placeholder(self) -> None:
         self.chat_view.set_placeholder(

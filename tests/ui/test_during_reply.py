@@ -361,3 +361,20 @@ def test_a_question_whose_reply_was_deleted_offers_reply(qtbot, window):
     assert [m.content for m in path] == ["Capital of France?", "Paris again."]
     assert path[1].parent_id == path[0].id
     assert not window.chat_view.messages[0].regen_btn.isVisible()
+
+
+def test_deleting_the_last_reply_takes_its_figures_off_the_stats_panel(qtbot, window):
+    window.engine.script(reply("One", "."))
+    first = send(qtbot, window, "First?")
+    window.engine.script(reply("Two", " words", "."))
+    send(qtbot, window, "Second?")
+    answer = window.chat_view.messages[-1]
+    answer.action_requested.emit("delete", answer.message_id, None)
+    window.stats_panel.refresh()
+    # the panel now shows the chat's last reply still there (the first), stored
+    assert window.stats_panel.phase.text().startswith("✓ Last reply in this chat (stored)")
+    assert window.turn.generated == first.stats.generated_tokens == 2
+    only_q = window.chat_view.messages[0]
+    only_q.action_requested.emit("delete", only_q.message_id, None)
+    window.stats_panel.refresh()
+    assert window.stats_panel.phase.text() == "No reply yet"
