@@ -73,13 +73,17 @@ def conversation_deleted(w: MainWindow, conv_id: int, title: str) -> None:
     chat, for Undo); if it was shown, a new chat is shown instead. The banner offers Undo."""
     if w.chat.reply_conversation_id == conv_id:
         w.chat.stop()
-    if w.chat.conversation_id == conv_id:
+    was_shown = w.chat.conversation_id == conv_id
+    if was_shown:
         w.new_chat()
 
     def undo() -> None:
         w.conversations.undo_delete(conv_id)
         w.chats_panel.refresh()
         w.banner.hide()
+        # It was shown, and the person has not started another chat since: show it again.
+        if was_shown and w.chat.conversation_id is None and not w.composer.box.toPlainText().strip():
+            w.open_conversation(conv_id)
 
     w.banner.show_message(Severity.INFO, f"Deleted “{html.escape(title)}”.", [("Undo", undo)])
 

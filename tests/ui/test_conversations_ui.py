@@ -165,9 +165,12 @@ def test_list_search_rename_delete_and_undo(qtbot, window):
     panel.delete(first_id)
     assert first_id not in _ids(panel)
     assert window.banner.isVisible() and "Deleted" in window.banner.text.text()
+    assert window.chat.conversation_id is None  # it was shown: a new chat is shown instead
     banner_button(window, "Undo").click()
     assert first_id in _ids(panel)
     assert window.conversations.get_conversation(first_id).title == "Zebra facts"
+    assert window.chat.conversation_id == first_id  # and Undo shows it again
+    assert window.chat_view.messages[0].text == "Tell me about zebras."
 
 
 def test_export_markdown_and_json_then_import(qtbot, window, tmp_path, monkeypatch):
