@@ -319,3 +319,20 @@ def test_llama_log_lines_take_their_severity_from_the_engine(qtbot):
         assert win.banner.severity is Severity.WARNING
     finally:
         _close(win)
+
+
+def test_a_cpu_only_build_says_how_to_get_a_gpu_in_a_checkout_and_not_in_the_bundle(qtbot, monkeypatch):
+    import sys
+
+    from app.core.chat import LoadSettings
+    from app.ui.panels.model import ModelPanel
+
+    panel = ModelPanel(LoadSettings())
+    qtbot.addWidget(panel)
+    panel.set_gpu_offload(False)
+    assert "Rebuild llama-cpp-python" in panel.gpu_note.text()
+    monkeypatch.setattr(sys, "frozen", True, raising=False)  # as in the PyInstaller bundle
+    panel.set_gpu_offload(False)
+    assert "CPU only" in panel.gpu_note.text() and "Rebuild" not in panel.gpu_note.text()
+    panel.set_gpu_offload(True)
+    assert panel.gpu_note.text() == ""

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -232,12 +233,16 @@ class ModelPanel(QWidget):
     def set_gpu_offload(self, available: bool) -> None:
         self.gpu_offload = available
         self.n_gpu_layers.setEnabled(available)
-        self.gpu_note.setText(
-            ""
-            if available
-            else "This llama.cpp build is CPU-only: n_gpu_layers has no effect. "
-            'Rebuild llama-cpp-python with CMAKE_ARGS="-DGGML_CUDA=on" (or -DGGML_METAL=on) to use a GPU.'
-        )
+        if available:
+            note = ""
+        elif getattr(sys, "frozen", False):  # the double-click build: nothing to rebuild there
+            note = "This build of Glassbox runs on the CPU only: n_gpu_layers has no effect."
+        else:
+            note = (
+                "This llama.cpp build is CPU-only: n_gpu_layers has no effect. "
+                'Rebuild llama-cpp-python with CMAKE_ARGS="-DGGML_CUDA=on" (or -DGGML_METAL=on) to use a GPU.'
+            )
+        self.gpu_note.setText(note)
 
     def set_loading(self, path: str) -> None:
         self.name.setText(f"Loading {Path(path).name} …")
