@@ -101,6 +101,7 @@ def _open_model(window, path: Path, *, explicit: bool) -> None:
     from app.ui.common.severity import Severity
 
     if path.exists():
+        window.show_page("chat")  # where the model's chat is (the Models page may be shown)
         window.load_model(str(path))
     elif explicit:
         window.banner.show_message(

@@ -446,3 +446,16 @@ def test_details_and_copy_stay_in_place_when_a_reply_ends(qtbot, window):
         window.chat.stop()
     qtbot.waitUntil(lambda: reply_over(window) and reply_w.regen_btn.isVisible())
     assert reply_w.copy_btn.mapTo(reply_w, QPoint(0, 0)).x() == during
+
+
+def test_a_model_handed_over_by_a_second_start_shows_the_chat(qtbot, tiny_model):
+    from app.main import receive_second_start
+
+    win = make_window(qtbot)
+    try:
+        win.show_page("models")
+        with qtbot.waitSignal(win.engine.model_loaded, timeout=10_000):
+            receive_second_start(win, [str(tiny_model)], str(tiny_model.parent))
+        assert win.pages.currentIndex() == 0  # the chat, where the model is used
+    finally:
+        close_window(win)

@@ -55,5 +55,6 @@ def placeholder_html(
         "<h2>No model loaded</h2>"
         + quick
         + f"<p><a href='{OPEN_LINK}'>Open a GGUF file</a> (Ctrl+O), drop one on this "
-        f"window, or <a href='{MODELS_LINK}'>find one on the Hugging Face Hub</a>.</p>"
+        f"window, or <a href='{MODELS_LINK}'>download a small starter model or find one on the Hugging Face "
+        "Hub</a> (the Models page says which fit this computer).</p>"
     )
