@@ -6,7 +6,11 @@ The module is loaded from its file (it is a script, run by ``bootstrap.py bundle
 from __future__ import annotations
 
 import importlib.util
+import io
+import shutil
+import subprocess
 import sys
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -79,3 +83,34 @@ def test_a_missing_licence_text_stops_the_build(bundle, tmp_path, monkeypatch):
     monkeypatch.setitem(bundle.COMPONENT_LICENCES, "latex2mathml", ("MIT", (empty,)))
     with pytest.raises(bundle.BuildError, match="latex2mathml"):
         bundle.collect_licences(tmp_path / "licenses")
+
+
+def test_the_deb_pins_libc6_ships_the_copyright_and_has_no_maintainer_scripts(bundle, tmp_path, monkeypatch):
+    """dpkg -r of a package without postinst/postrm or conffiles leaves no "rc" state behind."""
+    root = tmp_path / "checkout"
+    root.mkdir()
+    for name in ("README.md", "LICENSE"):
+        shutil.copy(ROOT / name, root / name)
+    app = tmp_path / "dist" / "glassbox"
+    (app / "_internal").mkdir(parents=True)
+    (app / "glassbox").write_bytes(_elf(b"GLIBC_2.2.5\x00GLIBC_2.34\x00"))
+    (app / "_internal" / "libexpat.so.1").write_bytes(_elf(b"GLIBC_2.25\x00GLIBC_2.36\x00"))
+    share = tmp_path / "share"
+    (share / "applications").mkdir(parents=True)
+    (share / "applications" / "x.desktop").write_text("[Desktop Entry]\n")
+    monkeypatch.setattr(bundle, "ROOT", root)
+    monkeypatch.setattr(bundle, "BUNDLE", app)
+    monkeypatch.setattr(bundle, "DIST", tmp_path / "dist")
+    deb = bundle.build_deb(share)
+
+    control = subprocess.run(["dpkg-deb", "--field", str(deb), "Depends"], capture_output=True, text=True, check=True)
+    assert "libc6 (>= 2.36)" in [d.strip() for d in control.stdout.split(",")]
+    members = subprocess.run(["dpkg-deb", "--ctrl-tarfile", str(deb)], capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(members)) as tar:
+        names = {Path(n).name for n in tar.getnames()}
+    assert "control" in names and not names & {"postinst", "postrm", "preinst", "prerm", "conffiles"}
+    contents = subprocess.run(["dpkg-deb", "--contents", str(deb)], capture_output=True, text=True, check=True)
+    assert "./usr/share/doc/glassbox/copyright" in contents.stdout and "./opt/glassbox/glassbox" in contents.stdout
+    extracted = tmp_path / "x"
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(extracted)], check=True)
+    assert (extracted / "usr/share/doc/glassbox/copyright").read_text() == (ROOT / "LICENSE").read_text()
