@@ -8,6 +8,7 @@ import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
 from PySide6.QtGui import QImage
 
 from app import APP_ID
@@ -196,3 +197,24 @@ def test_install_sh_refuses_to_step_on_a_source_checkout_install(qapp, tmp_path)
     assert done.returncode == 1 and "bootstrap.py uninstall" in done.stderr
     assert (share / "applications" / f"{APP_ID}.desktop").read_text() == entry_before
     assert not (home / ".local/opt").exists() and not (home / ".local/bin").exists()
+
+
+def test_bootstrap_install_writes_tryexec_and_refuses_to_step_on_a_tarball_install(qapp, tmp_path, monkeypatch, capsys):
+    share = tmp_path / "share"
+    monkeypatch.setenv("XDG_DATA_HOME", str(share))
+    assert desktop.main(["install", "--exec", "/x/venv/bin/python -m app", "--try-exec", "/x/venv/bin/python"]) == 0
+    entry = _entry((share / "applications" / f"{APP_ID}.desktop").read_text())
+    assert entry["TryExec"] == "/x/venv/bin/python" and entry["Exec"] == "/x/venv/bin/python -m app %f"
+    assert desktop.main(["uninstall"]) == 0
+
+    # The tarball's install.sh owns the entry now: install says so and writes nothing.
+    (share / "applications").mkdir(parents=True, exist_ok=True)
+    (share / "applications" / f"{APP_ID}.desktop").write_text("[Desktop Entry]\nExec=tarball\n")
+    (share / desktop.TARBALL_MANIFEST_NAME).write_text(f"f {share}/applications/{APP_ID}.desktop\n")
+    before = _snapshot(share)
+    capsys.readouterr()
+    assert desktop.main(["install", "--exec", "glassbox"]) == 1
+    assert "install.sh --uninstall" in capsys.readouterr().err
+    assert _snapshot(share) == before
+    with pytest.raises(desktop.InstallConflict):
+        desktop.install("glassbox", share)
