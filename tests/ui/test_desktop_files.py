@@ -146,7 +146,7 @@ def test_install_sh_keeps_someone_elses_glassbox_command_and_handles_spaces_in_p
     theirs.parent.mkdir(parents=True)
     theirs.write_text("#!/bin/sh\necho someone else's glassbox\n")
     before = _snapshot(home)
-    prefix = home / "Bob's apps and $tuff" / "Glass box"
+    prefix = home / "Bob's apps & $tuff \\new" / "Glass box"
     env = {"HOME": str(home), "PATH": os.environ["PATH"], "GLASSBOX_PREFIX": str(prefix)}
 
     done = subprocess.run(["sh", str(unpacked / "install.sh")], env=env, check=True, capture_output=True, text=True)
@@ -154,9 +154,10 @@ def test_install_sh_keeps_someone_elses_glassbox_command_and_handles_spaces_in_p
     assert theirs.read_text() == "#!/bin/sh\necho someone else's glassbox\n" and not theirs.is_symlink()
     entry = _entry((home / ".local/share/applications" / f"{APP_ID}.desktop").read_text())
     # Exec is a command line (quoted; `$` escaped, `\\` doubled by the file's string escaping);
-    # TryExec is a plain path.
-    assert entry["Exec"] == '"' + f"{prefix}/glassbox".replace("$", "\\\\$") + '" %f'
-    assert entry["TryExec"] == f"{prefix}/glassbox"
+    # TryExec is a plain string (unquoted, `\\` doubled).
+    quoted = "".join("\\" + c if c in '"`$\\' else c for c in f"{prefix}/glassbox")  # the Exec argument
+    assert entry["Exec"] == '"' + quoted.replace("\\", "\\\\") + '" %f'  # and the string's escaping
+    assert entry["TryExec"] == f"{prefix}/glassbox".replace("\\", "\\\\")
     command = done.stdout.strip().splitlines()[-1].removeprefix("Remove it with: ")
     assert shlex.split(command) == [f"{prefix}/install.sh", "--uninstall"]
     assert (prefix / "install.sh").read_bytes() == (ROOT / "packaging" / "install.sh").read_bytes()
