@@ -135,8 +135,16 @@ def _run(model: Path | None, home: Path) -> dict[str, Any]:
             "or put a model in Glassbox's library",
         )
     model = model.resolve()
-    if not model.is_file():
+    if not model.exists():
         raise SelfTestFailed("model", f"the model file {model} does not exist")
+    # The window's own check before a load: a text file, a truncated download or a folder fails
+    # here with what is wrong, not later as an engine error or a timeout.
+    from app.core.gguf_info import GGUFError, check_loadable
+
+    try:
+        check_loadable(model)
+    except GGUFError as exc:
+        raise SelfTestFailed("model", str(exc)) from exc
     os.environ["QT_QPA_PLATFORM"] = "offscreen"
     os.environ["GLASSBOX_HOME"] = str(home)
 

@@ -837,7 +837,10 @@ def cmd_install(args: argparse.Namespace) -> int:
     py = setup([], args.verbose)
     command = f'"{py}" -m app' if " " in str(py) else f"{py} -m app"
     return exec_in_venv(
-        py, [str(ROOT / "packaging" / "desktop.py"), "install", "--exec", command], dict(os.environ), args.dry_run
+        py,
+        [str(ROOT / "packaging" / "desktop.py"), "install", "--exec", command, "--try-exec", str(py)],
+        dict(os.environ),
+        args.dry_run,
     )
 
 

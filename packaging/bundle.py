@@ -7,15 +7,17 @@ from the ``bundle`` extra). Steps, each one line of output with its time:
    ``glassbox`` and ``_internal/``).
 2. ``ldd`` on every shared library in ``_internal/llama_cpp/lib`` and on the executable:
    a library that is "not found" stops the build (the bundle would not start).
-3. The licences of every distribution shipped (the project's requirements, recursively),
-   Python's, and llama.cpp's, into ``dist/glassbox/licenses/``.
+3. The licences of what it ships into ``dist/glassbox/licenses/``: Glassbox's (``LICENSE``),
+   Qt's (LGPL-3.0, GPL-3.0), llama.cpp's and latex2mathml's (``packaging/licenses/``), every
+   distribution shipped (the project's requirements, recursively) and Python's.
 4. The desktop files (``share/``: .desktop, hicolor icons, MIME type, metainfo;
    packaging/desktop.py), checked with ``desktop-file-validate`` and
    ``appstreamcli validate --no-net`` when they are installed; when they are not, a loud
    WARNING says the files were not validated (never a silent pass).
 5. ``dist/glassbox_<version>_<arch>.deb`` (dpkg-deb): ``/opt/glassbox``, ``/usr/bin/glassbox``,
    the menu entry, icons, MIME type and metainfo under ``/usr/share``; its Depends are the
-   Debian packages of the system libraries the bundle links against (dpkg -S).
+   Debian packages of the system libraries the bundle links against (dpkg -S), with ``libc6``
+   pinned to the highest ``GLIBC_x.y`` any ELF file in the bundle needs; no maintainer scripts.
 6. ``dist/glassbox-<version>-linux-<arch>.tar.gz`` with ``install.sh`` (per user, and
    ``install.sh --uninstall``).
 7. An AppImage only when ``appimagetool`` is on PATH (untested here: see the README).
@@ -193,13 +195,44 @@ def shipped_distributions() -> list[md.Distribution]:
     return [d for n, d in sorted(seen.items()) if n != "glassbox"]
 
 
-def collect_licences() -> None:
+LICENCES = ROOT / "packaging" / "licenses"
+# Components whose licence text the wheels do not carry (or carry elsewhere): name -> (licence, files).
+# The texts are committed under packaging/licenses/ so that a fresh machine has them: the LGPL-3.0
+# and the GPL-3.0 it builds on from Debian's /usr/share/common-licenses, llama.cpp's from its
+# repository (the LICENSE of the llama.cpp vendored in llama-cpp-python), latex2mathml's from its
+# repository (its wheel has only "License: MIT" in the metadata).
+COMPONENT_LICENCES: dict[str, tuple[str, tuple[Path, ...]]] = {
+    "Glassbox": ("Apache-2.0", (ROOT / "LICENSE",)),
+    "Qt, PySide6, shiboken6": ("LGPL-3.0-only", (LICENCES / "LGPL-3.0.txt", LICENCES / "GPL-3.0.txt")),
+    "llama.cpp and ggml": ("MIT", (LICENCES / "llama.cpp-MIT.txt",)),
+    "latex2mathml": ("MIT", (LICENCES / "latex2mathml-MIT.txt",)),
+}
+
+
+def component_folder(name: str) -> str:
+    """The folder name under ``licenses/`` of a :data:`COMPONENT_LICENCES` entry."""
+    return re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-")
+
+
+def collect_licences(dest: Path | None = None) -> Path:
+    """The licences of what the bundle ships into ``dest`` (default ``dist/glassbox/licenses``):
+    :data:`COMPONENT_LICENCES`, every shipped distribution's LICENSE/COPYING/NOTICE files,
+    Python's, and a README.txt listing each component with its licence. Returns ``dest``.
+    Raises BuildError when a committed licence text is missing or empty."""
     t0 = time.monotonic()
-    dest = BUNDLE / "licenses"
+    dest = dest or BUNDLE / "licenses"
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
     shutil.copy(ROOT / "README.md", dest / "Glassbox-README.md")
-    lines = [f"Glassbox {__version__} (Apache-2.0) ships these components:\n"]
+    lines = [f"Glassbox {__version__} (Apache-2.0, see Glassbox/LICENSE) ships these components:\n"]
+    for name, (lic, texts) in COMPONENT_LICENCES.items():
+        folder = dest / component_folder(name)
+        folder.mkdir()
+        for text in texts:
+            if not text.is_file() or text.stat().st_size == 0:
+                raise BuildError(f"the licence text {text} of {name} is missing or empty")
+            shutil.copy(text, folder / text.name)
+        lines.append(f"- {name}: {lic} ({', '.join(f'{folder.name}/{t.name}' for t in texts)})")
     for dist in shipped_distributions():
         name, version = dist.metadata["Name"], dist.version
         lic = dist.metadata.get("License-Expression") or dist.metadata.get("License") or ""
@@ -221,6 +254,7 @@ def collect_licences() -> None:
         lines.append(f"- Python {platform.python_version()}: PSF License")
     (dest / "README.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     say(f"licences: {len(lines) - 1} components into {dest} {took(t0)}")
+    return dest
 
 
 # --------------------------------------------------------------------------- 4. desktop files
@@ -287,13 +321,41 @@ def debian_depends() -> list[str]:
     return sorted(packages)
 
 
-POSTINST = """#!/bin/sh
-set -e
-if command -v update-mime-database >/dev/null 2>&1; then update-mime-database /usr/share/mime || true; fi
-if command -v update-desktop-database >/dev/null 2>&1; then update-desktop-database -q /usr/share/applications || true; fi
-if command -v gtk-update-icon-cache >/dev/null 2>&1; then gtk-update-icon-cache -q -t -f /usr/share/icons/hicolor || true; fi
-exit 0
-"""
+# A symbol version an ELF file needs is a NUL-terminated string in its .dynstr, named by its
+# .gnu.version_r entry: "GLIBC_2.36\0". Matching those bytes finds the same set as
+# `readelf -V` (checked on the bundle: libstdc++.so.6 and libexpat.so.1 need GLIBC_2.36) without
+# needing binutils; "GLIBC_PRIVATE" has no number and does not match.
+GLIBC_VERSION = re.compile(rb"GLIBC_(\d+)\.(\d+)(?:\.\d+)?\x00")
+
+
+def required_glibc(root: Path) -> tuple[int, int] | None:
+    """The highest ``GLIBC_x.y`` symbol version any ELF file under ``root`` needs, as ``(x, y)``;
+    None when no ELF file names one. Files not starting with the ELF magic are skipped."""
+    best: tuple[int, int] | None = None
+    for path in root.rglob("*"):
+        if not path.is_file() or path.is_symlink():
+            continue
+        with open(path, "rb") as f:
+            if f.read(4) != b"\x7fELF":
+                continue
+            data = f.read()
+        for major, minor in GLIBC_VERSION.findall(data):
+            version = (int(major), int(minor))
+            best = version if best is None or version > best else best
+    return best
+
+
+def versioned_depends(packages: list[str], glibc: tuple[int, int] | None) -> list[str]:
+    """``packages`` with ``libc6`` pinned to the glibc the bundle needs: ``libc6 (>= 2.36)``."""
+    if glibc is None:
+        return packages
+    pinned = f"libc6 (>= {glibc[0]}.{glibc[1]})"
+    return sorted({p for p in packages if p != "libc6"} | {pinned})
+
+
+# No postinst/postrm: dpkg's file triggers in shared-mime-info, hicolor-icon-theme and
+# desktop-file-utils rebuild the MIME, icon and menu caches when files land in or leave their
+# folders; a maintainer script would only leave the package in "rc" state after `dpkg -r`.
 
 
 def build_deb(share: Path) -> Path:
@@ -308,7 +370,9 @@ def build_deb(share: Path) -> Path:
     doc = root / "usr" / "share" / "doc" / "glassbox"
     doc.mkdir(parents=True)
     shutil.copy(ROOT / "README.md", doc / "README.md")
-    depends = debian_depends()
+    shutil.copy(ROOT / "LICENSE", doc / "copyright")  # Glassbox's; the others are in /opt/glassbox/licenses
+    glibc = required_glibc(BUNDLE)
+    depends = versioned_depends(debian_depends(), glibc)
     size_kib = dir_size(root) // 1024
     control = root / "DEBIAN"
     control.mkdir()
@@ -323,9 +387,6 @@ def build_deb(share: Path) -> Path:
         " llama.cpp, with panels for tokens, prefill, the KV cache, TTFT and decode speed.\n",
         encoding="utf-8",
     )
-    for script in ("postinst", "postrm"):
-        (control / script).write_text(POSTINST, encoding="utf-8")
-        (control / script).chmod(0o755)
     deb = DIST / f"glassbox_{__version__}_{DEB_ARCH}.deb"
     r = run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(root), str(deb)])
     if r.returncode != 0:

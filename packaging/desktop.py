@@ -42,6 +42,11 @@ from app import APP_ID  # noqa: E402 - after the path: run by file name, like bo
 ICON_SIZES = (16, 24, 32, 48, 64, 128, 256, 512)  # the hicolor sizes desktops look up
 SVG = RESOURCES / "glassbox.svg"
 MANIFEST_NAME = f"{APP_ID}.install.json"  # in $XDG_DATA_HOME: what install added
+TARBALL_MANIFEST_NAME = f"{APP_ID}.tarball-install.txt"  # in $XDG_DATA_HOME: what the tarball's install.sh added
+
+
+class InstallConflict(Exception):
+    """Another Glassbox install (the tarball's install.sh) owns the same menu entry and MIME type."""
 
 
 def data_home(environ: dict[str, str] | os._Environ[str] | None = None) -> Path:
@@ -143,14 +148,24 @@ def _tree(root: Path) -> tuple[set[str], set[str]]:
 TOUCHED = ("applications", "icons", "mime", "metainfo")  # the folders under $XDG_DATA_HOME we write in
 
 
-def install(exec_command: str, share: Path | None = None) -> dict[str, list[str]]:
+def install(exec_command: str, share: Path | None = None, try_exec: str | None = None) -> dict[str, list[str]]:
     """Add Glassbox to this user's menu and register ``application/x-gguf`` (``.gguf`` opens in it).
 
     Files go under ``share`` (default :func:`data_home`); a manifest there lists every file
     and folder this added (regenerated caches included), for :func:`uninstall`. Installing
-    again first removes the previous install. Returns the manifest.
+    again first removes the previous install. ``try_exec`` (a path) becomes the entry's
+    ``TryExec``: desktops hide the entry once that file is gone. Returns the manifest.
+
+    Raises InstallConflict when the tarball's ``install.sh`` has installed Glassbox here (both
+    would write the same files, and either uninstall would then remove the other's).
     """
     share = share or data_home()
+    if (share / TARBALL_MANIFEST_NAME).exists():
+        raise InstallConflict(
+            f"Glassbox from the tarball is installed here ({share / TARBALL_MANIFEST_NAME}); it owns the same "
+            "menu entry and GGUF type. Remove it first with `install.sh --uninstall` (a copy is in its install "
+            "folder, by default ~/.local/opt/glassbox/install.sh), then run this again."
+        )
     if (share / MANIFEST_NAME).exists():
         uninstall(share)
     before_files, before_dirs = set(), set()
@@ -159,7 +174,7 @@ def install(exec_command: str, share: Path | None = None) -> dict[str, list[str]
         before_files |= {f"{top}/{x}" for x in f}
         before_dirs |= {f"{top}/{x}" for x in d} | ({top} if (share / top).is_dir() else set())
     share_existed = share.is_dir()
-    ours = [str(p.relative_to(share)) for p in write_payload(share, exec_command)]
+    ours = [str(p.relative_to(share)) for p in write_payload(share, exec_command, try_exec)]
     refresh_caches(share)
     after_files, after_dirs = set(), set()
     for top in TOUCHED:
@@ -223,13 +238,18 @@ def main(argv: Iterable[str] | None = None) -> int:
     sub = p.add_subparsers(dest="command", required=True)
     i = sub.add_parser("install", help="add the menu entry, icons and GGUF type for this user")
     i.add_argument("--exec", required=True, help="the command that starts Glassbox (a %%f is appended)")
+    i.add_argument("--try-exec", help="the executable's path, for TryExec (the entry hides once it is gone)")
     sub.add_parser("uninstall", help="remove exactly what install added")
     s = sub.add_parser("stage", help="write the desktop files under a share/ folder (for packages)")
     s.add_argument("dest", type=Path)
     s.add_argument("--exec", default="glassbox")
     args = p.parse_args(list(argv) if argv is not None else None)
     if args.command == "install":
-        manifest = install(args.exec)
+        try:
+            manifest = install(args.exec, try_exec=args.try_exec)
+        except InstallConflict as exc:
+            print(f"not installed: {exc}", file=sys.stderr)
+            return 1
         print(f"installed {len(manifest['files'])} files under {data_home()} (Exec={args.exec} %f)")
         print(f"menu entry: {data_home() / 'applications' / (APP_ID + '.desktop')}")
     elif args.command == "uninstall":

@@ -2,7 +2,8 @@
 # Try the .deb on this machine as a person would (root; Debian/Ubuntu; Xvfb, xdotool, xdg-utils and
 # ImageMagick's `import`): dpkg -i, start Glassbox from its menu entry's Exec line on a virtual display
 # with the checkout's venv out of reach, open a .gguf with xdg-open (the registered MIME type) so it
-# lands in the running window, chat, take a screenshot, dpkg -r, and check that nothing is left.
+# lands in the running window, chat, take a screenshot, dpkg -r, and check that nothing is left (files,
+# `dpkg -l glassbox` not in "rc" state, no /var/lib/dpkg/info/glassbox.*).
 #
 #   packaging/try_deb.sh dist/glassbox_0.1.0_amd64.deb MODEL.gguf OUT_DIR [DISPLAY_NUMBER]
 set -euo pipefail
@@ -22,8 +23,15 @@ start_as_person() { exec env -i HOME="$home" PATH=/usr/local/bin:/usr/bin:/bin D
     XDG_DATA_DIRS=/usr/local/share:/usr/share XDG_RUNTIME_DIR="$home" GLASSBOX_HOME="$home/glassbox" "$@"; }
 
 before=$(mktemp); after=$(mktemp)
-find /opt /usr/bin /usr/share/applications /usr/share/icons/hicolor /usr/share/mime /usr/share/metainfo \
-    /usr/share/doc -xdev 2>/dev/null | sort > "$before"
+# The files a package can leave, and dpkg's own record of it: its status line (`dpkg -l`: "rc" when
+# config or maintainer scripts stay after `dpkg -r`) and its files under /var/lib/dpkg/info.
+snapshot() {
+    find /opt /usr/bin /usr/share/applications /usr/share/icons/hicolor /usr/share/mime /usr/share/metainfo \
+        /usr/share/doc -xdev 2>/dev/null | sort
+    dpkg-query -W -f='dpkg status: ${db:Status-Abbrev} ${Package} ${Version}\n' glassbox 2>/dev/null || true
+    ls /var/lib/dpkg/info/glassbox.* 2>/dev/null | sed 's/^/dpkg info: /' || true
+}
+snapshot > "$before"
 
 dpkg -i "$deb"
 say "installed: $(dpkg -s glassbox | grep -E '^(Version|Installed-Size)' | tr '\n' ' ')"
@@ -60,8 +68,8 @@ if pgrep -x glassbox-engine >/dev/null; then say "after closing: a glassbox-engi
     say "after closing (SIGTERM): no glassbox process left"; fi
 
 dpkg -r glassbox
-find /opt /usr/bin /usr/share/applications /usr/share/icons/hicolor /usr/share/mime /usr/share/metainfo \
-    /usr/share/doc -xdev 2>/dev/null | sort > "$after"
+snapshot > "$after"
+say "after dpkg -r: $(dpkg -l glassbox 2>&1 | tail -1)"
 if diff "$before" "$after" > "$out/deb-leftovers.diff"; then say "dpkg -r: nothing left behind"; else
     say "dpkg -r left or changed:"; cat "$out/deb-leftovers.diff"; fi
 rm -rf "$home"

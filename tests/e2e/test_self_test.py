@@ -54,3 +54,19 @@ def test_self_test_without_any_model_says_how_to_name_one(tmp_path):
     code, report = _self_test(env_extra=env)
     assert code == 1 and report["failed"] == "model"
     assert "--model" in report["reason"] and "GLASSBOX_TEST_SMOLLM2" in report["reason"]
+
+
+def test_self_test_fails_at_the_model_step_with_the_windows_check_for_a_text_file_or_a_folder(tmp_path):
+    text = tmp_path / "notes.gguf"
+    text.write_text("hello, this is not a model\n")
+    code, report = _self_test("--model", str(text), env_extra={"GLASSBOX_HOME": str(tmp_path / "home")})
+    assert code == 1
+    assert report == {"ok": False, "failed": "model", "reason": report["reason"], "seconds": report["seconds"]}
+    assert (
+        "notes.gguf" in report["reason"] and "not a GGUF model" in report["reason"] and "text file" in report["reason"]
+    )
+    folder = tmp_path / "folder.gguf"
+    folder.mkdir()
+    code, report = _self_test("--model", str(folder), env_extra={"GLASSBOX_HOME": str(tmp_path / "home")})
+    assert code == 1 and report["failed"] == "model" and "folder" in report["reason"]
+    assert "does not exist" not in report["reason"]

@@ -364,3 +364,18 @@ def test_uninstall_without_an_install_removes_nothing(
     assert bootstrap.main(["uninstall"]) == 0
     assert "nothing to remove" in capfd.readouterr().out
     assert not (tmp_path / "share").exists()
+
+
+def test_install_gives_the_menu_entry_a_tryexec_on_the_venvs_python(
+    bootstrap: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The entry hides itself once the checkout's venv is gone (TryExec), instead of failing to start."""
+    py = tmp_path / "my checkout" / ".venv" / "bin" / "python"
+    calls: list[list[str]] = []
+    monkeypatch.setattr(bootstrap, "setup", lambda extras, verbose: py)
+    monkeypatch.setattr(bootstrap, "exec_in_venv", lambda python, argv, env, dry_run: calls.append(argv) or 0)
+    assert bootstrap.main(["install"]) == 0
+    (argv,) = calls
+    assert argv[0].endswith("packaging/desktop.py") and argv[1] == "install"
+    assert argv[argv.index("--exec") + 1] == f'"{py}" -m app'
+    assert argv[argv.index("--try-exec") + 1] == str(py)
