@@ -548,6 +548,38 @@ def test_streaming_writes_at_most_once_a_second(db_path: Path) -> None:
         assert msg.complete and msg.meta.seed == 5 and msg.meta.stats.generated_tokens == 12
 
 
+def test_streamed_updates_commit_without_fsync_and_every_other_write_with_it(db_path: Path) -> None:
+    """synchronous=NORMAL (WAL: atomic, no fsync) only for a streaming reply's periodic write."""
+    mono = FakeClock(100.0)
+    with ConversationStore(db_path, monotonic=mono) as s:
+        cid = s.create_conversation()
+        u = s.add_message(cid, None, "user", "Count")
+        r = s.add_message(cid, u, "assistant", "", complete=False)
+        modes: list[int] = []
+
+        def mode() -> int:  # 1 = NORMAL, 2 = FULL
+            return s._conn.execute("PRAGMA synchronous").fetchone()[0]
+
+        real_store = s._store_content
+
+        def spy(conn, mid, content, now):  # inside the streaming write's transaction
+            modes.append(mode())
+            return real_store(conn, mid, content, now)
+
+        s._store_content = spy  # type: ignore[method-assign]
+        s.update_streaming(r, "1")
+        mono.advance(0.2)
+        s.update_streaming(r, "1 2")
+        s.flush()
+        assert modes == [1, 1]  # NORMAL for both streamed writes
+        assert mode() == 2  # FULL again afterwards
+        modes.clear()
+        s.finish_message(r, stats=GenerationStats(generated_tokens=2, stop_reason="eos", seed=1))
+        s.add_message(cid, r, "user", "Next")
+        assert mode() == 2 and all(m == 2 for m in modes)
+    assert persisted_content(db_path, r) == "1 2"
+
+
 def test_many_updates_in_real_time_make_at_most_two_writes(db_path: Path) -> None:
     with ConversationStore(db_path) as s:
         cid = s.create_conversation()

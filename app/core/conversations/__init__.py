@@ -9,7 +9,8 @@ so switching to a sibling brings back that sibling's own latest thread.
 
 Storage (standard library ``sqlite3`` only):
 
-* WAL journal, ``synchronous=FULL``; every write is one transaction.
+* WAL journal, ``synchronous=FULL``; every write is one transaction (a streaming reply's once-a-second
+  update commits with ``synchronous=NORMAL``: atomic, without the fsync).
 * Schema version in ``PRAGMA user_version``; :data:`MIGRATIONS` lists the steps
   from version 1 on. A file from a newer Glassbox raises :class:`SchemaTooNewError`
   and is left untouched.

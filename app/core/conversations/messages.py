@@ -399,7 +399,7 @@ class MessagesMixin(StoreBase):
             self._pending[message_id] = content
             return False
         self._pending.pop(message_id, None)
-        with self._write() as conn:
+        with self._streaming_sync(), self._write() as conn:
             if not self._store_content(conn, message_id, content, self._now()):
                 raise KeyError(f"no message with id {message_id}")
         self._last_stream_write[message_id] = mono
@@ -413,7 +413,7 @@ class MessagesMixin(StoreBase):
         """
         n = len(self._pending)
         if n:
-            with self._write():
+            with self._streaming_sync(), self._write():
                 pass
         return n
 

@@ -3,7 +3,8 @@
 * Schema version in ``PRAGMA user_version``; :data:`MIGRATIONS` lists the steps
   from version 1 on. A file from a newer Glassbox raises :class:`SchemaTooNewError`
   and is left untouched.
-* WAL journal, ``synchronous=FULL``.
+* WAL journal, ``synchronous=FULL`` (a streaming reply's once-a-second update: ``NORMAL``,
+  see ``StoreBase._streaming_sync``).
 * FTS5 index on ``messages.content`` kept in step by triggers when this SQLite
   build has FTS5 (:func:`prepare`).
 """
