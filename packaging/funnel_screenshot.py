@@ -8,40 +8,20 @@ temperature, top_p and min_p after it, grabbing the window after each move's fun
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's app, not an installed one
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # packaging/screenshot.py
 
 
 def main() -> int:
-    args = sys.argv[1:]
-    size = (1366, 768)
-    if "--size" in args:
-        i = args.index("--size")
-        w, h = args[i + 1].lower().split("x")
-        size = (int(w), int(h))
-        del args[i : i + 2]
-    model, out = args[0], Path(args[1])
-    out.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("GLASSBOX_HOME", tempfile.mkdtemp(prefix="glassbox-shot-"))
     from PySide6.QtCore import QTimer
-    from PySide6.QtWidgets import QApplication
+    from screenshot import open_window  # packaging/screenshot.py: the same window set-up
 
-    from app.main import create_window
-    from app.paths import default_paths
-    from app.ui.theme import apply_theme
-
-    paths = default_paths().ensure()
-    app = QApplication(sys.argv[:1])
-    apply_theme(app)
-    win = create_window(paths)
+    app, win, model, out, _more = open_window(sys.argv[1:], (1366, 768))
     engine = win.engine
-    win.resize(*size)
-    win.show()
     win.funnel_dock.raise_()
     engine.start()
     win.load_model(model)

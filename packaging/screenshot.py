@@ -14,19 +14,22 @@ import tempfile
 from pathlib import Path
 
 
-def main() -> int:
-    args = sys.argv[1:]
-    size = (1600, 1000)
+def open_window(argv: list[str], default_size: tuple[int, int]):
+    """The real app window for screenshots, shown at ``--size`` (else ``default_size``), in a
+    temporary data folder (``GLASSBOX_HOME``, unless set). ``argv``: ``MODEL OUT_DIR [more]``.
+
+    Returns ``(app, window, model, out_dir, more)``; ``out_dir`` exists.
+    """
+    args = list(argv)
+    size = default_size
     if "--size" in args:
         i = args.index("--size")
         w, h = args[i + 1].lower().split("x")
         size = (int(w), int(h))
         del args[i : i + 2]
     model, out = args[0], Path(args[1])
-    prompt = args[2] if len(args) > 2 else "Explain what a KV cache is, with a short Python example."
     out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("GLASSBOX_HOME", tempfile.mkdtemp(prefix="glassbox-shot-"))
-    from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
     from app.main import create_window
@@ -37,9 +40,17 @@ def main() -> int:
     app = QApplication(sys.argv[:1])
     apply_theme(app)
     win = create_window(paths)
-    engine = win.engine
     win.resize(*size)
     win.show()
+    return app, win, model, out, args[2:]
+
+
+def main() -> int:
+    from PySide6.QtCore import QTimer
+
+    app, win, model, out, more = open_window(sys.argv[1:], (1600, 1000))
+    prompt = more[0] if more else "Explain what a KV cache is, with a short Python example."
+    engine = win.engine
     engine.start()
     win.load_model(model)
     shots = {"n": 0}
