@@ -53,6 +53,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._window import loop_wait, pct, settle
+
 _TEXT = (
     "the model reads each token of the prompt once and keeps its keys and values in the cache so that "
     "a later turn evaluates only what is new while the sampler picks the next token from the logits "
@@ -174,11 +176,6 @@ def write_chat(store, n_messages: int, seed: int, title: str) -> tuple[int, list
         ids.append(parent)
     store.flush()
     return conv, ids
-
-
-def pct(values: list[float], p: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(p / 100 * len(s)))] if s else 0.0
 
 
 def rss_mb() -> float:
@@ -402,33 +399,6 @@ def main() -> int:
     }
     print(json.dumps(out))
     return 0
-
-
-def loop_wait(cond, timeout_s: float, check_ms: int = 20) -> None:
-    """Run the event loop (idle, not polling) until ``cond()`` holds; TimeoutError after ``timeout_s``."""
-    from PySide6.QtCore import QEventLoop, QTimer
-
-    if cond():
-        return
-    loop = QEventLoop()
-    check = QTimer()
-    check.setInterval(check_ms)
-    check.timeout.connect(lambda: loop.quit() if cond() else None)
-    check.start()
-    QTimer.singleShot(int(timeout_s * 1000), loop.quit)
-    loop.exec()
-    check.stop()
-    if not cond():
-        raise TimeoutError("the window did not get there in time")
-
-
-def settle(seconds: float) -> None:
-    """Run the event loop for ``seconds``."""
-    from PySide6.QtCore import QEventLoop, QTimer
-
-    loop = QEventLoop()
-    QTimer.singleShot(int(seconds * 1000), loop.quit)
-    loop.exec()
 
 
 if __name__ == "__main__":

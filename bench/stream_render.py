@@ -57,6 +57,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._window import loop_wait, pct, settle
+
 KINDS = ("table", "code", "list", "latex")
 _WORDS = [
     "alpha",
@@ -156,11 +158,6 @@ def document(kind: str, n_tokens: int) -> list[str]:
         n = int(n * 1.5) + 1
 
 
-def pct(values: list[float], p: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(p / 100 * len(s)))] if s else 0.0
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tokens", type=int, default=5000)
@@ -227,9 +224,9 @@ def main() -> int:
     win.show()
     engine.start()
     win.settings_ctl.update(load=replace(win.settings.load, n_ctx=n_ctx))
-    loop_wait(app, lambda: engine.state.name in ("NO_MODEL", "READY"), 60)
+    loop_wait(lambda: engine.state.name in ("NO_MODEL", "READY"), 60)
     win.load_model(model)
-    loop_wait(app, lambda: engine.model is not None, 120)
+    loop_wait(lambda: engine.model is not None, 120)
     panel = win.sampler_panel
     panel.set_settings(replace(panel.settings(), max_tokens=args.tokens + (0 if real else 10)), emit=True)
     if not real:
@@ -267,10 +264,10 @@ def main() -> int:
         state["gaps"], state["last"] = [], 0
         cpu0, wall0 = time.process_time(), time.perf_counter()
         win.chat.send(f"Write a long {kind}.")
-        loop_wait(app, lambda: bool(finished), 3600)
+        loop_wait(lambda: bool(finished), 3600)
         text = finished[0][1].text
-        loop_wait(app, lambda t=text: win.chat_view.messages[-1].text == t and not engine.generating, 60)
-        settle(app, 0.3)  # the last repaint (the repaint clock runs at 30 Hz)
+        loop_wait(lambda t=text: win.chat_view.messages[-1].text == t and not engine.generating, 60)
+        settle(0.3)  # the last repaint (the repaint clock runs at 30 Hz)
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
         gaps = state["gaps"]
         state["gaps"] = None
@@ -371,48 +368,21 @@ def esc_latencies(app, win, engine, pieces, finished, real: bool) -> tuple[list[
         count = lambda _ev, s=seen: s.__setitem__(0, s[0] + 1)  # noqa: E731
         engine.token_received.connect(count)
         win.chat.send("again")
-        loop_wait(app, lambda f=frac, s=seen: s[0] >= f * n, 3600)
+        loop_wait(lambda f=frac, s=seen: s[0] >= f * n, 3600)
         win.activateWindow()
-        loop_wait(app, lambda: app.activeWindow() is win, 10, check_ms=2)
+        loop_wait(lambda: app.activeWindow() is win, 10, check_ms=2)
         target = win.chat_view  # not the composer: Esc must stop the reply from anywhere
         target.setFocus()
-        loop_wait(app, lambda t=target: app.focusWidget() is t, 10, check_ms=2)
+        loop_wait(lambda t=target: app.focusWidget() is t, 10, check_ms=2)
         t0 = time.perf_counter()
         QTest.keyClick(target, Qt.Key.Key_Escape)
-        loop_wait(app, lambda: bool(finished), 60, check_ms=2)
-        loop_wait(app, lambda: win.composer.button.text() == "Send", 60, check_ms=2)
+        loop_wait(lambda: bool(finished), 60, check_ms=2)
+        loop_wait(lambda: win.composer.button.text() == "Send", 60, check_ms=2)
         out.append(round(1000 * (finished[0][0] - t0), 1))
         settled.append(round(1000 * (time.perf_counter() - t0), 1))
         engine.token_received.disconnect(count)  # only this slot: a bare disconnect() drops the window's too
-        loop_wait(app, lambda: not engine.generating, 10)
+        loop_wait(lambda: not engine.generating, 10)
     return out, settled
-
-
-def loop_wait(app, cond, timeout_s: float, check_ms: int = 20) -> None:
-    """Run the event loop (idle, not polling) until ``cond()`` holds; TimeoutError after ``timeout_s``."""
-    from PySide6.QtCore import QEventLoop, QTimer
-
-    if cond():
-        return
-    loop = QEventLoop()
-    check = QTimer()
-    check.setInterval(check_ms)
-    check.timeout.connect(lambda: loop.quit() if cond() else None)
-    check.start()
-    QTimer.singleShot(int(timeout_s * 1000), loop.quit)
-    loop.exec()
-    check.stop()
-    if not cond():
-        raise TimeoutError("the window did not get there in time")
-
-
-def settle(app, seconds: float) -> None:
-    """Run the event loop for ``seconds``."""
-    from PySide6.QtCore import QEventLoop, QTimer
-
-    loop = QEventLoop()
-    QTimer.singleShot(int(seconds * 1000), loop.quit)
-    loop.exec()
 
 
 if __name__ == "__main__":
