@@ -115,6 +115,37 @@ def test_a_finished_code_chunk_is_not_highlighted_again(monkeypatch):
     assert longest <= highlight.CODE_CHUNK
 
 
+def test_a_streaming_code_block_is_lexed_once_per_line_not_once_per_token(monkeypatch):
+    """The line being written is shown plain; Pygments runs when a line ends (and once more per chunk
+    at the end), so a repaint in the middle of a line costs no lexing."""
+    calls: list[str] = []
+    raw = highlight.highlight_chunk.__wrapped__
+
+    def counting(context: str, chunk: str, language: str) -> str:
+        calls.append(chunk)
+        return raw(context, chunk, language)
+
+    monkeypatch.setattr(markdown, "highlight_chunk", lru_cache(maxsize=1024)(counting))
+    text = code_doc(100)
+    tokens = list(tokens_of(text))
+    segs, _doc = streamed(text)
+    n_lines = text.count("\n")
+    assert len(tokens) > 3 * n_lines  # several tokens per line: lexing per token would show
+    assert len(calls) <= n_lines + len(segs) + 2
+    once = StreamingDocument().update(text)
+    assert [s.html for s in segs] == [s.html for s in once[0] + once[1]]  # the end result is fully coloured
+
+
+def test_the_line_being_written_shows_plain_until_the_next_begins():
+    doc = StreamingDocument()
+    _new, tail = doc.update("```python\nx = 1\nimport o", streaming=True)
+    coloured = re.compile(r"<span[^>]*>import</span>")
+    assert tail[-1].html.endswith("\nimport o</pre>") and not coloured.search(tail[-1].html)
+    assert "<span" in tail[-1].html  # the finished line is coloured
+    _new, tail = doc.update("```python\nx = 1\nimport os\ny", streaming=True)
+    assert coloured.search(tail[-1].html)  # "import" got its colour once the next line began
+
+
 def test_a_docstring_across_a_chunk_boundary_keeps_its_colour():
     lines = ["x = 1"] * (highlight.CODE_CHUNK - 2) + ['"""a docstring', "over", "several", "lines", '"""', "y = 2"]
     code = "\n".join(lines)

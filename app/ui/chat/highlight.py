@@ -27,7 +27,9 @@ from pygments.util import ClassNotFound
 
 from app.ui.common import palette
 
-CODE_CHUNK = 24  # lines per highlighted chunk (and per label) of a code block
+CODE_CHUNK = (
+    8  # lines per highlighted chunk (and per label) of a code block: a streaming block re-lays out at most these
+)
 CODE_CONTEXT = 12  # lines before a chunk lexed with it, for constructs that span chunks
 
 # Fence languages whose lexers load on a background thread at start (see warm_up).

@@ -7,7 +7,7 @@ import enum
 from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal
-from PySide6.QtGui import QDesktopServices, QFontDatabase, QGuiApplication
+from PySide6.QtGui import QDesktopServices, QFontDatabase, QGuiApplication, QShowEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -126,6 +126,7 @@ class CodeBlock(QFrame):
         self._body_lay.setSpacing(0)
         self._chunks: list[QLabel] = []
         self._codes: list[str] = []
+        self._heights: list[int] = []  # each chunk label's sizeHint height, px (so _fit asks only the changed one)
         self.scroll = QScrollArea()
         self.scroll.setObjectName("codeScroll")
         self.scroll.setWidget(self.body)
@@ -150,6 +151,7 @@ class CodeBlock(QFrame):
         self._body_lay.addWidget(label)
         self._chunks.append(label)
         self._codes.append("")
+        self._heights.append(0)
         self.set_chunk(len(self._chunks) - 1, seg)
         return len(self._chunks) - 1
 
@@ -157,11 +159,13 @@ class CodeBlock(QFrame):
         """Show ``seg`` as chunk ``index`` (the growing last chunk while streaming)."""
         self._codes[index] = seg.code
         self._chunks[index].setText(seg.html)
+        self._heights[index] = self._chunks[index].sizeHint().height()
         self._fit()
 
     def remove_chunk(self, index: int) -> None:
         discard(self._chunks.pop(index))
         self._codes.pop(index)
+        self._heights.pop(index)
         self._fit()
 
     def chunk_count(self) -> int:
@@ -174,8 +178,22 @@ class CodeBlock(QFrame):
 
     SCROLL_PADDING = 12  # px: the theme's vertical padding of QScrollArea#codeScroll (6 px top and bottom)
 
+    def _measure(self) -> None:
+        """Ask every chunk label its height again (the theme's font and padding apply once shown)."""
+        self._heights = [c.sizeHint().height() for c in self._chunks]
+        self._fit()
+
+    def showEvent(self, e: QShowEvent) -> None:
+        self._measure()
+        super().showEvent(e)
+
+    def changeEvent(self, e: QEvent) -> None:
+        if e.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange):
+            self._measure()
+        super().changeEvent(e)
+
     def _fit(self) -> None:
-        height = sum(c.sizeHint().height() for c in self._chunks)
+        height = sum(self._heights)
         bar = self.scroll.horizontalScrollBar().sizeHint().height()
         self.scroll.setFixedHeight(height + bar + self.SCROLL_PADDING + 4)
 
