@@ -261,3 +261,26 @@ def test_the_reply_end_does_not_measure_the_reply_again(qtbot):
     # no label was laid out at a width it had not been measured at before (RichLabel caches per width)
     new = [(sorted(cached[id(label)]), sorted(set(label._heights) - cached[id(label)])) for label in labels]
     assert all(not n for _, n in new), new
+
+
+@pytest.mark.parametrize("kind", ["table", "list"])
+def test_a_finished_segment_keeps_the_widget_that_showed_it_while_streaming(qtbot, kind):
+    """When the tail segment is finished, its widget stays (no second label laid out for the same
+    rows): a streamed reply creates one label per segment, not two."""
+    view = MarkdownView()
+    qtbot.addWidget(view)
+    text = {"table": table_doc(60), "list": list_doc(120)}[kind]
+    seen: set[int] = set()
+    alive = []  # keep every label referenced, so that ids are not reused
+    acc = ""
+    for piece in tokens_of(text):
+        acc += piece
+        view.set_markdown(acc, streaming=True)
+        for label in view.findChildren(QLabel):
+            if id(label) not in seen:
+                seen.add(id(label))
+                alive.append(label)
+    view.set_markdown(acc)
+    final = view.findChildren(QLabel)
+    assert len(final) >= 5
+    assert len(seen) <= len(final) + 1

@@ -254,27 +254,38 @@ class MarkdownView(QWidget):
         self._streaming = streaming
         newly, tail = self._doc.update(source, streaming)
         if newly:
+            if self._tail is not None and self._show_in(self._tail, newly[0]):
+                self._tail = None  # the tail's widget now shows the finished segment: keep it
+                newly = newly[1:]
             self._drop_tail()
             for seg in newly:
                 self._place(seg)
         if not tail:
             self._drop_tail()
             return
-        seg = tail[0]
-        old = self._tail
-        if old is not None and (old.seg.kind, old.seg.cont) == (seg.kind, seg.cont):
-            if old.seg.html == seg.html and old.seg.code == seg.code:
-                return
-            if old.index >= 0 and isinstance(old.widget, CodeBlock):
-                old.widget.set_chunk(old.index, seg)
-            elif isinstance(old.widget, CodeBlock):
-                old.widget.set_segment(seg)
-            elif isinstance(old.widget, QLabel):
-                old.widget.setText(_label_html(seg))
-            old.seg = seg
+        if self._tail is not None and self._show_in(self._tail, tail[0]):
             return
         self._drop_tail()
-        self._tail = self._place(seg)
+        self._tail = self._place(tail[0])
+
+    @staticmethod
+    def _show_in(placed: _Placed, seg: Segment) -> bool:
+        """Show ``seg`` in the widget that shows ``placed`` when it can (same kind of segment:
+        no new widget, only a new text to lay out). Returns False when a new widget is needed."""
+        old = placed.seg
+        if (old.kind, old.cont) != (seg.kind, seg.cont):
+            return False
+        if (old.html, old.code) != (seg.html, seg.code):
+            if placed.index >= 0 and isinstance(placed.widget, CodeBlock):
+                placed.widget.set_chunk(placed.index, seg)
+            elif isinstance(placed.widget, CodeBlock):
+                placed.widget.set_segment(seg)
+            elif isinstance(placed.widget, QLabel):
+                placed.widget.setText(_label_html(seg))
+            else:
+                return False
+        placed.seg = seg
+        return True
 
     def _place(self, seg: Segment) -> _Placed:
         last = self._widgets[-1] if self._widgets else None
