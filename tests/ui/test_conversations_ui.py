@@ -238,3 +238,14 @@ def test_chats_survive_a_restart(qtbot, tiny_model):
         assert win2.chats_panel.list.count() == 1
     finally:
         close_window(win2)
+
+
+def test_a_search_typed_just_before_the_history_closes_leaves_the_list_alone(qtbot, window):
+    """The search box refreshes the list 200 ms after the last key; the history closing meanwhile
+    (the window quitting) must not make that refresh read the closed database."""
+    panel = window.chats_panel
+    before = [panel.list.item(i).text() for i in range(panel.list.count())]
+    panel.search.setText("zebras")
+    window.conversations.close()
+    qtbot.wait(400)  # past the debounce: an exception in the slot fails the test (pytest-qt)
+    assert [panel.list.item(i).text() for i in range(panel.list.count())] == before

@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QApplication, QLabel
 from app.core.chat import Role
 from app.ui.chat.message import MessageWidget
 from app.ui.common.highlight import HIT_OPEN
+from app.ui.panels.conversations import ROLE_MESSAGE
 
 N_MESSAGES = 500
 OLD_WORD = "quetzalcoatlus"  # only in the oldest message
@@ -102,7 +103,14 @@ def test_a_search_hit_in_the_oldest_message_is_built_marked_and_shown(qtbot, win
     panel.search.setText(OLD_WORD)
     panel.refresh()
     hits = [panel.list.item(i) for i in range(panel.list.count())]
-    hit = next(h for h in hits if OLD_WORD in h.text())
+    (title_hit,) = [h for h in hits if h.data(ROLE_MESSAGE) is None]  # the title holds the first message's words
+    assert title_hit.text().startswith(window.chat.store.get_conversation(conv).title)
+    panel.list.itemClicked.emit(title_hit)  # a title hit opens the chat where it ends
+    assert window.chat.conversation_id == conv and window.chat_view.messages[-1].message_id == ids[-1]
+    window.new_chat()
+    panel.refresh()
+    hits = [panel.list.item(i) for i in range(panel.list.count())]
+    hit = next(h for h in hits if h.data(ROLE_MESSAGE) is not None and OLD_WORD in h.text())
     panel.list.itemClicked.emit(hit)  # as a click on the hit does
     assert window.chat.conversation_id == conv
     view = window.chat_view

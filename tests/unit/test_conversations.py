@@ -264,12 +264,12 @@ def test_delete_undo_and_purge(db_path: Path) -> None:
         s.add_message(gone, None, "user", "delete me, zebra")
         s.delete_conversation(gone)
         assert [c.id for c in s.list_conversations()] == [keep]
-        assert [h.conversation_id for h in s.search("zebra")] == [keep]
+        assert [h.conversation_id for h in s.search("zebra", titles=False)] == [keep]
         assert s.get_conversation(gone).deleted_at is not None
         assert [c.id for c in s.list_conversations(include_deleted=True)] == [gone, keep]
         s.undo_delete(gone)
         assert {c.id for c in s.list_conversations()} == {keep, gone}
-        assert {h.conversation_id for h in s.search("zebra")} == {keep, gone}
+        assert {h.conversation_id for h in s.search("zebra", titles=False)} == {keep, gone}
         s.delete_conversation(gone)
         clock.advance(60)
         assert s.purge_deleted(older_than=3600) == 0
@@ -382,11 +382,11 @@ def test_a_deleted_message_comes_back_with_its_subtree_ids_search_and_selection(
     deleted = store.delete_message_undoable(a1)
     assert deleted.count == 3 and deleted.conversation_id == cid and deleted.leaf_id == a2
     assert [m.id for m in store.active_path(cid)] == [u1, a1b]
-    assert not store.search("Germany")
+    assert not store.search("Germany", titles=False)
     store.restore_messages(deleted)
     assert store.messages(cid) == before  # same ids, text, meta, order
     assert [m.id for m in store.active_path(cid)] == [u1, a1, u2, a2]  # the selection too
-    assert [h.message_id for h in store.search("Germany")] == [u2]
+    assert [h.message_id for h in store.search("Germany", titles=False)] == [u2]
     with pytest.raises(sqlite3.IntegrityError):
         store.restore_messages(deleted)  # already back
     # Its parent deleted meanwhile: nothing to hang it on.
@@ -463,6 +463,9 @@ def test_search_finds_messages_in_all_conversations_and_branches(search_store: C
     s = search_store
     ids = _search_corpus(s)
     hits = s.search("photosynthesis")
+    title_hit, *hits = hits  # a chat whose title matches comes first
+    assert (title_hit.conversation_id, title_hit.message_id, title_hit.role) == (ids["bio"], None, None)
+    assert [title_hit.snippet[a:b] for a, b in title_hit.highlights] == ["photosynthesis"]
     assert {(h.conversation_id, h.message_id) for h in hits} == {(ids["bio"], ids["q"]), (ids["bio"], ids["reply"])}
     reply_hit = next(h for h in hits if h.message_id == ids["reply"])
     assert reply_hit.role is Role.ASSISTANT and reply_hit.conversation_title == "Explain photosynthesis simply."
@@ -470,31 +473,44 @@ def test_search_finds_messages_in_all_conversations_and_branches(search_store: C
     assert len(reply_hit.snippet) < 200  # a snippet, not the whole message
     assert [reply_hit.snippet[a:b] for a, b in reply_hit.highlights] == ["Photosynthesis"]
     # a message on a branch that is not shown is found too
-    assert [h.message_id for h in s.search("chlorophyll")] == [ids["branch"]]
+    assert [h.message_id for h in s.search("chlorophyll", titles=False)] == [ids["branch"]]
     # every word must match, case does not matter
-    assert {h.message_id for h in s.search("SUGAR cream")} == {ids["q2"] + 1}
+    assert {h.message_id for h in s.search("SUGAR cream", titles=False)} == {ids["q2"] + 1}
     assert {h.conversation_id for h in s.search("sugar")} == {ids["bio"], ids["cook"]}
-    assert s.search("sugar nonexistentword") == []
+    assert s.search("sugar nonexistentword", titles=False) == []
     assert s.search("   ") == [] and s.search("!!!") == []
     assert len(s.search("sugar", limit=1)) == 1
+
+
+def test_search_finds_a_chat_by_its_title_alone(search_store: ConversationStore) -> None:
+    s = search_store
+    ids = _search_corpus(s)
+    s.rename(ids["cook"], "Dessert ideas for Sunday")
+    hits = s.search("sunday DESSERT")
+    assert [(h.conversation_id, h.message_id, h.role) for h in hits] == [(ids["cook"], None, None)]
+    assert hits[0].snippet == "Dessert ideas for Sunday"
+    assert sorted(hits[0].snippet[a:b] for a, b in hits[0].highlights) == ["Dessert", "Sunday"]
+    assert len(s.search("sugar", limit=1)) == 1
+    s.delete_conversation(ids["cook"])
+    assert s.search("sunday") == []
 
 
 def test_search_sees_edited_and_deleted_text(search_store: ConversationStore) -> None:
     s = search_store
     ids = _search_corpus(s)
     s.set_message_content(ids["branch"], "Now about mitochondria.")
-    assert s.search("chlorophyll") == []
-    assert [h.message_id for h in s.search("mitochondria")] == [ids["branch"]]
+    assert s.search("chlorophyll", titles=False) == []
+    assert [h.message_id for h in s.search("mitochondria", titles=False)] == [ids["branch"]]
     s.delete_message(ids["branch"])
-    assert s.search("mitochondria") == []
+    assert s.search("mitochondria", titles=False) == []
     s.delete_conversation(ids["cook"])
-    assert s.search("brûlée") == []
+    assert s.search("brûlée", titles=False) == []
 
 
 def test_search_matches_non_ascii_words(search_store: ConversationStore) -> None:
     s = search_store
     ids = _search_corpus(s)
-    hits = s.search("brûlée")
+    hits = [h for h in s.search("brûlée") if h.message_id is not None]  # (the title matches too)
     assert [h.message_id for h in hits] == [ids["q2"]]
     assert [hits[0].snippet[a:b] for a, b in hits[0].highlights] == ["brûlée"]
 
@@ -511,9 +527,9 @@ def test_fts_index_catches_up_after_running_without_it(db_path: Path) -> None:
         s.set_message_content(1, "first words changed: wombat")
     with ConversationStore(db_path) as s:
         assert s.fts_enabled
-        assert [h.message_id for h in s.search("platypus")] == [mid]
-        assert [h.message_id for h in s.search("wombat")] == [1]
-        assert s.search("aardvark") == []
+        assert [h.message_id for h in s.search("platypus", titles=False)] == [mid]
+        assert [h.message_id for h in s.search("wombat", titles=False)] == [1]
+        assert s.search("aardvark", titles=False) == []
 
 
 # --------------------------------------------------------------------------- streaming

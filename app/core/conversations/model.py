@@ -263,17 +263,17 @@ class SearchHit:
     """A message that matches a search.
 
     Attributes:
-        conversation_id, message_id: where the match is.
+        conversation_id, message_id: where the match is (``message_id`` None: the title matched).
         conversation_title: the conversation's title.
-        role: the message's role.
-        snippet: the matching part of the message (whitespace collapsed, ``…`` where cut).
+        role: the message's role (None for a title match).
+        snippet: the matching part of the message or title (whitespace collapsed, ``…`` where cut).
         highlights: ``(start, end)`` character offsets of the matched words in ``snippet``.
     """
 
     conversation_id: int
-    message_id: int
+    message_id: int | None
     conversation_title: str
-    role: Role
+    role: Role | None
     snippet: str
     highlights: tuple[tuple[int, int], ...]
 

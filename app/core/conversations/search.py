@@ -16,10 +16,14 @@ from app.core.conversations.model import SearchHit
 _HL_START, _HL_END = "\x02", "\x03"
 
 
-def search(conn: sqlite3.Connection, query: str, *, limit: int = 50, use_fts: bool = True) -> list[SearchHit]:
-    """Find messages (all branches of all conversations not deleted) containing every word.
+def search(
+    conn: sqlite3.Connection, query: str, *, limit: int = 50, use_fts: bool = True, titles: bool = True
+) -> list[SearchHit]:
+    """Find chats whose title holds every word, then messages (all branches of all conversations
+    not deleted) containing every word.
 
-    Words match case-insensitively; with FTS5 each word also matches as a
+    Title hits come first (newest chat first, ``message_id`` and ``role`` None, the snippet is
+    the title). Words match case-insensitively; with FTS5 each word also matches as a
     prefix (``photo`` finds ``photosynthesis``), best matches first;
     without FTS5 it is a substring match, newest conversations first.
 
@@ -29,6 +33,7 @@ def search(conn: sqlite3.Connection, query: str, *, limit: int = 50, use_fts: bo
         query: words as the person typed them.
         limit: most hits returned.
         use_fts: the FTS5 index is in step (see :func:`~app.core.conversations.schema.prepare`).
+        titles: look in chat titles too (False: messages only).
 
     Returns:
         Hits with a snippet around the match; empty for a blank query.
@@ -36,12 +41,31 @@ def search(conn: sqlite3.Connection, query: str, *, limit: int = 50, use_fts: bo
     terms = re.findall(r"\w+", query)
     if not terms:
         return []
+    by_title = _search_titles(conn, terms, limit) if titles else []
+    limit -= len(by_title)
+    if limit <= 0:
+        return by_title
     if use_fts:
         try:
-            return _search_fts(conn, terms, limit)
+            return by_title + _search_fts(conn, terms, limit)
         except sqlite3.DatabaseError:
             pass  # a damaged index must not break search: fall back to scanning
-    return _search_scan(conn, terms, limit)
+    return by_title + _search_scan(conn, terms, limit)
+
+
+def _search_titles(conn: sqlite3.Connection, terms: list[str], limit: int) -> list[SearchHit]:
+    where = " AND ".join("instr(gb_fold(title), ?) > 0" for _ in terms)
+    rows = conn.execute(
+        f"""SELECT id, title FROM conversations WHERE deleted_at IS NULL AND {where}
+            ORDER BY updated_at DESC LIMIT ?""",
+        (*[t.casefold() for t in terms], limit),
+    ).fetchall()
+    pattern = _pattern(terms)
+    return [SearchHit(cid, None, title, None, *_parse_marked(_mark_snippet(title, pattern))) for cid, title in rows]
+
+
+def _pattern(terms: list[str]) -> re.Pattern[str]:
+    return re.compile("|".join(re.escape(t) for t in sorted(terms, key=len, reverse=True)), re.IGNORECASE)
 
 
 def _search_fts(conn: sqlite3.Connection, terms: list[str], limit: int) -> list[SearchHit]:
@@ -67,7 +91,7 @@ def _search_scan(conn: sqlite3.Connection, terms: list[str], limit: int) -> list
             ORDER BY c.updated_at DESC, m.id LIMIT ?""",
         (*[t.casefold() for t in terms], limit),
     ).fetchall()
-    pattern = re.compile("|".join(re.escape(t) for t in sorted(terms, key=len, reverse=True)), re.IGNORECASE)
+    pattern = _pattern(terms)
     return [
         SearchHit(cid, mid, title, Role.parse(role), *_parse_marked(_mark_snippet(text, pattern)))
         for cid, mid, title, role, text in rows

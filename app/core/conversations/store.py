@@ -127,6 +127,11 @@ class ConversationStore(MessagesMixin):
             conn.close()
             del self._conn  # a second close finds nothing to do
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (every other method then raises AttributeError)."""
+        return not hasattr(self, "_conn")
+
     def __enter__(self) -> ConversationStore:
         return self
 
@@ -414,8 +419,9 @@ class ConversationStore(MessagesMixin):
 
     # ------------------------------------------------------------------ search
 
-    def search(self, query: str, *, limit: int = 50) -> list[SearchHit]:
-        """Find messages (all branches of all conversations not deleted) containing every word.
+    def search(self, query: str, *, limit: int = 50, titles: bool = True) -> list[SearchHit]:
+        """Find chats whose title holds every word (first; ``message_id`` None), then messages
+        (all branches of all conversations not deleted) containing every word.
 
         Words match case-insensitively; with FTS5 each word also matches as a
         prefix (``photo`` finds ``photosynthesis``), best matches first;
@@ -424,11 +430,12 @@ class ConversationStore(MessagesMixin):
         Args:
             query: words as the person typed them.
             limit: most hits returned.
+            titles: look in chat titles too (False: messages only).
 
         Returns:
             Hits with a snippet around the match; empty for a blank query.
         """
-        return search_messages(self._conn, query, limit=limit, use_fts=self.fts_enabled)
+        return search_messages(self._conn, query, limit=limit, use_fts=self.fts_enabled, titles=titles)
 
     # ------------------------------------------------------------------ export / import
 

@@ -92,16 +92,19 @@ class ConversationsPanel(QWidget):
 
     def refresh(self) -> None:
         """Rebuild the list: conversations, or search hits while the search box has text."""
+        if self.store.closed:  # the search box's debounce timer fired after the window closed the history
+            return
         self.list.clear()
         query = self.search.text().strip()
         if query:
             hits = self.store.search(query, limit=100)
             if not hits:
-                item = QListWidgetItem(f"No message contains “{query}”.")
+                item = QListWidgetItem(f"No chat title or message contains “{query}”.")
                 item.setFlags(Qt.ItemFlag.NoItemFlags)
                 self.list.addItem(item)
             for h in hits:
-                item = QListWidgetItem(f"{h.conversation_title}\n{h.role.value}: {h.snippet}")
+                where = "title" if h.role is None else h.role.value
+                item = QListWidgetItem(f"{h.conversation_title}\n{where}: {h.snippet}")
                 item.setData(ROLE_ID, h.conversation_id)
                 item.setData(ROLE_MESSAGE, h.message_id)
                 item.setToolTip(html.escape(h.snippet))
