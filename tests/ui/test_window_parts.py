@@ -336,3 +336,18 @@ def test_a_cpu_only_build_says_how_to_get_a_gpu_in_a_checkout_and_not_in_the_bun
     assert "CPU only" in panel.gpu_note.text() and "Rebuild" not in panel.gpu_note.text()
     panel.set_gpu_offload(True)
     assert panel.gpu_note.text() == ""
+
+
+def test_a_long_model_name_in_a_reply_header_ends_in_an_ellipsis_not_a_cut(qtbot):
+    name = "Qwen2.5-Coder-32B-Instruct-abliterated-GGUF · Q4_K_M · a very long file name"
+    w = MessageWidget("assistant", "Hello.", title=name)
+    qtbot.addWidget(w)
+    w.resize(360, 200)
+    w.show()
+    qtbot.waitExposed(w)
+    assert w.title.text() == name and w.title.toolTip() == name  # the whole name stays reachable
+    shown = w.title.elided_text()
+    assert shown.endswith("…") and len(shown) < len(name)
+    assert w.title.fontMetrics().horizontalAdvance(shown) <= w.title.contentsRect().width()
+    w.resize(1400, 200)
+    qtbot.waitUntil(lambda: w.title.elided_text() == name)  # room again: the whole name

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 from app.core.chat import Role
 from app.ui.chat.markdown import TEXT_CSS, Segment, SegmentKind, StreamingDocument, plain_to_html, warm_up
 from app.ui.common import dialogs
+from app.ui.common.elided_label import ElidedLabel
 
 # The formula renderer and the common code lexers load on background threads as soon as the window's
 # message widgets are imported (window creation), long before a reply can need them (markdown.warm_up).
@@ -354,11 +355,9 @@ class MessageWidget(QFrame):
         lay.setSpacing(6)
         head = QHBoxLayout()
         head.setSpacing(4)
-        self.title = QLabel(title or ("You" if role is Role.USER else "Assistant"))
+        self.title = ElidedLabel(title or ("You" if role is Role.USER else "Assistant"))  # "…" where cut
         self.title.setObjectName("msgRole")
         self.title.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
-        self.title.setMinimumWidth(self.title.fontMetrics().horizontalAdvance("Assistant"))
-        self.title.setToolTip(self.title.text())
         head.addWidget(self.title)
         self.badge = QLabel("")
         self.badge.setObjectName("msgBadge")
