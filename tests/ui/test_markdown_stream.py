@@ -284,3 +284,11 @@ def test_a_finished_segment_keeps_the_widget_that_showed_it_while_streaming(qtbo
     final = view.findChildren(QLabel)
     assert len(final) >= 5
     assert len(seen) <= len(final) + 1
+
+
+def test_a_block_quote_has_a_bar_and_nested_quotes_nest_it():
+    html = markdown.render_text("> outer\n>\n> > inner\n\nafter")
+    assert "<blockquote>" not in html  # Qt draws no border on it
+    assert html.count(f"background-color:{markdown.palette.QUOTE_BAR}") == 2  # one bar per level
+    assert html.index("outer") < html.index("inner") < html.index("after")
+    assert html.count("<table") == html.count("</table>") == 2

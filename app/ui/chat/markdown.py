@@ -295,7 +295,24 @@ def render_text(source: str) -> str:
 @lru_cache(maxsize=512)
 def _render_text(source: str, style: MathStyle) -> str:
     text, formulas = protect(source)
-    return restore(_md.render(text), formulas, style)
+    return _quote_bars(restore(_md.render(text), formulas, style))
+
+
+# Qt's rich text draws no border on a <blockquote>: a quote becomes a one-row table whose thin
+# first cell is the bar (nested quotes nest the tables, each with its own bar).
+_QUOTE_OPEN = (
+    '<table cellspacing="0" cellpadding="0" style="margin-left:2px; margin-top:2px; margin-bottom:8px;">'
+    f'<tr><td width="3" style="background-color:{palette.QUOTE_BAR}; border:none; padding:0;"></td>'
+    f'<td style="border:none; padding:0 0 0 10px; color:{palette.QUOTE};">'
+)
+_QUOTE_CLOSE = "</td></tr></table>"
+
+
+def _quote_bars(body: str) -> str:
+    """``<blockquote>`` elements as tables with a bar on the left (see ``_QUOTE_OPEN``)."""
+    if "<blockquote>" not in body:
+        return body
+    return body.replace("<blockquote>", _QUOTE_OPEN).replace("</blockquote>", _QUOTE_CLOSE)
 
 
 def _is_blank_gap(lines: list[str], a: int, b: int) -> bool:
