@@ -31,6 +31,9 @@ class TokenRecord:
     p: float | None
 
 
+RATE_WINDOW = 8  # tokens in the moving window of the decode-speed plot
+
+
 @dataclass
 class LiveTurn:
     """Figures of the current (or last) turn, updated event by event.
@@ -77,6 +80,8 @@ class LiveTurn:
     shift_dropped_messages: int = 0
     stored: bool = False
     version: int = 0
+    _rate: tuple[list[float], list[float]] = field(default_factory=lambda: ([], []), repr=False)
+    _rate_from: int = field(default=1, repr=False)  # the next token index rate_series has not covered
 
     def reset(self, phase: TurnPhase = TurnPhase.IDLE) -> None:
         """Forget the last turn (a new model, another chat); ``phase`` is the new phase."""
@@ -207,15 +212,19 @@ class LiveTurn:
             return self.final.generated_tokens
         return len(self.tokens)
 
-    def rate_series(self, window: int = 8) -> tuple[list[float], list[float]]:
-        """Decode speed over the turn: ``(times_s, tokens/s)`` over a moving window of tokens."""
-        ts = [t.t_s for t in self.tokens]
-        xs: list[float] = []
-        ys: list[float] = []
-        for i in range(1, len(ts)):
-            j = max(0, i - window)
-            dt = ts[i] - ts[j]
+    def rate_series(self) -> tuple[list[float], list[float]]:
+        """Decode speed over the turn: ``(times_s, tokens/s)`` over a moving window of ``RATE_WINDOW`` tokens.
+
+        Extended from the last call (the Stats plot asks 5 times a second: the cost is the new
+        tokens', not the reply's). The lists are this turn's own: read them, do not change them.
+        """
+        ts = self.tokens
+        xs, ys = self._rate
+        for i in range(self._rate_from, len(ts)):
+            j = max(0, i - RATE_WINDOW)
+            dt = ts[i].t_s - ts[j].t_s
             if dt > 0:
-                xs.append(ts[i])
+                xs.append(ts[i].t_s)
                 ys.append((i - j) / dt)
+        self._rate_from = max(self._rate_from, len(ts))
         return xs, ys

@@ -351,3 +351,29 @@ def test_a_long_model_name_in_a_reply_header_ends_in_an_ellipsis_not_a_cut(qtbot
     assert w.title.fontMetrics().horizontalAdvance(shown) <= w.title.contentsRect().width()
     w.resize(1400, 200)
     qtbot.waitUntil(lambda: w.title.elided_text() == name)  # room again: the whole name
+
+
+def test_the_decode_speed_series_extends_as_tokens_arrive_and_equals_a_whole_recount():
+    import random
+
+    from app.ui.turn import RATE_WINDOW
+
+    rng = random.Random(7)
+    times = [0.2]
+    for _ in range(299):
+        times.append(times[-1] + rng.choice([0.0, 0.01, 0.02, 0.05]))  # equal times: no rate for that step
+    turn = LiveTurn()
+    turn.start()
+    for k, t in enumerate(times):
+        turn.on_token(P.TokenEvent(request_id=1, text="a", token_id=5, piece="a", index=k, t_s=t, n_past=3 + k))
+        if k % 37 == 0:
+            turn.rate_series()  # asked now and then while tokens arrive (the plot, 5 times a second)
+    xs, ys = turn.rate_series()
+    want = [
+        (times[i], (i - max(0, i - RATE_WINDOW)) / (times[i] - times[max(0, i - RATE_WINDOW)]))
+        for i in range(1, len(times))
+        if times[i] > times[max(0, i - RATE_WINDOW)]
+    ]
+    assert xs == pytest.approx([w[0] for w in want]) and ys == pytest.approx([w[1] for w in want])
+    turn.start()  # a new turn starts a new series
+    assert turn.rate_series() == ([], [])
