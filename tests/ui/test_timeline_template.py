@@ -38,7 +38,7 @@ def test_a_reply_keeps_its_timeline_and_the_panel_shows_it_after_a_restart(qtbot
     assert "first token (TTFT)" in shown and "decode: 4 steps, median 20.0 ms" in shown
     # Hovering the third step names its token.
     assert panel.hover_at(stored.token_times_s[2] + 0.001) == 3
-    assert "token 4 ‘·capital’" in panel.hover_label.text() and "20.0 ms step" in panel.hover_label.text()
+    assert "token 4 <b>‘·capital’</b>" in panel.hover_label.text() and "20.0 ms step" in panel.hover_label.text()
     conv = window.chat.conversation_id
     close_window(window)
     again = make_window(qtbot)
@@ -87,7 +87,7 @@ def test_slow_steps_stand_out_and_name_their_token(qtbot, window):
     panel = window.timeline_panel
     panel.set_replies([(7, "Reply 1", t)], live=False)
     shown = "\n".join(panel.lines)
-    assert panel.shown is t and "1 slow (> 2× median)" in shown and "&gt;" in panel.details.text()
+    assert panel.shown is t and "1 slow (> 2× median)" in shown and "&gt;" in panel.details.toHtml()
     assert "slowest 50.0 ms (token 4 ‘·slow’)" in shown
     assert "  slice 1: 29 tokens" in shown and "  slice 2: 1 tokens" in shown
     assert panel.hover_at(0.45) == 3 and "— slow" in panel.hover_label.text()

@@ -60,10 +60,11 @@ def chips_html(pieces: tuple[P.PromptPiece, ...]) -> str:
     out: list[str] = []
     shades = (palette.PROMPT_TOKEN_BG, palette.CODE_BG)
     for i, p in enumerate(pieces[:MAX_CHIPS]):
-        bg = palette.SPECIAL_TOKEN_BG if p.special else shades[i % 2]
+        bg = (palette.SPECIAL_TOKEN_BG, palette.SPECIAL_TOKEN_BG_ALT)[i % 2] if p.special else shades[i % 2]
         text = html.escape(p.text).replace(" ", "·").replace("\t", "→").replace("\n", "⏎") or "∅"
         tip = f"id {p.token_id}" + (" · special" if p.special else "")
-        out.append(f"<span title='{tip}' style='background-color:{bg}; color:{palette.TEXT}'>{text}</span>")
+        # a zero-width space after each chip: lines break between tokens, not inside one
+        out.append(f"<span title='{tip}' style='background-color:{bg}; color:{palette.TEXT}'>{text}</span>&#8203;")
         if "\n" in p.text:
             out.append("<br>")
     if len(pieces) > MAX_CHIPS:

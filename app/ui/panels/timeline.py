@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import pyqtgraph as pg
 from PySide6.QtCore import QElapsedTimer, QPointF, Qt
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QFrame, QHBoxLayout, QLabel, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget
 
 from app.core.chat import Role
 from app.core.conversations import Message
@@ -30,6 +30,10 @@ from app.ui.turn import LiveTurn, TurnPhase
 
 LIVE_ITEM = -1  # the picker's item for the reply in flight
 LIVE_REDRAW_MS = 500  # while a reply streams, its timeline is drawn again at most this often
+HOVER_HINT = (
+    "Bars: decode steps (width: how long, height: ms); red: slower than "
+    f"{SLOW_STEP_FACTOR:g}× the median (dashed). Hover one for its token."
+)
 
 # Phase colours (palette names): template and tokenize, cache reuse, prefill slices, decode, rebuild.
 TEMPLATE_COLOR = palette.PURPLE
@@ -111,28 +115,32 @@ class TimelinePanel(QWidget):
         lay = QHBoxLayout(self)
         lay.setContentsMargins(8, 4, 8, 6)
         lay.setSpacing(8)
-        left = QVBoxLayout()
-        left.setSpacing(2)
-        top = QHBoxLayout()
+        # The plot takes the whole height (the bottom dock is ~110 px tall at 1366x768); the picker,
+        # the hovered step and the numbers share the column on the right.
+        side = QVBoxLayout()
+        side.setSpacing(2)
         self.picker = QComboBox()
         self.picker.setObjectName("timelinePicker")
         self.picker.setToolTip("Which reply's timeline to show: the shown chat's replies, or the one in progress")
         self.picker.currentIndexChanged.connect(self._picked)
-        top.addWidget(self.picker, 1)
-        self.hover_label = QLabel("Hover a decode step to see its token.")
+        self.picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.picker.setMinimumContentsLength(12)
+        side.addWidget(self.picker)
+        self.hover_label = QLabel(HOVER_HINT)
         self.hover_label.setObjectName("detailLabel")
         self.hover_label.setTextFormat(Qt.TextFormat.RichText)
+        self.hover_label.setWordWrap(True)
         self.hover_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        top.addWidget(self.hover_label, 2)
-        left.addLayout(top)
+        side.addWidget(self.hover_label)
         self.plots = pg.GraphicsLayoutWidget()
         self.plots.setObjectName("timelinePlot")
         self.plots.setBackground(palette.PLOT_BG)
         self.plots.setMinimumHeight(70)
         self.phases = self.plots.addPlot(row=0, col=0)
         self.steps = self.plots.addPlot(row=1, col=0)
-        self.plots.ci.layout.setRowStretchFactor(0, 1)
-        self.plots.ci.layout.setRowStretchFactor(1, 3)
+        self.phases.setMaximumHeight(22)  # one lane of phases; the steps get the rest
+        self.plots.ci.layout.setContentsMargins(2, 2, 2, 2)
+        self.plots.ci.layout.setSpacing(0)
         for p in (self.phases, self.steps):
             p.setMouseEnabled(x=True, y=False)
             p.setMenuEnabled(False)
@@ -141,8 +149,11 @@ class TimelinePanel(QWidget):
         self.phases.hideAxis("bottom")
         self.phases.setYRange(0, 1, padding=0)
         self.steps.setXLink(self.phases)
-        self.steps.setLabel("left", "ms")
-        self.steps.setLabel("bottom", "s since request")
+        self.steps.getAxis("left").setWidth(34)
+        self.phases.getAxis("left").setWidth(34)
+        self.phases.showAxis("left")
+        self.phases.getAxis("left").setTicks([[]])  # lines up with the steps' axis, no numbers
+        self.steps.getAxis("bottom").setHeight(18)
         self.steps.showGrid(x=True, y=True, alpha=0.15)
         self._phase_bars: list[pg.GraphicsObject] = []
         self._step_bars: list[pg.BarGraphItem] = []  # normal steps, slow steps
@@ -155,16 +166,18 @@ class TimelinePanel(QWidget):
         self.marker = pg.ScatterPlotItem(size=9, brush=pg.mkBrush(palette.WHITE), pen=None)
         self.steps.addItem(self.marker)
         self.plots.scene().sigMouseMoved.connect(self._mouse_moved)
-        left.addWidget(self.plots, 1)
-        lay.addLayout(left, 1)
-        self.details = QLabel("The timeline of a reply appears here.")
-        self.details.setObjectName("detailLabel")
-        self.details.setWordWrap(True)
-        self.details.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
-        self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.details.setMinimumWidth(260)
-        self.details.setMaximumWidth(420)
-        lay.addWidget(self.details)
+        lay.addWidget(self.plots, 1)
+        self.details = QTextBrowser()  # scrolls: the dock is short at 1366x768
+        self.details.setObjectName("timelineDetails")
+        self.details.setFrameShape(QFrame.Shape.NoFrame)
+        self.details.setPlainText("The timeline of a reply appears here (engine seconds since the request).")
+        side.addWidget(self.details, 1)
+        column = QWidget()
+        column.setLayout(side)
+        side.setContentsMargins(0, 0, 0, 0)
+        column.setMinimumWidth(280)
+        column.setMaximumWidth(440)
+        lay.addWidget(column)
 
     # ------------------------------------------------------------------ what is shown
     def set_replies(self, replies: Sequence[tuple[int, str, TurnTimeline | None]], live: bool) -> None:
@@ -234,14 +247,14 @@ class TimelinePanel(QWidget):
             self._step_starts = []
             self.median_line.hide()
             self.ttft_line.hide()
-            self.details.setText(why_none)
+            self.details.setPlainText(why_none)
             return
         self._draw_phases(t)
         self._draw_steps(t)
         end = max(t.end_s, t.token_times_s[-1] if t.token_times_s else 0.0, t.prefill_end_s, 1e-3)
         self.phases.setXRange(0, end * 1.02, padding=0)
         self.lines = phase_lines(t)
-        self.details.setText("<br>".join(html.escape(line).replace("  ", "&nbsp;&nbsp;") for line in self.lines))
+        self.details.setHtml("<br>".join(html.escape(line).replace("  ", "&nbsp;&nbsp;") for line in self.lines))
 
     def _bar(self, x0: float, width: float, color: str, y0: float = 0.15, height: float = 0.7) -> None:
         bar = pg.BarGraphItem(x0=[x0], y0=[y0], width=[max(width, 0.0)], height=[height], brush=color, pen=None)
@@ -324,8 +337,8 @@ class TimelinePanel(QWidget):
         slow = " — slow" if k in t.slow_steps() else ""
         ratio = f", {lat / med:.1f}× median" if med > 0 else ""
         self.hover_label.setText(
-            f"token {k + 1} ‘{html.escape(piece_text(t.token_pieces[k]))}’ (id {t.token_ids[k]}): "
-            f"{lat:.1f} ms step{ratio}{slow}, sampled at {t.token_times_s[k]:.3f} s"
+            f"token {k + 1} <b>‘{html.escape(piece_text(t.token_pieces[k]))}’</b>: "
+            f"{lat:.1f} ms step{ratio}{slow} · at {t.token_times_s[k]:.3f} s · id {t.token_ids[k]}"
         )
         self.marker.setData([t.token_times_s[k] - lat / 2000.0], [lat])
         return k
