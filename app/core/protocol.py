@@ -6,7 +6,8 @@ plain values (they are pickled over a pipe). Every request with a
 :class:`Finished` or :class:`Failed` for :class:`Generate`,
 :class:`ModelLoaded` or :class:`Failed` for :class:`LoadModel`,
 :class:`ContextReset` for :class:`ResetContext`,
-:class:`FunnelComputed` or :class:`Failed` for :class:`ComputeFunnel`.
+:class:`FunnelComputed` or :class:`Failed` for :class:`ComputeFunnel`,
+:class:`PromptRendered` or :class:`Failed` for :class:`RenderPrompt`.
 
 Cancel is not a message: the UI sets a shared ``multiprocessing.Event`` that
 the engine checks between prefill chunks and decode steps (docs/architecture.md, principle 4).
@@ -66,6 +67,10 @@ class Generate:
         keep_logits: keep this reply's logits per step in the engine (top 64 and the
             log-sum-exp per step, the full vocabulary for the latest steps) so that
             :class:`ComputeFunnel` can re-run the sampler funnel on any of its tokens.
+        chat_template: the person's chat template (Jinja2 source) to render ``messages`` with
+            instead of the GGUF's (a per-model override); None: the GGUF's (or the plain
+            transcript for a model without one). One that does not compile or render fails
+            with kind ``template``, its line named.
     """
 
     request_id: int
@@ -80,6 +85,29 @@ class Generate:
     candidates_every_token: bool = False
     external: bool = False
     keep_logits: bool = False
+    chat_template: str | None = None
+
+
+@dataclass(frozen=True)
+class RenderPrompt:
+    """Render a conversation as the model would see it, without generating (the Template view).
+
+    Answered with :class:`PromptRendered` or :class:`Failed` (kind ``template`` naming the
+    template's line for a syntax error or an exception; ``no_model``). Queued behind a reply
+    in flight.
+
+    Attributes:
+        messages: the conversation, system prompt first; empty: a sample conversation with
+            system, user and assistant turns (:data:`app.core.chat_template.SAMPLE_CONVERSATION`).
+        chat_template: a Jinja2 template to render with instead of the model's (an override
+            being edited or in use); None: the GGUF's.
+        continue_last: render the last (assistant) message to be continued.
+    """
+
+    request_id: int
+    messages: tuple[ChatMessage, ...] = ()
+    chat_template: str | None = None
+    continue_last: bool = False
 
 
 @dataclass(frozen=True)
@@ -116,7 +144,7 @@ class Shutdown:
     """End the engine process."""
 
 
-Request = LoadModel | Generate | ComputeFunnel | ResetContext | Shutdown
+Request = LoadModel | Generate | RenderPrompt | ComputeFunnel | ResetContext | Shutdown
 
 
 # ---------------------------------------------------------------------------------------------
@@ -217,6 +245,10 @@ class PromptPrepared:
         prompt_text: the rendered prompt (chat template applied), for inspection.
         elapsed_s: seconds from the request reaching the engine to the start of prefill
             (template rendering and tokenization).
+        template_s: of that, seconds spent rendering the chat template.
+        tokenize_s: seconds spent tokenizing the rendered text (reused tokens are matched, not tokenized).
+        reuse_s: seconds spent finding the prefix the KV cache holds and removing the rest
+            (``llama_memory_seq_rm``); it ends at ``elapsed_s``.
     """
 
     request_id: int
@@ -227,6 +259,9 @@ class PromptPrepared:
     dropped_messages: int
     new_tokens: tuple[tuple[int, str], ...]
     prompt_text: str
+    template_s: float = 0.0
+    tokenize_s: float = 0.0
+    reuse_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -238,6 +273,8 @@ class PrefillProgress:
         rebuild: False for the prompt's prefill; True while the rolling policy rebuilds the
             context mid-reply (``done`` / ``total`` then count the rebuild's tokens; the
             prompt's prefill figures are over and stay as they were).
+        slice_tokens: tokens of the slice (one llama_decode call) that ended at ``elapsed_s``;
+            0 for progress reported inside a slice.
     """
 
     request_id: int
@@ -245,6 +282,7 @@ class PrefillProgress:
     total: int
     elapsed_s: float
     rebuild: bool = False
+    slice_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -320,11 +358,13 @@ class Finished:
     Attributes:
         text: the whole reply.
         stats: the turn's measurements.
+        elapsed_s: when the turn ended, seconds since the request reached the engine.
     """
 
     request_id: int
     text: str
     stats: GenerationStats
+    elapsed_s: float = 0.0
 
 
 class FailureKind(str, enum.Enum):
@@ -357,6 +397,58 @@ class Failed:
     kind: FailureKind
     message: str
     stats: GenerationStats | None = None
+
+
+class TemplateSource(str, enum.Enum):
+    """Where a rendered prompt's format came from."""
+
+    GGUF = "gguf"  #: the chat template in the GGUF's metadata
+    OVERRIDE = "override"  #: the person's template for this model (or one being edited)
+    PLAIN = "plain"  #: no template: Glassbox's plain transcript (``User: ... Assistant:``)
+
+
+@dataclass(frozen=True)
+class PromptPiece:
+    """One token of a rendered prompt.
+
+    Attributes:
+        token_id: the token.
+        text: its text for display (special tokens as their text, fragments of a UTF-8
+            character as ``⟨F0 9F⟩``).
+        special: a control or user-defined token (BOS, EOS, ``<|im_start|>``, ``<start_of_turn>``).
+    """
+
+    token_id: int
+    text: str
+    special: bool
+
+
+@dataclass(frozen=True)
+class PromptRendered:
+    """The answer to :class:`RenderPrompt`: the prompt text and the tokens the model sees.
+
+    Attributes:
+        text: the rendered prompt.
+        pieces: its tokens, BOS first when the tokenizer adds one (at most
+            ``MAX_RENDERED_PIECES``; ``n_tokens`` counts them all).
+        n_tokens: tokens of the whole prompt.
+        source: where the format came from.
+        template: the Jinja2 source used (None for the plain transcript).
+        gguf_template: the GGUF's own template (None when it has none).
+        sample: ``text`` renders the sample conversation, not a chat.
+    """
+
+    request_id: int
+    text: str
+    pieces: tuple[PromptPiece, ...]
+    n_tokens: int
+    source: TemplateSource
+    template: str | None
+    gguf_template: str | None
+    sample: bool = False
+
+
+MAX_RENDERED_PIECES = 16384
 
 
 @dataclass(frozen=True)
@@ -392,7 +484,8 @@ Event = (
     | Failed
     | ContextReset
     | FunnelComputed
+    | PromptRendered
     | LogLine
 )
 
-TERMINAL_EVENTS = (ModelLoaded, Finished, Failed, ContextReset, FunnelComputed)
+TERMINAL_EVENTS = (ModelLoaded, Finished, Failed, ContextReset, FunnelComputed, PromptRendered)

@@ -63,6 +63,9 @@ class Settings:
             Export chat and Import chat dialog was used in ("" before the first use);
             see :class:`DialogFolder`.
         server: the local API server (off by default; its key is stored here like the Hub token).
+        chat_templates: the person's chat template overrides, ``(model path, Jinja2 source)``
+            pairs, one per model (absolute paths as loaded); a model not listed uses its GGUF's.
+            Stored as a JSON object; files written before it existed read as none.
     """
 
     sampler: SamplerSettings = field(default_factory=SamplerSettings)
@@ -77,6 +80,16 @@ class Settings:
     export_folder: str = ""
     import_folder: str = ""
     server: ServerSettings = field(default_factory=ServerSettings)
+    chat_templates: tuple[tuple[str, str], ...] = ()
+
+    def chat_template_for(self, model_path: str) -> str | None:
+        """The person's chat template for the model at ``model_path``, or None (the GGUF's is used)."""
+        return dict(self.chat_templates).get(model_path)
+
+    def with_chat_template(self, model_path: str, source: str | None) -> Settings:
+        """These settings with ``model_path``'s chat template override set (None: back to the GGUF's)."""
+        rest = tuple((p, t) for p, t in self.chat_templates if p != model_path)
+        return replace(self, chat_templates=rest + (((model_path, source),) if source is not None else ()))
 
     def last_folder(self, kind: DialogFolder) -> str:
         """The folder the last dialog of ``kind`` was used in ("" if none yet)."""
@@ -122,6 +135,7 @@ class Settings:
             "hub_token": self.hub_token,
             **{k.field_name: self.last_folder(k) for k in DialogFolder},
             "server": self.server.to_dict(),
+            "chat_templates": dict(self.chat_templates),
         }
 
     @classmethod
@@ -145,6 +159,7 @@ class Settings:
             export_folder=_text(data.get(DialogFolder.EXPORT.field_name)),
             import_folder=_text(data.get(DialogFolder.IMPORT.field_name)),
             server=ServerSettings.from_dict(data.get("server")),
+            chat_templates=_templates(data.get("chat_templates")),
         )
 
 
@@ -157,6 +172,13 @@ def _folders(folders: Iterable[Path | str]) -> tuple[str, ...]:
         if s not in seen:
             seen.append(s)
     return tuple(seen)
+
+
+def _templates(value: object) -> tuple[tuple[str, str], ...]:
+    """Chat template overrides from the stored object: pairs of text kept, anything else dropped."""
+    if not isinstance(value, dict):
+        return ()
+    return tuple((p, t) for p, t in value.items() if isinstance(p, str) and p and isinstance(t, str))
 
 
 def _text(value: object) -> str:

@@ -118,6 +118,8 @@ def handle(session: Session, req: object, emit: Callable[[object], None]) -> Non
             emit(session.generate(req))
         elif isinstance(req, P.ComputeFunnel):
             emit(session.funnel(req))
+        elif isinstance(req, P.RenderPrompt):
+            emit(session.render_prompt(req))
         elif isinstance(req, P.ResetContext):
             session.reset()
             emit(P.ContextReset(rid))

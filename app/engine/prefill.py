@@ -170,7 +170,11 @@ class Prefiller:
                 if size >= n_ubatch and state.nodes:
                     state.per_ubatch = self.nodes_per_ubatch = state.nodes // (-(-size // n_ubatch))
                 done += size
-                emit(P.PrefillProgress(request_id, done, total, (time.perf_counter_ns() - t0) / 1e9, rebuild))
+                emit(
+                    P.PrefillProgress(
+                        request_id, done, total, (time.perf_counter_ns() - t0) / 1e9, rebuild, slice_tokens=size
+                    )
+                )
             return done
         finally:
             llama_cpp.llama_set_abort_callback(llm.ctx, llama_cpp.ggml_abort_callback(), None)

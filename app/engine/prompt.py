@@ -1,7 +1,9 @@
 """From a conversation to prompt tokens: the chat template, tokenization, fitting n_ctx.
 
 The model's chat template (GGUF metadata, Jinja2 as transformers and
-llama-cpp-python render it) or, for models without one, a plain transcript;
+llama-cpp-python render it), the person's override of it for this model
+(compiled the same way; errors name the template's line), or, for models
+without one, a plain transcript;
 tokenized with special tokens parsed and BOS added when the tokenizer wants
 it. A prompt that does not fit n_ctx is refused with both numbers (policy
 STOP) or loses its oldest turns (policy ROLLING).
@@ -9,9 +11,14 @@ STOP) or loses its oldest turns (policy ROLLING).
 
 from __future__ import annotations
 
+import time
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import jinja2
+from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
 from app.core.chat import ChatMessage, ContextPolicy, Role
 from app.core.conversations.turns import repeated_roles
@@ -22,6 +29,8 @@ from app.engine.vocab import Vocab
 
 # Tokens kept free for the reply when the rolling policy trims the prompt.
 ROLLING_RESERVE_FRACTION = 0.25
+# Override templates kept compiled (the one in use and a few being edited and previewed).
+COMPILED_TEMPLATES_KEPT = 4
 
 
 class PlainTranscript:
@@ -77,6 +86,48 @@ def template_refusal(messages: Sequence[ChatMessage], exc: Exception) -> str:
     )
 
 
+def template_line(exc: BaseException) -> int | None:
+    """The line of the Jinja2 template where ``exc`` arose (1-based), or None when unknown.
+
+    A syntax error carries it (``TemplateSyntaxError.lineno``); an exception while rendering
+    has a traceback frame in the compiled template (jinja2 names it ``<template>``).
+    """
+    if isinstance(exc, jinja2.TemplateSyntaxError):
+        return exc.lineno
+    lines = [fr.lineno for fr in traceback.extract_tb(exc.__traceback__) if fr.filename == "<template>"]
+    return lines[-1] if lines and lines[-1] is not None else None
+
+
+def describe_template_error(exc: BaseException, stage: str) -> str:
+    """The person's words for a chat template that failed to ``stage`` ("compile", "render"),
+    naming the line, e.g. ``The chat template does not compile: line 3: unexpected end of template``."""
+    line = template_line(exc)
+    what = exc.message if isinstance(exc, jinja2.TemplateSyntaxError) and exc.message else str(exc)
+    kind = "" if isinstance(exc, (jinja2.TemplateSyntaxError, ValueError)) else f"{type(exc).__name__}: "
+    where = f"line {line}: " if line is not None else ""
+    return f"The chat template does not {stage}: {where}{kind}{what}"
+
+
+def compile_template(source: str, eos_text: str, bos_text: str) -> Any:
+    """A chat template compiled as llama-cpp-python compiles the GGUF's (``Jinja2ChatFormatter``).
+
+    Raises:
+        EngineError: ``template`` for a template jinja2 cannot compile (the line named).
+    """
+    try:
+        return Jinja2ChatFormatter(template=source, eos_token=eos_text, bos_token=bos_text)
+    except Exception as exc:  # TemplateSyntaxError, or an extension's error
+        raise EngineError(FailureKind.TEMPLATE, describe_template_error(exc, "compile")) from None
+
+
+@dataclass
+class PromptTiming:
+    """Where the time of building one prompt went, nanoseconds (reset per turn by the session)."""
+
+    render_ns: int = 0
+    tokenize_ns: int = 0
+
+
 @dataclass(frozen=True)
 class FittedPrompt:
     """A prompt that fits n_ctx.
@@ -105,10 +156,13 @@ class PromptBuilder:
         template_stop: stop strings the template implies (its EOS text).
         n_ctx: the context llama.cpp allocated, tokens.
         trained_ctx: the model's trained context length, tokens (named in overflow advice).
+        bos_text, eos_text: the texts of BOS and EOS (given to an override's template).
 
     Attributes:
         cached_turn: what the KV cache holds after the last turn (set by the session);
             prompts that start with it reuse its tokens (:mod:`app.engine.kv_reuse`).
+        timing: time spent rendering and tokenizing since it was last reset.
+        override: the person's template source in use (:meth:`use_template`), or None.
     """
 
     def __init__(
@@ -119,15 +173,48 @@ class PromptBuilder:
         template_stop: tuple[str, ...],
         n_ctx: int,
         trained_ctx: int,
+        bos_text: str = "",
+        eos_text: str = "",
     ) -> None:
         self._llm = llm
         self._vocab = vocab
+        self._gguf_formatter = formatter
+        self._gguf_stop = template_stop
         self._formatter = formatter
         self._plain = PlainTranscript()
         self._template_stop = template_stop
+        self._bos_text = bos_text
+        self._eos_text = eos_text
+        self._compiled: dict[str, Any] = {}  # overrides compiled, by their source (the last few)
+        self.override: str | None = None
         self.n_ctx = n_ctx
         self._trained_ctx = trained_ctx
         self.cached_turn: CachedTurn | None = None
+        self.timing = PromptTiming()
+
+    def use_template(self, source: str | None) -> None:
+        """Render with ``source`` (the person's template for this model) from now on; None: the GGUF's.
+
+        Raises:
+            EngineError: ``template`` when ``source`` does not compile (nothing changes then).
+        """
+        if source is None:
+            self._formatter, self._template_stop, self.override = self._gguf_formatter, self._gguf_stop, None
+            return
+        formatter = self._compiled.get(source)
+        if formatter is None:
+            formatter = compile_template(source, self._eos_text, self._bos_text)
+            if len(self._compiled) >= COMPILED_TEMPLATES_KEPT:
+                self._compiled.pop(next(iter(self._compiled)))
+            self._compiled[source] = formatter
+        self._formatter = formatter
+        self._template_stop = (self._eos_text,) if self._eos_text else ()
+        self.override = source
+
+    @property
+    def has_template(self) -> bool:
+        """A chat template is in use (the GGUF's or an override), not the plain transcript."""
+        return self._formatter is not None
 
     @property
     def stop_strings(self) -> tuple[str, ...]:
@@ -136,7 +223,18 @@ class PromptBuilder:
 
     def tokenize(self, text: str, special: bool = True) -> list[int]:
         """Token ids of ``text`` (no BOS added; ``special``: parse special-token texts)."""
+        t = time.perf_counter_ns()
         toks: list[int] = self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=special)
+        self.timing.tokenize_ns += time.perf_counter_ns() - t
+        return toks
+
+    def prompt_tokens(self, text: str) -> list[int]:
+        """The tokens of a whole prompt ``text``: special-token texts parsed, BOS first when the
+        tokenizer adds one and the text does not already start with it."""
+        toks = self.tokenize(text, special=True)
+        bos = self._vocab.bos
+        if self._vocab.add_bos and bos >= 0 and (not toks or toks[0] != bos):
+            toks.insert(0, bos)
         return toks
 
     def render(self, messages: Sequence[ChatMessage], continue_last: bool = False) -> str:
@@ -145,6 +243,13 @@ class PromptBuilder:
         Raises:
             EngineError: ``template`` when the template rejects the conversation.
         """
+        t = time.perf_counter_ns()
+        try:
+            return self._render(messages, continue_last)
+        finally:
+            self.timing.render_ns += time.perf_counter_ns() - t
+
+    def _render(self, messages: Sequence[ChatMessage], continue_last: bool) -> str:
         if self._formatter is None:
             return self._plain.render(messages, continue_last)
         msgs = list(messages)
@@ -154,7 +259,13 @@ class PromptBuilder:
         try:
             out: str = self._formatter(messages=[{"role": m.role, "content": m.content} for m in msgs]).prompt
         except Exception as exc:  # jinja2 raise_exception(...) or a template bug
-            raise EngineError(FailureKind.TEMPLATE, template_refusal(messages, exc)) from None
+            if self.override is None:
+                raise EngineError(FailureKind.TEMPLATE, template_refusal(messages, exc)) from None
+            if isinstance(exc, ValueError):  # the person's template refused the conversation (raise_exception)
+                line = template_line(exc)
+                where = f" (line {line} of your chat template)" if line is not None else ""
+                raise EngineError(FailureKind.TEMPLATE, template_refusal(messages, exc) + where) from None
+            raise EngineError(FailureKind.TEMPLATE, describe_template_error(exc, "render")) from None
         return out + tail
 
     def tokens_for(self, messages: Sequence[ChatMessage], continue_last: bool) -> tuple[list[int], str]:
@@ -168,11 +279,7 @@ class PromptBuilder:
             spliced = splice_prompt(self.cached_turn, text, self._vocab, self.tokenize)
             if spliced is not None:
                 return spliced, text
-        toks = self.tokenize(text, special=True)
-        bos = self._vocab.bos
-        if self._vocab.add_bos and bos >= 0 and (not toks or toks[0] != bos):
-            toks.insert(0, bos)
-        return toks, text
+        return self.prompt_tokens(text), text
 
     def fit(self, messages: list[ChatMessage], continue_last: bool, policy: ContextPolicy) -> FittedPrompt:
         """The prompt for ``messages``, fitted into n_ctx by ``policy``.
@@ -217,10 +324,7 @@ class PromptBuilder:
         Raises:
             EngineError: ``context_overflow`` when it does not fit n_ctx (nothing can be dropped).
         """
-        toks = self.tokenize(text, special=True)
-        bos = self._vocab.bos
-        if self._vocab.add_bos and bos >= 0 and (not toks or toks[0] != bos):
-            toks.insert(0, bos)
+        toks = self.prompt_tokens(text)
         if len(toks) >= self.n_ctx:
             raise EngineError(
                 FailureKind.CONTEXT_OVERFLOW,

@@ -32,6 +32,7 @@ from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
 from app.core import protocol as P
 from app.core.chat import ChatMessage, ContextPolicy, GenerationStats, LoadSettings, StopReason
+from app.core.chat_template import SAMPLE_CONVERSATION
 from app.core.gguf_info import GGUFError, GGUFInfo, check_loadable
 from app.core.memory import KVCacheLayout, kv_cache_layout, n_ubatch_for
 from app.engine import kv_snapshot
@@ -195,7 +196,9 @@ class Session:
             info=info,
             layout=layout,
             vocab=vocab,
-            prompt=PromptBuilder(llm, vocab, formatter, template_stop, n_ctx, info.context_length),
+            prompt=PromptBuilder(
+                llm, vocab, formatter, template_stop, n_ctx, info.context_length, bos_text=bos_text, eos_text=eos_text
+            ),
             prefiller=Prefiller(llm, n_batch, n_ubatch, self.cancel, self.emit, nodes_per_ubatch),
             inspector=Inspector(llm, vocab),
             funnel_vocab=Vocab(llm.model),
@@ -267,6 +270,54 @@ class Session:
         """
         return self._require().prompt.render(messages, continue_last)
 
+    def render_prompt(self, req: P.RenderPrompt) -> P.PromptRendered:
+        """The prompt ``req.messages`` (or the sample conversation) renders to, and its tokens.
+
+        With ``req.chat_template`` this validates an override: it must compile, render the
+        conversation without an exception and produce text. The template in use for
+        replies is left as it was.
+
+        Raises:
+            EngineError: ``no_model``; ``template`` (a syntax error or an exception, its line
+                named; or no text).
+        """
+        m = self._require()
+        b = m.prompt
+        sample = not req.messages
+        messages = SAMPLE_CONVERSATION if sample else req.messages
+        before = b.override
+        try:
+            b.use_template(req.chat_template)
+            text = b.render(messages, req.continue_last)
+            plain = not b.has_template
+        finally:
+            b.use_template(before)  # compiled already: cannot fail
+        if not text.strip():
+            raise EngineError(
+                P.FailureKind.TEMPLATE,
+                "The chat template renders no text for "
+                + ("a conversation with system, user and assistant turns." if sample else "this conversation."),
+            )
+        toks = b.prompt_tokens(text)
+        vocab = m.vocab
+        pieces = tuple(P.PromptPiece(t, vocab.display(t), vocab.is_special(t)) for t in toks[: P.MAX_RENDERED_PIECES])
+        if req.chat_template is not None:
+            source, template = P.TemplateSource.OVERRIDE, req.chat_template
+        elif plain:
+            source, template = P.TemplateSource.PLAIN, None
+        else:
+            source, template = P.TemplateSource.GGUF, m.info.chat_template
+        return P.PromptRendered(
+            request_id=req.request_id,
+            text=text,
+            pieces=pieces,
+            n_tokens=len(toks),
+            source=source,
+            template=template,
+            gguf_template=m.info.chat_template or None,
+            sample=sample,
+        )
+
     # ------------------------------------------------------------------------- generation
     def generate(self, req: P.Generate) -> P.Finished:
         """Run one turn, emitting PromptPrepared, PrefillProgress and TokenEvent events.
@@ -286,6 +337,8 @@ class Session:
             raise EngineError(P.FailureKind.BAD_SETTINGS, f"The sampler settings cannot be used: {exc}.") from None
         policy = ContextPolicy(req.context_policy or self.settings.context_policy)
         person_turn = m.prompt.cached_turn  # an external request leaves it as it was (see P.Generate)
+        m.prompt.use_template(req.chat_template)
+        m.prompt.timing.render_ns = m.prompt.timing.tokenize_ns = 0
         if req.raw_prompt is not None:
             prompt = m.prompt.fit_raw(req.raw_prompt)
         else:
@@ -319,7 +372,9 @@ class Session:
         llm = m.llm
         llama_cpp.llama_perf_context_reset(llm.ctx)
 
+        t_reuse = time.perf_counter_ns()
         cached = rewind_to_prefix(llm, prompt.tokens)
+        reuse_ns = time.perf_counter_ns() - t_reuse
         new = prompt.tokens[cached:]
         self.emit(
             P.PromptPrepared(
@@ -331,6 +386,9 @@ class Session:
                 dropped_messages=prompt.dropped,
                 new_tokens=tuple((t, m.vocab.display(t)) for t in new[-MAX_REPORTED_PROMPT_TOKENS:]),
                 prompt_text=prompt.text,
+                template_s=m.prompt.timing.render_ns / 1e9,
+                tokenize_s=m.prompt.timing.tokenize_ns / 1e9,
+                reuse_s=reuse_ns / 1e9,
             )
         )
         seed = req.sampler.resolved_seed()
@@ -512,4 +570,4 @@ class Session:
             llama_n_prefill=int(perf.n_p_eval),
             llama_n_decode=int(perf.n_eval),
         )
-        return P.Finished(req.request_id, result.text, final)
+        return P.Finished(req.request_id, result.text, final, elapsed_s=(time.perf_counter_ns() - t0) / 1e9)

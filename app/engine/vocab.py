@@ -43,6 +43,21 @@ class Vocab:
         """Tokens in the vocabulary."""
         return int(llama_cpp.llama_vocab_n_tokens(self.ptr))
 
+    def is_special(self, token: int) -> bool:
+        """Whether ``token`` is a special token of the prompt format: a control token (BOS, EOS,
+        ``<|im_start|>``, ``<start_of_turn>``), or a user-defined one written as a tag (``<tool_call>``).
+
+        Not every user-defined token: Gemma 3's vocabulary makes runs of line breaks and
+        spaces user-defined tokens, and they are plain text.
+        """
+        attr = int(llama_cpp.llama_vocab_get_attr(self.ptr, token))
+        if attr & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL:
+            return True
+        if not attr & llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED:
+            return False
+        text = self.text(token)
+        return len(text) > 2 and text.startswith("<") and text.endswith(">")
+
     def is_eog(self, token: int) -> bool:
         """Whether ``token`` ends generation (EOS, EOT, ...)."""
         return bool(llama_cpp.llama_vocab_is_eog(self.ptr, token))

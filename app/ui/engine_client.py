@@ -104,6 +104,8 @@ class EngineClient(QObject):
         log_line(object): a llama.cpp warning or error.
         funnel_computed(object): :class:`~app.core.protocol.FunnelComputed` for :meth:`compute_funnel`.
         funnel_failed(object): :class:`~app.core.protocol.Failed` for :meth:`compute_funnel`.
+        prompt_rendered(object): :class:`~app.core.protocol.PromptRendered` for :meth:`render_prompt`.
+        prompt_render_failed(object): :class:`~app.core.protocol.Failed` for :meth:`render_prompt`.
         request_sent(object): a request (:class:`~app.core.protocol.LoadModel`,
             :class:`~app.core.protocol.Generate`, :class:`~app.core.protocol.ResetContext`)
             was sent to the engine; emitted with every one, just before it goes down the pipe.
@@ -127,6 +129,8 @@ class EngineClient(QObject):
     log_line = Signal(object)
     funnel_computed = Signal(object)
     funnel_failed = Signal(object)
+    prompt_rendered = Signal(object)
+    prompt_render_failed = Signal(object)
     request_sent = Signal(object)
     external_queue_changed = Signal()
 
@@ -147,6 +151,7 @@ class EngineClient(QObject):
         self._host_used = False  # a LoadModel went to the current engine process
         self._pending_load: P.LoadModel | None = None  # sent once the reply in flight has ended
         self._funnel_ids: set[int] = set()  # ComputeFunnel requests not answered yet
+        self._render_ids: set[int] = set()  # RenderPrompt requests not answered yet
         self._quiet_ready = False  # the next EngineReady comes from a switch: not emitted again
         self.ready_info: P.EngineReady | None = None
         self._tickets = itertools.count(1)
@@ -245,6 +250,7 @@ class EngineClient(QObject):
         self._load_id = None
         self._pending_load = None
         self._funnel_ids.clear()
+        self._render_ids.clear()
         self._quiet_ready = False
         self.model = None
         self._set_state(EngineState.DEAD)
@@ -308,10 +314,12 @@ class EngineClient(QObject):
         continue_last: bool = False,
         context_policy: str | None = None,
         keep_logits: bool = False,
+        chat_template: str | None = None,
     ) -> int | None:
         """Start a reply. Returns the request id, or None when not ready (nothing is sent).
 
         ``keep_logits``: the engine keeps the reply's logits per step for :meth:`compute_funnel`.
+        ``chat_template``: the person's template for this model (None: the GGUF's).
         """
         if self._host is None or self._state != EngineState.READY:
             return None
@@ -328,6 +336,7 @@ class EngineClient(QObject):
             continue_last,
             context_policy,
             keep_logits=keep_logits,
+            chat_template=chat_template,
         )
         if self._ext is not None:  # an external request is in the engine: this reply goes next
             self._held_gen = req
@@ -353,6 +362,23 @@ class EngineClient(QObject):
         rid = next(self._ids)
         self._funnel_ids.add(rid)
         self._send(P.ComputeFunnel(rid, reply_id, step, sampler, rows))
+        return rid
+
+    def render_prompt(
+        self, messages: tuple[ChatMessage, ...], chat_template: str | None = None, continue_last: bool = False
+    ) -> int | None:
+        """Ask how ``messages`` render for the loaded model (empty: a sample conversation), with
+        ``chat_template`` instead of the GGUF's when given (validating an override).
+
+        Returns:
+            The request id (answered by :attr:`prompt_rendered` or :attr:`prompt_render_failed`,
+            after any reply in flight), or None with no model (nothing is sent).
+        """
+        if self._host is None or self.model is None:
+            return None
+        rid = next(self._ids)
+        self._render_ids.add(rid)
+        self._send(P.RenderPrompt(rid, tuple(messages), chat_template, continue_last))
         return rid
 
     def cancel(self) -> None:
@@ -527,6 +553,13 @@ class EngineClient(QObject):
         elif isinstance(ev, P.Failed) and ev.request_id in self._funnel_ids:
             self._funnel_ids.discard(ev.request_id)
             self.funnel_failed.emit(ev)
+        elif isinstance(ev, P.PromptRendered):
+            if ev.request_id in self._render_ids:
+                self._render_ids.discard(ev.request_id)
+                self.prompt_rendered.emit(ev)
+        elif isinstance(ev, P.Failed) and ev.request_id in self._render_ids:
+            self._render_ids.discard(ev.request_id)
+            self.prompt_render_failed.emit(ev)
         elif isinstance(ev, P.Failed):
             if ev.request_id == self._load_id:
                 self._load_id = None

@@ -70,6 +70,8 @@ from app.ui.panels.funnel import FunnelPanel
 from app.ui.panels.model import ModelPanel
 from app.ui.panels.sampler import SamplerPanel
 from app.ui.panels.stats import StatsPanel
+from app.ui.panels.template import TemplateDialog
+from app.ui.panels.timeline import TimelinePanel, reply_items
 from app.ui.panels.tokens import TokensPanel
 from app.ui.repaint_clock import RepaintClock
 from app.ui.server.controller import ServerController
@@ -185,6 +187,8 @@ class MainWindow(QMainWindow):
         self.tokens_dock = _dock("Tokens", "tokensDock", self.tokens_panel, scroll=False)
         self.funnel_panel = FunnelPanel()
         self.funnel_dock = _dock("Funnel", "funnelDock", self.funnel_panel)
+        self.timeline_panel = TimelinePanel(self.turn)
+        self.timeline_dock = _dock("Timeline", "timelineDock", self.timeline_panel, scroll=False)
         for dock in (self.stats_dock, self.sampler_dock, self.funnel_dock):
             dock.setMinimumWidth(window_layout.RIGHT_DOCK_MIN)
         for dock in (self.chats_dock, self.model_dock):
@@ -196,6 +200,9 @@ class MainWindow(QMainWindow):
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.stats_dock)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.sampler_dock)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.tokens_dock)
+        self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.timeline_dock)
+        self.tabifyDockWidget(self.tokens_dock, self.timeline_dock)  # the turn's tokens, or its time axis
+        self.tokens_dock.raise_()
         # The local API (off by default): its panel is a dock, hidden until the person opens it.
         self.server = ServerController(engine, settings, self)
         self.server_panel = ServerPanel(self.server, settings)
@@ -281,6 +288,9 @@ class MainWindow(QMainWindow):
         self.chats_panel.export_requested.connect(self.export_conversation)
         self.chat.conversations_changed.connect(self.chats_panel.refresh)
         self.chat.conversation_changed.connect(self._conversation_changed)
+        self.tokens_panel.template_requested.connect(self.show_template)
+        for sig in (self.chat.conversation_changed, self.chat.conversations_changed, eng.generation_started):
+            sig.connect(lambda *_: self._list_timelines())
 
     # ------------------------------------------------------------------------------ pages
     def show_page(self, page: Page | str) -> None:
@@ -586,6 +596,30 @@ class MainWindow(QMainWindow):
         self.stats_panel.refresh(plot=plot)
         self.tokens_panel.refresh()
         self.funnel.tick()
+        if self.timeline_dock.isVisible():
+            self.timeline_panel.refresh()
+
+    def _list_timelines(self) -> None:
+        """The Timeline panel's replies: the shown chat's, and the one in flight when it is in this chat."""
+        conv = self.chat.conversation_id
+        live = self.engine.generating and self.chat.reply_conversation_id == conv
+        path = [] if conv is None else self.conversations.active_path(conv)
+        self.timeline_panel.set_replies(reply_items(path, live), live)
+
+    def show_template(self) -> TemplateDialog | None:
+        """Open the chat template and the prompt the model sees, with the per-model override (a
+        dialog, returned); None with no model loaded (the banner says so)."""
+        if self.engine.model is None:
+            self.banner.show_message(Severity.INFO, "Load a model to see its chat template and prompt.")
+            return None
+        chat = self.chat
+        dialog = TemplateDialog(
+            self.engine, self.settings_ctl, lambda: chat.messages_for_engine() if chat.conversation_id else (), self
+        )
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.resize(min(1200, self.width() - 80), min(700, self.height() - 80))
+        dialog.show()
+        return dialog
 
     def _show_last_reply_stats(self, conv_id: int | None) -> None:
         """The Stats panel shows the chat's last reply (stored) until a new turn starts; nothing

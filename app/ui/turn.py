@@ -10,7 +10,8 @@ import enum
 from dataclasses import dataclass, field, fields
 
 from app.core import protocol as P
-from app.core.chat import GenerationStats
+from app.core.chat import GenerationStats, StopReason
+from app.core.timeline import TimelineRecorder
 
 
 class TurnPhase(str, enum.Enum):
@@ -55,6 +56,8 @@ class LiveTurn:
         candidates: the last token's top candidates ``(id, text, logit)`` and its logsumexp.
         stored: ``final`` is a stored reply's stats (the chat just opened), not a turn of
             this session: no tokens, no prompt, the KV cache holds something else.
+        timeline: the turn on the engine's clock, folded from the same events
+            (:class:`~app.core.timeline.TimelineRecorder`).
         version: bumps on every change, so views repaint only when needed.
     """
 
@@ -79,6 +82,7 @@ class LiveTurn:
     last_rebuild_tokens: int = 0
     shift_dropped_messages: int = 0
     stored: bool = False
+    timeline: TimelineRecorder = field(default_factory=TimelineRecorder)
     version: int = 0
     _rate: tuple[list[float], list[float]] = field(default_factory=lambda: ([], []), repr=False)
     _rate_from: int = field(default=1, repr=False)  # the next token index rate_series has not covered
@@ -104,12 +108,14 @@ class LiveTurn:
         self.reset(TurnPhase.PREFILL)
 
     def on_prompt(self, ev: P.PromptPrepared) -> None:
+        self.timeline.on_prompt(ev)
         self.prompt = ev
         self.prefill_total = ev.to_evaluate
         self.n_past = ev.cached_tokens
         self.version += 1
 
     def on_prefill(self, ev: P.PrefillProgress) -> None:
+        self.timeline.on_prefill(ev)
         if ev.rebuild:  # the context is rebuilt mid-reply: the prompt's prefill figures stay
             self.rebuilding = True
             self.rebuild_done = ev.done
@@ -124,6 +130,7 @@ class LiveTurn:
         self.version += 1
 
     def on_token(self, ev: P.TokenEvent) -> None:
+        self.timeline.on_token(ev)
         self.phase = TurnPhase.DECODE
         self.tokens.append(TokenRecord(ev.token_id, ev.piece, ev.t_s, ev.p))
         self.n_past = ev.n_past
@@ -144,7 +151,10 @@ class LiveTurn:
         self.shift_dropped_messages += ev.dropped_messages
         self.version += 1
 
-    def on_finished(self, stats: GenerationStats | None) -> None:
+    def on_finished(self, stats: GenerationStats | None, end_s: float = 0.0) -> None:
+        """The turn ended (``stats`` None: it failed or the engine went away); ``end_s``: when,
+        engine seconds since the request arrived (0: unknown)."""
+        self.timeline.on_finished(end_s, stats.stop_reason if stats is not None else StopReason.ERROR)
         self.phase = TurnPhase.DONE if stats is not None else TurnPhase.FAILED
         self.final = stats
         self.rebuilding = False

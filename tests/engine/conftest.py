@@ -35,6 +35,7 @@ class Engine:
         stop_strings=(),
         top_candidates=0,
         continue_last=False,
+        chat_template=None,
         **sampler,
     ):
         """One turn; returns the terminal event (Finished or Failed)."""
@@ -48,9 +49,21 @@ class Engine:
                 on_event(ev)
 
         req = P.Generate(
-            self.host.next_id(), msgs, SamplerSettings(**sampler), tuple(stop_strings), top_candidates, continue_last
+            self.host.next_id(),
+            msgs,
+            SamplerSettings(**sampler),
+            tuple(stop_strings),
+            top_candidates,
+            continue_last,
+            chat_template=chat_template,
         )
         return self.host.request(req, timeout=timeout, on_event=handle)
+
+    def render(self, messages=(), chat_template=None, continue_last=False, timeout: float = 30.0):
+        """RenderPrompt; returns PromptRendered or Failed."""
+        msgs = tuple(m if isinstance(m, ChatMessage) else ChatMessage(*m) for m in messages)
+        req = P.RenderPrompt(self.host.next_id(), msgs, chat_template, continue_last)
+        return self.host.request(req, timeout=timeout)
 
 
 def start_engine(model: Path, **settings) -> Engine:

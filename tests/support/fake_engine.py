@@ -31,14 +31,18 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 from PySide6.QtCore import QObject, QTimer
 
 from app.core import protocol as P
 from app.core.chat import ChatMessage, GenerationStats, LoadSettings, StopReason
+from app.core.chat_template import SAMPLE_CONVERSATION
 from app.core.funnel import Funnel, FunnelStage, FunnelStageKind
 from app.core.gguf_info import read_gguf_info
 from app.core.memory import kv_cache_layout, n_ubatch_for
@@ -244,6 +248,7 @@ class FakeEngine(EngineClient):
         continue_last: bool = False,
         context_policy: str | None = None,
         keep_logits: bool = False,
+        chat_template: str | None = None,
     ) -> int | None:
         if not self._running or self._fake_state != EngineState.READY:
             return None
@@ -257,6 +262,7 @@ class FakeEngine(EngineClient):
             continue_last,
             context_policy,
             keep_logits=keep_logits,
+            chat_template=chat_template,
         )
         if keep_logits:
             self._kept = (rid, sampler, [])
@@ -398,9 +404,19 @@ class FakeEngine(EngineClient):
         to_eval = len(words) - cached
         prefill_s = self.ttft_s / 2
         yield P.PromptPrepared(
-            rid, 0.001, len(words), cached, to_eval, 0, tuple(enumerate(words[cached:]))[:4096], " ".join(words)
+            rid,
+            0.001,
+            len(words),
+            cached,
+            to_eval,
+            0,
+            tuple(enumerate(words[cached:]))[:4096],
+            " ".join(words),
+            template_s=0.0004,
+            tokenize_s=0.0003,
+            reuse_s=0.0001,
         )
-        yield P.PrefillProgress(rid, to_eval, to_eval, prefill_s)
+        yield P.PrefillProgress(rid, to_eval, to_eval, prefill_s, slice_tokens=to_eval)
         self._kv = list(words)
         n_ctx = turn.model.n_ctx
         max_tokens = req.sampler.max_tokens
@@ -428,6 +444,7 @@ class FakeEngine(EngineClient):
             if isinstance(script, Reply) and script.context_full:
                 stop = StopReason.CONTEXT_FULL
         seed = req.sampler.seed if req.sampler.seed is not None else self.seed_when_random
+        t_end = self.ttft_s + max(n - 1, 0) * self.token_s + self.token_s / 2
         yield P.Finished(
             rid,
             turn.text,
@@ -446,6 +463,7 @@ class FakeEngine(EngineClient):
                 stop_reason=stop.value,
                 seed=seed,
             ),
+            elapsed_s=t_end,
         )
 
     @staticmethod
@@ -496,6 +514,64 @@ class FakeEngine(EngineClient):
         funnel = Funnel(kept[0], step, row_ids, tuple(stages), token, s, 0, 6, False, 0.0)
         QTimer.singleShot(0, lambda: self.funnel_computed.emit(P.FunnelComputed(rid, funnel)))
         return rid
+
+    def render_prompt(
+        self, messages: tuple[ChatMessage, ...], chat_template: str | None = None, continue_last: bool = False
+    ) -> int | None:
+        """The prompt rendered with jinja2's sandbox as llama-cpp-python sets it up (``chat_template``,
+        else the GGUF's, else a plain transcript); "tokens" are special-token texts and words.
+        A template that does not compile or render fails with kind ``template`` naming its line."""
+        if self.model is None:
+            return None
+        rid = next(self._ids)
+        req = P.RenderPrompt(rid, tuple(messages), chat_template, continue_last)
+        self.request_sent.emit(req)
+        QTimer.singleShot(0, lambda: self._answer_render(req))
+        return rid
+
+    def _answer_render(self, req: P.RenderPrompt) -> None:
+        assert self.model is not None
+        sample = not req.messages
+        msgs = SAMPLE_CONVERSATION if sample else req.messages
+        gguf = self.model.chat_template
+        source_text = req.chat_template if req.chat_template is not None else gguf
+        if source_text is None:
+            text = "".join(f"{m.role.value.title()}: {m.content}\n" for m in msgs) + "Assistant:"
+            source = P.TemplateSource.PLAIN
+        else:
+            env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+            try:
+                text = env.from_string(source_text).render(
+                    messages=[{"role": m.role.value, "content": m.content} for m in msgs],
+                    bos_token=self.model.bos_text,
+                    eos_token=self.model.eos_text,
+                    add_generation_prompt=True,
+                )
+            except jinja2.TemplateSyntaxError as exc:
+                self.prompt_render_failed.emit(
+                    P.Failed(
+                        req.request_id,
+                        P.FailureKind.TEMPLATE,
+                        f"The chat template does not compile: line {exc.lineno}: {exc.message}",
+                    )
+                )
+                return
+            except Exception as exc:
+                self.prompt_render_failed.emit(
+                    P.Failed(req.request_id, P.FailureKind.TEMPLATE, f"The chat template does not render: {exc}")
+                )
+                return
+            source = P.TemplateSource.OVERRIDE if req.chat_template is not None else P.TemplateSource.GGUF
+        if not text.strip():
+            self.prompt_render_failed.emit(
+                P.Failed(req.request_id, P.FailureKind.TEMPLATE, "The chat template renders no text.")
+            )
+            return
+        parts = [p for p in re.split(r"(<[^<>\s]+>|\s*\S+)", text) if p]
+        pieces = tuple(P.PromptPiece(1000 + i, p, bool(re.fullmatch(r"<[^<>\s]+>", p))) for i, p in enumerate(parts))
+        self.prompt_rendered.emit(
+            P.PromptRendered(req.request_id, text, pieces, len(pieces), source, source_text, gguf, sample)
+        )
 
     def _token(self, req: P.Generate, piece: str, index: int) -> P.TokenEvent:
         if self._kept is not None and self._kept[0] == req.request_id:

@@ -92,3 +92,27 @@ def test_version_1_file_is_migrated_to_typed_fields(tmp_path):
     assert data["version"] == 2 and "extra" not in data
     assert data["library_folders"] == ["/models/a", "/models/b"] and data["hub_token"] == "hf_abc"
     assert store.load() == s
+
+
+def test_chat_template_overrides_are_kept_per_model_and_older_files_have_none(tmp_path):
+    """Files written before overrides existed (version 2 without the field) read as none; bad entries are dropped."""
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"version": 2, "system_prompt": "Be brief."}), encoding="utf-8")
+    store = SettingsStore(path)
+    s = store.load()
+    assert store.notice is None and s.chat_templates == () and s.chat_template_for("/m/a.gguf") is None
+    s = s.with_chat_template("/m/a.gguf", "{{ a }}").with_chat_template("/m/b.gguf", "{{ b }}")
+    s = s.with_chat_template("/m/a.gguf", "{{ a2 }}")  # one per model: replaced
+    assert s.chat_template_for("/m/a.gguf") == "{{ a2 }}" and s.chat_template_for("/m/b.gguf") == "{{ b }}"
+    store.save(s)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert data["chat_templates"] == {"/m/b.gguf": "{{ b }}", "/m/a.gguf": "{{ a2 }}"}
+    assert store.load() == s
+    back = store.load().with_chat_template("/m/a.gguf", None)  # reset to the GGUF's
+    assert back.chat_template_for("/m/a.gguf") is None and back.chat_template_for("/m/b.gguf") == "{{ b }}"
+    data["chat_templates"] = {"/m/c.gguf": 7, "": "{{ x }}", "/m/d.gguf": "{{ d }}"}
+    path.write_text(json.dumps(data), encoding="utf-8")
+    assert store.load().chat_templates == (("/m/d.gguf", "{{ d }}"),)
+    data["chat_templates"] = ["not", "an", "object"]
+    path.write_text(json.dumps(data), encoding="utf-8")
+    assert store.load().chat_templates == ()

@@ -414,6 +414,12 @@ class ChatController(QObject):
                 )
         return False
 
+    @property
+    def chat_template(self) -> str | None:
+        """The person's chat template for the loaded model (settings), or None: the GGUF's."""
+        model = self.engine.model
+        return self.settings.settings.chat_template_for(model.info.path) if model is not None else None
+
     def _meta(self) -> MessageMeta:
         model = self.engine.model
         sampler = self._sampler
@@ -430,6 +436,7 @@ class ChatController(QObject):
             if self.conversation_id
             else "",
             engine=f"llama-cpp-python {ready.llama_cpp_version}" if ready else "",
+            chat_template=self.chat_template,
         )
 
     def _start_reply(self, parent_id: int) -> bool:
@@ -467,6 +474,7 @@ class ChatController(QObject):
             continue_last=continue_last,
             context_policy=self.settings.settings.load.context_policy,
             keep_logits=self.keep_logits,
+            chat_template=self.chat_template,
         )
         if rid is None:
             self._abandon("not sent")
@@ -514,13 +522,15 @@ class ChatController(QObject):
             BannerTopic.CONTEXT,
         )
 
-    def _end_reply(self, text: str, stats: GenerationStats | None, complete: bool | None, badge: Badge) -> None:
+    def _end_reply(
+        self, text: str, stats: GenerationStats | None, complete: bool | None, badge: Badge, end_s: float = 0.0
+    ) -> None:
         mid, w = self._reply_id, self._reply_widget
         self._sent_user = None
         self._reply_id = None
         self._reply_widget = None
         self._reply_conv = None
-        self.turn.on_finished(stats)
+        self.turn.on_finished(stats, end_s)
         meta: MessageMeta | None = None
         if mid is not None:
             try:
@@ -545,21 +555,23 @@ class ChatController(QObject):
         self.conversations_changed.emit()
         self.composer.box.setFocus()
 
-    def _finished_meta(self, mid: int, stats: GenerationStats | None) -> MessageMeta | None:
-        """The meta a finished reply is stored with: for a continued reply, the tokens of its
-        earlier parts are kept in ``earlier_tokens`` (the new stats cover only the last part).
-        None: keep the stored meta as it is."""
-        if not self._reply_prefix or stats is None:
-            return None
+    def _finished_meta(self, mid: int, stats: GenerationStats | None) -> MessageMeta:
+        """The meta a finished reply is stored with: the turn's timeline (engine clock) added;
+        for a continued reply, the tokens of its earlier parts are kept in ``earlier_tokens``
+        (the new stats and timeline cover only the last part)."""
         old = self.store.get_message(mid).meta
+        timeline = self.turn.timeline.snapshot()
+        meta = replace(old, timeline=None if timeline.is_empty else timeline)
+        if not self._reply_prefix or stats is None:
+            return meta
         earlier = old.earlier_tokens + (old.stats.generated_tokens if old.stats is not None else 0)
-        return replace(old, earlier_tokens=earlier, edited=False)
+        return replace(meta, earlier_tokens=earlier, edited=False)
 
     def _on_finished(self, ev: P.Finished) -> None:
         # A continued reply's text is the old part plus what the engine added.
         text = self._reply_prefix + ev.text
         reason = StopReason(ev.stats.stop_reason)
-        self._end_reply(text, ev.stats, None, _CUT_BADGES.get(reason, _NO_BADGE))
+        self._end_reply(text, ev.stats, None, _CUT_BADGES.get(reason, _NO_BADGE), ev.elapsed_s)
         if reason is StopReason.CONTEXT_FULL:
             self.notice.emit(
                 Severity.WARNING,

@@ -54,6 +54,7 @@ RECOMMENDED_BG = "#132a1d"  # the recommended quant's row
 CACHED_BG = "#1e3a66"  # the reused-prefix chip
 CACHED_TEXT = "#cfe0ff"
 SPECIAL_TOKEN_BG = "#4a2d6b"  # chat-template special tokens
+SPECIAL_TOKEN_BG_ALT = "#5e3a87"  # the next special token, where two touch (the template view)
 PROMPT_TOKEN_BG = "#4d3b12"
 SEARCH_HIT_BG = "#7a5d00"  # a search match highlighted in a message
 # Generated tokens by the probability the model gave them, high to low.

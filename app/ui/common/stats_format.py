@@ -102,6 +102,8 @@ def reply_details(meta: MessageMeta) -> str:
             f"generated {tokens(st.generated_tokens)}"
         )
         lines.append(f"TTFT {ttft(st.ttft_s)} · prefill {tok_s(st.prefill_tok_s)} · decode {tok_s(st.decode_tok_s)}")
+    if meta.chat_template is not None:
+        lines.append("chat template: your override for this model (not the GGUF's)")
     if meta.engine:
         lines.append(meta.engine)
     return "\n".join(lines)

@@ -9,8 +9,18 @@ from __future__ import annotations
 
 import html
 
+from PySide6.QtCore import Signal
 from PySide6.QtGui import QTextCursor
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    QTextBrowser,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.core.chat import StopReason
 from app.ui.common import palette
@@ -40,7 +50,14 @@ def _prob_color(p: float | None) -> str:
 
 
 class TokensPanel(QWidget):
-    """The current turn's tokens (refreshed by the window's repaint clock)."""
+    """The current turn's tokens (refreshed by the window's repaint clock).
+
+    Signals:
+        template_requested(): the person asked for the chat template and the whole prompt
+            (:class:`app.ui.panels.template.TemplateDialog`).
+    """
+
+    template_requested = Signal()
 
     def __init__(self, turn: LiveTurn, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -58,6 +75,10 @@ class TokensPanel(QWidget):
         self.show_ids = QCheckBox("token ids")
         self.show_ids.toggled.connect(self._rebuild)
         top.addWidget(self.show_ids)
+        self.template_button = QPushButton("Template…")
+        self.template_button.setToolTip("The chat template and the whole prompt as the model sees it; override it")
+        self.template_button.clicked.connect(self.template_requested)
+        top.addWidget(self.template_button)
         lay.addLayout(top)
         self.view = QTextBrowser()
         self.view.setObjectName("tokenView")
