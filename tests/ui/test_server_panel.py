@@ -9,6 +9,8 @@ from dataclasses import replace
 
 from PySide6.QtGui import QGuiApplication
 
+from app.server.schema import Endpoint, parse_request
+from app.ui.server.controller import with_chat_template
 from app.ui.server.panel import LAN_WARNING
 
 
@@ -87,3 +89,12 @@ def test_no_model_is_a_503_that_says_so_and_the_log_is_not_a_chat(qtbot, window)
     assert window.server.entries == []  # refused before it reached the engine's queue
     assert all(not window.conversations.chat_history(c.id) for c in window.conversations.list_conversations())
     window.server_panel.enabled.click()
+
+
+def test_an_api_chat_uses_the_persons_chat_template_override_and_a_completion_does_not(window):
+    override = "{% for m in messages %}<<{{ m.role }}>> {{ m.content }}\n{% endfor %}<<assistant>>"
+    chat = parse_request({"messages": [{"role": "user", "content": "hi"}]}, Endpoint.CHAT)
+    completion = parse_request({"prompt": "hello"}, Endpoint.COMPLETIONS)
+    assert with_chat_template(chat.generate, override).chat_template == override
+    assert with_chat_template(chat.generate, None).chat_template is None
+    assert with_chat_template(completion.generate, override) == completion.generate  # a raw prompt as sent

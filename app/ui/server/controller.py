@@ -175,7 +175,8 @@ class ServerController(QObject):
                 entry.reply += ev.text
             job.deliver(ev)
 
-        self._tickets[job.id] = self.engine.submit_external(req.generate, sink)
+        template = self._settings.settings.chat_template_for(self.engine.model.info.path)
+        self._tickets[job.id] = self.engine.submit_external(with_chat_template(req.generate, template), sink)
 
     def _end(self, job: ApiJob, entry: ApiLogEntry, ev: P.Finished | P.Failed) -> None:
         self._tickets.pop(job.id, None)
@@ -218,3 +219,10 @@ class ServerController(QObject):
         """Stop the server for good (the window is closing)."""
         self._closed = True
         self.stop()
+
+
+def with_chat_template(gen: P.Generate, template: str | None) -> P.Generate:
+    """An API request as the engine gets it: a chat is rendered with the person's chat template
+    override for the loaded model (``template``; None: the GGUF's), as their own chats are; a
+    completion's raw prompt is used as sent."""
+    return replace(gen, chat_template=template) if gen.raw_prompt is None else gen
