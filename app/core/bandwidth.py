@@ -74,8 +74,15 @@ class Bandwidth:
         return self.bytes_s / 1e9
 
 
+class ProbeCancelled(Exception):
+    """:func:`measure_bandwidth` was told to stop before it finished."""
+
+
 def measure_bandwidth(
-    buffer_bytes: int = DEFAULT_BUFFER_BYTES, threads: int | None = None, budget_s: float = DEFAULT_BUDGET_S
+    buffer_bytes: int = DEFAULT_BUFFER_BYTES,
+    threads: int | None = None,
+    budget_s: float = DEFAULT_BUDGET_S,
+    stop: threading.Event | None = None,
 ) -> Bandwidth:
     """Copy a ``buffer_bytes`` buffer, best of N passes within about ``budget_s`` seconds.
 
@@ -84,6 +91,7 @@ def measure_bandwidth(
             last-level cache (the default 256 MiB is above any desktop CPU's L3).
         threads: copying threads; None: :func:`usable_cpus`.
         budget_s: passes run until this much time is spent (at least ``MIN_PASSES``).
+        stop: when set, the probe ends after the pass in progress (the window is closing).
 
     Returns:
         A :class:`Bandwidth`.
@@ -91,6 +99,7 @@ def measure_bandwidth(
     Raises:
         ValueError: ``buffer_bytes`` under 1 MiB.
         MemoryError: the buffers cannot be allocated.
+        ProbeCancelled: ``stop`` was set.
     """
     if buffer_bytes < 1024 * 1024:
         raise ValueError(f"a {buffer_bytes}-byte buffer fits in a cache; use at least 1 MiB")
@@ -103,6 +112,8 @@ def measure_bandwidth(
     best = float("inf")
     passes = 0
     while passes < MIN_PASSES or time.perf_counter() - t_start < budget_s:
+        if stop is not None and stop.is_set():
+            raise ProbeCancelled(f"stopped after {passes} passes")
         t0 = time.perf_counter()
         if n_threads == 1:
             np.copyto(dst, src)

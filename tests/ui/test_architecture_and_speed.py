@@ -138,3 +138,16 @@ def test_the_stats_panel_says_what_bounded_the_turn(qtbot, smollm2):
         assert view.measure_btn.isEnabled() and view.bandwidth.bytes_s > 0
     finally:
         close_window(win)
+
+
+def test_closing_the_window_stops_a_bandwidth_probe_in_flight(qtbot, tiny_model):
+    win = make_window(qtbot)
+    view = win.stats_panel.speed
+    try:
+        view.measure()
+        assert view.measuring and view.probe.running
+    finally:
+        close_window(win)
+    assert not view.measuring
+    view.probe.wait(2.0)
+    assert not view.probe.running

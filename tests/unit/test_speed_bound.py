@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
 from app.core import bandwidth as bw_mod
 from app.core.architecture import describe_architecture
-from app.core.bandwidth import cached_bandwidth, measure_bandwidth, save_bandwidth
+from app.core.bandwidth import ProbeCancelled, cached_bandwidth, measure_bandwidth, save_bandwidth
 from app.core.chat import GenerationStats
 from app.core.gguf_info import read_gguf_info
 from app.core.memory import kv_cache_layout, pad
@@ -136,3 +137,7 @@ def test_the_bandwidth_probe_measures_and_caches(tmp_path):
     assert cached_bandwidth(tmp_path) is None
     with pytest.raises(ValueError, match="fits in a cache"):
         measure_bandwidth(buffer_bytes=1000)
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(ProbeCancelled, match="after 0 passes"):
+        measure_bandwidth(buffer_bytes=4 * MIB, stop=stop)

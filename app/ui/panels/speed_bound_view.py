@@ -14,11 +14,12 @@ import threading
 import time
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from app.core.architecture import Architecture, describe_architecture
-from app.core.bandwidth import Bandwidth, cached_bandwidth, measure_bandwidth, save_bandwidth
+from app.core.bandwidth import Bandwidth, ProbeCancelled, cached_bandwidth, measure_bandwidth, save_bandwidth
 from app.core.chat import GenerationStats
 from app.core.gguf_facts import GGUFInfo, format_bytes
 from app.core.memory import KVCacheLayout
@@ -45,6 +46,7 @@ class BandwidthProbe(QObject):
         super().__init__(parent)
         self.cache_dir = cache_dir
         self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
 
     @property
     def running(self) -> bool:
@@ -55,9 +57,14 @@ class BandwidthProbe(QObject):
         """Measure now (False when a measurement is already running)."""
         if self.running:
             return False
+        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="glassbox-bandwidth-probe", daemon=True)
         self._thread.start()
         return True
+
+    def cancel(self) -> None:
+        """Stop a running measurement after its current pass (no answer is emitted)."""
+        self._stop.set()
 
     def wait(self, timeout_s: float = 10.0) -> None:
         """Wait for a running measurement (tests, and the window when it closes)."""
@@ -66,12 +73,14 @@ class BandwidthProbe(QObject):
 
     def _run(self) -> None:
         try:
-            bw = measure_bandwidth()
+            bw = measure_bandwidth(stop=self._stop)
             global _latest
             _latest = bw
             # A cache that cannot be written: the figure is still good for this session.
             with contextlib.suppress(OSError):
                 save_bandwidth(self.cache_dir, bw)
+        except ProbeCancelled:
+            return
         except (MemoryError, ValueError) as exc:
             self._emit(self.failed, f"The bandwidth probe failed: {exc}")
             return
@@ -108,6 +117,7 @@ class SpeedBoundView(QWidget):
         self.probe.failed.connect(self._on_failed)
         self._probe_error = ""
         self._measuring = False  # from measure() until the probe's answer arrives on this thread
+        self._watched: QWidget | None = None
 
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -132,6 +142,19 @@ class SpeedBoundView(QWidget):
         row.addWidget(self.measure_btn, 0, Qt.AlignmentFlag.AlignTop)
         lay.addLayout(row)
         self._show()
+
+    def showEvent(self, e: QShowEvent) -> None:
+        win = self.window()
+        if win is not self and win is not self._watched:
+            win.installEventFilter(self)  # a closing window stops a probe in flight
+            self._watched = win
+        super().showEvent(e)
+
+    def eventFilter(self, obj: QObject, e: QEvent) -> bool:
+        if obj is self._watched and e.type() == QEvent.Type.Close:
+            self.probe.cancel()
+            self._measuring = False
+        return False
 
     @property
     def measuring(self) -> bool:
