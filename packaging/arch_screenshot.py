@@ -41,13 +41,17 @@ def main() -> int:
     def scroll_to(area: QScrollArea, y: int) -> None:
         area.verticalScrollBar().setValue(y)
 
+    def shot_at(fraction: float, name: str) -> None:
+        """Scroll the Model panel to ``fraction`` of the drawing's height (measured once laid out), grab."""
+        panel = win.model_panel
+        scroll_to(model_scroll, panel.arch_title.y() + int(fraction * panel.arch_view.height()))
+        QTimer.singleShot(150, lambda: grab(name))
+
     def on_loaded(_ev) -> None:
-        view = win.model_panel.arch_view
-        top = win.model_panel.arch_title.y()
-        QTimer.singleShot(300, lambda: (scroll_to(model_scroll, top), grab("model-architecture-top")))
-        QTimer.singleShot(600, lambda: (scroll_to(model_scroll, top + view.height() // 2), grab("model-blocks")))
-        QTimer.singleShot(900, lambda: (scroll_to(model_scroll, 10**6), grab("model-head")))
-        QTimer.singleShot(1000, send)
+        QTimer.singleShot(300, lambda: shot_at(0.0, "model-architecture-top"))
+        QTimer.singleShot(700, lambda: shot_at(0.45, "model-blocks"))
+        QTimer.singleShot(1100, lambda: shot_at(10.0, "model-head"))
+        QTimer.singleShot(1500, send)
 
     def send() -> None:
         sp = win.sampler_panel

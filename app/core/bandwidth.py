@@ -31,6 +31,7 @@ CACHE_FILE = "bandwidth.json"
 DEFAULT_BUFFER_BYTES = 256 * 1024 * 1024
 DEFAULT_BUDGET_S = 1.0
 MIN_PASSES = 3
+TOUCH_SLICE_BYTES = 8 * 1024 * 1024
 
 
 def usable_cpus() -> int:
@@ -105,8 +106,17 @@ def measure_bandwidth(
         raise ValueError(f"a {buffer_bytes}-byte buffer fits in a cache; use at least 1 MiB")
     n_threads = max(1, threads if threads is not None else usable_cpus())
     n = buffer_bytes // 8
-    src = np.ones(n, dtype=np.float64)  # written once, so its pages exist
-    dst = np.zeros(n, dtype=np.float64)
+    # Both buffers are written once before the timing (a fresh buffer's first touch is page
+    # faults, the kernel mapping memory, not memory traffic), in slices so that ``stop`` is
+    # heard within one slice.
+    src = np.empty(n, dtype=np.float64)
+    dst = np.empty(n, dtype=np.float64)
+    step = TOUCH_SLICE_BYTES // 8
+    for a in range(0, n, step):
+        if stop is not None and stop.is_set():
+            raise ProbeCancelled("stopped while preparing its buffers")
+        src[a : a + step] = 1.0
+        dst[a : a + step] = 0.0
     bounds = [n * i // n_threads for i in range(n_threads + 1)]
     t_start = time.perf_counter()
     best = float("inf")

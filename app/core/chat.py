@@ -138,9 +138,9 @@ class FlashAttention(_ValueEnum):
 
     @property
     def label(self) -> str:
-        """Words for people, e.g. ``auto (llama.cpp decides)``."""
+        """Words for the load form: ``auto`` (llama.cpp decides at load), ``on``, ``off``."""
         return {
-            FlashAttention.AUTO: "auto (llama.cpp decides)",
+            FlashAttention.AUTO: "auto",
             FlashAttention.ON: "on",
             FlashAttention.OFF: "off",
         }[self]

@@ -12,7 +12,7 @@ from app.core import protocol as P
 from app.core.architecture import describe_architecture
 from app.core.chat import FlashAttention
 from app.core.gguf_info import read_gguf_info
-from app.core.memory import KVCacheType, kv_cache_layout, n_ubatch_for
+from app.core.memory import KVCacheType, compute_buffer_estimate, kv_cache_layout, n_ubatch_for
 from app.engine.llama_context import GlassboxLlama
 from tests.engine.conftest import SYSTEM, start_engine
 
@@ -35,6 +35,8 @@ def test_smollm2_q8_0_kv_cache_matches_llama_cpps_allocation(smollm2, flash_attn
         # 30 layers x 2048 cells x (K + V) x 6 blocks of 34 bytes
         assert ml.kv_allocated_bytes == 30 * 2048 * 2 * 6 * 34
         assert ml.kv_reported_bytes > 0 and abs(ml.kv_allocated_bytes - ml.kv_reported_bytes) <= ROUNDING
+        # The compute buffer estimate holds with flash attention on too (the logits dominate).
+        assert ml.compute_reported_bytes == pytest.approx(compute_buffer_estimate(ml.info, ml.n_ctx), rel=0.15)
         fin = eng.generate([SYSTEM, ("user", "Hello!")], temperature=0.0, max_tokens=8)
         assert isinstance(fin, P.Finished) and fin.stats.generated_tokens > 0
         assert fin.stats.kv_used_bytes == fin.stats.context_used * 30 * 2 * 6 * 34

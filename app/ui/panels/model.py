@@ -444,7 +444,7 @@ class ModelPanel(QWidget):
         self.cache_note.setText(conflict or cache_costs(s))
         self.cache_note.setStyleSheet(f"color: {palette.AMBER if conflict else palette.TEXT_DIM};")
         self.apply_btn.setEnabled(self.info is not None and not conflict)
-        self.apply_btn.setProperty("pending", changed)
+        self.apply_btn.setProperty("pending", changed and self.apply_btn.isEnabled())
         self.apply_btn.style().unpolish(self.apply_btn)
         self.apply_btn.style().polish(self.apply_btn)
         if self.info is None:

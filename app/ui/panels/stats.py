@@ -267,12 +267,13 @@ class StatsPanel(QWidget):
             self.kv_bar.set_segments(
                 [BarSegment(used_b, REUSED_COLOR, f"{format_bytes(used_b)} of the KV cache hold tokens")], alloc
             )
+            types = f"{lay.type_k}" if lay.type_k == lay.type_v else f"K {lay.type_k}, V {lay.type_v}"
             swa = ""
             if lay.n_swa_layers:
                 swa = f" · {lay.n_swa_layers} sliding-window layers (window {lay.n_swa})"
             self.kv_label.setText(
                 f"{format_bytes(used_b)} used of {format_bytes(alloc)} allocated · "
-                f"{format_bytes(lay.bytes_per_token)} per token ({lay.type_k}){swa}"
+                f"{format_bytes(lay.bytes_per_token)} per token ({types}){swa}"
             )
         if plot:
             self._update_plot(t)
