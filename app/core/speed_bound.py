@@ -223,14 +223,14 @@ class SpeedBound:
         return self.prefill_flops / self.prefill_s if self.prefill_s > 0 else 0.0
 
     def decode_sentence(self) -> str:
-        """E.g. "decode read 93.0 MiB per token at 66.0 tok/s: 6.4 GB/s, 71% of the 9.0 GB/s this
-        machine measured: memory bandwidth bounded it." ("" without decode)."""
+        """E.g. "Decode read 93.0 MiB per token (88.1 MiB of weights + 4.9 MiB of KV cache) at 66.0 tok/s:
+        6.4 GB/s, 71% of the 9.0 GB/s this machine measured: memory bandwidth bounded it." ("" without decode)."""
         d = self.decode
         if d is None:
             return ""
         text = (
-            f"Decode read {format_bytes(d.bytes_per_token)} per token at {d.tok_s:.1f} tok/s: "
-            f"{d.achieved_bytes_s / GB:.1f} GB/s"
+            f"Decode read {format_bytes(d.bytes_per_token)} per token ({format_bytes(d.weight_bytes)} of weights + "
+            f"{format_bytes(d.kv_bytes)} of KV cache) at {d.tok_s:.1f} tok/s: {d.achieved_bytes_s / GB:.1f} GB/s"
         )
         if self.bandwidth_bytes_s <= 0:
             return text + " (this machine's bandwidth is not measured yet)."

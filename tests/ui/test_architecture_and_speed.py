@@ -124,7 +124,10 @@ def test_the_stats_panel_says_what_bounded_the_turn(qtbot, smollm2):
         d = decode_traffic(info, win.engine.model.kv_layout, fin.stats)
         assert d is not None
         text = view.sentence.text()
-        assert text.startswith(f"Decode read {format_bytes(d.bytes_per_token)} per token at {d.tok_s:.1f} tok/s")
+        assert text.startswith(
+            f"Decode read {format_bytes(d.bytes_per_token)} per token ({format_bytes(d.weight_bytes)} of weights + "
+            f"{format_bytes(d.kv_bytes)} of KV cache) at {d.tok_s:.1f} tok/s"
+        )
         share = d.achieved_bytes_s / view.bandwidth.bytes_s
         assert f"{100 * share:.0f}% of the {view.bandwidth.gb_s:.1f} GB/s this machine measured" in text
         assert "Prefill did" in text and "GFLOP/s" in text

@@ -129,6 +129,14 @@ class SpeedBoundView(QWidget):
         self.sentence.setObjectName("boundSentence")
         self.sentence.setWordWrap(True)
         self.sentence.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.sentence.setToolTip(
+            "Bytes per decoded token: every weight the step multiplies (the GGUF's tensor sizes; one row of the "
+            "embedding table, all of it again when the output head is tied to it; an MoE layer's used experts "
+            "only) plus the KV cache view each layer attends over (padded to 256 cells, as llama.cpp does).\n"
+            "× tok/s = the memory traffic decode achieved, against this machine's measured copy bandwidth.\n"
+            "Prefill FLOPs: 2 per block parameter per token + attention (Q·Kᵀ and weights·V over the positions "
+            "each token sees) + the LM head per llama_decode call (Kaplan et al. 2020, Table 1)."
+        )
         lay.addWidget(self.sentence)
         row = QHBoxLayout()
         self.machine = QLabel("")
