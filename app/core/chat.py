@@ -14,6 +14,8 @@ import enum
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from app.core.memory import KVCacheType
+
 
 class _ValueEnum(str, enum.Enum):
     """A str enum that prints as its value (``f"{Role.USER}"`` is ``user``, not ``Role.USER``)."""
@@ -119,6 +121,46 @@ class ContextPolicy(_ValueEnum):
             return cls.STOP
 
 
+class FlashAttention(_ValueEnum):
+    """llama.cpp's flash attention setting (``flash_attn_type`` in ``llama_context_params``).
+
+    ``AUTO`` lets llama.cpp decide at context creation (on where the device running each
+    layer supports the fused kernel; src/llama-context.cpp ``resolve_fused_ops``). A quantized
+    V cache needs it: with ``AUTO`` llama.cpp turns it on, with ``OFF`` it refuses to create
+    the context ("quantized V cache requires flash_attn to be enabled",
+    ``llama_init_from_model``). Attention weights can be read only with it off (the fused
+    kernel never forms them).
+    """
+
+    AUTO = "auto"
+    ON = "on"
+    OFF = "off"
+
+    @property
+    def label(self) -> str:
+        """Words for the load form: ``auto`` (llama.cpp decides at load), ``on``, ``off``."""
+        return {
+            FlashAttention.AUTO: "auto",
+            FlashAttention.ON: "on",
+            FlashAttention.OFF: "off",
+        }[self]
+
+    @property
+    def llama_value(self) -> int:
+        """The ``enum llama_flash_attn_type`` value (include/llama.h: AUTO -1, DISABLED 0, ENABLED 1)."""
+        return {FlashAttention.AUTO: -1, FlashAttention.OFF: 0, FlashAttention.ON: 1}[self]
+
+    @classmethod
+    def parse(cls, value: object) -> FlashAttention:
+        """The member for a stored value; a stored bool reads as ON / OFF, anything unknown as :attr:`OFF`."""
+        if isinstance(value, bool):
+            return cls.ON if value else cls.OFF
+        try:
+            return cls(value)
+        except (ValueError, TypeError):
+            return cls.OFF
+
+
 @dataclass(frozen=True)
 class GenerationStats:
     """Measurements of one turn, taken in the engine around the llama.cpp calls.
@@ -207,6 +249,10 @@ class LoadSettings:
         context_policy: what to do when n_ctx is full; a value given as text is parsed
             (:meth:`ContextPolicy.parse`: unknown text reads as ``STOP``).
         swa_full: full-size KV cache for sliding-window layers (enables prefix reuse).
+        flash_attn: :class:`FlashAttention` (default OFF: what llama-cpp-python's ``Llama()``
+            and every Glassbox before this setting ran with; settings saved before it read as OFF).
+        type_k, type_v: K and V cache types (:class:`~app.core.memory.KVCacheType`); a
+            quantized V cache needs flash attention (AUTO or ON).
     """
 
     n_ctx: int = 4096
@@ -215,31 +261,61 @@ class LoadSettings:
     n_batch: int = 512
     context_policy: ContextPolicy = ContextPolicy.STOP
     swa_full: bool = True
+    flash_attn: FlashAttention = FlashAttention.OFF
+    type_k: KVCacheType = KVCacheType.F16
+    type_v: KVCacheType = KVCacheType.F16
 
     def __post_init__(self) -> None:
-        given: object = self.context_policy  # callers outside core may still pass the value as text
+        # Callers outside core may still pass the values as text.
+        given: object = self.context_policy
         if not isinstance(given, ContextPolicy):
             object.__setattr__(self, "context_policy", ContextPolicy.parse(given))
+        fa: object = self.flash_attn
+        if not isinstance(fa, FlashAttention):
+            object.__setattr__(self, "flash_attn", FlashAttention.parse(fa))
+        for name in ("type_k", "type_v"):
+            t: object = getattr(self, name)
+            if not isinstance(t, KVCacheType):
+                object.__setattr__(self, name, KVCacheType.parse(t))
+
+    @property
+    def v_cache_conflict(self) -> str:
+        """Why llama.cpp would refuse these settings ("" when it would not): a quantized V cache
+        with flash attention off (``llama_init_from_model`` returns no context)."""
+        if self.type_v.quantized and self.flash_attn is FlashAttention.OFF:
+            return (
+                f"A {self.type_v} V cache needs flash attention: llama.cpp refuses to create the context with "
+                "flash attention off. Set flash attention to auto or on, or the V cache to f16."
+            )
+        return ""
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready values (``context_policy`` as its string)."""
+        """JSON-ready values (the enums as their strings)."""
         d = asdict(self)
-        d["context_policy"] = self.context_policy.value
+        for k in ("context_policy", "flash_attn", "type_k", "type_v"):
+            d[k] = getattr(self, k).value
         return d
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> LoadSettings:
         """Build from stored values: a value of the wrong type reads as the field's default,
-        an unknown context policy as ``STOP``; n_ctx, n_batch and n_threads are clamped
-        (0..2^20, 16..8192, 0..512)."""
+        an unknown context policy as ``STOP``, an unknown flash attention value as ``OFF``, an
+        unknown cache type as ``f16``, a missing field (settings saved by an older Glassbox)
+        as its default; n_ctx, n_batch and n_threads are clamped (0..2^20, 16..8192, 0..512)."""
         if not data:
             return cls()
         base = cls()
         out: dict[str, Any] = {}
+        parsers: dict[str, Any] = {
+            "context_policy": ContextPolicy.parse,
+            "flash_attn": FlashAttention.parse,
+            "type_k": KVCacheType.parse,
+            "type_v": KVCacheType.parse,
+        }
         for k, default in asdict(base).items():
             v = data.get(k, default)
-            if k == "context_policy":
-                out[k] = ContextPolicy.parse(v)
+            if k in parsers:
+                out[k] = parsers[k](v)
                 continue
             try:
                 out[k] = type(default)(v)

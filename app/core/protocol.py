@@ -34,7 +34,8 @@ class LoadModel:
 
     Attributes:
         path: the .gguf file (the first part of a split model).
-        settings: n_ctx, n_gpu_layers, n_threads, n_batch, context policy, swa_full.
+        settings: n_ctx, n_gpu_layers, n_threads, n_batch, context policy, swa_full, flash
+            attention, K / V cache types.
     """
 
     request_id: int
@@ -206,6 +207,8 @@ class ModelLoaded:
             its ``allocated_bytes`` is ``kv_allocated_bytes``.
         kv_reported_bytes: KV cache bytes llama.cpp logged that it allocated (0 if not seen).
         compute_reported_bytes: compute buffer bytes llama.cpp logged (0 if not seen).
+        flash_attn_active: flash attention is on in this context (``settings.flash_attn`` says
+            what was asked: auto is settled by llama.cpp at load, and a quantized V cache turns it on).
         chat_template: the template used, or None (plain transcript fallback).
         bos_text, eos_text: texts of BOS/EOS.
         eog_token_ids: ids that end generation (EOS, EOT, ...).
@@ -230,6 +233,7 @@ class ModelLoaded:
     eos_text: str
     eog_token_ids: tuple[int, ...]
     add_bos: bool
+    flash_attn_active: bool = False
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,11 @@ log = logging.getLogger(__name__)
 _KV_RE = re.compile(r"KV buffer size =\s*([0-9.]+) MiB")
 _COMPUTE_RE = re.compile(r"compute buffer size =\s*([0-9.]+) MiB")
 _NODES_RE = re.compile(r"graph: nodes = (\d+)")
+# How llama.cpp settles flash attention at context creation (src/llama-context.cpp): AUTO is
+# resolved by resolve_fused_ops ("Flash Attention enabled" / "... not supported, set to
+# disabled"), or forced on by llama_init_from_model for a quantized V cache.
+_FA_ON_LINES = ("Flash Attention enabled", "enabling flash_attn since it is required")
+_FA_OFF_LINES = ("Flash Attention not supported", "flash_attn is not compatible")
 MIB = 1024 * 1024
 
 # enum ggml_log_level (ggml/include/ggml.h): NONE=0, DEBUG=1, INFO=2, WARN=3, ERROR=4, CONT=5
@@ -93,6 +98,18 @@ class LlamaLog:
             if m:
                 total += float(m.group(1))
         return round(total * MIB)
+
+    def flash_attn_resolved(self) -> bool | None:
+        """Whether llama.cpp said, since the mark, that flash attention ended up on (True) or off
+        (False); None when it said neither (it says so only when it decides: auto, a quantized
+        V cache, an architecture that cannot use it)."""
+        verdict: bool | None = None
+        for _, line in self.since_mark():
+            if any(s in line for s in _FA_OFF_LINES):
+                verdict = False
+            elif any(s in line for s in _FA_ON_LINES):
+                verdict = True
+        return verdict
 
     def graph_nodes(self) -> int:
         """Nodes of the graph llama.cpp reserved at load ("graph: nodes = N"), 0 if not logged."""

@@ -31,10 +31,10 @@ import llama_cpp
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
 from app.core import protocol as P
-from app.core.chat import ChatMessage, ContextPolicy, GenerationStats, LoadSettings, StopReason
+from app.core.chat import ChatMessage, ContextPolicy, FlashAttention, GenerationStats, LoadSettings, StopReason
 from app.core.chat_template import SAMPLE_CONVERSATION
 from app.core.gguf_info import GGUFError, GGUFInfo, check_loadable
-from app.core.memory import KVCacheLayout, kv_cache_layout, n_ubatch_for
+from app.core.memory import KVCacheLayout, KVCacheType, kv_cache_layout, n_ubatch_for
 from app.engine import kv_snapshot
 from app.engine.decode import DecodeResult, TurnStats, decode_loop, make_sampler
 from app.engine.errors import CancelFlag, EngineError
@@ -43,6 +43,7 @@ from app.engine.funnel import run_funnel
 from app.engine.funnel_store import ReplyLogits
 from app.engine.inspector import Inspector
 from app.engine.kv_reuse import CachedTurn
+from app.engine.llama_context import GlassboxLlama
 from app.engine.llama_log import LlamaLog
 from app.engine.prefill import Prefiller, rewind_to_prefix
 from app.engine.prompt import ROLLING_RESERVE_FRACTION, FittedPrompt, PromptBuilder
@@ -145,9 +146,11 @@ class Session:
         n_ctx_req = s.n_ctx or info.context_length or 4096
         n_batch = max(16, s.n_batch)
         n_ubatch = n_ubatch_for(n_batch, n_ctx_req)  # what llama.cpp will run (it applies the same caps)
+        if s.v_cache_conflict:  # llama.cpp would refuse it with one log line; say why and what to do
+            raise EngineError(P.FailureKind.LOAD, f"{Path(req.path).name} was not loaded. {s.v_cache_conflict}")
         self.llama_log.mark()
         try:
-            llm = llama_cpp.Llama(
+            llm = GlassboxLlama(
                 model_path=req.path,
                 n_ctx=n_ctx_req,
                 n_batch=n_batch,
@@ -156,23 +159,32 @@ class Session:
                 n_threads_batch=n_threads_batch,
                 n_gpu_layers=s.n_gpu_layers if gpu else 0,
                 swa_full=s.swa_full,
+                flash_attn=s.flash_attn,
+                type_k=s.type_k,
+                type_v=s.type_v,
                 verbose=False,
             )
         except (ValueError, RuntimeError, OSError) as exc:
             details = self.llama_log.errors_since_mark()
             why = "; ".join(details) if details else str(exc)
+            cache = ""
+            if (s.type_k, s.type_v) != (KVCacheType.F16, KVCacheType.F16):
+                cache = f" or the KV cache types ({s.type_k} K, {s.type_v} V: try f16)"
             raise EngineError(
                 P.FailureKind.LOAD,
                 f"llama.cpp could not load {Path(req.path).name}: {why}. "
                 "The file passed Glassbox's checks, so this llama.cpp build may not support this "
-                f"architecture ({info.architecture}) or quantization ({info.quant_type}), or memory ran out.",
+                f"architecture ({info.architecture}) or quantization ({info.quant_type}){cache}, or memory ran out.",
             ) from None
+        flash_attn_active = self.llama_log.flash_attn_resolved()
+        if flash_attn_active is None:
+            flash_attn_active = s.flash_attn is not FlashAttention.OFF
         self.settings = replace(s, n_threads=n_threads, n_batch=n_batch, n_gpu_layers=s.n_gpu_layers if gpu else 0)
         self.n_ctx = n_ctx = llm.n_ctx()
         vocab = Vocab(llm.model)
         bos_text = vocab.text(vocab.bos) if vocab.bos >= 0 else ""
         eos_text = vocab.text(vocab.eos) if vocab.eos >= 0 else ""
-        layout = kv_cache_layout(info, n_ctx, n_ubatch=n_ubatch, swa_full=s.swa_full)
+        layout = kv_cache_layout(info, n_ctx, n_ubatch=n_ubatch, swa_full=s.swa_full, type_k=s.type_k, type_v=s.type_v)
         formatter: Any = None
         template_stop: tuple[str, ...] = ()
         template = info.chat_template
@@ -219,6 +231,7 @@ class Session:
             kv_layout=layout,
             kv_reported_bytes=self.llama_log.kv_buffer_bytes(),
             compute_reported_bytes=self.llama_log.compute_buffer_bytes(),
+            flash_attn_active=flash_attn_active,
             chat_template=template,
             bos_text=bos_text,
             eos_text=eos_text,

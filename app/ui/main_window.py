@@ -69,6 +69,7 @@ from app.ui.panels.conversations import ConversationsPanel
 from app.ui.panels.funnel import FunnelPanel
 from app.ui.panels.model import ModelPanel
 from app.ui.panels.sampler import SamplerPanel
+from app.ui.panels.speed_bound_view import SpeedBoundView
 from app.ui.panels.stats import StatsPanel
 from app.ui.panels.template import TemplateDialog
 from app.ui.panels.timeline import TimelinePanel, reply_items
@@ -175,7 +176,7 @@ class MainWindow(QMainWindow):
         self.file_drop = FileDrop(self, self.load_model, self.banner.show_message)
 
         # Panels
-        self.stats_panel = StatsPanel(self.turn)
+        self.stats_panel = StatsPanel(self.turn, SpeedBoundView(self.paths.cache_dir))
         self.sampler_panel = SamplerPanel(settings_now.sampler)
         self.model_panel = ModelPanel(settings_now.load)
         self.tokens_panel = TokensPanel(self.turn)
@@ -503,7 +504,7 @@ class MainWindow(QMainWindow):
             f"{display_name(info.path)}  ▾",
             f"{info.path}\nn_ctx {ev.n_ctx:,} · {info.quant_type} · {format_bytes(info.file_size)}",
         )
-        self.stats_panel.set_model(ev.n_ctx, ev.kv_layout)
+        self.stats_panel.set_model(ev.n_ctx, ev.kv_layout, info, ev.n_batch)
         self.settings_ctl.apply(lambda s: s.with_recent(info.path))
         self.models.set_loaded_model(info.path)
         self.models.set_n_ctx(ev.n_ctx)

@@ -35,13 +35,14 @@ import re
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from PySide6.QtCore import QObject, QTimer
 
 from app.core import protocol as P
-from app.core.chat import ChatMessage, GenerationStats, LoadSettings, StopReason
+from app.core.chat import ChatMessage, FlashAttention, GenerationStats, LoadSettings, StopReason
 from app.core.chat_template import SAMPLE_CONVERSATION
 from app.core.funnel import Funnel, FunnelStage, FunnelStageKind
 from app.core.gguf_info import read_gguf_info
@@ -364,11 +365,19 @@ class FakeEngine(EngineClient):
         if fault is not None:
             yield P.Failed(rid, P.FailureKind(fault[2]), fault[1])
             return
+        if settings.v_cache_conflict:  # as the real engine: refused before llama.cpp sees it
+            yield P.Failed(rid, P.FailureKind.LOAD, f"{Path(path).name} was not loaded. {settings.v_cache_conflict}")
+            return
         info = read_gguf_info(path)
         n_ctx = settings.n_ctx or int(info.arch_key("context_length", 4096))
         n_ctx = -(-n_ctx // 256) * 256  # llama.cpp pads n_ctx to 256
         layout = kv_cache_layout(
-            info, n_ctx, n_ubatch=n_ubatch_for(settings.n_batch, n_ctx), swa_full=settings.swa_full
+            info,
+            n_ctx,
+            n_ubatch=n_ubatch_for(settings.n_batch, n_ctx),
+            swa_full=settings.swa_full,
+            type_k=settings.type_k,
+            type_v=settings.type_v,
         )
         yield P.ModelLoaded(
             request_id=rid,
@@ -384,6 +393,8 @@ class FakeEngine(EngineClient):
             kv_reported_bytes=layout.allocated_bytes,
             kv_layout=layout,
             compute_reported_bytes=0,
+            # llama.cpp's CPU backend settles auto as on, and a quantized V cache forces it on.
+            flash_attn_active=settings.flash_attn is not FlashAttention.OFF,
             chat_template=info.metadata.get("tokenizer.chat_template"),
             bos_text="<s>",
             eos_text="</s>",

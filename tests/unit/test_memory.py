@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.core.gguf_info import read_gguf_info
-from app.core.memory import compute_buffer_estimate, estimate_memory, ggml_row_size, kv_cache_layout, pad
+from app.core.memory import KVCacheType, compute_buffer_estimate, estimate_memory, ggml_row_size, kv_cache_layout, pad
 
 MIB = 1024 * 1024
 
@@ -53,3 +53,36 @@ def test_memory_estimate_and_compute(smollm2):
 
 def test_pad():
     assert pad(1, 256) == 256 and pad(256, 256) == 256 and pad(257, 256) == 512
+
+
+def test_cache_types_are_llama_cpps_with_ggmls_block_sizes():
+    # common/arg.cpp kv_cache_types, in ggml's names and enum numbers (ggml.h)
+    assert {t.value for t in KVCacheType} == {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"}
+    assert (KVCacheType.F16.ggml_type, KVCacheType.Q8_0.ggml_type, KVCacheType.Q4_0.ggml_type) == (1, 8, 2)
+    assert [t for t in KVCacheType if not t.quantized] == [KVCacheType.F16, KVCacheType.BF16, KVCacheType.F32]
+    assert all(t.block_size == 32 for t in KVCacheType if t.quantized)
+    assert (KVCacheType.F16.bits_per_value, KVCacheType.Q8_0.bits_per_value, KVCacheType.Q4_0.bits_per_value) == (
+        16.0,
+        8.5,
+        4.5,
+    )
+    assert KVCacheType.parse("Q8_0") is KVCacheType.Q8_0 and KVCacheType.parse("q2_k") is KVCacheType.F16
+    assert f"{KVCacheType.Q8_0}" == "q8_0"
+
+
+def test_quantized_kv_cache_bytes_by_hand(smollm2, gemma):
+    info = read_gguf_info(smollm2)
+    # A row of 3 KV heads x 64 = 192 values: 6 blocks of 32; q8_0 blocks are 34 bytes, q4_0 18.
+    q8 = kv_cache_layout(info, 4096, type_k="q8_0", type_v=KVCacheType.Q8_0)
+    assert q8.bytes_per_token == 30 * 2 * 6 * 34 and q8.allocated_bytes == 4096 * 30 * 2 * 204
+    assert (q8.type_k, q8.type_v) == (KVCacheType.Q8_0, KVCacheType.Q8_0)
+    mixed = kv_cache_layout(info, 4096, type_k="q4_0", type_v="f16")
+    assert mixed.bytes_per_token == 30 * (6 * 18 + 192 * 2)
+    g = kv_cache_layout(read_gguf_info(gemma), 4096, swa_full=False, type_k="q8_0", type_v="q8_0")
+    # 1 KV head of 256: 8 blocks of 34 bytes each for K and V; 3 full layers x 4096 + 15 SWA x 1024 cells
+    assert g.allocated_bytes == (3 * 4096 + 15 * 1024) * 2 * 8 * 34
+    assert estimate_memory(info, 4096, type_k="q8_0", type_v="q8_0").kv_cache == q8.allocated_bytes
+    with pytest.raises(ValueError, match="unknown KV cache type"):
+        kv_cache_layout(info, 4096, type_k="q3_k")
+    with pytest.raises(ValueError, match="do not fill whole q8_0 blocks"):
+        ggml_row_size("q8_0", 48)

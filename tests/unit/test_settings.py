@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from app.core.chat import LoadSettings
+from app.core.chat import FlashAttention, LoadSettings
+from app.core.memory import KVCacheType
 from app.core.sampling import SamplerSettings
 from app.core.settings import MAX_RECENT, Settings, SettingsStore
 
@@ -116,3 +117,37 @@ def test_chat_template_overrides_are_kept_per_model_and_older_files_have_none(tm
     data["chat_templates"] = ["not", "an", "object"]
     path.write_text(json.dumps(data), encoding="utf-8")
     assert store.load().chat_templates == ()
+
+
+def test_flash_attention_and_cache_types_persist_and_old_files_read_as_before(tmp_path):
+    """Settings saved before flash attention and the cache types were settings ran with what
+    llama-cpp-python's Llama() gives: flash attention off, f16 K and V."""
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"version": 2, "load": {"n_ctx": 2048, "swa_full": False}}), encoding="utf-8")
+    store = SettingsStore(path)
+    old = store.load()
+    assert old.load.n_ctx == 2048 and not old.load.swa_full
+    assert (old.load.flash_attn, old.load.type_k, old.load.type_v) == (
+        FlashAttention.OFF,
+        KVCacheType.F16,
+        KVCacheType.F16,
+    )
+    new = Settings(load=LoadSettings(flash_attn=FlashAttention.AUTO, type_k="q8_0", type_v=KVCacheType.Q4_0))
+    store.save(new)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert (data["load"]["flash_attn"], data["load"]["type_k"], data["load"]["type_v"]) == ("auto", "q8_0", "q4_0")
+    back = SettingsStore(path).load()
+    assert back.load == new.load and back.load.type_k is KVCacheType.Q8_0
+    # Unknown values read as the defaults; a stored bool reads as on / off.
+    path.write_text(json.dumps({"load": {"flash_attn": True, "type_k": "q3_k", "type_v": 7}}), encoding="utf-8")
+    odd = SettingsStore(path).load().load
+    assert (odd.flash_attn, odd.type_k, odd.type_v) == (FlashAttention.ON, KVCacheType.F16, KVCacheType.F16)
+
+
+def test_a_quantized_v_cache_with_flash_attention_off_is_named_before_llama_cpp_refuses_it():
+    assert LoadSettings().v_cache_conflict == ""
+    assert LoadSettings(type_k="q8_0").v_cache_conflict == ""  # a quantized K cache works without it
+    msg = LoadSettings(type_v="q8_0", flash_attn="off").v_cache_conflict
+    assert "q8_0 V cache needs flash attention" in msg and "auto or on" in msg
+    assert LoadSettings(type_v="q8_0", flash_attn="auto").v_cache_conflict == ""
+    assert LoadSettings(type_v="q4_0", flash_attn="on").v_cache_conflict == ""

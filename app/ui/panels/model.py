@@ -1,5 +1,6 @@
-"""Model panel: what the loaded GGUF is (from its metadata) and how it is loaded
-(n_ctx, n_gpu_layers, threads, n_batch, context policy), applied with a reload."""
+"""Model panel: what the loaded GGUF is (from its metadata), how it is loaded (n_ctx,
+n_gpu_layers, threads, n_batch, context policy, flash attention, K / V cache types), applied
+with a reload, and a drawing of its architecture (:mod:`app.ui.panels.architecture_view`)."""
 
 from __future__ import annotations
 
@@ -24,11 +25,13 @@ from PySide6.QtWidgets import (
 )
 
 from app.core import protocol as P
-from app.core.chat import ContextPolicy, LoadSettings
+from app.core.architecture import describe_architecture
+from app.core.chat import ContextPolicy, FlashAttention, LoadSettings
 from app.core.gguf_info import GGUFInfo, format_bytes, format_count
-from app.core.memory import CTX_PAD, estimate_memory, n_ubatch_for
+from app.core.memory import CTX_PAD, KVCacheType, estimate_memory, n_ubatch_for
 from app.ui.common import palette
 from app.ui.common.wheel_guard import guard_wheel
+from app.ui.panels.architecture_view import ArchitectureView
 
 
 def available_cpus() -> int:
@@ -56,6 +59,25 @@ def threads_warning(n_threads: int, cpus: int) -> str:
         f"⚠ {n_threads} threads on {cpus} CPU{'s' if cpus != 1 else ''}: every CPU is taken, and decode can collapse "
         "when the window or another program needs one. Use auto (one CPU fewer) or fewer threads."
     )
+
+
+def cache_costs(s: LoadSettings) -> str:
+    """What the flash attention and cache-type choice costs, in one or two sentences."""
+    parts = []
+    if s.type_k.quantized or s.type_v.quantized:
+        parts.append(
+            f"K {s.type_k} ({s.type_k.bits_per_value:g} bits a value) / V {s.type_v} "
+            f"({s.type_v.bits_per_value:g}): less KV memory (below); each cached key and value is rounded "
+            "to that many bits, which costs some quality (little at q8_0, more at 4 bits)."
+        )
+    if s.type_v.quantized and s.flash_attn is FlashAttention.AUTO:
+        parts.append("The quantized V cache makes llama.cpp turn flash attention on.")
+    if s.flash_attn is not FlashAttention.OFF:
+        parts.append(
+            "Flash attention never forms the attention weights: Glassbox's attention inspection runs its own "
+            "context with it off."
+        )
+    return " ".join(parts)
 
 
 class ModelPanel(QWidget):
@@ -155,12 +177,39 @@ class ModelPanel(QWidget):
             "Keep every token in the sliding-window layers' cache (more memory) so a "
             "cached prefix longer than the window can be reused across turns."
         )
+        self.flash_attn = QComboBox()
+        self.flash_attn.setObjectName("field_flash_attn")
+        for fa in FlashAttention:
+            self.flash_attn.addItem(fa.label, fa.value)
+        self.flash_attn.setToolTip(
+            "llama.cpp's fused attention kernel: it never forms the attention matrix, so it needs less "
+            "compute buffer and is usually faster on long contexts. A quantized V cache needs it. "
+            "Attention inspection does not (it runs its own context with it off)."
+        )
+        self.type_k = QComboBox()
+        self.type_k.setObjectName("field_type_k")
+        self.type_v = QComboBox()
+        self.type_v.setObjectName("field_type_v")
+        for box in (self.type_k, self.type_v):
+            for t in KVCacheType:
+                box.addItem(t.value, t.value)
+        self.type_k.setToolTip(
+            "Type of the keys in the KV cache. f16: 2 bytes a value; q8_0: 1.06 (about half the memory, "
+            "nearly lossless); q4_0: 0.56 (a quarter, some quality lost). Each token's keys are rounded to it."
+        )
+        self.type_v.setToolTip(
+            "Type of the values in the KV cache (bytes as for K). A quantized V cache needs flash attention on "
+            "or auto: with it off llama.cpp refuses to create the context."
+        )
         for field, name in (
             (self.n_ctx, "n_ctx"),
             (self.n_gpu_layers, "n_gpu_layers"),
             (self.n_threads, "n_threads"),
             (self.n_batch, "n_batch"),
             (self.policy, "context policy"),
+            (self.flash_attn, "flash attention"),
+            (self.type_k, "K cache type"),
+            (self.type_v, "V cache type"),
         ):
             field.setAccessibleName(name)
         form.addRow("n_ctx", self.n_ctx)
@@ -170,10 +219,22 @@ class ModelPanel(QWidget):
         form.addRow("context policy", self.policy)
         self.swa_full.setAccessibleName("full-size SWA cache")
         form.addRow("SWA cache", self.swa_full)
+        form.addRow("flash attention", self.flash_attn)
+        form.addRow("K cache", self.type_k)
+        form.addRow("V cache", self.type_v)
         self._load_form = form
         form.setRowVisible(self.swa_full, False)  # shown for a model with sliding-window layers
         lay.addLayout(form)
-        for w in (self.n_ctx, self.n_gpu_layers, self.n_threads, self.n_batch, self.policy):
+        for w in (
+            self.n_ctx,
+            self.n_gpu_layers,
+            self.n_threads,
+            self.n_batch,
+            self.policy,
+            self.flash_attn,
+            self.type_k,
+            self.type_v,
+        ):
             w.setMinimumWidth(60)
         self.threads_note = QLabel("")
         self.threads_note.setObjectName("threadsWarning")
@@ -181,6 +242,10 @@ class ModelPanel(QWidget):
         self.threads_note.setWordWrap(True)
         self.threads_note.hide()
         lay.addWidget(self.threads_note)
+        self.cache_note = QLabel("")
+        self.cache_note.setObjectName("cacheNote")
+        self.cache_note.setWordWrap(True)
+        lay.addWidget(self.cache_note)
         self.gpu_note = QLabel("")
         self.gpu_note.setObjectName("detailLabel")
         self.gpu_note.setWordWrap(True)
@@ -193,10 +258,18 @@ class ModelPanel(QWidget):
         self.apply_btn.setObjectName("applyButton")
         self.apply_btn.clicked.connect(lambda: self.reload_requested.emit(self.load_settings()))
         lay.addWidget(self.apply_btn)
+        self.arch_title = QLabel("Architecture (from the GGUF)")
+        self.arch_title.setObjectName("sectionTitle")
+        self.arch_title.hide()
+        lay.addWidget(self.arch_title)
+        self.arch_view = ArchitectureView()
+        self.arch_view.hide()
+        lay.addWidget(self.arch_view)
         lay.addStretch(1)
         for w in (self.n_ctx, self.n_gpu_layers, self.n_threads, self.n_batch):
             w.valueChanged.connect(self._person_edited)
-        self.policy.currentIndexChanged.connect(self._person_edited)
+        for box in (self.policy, self.flash_attn, self.type_k, self.type_v):
+            box.currentIndexChanged.connect(self._person_edited)
         self.swa_full.toggled.connect(self._person_edited)
         self.set_load_settings(settings)
         self._applied = settings
@@ -212,11 +285,25 @@ class ModelPanel(QWidget):
             n_batch=self.n_batch.value(),
             context_policy=ContextPolicy(self.policy.currentData()),
             swa_full=self.swa_full.isChecked(),
+            flash_attn=FlashAttention(self.flash_attn.currentData()),
+            type_k=KVCacheType(self.type_k.currentData()),
+            type_v=KVCacheType(self.type_v.currentData()),
         )
 
     def set_load_settings(self, s: LoadSettings) -> None:
         """Show ``s`` as the settings applied (Apply is pending again once a field differs)."""
-        for w in (self.n_ctx, self.n_gpu_layers, self.n_threads, self.n_batch, self.policy, self.swa_full):
+        fields = (
+            self.n_ctx,
+            self.n_gpu_layers,
+            self.n_threads,
+            self.n_batch,
+            self.policy,
+            self.swa_full,
+            self.flash_attn,
+            self.type_k,
+            self.type_v,
+        )
+        for w in fields:
             w.blockSignals(True)
         self.n_ctx.setValue(s.n_ctx)
         self.n_gpu_layers.setValue(s.n_gpu_layers)
@@ -225,7 +312,10 @@ class ModelPanel(QWidget):
         i = self.policy.findData(ContextPolicy(s.context_policy).value)
         self.policy.setCurrentIndex(max(0, i))
         self.swa_full.setChecked(s.swa_full)
-        for w in (self.n_ctx, self.n_gpu_layers, self.n_threads, self.n_batch, self.policy, self.swa_full):
+        self.flash_attn.setCurrentIndex(max(0, self.flash_attn.findData(s.flash_attn.value)))
+        self.type_k.setCurrentIndex(max(0, self.type_k.findData(s.type_k.value)))
+        self.type_v.setCurrentIndex(max(0, self.type_v.findData(s.type_v.value)))
+        for w in fields:
             w.blockSignals(False)
         self._applied = s
         self._edited()
@@ -257,6 +347,9 @@ class ModelPanel(QWidget):
             self.path.setText("")
             self.hint.show()
             self.template_btn.hide()
+            self.arch_view.set_architecture(None)
+            self.arch_view.hide()
+            self.arch_title.hide()
             self._edited()
             return
         self.hint.hide()
@@ -298,7 +391,17 @@ class ModelPanel(QWidget):
                 f"{loaded.n_threads_batch} prefill · n_batch {loaded.n_batch} · {loaded.load_s:.2f} s",
             )
         )
-        kv = f"{format_bytes(loaded.kv_allocated_bytes)} (Glassbox's formula)"
+        asked = loaded.settings.flash_attn
+        fa = "on" if loaded.flash_attn_active else "off"
+        if asked is FlashAttention.AUTO:
+            fa += " (auto: llama.cpp decided)"
+        elif (asked is FlashAttention.ON) != loaded.flash_attn_active:
+            fa += f" (asked {asked.value}: llama.cpp changed it)"
+        rows.append(("flash attention", fa))
+        kv = (
+            f"K {loaded.kv_layout.type_k} · V {loaded.kv_layout.type_v} · "
+            f"{format_bytes(loaded.kv_allocated_bytes)} (Glassbox's formula)"
+        )
         if loaded.kv_reported_bytes:
             kv += f" · llama.cpp allocated {format_bytes(loaded.kv_reported_bytes)}"
         rows.append(("KV cache", kv))
@@ -317,6 +420,12 @@ class ModelPanel(QWidget):
             self.facts.addRow(k, val)
         self.template_btn.setVisible(bool(loaded.chat_template))
         self._load_form.setRowVisible(self.swa_full, any(swa))
+        try:
+            self.arch_view.set_architecture(describe_architecture(info))
+        except ValueError:  # not a transformer llama.cpp describes with blocks and heads
+            self.arch_view.set_architecture(None)
+        self.arch_view.setVisible(self.arch_view.arch is not None)
+        self.arch_title.setVisible(self.arch_view.arch is not None)
         self._edited()
 
     def _person_edited(self) -> None:
@@ -331,8 +440,11 @@ class ModelPanel(QWidget):
         changed = replace(s, context_policy=ContextPolicy.STOP) != replace(
             self._applied, context_policy=ContextPolicy.STOP
         )
-        self.apply_btn.setEnabled(self.info is not None)
-        self.apply_btn.setProperty("pending", changed)
+        conflict = s.v_cache_conflict
+        self.cache_note.setText(conflict or cache_costs(s))
+        self.cache_note.setStyleSheet(f"color: {palette.AMBER if conflict else palette.TEXT_DIM};")
+        self.apply_btn.setEnabled(self.info is not None and not conflict)
+        self.apply_btn.setProperty("pending", changed and self.apply_btn.isEnabled())
         self.apply_btn.style().unpolish(self.apply_btn)
         self.apply_btn.style().polish(self.apply_btn)
         if self.info is None:
@@ -340,7 +452,12 @@ class ModelPanel(QWidget):
             return
         try:
             est = estimate_memory(
-                self.info, s.n_ctx or self.info.context_length, n_ubatch=n_ubatch_for(s.n_batch), swa_full=s.swa_full
+                self.info,
+                s.n_ctx or self.info.context_length,
+                n_ubatch=n_ubatch_for(s.n_batch),
+                swa_full=s.swa_full,
+                type_k=s.type_k,
+                type_v=s.type_v,
             )
         except ValueError as exc:
             self.estimate.setText(str(exc))

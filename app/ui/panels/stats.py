@@ -1,4 +1,5 @@
-"""Stats panel: TTFT, prefill and decode speed, tokens, context fill, KV cache, tok/s plot."""
+"""Stats panel: TTFT, prefill and decode speed, tokens, context fill, KV cache, tok/s plot,
+and what bounded the turn's speed (:mod:`app.ui.panels.speed_bound_view`)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QVBoxLayout, QWidget
 
 from app.core.chat import StopReason
-from app.core.gguf_info import format_bytes
+from app.core.gguf_info import GGUFInfo, format_bytes
 from app.core.memory import KVCacheLayout
 from app.ui.common import palette
 from app.ui.common import stats_format as fmt
 from app.ui.common.stacked_bar import BarSegment, StackedBar
+from app.ui.panels.speed_bound_view import SpeedBoundView
 from app.ui.turn import LiveTurn, TurnPhase
 
 # The context bar's parts, left to right (the legend under the bar uses the same colours).
@@ -63,7 +65,7 @@ def _tile(title: str) -> tuple[QFrame, QLabel, QLabel]:
 class StatsPanel(QWidget):
     """Live figures of the turn in flight (refreshed by the window's repaint clock)."""
 
-    def __init__(self, turn: LiveTurn, parent: QWidget | None = None) -> None:
+    def __init__(self, turn: LiveTurn, speed: SpeedBoundView | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("statsPanel")
         self.turn = turn
@@ -154,6 +156,8 @@ class StatsPanel(QWidget):
         self.details.setWordWrap(True)
         self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         lay.addWidget(self.details)
+        self.speed = speed if speed is not None else SpeedBoundView()
+        lay.addWidget(self.speed)
         lay.addStretch(1)
 
     def _update_plot(self, t: LiveTurn) -> None:
@@ -169,9 +173,13 @@ class StatsPanel(QWidget):
             self._y_max = 50.0 if not ys else max(50.0, y_top * 1.3)
             self.plot.setYRange(0, self._y_max, padding=0)
 
-    def set_model(self, n_ctx: int, layout: KVCacheLayout | None) -> None:
+    def set_model(
+        self, n_ctx: int, layout: KVCacheLayout | None, info: GGUFInfo | None = None, n_batch: int = 512
+    ) -> None:
+        """The loaded model's n_ctx (tokens), KV cache layout, GGUF facts and n_batch (for "what bounds the speed")."""
         self.n_ctx = n_ctx
         self.layout_kv = layout
+        self.speed.set_model(info, layout, n_batch)
         self._seen = -1
         self.refresh()
 
@@ -259,12 +267,13 @@ class StatsPanel(QWidget):
             self.kv_bar.set_segments(
                 [BarSegment(used_b, REUSED_COLOR, f"{format_bytes(used_b)} of the KV cache hold tokens")], alloc
             )
+            types = f"{lay.type_k}" if lay.type_k == lay.type_v else f"K {lay.type_k}, V {lay.type_v}"
             swa = ""
             if lay.n_swa_layers:
                 swa = f" · {lay.n_swa_layers} sliding-window layers (window {lay.n_swa})"
             self.kv_label.setText(
                 f"{format_bytes(used_b)} used of {format_bytes(alloc)} allocated · "
-                f"{format_bytes(lay.bytes_per_token)} per token ({lay.type_k}){swa}"
+                f"{format_bytes(lay.bytes_per_token)} per token ({types}){swa}"
             )
         if plot:
             self._update_plot(t)
@@ -283,3 +292,5 @@ class StatsPanel(QWidget):
                 f"{fmt.tokens(final.llama_n_decode)} tokens"
             )
         self.details.setText("<br>".join(lines))
+        # A stored reply may come from another model or machine: only this session's turns are judged.
+        self.speed.show_turn(final if t.phase is TurnPhase.DONE and not t.stored else None)
