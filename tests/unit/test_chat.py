@@ -64,7 +64,7 @@ def test_a_stored_role_glassbox_does_not_know_reads_as_user(tmp_path: Path) -> N
         c.execute("UPDATE messages SET role = 'tool' WHERE id = ?", (mid,))
     with ConversationStore(db) as s:
         assert s.get_message(mid).role is Role.USER
-        assert [h.role for h in s.search("newer")] == [Role.USER]
+        assert [h.role for h in s.search("newer", titles=False)] == [Role.USER]
     with closing(sqlite3.connect(str(db))) as c:
         assert (
             c.execute("SELECT role FROM messages WHERE id = ?", (mid,)).fetchone()[0] == "tool"
