@@ -290,6 +290,7 @@ class MainWindow(QMainWindow):
         self.chat.conversations_changed.connect(self.chats_panel.refresh)
         self.chat.conversation_changed.connect(self._conversation_changed)
         self.tokens_panel.template_requested.connect(self.show_template)
+        self.model_panel.template_requested.connect(self.show_template)
         for sig in (self.chat.conversation_changed, self.chat.conversations_changed, eng.generation_started):
             sig.connect(lambda *_: self._list_timelines())
 

@@ -167,3 +167,17 @@ def test_an_override_is_kept_for_the_model_sent_with_each_reply_and_reset(qtbot,
         assert [r for r in sent if isinstance(r, P.Generate)][-1].chat_template is None
     finally:
         dialog.close()
+
+
+def test_the_model_panels_template_link_opens_the_same_dialog(qtbot, window):
+    from app.ui.panels.template import TemplateDialog
+
+    button = window.model_panel.template_btn
+    assert button.isVisibleTo(window.model_panel)  # shown for any loaded model (an override is set there)
+    button.click()
+    (dialog,) = window.findChildren(TemplateDialog)
+    try:
+        qtbot.waitUntil(lambda: dialog.rendered is not None, timeout=5000)
+        assert dialog.editor.toPlainText() == TINY_TEMPLATE
+    finally:
+        dialog.close()

@@ -13,11 +13,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
-    QDialog,
-    QDialogButtonBox,
     QFormLayout,
     QLabel,
-    QPlainTextEdit,
     QPushButton,
     QSpinBox,
     QVBoxLayout,
@@ -91,10 +88,12 @@ class ModelPanel(QWidget):
         load_settings_edited(object): the person changed a field; the :class:`LoadSettings` shown now
             (n_ctx, threads... apply with a reload; the context policy applies to the next reply).
         reload_requested(object): apply these :class:`LoadSettings` (reload the model).
+        template_requested(): the person asked for the chat template and the prompt as tokens.
     """
 
     load_settings_edited = Signal(object)
     reload_requested = Signal(object)
+    template_requested = Signal()
 
     def __init__(self, settings: LoadSettings, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -126,9 +125,10 @@ class ModelPanel(QWidget):
         self.facts.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)
         self.facts.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         lay.addLayout(self.facts)
-        self.template_btn = QPushButton("View chat template")
+        self.template_btn = QPushButton("Chat template and prompt…")
         self.template_btn.setObjectName("linkButton")
-        self.template_btn.clicked.connect(self._show_template)
+        self.template_btn.setToolTip("The chat template, the prompt the model sees as tokens, and your override")
+        self.template_btn.clicked.connect(self.template_requested)
         self.template_btn.hide()
         lay.addWidget(self.template_btn, 0, Qt.AlignmentFlag.AlignLeft)
 
@@ -418,7 +418,7 @@ class ModelPanel(QWidget):
             val.setWordWrap(True)
             val.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             self.facts.addRow(k, val)
-        self.template_btn.setVisible(bool(loaded.chat_template))
+        self.template_btn.setVisible(True)  # also without a template in the GGUF: an override is set there
         self._load_form.setRowVisible(self.swa_full, any(swa))
         try:
             self.arch_view.set_architecture(describe_architecture(info))
@@ -465,18 +465,3 @@ class ModelPanel(QWidget):
         self.estimate.setText(
             f"Memory at these settings: {est.breakdown()}" + (" — press Apply to reload" if changed else "")
         )
-
-    def _show_template(self) -> None:
-        if not self.loaded or not self.loaded.chat_template:
-            return
-        dlg = QDialog(self)
-        dlg.setWindowTitle("Chat template (Jinja, from the GGUF metadata)")
-        v = QVBoxLayout(dlg)
-        text = QPlainTextEdit(self.loaded.chat_template)
-        text.setReadOnly(True)
-        v.addWidget(text)
-        box = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
-        box.rejected.connect(dlg.reject)
-        v.addWidget(box)
-        dlg.resize(640, 420)
-        dlg.exec()
