@@ -308,3 +308,25 @@ def test_killing_the_writer_mid_reply_loses_at_most_the_last_second(db_path: Pat
     last_written = float(chunks[-1][1])
     age = killed_at - last_written
     assert age <= 1.0 + 0.45, f"the saved reply was {age:.2f} s old when the writer was killed"
+
+
+def test_a_long_message_cut_off_in_its_overflow_pages_is_marked_unreadable_not_padded(db_path: Path) -> None:
+    """A text longer than a page continues on overflow pages; when the file ends inside the last one,
+    SQLite reads zeros for the rest of it. The recovered message says its text was lost instead of showing it cut and
+    padded with NUL characters."""
+    with ConversationStore(db_path) as s:
+        cid = s.create_conversation(system_prompt="long")
+        q = s.add_message(cid, None, Role.USER, "A question before the long answer.")
+        long_text = "LONG-BEGIN " + "a long line of the answer, " * 2000 + "LONG-END"
+        a = s.add_message(cid, q, Role.ASSISTANT, long_text)
+    data = db_path.read_bytes()
+    ps = page_size(data)
+    [begin] = pages_with(data, b"LONG-BEGIN")
+    [end] = pages_with(data, b"LONG-END")
+    assert end > begin + 1  # the text spans overflow pages
+    db_path.write_bytes(data[: end * ps + 200])  # cut early in its last overflow page
+    with ConversationStore(db_path) as s:
+        assert s.notice is not None and "damaged" in s.notice
+        msgs = {m.id: m for m in s.messages(cid)}
+        assert msgs[q].content == "A question before the long answer."
+        assert msgs[a].content == UNREADABLE_TEXT and "\x00" not in msgs[a].content

@@ -235,7 +235,7 @@ class _Salvage:
 
         forward_ok = scan("ASC")
         if forward_ok:
-            return list(rows.values())
+            return self._without_zeros(rows, droppable)
         lo = max(rows, default=0)
         before_backward = set(rows)
         scan("DESC")
@@ -264,6 +264,18 @@ class _Salvage:
                 continue
             if r is not None:
                 rows[rid] = dict(zip(cols, r, strict=True))
+        return self._without_zeros(rows, droppable)
+
+    def _without_zeros(self, rows: dict[int, _RawRow], droppable: Sequence[str] | None) -> list[_RawRow]:
+        """The rows, with a droppable text that reads back zero-filled (see :func:`_zero_filled`)
+        dropped: a lost message text is marked ``_text_lost`` (shown as ``UNREADABLE_TEXT``)."""
+        for row in rows.values():
+            for c in droppable or ():
+                if _zero_filled(row.get(c)):
+                    del row[c]
+                    if c == "content" and not row.get("_text_lost"):
+                        row["_text_lost"] = True
+                        self.text_lost += 1
         return list(rows.values())
 
     def write(self, conn: sqlite3.Connection, now: float) -> RecoveryReport:
@@ -352,6 +364,13 @@ class _Salvage:
             detached_messages=detached,
             text_lost=self.text_lost,
         )
+
+
+def _zero_filled(value: object) -> bool:
+    """Whether a text read from the damaged file holds NUL characters: a long text whose overflow
+    pages lay past the end of a cut-off file reads back padded with zeros (SQLite zero-fills a short
+    read), which Glassbox never writes. Such a text is cut, not recovered."""
+    return isinstance(value, str) and "\x00" in value
 
 
 def _plausible(row: _RawRow, not_null: Sequence[str]) -> bool:

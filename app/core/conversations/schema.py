@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -172,6 +173,21 @@ def health_problem(conn: sqlite3.Connection, version: int) -> str | None:
     rows = [str(r[0]) for r in conn.execute("PRAGMA quick_check(5)")]
     if rows != ["ok"]:
         return "; ".join(rows)
+    return _cut_off(conn)
+
+
+def _cut_off(conn: sqlite3.Connection) -> str | None:
+    """SQLite writes whole pages: a main file whose size is not a multiple of the page size was cut
+    off. ``quick_check`` misses it when the cut falls in an overflow page (the tail of a long text,
+    which then reads back as zeros)."""
+    file = conn.execute("PRAGMA database_list").fetchone()[2]
+    page = int(conn.execute("PRAGMA page_size").fetchone()[0])
+    try:
+        size = os.path.getsize(file) if file else 0
+    except OSError:
+        return None
+    if page and size % page:
+        return f"the file is cut off ({size:,} bytes is not a whole number of {page:,}-byte pages)"
     return None
 
 
