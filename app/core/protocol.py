@@ -21,6 +21,7 @@ from app.core.chat import ChatMessage, GenerationStats, LoadSettings
 from app.core.funnel import Funnel
 from app.core.gguf_info import GGUFInfo
 from app.core.memory import KVCacheLayout
+from app.core.remote import RemoteFacts
 from app.core.sampling import SamplerSettings
 
 
@@ -182,6 +183,9 @@ class ModelLoaded:
         bos_text, eos_text: texts of BOS/EOS.
         eog_token_ids: ids that end generation (EOS, EOT, ...).
         add_bos: whether the tokenizer adds BOS.
+        remote: set when the engine is a remote server (:mod:`app.remote`): what it reported.
+            ``info`` then holds no tensors (the file is on the server: ``info.path`` is the model
+            id), ``kv_layout`` no layers, and the byte figures are 0 (not reported).
     """
 
     request_id: int
@@ -202,6 +206,7 @@ class ModelLoaded:
     eos_text: str
     eog_token_ids: tuple[int, ...]
     add_bos: bool
+    remote: RemoteFacts | None = None
 
 
 @dataclass(frozen=True)
@@ -342,6 +347,7 @@ class FailureKind(str, enum.Enum):
     ENGINE = "engine"  #: the engine process stopped, restarted or the server was switched off
     BUSY = "busy"  #: the person's reply is in flight and the server refuses while busy
     CANCELLED = "cancelled"  #: cancelled from the window before it started
+    REMOTE = "remote"  #: a remote engine (app.remote) could not be reached or answered with an error
 
 
 @dataclass(frozen=True)

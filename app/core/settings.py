@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core.chat import LoadSettings
+from app.core.remote import RemoteSettings
 from app.core.sampling import SamplerSettings
 from app.core.server_settings import ServerSettings
 
@@ -63,6 +64,7 @@ class Settings:
             Export chat and Import chat dialog was used in ("" before the first use);
             see :class:`DialogFolder`.
         server: the local API server (off by default; its key is stored here like the Hub token).
+        remote: the remote engine set up in the Models page (URL, model, key stored like the Hub token).
     """
 
     sampler: SamplerSettings = field(default_factory=SamplerSettings)
@@ -77,6 +79,7 @@ class Settings:
     export_folder: str = ""
     import_folder: str = ""
     server: ServerSettings = field(default_factory=ServerSettings)
+    remote: RemoteSettings = field(default_factory=RemoteSettings)
 
     def last_folder(self, kind: DialogFolder) -> str:
         """The folder the last dialog of ``kind`` was used in ("" if none yet)."""
@@ -122,6 +125,7 @@ class Settings:
             "hub_token": self.hub_token,
             **{k.field_name: self.last_folder(k) for k in DialogFolder},
             "server": self.server.to_dict(),
+            "remote": self.remote.to_dict(),
         }
 
     @classmethod
@@ -145,6 +149,7 @@ class Settings:
             export_folder=_text(data.get(DialogFolder.EXPORT.field_name)),
             import_folder=_text(data.get(DialogFolder.IMPORT.field_name)),
             server=ServerSettings.from_dict(data.get("server")),
+            remote=RemoteSettings.from_dict(data.get("remote")),
         )
 
 

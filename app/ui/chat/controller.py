@@ -420,16 +420,22 @@ class ChatController(QObject):
         ready = self.engine.ready_info
         if model is None:
             return MessageMeta(sampler=sampler)
+        remote = model.remote  # a remote server made it: the provenance names the server, not a file
+        if remote is not None:
+            engine = remote.engine_label
+        else:
+            engine = f"llama-cpp-python {ready.llama_cpp_version}" if ready else ""
         return MessageMeta(
             model_path=model.info.path,
             model_name=Path(model.info.path).name.removesuffix(".gguf"),
-            quant=model.info.quant_type,
+            quant="" if remote is not None else model.info.quant_type,
             sampler=sampler,
             load=model.settings,
             system_prompt=self.store.get_conversation(self.conversation_id).system_prompt
             if self.conversation_id
             else "",
-            engine=f"llama-cpp-python {ready.llama_cpp_version}" if ready else "",
+            engine=engine,
+            endpoint=remote.base_url if remote is not None else "",
         )
 
     def _start_reply(self, parent_id: int) -> bool:

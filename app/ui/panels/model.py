@@ -27,6 +27,7 @@ from app.core import protocol as P
 from app.core.chat import ContextPolicy, LoadSettings
 from app.core.gguf_info import GGUFInfo, format_bytes, format_count
 from app.core.memory import CTX_PAD, estimate_memory, n_ubatch_for
+from app.core.remote import NOT_REPORTED, RemoteFacts
 from app.ui.common import palette
 from app.ui.common.wheel_guard import guard_wheel
 
@@ -263,6 +264,29 @@ class ModelPanel(QWidget):
         info = loaded.info
         self.name.setText(Path(info.path).name.removesuffix(".gguf"))
         self.path.setText(info.path)
+        swa = info.swa_layers()
+        if loaded.remote is not None:  # a server's model: what it reports, and plainly what it does not
+            self.path.setText(loaded.remote.base_url)
+            swa = ()
+            rows = remote_rows(loaded.remote)
+        else:
+            rows = self._file_rows(loaded)
+        for key, value in rows:
+            k = QLabel(key)
+            k.setObjectName("factKey")
+            val = QLabel(value)
+            val.setObjectName("factValue")
+            val.setTextFormat(Qt.TextFormat.PlainText)
+            val.setWordWrap(True)
+            val.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            self.facts.addRow(k, val)
+        self.template_btn.setVisible(bool(loaded.chat_template))
+        self._load_form.setRowVisible(self.swa_full, any(swa))
+        self._edited()
+
+    def _file_rows(self, loaded: P.ModelLoaded) -> list[tuple[str, str]]:
+        """The facts of a model loaded by the local engine, ``(key, value)`` rows."""
+        info = loaded.info
         emb = info.embedding_tensor
         swa = info.swa_layers()
         rows = [
@@ -306,18 +330,7 @@ class ModelPanel(QWidget):
             rows.append(("compute buffer", format_bytes(loaded.compute_reported_bytes)))
         types = ", ".join(f"{k} ×{v[0]} ({format_bytes(v[1])})" for k, v in list(info.tensor_types.items())[:4])
         rows.append(("tensor types", types))
-        for key, value in rows:
-            k = QLabel(key)
-            k.setObjectName("factKey")
-            val = QLabel(value)
-            val.setObjectName("factValue")
-            val.setTextFormat(Qt.TextFormat.PlainText)
-            val.setWordWrap(True)
-            val.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-            self.facts.addRow(k, val)
-        self.template_btn.setVisible(bool(loaded.chat_template))
-        self._load_form.setRowVisible(self.swa_full, any(swa))
-        self._edited()
+        return rows
 
     def _person_edited(self) -> None:
         self._edited()
@@ -363,3 +376,20 @@ class ModelPanel(QWidget):
         v.addWidget(box)
         dlg.resize(640, 420)
         dlg.exec()
+
+
+def remote_rows(remote: RemoteFacts) -> list[tuple[str, str]]:
+    """The facts of a remote engine's model, ``(key, value)`` rows: what the server reports, the rest said plainly."""
+    return [
+        ("engine", remote.engine_label),
+        ("model", remote.model),
+        ("model file", remote.model_path or NOT_REPORTED),
+        ("n_ctx", f"{remote.n_ctx:,} tokens" if remote.n_ctx else NOT_REPORTED),
+        (
+            "chat template",
+            "the server's (shown by Template…)" if remote.chat_template else "the server's (" + NOT_REPORTED + ")",
+        ),
+        ("prompt tokens", "from the server's /tokenize" if remote.can_tokenize else NOT_REPORTED),
+        ("layers, tensors, KV cache bytes", NOT_REPORTED + ": the weights are on the server"),
+        ("latency", f"{remote.latency_s * 1000:.0f} ms for /models at the connection test"),
+    ]
