@@ -130,7 +130,8 @@ class RemoteFacts:
         kind: a :class:`ServerKind`.
         models: the model ids ``/models`` lists.
         model: the model id replies are asked from.
-        n_ctx: context size, tokens (llama-server's ``/props``; 0 = not reported by this server).
+        n_ctx: context size, tokens (llama-server's ``/props``, else what the model list states, e.g.
+            vLLM's ``max_model_len``; 0 = not reported by this server).
         can_tokenize: ``/tokenize`` and ``/apply-template`` work (llama-server): the prompt's
             tokens are shown.
         chat_template: the server's chat template (``/props``), or None when not reported.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from PySide6.QtCore import QByteArray, QElapsedTimer, Qt, QTimer, Signal
 from PySide6.QtGui import (
@@ -352,7 +353,7 @@ class MainWindow(QMainWindow):
             self.chat.stop()
         self._loading_path = None
         self._load_timer.start()
-        self.model_panel.set_loading(endpoint.base_url)
+        self.model_panel.set_loading(endpoint.model or urlsplit(endpoint.base_url).netloc)
         self._set_model_button(f"Connecting to {endpoint.base_url} …")
         self.engine.load_model(endpoint.model or endpoint.base_url, self.settings.load, remote=endpoint)
         self.banner.clear(BannerTopic.MODEL)

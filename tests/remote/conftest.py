@@ -23,6 +23,9 @@ from pathlib import Path
 import pytest
 
 SERVER_N_CTX = 2048
+# llama-cpp-python's server keeps the logits of every position (logits_all, for logprobs):
+# n_ctx x n_vocab floats, 200 MB for SmolLM2 at 1024.
+GENERIC_N_CTX = 1024
 API_KEY = "test-key-7f3a"
 START_TIMEOUT_S = 120.0
 
@@ -111,7 +114,7 @@ def llama_cpp_python_server(smollm2, tmp_path_factory) -> Iterator[RunningServer
     log = tmp_path_factory.mktemp("llama-cpp-server") / "server.log"
     cmd = [
         sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2), "--host", "127.0.0.1",
-        "--port", str(port), "--n_ctx", str(SERVER_N_CTX), "--n_threads", "1", "--model_alias", "smollm2",
+        "--port", str(port), "--n_ctx", str(GENERIC_N_CTX), "--n_threads", "1", "--model_alias", "smollm2",
     ]  # fmt: skip
     with _serve(cmd, port, f"http://127.0.0.1:{port}/v1/models", log, {}) as server:
         yield server

@@ -13,6 +13,7 @@ from app.core.chat import GenerationStats
 from app.core.conversations.model import MessageMeta
 from app.core.remote import RemoteFacts, RemoteSettings, ServerKind, api_base
 from app.core.settings import Settings
+from app.remote.probe import listed_n_ctx
 
 
 @pytest.mark.parametrize(
@@ -66,3 +67,17 @@ def test_provenance_names_the_server_and_its_build() -> None:
     assert facts.engine_label == "llama-server b7000-abc at http://h:8080/v1"
     generic = RemoteFacts("http://h:11434/v1", ServerKind.OPENAI_COMPATIBLE, ("llama3",), "llama3")
     assert generic.engine_label == "OpenAI-compatible server at http://h:11434/v1"
+
+
+@pytest.mark.parametrize(
+    ("entry", "n_ctx"),
+    [
+        ({"id": "m", "max_model_len": 32768}, 32768),  # vLLM
+        ({"id": "m", "meta": {"n_ctx": 2048, "n_ctx_train": 8192}}, 2048),  # llama-server: the slot's, not trained
+        ({"id": "m", "max_context_length": 4096}, 4096),  # LM Studio
+        ({"id": "m", "object": "model"}, 0),  # says nothing
+        ({"id": "m", "max_model_len": True, "meta": "x"}, 0),
+    ],
+)
+def test_the_model_list_can_state_n_ctx(entry: dict, n_ctx: int) -> None:
+    assert listed_n_ctx(entry) == n_ctx
