@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from app.core.remote import ConnectionFailure, RemoteEndpoint
 
 CONNECT_TIMEOUT_S = 10.0
+TLS_HANDSHAKE_TIMEOUT_S = 5.0
 READ_TIMEOUT_S = 300.0  # a stream waits this long for the next line (a long prefill on a slow server)
 
 
@@ -125,10 +126,9 @@ class Call:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise RemoteError(ConnectionFailure.BAD_URL, f"{self.url} is not an http:// or https:// address.")
         conn: http.client.HTTPConnection
-        if parts.scheme == "https":
-            conn = http.client.HTTPSConnection(
-                parts.hostname, parts.port, timeout=CONNECT_TIMEOUT_S, context=ssl.create_default_context()
-            )
+        tls = ssl.create_default_context() if parts.scheme == "https" else None
+        if tls is not None:
+            conn = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=CONNECT_TIMEOUT_S, context=tls)
         else:
             conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=CONNECT_TIMEOUT_S)
         with self._lock:
@@ -142,8 +142,22 @@ class Call:
             headers["Content-Type"] = "application/json"
         path = parts.path or "/"
         where = _where(self.url)
+        handshaking = False
         try:
-            conn.connect()
+            if tls is not None:
+                # TCP first, then the handshake with its own limit: a plain-HTTP server that waits for a
+                # request line never answers a TLS hello, and that must read as TLS, not as a silent host.
+                raw = socket.create_connection((parts.hostname, parts.port or 443), CONNECT_TIMEOUT_S)
+                handshaking = True
+                raw.settimeout(TLS_HANDSHAKE_TIMEOUT_S)
+                try:
+                    conn.sock = tls.wrap_socket(raw, server_hostname=parts.hostname)
+                except BaseException:
+                    raw.close()
+                    raise
+                handshaking = False
+            else:
+                conn.connect()
             if conn.sock is not None:
                 conn.sock.settimeout(self.read_timeout_s)
             conn.request("POST" if data is not None else "GET", path, body=data, headers=headers)
@@ -158,6 +172,12 @@ class Call:
         except TimeoutError:
             if self.aborted:
                 raise RemoteError(ConnectionFailure.UNREACHABLE, "cancelled") from None
+            if handshaking:
+                raise RemoteError(
+                    ConnectionFailure.TLS,
+                    f"{where} accepted the connection but did not complete a TLS handshake within "
+                    f"{TLS_HANDSHAKE_TIMEOUT_S:.0f} s: the server probably speaks plain HTTP (use http://).",
+                ) from None
             raise RemoteError(
                 ConnectionFailure.TIMEOUT,
                 f"{where} did not answer in time ({CONNECT_TIMEOUT_S:.0f} s to connect, {self.read_timeout_s:.0f} s "

@@ -44,6 +44,8 @@ def connect(endpoint: RemoteEndpoint) -> tuple[RemoteHost, P.ModelLoaded]:
 
 def request(host: RemoteHost, req: object, timeout_s: float = 120.0, cancel_after_tokens: int = 0) -> Outcome:
     """Send ``req`` and read events until its terminal one; ``cancel_after_tokens``: Stop after that many tokens."""
+    if isinstance(req, P.Generate):
+        host.clear_cancel()  # as EngineClient does before each Generate (the flag stays set after a Stop)
     host.send(req)
     rid = getattr(req, "request_id", None)
     out = Outcome(None)

@@ -114,8 +114,10 @@ def test_a_greedy_reply_equals_the_servers_own_with_figures_from_its_timings(lla
     assert fin.text == direct.choices[0].message.content
     assert fin.text.strip()
     s = fin.stats
-    # Token counts are the server's, not chunk counts: they equal its own usage for the same reply.
-    assert s.generated_tokens == direct.usage.completion_tokens == len(out.tokens)
+    # Token counts are the server's, not chunk counts: they equal its own usage for the same reply. As the
+    # local engine's, they include the end-of-turn token, which is sampled but never streamed as text.
+    assert s.generated_tokens == direct.usage.completion_tokens
+    assert len(out.tokens) == s.generated_tokens - (1 if s.stop_reason is StopReason.EOS else 0)
     assert s.prompt_tokens == direct.usage.prompt_tokens
     assert s.llama_n_decode == s.generated_tokens
     assert s.evaluated_tokens + s.cached_tokens == s.prompt_tokens
