@@ -50,7 +50,7 @@ def test_remote_settings_are_stored_and_read_back() -> None:
 
 
 def test_a_reply_records_the_server_and_what_it_did_not_report() -> None:
-    stats = GenerationStats(generated_tokens=12, decode_s=0.5, unreported=("prefill_s", "cached_tokens"))
+    stats = GenerationStats(generated_tokens=12, decode_s=0.5, unreported=("prefill_s", "cached_tokens", "seed"))
     meta = MessageMeta(
         model_name="SmolLM2", engine="llama-server b1 at http://h:8080/v1", endpoint="http://h:8080/v1", stats=stats
     )
@@ -58,6 +58,7 @@ def test_a_reply_records_the_server_and_what_it_did_not_report() -> None:
     assert back == meta
     assert not back.stats.reported("prefill_s") and back.stats.reported("decode_s")
     assert "remote h:8080" in back.stats_line()
+    assert back.seed_used is None and "seed" not in back.stats_line()  # random on the server, not reported
     old = MessageMeta.from_dict({"engine": "llama-cpp-python 0.3.36", "stats": {"generated_tokens": 3}})
     assert old.endpoint == "" and old.stats.unreported == ()  # replies stored before remote engines: local
 

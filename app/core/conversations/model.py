@@ -66,10 +66,12 @@ class MessageMeta:
 
     @property
     def seed_used(self) -> int | None:
-        """The seed of this reply: :attr:`seed`, else the one in :attr:`stats`, else None."""
+        """The seed of this reply: :attr:`seed`, else the one in :attr:`stats` (unless not reported), else None."""
         if self.seed is not None:
             return self.seed
-        return self.stats.seed if self.stats is not None else None
+        if self.stats is None or not self.stats.reported("seed"):  # a remote server chose one and did not say
+            return None
+        return self.stats.seed
 
     def reproduction_sampler(self) -> SamplerSettings | None:
         """The sampler settings with the seed fixed to the one used; None if unknown."""

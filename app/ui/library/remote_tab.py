@@ -8,9 +8,10 @@ has its own message); **Use this server** asks the window to make it the engine.
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QFormLayout,
@@ -65,7 +66,7 @@ class RemoteTab(QWidget):
             "Use a model served by another machine: llama.cpp's llama-server, vLLM, Ollama or any "
             "OpenAI-compatible server. Glassbox sends the chat there and shows what the server reports "
             "(llama-server reports the most: prompt tokens, prefill, cached tokens, alternatives)."
-            f"<br>On the other machine, e.g.: <code>{LLAMA_SERVER_COMMAND}</code>"
+            f"<br>On the other machine, e.g.: <code>{html.escape(LLAMA_SERVER_COMMAND)}</code>"
         )
         intro.setWordWrap(True)
         intro.setObjectName("remoteIntro")
@@ -103,6 +104,8 @@ class RemoteTab(QWidget):
         self.status = QLabel("")
         self.status.setObjectName("remoteStatus")
         self.status.setWordWrap(True)
+        self.status.setMinimumHeight(3 * self.status.fontMetrics().lineSpacing())  # a long answer wraps, uncut
+        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         lay.addWidget(self.status)
         lay.addStretch(1)
 
