@@ -160,7 +160,7 @@ def ensure_llama_tools(
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=cache))
     say(
         f"llama.cpp tools {version}: building llama-server and ggml-rpc-server from llama-cpp-python's sources "
-        f"(about 10-15 minutes on 2 cores, once); log: {log}"
+        f"(15-35 minutes on 2 cores, once); log: {log}"
     )
     try:
         rc = _run(
