@@ -27,13 +27,16 @@ Both commands set up the same way, and do nothing that is already done:
    ``mypy``, ``lint-imports``, from the venv, configured in pyproject.toml); the
    first that fails stops us with its output, the command that reproduces it and
    exit code 1. ``--no-checks`` (anywhere after ``test``) skips them. Then the
-   test models (SmolLM2 and Gemma 3 270M) go into a cache, and
+   test models (SmolLM2 and Gemma 3 270M) go into a cache, llama.cpp's
+   llama-server and ggml-rpc-server are built once into the cache
+   (packaging/llama_tools.py; their paths go to the tests), and
    ``python -m pytest`` runs headless (QT_QPA_PLATFORM=offscreen); its exit
    code is ours.
 
 Standard library only: this runs before any virtual environment exists. One file
 (over 600 lines) for one job, bare machine to running app or passing checks: a
-person runs it by path with nothing installed, so it cannot lean on sibling modules.
+person runs it by path with nothing installed, so it cannot lean on sibling modules
+(but for packaging/llama_tools.py, loaded from its file for ``test`` only).
 
 Environment:
     CMAKE_ARGS               llama.cpp build options (e.g. ``-DGGML_CUDA=on``,
@@ -58,6 +61,7 @@ if sys.version_info < (3, 10):  # noqa: UP036 - this must run (and say so) on ol
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import os
 import platform
@@ -767,6 +771,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     return exec_in_venv(py, ["-m", "app", *app_args], dict(os.environ), args.dry_run)
 
 
+def llama_tools_env(py: Path, verbose: bool) -> dict[str, str]:
+    """llama-server and ggml-rpc-server for the remote-engine and RPC tests, built once and cached
+    (packaging/llama_tools.py); returns ``GLASSBOX_TEST_LLAMA_SERVER`` / ``GLASSBOX_TEST_RPC_SERVER``."""
+    spec = importlib.util.spec_from_file_location("glassbox_llama_tools", ROOT / "packaging" / "llama_tools.py")
+    assert spec is not None and spec.loader is not None
+    tools_mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tools_mod)
+    tools = tools_mod.ensure_llama_tools(
+        py, llama_pin(PYPROJECT), build_cache_root(), SetupError, say,
+        verbose=verbose, heartbeat=every_minute("building llama-server and ggml-rpc-server"),
+    )  # fmt: skip
+    return tools_mod.tool_env(tools)
+
+
 def cmd_test(args: argparse.Namespace) -> int:
     py = setup(["test"], args.verbose)
     rest = [a for a in args.rest if a != NO_CHECKS]
@@ -783,6 +801,7 @@ def cmd_test(args: argparse.Namespace) -> int:
     found = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
     env.update(found)
     say(f"test models: {', '.join(Path(p).name for p in found.values())} verified in {dest} {took(t0)}")
+    env.update(llama_tools_env(py, args.verbose))
     env["QT_QPA_PLATFORM"] = "offscreen"
     say("running the test suite: python -m pytest " + " ".join(rest))
     return exec_in_venv(py, ["-m", "pytest", *rest], env, args.dry_run)

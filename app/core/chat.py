@@ -184,7 +184,11 @@ class GenerationStats:
         dropped_messages: oldest messages left out to fit n_ctx (rolling policy).
         context_shifts: times the context was rebuilt mid-reply (rolling policy).
         llama_prefill_ms, llama_decode_ms, llama_n_prefill, llama_n_decode:
-            llama.cpp's own counters (llama_perf_context) for cross-checking.
+            llama.cpp's own counters (llama_perf_context) for cross-checking (a remote
+            llama-server's ``timings``: prompt_ms, predicted_ms, prompt_n, predicted_n).
+        unreported: names of the fields above that the engine could not measure (a remote
+            server that does not report them, :mod:`app.remote`): they hold 0 and the panels
+            say "not reported by this server" instead of showing the 0.
     """
 
     prompt_tokens: int = 0
@@ -206,6 +210,11 @@ class GenerationStats:
     llama_decode_ms: float = 0.0
     llama_n_prefill: int = 0
     llama_n_decode: int = 0
+    unreported: tuple[str, ...] = ()
+
+    def reported(self, name: str) -> bool:
+        """Whether field ``name`` was measured (False: the server did not report it)."""
+        return name not in self.unreported
 
     @property
     def prefill_tok_s(self) -> float:
@@ -232,6 +241,7 @@ class GenerationStats:
         """JSON-ready values: every field (``stop_reason`` as its string) plus the two speeds, tok/s."""
         d = asdict(self)
         d["stop_reason"] = self.stop_reason.value
+        d["unreported"] = list(self.unreported)
         d["prefill_tok_s"] = self.prefill_tok_s
         d["decode_tok_s"] = self.decode_tok_s
         return d

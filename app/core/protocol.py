@@ -22,6 +22,7 @@ from app.core.chat import ChatMessage, GenerationStats, LoadSettings
 from app.core.funnel import Funnel
 from app.core.gguf_info import GGUFInfo
 from app.core.memory import KVCacheLayout
+from app.core.remote import RemoteFacts
 from app.core.sampling import SamplerSettings
 
 
@@ -213,6 +214,9 @@ class ModelLoaded:
         bos_text, eos_text: texts of BOS/EOS.
         eog_token_ids: ids that end generation (EOS, EOT, ...).
         add_bos: whether the tokenizer adds BOS.
+        remote: set when the engine is a remote server (:mod:`app.remote`): what it reported.
+            ``info`` then holds no tensors (the file is on the server: ``info.path`` is the model
+            id), ``kv_layout`` no layers, and the byte figures are 0 (not reported).
     """
 
     request_id: int
@@ -234,6 +238,7 @@ class ModelLoaded:
     eog_token_ids: tuple[int, ...]
     add_bos: bool
     flash_attn_active: bool = False
+    remote: RemoteFacts | None = None
 
 
 @dataclass(frozen=True)
@@ -386,6 +391,7 @@ class FailureKind(str, enum.Enum):
     ENGINE = "engine"  #: the engine process stopped, restarted or the server was switched off
     BUSY = "busy"  #: the person's reply is in flight and the server refuses while busy
     CANCELLED = "cancelled"  #: cancelled from the window before it started
+    REMOTE = "remote"  #: a remote engine (app.remote) could not be reached or answered with an error
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core.chat import LoadSettings
+from app.core.remote import RemoteSettings
 from app.core.sampling import SamplerSettings
 from app.core.server_settings import ServerSettings
 
@@ -66,6 +67,7 @@ class Settings:
         chat_templates: the person's chat template overrides, ``(model path, Jinja2 source)``
             pairs, one per model (absolute paths as loaded); a model not listed uses its GGUF's.
             Stored as a JSON object; files written before it existed read as none.
+        remote: the remote engine set up in the Models page (URL, model, key stored like the Hub token).
     """
 
     sampler: SamplerSettings = field(default_factory=SamplerSettings)
@@ -90,6 +92,8 @@ class Settings:
         """These settings with ``model_path``'s chat template override set (None: back to the GGUF's)."""
         rest = tuple((p, t) for p, t in self.chat_templates if p != model_path)
         return replace(self, chat_templates=rest + (((model_path, source),) if source is not None else ()))
+
+    remote: RemoteSettings = field(default_factory=RemoteSettings)
 
     def last_folder(self, kind: DialogFolder) -> str:
         """The folder the last dialog of ``kind`` was used in ("" if none yet)."""
@@ -136,6 +140,7 @@ class Settings:
             **{k.field_name: self.last_folder(k) for k in DialogFolder},
             "server": self.server.to_dict(),
             "chat_templates": dict(self.chat_templates),
+            "remote": self.remote.to_dict(),
         }
 
     @classmethod
@@ -160,6 +165,7 @@ class Settings:
             import_folder=_text(data.get(DialogFolder.IMPORT.field_name)),
             server=ServerSettings.from_dict(data.get("server")),
             chat_templates=_templates(data.get("chat_templates")),
+            remote=RemoteSettings.from_dict(data.get("remote")),
         )
 
 

@@ -25,6 +25,11 @@ the person sends while an external request is in flight, their Generate waits fo
 first, ahead of queued external requests); Stop before it was sent ends it at once in the
 engine (Finished, CANCELLED, nothing evaluated). The engine keeps the person's KV cache across
 an external request (``Generate.external``: :mod:`app.engine.kv_snapshot`).
+
+The engine can also be a remote server (:meth:`load_model` with ``remote``): a
+:class:`~app.remote.host.RemoteHost` then stands where the engine process stood, with the same
+interface and the same events, so everything above holds for it (a switch between the local engine
+and a server, or between servers, goes to a fresh host like a model switch).
 """
 
 from __future__ import annotations
@@ -41,8 +46,10 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.core import protocol as P
 from app.core.chat import ChatMessage, LoadSettings
+from app.core.remote import RemoteEndpoint
 from app.core.sampling import SamplerSettings
 from app.engine.host import EngineDied, EngineHost
+from app.remote.host import RemoteClosed, RemoteHost
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +148,8 @@ class EngineClient(QObject):
     def __init__(self, log_path: str | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._log_path = log_path
-        self._host: EngineHost | None = None
+        self._host: EngineHost | RemoteHost | None = None
+        self._remote: RemoteEndpoint | None = None  # the server the engine is, None: the local process
         self._reader: threading.Thread | None = None
         self._state = EngineState.DEAD
         self._load_id: int | None = None
@@ -194,7 +202,9 @@ class EngineClient(QObject):
 
     def _start_host(self) -> None:
         """A new engine process and its reader thread (the state is the caller's)."""
-        host = EngineHost(self._log_path)
+        host: EngineHost | RemoteHost = (
+            RemoteHost(self._remote) if self._remote is not None else EngineHost(self._log_path)
+        )
         host.start()
         self._host = host
         self._host_used = False
@@ -222,7 +232,7 @@ class EngineClient(QObject):
         self.start()
         if self._last_load is not None:
             path, settings = self._last_load
-            self.load_model(path, settings)
+            self.load_model(path, settings, remote=self._remote)
 
     def shutdown(self) -> None:
         """End the engine process and the reader thread (blocks up to a few seconds)."""
@@ -258,24 +268,38 @@ class EngineClient(QObject):
             self.generation_ended.emit(gen_id)
         self._fail_externals("The engine stopped; nothing more can be generated until it is restarted.")
 
-    def _read_loop(self, host: EngineHost) -> None:
+    def _read_loop(self, host: EngineHost | RemoteHost) -> None:
         while True:
             try:
                 ev = host.recv_raw()
-            except EngineDied as died:
+            except (EngineDied, RemoteClosed) as died:
                 self._died.emit(host, died)
                 return
             self._event.emit(host, ev)
 
     # ------------------------------------------------------------------ commands
-    def load_model(self, path: str, settings: LoadSettings) -> int:
-        """Load a model. Returns the request id.
+    @property
+    def remote(self) -> RemoteEndpoint | None:
+        """The remote server the engine is (set by :meth:`load_model`), None for the local engine."""
+        return self._remote
 
-        The first load goes to the running engine process; any later one to a fresh
-        process (see the module docstring). A reply in flight is stopped first and the
-        load is sent once it has ended (its Finished arrives as usual); the state is
-        LOADING from now until model_loaded or model_load_failed.
+    def _host_mismatch(self) -> bool:
+        """The running host is not the kind (local process or this server) the next load wants."""
+        host = self._host
+        if isinstance(host, RemoteHost):
+            return host.endpoint != self._remote
+        return self._remote is not None
+
+    def load_model(self, path: str, settings: LoadSettings, *, remote: RemoteEndpoint | None = None) -> int:
+        """Load a model, or connect to a remote engine. Returns the request id.
+
+        ``remote``: the engine becomes that server (``path`` is then the model id shown); None: the
+        local engine process. The first load goes to the running engine process; any later one to a
+        fresh process or host (see the module docstring), and so does a switch to or from a server.
+        A reply in flight is stopped first and the load is sent once it has ended (its Finished
+        arrives as usual); the state is LOADING from now until model_loaded or model_load_failed.
         """
+        self._remote = remote
         if self._host is None or not self._host.alive:
             self.start()
         rid = next(self._ids)
@@ -299,7 +323,7 @@ class EngineClient(QObject):
         req, self._pending_load = self._pending_load, None
         if req is None:
             return
-        if self._host_used:
+        if self._host_used or self._host_mismatch():
             self._switch_host()
         self._host_used = True
         self._send(req)

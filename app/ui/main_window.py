@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from PySide6.QtCore import QByteArray, QElapsedTimer, Qt, QTimer, Signal
 from PySide6.QtGui import (
@@ -37,6 +38,7 @@ from app.core import protocol as P
 from app.core.chat import LoadSettings
 from app.core.conversations import ConversationStore
 from app.core.gguf_info import GGUFError, MissingSplitParts, check_loadable, format_bytes
+from app.core.remote import RemoteEndpoint
 from app.core.sampling import SamplerSettings
 from app.core.settings import DialogFolder, Settings
 from app.paths import Paths
@@ -273,6 +275,7 @@ class MainWindow(QMainWindow):
         self.sampler_panel.settings_changed.connect(self.funnel.set_settings)
         self.funnel_panel.order_chosen.connect(self.sampler_panel.set_order)
         self.models.load_requested.connect(self._load_from_library)
+        self.models.remote_requested.connect(self.use_remote)
         self.models.library_tab.entries_changed.connect(self._update_placeholder)
         self.models.open_file_requested.connect(self.open_model_dialog)
         self.models.notice.connect(
@@ -355,6 +358,19 @@ class MainWindow(QMainWindow):
         self.banner.clear(BannerTopic.MODEL)
         self.banner.clear(BannerTopic.ENGINE)
         return True
+
+    def use_remote(self, endpoint: RemoteEndpoint) -> None:
+        """Make a remote OpenAI-compatible server the engine (the Models page's Remote tab); the chat comes to the front."""
+        if self.chat.busy:
+            self.chat.stop()
+        self._loading_path = None
+        self._load_timer.start()
+        self.model_panel.set_loading(endpoint.model or urlsplit(endpoint.base_url).netloc)
+        self._set_model_button(f"Connecting to {endpoint.base_url} …")
+        self.engine.load_model(endpoint.model or endpoint.base_url, self.settings.load, remote=endpoint)
+        self.banner.clear(BannerTopic.MODEL)
+        self.banner.clear(BannerTopic.ENGINE)
+        self.show_page(Page.CHAT)
 
     def _placeholder_link(self, link: str) -> None:
         if link == OPEN_LINK:
@@ -478,6 +494,9 @@ class MainWindow(QMainWindow):
 
     def _reload_with(self, s: LoadSettings) -> None:
         self.settings_ctl.update(load=s)
+        if self.engine.remote is not None:  # the server chose its n_ctx: connect again
+            self.use_remote(self.engine.remote)
+            return
         path = self.engine.model.info.path if self.engine.model else self._loading_path
         if path:
             self.load_model(path, s)
@@ -499,16 +518,25 @@ class MainWindow(QMainWindow):
         applied = replace(
             ev.settings, n_threads=self.settings.load.n_threads, n_gpu_layers=self.settings.load.n_gpu_layers
         )
-        self.settings_ctl.update(load=applied)
+        remote = ev.remote
+        if remote is None:
+            self.settings_ctl.update(load=applied)
         self.model_panel.set_load_settings(applied)
-        self.top_bar.set_model_text(
-            f"{display_name(info.path)}  ▾",
-            f"{info.path}\nn_ctx {ev.n_ctx:,} · {info.quant_type} · {format_bytes(info.file_size)}",
-        )
-        self.stats_panel.set_model(ev.n_ctx, ev.kv_layout, info, ev.n_batch)
-        self.settings_ctl.apply(lambda s: s.with_recent(info.path))
-        self.models.set_loaded_model(info.path)
-        self.models.set_n_ctx(ev.n_ctx)
+        if remote is not None:  # a server: nothing to remember as a recent file or mark in the library
+            n_ctx = f"n_ctx {ev.n_ctx:,}" if ev.n_ctx else "n_ctx not reported by this server"
+            self.top_bar.set_model_text(
+                f"{display_name(info.path)} (remote)  ▾", f"{remote.engine_label}\nmodel {remote.model} · {n_ctx}"
+            )
+            self.models.set_loaded_model(None)
+        else:
+            self.top_bar.set_model_text(
+                f"{display_name(info.path)}  ▾",
+                f"{info.path}\nn_ctx {ev.n_ctx:,} · {info.quant_type} · {format_bytes(info.file_size)}",
+            )
+            self.settings_ctl.apply(lambda s: s.with_recent(info.path))
+            self.models.set_loaded_model(info.path)
+            self.models.set_n_ctx(ev.n_ctx)
+        self.stats_panel.set_model(ev.n_ctx, ev.kv_layout if remote is None else None, info, ev.n_batch)
         self.setWindowTitle(f"{display_name(info.path)} — {APP_NAME}")
         self._update_placeholder()
         self.model_changed.emit(ev)

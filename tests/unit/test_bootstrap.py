@@ -242,6 +242,7 @@ def _test_command(bootstrap: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_pa
     monkeypatch.setattr(bootstrap, "starter_cli", lambda *a: f"GLASSBOX_TEST_SMOLLM2={tmp_path / 'm.gguf'}\n")
     monkeypatch.setattr(bootstrap, "exec_in_venv", fake_exec)
     monkeypatch.setattr(bootstrap, "run_checks", checks)
+    monkeypatch.setattr(bootstrap, "llama_tools_env", lambda py, verbose: {})
     return [setups, execs]
 
 

@@ -416,9 +416,12 @@ class ChatController(QObject):
 
     @property
     def chat_template(self) -> str | None:
-        """The person's chat template for the loaded model (settings), or None: the GGUF's."""
+        """The person's chat template for the loaded model (settings), or None: the GGUF's (a remote
+        engine's model: the server's, which renders its own prompt)."""
         model = self.engine.model
-        return self.settings.settings.chat_template_for(model.info.path) if model is not None else None
+        if model is None or model.remote is not None:
+            return None
+        return self.settings.settings.chat_template_for(model.info.path)
 
     def _meta(self) -> MessageMeta:
         model = self.engine.model
@@ -426,17 +429,23 @@ class ChatController(QObject):
         ready = self.engine.ready_info
         if model is None:
             return MessageMeta(sampler=sampler)
+        remote = model.remote  # a remote server made it: the provenance names the server, not a file
+        if remote is not None:
+            engine = remote.engine_label
+        else:
+            engine = f"llama-cpp-python {ready.llama_cpp_version}" if ready else ""
         return MessageMeta(
             model_path=model.info.path,
             model_name=Path(model.info.path).name.removesuffix(".gguf"),
-            quant=model.info.quant_type,
+            quant="" if remote is not None else model.info.quant_type,
             sampler=sampler,
             load=model.settings,
             system_prompt=self.store.get_conversation(self.conversation_id).system_prompt
             if self.conversation_id
             else "",
-            engine=f"llama-cpp-python {ready.llama_cpp_version}" if ready else "",
             chat_template=self.chat_template,
+            engine=engine,
+            endpoint=remote.base_url if remote is not None else "",
         )
 
     def _start_reply(self, parent_id: int) -> bool:

@@ -48,6 +48,7 @@ from app.ui.common.tasks import TaskPool
 from app.ui.library.downloads_tab import DownloadsTab
 from app.ui.library.hub_tab import HubTab
 from app.ui.library.library_tab import LibraryTab
+from app.ui.library.remote_tab import RemoteTab
 from app.ui.settings_controller import SettingsController
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ class ModelsTab(str, enum.Enum):
     LIBRARY = "library"
     HUB = "hub"
     DOWNLOADS = "downloads"
+    REMOTE = "remote"
 
     @property
     def position(self) -> int:
@@ -100,9 +102,11 @@ class ModelsWindow(QWidget):
         open_file_requested(): the person asked to open a GGUF file from anywhere.
         notice(str, str): kind ("info", "warning" or "error") and text for the window's banner.
         download_finished(str): a model finished downloading (sha256 verified); its path.
+        remote_requested(object): use this :class:`~app.core.remote.RemoteEndpoint` as the engine (Remote tab).
     """
 
     load_requested = Signal(str)
+    remote_requested = Signal(object)
     open_file_requested = Signal()
     notice = Signal(str, str)
     download_finished = Signal(str)
@@ -149,6 +153,11 @@ class ModelsWindow(QWidget):
             self._store_token,
         )
         self.downloads_tab = DownloadsTab(self.manager)
+        self.remote_tab = RemoteTab(
+            self.hub_pool,
+            lambda: self._settings.settings.remote,
+            lambda r: self._settings.update(remote=r),
+        )
 
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -160,12 +169,14 @@ class ModelsWindow(QWidget):
         self.tabs.addTab(self.library_tab, "Library")
         self.tabs.addTab(self.hub_tab, "Hub")
         self.tabs.addTab(self.downloads_tab, "Downloads")
+        self.tabs.addTab(self.remote_tab, "Remote")
         lay.addWidget(self.tabs)
 
         for tab in (self.library_tab, self.hub_tab, self.downloads_tab):
             tab.notice.connect(self._notice)
             tab.load_requested.connect(self.load_requested)
         self.library_tab.open_file_requested.connect(self.open_file_requested)
+        self.remote_tab.use_requested.connect(self.remote_requested)
         self.library_tab.starter_download_requested.connect(self.download_starter)
         self.hub_tab.download_requested.connect(self.download)
         self.downloads_tab.download_finished.connect(self._download_finished)
@@ -229,7 +240,7 @@ class ModelsWindow(QWidget):
             self.library_tab.set_loaded(path)
 
     def show_tab(self, tab: ModelsTab | str) -> None:
-        """Bring a tab to the front (a :class:`ModelsTab` or its value: ``library``, ``hub``, ``downloads``).
+        """Bring a tab to the front (a :class:`ModelsTab` or its value: ``library``, ``hub``, ``downloads``, ``remote``).
 
         Raises:
             ValueError: no tab has that name.

@@ -26,6 +26,7 @@ from app.core.architecture import describe_architecture
 from app.core.chat import ContextPolicy, FlashAttention, LoadSettings
 from app.core.gguf_info import GGUFInfo, format_bytes, format_count
 from app.core.memory import CTX_PAD, KVCacheType, estimate_memory, n_ubatch_for
+from app.core.remote import NOT_REPORTED, RemoteFacts
 from app.ui.common import palette
 from app.ui.common.wheel_guard import guard_wheel
 from app.ui.panels.architecture_view import ArchitectureView
@@ -356,6 +357,36 @@ class ModelPanel(QWidget):
         info = loaded.info
         self.name.setText(Path(info.path).name.removesuffix(".gguf"))
         self.path.setText(info.path)
+        swa = info.swa_layers()
+        if loaded.remote is not None:  # a server's model: what it reports, and plainly what it does not
+            self.path.setText(loaded.remote.base_url)
+            swa = ()
+            rows = remote_rows(loaded.remote)
+        else:
+            rows = self._file_rows(loaded)
+        for key, value in rows:
+            k = QLabel(key)
+            k.setObjectName("factKey")
+            val = QLabel(value)
+            val.setObjectName("factValue")
+            val.setTextFormat(Qt.TextFormat.PlainText)
+            val.setWordWrap(True)
+            val.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            self.facts.addRow(k, val)
+        self.template_btn.setVisible(True)  # also without a template in the GGUF: an override is set there
+        self._load_form.setRowVisible(self.swa_full, any(swa))
+        try:
+            arch = describe_architecture(info) if loaded.remote is None else None
+        except ValueError:  # not a transformer llama.cpp describes with blocks and heads
+            arch = None
+        self.arch_view.set_architecture(arch)
+        self.arch_view.setVisible(arch is not None)
+        self.arch_title.setVisible(arch is not None)
+        self._edited()
+
+    def _file_rows(self, loaded: P.ModelLoaded) -> list[tuple[str, str]]:
+        """The facts of a model loaded by the local engine, ``(key, value)`` rows."""
+        info = loaded.info
         emb = info.embedding_tensor
         swa = info.swa_layers()
         rows = [
@@ -409,24 +440,7 @@ class ModelPanel(QWidget):
             rows.append(("compute buffer", format_bytes(loaded.compute_reported_bytes)))
         types = ", ".join(f"{k} ×{v[0]} ({format_bytes(v[1])})" for k, v in list(info.tensor_types.items())[:4])
         rows.append(("tensor types", types))
-        for key, value in rows:
-            k = QLabel(key)
-            k.setObjectName("factKey")
-            val = QLabel(value)
-            val.setObjectName("factValue")
-            val.setTextFormat(Qt.TextFormat.PlainText)
-            val.setWordWrap(True)
-            val.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-            self.facts.addRow(k, val)
-        self.template_btn.setVisible(True)  # also without a template in the GGUF: an override is set there
-        self._load_form.setRowVisible(self.swa_full, any(swa))
-        try:
-            self.arch_view.set_architecture(describe_architecture(info))
-        except ValueError:  # not a transformer llama.cpp describes with blocks and heads
-            self.arch_view.set_architecture(None)
-        self.arch_view.setVisible(self.arch_view.arch is not None)
-        self.arch_title.setVisible(self.arch_view.arch is not None)
-        self._edited()
+        return rows
 
     def _person_edited(self) -> None:
         self._edited()
@@ -465,3 +479,20 @@ class ModelPanel(QWidget):
         self.estimate.setText(
             f"Memory at these settings: {est.breakdown()}" + (" — press Apply to reload" if changed else "")
         )
+
+
+def remote_rows(remote: RemoteFacts) -> list[tuple[str, str]]:
+    """The facts of a remote engine's model, ``(key, value)`` rows: what the server reports, the rest said plainly."""
+    return [
+        ("engine", remote.engine_label),
+        ("model", remote.model),
+        ("model file", remote.model_path or NOT_REPORTED),
+        ("n_ctx", f"{remote.n_ctx:,} tokens" if remote.n_ctx else NOT_REPORTED),
+        (
+            "chat template",
+            "the server's (shown by Template…)" if remote.chat_template else "the server's (" + NOT_REPORTED + ")",
+        ),
+        ("prompt tokens", "from the server's /tokenize" if remote.can_tokenize else NOT_REPORTED),
+        ("layers, tensors, KV cache bytes", NOT_REPORTED + ": the weights are on the server"),
+        ("latency", f"{remote.latency_s * 1000:.0f} ms for /models at the connection test"),
+    ]

@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QVBoxLayout, QWidget
 from app.core.chat import StopReason
 from app.core.gguf_info import GGUFInfo, format_bytes
 from app.core.memory import KVCacheLayout
+from app.core.remote import NOT_REPORTED
 from app.ui.common import palette
 from app.ui.common import stats_format as fmt
 from app.ui.common.stacked_bar import BarSegment, StackedBar
@@ -70,6 +71,7 @@ class StatsPanel(QWidget):
         self.setObjectName("statsPanel")
         self.turn = turn
         self.layout_kv: KVCacheLayout | None = None
+        self.remote = False  # the engine is a remote server (set_model without a layout)
         self.n_ctx = 0
         self._seen = -1
         self._plot_stale = False
@@ -176,10 +178,16 @@ class StatsPanel(QWidget):
     def set_model(
         self, n_ctx: int, layout: KVCacheLayout | None, info: GGUFInfo | None = None, n_batch: int = 512
     ) -> None:
-        """The loaded model's n_ctx (tokens), KV cache layout, GGUF facts and n_batch (for "what bounds the speed")."""
+        """The loaded model's n_ctx (tokens; 0: not reported, a remote server), KV cache layout
+        (None: a remote engine, whose cache is the server's: the KV figures say "not reported"),
+        GGUF facts and n_batch (for "what bounds the speed": a local model only)."""
         self.n_ctx = n_ctx
         self.layout_kv = layout
-        self.speed.set_model(info, layout, n_batch)
+        self.remote = layout is None
+        self.speed.set_model(info if layout is not None else None, layout, n_batch)
+        if layout is None:
+            self.kv_bar.set_segments([], 0)
+            self.kv_label.setText(f"KV cache bytes: {NOT_REPORTED}")
         self._seen = -1
         self.refresh()
 
@@ -230,15 +238,24 @@ class StatsPanel(QWidget):
         v.setText(fmt.tok_s(pr) if pr else "—")
         ev = final.evaluated_tokens if final else t.prefill_done
         secs = final.prefill_s if final else t.prefill_elapsed_s
-        s.setText(f"{fmt.tokens(ev)} tokens in {fmt.seconds(secs)}")  # the prompt's; rebuilds are under Context
+        if final is not None and not final.reported("prefill_s"):
+            s.setText(NOT_REPORTED)
+        else:
+            s.setText(f"{fmt.tokens(ev)} tokens in {fmt.seconds(secs)}")  # the prompt's; rebuilds are under Context
         v, s = self.tiles["decode"]
         dr = t.decode_tok_s
         v.setText(fmt.tok_s(dr) if dr else "—")
         s.setText("(n − 1) / (t_last − t_first)")
         v, s = self.tiles["tokens"]
         prompt_n = t.prompt.prompt_tokens if t.prompt else (final.prompt_tokens if final else 0)
+        if final is not None:  # the server's count when it reports one (a remote engine's prompt is known at the end)
+            prompt_n = final.prompt_tokens or prompt_n
         v.setText(f"{fmt.tokens(prompt_n)} → {fmt.tokens(t.generated)}")
         s.setText("prompt → generated")
+        if final is not None and final.unreported:
+            missing = [name for name in ("prompt_tokens", "generated_tokens") if not final.reported(name)]
+            if missing:
+                s.setText(f"{' and '.join(m.split('_')[0] for m in missing)}: {NOT_REPORTED}")
 
         cached, evaluated, generated_in_ctx = t.context_parts()
         used = t.n_past
@@ -260,6 +277,8 @@ class StatsPanel(QWidget):
             f"{fmt.tokens(used)} / {fmt.tokens(self.n_ctx)} tokens ({pct:.0f}%) · {fmt.tokens(cached)} reused "
             f"from the cache, {fmt.tokens(evaluated)} evaluated{extra}"
         )
+        if self.remote and not self.n_ctx:
+            self.ctx_label.setText(f"{fmt.tokens(used)} tokens · n_ctx {NOT_REPORTED}")
         lay = self.layout_kv
         if lay is not None:
             used_b = lay.used_bytes(used)
@@ -285,12 +304,18 @@ class StatsPanel(QWidget):
 
         lines = []
         if final is not None:
-            lines.append(f"Stop reason: <b>{StopReason(final.stop_reason).label}</b> · seed {final.seed}")
-            lines.append(
-                f"llama.cpp's own timers: prefill {final.llama_prefill_ms:,.0f} ms for "
-                f"{fmt.tokens(final.llama_n_prefill)} tokens, decode {final.llama_decode_ms:,.0f} ms for "
-                f"{fmt.tokens(final.llama_n_decode)} tokens"
-            )
+            seed = f"seed {final.seed}" if final.reported("seed") else f"seed {NOT_REPORTED}"
+            lines.append(f"Stop reason: <b>{StopReason(final.stop_reason).label}</b> · {seed}")
+            if final.reported("llama_prefill_ms"):
+                lines.append(
+                    f"llama.cpp's own timers: prefill {final.llama_prefill_ms:,.0f} ms for "
+                    f"{fmt.tokens(final.llama_n_prefill)} tokens, decode {final.llama_decode_ms:,.0f} ms for "
+                    f"{fmt.tokens(final.llama_n_decode)} tokens"
+                )
+            else:
+                lines.append(f"Prefill time, cached tokens and the server's own timers: {NOT_REPORTED}")
+            if not final.reported("n_ctx"):
+                lines.append(f"n_ctx: {NOT_REPORTED}")
         self.details.setText("<br>".join(lines))
         # A stored reply may come from another model or machine: only this session's turns are judged.
         self.speed.show_turn(final if t.phase is TurnPhase.DONE and not t.stored else None)

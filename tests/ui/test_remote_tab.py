@@ -1,0 +1,65 @@
+"""The Models page's Remote tab on the fake engine: what it says before and without a server.
+
+Against real servers (llama-server, llama-cpp-python's) the tab is tested in tests/remote.
+"""
+
+from __future__ import annotations
+
+import socket
+
+from app.core.remote import ConnectionFailure
+from app.remote.http import RemoteError
+from app.ui.library.window import ModelsTab
+from tests.ui.conftest import WAIT_MS
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_the_remote_tab_is_the_models_pages_last(window) -> None:
+    window.models.show_tab(ModelsTab.REMOTE)
+    assert window.models.tabs.currentWidget() is window.models.remote_tab
+    assert window.models.tabs.tabText(ModelsTab.REMOTE.position) == "Remote"
+
+
+def test_a_bad_address_is_refused_before_any_connection(qtbot, window) -> None:
+    tab = window.models.remote_tab
+    asked: list[object] = []
+    tab.use_requested.connect(asked.append)
+    tab.url_field.setText("ftp://files.example.org")
+    assert tab.test_connection() is False
+    assert tab.status.text() == "✕ 'ftp://files.example.org' is not an http:// or https:// address"
+    tab.use_server()
+    assert asked == []
+    assert window.settings.remote.url == ""  # nothing stored for an address that cannot be used
+
+
+def test_nothing_listening_is_said_plainly_and_the_key_is_stored_not_shown(qtbot, window) -> None:
+    tab = window.models.remote_tab
+    port = _closed_port()
+    tab.url_field.setText(f"127.0.0.1:{port}")
+    tab.key_field.setText("sk-secret-123")
+    with qtbot.waitSignal(tab.tested, timeout=WAIT_MS) as blocker:
+        assert tab.test_connection()
+        assert not tab.test_button.isEnabled()  # one test at a time
+    err = blocker.args[0]
+    assert isinstance(err, RemoteError) and err.kind is ConnectionFailure.UNREACHABLE
+    assert tab.status.text().startswith(f"✕ Nothing answers at 127.0.0.1:{port}")
+    assert "sk-secret-123" not in tab.status.text()
+    assert tab.test_button.isEnabled()
+    assert window.settings.remote.api_key == "sk-secret-123" and window.settings.remote.url == f"127.0.0.1:{port}"
+
+
+def test_use_this_server_hands_the_endpoint_to_the_window(qtbot, window) -> None:
+    tab = window.models.remote_tab
+    asked: list[object] = []
+    window.models.remote_requested.disconnect(window.use_remote)  # the fake engine has no network side
+    window.models.remote_requested.connect(asked.append)
+    tab.url_field.setText("gpu-box:8080")
+    tab.model_box.setCurrentText("qwen3-32b")
+    tab.use_server()
+    (endpoint,) = asked
+    assert endpoint.base_url == "http://gpu-box:8080/v1" and endpoint.model == "qwen3-32b"
