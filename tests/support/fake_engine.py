@@ -44,6 +44,7 @@ from app.core.gguf_info import read_gguf_info
 from app.core.memory import kv_cache_layout, n_ubatch_for
 from app.core.sampling import SamplerSettings
 from app.ui.engine_client import EngineClient, EngineState
+from tests.support.inspection import synthetic_inspection
 
 FAKE_LLAMA_CPP_VERSION = "0.0.0-fake"
 TICK_MS = 2  # one event per tick: streaming is visible to the window, and fast
@@ -495,6 +496,21 @@ class FakeEngine(EngineClient):
             stages.append(column(FunnelStageKind.DIST, alive, token))
         funnel = Funnel(kept[0], step, row_ids, tuple(stages), token, s, 0, 6, False, 0.0)
         QTimer.singleShot(0, lambda: self.funnel_computed.emit(P.FunnelComputed(rid, funnel)))
+        return rid
+
+    def inspect_token(self, position: int, token_id: int, turn_start: int = -1) -> int | None:
+        """A made-up inspection (:func:`tests.support.inspection.synthetic_inspection`), on the next tick;
+        a negative position fails with ``not_in_context``."""
+        if self.model is None:
+            return None
+        rid = next(self._ids)
+        self.request_sent.emit(P.InspectToken(rid, position, token_id, turn_start))
+        if position < 0:
+            failed = P.Failed(rid, P.FailureKind.NOT_IN_CONTEXT, "Position -1 of the context does not hold that token.")
+            QTimer.singleShot(0, lambda: self.inspection_failed.emit(failed))
+            return rid
+        ins = synthetic_inspection(position, token_id)
+        QTimer.singleShot(0, lambda: self.token_inspected.emit(P.TokenInspected(rid, ins)))
         return rid
 
     def _token(self, req: P.Generate, piece: str, index: int) -> P.TokenEvent:
