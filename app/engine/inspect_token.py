@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import re
 import time
 from array import array
 from dataclasses import dataclass
@@ -69,17 +70,16 @@ MAX_EXPERT_SPAN = 512  # positions before the inspected one evaluated for the ex
 # (n_vocab x n_ubatch x 4 bytes: 134 MB for Gemma 3's 262k vocabulary at 128, 537 MB at 512).
 INSPECT_N_BATCH = 128
 CTX_GROWTH = 1024  # the inspect context's n_ctx is the conversation's length rounded up to this, tokens
+# The router's weights as the layer mixes them: the last of these the graph names (src/llama-graph.cpp build_moe_ffn).
 _WEIGHT_NAMES = ("ffn_moe_weights_scaled", "ffn_moe_weights_norm", "ffn_moe_weights_softmax", "ffn_moe_weights")
+_WANTED = re.compile(r"(l_out|kq_soft_max|ffn_moe_topk|ffn_moe_weights(_scaled|_norm|_softmax)?)-\d+")
 F32 = npt.NDArray[np.float32]
 
 
 def wanted_tensor(name: str) -> bool:
-    """The graph nodes an inspection copies (names as ``llama_context::graph_get_cb`` sets them)."""
-    if name.startswith(("l_out-", "kq_soft_max-", "ffn_moe_topk-")):
-        return True
-    if name == "result_norm":
-        return True
-    return name.startswith(_WEIGHT_NAMES) and not name.startswith("ffn_moe_weights_sum")
+    """The graph nodes an inspection copies (names as ``llama_context::graph_get_cb`` sets them;
+    views of them, ``ffn_moe_weights-0 (reshaped)``, are left out)."""
+    return name == "result_norm" or _WANTED.fullmatch(name) is not None
 
 
 @dataclass(frozen=True)
@@ -231,7 +231,7 @@ class TokenInspector:
         """
         if self._tables is None:
             try:
-                self._tables = load_tables(self.info)
+                self._tables = load_tables(self.info, workers=self._n_threads)
             except (ValueError, OSError, NotImplementedError) as exc:
                 raise EngineError(P.FailureKind.INTERNAL, f"The model's tables cannot be read: {exc}.") from None
         return self._tables
@@ -365,23 +365,23 @@ class TokenInspector:
         if c1 - c0 + 1 > INSPECT_N_BATCH:
             raise EngineError(P.FailureKind.INTERNAL, f"the inspected span is longer than {INSPECT_N_BATCH} tokens")
 
-        def run(s0: int, s1: int) -> None:
+        def run(s0: int, s1: int, *, all_logits: bool) -> None:
             while s0 < s1:
                 e = min(s1, (s0 // INSPECT_N_BATCH + 1) * INSPECT_N_BATCH)
-                self._decode(ctx, tokens, s0, e, all_logits=False)
+                self._decode(ctx, tokens, s0, e, all_logits=all_logits)
                 if n_expert:
                     self._count_experts(counts)
                 s0 = e
 
         cap.enabled = False
         try:
-            run(start, p0)
+            run(start, p0, all_logits=False)
         finally:
             cap.enabled = True
         wants = cap.wants
         cap.wants = _router_choice
-        try:
-            run(p0, c0)
+        try:  # every row an output: the last layer keeps only output rows (inp_out_ids), experts included
+            run(p0, c0, all_logits=True)
         finally:
             cap.wants = wants
         cap.reset()
@@ -437,7 +437,7 @@ class TokenInspector:
             cap["result_norm"].reshape(-1, self.info.n_embd)[pos - c0][None, :] if "result_norm" in cap else normed[-1:]
         )
         if t.tied:  # one pass over the one table: lens logits and both cosines
-            dots = chunked_matmul(t.embd, np.concatenate([t.act_quant.apply(normed), emb_row, hidden]))
+            dots = chunked_matmul(t.embd, np.concatenate([t.act_quant.apply(normed), emb_row, hidden]), t.workers)
             logits = dots[: normed.shape[0]]
             if t.softcap:
                 logits = np.tanh(logits / t.softcap) * t.softcap

@@ -22,6 +22,7 @@ import enum
 import logging
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,6 +110,7 @@ class ModelTables:
         act_quant: how llama.cpp rounds activations before the output matrix (:class:`ActivationQuant`).
         embd_scale: what the model multiplies the looked-up embedding by (Gemma: sqrt(n_embd)).
         build_s: seconds the dequantization took.
+        workers: threads for the products with a whole table.
     """
 
     embd: npt.NDArray[np.float16]
@@ -123,6 +125,7 @@ class ModelTables:
     act_quant: ActivationQuant
     embd_scale: float
     build_s: float
+    workers: int = 1
 
     @property
     def n_bytes(self) -> int:
@@ -146,28 +149,41 @@ class ModelTables:
 
     def logits(self, normed: F32) -> F32:
         """LM-head logits [m, n_vocab] of normed states [m, n_embd], softcapped like the model."""
-        out = chunked_matmul(self.output, self.act_quant.apply(normed))
+        out = chunked_matmul(self.output, self.act_quant.apply(normed), self.workers)
         if self.softcap:
             out = np.tanh(out / self.softcap) * self.softcap
         return out
 
     def cosines(self, vectors: F32) -> F32:
         """Cosine [m, n_vocab] between each row of ``vectors`` and each embedding row."""
-        dots = chunked_matmul(self.embd, vectors)
+        dots = chunked_matmul(self.embd, vectors, self.workers)
         lens = np.linalg.norm(vectors, axis=1, keepdims=True)
         denom = self.embd_norms[None, :] * np.maximum(lens, 1e-12)
         cos: F32 = dots / np.maximum(denom, 1e-12)
         return cos
 
 
-def chunked_matmul(table: npt.NDArray[np.float16], vectors: F32) -> F32:
-    """``table @ vectors.T`` as float32 [m, n_rows], converting ``CHUNK_ROWS`` rows at a time."""
+def chunked_matmul(table: npt.NDArray[np.float16], vectors: F32, workers: int = 1) -> F32:
+    """``table @ vectors.T`` as float32 [m, n_rows], converting ``CHUNK_ROWS`` rows at a time.
+
+    With ``workers`` > 1 the chunks run on that many threads (numpy's conversion and BLAS release
+    the GIL): the float16 → float32 conversion is half the time on a 262k-row table.
+    """
     m = vectors.shape[0]
     out = np.empty((m, table.shape[0]), dtype=np.float32)
     vt = np.ascontiguousarray(vectors.T, dtype=np.float32)
-    for r0 in range(0, table.shape[0], CHUNK_ROWS):
+
+    def chunk(r0: int) -> None:
         r1 = min(table.shape[0], r0 + CHUNK_ROWS)
         out[:, r0:r1] = (table[r0:r1].astype(np.float32) @ vt).T
+
+    starts = range(0, table.shape[0], CHUNK_ROWS)
+    if workers <= 1:
+        for r0 in starts:
+            chunk(r0)
+    else:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="glassbox-lens") as pool:
+            list(pool.map(chunk, starts))
     return out
 
 
@@ -181,7 +197,7 @@ def _dequantized(reader: Any, name: str) -> F32 | None:
     return None
 
 
-def load_tables(info: GGUFInfo) -> ModelTables:
+def load_tables(info: GGUFInfo, workers: int = 1) -> ModelTables:
     """Dequantize the lens and embedding tables of ``info``'s model (seconds on a 262k vocabulary).
 
     Raises:
@@ -221,6 +237,7 @@ def load_tables(info: GGUFInfo) -> ModelTables:
         act_quant=ActivationQuant.for_weight(head_type),
         embd_scale=math.sqrt(info.n_embd) if info.architecture.startswith("gemma") else 1.0,
         build_s=time.perf_counter() - t0,
+        workers=max(1, workers),
     )
     log.info(
         "inspect tables of %s: %.1f MiB, %.2f s (tied=%s, norm=%s, eps=%g, softcap=%g, activations %s)",
