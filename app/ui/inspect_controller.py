@@ -42,7 +42,7 @@ class InspectController(QObject):
             self.window.show_failure("No model is loaded.")
             return
         self._pending = rid
-        self.window.show_pending(position, str(token_id))
+        self.window.show_pending(position, token_id)
 
     def _inspected(self, ev: P.TokenInspected) -> None:
         if ev.request_id != self._pending:

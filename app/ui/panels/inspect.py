@@ -266,7 +266,7 @@ class AttentionTab(QWidget):
         self.heads.set_rgb(
             ramp(part / (float(part.max()) or 1.0)),
             [f"h{h} · kv{att.head_kv[h]}" for h in range(att.n_head)],
-            [palette.PROB_BG[0] if att.head_kv[h] % 2 else palette.TEXT_DIM for h in range(att.n_head)],
+            [palette.LINK if att.head_kv[h] % 2 else palette.TEXT_DIM for h in range(att.n_head)],
         )
         kind = f"sliding window of {att.window}" if att.sliding[il] else "global attention"
         self.layer_note.setText(f"layer {il}: {kind}; one row per head, labelled with its KV head (GQA group)")
@@ -403,9 +403,9 @@ class InspectWindow(QDialog):
         lay.addWidget(self.tabs, 1)
         self.inspection: TokenInspection | None = None
 
-    def show_pending(self, position: int, text: str) -> None:
-        """An inspection was asked for; say so until it arrives."""
-        self.header.setText(f"Inspecting position {position} ({_token_html(text)})…")
+    def show_pending(self, position: int, token_id: int) -> None:
+        """An inspection was asked for; say so until it arrives (the first one also builds the vocabulary tables)."""
+        self.header.setText(f"Inspecting position {position} (token id {token_id})…")
 
     def show_failure(self, message: str) -> None:
         self.header.setText(f"<span style='color:{palette.RED}'>{html.escape(message)}</span>")
