@@ -373,7 +373,7 @@ class FailureKind(str, enum.Enum):
     # Failures the window gives a request of the local API (app/server) without the engine:
     ENGINE = "engine"  #: the engine process stopped, restarted or the server was switched off
     BUSY = "busy"  #: the person's reply is in flight and the server refuses while busy
-    CANCELLED = "cancelled"  #: cancelled from the window before it started
+    CANCELLED = "cancelled"  #: cancelled from the window before it started; an inspection stopped by a model unload
 
 
 @dataclass(frozen=True)

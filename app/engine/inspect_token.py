@@ -34,6 +34,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import re
+import threading
 import time
 from array import array
 from dataclasses import dataclass
@@ -165,6 +166,16 @@ class TokenInspector:
         self._tables: ModelTables | None = None
         self._held: tuple[int, ...] = ()  # the tokens whose keys and values the inspect context holds, in order
         self.capture = TensorCapture(wanted_tensor)
+        self._stop = threading.Event()
+        self._abort = llama_cpp.ggml_abort_callback(self._should_abort)
+
+    def _should_abort(self, _data: int | None) -> bool:
+        return self._stop.is_set()
+
+    def request_stop(self) -> None:
+        """Stop the inspection in progress (any thread; llama.cpp checks it during each graph
+        computation) and refuse further ones: the model is about to be freed."""
+        self._stop.set()
 
     # ---------------------------------------------------------------------------------- state
     @property
@@ -207,6 +218,8 @@ class TokenInspector:
         params.no_perf = True
         params.cb_eval = self.capture.callback
         params.cb_eval_user_data = None
+        params.abort_callback = self._abort
+        params.abort_callback_data = None
         ctx = llama_cpp.llama_init_from_model(self._llm.model, params)
         if not ctx:
             raise EngineError(P.FailureKind.INTERNAL, "llama.cpp could not create the inspect context (memory?).")
@@ -245,6 +258,8 @@ class TokenInspector:
                 another token now); ``internal`` (llama.cpp refused an evaluation, the callback failed).
         """
         t0 = time.perf_counter()
+        if self._stop.is_set():
+            raise EngineError(P.FailureKind.CANCELLED, "The inspection was stopped: the model is being unloaded.")
         tokens = chat.tokens
         pos = req.position
         if not 0 <= pos < len(tokens) or tokens[pos] != req.token_id:
@@ -399,6 +414,12 @@ class TokenInspector:
                 counts[il] += np.bincount(topk.reshape(-1), minlength=counts.shape[1])[: counts.shape[1]]
 
     def _decode(self, ctx: Any, tokens: tuple[int, ...], s0: int, s1: int, *, all_logits: bool) -> None:
+        """Evaluate ``tokens[s0:s1]`` at positions ``s0...`` (logits for all of them, or the last).
+
+        Raises:
+            EngineError: ``cancelled`` (:meth:`request_stop`), ``internal`` (llama_decode failed or
+                the eval callback raised).
+        """
         n = s1 - s0
         batch = llama_cpp.llama_batch_init(n, 0, 1)
         try:
@@ -412,6 +433,8 @@ class TokenInspector:
             rc = int(llama_cpp.llama_decode(ctx, batch))
         finally:
             llama_cpp.llama_batch_free(batch)
+        if self._stop.is_set():  # llama_decode returns 2 when the abort callback stopped it
+            raise EngineError(P.FailureKind.CANCELLED, "The inspection was stopped: the model is being unloaded.")
         if rc != 0 or self.capture.error is not None:
             why = (
                 f"the eval callback failed: {self.capture.error!r}"

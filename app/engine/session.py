@@ -89,9 +89,13 @@ class Session:
         self._m: _Loaded | None = None
         self._cache_from_api = False  # the KV cache holds what an external request left, nothing of the person's
         self._store: ReplyLogits | None = None  # the latest reply's logits, kept with keep_logits
-        # Held while the funnel or an inspection runs (on their own threads) and while a model is
-        # freed or set, so neither uses a model being unloaded; generation does not take it.
+        # Held while the funnel runs (on the pipe reader's thread) and while a model is freed or
+        # set, so a funnel never uses a model being unloaded; generation does not take it.
         self._model_lock = threading.Lock()
+        # Held while an inspection runs (on the inspect thread) and while a model is freed (taken
+        # before the model lock): the model lock is held only while the inspection starts, so a
+        # funnel, asked for on the reader thread, never waits seconds behind an inspection.
+        self._inspect_lock = threading.Lock()
         # Held while the chat context's KV cache changes (a turn, a reset); an inspection copies
         # the cache only when it can take this at once, and re-evaluates otherwise.
         self._chat_lock = threading.Lock()
@@ -230,8 +234,14 @@ class Session:
         )
 
     def unload(self) -> None:
-        """Free the model and its context (memory the C heap keeps is freed only with the process)."""
-        with self._model_lock:
+        """Free the model and its context (memory the C heap keeps is freed only with the process).
+
+        An inspection in progress is stopped first (llama.cpp's abort callback), then waited for.
+        """
+        m = self._m
+        if m is not None:
+            m.token_inspector.request_stop()
+        with self._inspect_lock, self._model_lock:
             self._store = None
             if self._m is not None:
                 self._m.token_inspector.close()  # its context uses the model: freed first
@@ -443,14 +453,15 @@ class Session:
         Raises:
             EngineError: ``no_model``; ``not_in_context``; ``internal`` (an evaluation or the callback failed).
         """
-        with self._model_lock:
-            m = self._require()
-            idle = self._chat_lock.acquire(blocking=False)
-            try:
-                chat = take_chat_cache(m.llm, m.info, busy=not idle)
-            finally:
-                if idle:
-                    self._chat_lock.release()
+        with self._inspect_lock:
+            with self._model_lock:
+                m = self._require()
+                idle = self._chat_lock.acquire(blocking=False)
+                try:
+                    chat = take_chat_cache(m.llm, m.info, busy=not idle)
+                finally:
+                    if idle:
+                        self._chat_lock.release()
             return P.TokenInspected(req.request_id, m.token_inspector.inspect(req, chat))
 
     def _cached_turn(self, prompt_text: str, prompt_tokens: list[int]) -> CachedTurn | None:

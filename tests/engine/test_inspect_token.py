@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from app.core import protocol as P
+from app.core.chat import LoadSettings
 from app.core.gguf_info import check_loadable
 from app.core.token_inspection import InspectPath, TokenInspection
 from app.engine.errors import EngineError
@@ -160,6 +161,32 @@ def test_chat_goes_on_while_an_inspection_runs(smol):
         seen(ev)
     # The new message was prepared while the inspection was still running.
     assert order.index("prompt") < order.index("inspected"), order
+
+
+def test_a_model_load_stops_an_inspection_in_progress(smollm2):
+    eng = start_engine(smollm2, n_ctx=2048)
+    try:
+        long_text = " ".join(f"Item {i} is a word." for i in range(150))
+        _prompt, tokens = _turn(eng, long_text, max_tokens=2)
+        host = eng.host
+        rid = host.next_id()
+        pos = len(tokens) - 3
+        host.send(P.InspectToken(rid, pos, tokens[pos], force_re_eval=True))
+        time.sleep(0.3)  # the inspection is re-evaluating ~1,000 tokens
+        answers: list = []
+        loaded = host.request(
+            P.LoadModel(host.next_id(), str(smollm2), LoadSettings(n_ctx=1024)), timeout=120, on_event=answers.append
+        )
+        assert isinstance(loaded, P.ModelLoaded), loaded
+        answer = next(a for a in answers if getattr(a, "request_id", None) == rid)
+        # Stopped by the unload (or, on a fast machine, finished before it): never a crash or a hang.
+        if isinstance(answer, P.Failed):
+            assert answer.kind is P.FailureKind.CANCELLED, answer
+        else:
+            assert isinstance(answer, P.TokenInspected)
+        assert isinstance(eng.generate([SYSTEM, ("user", "Hi")], max_tokens=2), P.Finished)
+    finally:
+        eng.host.stop()
 
 
 def test_gemma_sliding_window_layers_and_tied_lens(gemma):
