@@ -12,7 +12,7 @@ One engine process (as Glassbox runs it) with a conversation of about 2,000 toke
 - ``lens_last_layer_max_abs_diff`` (the lens self-check, worst over every inspection) and
   ``attention_rows_max_sum_error``;
 - ``decode_ratio_while_idle``: engine decode tok/s over plain llama-cpp-python's (the same
-  prompt, greedy, paired per repeat as bench/engine_vs_plain.py does), with an inspect context
+  short prompt, greedy, paired per repeat as bench/engine_vs_plain.py does), with an inspect context
   and tables held but no inspection running; ``decode_ratio_before_first_inspection`` the same
   before any inspection.
 
@@ -58,6 +58,7 @@ def main() -> int:
     ap.add_argument("--model", default=os.environ.get("GLASSBOX_TEST_SMOLLM2"))
     ap.add_argument("--n-ctx", type=int, default=4096)
     ap.add_argument("--prompt-lines", type=int, default=160)
+    ap.add_argument("--decode-prompt-lines", type=int, default=30)
     ap.add_argument("--gen", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
@@ -71,11 +72,15 @@ def main() -> int:
     from app.core.sampling import SamplerSettings
     from app.engine.host import EngineHost
 
-    body = "\n".join(f"{i}. The quick brown fox jumps over the lazy dog." for i in range(args.prompt_lines))
-    messages = (
-        ChatMessage("system", "You are a helpful assistant."),
-        ChatMessage("user", body + "\nNow count from 1 to 1000, one number per line."),
-    )
+    def conversation(lines: int) -> tuple[ChatMessage, ...]:
+        body = "\n".join(f"{i}. The quick brown fox jumps over the lazy dog." for i in range(lines))
+        return (
+            ChatMessage("system", "You are a helpful assistant."),
+            ChatMessage("user", body + "\nNow count from 1 to 1000, one number per line."),
+        )
+
+    messages = conversation(args.prompt_lines)  # the conversation the inspections read (~2,000 tokens)
+    decode_messages = conversation(args.decode_prompt_lines)  # the decode comparison's prompt
     host = EngineHost()
     host.start()
     assert isinstance(host.recv(60), P.EngineReady)
@@ -93,7 +98,7 @@ def main() -> int:
     )
     out: dict[str, object] = {"model": Path(args.model).name}
     try:
-        _, prepared, _ = engine_run(host, messages, 4, 0)
+        _, prepared, _ = engine_run(host, decode_messages, 4, 0)
         tokens = llm.tokenize(prepared.prompt_text.encode(), add_bos=False, special=True)
         if loaded.add_bos and (not tokens or tokens[0] != llm.token_bos()):
             tokens.insert(0, llm.token_bos())
@@ -103,7 +108,7 @@ def main() -> int:
             ratios = []
             for _ in range(args.repeats):
                 _, p_dec, _ = plain_run(llm, tokens, args.gen)
-                stats, _, _ = engine_run(host, messages, args.gen, 0)
+                stats, _, _ = engine_run(host, decode_messages, args.gen, 0)
                 ratios.append(stats.decode_tok_s / p_dec)
             return ratios
 

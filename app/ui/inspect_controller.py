@@ -37,7 +37,7 @@ class InspectController(QObject):
         """Ask the engine to inspect ``position`` (holding ``token_id``) and show the window."""
         rid = self.engine.inspect_token(position, token_id, turn_start)
         self.window.show()
-        self.window.raise_()
+        self.window.activateWindow()
         if rid is None:
             self.window.show_failure("No model is loaded.")
             return

@@ -178,6 +178,10 @@ def test_a_model_load_stops_an_inspection_in_progress(smollm2):
             P.LoadModel(host.next_id(), str(smollm2), LoadSettings(n_ctx=1024)), timeout=120, on_event=answers.append
         )
         assert isinstance(loaded, P.ModelLoaded), loaded
+        while not any(getattr(a, "request_id", None) == rid for a in answers):
+            ev = host.recv(60)
+            assert ev is not None, "the inspection was never answered"
+            answers.append(ev)
         answer = next(a for a in answers if getattr(a, "request_id", None) == rid)
         # Stopped by the unload (or, on a fast machine, finished before it): never a crash or a hang.
         if isinstance(answer, P.Failed):
