@@ -388,11 +388,15 @@ class TokenInspector:
                     self._count_experts(counts)
                 s0 = e
 
+        # The prefix on every thread; the span, a few tokens cut into many small computations by
+        # the callback (one per copied tensor), on one: no thread barriers to wait on per piece.
+        llama_cpp.llama_set_n_threads(ctx, self._n_threads, self._n_threads)
         cap.enabled = False
         try:
             run(start, p0, all_logits=False)
         finally:
             cap.enabled = True
+        llama_cpp.llama_set_n_threads(ctx, 1, 1)
         wants = cap.wants
         cap.wants = _router_choice
         try:  # every row an output: the last layer keeps only output rows (inp_out_ids), experts included
