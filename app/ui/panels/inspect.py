@@ -65,7 +65,8 @@ def diverging(values: npt.NDArray[np.float32]) -> npt.NDArray[np.uint8]:
 
 
 class Heatmap(QWidget):
-    """A matrix of RGB cells, scaled to the widget, with optional row labels on the left.
+    """A matrix of RGB cells, scaled to the widget, with optional row labels on the left and
+    column labels (the token strip) underneath, as many as fit.
 
     Args:
         min_row_px: the least height of one row, pixels (the widget's minimum height follows).
@@ -79,12 +80,17 @@ class Heatmap(QWidget):
         self._label_colors: list[str] = []
         self._min_row_px = min_row_px
         self._label_w = 0
+        self._cols: list[str] = []
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
 
     def set_rgb(
-        self, rgb: npt.NDArray[np.uint8], labels: list[str] | None = None, colors: list[str] | None = None
+        self,
+        rgb: npt.NDArray[np.uint8],
+        labels: list[str] | None = None,
+        colors: list[str] | None = None,
+        columns: list[str] | None = None,
     ) -> None:
-        """Show ``rgb`` [rows, cols, 3]; ``labels`` one per row (``colors`` theirs)."""
+        """Show ``rgb`` [rows, cols, 3]; ``labels`` one per row (``colors`` theirs), ``columns`` one per column."""
         rgb = np.ascontiguousarray(rgb, dtype=np.uint8)
         h, w = rgb.shape[:2]
         self._buf = rgb  # QImage reads this memory
@@ -94,24 +100,43 @@ class Heatmap(QWidget):
         self._label_w = (
             (max((self.fontMetrics().horizontalAdvance(t) for t in self._labels), default=0) + 6) if self._labels else 0
         )
-        self.setMinimumHeight(max(16, min(h * self._min_row_px, 900)))
+        self._cols = columns or []
+        self.setMinimumHeight(max(16, min(h * self._min_row_px, 900)) + self._band())
         self.updateGeometry()
         self.update()
 
+    def _band(self) -> int:
+        """Height of the column-label band, pixels (0 without labels)."""
+        return self.fontMetrics().height() + 4 if self._cols else 0
+
     def sizeHint(self) -> QSize:
         rows = self._img.height() if self._img is not None else 1
-        return QSize(400, max(16, rows * self._min_row_px))
+        return QSize(400, max(16, rows * self._min_row_px) + self._band())
 
     def paintEvent(self, _event: object) -> None:
         p = QPainter(self)
         p.fillRect(self.rect(), QColor(palette.PLOT_BG))
         if self._img is None:
+            p.end()
             return
-        area = QRect(self._label_w, 0, self.width() - self._label_w, self.height())
+        fm = self.fontMetrics()
+        h = self.height() - self._band()
+        area = QRect(self._label_w, 0, self.width() - self._label_w, h)
         p.drawImage(area, self._img)
+        if self._cols:
+            cw = area.width() / len(self._cols)
+            step = max(1, int(np.ceil(fm.horizontalAdvance("mmmm") / max(cw, 1e-6))))  # a label every `step` columns
+            p.setPen(QColor(palette.TEXT_DIM))
+            for j in range(len(self._cols) - 1, -1, -step):  # the last column (the token itself) always labelled
+                x = int(area.left() + j * cw)
+                w = int(cw * step)
+                text = fm.elidedText(self._cols[j], Qt.TextElideMode.ElideRight, max(w - 2, 1))
+                p.drawText(
+                    QRect(x, h + 2, w, fm.height()), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, text
+                )
         if self._labels:
             rows = len(self._labels)
-            rh = self.height() / rows
+            rh = h / rows
             if rh >= self.fontMetrics().height() * 0.8:
                 for i, text in enumerate(self._labels):
                     p.setPen(QColor(self._label_colors[i]))
@@ -129,6 +154,11 @@ def _label(text: str, *, wrap: bool = True, name: str = "detailLabel") -> QLabel
     lab.setWordWrap(wrap)
     lab.setTextFormat(Qt.TextFormat.RichText)
     return lab
+
+
+def _strip_text(text: str) -> str:
+    """A token as the strip under a heatmap shows it (spaces and newlines visible)."""
+    return text.replace(" ", "·").replace("\n", "⏎") or "∅"
 
 
 def _token_html(text: str) -> str:
@@ -206,7 +236,7 @@ class AttentionTab(QWidget):
         lay.addWidget(note)
         self.caption = _label("")
         lay.addWidget(self.caption)
-        self.average = Heatmap(min_row_px=8)
+        self.average = Heatmap(min_row_px=12)
         lay.addWidget(self.average)
         row = QHBoxLayout()
         row.addWidget(QLabel("Heads of layer"))
@@ -238,7 +268,8 @@ class AttentionTab(QWidget):
         scale = float(avg[:, -shown:].max()) or 1.0
         labels = [f"L{il}{' SWA' if att.sliding[il] else ''}" for il in range(att.n_layer)]
         colors = [palette.PURPLE if att.sliding[il] else palette.TEXT_DIM for il in range(att.n_layer)]
-        self.average.set_rgb(ramp(avg[:, -shown:] / scale), labels, colors)
+        strip = [_strip_text(t) for t in att.key_texts[-shown:]]
+        self.average.set_rgb(ramp(avg[:, -shown:] / scale), labels, colors, strip)
         groups = max(att.head_kv) + 1 if att.head_kv else 1
         swa = sum(att.sliding)
         self.caption.setText(
@@ -267,6 +298,7 @@ class AttentionTab(QWidget):
             ramp(part / (float(part.max()) or 1.0)),
             [f"h{h} · kv{att.head_kv[h]}" for h in range(att.n_head)],
             [palette.LINK if att.head_kv[h] % 2 else palette.TEXT_DIM for h in range(att.n_head)],
+            [_strip_text(t) for t in self._texts[-shown:]],
         )
         kind = f"sliding window of {att.window}" if att.sliding[il] else "global attention"
         self.layer_note.setText(f"layer {il}: {kind}; one row per head, labelled with its KV head (GQA group)")
