@@ -187,14 +187,43 @@ def chunked_matmul(table: npt.NDArray[np.float16], vectors: F32, workers: int = 
     return out
 
 
-def _dequantized(reader: Any, name: str) -> F32 | None:
-    """A tensor as float32 shaped like llama.cpp's rows ([n_rows, n_cols]), or None when absent."""
-    for t in reader.tensors:
-        if t.name == name:
-            arr = gguf.quants.dequantize(np.asarray(t.data), t.tensor_type)
-            shape = [int(x) for x in reversed(t.shape.tolist())]
-            return np.asarray(arr, dtype=np.float32).reshape(shape)
-    return None
+def _raw(info: GGUFInfo, data: npt.NDArray[np.uint8], name: str) -> tuple[npt.NDArray[np.uint8], int, int, Any] | None:
+    """A tensor's bytes as [n_rows, row bytes], with n_rows, n_cols and its ggml type, or None when absent."""
+    t = next((t for t in info.tensors if t.name == name), None)
+    if t is None:
+        return None
+    n_cols = int(t.shape[0])
+    n_rows = t.n_elements // n_cols
+    start = info.data_offset + t.offset
+    raw = data[start : start + t.n_bytes].reshape(n_rows, -1)
+    return raw, n_rows, n_cols, gguf.GGMLQuantizationType[t.type_name]
+
+
+def _dequantized(info: GGUFInfo, data: npt.NDArray[np.uint8], name: str) -> F32 | None:
+    """A small tensor as float32, flat, or None when absent."""
+    got = _raw(info, data, name)
+    if got is None:
+        return None
+    raw, _rows, _cols, qtype = got
+    return np.asarray(gguf.quants.dequantize(np.array(raw), qtype), dtype=np.float32).reshape(-1)
+
+
+def _table(info: GGUFInfo, data: npt.NDArray[np.uint8], name: str) -> tuple[npt.NDArray[np.float16], F32] | None:
+    """A [n_rows, n_cols] table as float16 and each row's L2 norm (float32), dequantized
+    ``CHUNK_ROWS`` rows at a time (a whole float32 copy of Gemma 3's table would be 671 MB), or None."""
+    got = _raw(info, data, name)
+    if got is None:
+        return None
+    raw, n_rows, n_cols, qtype = got
+    out = np.empty((n_rows, n_cols), dtype=np.float16)
+    norms = np.empty(n_rows, dtype=np.float32)
+    for r0 in range(0, n_rows, CHUNK_ROWS):
+        r1 = min(n_rows, r0 + CHUNK_ROWS)
+        rows = np.asarray(gguf.quants.dequantize(np.array(raw[r0:r1]), qtype), dtype=np.float32)
+        rows = rows.reshape(r1 - r0, n_cols)
+        out[r0:r1] = rows
+        norms[r0:r1] = np.sqrt(np.einsum("ij,ij->i", rows, rows))
+    return out, norms
 
 
 def load_tables(info: GGUFInfo, workers: int = 1) -> ModelTables:
@@ -207,13 +236,17 @@ def load_tables(info: GGUFInfo, workers: int = 1) -> ModelTables:
     t0 = time.perf_counter()
     if len(info.split_paths()) > 1:
         raise ValueError("the logit lens reads single-file models only (this one is split)")
-    reader = gguf.GGUFReader(info.path, "r")
-    embd = _dequantized(reader, "token_embd.weight")
-    norm_w = _dequantized(reader, "output_norm.weight")
+    # The file's bytes, memory-mapped (gguf.GGUFReader would parse every metadata array too:
+    # 700 MB of Python objects for a 262k-token vocabulary); offsets from the GGUF header.
+    data = np.memmap(info.path, dtype=np.uint8, mode="r")
+    embd = _table(info, data, "token_embd.weight")
+    norm_w = _dequantized(info, data, "output_norm.weight")
     if embd is None or norm_w is None:
         raise ValueError("the model has no token_embd.weight or output_norm.weight tensor")
-    norm_b = _dequantized(reader, "output_norm.bias")
-    out = _dequantized(reader, "output.weight")
+    norm_b = _dequantized(info, data, "output_norm.bias")
+    head = _table(info, data, "output.weight")
+    del data
+    out = head[0] if head is not None else None
     head_type = next(
         t.type_name for t in info.tensors if t.name == ("output.weight" if out is not None else "token_embd.weight")
     )
@@ -221,13 +254,11 @@ def load_tables(info: GGUFInfo, workers: int = 1) -> ModelTables:
     ln_eps = info.arch_key("attention.layer_norm_epsilon")
     kind = NormKind.RMS if rms_eps is not None or ln_eps is None else NormKind.LAYER
     eps = float(rms_eps if kind == NormKind.RMS and rms_eps is not None else (ln_eps or 1e-5))
-    embd16 = embd.astype(np.float16)
-    norms = np.linalg.norm(embd, axis=1).astype(np.float32)
-    del embd
+    embd16, norms = embd
     tables = ModelTables(
         embd=embd16,
         embd_norms=norms,
-        output=out.astype(np.float16) if out is not None else embd16,
+        output=out if out is not None else embd16,
         tied=out is None,
         norm_w=norm_w.reshape(-1),
         norm_b=norm_b.reshape(-1) if norm_b is not None else None,

@@ -402,6 +402,7 @@ class ExpertsTab(QWidget):
         self.load.set_rgb(
             ramp(load / (float(load.max()) or 1.0), palette.PLOT_BG, palette.PURPLE),
             [f"L{il}" for il in range(len(ex.chosen))],
+            columns=[f"expert {e}" for e in range(ex.n_expert)],
         )
 
 
