@@ -172,8 +172,9 @@ class TokenInspection:
         evaluated: positions the inspect context evaluated (the span, plus everything before it on re-eval).
         inspect_s: seconds from the request to the result (tables built on first use included).
         tables_s: of those, seconds spent building the per-model tables (0 once built).
-        extra_memory_bytes: what the inspector holds on top of the chat: the inspect context's KV
-            cache and compute buffers, the copied sequence state, the dequantized tables.
+        extra_memory_bytes: what the inspector held on top of the chat during this inspection: the
+            inspect context's KV cache and (estimated) compute buffer and the dequantized tables, which
+            stay, and the copied KV cache state and graph tensors, which are dropped after it.
         lens, attention, embedding, experts: the four views (experts None for a dense model).
         tensors_seen: names of the graph tensors the callback copied (one per kind, for the log).
     """

@@ -299,6 +299,7 @@ class TokenInspector:
         experts = self._experts(n_expert, row, load, c1 + 1 - p0) if n_expert else None
         extra = self.context_bytes + self.tables().n_bytes + chat.n_bytes
         extra += sum(a.nbytes for a in cap.values())
+        self.capture.tensors = {}  # the copied tensors are not kept between inspections
         return TokenInspection(
             position=pos,
             token_id=req.token_id,
