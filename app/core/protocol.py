@@ -8,6 +8,7 @@ plain values (they are pickled over a pipe). Every request with a
 :class:`ContextReset` for :class:`ResetContext`,
 :class:`FunnelComputed` or :class:`Failed` for :class:`ComputeFunnel`,
 :class:`PromptRendered` or :class:`Failed` for :class:`RenderPrompt`.
+:class:`TokenInspected` or :class:`Failed` for :class:`InspectToken`.
 
 Cancel is not a message: the UI sets a shared ``multiprocessing.Event`` that
 the engine checks between prefill chunks and decode steps (docs/architecture.md, principle 4).
@@ -24,6 +25,7 @@ from app.core.gguf_info import GGUFInfo
 from app.core.memory import KVCacheLayout
 from app.core.remote import RemoteFacts
 from app.core.sampling import SamplerSettings
+from app.core.token_inspection import TokenInspection
 
 
 # ---------------------------------------------------------------------------------------------
@@ -135,6 +137,35 @@ class ComputeFunnel:
 
 
 @dataclass(frozen=True)
+class InspectToken:
+    """Inspect one position of the chat's context: logit lens, attention, embedding, experts.
+
+    Answered with :class:`TokenInspected` or :class:`Failed` (kind ``not_in_context`` when the
+    position no longer holds ``token_id``). The engine runs it on its own thread in a second
+    llama.cpp context (:mod:`app.engine.inspect_token`), so a reply, Stop and a new message go on.
+
+    Attributes:
+        position: the context position (0-based, as the KV cache orders tokens).
+        token_id: the token expected there (checked).
+        turn_start: the turn's first position, for the expert load over the turn (-1: the span only).
+        radius: neighbours each side in the lens grid.
+        top_k: candidates per lens cell.
+        neighbours: nearest vocabulary tokens in the embedding view.
+        force_re_eval: evaluate everything again instead of reusing the chat's KV cache
+            (benchmarks and tests compare the two paths).
+    """
+
+    request_id: int
+    position: int
+    token_id: int
+    turn_start: int = -1
+    radius: int = 2
+    top_k: int = 5
+    neighbours: int = 10
+    force_re_eval: bool = False
+
+
+@dataclass(frozen=True)
 class ResetContext:
     """Forget the KV cache ("New chat"): the next turn starts from an empty context."""
 
@@ -146,7 +177,7 @@ class Shutdown:
     """End the engine process."""
 
 
-Request = LoadModel | Generate | RenderPrompt | ComputeFunnel | ResetContext | Shutdown
+Request = LoadModel | Generate | RenderPrompt | ComputeFunnel | InspectToken | ResetContext | Shutdown
 
 
 # ---------------------------------------------------------------------------------------------
@@ -386,11 +417,12 @@ class FailureKind(str, enum.Enum):
     TEMPLATE = "template"  #: the chat template refused the conversation (e.g. roles not alternating)
     BAD_SETTINGS = "bad_settings"  #: sampler settings llama.cpp cannot use
     NO_LOGITS = "no_logits"  #: a funnel asked for a step whose logits are not stored
+    NOT_IN_CONTEXT = "not_in_context"  #: an inspection asked for a position the KV cache no longer holds
     INTERNAL = "internal"  #: a bug in the engine; details in engine.log
     # Failures the window gives a request of the local API (app/server) without the engine:
     ENGINE = "engine"  #: the engine process stopped, restarted or the server was switched off
     BUSY = "busy"  #: the person's reply is in flight and the server refuses while busy
-    CANCELLED = "cancelled"  #: cancelled from the window before it started
+    CANCELLED = "cancelled"  #: cancelled from the window before it started; an inspection stopped by a model unload
     REMOTE = "remote"  #: a remote engine (app.remote) could not be reached or answered with an error
 
 
@@ -470,6 +502,14 @@ class FunnelComputed:
 
 
 @dataclass(frozen=True)
+class TokenInspected:
+    """The answer to :class:`InspectToken`."""
+
+    request_id: int
+    inspection: TokenInspection
+
+
+@dataclass(frozen=True)
 class ContextReset:
     request_id: int
 
@@ -495,7 +535,8 @@ Event = (
     | ContextReset
     | FunnelComputed
     | PromptRendered
+    | TokenInspected
     | LogLine
 )
 
-TERMINAL_EVENTS = (ModelLoaded, Finished, Failed, ContextReset, FunnelComputed, PromptRendered)
+TERMINAL_EVENTS = (ModelLoaded, Finished, Failed, ContextReset, FunnelComputed, PromptRendered, TokenInspected)

@@ -69,7 +69,11 @@ def serve(conn: Connection, cancel: CancelFlag, t0: float) -> None:
     emit(P.EngineReady(llama_cpp.__version__, system_info, bool(llama_cpp.llama_supports_gpu_offload()), devices))
     session = Session(emit, cancel, llama_log)
     inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
-    threading.Thread(target=_read, args=(conn, session, emit, inbox), name="glassbox-requests", daemon=True).start()
+    inspections: queue.SimpleQueue[object] = queue.SimpleQueue()
+    threading.Thread(
+        target=_read, args=(conn, session, emit, inbox, inspections), name="glassbox-requests", daemon=True
+    ).start()
+    threading.Thread(target=_inspect, args=(session, emit, inspections), name="glassbox-inspect", daemon=True).start()
     try:
         while True:
             req = inbox.get()
@@ -83,15 +87,26 @@ def serve(conn: Connection, cancel: CancelFlag, t0: float) -> None:
         conn.close()
 
 
-def _read(conn: Connection, session: Session, emit: Callable[[object], None], inbox: queue.SimpleQueue[object]) -> None:
+def _read(
+    conn: Connection,
+    session: Session,
+    emit: Callable[[object], None],
+    inbox: queue.SimpleQueue[object],
+    inspections: queue.SimpleQueue[object],
+) -> None:
     """Receive requests: answer ComputeFunnel at once (here, so a funnel is answered while a
-    reply streams), queue the rest for the main loop; None when the pipe closes."""
+    reply streams), queue InspectToken for the inspect thread and the rest for the main loop;
+    None when the pipe closes."""
     while True:
         try:
             req = conn.recv()
         except (EOFError, OSError):
             inbox.put(None)
+            inspections.put(None)
             return
+        if isinstance(req, P.InspectToken):
+            inspections.put(req)
+            continue
         if isinstance(req, P.ComputeFunnel):
             try:
                 handle(session, req, emit)
@@ -101,6 +116,20 @@ def _read(conn: Connection, session: Session, emit: Callable[[object], None], in
             continue
         inbox.put(req)
         if isinstance(req, P.Shutdown):
+            inspections.put(None)
+            return
+
+
+def _inspect(session: Session, emit: Callable[[object], None], inspections: queue.SimpleQueue[object]) -> None:
+    """The inspect thread: run InspectToken requests one at a time, off the main loop, so a reply,
+    Stop and a new message go on meanwhile (the inspection has its own llama.cpp context)."""
+    while True:
+        req = inspections.get()
+        if req is None:
+            return
+        try:
+            handle(session, req, emit)
+        except ParentGone:
             return
 
 
@@ -120,6 +149,8 @@ def handle(session: Session, req: object, emit: Callable[[object], None]) -> Non
             emit(session.funnel(req))
         elif isinstance(req, P.RenderPrompt):
             emit(session.render_prompt(req))
+        elif isinstance(req, P.InspectToken):
+            emit(session.inspect_token(req))
         elif isinstance(req, P.ResetContext):
             session.reset()
             emit(P.ContextReset(rid))

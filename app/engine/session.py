@@ -41,6 +41,7 @@ from app.engine.errors import CancelFlag, EngineError
 from app.engine.forced import forced_from_env
 from app.engine.funnel import run_funnel
 from app.engine.funnel_store import ReplyLogits
+from app.engine.inspect_token import TokenInspector, take_chat_cache
 from app.engine.inspector import Inspector
 from app.engine.kv_reuse import CachedTurn
 from app.engine.llama_context import GlassboxLlama
@@ -69,6 +70,7 @@ class _Loaded:
     prefiller: Prefiller
     inspector: Inspector
     funnel_vocab: Vocab  # the funnel thread's own (Vocab keeps a text buffer)
+    token_inspector: TokenInspector  # "Inspect a token": its own context, built on first use
 
 
 class Session:
@@ -92,6 +94,13 @@ class Session:
         # Held while the funnel runs (on the pipe reader's thread) and while a model is freed or
         # set, so a funnel never uses a model being unloaded; generation does not take it.
         self._model_lock = threading.Lock()
+        # Held while an inspection runs (on the inspect thread) and while a model is freed (taken
+        # before the model lock): the model lock is held only while the inspection starts, so a
+        # funnel, asked for on the reader thread, never waits seconds behind an inspection.
+        self._inspect_lock = threading.Lock()
+        # Held while the chat context's KV cache changes (a turn, a reset); an inspection copies
+        # the cache only when it can take this at once, and re-evaluates otherwise.
+        self._chat_lock = threading.Lock()
 
     # ------------------------------------------------------------------------ loaded state
     @property
@@ -214,6 +223,7 @@ class Session:
             prefiller=Prefiller(llm, n_batch, n_ubatch, self.cancel, self.emit, nodes_per_ubatch),
             inspector=Inspector(llm, vocab),
             funnel_vocab=Vocab(llm.model),
+            token_inspector=TokenInspector(llm, info, Vocab(llm.model), n_threads_batch),
         )
         with self._model_lock:
             self._m = loaded
@@ -240,15 +250,26 @@ class Session:
         )
 
     def unload(self) -> None:
-        """Free the model and its context (memory the C heap keeps is freed only with the process)."""
-        with self._model_lock:
+        """Free the model and its context (memory the C heap keeps is freed only with the process).
+
+        An inspection in progress is stopped first (llama.cpp's abort callback), then waited for.
+        """
+        m = self._m
+        if m is not None:
+            m.token_inspector.request_stop()
+        with self._inspect_lock, self._model_lock:
             self._store = None
             if self._m is not None:
+                self._m.token_inspector.close()  # its context uses the model: freed first
                 self._m.llm.close()
             self._m = None
 
     def reset(self) -> None:
         """Empty the KV cache ("New chat")."""
+        with self._chat_lock:
+            self._reset()
+
+    def _reset(self) -> None:
         if self._m is not None:
             llm = self._m.llm
             mem = llama_cpp.llama_get_memory(llm.ctx)
@@ -342,6 +363,11 @@ class Session:
             EngineError: no model, a sampler value out of range, context overflow (STOP
                 policy, or nothing left to drop), or a template error; nothing is generated then.
         """
+        with self._chat_lock:
+            return self._turn(req)
+
+    def _turn(self, req: P.Generate) -> P.Finished:
+        """:meth:`generate` with the chat lock held."""
         t0 = time.perf_counter_ns()
         m = self._require()
         try:
@@ -488,6 +514,26 @@ class Session:
                 n_rows=max(1, min(req.rows, 50)),
             )
         return P.FunnelComputed(req.request_id, funnel)
+
+    def inspect_token(self, req: P.InspectToken) -> P.TokenInspected:
+        """Inspect one context position (:mod:`app.engine.inspect_token`); safe during a reply.
+
+        The chat's KV cache is copied when no turn is running; during one, the inspection
+        re-evaluates from the start in its own context (the result says which path ran).
+
+        Raises:
+            EngineError: ``no_model``; ``not_in_context``; ``internal`` (an evaluation or the callback failed).
+        """
+        with self._inspect_lock:
+            with self._model_lock:
+                m = self._require()
+                idle = self._chat_lock.acquire(blocking=False)
+                try:
+                    chat = take_chat_cache(m.llm, m.info, busy=not idle)
+                finally:
+                    if idle:
+                        self._chat_lock.release()
+            return P.TokenInspected(req.request_id, m.token_inspector.inspect(req, chat))
 
     def _cached_turn(self, prompt_text: str, prompt_tokens: list[int]) -> CachedTurn | None:
         """What the KV cache holds after a turn on ``prompt_tokens``: the prompt, then the evaluated reply tokens.

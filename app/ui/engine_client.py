@@ -113,6 +113,8 @@ class EngineClient(QObject):
         funnel_failed(object): :class:`~app.core.protocol.Failed` for :meth:`compute_funnel`.
         prompt_rendered(object): :class:`~app.core.protocol.PromptRendered` for :meth:`render_prompt`.
         prompt_render_failed(object): :class:`~app.core.protocol.Failed` for :meth:`render_prompt`.
+        token_inspected(object): :class:`~app.core.protocol.TokenInspected` for :meth:`inspect_token`.
+        inspection_failed(object): :class:`~app.core.protocol.Failed` for :meth:`inspect_token`.
         request_sent(object): a request (:class:`~app.core.protocol.LoadModel`,
             :class:`~app.core.protocol.Generate`, :class:`~app.core.protocol.ResetContext`)
             was sent to the engine; emitted with every one, just before it goes down the pipe.
@@ -138,6 +140,8 @@ class EngineClient(QObject):
     funnel_failed = Signal(object)
     prompt_rendered = Signal(object)
     prompt_render_failed = Signal(object)
+    token_inspected = Signal(object)
+    inspection_failed = Signal(object)
     request_sent = Signal(object)
     external_queue_changed = Signal()
 
@@ -160,6 +164,7 @@ class EngineClient(QObject):
         self._pending_load: P.LoadModel | None = None  # sent once the reply in flight has ended
         self._funnel_ids: set[int] = set()  # ComputeFunnel requests not answered yet
         self._render_ids: set[int] = set()  # RenderPrompt requests not answered yet
+        self._inspect_ids: set[int] = set()  # InspectToken requests not answered yet
         self._quiet_ready = False  # the next EngineReady comes from a switch: not emitted again
         self.ready_info: P.EngineReady | None = None
         self._tickets = itertools.count(1)
@@ -261,6 +266,7 @@ class EngineClient(QObject):
         self._pending_load = None
         self._funnel_ids.clear()
         self._render_ids.clear()
+        self._inspect_ids.clear()
         self._quiet_ready = False
         self.model = None
         self._set_state(EngineState.DEAD)
@@ -403,6 +409,24 @@ class EngineClient(QObject):
         rid = next(self._ids)
         self._render_ids.add(rid)
         self._send(P.RenderPrompt(rid, tuple(messages), chat_template, continue_last))
+        return rid
+
+    def inspect_token(self, position: int, token_id: int, turn_start: int = -1) -> int | None:
+        """Ask the engine to inspect one context position (answered while a reply streams too).
+
+        Args:
+            position: the position in the chat's context; token_id: the token expected there;
+            turn_start: the turn's first position (for the expert load), -1: unknown.
+
+        Returns:
+            The request id (answered by :attr:`token_inspected` or :attr:`inspection_failed`), or
+            None with no model (nothing is sent).
+        """
+        if self._host is None or self.model is None:
+            return None
+        rid = next(self._ids)
+        self._inspect_ids.add(rid)
+        self._send(P.InspectToken(rid, position, token_id, turn_start))
         return rid
 
     def cancel(self) -> None:
@@ -584,6 +608,13 @@ class EngineClient(QObject):
         elif isinstance(ev, P.Failed) and ev.request_id in self._render_ids:
             self._render_ids.discard(ev.request_id)
             self.prompt_render_failed.emit(ev)
+        elif isinstance(ev, P.TokenInspected):
+            if ev.request_id in self._inspect_ids:
+                self._inspect_ids.discard(ev.request_id)
+                self.token_inspected.emit(ev)
+        elif isinstance(ev, P.Failed) and ev.request_id in self._inspect_ids:
+            self._inspect_ids.discard(ev.request_id)
+            self.inspection_failed.emit(ev)
         elif isinstance(ev, P.Failed):
             if ev.request_id == self._load_id:
                 self._load_id = None

@@ -65,6 +65,7 @@ from app.ui.conversation_export import ExportFormat
 from app.ui.engine_client import EngineClient, EngineState
 from app.ui.file_drop import FileDrop
 from app.ui.funnel_controller import FunnelController
+from app.ui.inspect_controller import InspectController
 from app.ui.library import ModelsWindow
 from app.ui.menus import build_menus, fill_model_menu
 from app.ui.panels.conversations import ConversationsPanel
@@ -222,6 +223,7 @@ class MainWindow(QMainWindow):
         self._inspectors_shown: set[QDockWidget] = set()
         self.chat.top_candidates = 0
         self.funnel = FunnelController(engine, self.funnel_panel, settings_now.sampler, self)
+        self.token_inspect = InspectController(engine, self.tokens_panel, self)
         self.menu_actions = build_menus(self)
         self.act_stop = self.menu_actions.stop
         # Stop works from anywhere in the window, not only from the composer (Esc there

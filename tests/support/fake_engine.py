@@ -49,6 +49,7 @@ from app.core.gguf_info import read_gguf_info
 from app.core.memory import kv_cache_layout, n_ubatch_for
 from app.core.sampling import SamplerSettings
 from app.ui.engine_client import EngineClient, EngineState
+from tests.support.inspection import synthetic_inspection
 
 FAKE_LLAMA_CPP_VERSION = "0.0.0-fake"
 TICK_MS = 2  # one event per tick: streaming is visible to the window, and fast
@@ -583,6 +584,21 @@ class FakeEngine(EngineClient):
         self.prompt_rendered.emit(
             P.PromptRendered(req.request_id, text, pieces, len(pieces), source, source_text, gguf, sample)
         )
+
+    def inspect_token(self, position: int, token_id: int, turn_start: int = -1) -> int | None:
+        """A made-up inspection (:func:`tests.support.inspection.synthetic_inspection`), on the next tick;
+        a negative position fails with ``not_in_context``."""
+        if self.model is None:
+            return None
+        rid = next(self._ids)
+        self.request_sent.emit(P.InspectToken(rid, position, token_id, turn_start))
+        if position < 0:
+            failed = P.Failed(rid, P.FailureKind.NOT_IN_CONTEXT, "Position -1 of the context does not hold that token.")
+            QTimer.singleShot(0, lambda: self.inspection_failed.emit(failed))
+            return rid
+        ins = synthetic_inspection(position, token_id)
+        QTimer.singleShot(0, lambda: self.token_inspected.emit(P.TokenInspected(rid, ins)))
+        return rid
 
     def _token(self, req: P.Generate, piece: str, index: int) -> P.TokenEvent:
         if self._kept is not None and self._kept[0] == req.request_id:

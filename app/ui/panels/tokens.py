@@ -2,14 +2,15 @@
 
 The prompt's new tokens (chat-template special tokens included), the prefix
 reused from the KV cache as one chip, then each generated token shaded by the
-probability the model gave it.
+probability the model gave it. Clicking a token asks to inspect it
+(:attr:`TokensPanel.inspect_requested`, handled by :mod:`app.ui.inspect_controller`).
 """
 
 from __future__ import annotations
 
 import html
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import QUrl, Signal
 from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -49,15 +50,21 @@ def _prob_color(p: float | None) -> str:
     return palette.PROB_BG[-1]
 
 
+INSPECT_SCHEME = "inspect"  # a chip's link: inspect:<position>:<token id>
+
+
 class TokensPanel(QWidget):
     """The current turn's tokens (refreshed by the window's repaint clock).
 
     Signals:
         template_requested(): the person asked for the chat template and the whole prompt
             (:class:`app.ui.panels.template.TemplateDialog`).
+        inspect_requested(int, int, int): a token was clicked: its context position, its id,
+            and the turn's first position (for :meth:`app.ui.engine_client.EngineClient.inspect_token`).
     """
 
     template_requested = Signal()
+    inspect_requested = Signal(int, int, int)
 
     def __init__(self, turn: LiveTurn, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -83,14 +90,29 @@ class TokensPanel(QWidget):
         self.view = QTextBrowser()
         self.view.setObjectName("tokenView")
         self.view.setOpenLinks(False)
+        self.view.anchorClicked.connect(self._clicked)
         lay.addWidget(self.view)
         self._seen_version = -1
         self._prompt_shown = None
         self._gen_shown = 0
 
-    def _chip(self, token_id: int, text: str, bg: str, fg: str = palette.TEXT) -> str:
+    def _chip(self, token_id: int, text: str, bg: str, fg: str = palette.TEXT, position: int = -1) -> str:
         ids = f"<sub style='color:{palette.MUTED}'>{token_id}</sub>" if self.show_ids.isChecked() else ""
-        return f"<span style='background-color:{bg}; color:{fg}'>&#8202;{_chip_text(text)}&#8202;</span>{ids} "
+        chip = f"<span style='background-color:{bg}; color:{fg}'>&#8202;{_chip_text(text)}&#8202;</span>"
+        if position >= 0:
+            chip = (
+                f"<a href='{INSPECT_SCHEME}:{position}:{token_id}' title='Inspect this token' "
+                f"style='text-decoration:none; color:{fg}'>{chip}</a>"
+            )
+        return f"{chip}{ids} "
+
+    def _clicked(self, url: QUrl) -> None:
+        """A chip was clicked: ask to inspect its position."""
+        parts = url.toString().split(":")
+        prompt = self.turn.prompt
+        if len(parts) != 3 or parts[0] != INSPECT_SCHEME or prompt is None:
+            return
+        self.inspect_requested.emit(int(parts[1]), int(parts[2]), prompt.cached_tokens)
 
     def _rebuild(self) -> None:
         self._prompt_shown = None
@@ -117,14 +139,19 @@ class TokensPanel(QWidget):
                         "reused from the KV cache&nbsp;</span> "
                     )
                 toks = t.prompt.new_tokens
+                first = t.prompt.prompt_tokens - len(toks)  # context position of toks[0]
                 if len(toks) > MAX_PROMPT_CHIPS:
                     skipped = len(toks) - MAX_PROMPT_CHIPS
                     parts.append(f"<span style='color:{palette.MUTED}'>… {skipped:,} more prompt tokens …</span> ")
                     toks = toks[-MAX_PROMPT_CHIPS:]
-                for tid, text in toks:
+                    first += skipped
+                for i, (tid, text) in enumerate(toks):
                     parts.append(
                         self._chip(
-                            tid, text, palette.SPECIAL_TOKEN_BG if _is_special(text) else palette.PROMPT_TOKEN_BG
+                            tid,
+                            text,
+                            palette.SPECIAL_TOKEN_BG if _is_special(text) else palette.PROMPT_TOKEN_BG,
+                            position=first + i,
                         )
                     )
                 self.view.setHtml("<div style='line-height:160%'>" + "".join(parts) + "</div>")
@@ -132,12 +159,16 @@ class TokensPanel(QWidget):
         if new:
             cur = self.view.textCursor()
             cur.movePosition(QTextCursor.MoveOperation.End)
+            base = t.prompt.prompt_tokens + self._gen_shown if t.prompt is not None else -1
             cur.insertHtml(
                 "".join(
                     self._chip(
-                        r.token_id, r.piece, palette.SPECIAL_TOKEN_BG if _is_special(r.piece) else _prob_color(r.p)
+                        r.token_id,
+                        r.piece,
+                        palette.SPECIAL_TOKEN_BG if _is_special(r.piece) else _prob_color(r.p),
+                        position=base + i if base >= 0 else -1,
                     )
-                    for r in new
+                    for i, r in enumerate(new)
                 )
             )
             self._gen_shown = len(t.tokens)

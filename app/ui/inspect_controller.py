@@ -1,0 +1,57 @@
+"""Inspect a token: the Tokens panel's click → the engine's InspectToken → the inspect window.
+
+One owner for the inspection in flight: a newer click replaces an unanswered one (its answer is
+dropped when it comes).
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject
+from PySide6.QtWidgets import QWidget
+
+from app.core import protocol as P
+from app.ui.engine_client import EngineClient
+from app.ui.panels.inspect import InspectWindow
+from app.ui.panels.tokens import TokensPanel
+
+
+class InspectController(QObject):
+    """Wires :attr:`TokensPanel.inspect_requested` to :meth:`EngineClient.inspect_token` and the window.
+
+    Args:
+        engine: the engine client.
+        tokens: the Tokens panel whose chips ask for inspections.
+        parent: the main window (the inspect window's parent).
+    """
+
+    def __init__(self, engine: EngineClient, tokens: TokensPanel, parent: QWidget) -> None:
+        super().__init__(parent)
+        self.engine = engine
+        self.window = InspectWindow(parent)
+        self._pending: int | None = None
+        tokens.inspect_requested.connect(self.inspect)
+        engine.token_inspected.connect(self._inspected)
+        engine.inspection_failed.connect(self._failed)
+
+    def inspect(self, position: int, token_id: int, turn_start: int = -1) -> None:
+        """Ask the engine to inspect ``position`` (holding ``token_id``) and show the window."""
+        rid = self.engine.inspect_token(position, token_id, turn_start)
+        self.window.show()
+        self.window.activateWindow()
+        if rid is None:
+            self.window.show_failure("No model is loaded.")
+            return
+        self._pending = rid
+        self.window.show_pending(position, token_id)
+
+    def _inspected(self, ev: P.TokenInspected) -> None:
+        if ev.request_id != self._pending:
+            return
+        self._pending = None
+        self.window.show_inspection(ev.inspection)
+
+    def _failed(self, ev: P.Failed) -> None:
+        if ev.request_id != self._pending:
+            return
+        self._pending = None
+        self.window.show_failure(ev.message)

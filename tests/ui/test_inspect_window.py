@@ -1,0 +1,110 @@
+"""Inspect a token, window side, on the FakeEngine: a click on a Tokens-panel chip asks for the right
+context position, and the inspect window shows the four views of the answer (the real
+inspection: tests/engine/test_inspect_token.py)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtGui import QTextCursor
+
+from app.core import protocol as P
+from app.ui.panels.inspect import CAUSATION_NOTE, InspectWindow
+from tests.support.fake_engine import reply
+from tests.support.inspection import synthetic_inspection
+from tests.ui.conftest import send
+
+
+def _anchors(view) -> list[tuple[str, int]]:
+    """Every link in the Tokens view with the document position of its first character."""
+    out = []
+    block = view.document().begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            frag = it.fragment()
+            href = frag.charFormat().anchorHref()
+            if href and (not out or out[-1][0] != href):
+                out.append((href, frag.position()))
+            it += 1
+        block = block.next()
+    return out
+
+
+def _click(qtbot, view, doc_pos: int) -> None:
+    cur = QTextCursor(view.document())
+    cur.setPosition(doc_pos + 1)
+    view.setTextCursor(cur)
+    view.ensureCursorVisible()
+    rect = view.cursorRect(cur)
+    qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(rect.left() - 2, rect.center().y()))
+
+
+def test_clicking_a_token_inspects_its_context_position(qtbot, window):
+    window.engine.script(reply("one", " two", " three"))
+    send(qtbot, window, "count")
+    panel = window.tokens_panel
+    panel.refresh()
+    prompt = window.turn.prompt
+    links = _anchors(panel.view)
+    n_prompt_chips = len(prompt.new_tokens)
+    assert len(links) == n_prompt_chips + 3  # every prompt chip and every reply token
+    # A reply token: its position is the prompt's length plus its index.
+    href, at = links[n_prompt_chips + 1]
+    assert href == f"inspect:{prompt.prompt_tokens + 1}:{window.turn.tokens[1].token_id}"
+    _click(qtbot, panel.view, at)
+    qtbot.waitUntil(lambda: bool(window.engine.sent(P.InspectToken)), timeout=5000)
+    req = window.engine.sent(P.InspectToken)[-1]
+    assert (req.position, req.token_id, req.turn_start) == (
+        prompt.prompt_tokens + 1,
+        window.turn.tokens[1].token_id,
+        prompt.cached_tokens,
+    )
+    win = window.token_inspect.window
+    qtbot.waitUntil(lambda: win.inspection is not None, timeout=5000)
+    assert win.isVisible()
+    assert win.inspection.position == req.position
+    assert f"Position {req.position}" in win.header.text()
+    assert win.lens.table.rowCount() == win.inspection.n_layer
+    assert "0.0123" in win.lens.check.text()  # the self-check's figure is shown
+    # A prompt chip: positions count from the first new prompt token.
+    first = prompt.prompt_tokens - len(prompt.new_tokens)
+    assert links[2][0] == f"inspect:{first + 2}:{prompt.new_tokens[2][0]}"
+
+
+def test_a_failed_inspection_says_why(qtbot, window):
+    window.engine.script(reply("a"))
+    send(qtbot, window, "hi")
+    ctl = window.token_inspect
+    ctl.inspect(-1, 5)
+    qtbot.waitUntil(lambda: "does not hold" in ctl.window.header.text(), timeout=5000)
+    assert ctl.window.inspection is None
+
+
+def test_the_four_views(qtbot):
+    win = InspectWindow()
+    qtbot.addWidget(win)
+    dense = synthetic_inspection(6, 42, n_layer=4, n_head=4, n_head_kv=2)
+    win.show_inspection(dense)
+    assert [win.tabs.tabText(i) for i in range(4)] == ["Lens", "Attention", "Embedding", "Experts"]
+    # Lens: last layer on top, one column per position, the next token's rank in the cell.
+    assert win.lens.table.verticalHeaderItem(0).text() == "L3"
+    assert win.lens.table.columnCount() == 3
+    assert "#4" in win.lens.table.item(0, 1).text()
+    # Attention: the warning, GQA and sliding-window layers named, one row per head.
+    assert CAUSATION_NOTE in win.findChild(type(win.header), "causationNote").text()
+    assert "4 query heads share 2 KV heads" in win.attention.caption.text()
+    assert "sliding-window" in win.attention.caption.text()
+    assert win.attention.heads._img.height() == 4
+    assert win.attention.average._img.height() == 4
+    assert "tok6" in win.attention.strip.text()
+    # Embedding: the strip is the vector, the neighbours are listed.
+    assert win.embedding.strip._img.width() == 16
+    assert win.embedding.near.count() == 2 and "seven" in win.embedding.near.item(0).text()
+    assert win.embedding.hidden.count() == 1
+    # Experts: a dense model says so.
+    assert "dense" in win.experts.caption.text() and win.experts.table.rowCount() == 0
+    moe = synthetic_inspection(6, 42, n_layer=3, moe=True)
+    win.show_inspection(moe)
+    assert win.experts.table.rowCount() == 3 and win.experts.table.columnCount() == 2
+    assert win.experts.table.item(1, 0).text() == "expert 1: 0.70"
+    assert win.experts.load._img.height() == 3 and win.experts.load._img.width() == 4
