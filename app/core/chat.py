@@ -14,6 +14,8 @@ import enum
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from app.core.rpc import RpcError, parse_servers
+
 
 class _ValueEnum(str, enum.Enum):
     """A str enum that prints as its value (``f"{Role.USER}"`` is ``user``, not ``Role.USER``)."""
@@ -143,6 +145,9 @@ class GenerationStats:
         context_shifts: times the context was rebuilt mid-reply (rolling policy).
         llama_prefill_ms, llama_decode_ms, llama_n_prefill, llama_n_decode:
             llama.cpp's own counters (llama_perf_context) for cross-checking.
+        rpc_prefill_sent_bytes, rpc_prefill_received_bytes, rpc_decode_sent_bytes,
+        rpc_decode_received_bytes: TCP payload bytes the engine sent to / received from its RPC
+            servers during prefill and during decode (0 without RPC servers; Linux ``TCP_INFO``).
     """
 
     prompt_tokens: int = 0
@@ -164,6 +169,22 @@ class GenerationStats:
     llama_decode_ms: float = 0.0
     llama_n_prefill: int = 0
     llama_n_decode: int = 0
+    rpc_prefill_sent_bytes: int = 0
+    rpc_prefill_received_bytes: int = 0
+    rpc_decode_sent_bytes: int = 0
+    rpc_decode_received_bytes: int = 0
+
+    @property
+    def rpc_prefill_bytes_per_token(self) -> float:
+        """Network bytes (sent + received) per prompt token evaluated, 0.0 without RPC or prefill."""
+        total = self.rpc_prefill_sent_bytes + self.rpc_prefill_received_bytes
+        return total / self.evaluated_tokens if self.evaluated_tokens > 0 else 0.0
+
+    @property
+    def rpc_decode_bytes_per_token(self) -> float:
+        """Network bytes (sent + received) per token evaluated in decode (``llama_n_decode``), 0.0 without."""
+        total = self.rpc_decode_sent_bytes + self.rpc_decode_received_bytes
+        return total / self.llama_n_decode if self.llama_n_decode > 0 else 0.0
 
     @property
     def prefill_tok_s(self) -> float:
@@ -207,6 +228,8 @@ class LoadSettings:
         context_policy: what to do when n_ctx is full; a value given as text is parsed
             (:meth:`ContextPolicy.parse`: unknown text reads as ``STOP``).
         swa_full: full-size KV cache for sliding-window layers (enables prefix reuse).
+        rpc_servers: ``host:port`` of machines running llama.cpp's rpc-server; layers are offloaded
+            to them (n_gpu_layers counts them as GPU layers). Empty: this machine only.
     """
 
     n_ctx: int = 4096
@@ -215,8 +238,11 @@ class LoadSettings:
     n_batch: int = 512
     context_policy: ContextPolicy = ContextPolicy.STOP
     swa_full: bool = True
+    rpc_servers: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        servers: object = self.rpc_servers  # a list from JSON or a caller, or one text
+        object.__setattr__(self, "rpc_servers", (servers,) if isinstance(servers, str) else tuple(self.rpc_servers))
         given: object = self.context_policy  # callers outside core may still pass the value as text
         if not isinstance(given, ContextPolicy):
             object.__setattr__(self, "context_policy", ContextPolicy.parse(given))
@@ -231,7 +257,7 @@ class LoadSettings:
     def from_dict(cls, data: dict[str, Any] | None) -> LoadSettings:
         """Build from stored values: a value of the wrong type reads as the field's default,
         an unknown context policy as ``STOP``; n_ctx, n_batch and n_threads are clamped
-        (0..2^20, 16..8192, 0..512)."""
+        (0..2^20, 16..8192, 0..512); ``rpc_servers`` keeps the entries that are ``host:port``."""
         if not data:
             return cls()
         base = cls()
@@ -241,6 +267,9 @@ class LoadSettings:
             if k == "context_policy":
                 out[k] = ContextPolicy.parse(v)
                 continue
+            if k == "rpc_servers":
+                out[k] = _stored_servers(v)
+                continue
             try:
                 out[k] = type(default)(v)
             except (TypeError, ValueError):
@@ -249,3 +278,17 @@ class LoadSettings:
         out["n_batch"] = max(16, min(out["n_batch"], 8192))
         out["n_threads"] = max(0, min(out["n_threads"], 512))
         return cls(**out)
+
+
+def _stored_servers(value: object) -> tuple[str, ...]:
+    """``rpc_servers`` from stored values: a list (or one text) of ``host:port``; others are dropped."""
+    items = [value] if isinstance(value, str) else value if isinstance(value, list | tuple) else []
+    out: list[str] = []
+    for item in items:
+        if not isinstance(item, str):
+            continue
+        try:
+            out.extend(s for s in parse_servers(item) if s not in out)
+        except RpcError:
+            continue
+    return tuple(out)

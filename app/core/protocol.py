@@ -21,6 +21,7 @@ from app.core.chat import ChatMessage, GenerationStats, LoadSettings
 from app.core.funnel import Funnel
 from app.core.gguf_info import GGUFInfo
 from app.core.memory import KVCacheLayout
+from app.core.rpc import DevicePlacement
 from app.core.sampling import SamplerSettings
 
 
@@ -152,12 +153,15 @@ class EngineReady:
         devices: the GPU devices llama.cpp sees with their free and total memory
             (``ggml_backend_dev_memory``), for "will it fit" verdicts; CPU and
             host-memory accelerator devices are not listed, so a CPU build gives ``()``.
+        rpc: whether this build has llama.cpp's RPC backend (``GGML_RPC=ON``): layers can go to
+            rpc-server machines (``LoadSettings.rpc_servers``).
     """
 
     llama_cpp_version: str
     system_info: str
     gpu_offload: bool
     devices: tuple[DeviceMemory, ...] = ()
+    rpc: bool = False
 
 
 @dataclass(frozen=True)
@@ -182,6 +186,10 @@ class ModelLoaded:
         bos_text, eos_text: texts of BOS/EOS.
         eog_token_ids: ids that end generation (EOS, EOT, ...).
         add_bos: whether the tokenizer adds BOS.
+        placement: which device holds which layers, weights and KV cache (llama.cpp's load log),
+            the local CPU first; ``()`` when the log did not say.
+        rpc_load_sent_bytes: TCP payload bytes sent to the RPC servers while loading (the weights
+            they hold), 0 without RPC servers.
     """
 
     request_id: int
@@ -202,6 +210,8 @@ class ModelLoaded:
     eos_text: str
     eog_token_ids: tuple[int, ...]
     add_bos: bool
+    placement: tuple[DevicePlacement, ...] = ()
+    rpc_load_sent_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -338,6 +348,7 @@ class FailureKind(str, enum.Enum):
     BAD_SETTINGS = "bad_settings"  #: sampler settings llama.cpp cannot use
     NO_LOGITS = "no_logits"  #: a funnel asked for a step whose logits are not stored
     INTERNAL = "internal"  #: a bug in the engine; details in engine.log
+    RPC = "rpc"  #: an RPC server of the load settings cannot be used (unreachable, busy, another version)
     # Failures the window gives a request of the local API (app/server) without the engine:
     ENGINE = "engine"  #: the engine process stopped, restarted or the server was switched off
     BUSY = "busy"  #: the person's reply is in flight and the server refuses while busy

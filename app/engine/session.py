@@ -34,8 +34,10 @@ from app.core import protocol as P
 from app.core.chat import ChatMessage, ContextPolicy, GenerationStats, LoadSettings, StopReason
 from app.core.gguf_info import GGUFError, GGUFInfo, check_loadable
 from app.core.memory import KVCacheLayout, kv_cache_layout, n_ubatch_for
-from app.engine import kv_snapshot
+from app.core.rpc import RpcError
+from app.engine import kv_snapshot, rpc
 from app.engine.decode import DecodeResult, TurnStats, decode_loop, make_sampler
+from app.engine.devices import local_gpu_offload
 from app.engine.errors import CancelFlag, EngineError
 from app.engine.forced import forced_from_env
 from app.engine.funnel import run_funnel
@@ -87,6 +89,7 @@ class Session:
         self._m: _Loaded | None = None
         self._cache_from_api = False  # the KV cache holds what an external request left, nothing of the person's
         self._store: ReplyLogits | None = None  # the latest reply's logits, kept with keep_logits
+        self._rpc = rpc.NO_RPC  # the loaded model's RPC servers (app.engine.rpc), their devices and bytes
         # Held while the funnel runs (on the pipe reader's thread) and while a model is freed or
         # set, so a funnel never uses a model being unloaded; generation does not take it.
         self._model_lock = threading.Lock()
@@ -128,7 +131,8 @@ class Session:
         """Load ``req.path``; the previous model (if any) is freed first.
 
         Raises:
-            EngineError: ``bad_model`` (the file fails validation; llama.cpp never sees it)
+            EngineError: ``bad_model`` (the file fails validation; llama.cpp never sees it),
+                ``rpc`` (an RPC server cannot be used: unreachable, busy, another llama.cpp version)
                 or ``load`` (llama.cpp refused it; its error lines are quoted).
         """
         t0 = time.perf_counter()
@@ -138,13 +142,15 @@ class Session:
             raise EngineError(P.FailureKind.BAD_MODEL, exc.message) from None
         self.unload()
         s = req.settings
-        gpu = bool(llama_cpp.llama_supports_gpu_offload())
+        link = self._connect_rpc(s.rpc_servers)  # after unload: the previous model's connections are closed
+        gpu = link.active or local_gpu_offload()
         n_threads = s.n_threads or auto_threads()
         n_threads_batch = s.n_threads or auto_threads_batch()
         n_ctx_req = s.n_ctx or info.context_length or 4096
         n_batch = max(16, s.n_batch)
         n_ubatch = n_ubatch_for(n_batch, n_ctx_req)  # what llama.cpp will run (it applies the same caps)
         self.llama_log.mark()
+        restore = link.use_devices()  # the Llama below loads onto the RPC devices (then this machine's GPUs)
         try:
             llm = llama_cpp.Llama(
                 model_path=req.path,
@@ -166,6 +172,9 @@ class Session:
                 "The file passed Glassbox's checks, so this llama.cpp build may not support this "
                 f"architecture ({info.architecture}) or quantization ({info.quant_type}), or memory ran out.",
             ) from None
+        finally:
+            restore()
+        self._rpc = link
         self.settings = replace(s, n_threads=n_threads, n_batch=n_batch, n_gpu_layers=s.n_gpu_layers if gpu else 0)
         self.n_ctx = n_ctx = llm.n_ctx()
         vocab = Vocab(llm.model)
@@ -221,6 +230,8 @@ class Session:
             eos_text=eos_text,
             eog_token_ids=tuple(sorted({t for t in (vocab.eos, vocab.eot) if t >= 0})),
             add_bos=vocab.add_bos,
+            placement=link.placement([line for _, line in self.llama_log.since_mark()], info.n_layer),
+            rpc_load_sent_bytes=link.sample()[0],
         )
 
     def unload(self) -> None:
@@ -230,6 +241,18 @@ class Session:
             if self._m is not None:
                 self._m.llm.close()
             self._m = None
+            self._rpc = rpc.NO_RPC
+
+    def _connect_rpc(self, servers: Sequence[str]) -> rpc.RpcLink:
+        """The RPC link for a load on ``servers`` (:func:`app.engine.rpc.connect`).
+
+        Raises:
+            EngineError: ``rpc``, with the server and what to do.
+        """
+        try:
+            return rpc.connect(servers)
+        except RpcError as exc:
+            raise EngineError(P.FailureKind.RPC, exc.message) from None
 
     def reset(self) -> None:
         """Empty the KV cache ("New chat")."""
@@ -318,6 +341,7 @@ class Session:
         """Prefill and decode the fitted ``prompt`` (the rest of :meth:`generate`)."""
         llm = m.llm
         llama_cpp.llama_perf_context_reset(llm.ctx)
+        self._rpc.turn_started()
 
         cached = rewind_to_prefix(llm, prompt.tokens)
         new = prompt.tokens[cached:]
@@ -342,6 +366,7 @@ class Session:
         prefill_ns = time.perf_counter_ns() - t_prefill0
         stats.evaluated_tokens = done
         stats.prefill_s = prefill_ns / 1e9
+        self._rpc.prefill_done()
         if done < len(new):  # cancelled during prefill
             return self._finish(req, stats, DecodeResult("", StopReason.CANCELLED, 0, 0, 0, 0), t0)
 
@@ -511,5 +536,6 @@ class Session:
             llama_decode_ms=float(perf.t_eval_ms),
             llama_n_prefill=int(perf.n_p_eval),
             llama_n_decode=int(perf.n_eval),
+            **self._rpc.turn_bytes(),
         )
         return P.Finished(req.request_id, result.text, final)

@@ -29,6 +29,7 @@ from app.core.gguf_info import GGUFInfo, format_bytes, format_count
 from app.core.memory import CTX_PAD, estimate_memory, n_ubatch_for
 from app.ui.common import palette
 from app.ui.common.wheel_guard import guard_wheel
+from app.ui.panels.rpc_servers import RpcServersBox
 
 
 def available_cpus() -> int:
@@ -173,6 +174,9 @@ class ModelPanel(QWidget):
         self._load_form = form
         form.setRowVisible(self.swa_full, False)  # shown for a model with sliding-window layers
         lay.addLayout(form)
+        self.rpc = RpcServersBox()  # rpc-server machines to split the model across (app/ui/panels/rpc_servers.py)
+        self.rpc.edited.connect(self._person_edited)
+        lay.addWidget(self.rpc)
         for w in (self.n_ctx, self.n_gpu_layers, self.n_threads, self.n_batch, self.policy):
             w.setMinimumWidth(60)
         self.threads_note = QLabel("")
@@ -212,6 +216,7 @@ class ModelPanel(QWidget):
             n_batch=self.n_batch.value(),
             context_policy=ContextPolicy(self.policy.currentData()),
             swa_full=self.swa_full.isChecked(),
+            rpc_servers=self.rpc.servers(),
         )
 
     def set_load_settings(self, s: LoadSettings) -> None:
@@ -225,16 +230,21 @@ class ModelPanel(QWidget):
         i = self.policy.findData(ContextPolicy(s.context_policy).value)
         self.policy.setCurrentIndex(max(0, i))
         self.swa_full.setChecked(s.swa_full)
+        self.rpc.set_servers(s.rpc_servers)
         for w in (self.n_ctx, self.n_gpu_layers, self.n_threads, self.n_batch, self.policy, self.swa_full):
             w.blockSignals(False)
         self._applied = s
         self._edited()
 
-    def set_gpu_offload(self, available: bool) -> None:
+    def set_gpu_offload(self, available: bool, rpc: bool = False) -> None:
+        """Whether this machine has a GPU, and whether this build has the RPC backend (layers to other machines)."""
         self.gpu_offload = available
-        self.n_gpu_layers.setEnabled(available)
+        self.n_gpu_layers.setEnabled(available or rpc)
+        self.rpc.set_available(rpc)
         if available:
             note = ""
+        elif rpc:
+            note = "No GPU here: n_gpu_layers counts the layers sent to the RPC servers below, if any."
         elif getattr(sys, "frozen", False):  # the double-click build: nothing to rebuild there
             note = "This build of Glassbox runs on the CPU only: n_gpu_layers has no effect."
         else:
@@ -249,6 +259,7 @@ class ModelPanel(QWidget):
 
     def set_model(self, loaded: P.ModelLoaded | None) -> None:
         self.loaded = loaded
+        self.rpc.set_model(loaded)
         self.info = loaded.info if loaded else None
         while self.facts.rowCount():
             self.facts.removeRow(0)
