@@ -12,8 +12,7 @@ from app.core.chat import GenerationStats, LoadSettings
 from app.core.rpc import DevicePlacement
 from app.ui.panels.model import ModelPanel
 from app.ui.panels.rpc_servers import RpcServersBox, placement_lines, traffic_text
-
-from .conftest import WAIT_MS
+from tests.ui.conftest import WAIT_MS
 
 MIB = 1024 * 1024
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -78,18 +79,16 @@ def test_layer_ranges_name_the_output_layer() -> None:
 
 @pytest.fixture
 def listener() -> Iterator[Callable[[Callable[[socket.socket], None]], str]]:
-    """Start a one-connection TCP listener on 127.0.0.1 running ``serve(conn)``; gives its ``host:port``."""
+    """Start a one-connection TCP listener on 127.0.0.1 running ``serve(conn)`` (then closing it); gives ``host:port``."""
     made: list[tuple[socket.socket, threading.Thread]] = []
-    stop = threading.Event()
 
     def start(serve: Callable[[socket.socket], None]) -> str:
         srv = socket.create_server(("127.0.0.1", 0))
 
         def run() -> None:
             conn, _ = srv.accept()
-            with conn:
+            with conn:  # closed when serve returns
                 serve(conn)
-                stop.wait(5)
 
         t = threading.Thread(target=run, name="rpc-listener", daemon=True)
         t.start()
@@ -97,7 +96,6 @@ def listener() -> Iterator[Callable[[Callable[[socket.socket], None]], str]]:
         return f"127.0.0.1:{srv.getsockname()[1]}"
 
     yield start
-    stop.set()
     for srv, t in made:
         srv.close()
         t.join(10)
@@ -136,7 +134,7 @@ def test_a_connection_closed_at_the_handshake_reads_as_another_version(listener)
 
 
 def test_a_server_that_does_not_answer_is_busy_not_a_hang(listener) -> None:
-    ep = listener(lambda conn: None)  # accepts, never answers: rpc-server serving another client
+    ep = listener(lambda conn: time.sleep(2))  # accepts, does not answer: rpc-server serving another client
     with pytest.raises(RpcError, match="one client at a time") as err:
         check_server(ep, timeout_s=0.5)
     assert err.value.kind is RpcFailure.BUSY

@@ -88,7 +88,8 @@ class RpcServersBox(QWidget):
     """The RPC servers field, its warning, the Check button, the placement and the network figures.
 
     Signals:
-        edited(): the person changed the list (read :meth:`servers`).
+        edited(): the person changed the list (read :meth:`servers`); text that is not a list
+            of ``host:port`` yet (half typed) changes nothing and says what is wrong.
     """
 
     edited = Signal()
@@ -163,14 +164,16 @@ class RpcServersBox(QWidget):
 
     def _on_edited(self, text: str) -> None:
         try:
-            self._valid = parse_servers(text)
+            servers = parse_servers(text)
         except RpcError as exc:
             self.status.setText(f"✗ {exc.message}")
             self.status.setStyleSheet(f"color: {palette.RED};")
             return
         self.status.setText("")
-        self._refresh()
-        self.edited.emit()
+        if servers != self._valid:
+            self._valid = servers
+            self._refresh()
+            self.edited.emit()
 
     def _refresh(self) -> None:
         self.warning.setVisible(bool(self._valid))
