@@ -189,7 +189,8 @@ class ModelLoaded:
         placement: which device holds which layers, weights and KV cache (llama.cpp's load log),
             the local CPU first; ``()`` when the log did not say.
         rpc_load_sent_bytes: TCP payload bytes sent to the RPC servers while loading (the weights
-            they hold), 0 without RPC servers.
+            they hold) on the connections the model keeps (llama.cpp's short query connections
+            during the load, a few KiB, are not seen), 0 without RPC servers.
     """
 
     request_id: int

@@ -18,8 +18,9 @@ the engine process (llama.cpp aborts: "Remote RPC server crashed or returned mal
 response"); the window reports the engine's exit.
 
 The network cost is measured on this side of each connection: the engine's TCP sockets whose
-peer is an RPC server, read with ``getsockopt(TCP_INFO)`` (Linux): ``tcpi_bytes_acked`` (bytes
-sent and acknowledged) and ``tcpi_bytes_received``, TCP payload without headers.
+peer is an RPC server, read with ``getsockopt(TCP_INFO)`` (Linux): bytes written (sent once,
+``tcpi_bytes_sent - tcpi_bytes_retrans``, plus ``tcpi_notsent_bytes`` still queued) and
+``tcpi_bytes_received``: TCP payload, without headers or retransmissions.
 """
 
 from __future__ import annotations
@@ -45,9 +46,13 @@ _LAYER_RE = re.compile(r"layer\s+(\d+) assigned to device ([^,\s]+)")
 _MODEL_BUF_RE = re.compile(r"load_tensors:\s+(\S+) model buffer size =\s*([0-9.]+) MiB")
 _KV_BUF_RE = re.compile(r"(\S+) KV buffer size =\s*([0-9.]+) MiB")
 _RPC_BUF_RE = re.compile(r"RPC(\d+)\[(.+)\]$")
-# struct tcp_info (linux/tcp.h): u64 tcpi_bytes_acked at byte 120, tcpi_bytes_received at 128 (Linux 4.1+).
+# struct tcp_info (linux/tcp.h), byte offsets: u64 tcpi_bytes_acked at 120 (counts the SYN too) and
+# tcpi_bytes_received at 128 (Linux 4.1+); u32 tcpi_notsent_bytes at 144; u64 tcpi_bytes_sent at 200
+# (every transmission) and tcpi_bytes_retrans at 208 (Linux 4.19+).
 _TCP_INFO_LEN = 232
 _BYTES_ACKED_AT = 120
+_NOTSENT_AT = 144
+_BYTES_SENT_AT = 200
 
 
 def _declare(lib: Any) -> None:
@@ -141,11 +146,27 @@ class _Meter:
                     info = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_LEN)
                 except OSError:
                     continue
-            if len(info) >= _BYTES_ACKED_AT + 16:
-                acked, got = struct.unpack_from("<QQ", info, _BYTES_ACKED_AT)
-                sent += acked
-                received += got
+            sent_now, got = _written_and_received(info)
+            sent += sent_now
+            received += got
         return sent, received
+
+
+def _written_and_received(info: bytes) -> tuple[int, int]:
+    """Bytes the process wrote to a TCP socket and bytes it received, from its ``struct tcp_info``.
+
+    Written = transmitted once (bytes_sent - bytes_retrans) + still queued (notsent_bytes): what
+    llama.cpp handed to the socket, whether or not the peer has acknowledged it yet. A kernel
+    before 4.19 has only bytes_acked (less the SYN): bytes still in flight are not counted there.
+    """
+    if len(info) < _BYTES_ACKED_AT + 16:
+        return 0, 0
+    acked, received = struct.unpack_from("<QQ", info, _BYTES_ACKED_AT)
+    if len(info) >= _BYTES_SENT_AT + 16:
+        (notsent,) = struct.unpack_from("<I", info, _NOTSENT_AT)
+        on_wire, retrans = struct.unpack_from("<QQ", info, _BYTES_SENT_AT)
+        return on_wire - retrans + notsent, received
+    return max(acked - 1, 0), received
 
 
 @dataclass

@@ -221,3 +221,20 @@ def test_llama_gets_the_device_list_only_during_the_load() -> None:
     assert lc.llama_model_default_params is original
     restore()
     assert lc.llama_model_default_params is original
+
+
+def test_tcp_info_gives_the_bytes_written_and_received_on_a_real_connection() -> None:
+    from app.engine.rpc import _TCP_INFO_LEN, _written_and_received
+
+    with socket.create_server(("127.0.0.1", 0)) as srv:
+        client = socket.create_connection(srv.getsockname())
+        peer, _ = srv.accept()
+        with client, peer:
+            client.sendall(b"x" * 123_456)
+            got = 0
+            while got < 123_456:
+                got += len(peer.recv(1 << 20))
+            peer.sendall(b"y" * 777)
+            assert len(client.recv(1000)) == 777
+            info = client.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_LEN)
+            assert _written_and_received(info) == (123_456, 777)
