@@ -67,7 +67,7 @@ def test_placement_and_network_lines():
         DevicePlacement("RPC0", "10.0.0.2:50052", tuple(range(31)), 82 * MIB, 90 * MIB),
     )
     assert placement_lines(placement, 30, 83 * MIB) == [
-        "CPU: layers input · weights 20.0 MiB",
+        "CPU: input layer · weights 20.0 MiB",
         "RPC0 (10.0.0.2:50052): layers 0-29, output · weights 82.0 MiB · KV 90.0 MiB",
         "sent to the RPC servers while loading: 83.0 MiB",
     ]

@@ -244,7 +244,7 @@ class ModelPanel(QWidget):
         if available:
             note = ""
         elif rpc:
-            note = "No GPU here: n_gpu_layers counts the layers sent to the RPC servers below, if any."
+            note = "No GPU here: n_gpu_layers counts the layers sent to the RPC servers, if any are listed."
         elif getattr(sys, "frozen", False):  # the double-click build: nothing to rebuild there
             note = "This build of Glassbox runs on the CPU only: n_gpu_layers has no effect."
         else:

@@ -35,16 +35,16 @@ from app.ui.common import palette
 def placement_lines(placement: Sequence[DevicePlacement], n_layer: int, load_sent_bytes: int = 0) -> list[str]:
     """One line per device: ``RPC0 (127.0.0.1:50052): layers 0-29, output · weights 98.0 MiB · KV 90.0 MiB``.
 
-    The CPU row also names the input layer (token embeddings), which llama.cpp always keeps on
-    the CPU; a last line gives the bytes sent at load when there were RPC servers.
+    The CPU row names the input layer (token embeddings), which llama.cpp always keeps on the
+    CPU; a last line gives the bytes sent at load when there were RPC servers.
     """
     out = []
     for d in placement:
         where = f"{d.device} ({d.endpoint})" if d.endpoint else d.device
-        layers = layer_ranges(d.layers, n_layer)
-        if d.device == "CPU":
-            layers = "input" if layers == "none" else f"input, {layers}"
-        parts = [f"{where}: layers {layers}", f"weights {format_bytes(d.weight_bytes)}"]
+        layers = f"layers {layer_ranges(d.layers, n_layer)}"
+        if d.device == "CPU":  # llama.cpp keeps the input layer (token embeddings) on the CPU
+            layers = "input layer" + (f", {layers}" if d.layers else "")
+        parts = [f"{where}: {layers}", f"weights {format_bytes(d.weight_bytes)}"]
         if d.kv_bytes:
             parts.append(f"KV {format_bytes(d.kv_bytes)}")
         out.append(" · ".join(parts))
@@ -104,10 +104,11 @@ class RpcServersBox(QWidget):
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(4)
         row = QHBoxLayout()
+        row.addWidget(QLabel("RPC servers"))
         self.field = QLineEdit()
         self.field.setObjectName("field_rpc_servers")
         self.field.setAccessibleName("RPC servers")
-        self.field.setPlaceholderText("RPC servers: host:port, … (none: this machine only)")
+        self.field.setPlaceholderText("host:port, … (none: this machine only)")
         self.field.setToolTip(
             "Machines running llama.cpp's rpc-server (same llama.cpp version). n_gpu_layers layers go to "
             "them, split by their free memory; apply with a reload. " + SECURITY_NOTE
@@ -126,15 +127,15 @@ class RpcServersBox(QWidget):
         self.warning.setWordWrap(True)
         lay.addWidget(self.warning)
         self.status = QLabel("")
-        self.status.setObjectName("rpcStatus")
+        self.status.setObjectName("detailLabel")
         self.status.setWordWrap(True)
         lay.addWidget(self.status)
         self.placement = QLabel("")
-        self.placement.setObjectName("rpcPlacement")
+        self.placement.setObjectName("detailLabel")
         self.placement.setWordWrap(True)
         lay.addWidget(self.placement)
         self.traffic = QLabel("")
-        self.traffic.setObjectName("rpcTraffic")
+        self.traffic.setObjectName("detailLabel")
         self.traffic.setWordWrap(True)
         lay.addWidget(self.traffic)
         self._checked.connect(self._show_check)
