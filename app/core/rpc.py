@@ -22,6 +22,7 @@ from __future__ import annotations
 import enum
 import socket
 import struct
+import time
 from dataclasses import dataclass
 
 # ggml/include/ggml-rpc.h of the llama.cpp llama-cpp-python 0.3.36 vendors (checked against a
@@ -70,15 +71,20 @@ class RpcError(Exception):
 
 
 def parse_endpoint(text: str) -> tuple[str, int]:
-    """``(host, port)`` of ``"host:port"`` (``"[::1]:50052"`` for IPv6).
+    """``(host, port)`` of ``"host:port"``: a host name or an IPv4 address (llama.cpp's RPC client
+    connects over IPv4 only: ``socket(AF_INET)``, ``gethostbyname``, the host ends at the first ':').
 
     Raises:
         RpcError: ``BAD_ADDRESS``, saying what is wrong.
     """
     s = text.strip()
     host, sep, port_text = s.rpartition(":")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
+    if "[" in host or ":" in host:
+        raise RpcError(
+            RpcFailure.BAD_ADDRESS,
+            s,
+            f"'{s}': llama.cpp's RPC client connects over IPv4 only; give a host name or an IPv4 address.",
+        )
     if not sep or not host or not port_text:
         raise RpcError(RpcFailure.BAD_ADDRESS, s, f"'{s}' is not host:port (for example 192.168.1.20:{DEFAULT_PORT}).")
     try:
@@ -103,7 +109,7 @@ def parse_servers(text: str) -> tuple[str, ...]:
     out: list[str] = []
     for item in text.replace(",", " ").split():
         host, port = parse_endpoint(item)
-        norm = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        norm = f"{host}:{port}"
         if norm not in out:
             out.append(norm)
     if len(out) > MAX_SERVERS:
@@ -163,16 +169,19 @@ def check_server(endpoint: str, timeout_s: float = CHECK_TIMEOUT_S) -> ServerChe
         RpcError: ``BAD_ADDRESS``, ``UNREACHABLE``, ``BUSY``, ``VERSION`` or ``NO_DEVICES``,
             with a message that names the server and what to do.
     """
-    import time
-
     t0 = time.perf_counter()
     host, port = parse_endpoint(endpoint)
-    try:
-        sock = socket.create_connection((host, port), timeout=timeout_s)
-    except socket.gaierror as exc:
+    try:  # IPv4, the address llama.cpp will use (gethostbyname: the first one)
+        ipv4 = str(socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_STREAM)[0][4][0])
+    except (socket.gaierror, IndexError) as exc:
+        why = exc.strerror if isinstance(exc, socket.gaierror) else "no address"
         raise RpcError(
-            RpcFailure.UNREACHABLE, endpoint, f"RPC server {endpoint}: the host name is unknown ({exc.strerror})."
+            RpcFailure.UNREACHABLE,
+            endpoint,
+            f"RPC server {endpoint}: the host name has no IPv4 address ({why}); llama.cpp's RPC client uses IPv4.",
         ) from None
+    try:
+        sock = socket.create_connection((ipv4, port), timeout=timeout_s)
     except TimeoutError:
         raise RpcError(
             RpcFailure.UNREACHABLE,

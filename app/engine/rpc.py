@@ -109,7 +109,7 @@ class _Meter:
         for ep in endpoints:
             host, port = parse_endpoint(ep)
             try:
-                for *_, addr in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+                for *_, addr in socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_STREAM):
                     self._peers.add((str(addr[0]), int(addr[1])))
             except OSError:
                 continue
