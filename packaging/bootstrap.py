@@ -11,9 +11,10 @@ Both commands set up the same way, and do nothing that is already done:
 
 1. ``.venv`` in the repository root (the ``venv`` module; pip upgraded inside it).
 2. llama-cpp-python, at the version pinned in pyproject.toml, built from source
-   into a wheel with ``CMAKE_ARGS`` (default ``-DGGML_NATIVE=OFF``: a portable
-   build; a native one dies with SIGILL on machines whose CPU advertises
-   instructions the hypervisor forbids). pip's wheel cache does not know about
+   into a wheel with ``CMAKE_ARGS`` (default ``-DGGML_NATIVE=OFF -DGGML_RPC=ON``: a
+   portable build, since a native one dies with SIGILL on machines whose CPU advertises
+   instructions the hypervisor forbids, with llama.cpp's RPC backend for a model split
+   across machines). pip's wheel cache does not know about
    CMAKE_ARGS, so the wheel is kept in our own cache, keyed by
    sha256(version, CMAKE_ARGS, Python, platform), and built only once per key.
 3. The wheel installed into the venv, then ``pip install -e .`` (``.[test]`` for
@@ -41,8 +42,10 @@ person runs it by path with nothing installed, so it cannot lean on sibling modu
 Environment:
     CMAKE_ARGS               llama.cpp build options (e.g. ``-DGGML_CUDA=on``,
                              ``-DGGML_METAL=on``); ``-DGGML_NATIVE=OFF`` is added
-                             unless you mention GGML_NATIVE yourself. When unset,
-                             the choice of the last setup is kept.
+                             unless you mention GGML_NATIVE yourself (add
+                             ``-DGGML_RPC=ON`` for the RPC backend). When unset, the
+                             choice of the last setup is kept (the earlier default
+                             ``-DGGML_NATIVE=OFF`` becomes today's, with RPC).
     GLASSBOX_BUILD_CACHE     our build cache (default: <user cache>/glassbox-build)
     GLASSBOX_TEST_MODELS_DIR where the test models go (default: <build cache>/test-models)
     GLASSBOX_HOME            passed to the app: puts its files under one folder
@@ -82,7 +85,11 @@ VENV = ROOT / ".venv"
 STAMP = VENV / "glassbox-setup.json"
 SETUP_LOG = VENV / "glassbox-setup.log"
 PYPROJECT = ROOT / "pyproject.toml"
-DEFAULT_CMAKE_ARGS = "-DGGML_NATIVE=OFF"
+PORTABLE_CMAKE_ARGS = "-DGGML_NATIVE=OFF"
+# The default adds llama.cpp's RPC backend (a model split across machines, README); a setup
+# remembered with an earlier default is rebuilt once with this one.
+DEFAULT_CMAKE_ARGS = "-DGGML_NATIVE=OFF -DGGML_RPC=ON"
+EARLIER_DEFAULTS = ("-DGGML_NATIVE=OFF",)
 LLAMA = "llama-cpp-python"
 IS_WINDOWS = os.name == "nt"
 STAMP_VERSION = 1
@@ -178,9 +185,13 @@ def effective_cmake_args(remembered: str | None) -> tuple[str, str]:
     if raw is not None and raw.strip():
         args, origin = " ".join(raw.split()), "from CMAKE_ARGS"
         if "GGML_NATIVE" not in args.upper():
-            args = f"{DEFAULT_CMAKE_ARGS} {args}"
-            origin += f", with {DEFAULT_CMAKE_ARGS} added for a portable CPU part"
+            args = f"{PORTABLE_CMAKE_ARGS} {args}"
+            origin += f", with {PORTABLE_CMAKE_ARGS} added for a portable CPU part"
+        if "GGML_RPC" not in args.upper():
+            origin += "; no RPC backend: add -DGGML_RPC=ON to split a model across machines"
         return args, origin
+    if remembered in EARLIER_DEFAULTS:
+        return DEFAULT_CMAKE_ARGS, f"the default, now with the RPC backend (the last setup had '{remembered}')"
     if remembered:
         return remembered, "remembered from the last setup; set CMAKE_ARGS to change"
     return DEFAULT_CMAKE_ARGS, "the portable default; set CMAKE_ARGS to change"
@@ -530,8 +541,9 @@ def check_llama(py: Path, version: str, wheel: Path) -> str:
         "import json, importlib.metadata as md\n"
         "import llama_cpp\n"
         "d = md.distribution('llama-cpp-python')\n"
+        "from app.engine.devices import local_gpu_offload\n"
         "print(json.dumps({'version': d.version, 'direct_url': d.read_text('direct_url.json') or '',\n"
-        "  'gpu': bool(llama_cpp.llama_supports_gpu_offload())}))\n"
+        "  'gpu': local_gpu_offload(), 'rpc': bool(llama_cpp.llama_supports_rpc())}))\n"
     )
     r = probe(py, code)
     if r is None or r.returncode != 0:
@@ -552,7 +564,9 @@ def check_llama(py: Path, version: str, wheel: Path) -> str:
             f"the installed llama-cpp-python ({info['version']}) is not our wheel {wheel.name}",
             "something replaced it (a PyPI build?); delete .venv and run this again",
         )
-    return "GPU offload available" if info["gpu"] else "CPU-only build"
+    # llama_supports_gpu_offload() also says yes for a CPU build with the RPC backend: the devices tell.
+    kind = "GPU offload available" if info["gpu"] else "CPU-only build"
+    return kind + (", RPC backend" if info.get("rpc") else ", no RPC backend")
 
 
 def setup(extras: Sequence[str], verbose: bool) -> Path:

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from app.core.memory import KVCacheType
+from app.core.rpc import RpcError, parse_servers
 
 
 class _ValueEnum(str, enum.Enum):
@@ -189,6 +190,9 @@ class GenerationStats:
         unreported: names of the fields above that the engine could not measure (a remote
             server that does not report them, :mod:`app.remote`): they hold 0 and the panels
             say "not reported by this server" instead of showing the 0.
+        rpc_prefill_sent_bytes, rpc_prefill_received_bytes, rpc_decode_sent_bytes,
+        rpc_decode_received_bytes: TCP payload bytes the engine sent to / received from its RPC
+            servers during prefill and during decode (0 without RPC servers; Linux ``TCP_INFO``).
     """
 
     prompt_tokens: int = 0
@@ -215,6 +219,23 @@ class GenerationStats:
     def reported(self, name: str) -> bool:
         """Whether field ``name`` was measured (False: the server did not report it)."""
         return name not in self.unreported
+
+    rpc_prefill_sent_bytes: int = 0
+    rpc_prefill_received_bytes: int = 0
+    rpc_decode_sent_bytes: int = 0
+    rpc_decode_received_bytes: int = 0
+
+    @property
+    def rpc_prefill_bytes_per_token(self) -> float:
+        """Network bytes (sent + received) per prompt token evaluated, 0.0 without RPC or prefill."""
+        total = self.rpc_prefill_sent_bytes + self.rpc_prefill_received_bytes
+        return total / self.evaluated_tokens if self.evaluated_tokens > 0 else 0.0
+
+    @property
+    def rpc_decode_bytes_per_token(self) -> float:
+        """Network bytes (sent + received) per token evaluated in decode (``llama_n_decode``), 0.0 without."""
+        total = self.rpc_decode_sent_bytes + self.rpc_decode_received_bytes
+        return total / self.llama_n_decode if self.llama_n_decode > 0 else 0.0
 
     @property
     def prefill_tok_s(self) -> float:
@@ -263,6 +284,8 @@ class LoadSettings:
             and every Glassbox before this setting ran with; settings saved before it read as OFF).
         type_k, type_v: K and V cache types (:class:`~app.core.memory.KVCacheType`); a
             quantized V cache needs flash attention (AUTO or ON).
+        rpc_servers: ``host:port`` of machines running llama.cpp's rpc-server; layers are offloaded
+            to them (n_gpu_layers counts them as GPU layers). Empty: this machine only.
     """
 
     n_ctx: int = 4096
@@ -274,10 +297,12 @@ class LoadSettings:
     flash_attn: FlashAttention = FlashAttention.OFF
     type_k: KVCacheType = KVCacheType.F16
     type_v: KVCacheType = KVCacheType.F16
+    rpc_servers: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        # Callers outside core may still pass the values as text.
-        given: object = self.context_policy
+        servers: object = self.rpc_servers  # a list from JSON or a caller, or one text
+        object.__setattr__(self, "rpc_servers", (servers,) if isinstance(servers, str) else tuple(self.rpc_servers))
+        given: object = self.context_policy  # callers outside core may still pass the values as text
         if not isinstance(given, ContextPolicy):
             object.__setattr__(self, "context_policy", ContextPolicy.parse(given))
         fa: object = self.flash_attn
@@ -311,7 +336,8 @@ class LoadSettings:
         """Build from stored values: a value of the wrong type reads as the field's default,
         an unknown context policy as ``STOP``, an unknown flash attention value as ``OFF``, an
         unknown cache type as ``f16``, a missing field (settings saved by an older Glassbox)
-        as its default; n_ctx, n_batch and n_threads are clamped (0..2^20, 16..8192, 0..512)."""
+        as its default; n_ctx, n_batch and n_threads are clamped (0..2^20, 16..8192, 0..512);
+        ``rpc_servers`` keeps the entries that are ``host:port``."""
         if not data:
             return cls()
         base = cls()
@@ -327,6 +353,9 @@ class LoadSettings:
             if k in parsers:
                 out[k] = parsers[k](v)
                 continue
+            if k == "rpc_servers":
+                out[k] = _stored_servers(v)
+                continue
             try:
                 out[k] = type(default)(v)
             except (TypeError, ValueError):
@@ -335,3 +364,17 @@ class LoadSettings:
         out["n_batch"] = max(16, min(out["n_batch"], 8192))
         out["n_threads"] = max(0, min(out["n_threads"], 512))
         return cls(**out)
+
+
+def _stored_servers(value: object) -> tuple[str, ...]:
+    """``rpc_servers`` from stored values: a list (or one text) of ``host:port``; others are dropped."""
+    items = [value] if isinstance(value, str) else value if isinstance(value, list | tuple) else []
+    out: list[str] = []
+    for item in items:
+        if not isinstance(item, str):
+            continue
+        try:
+            out.extend(s for s in parse_servers(item) if s not in out)
+        except RpcError:
+            continue
+    return tuple(out)

@@ -24,6 +24,7 @@ from app.core.funnel import Funnel
 from app.core.gguf_info import GGUFInfo
 from app.core.memory import KVCacheLayout
 from app.core.remote import RemoteFacts
+from app.core.rpc import DevicePlacement
 from app.core.sampling import SamplerSettings
 from app.core.token_inspection import TokenInspection
 
@@ -213,12 +214,15 @@ class EngineReady:
         devices: the GPU devices llama.cpp sees with their free and total memory
             (``ggml_backend_dev_memory``), for "will it fit" verdicts; CPU and
             host-memory accelerator devices are not listed, so a CPU build gives ``()``.
+        rpc: whether this build has llama.cpp's RPC backend (``GGML_RPC=ON``): layers can go to
+            rpc-server machines (``LoadSettings.rpc_servers``).
     """
 
     llama_cpp_version: str
     system_info: str
     gpu_offload: bool
     devices: tuple[DeviceMemory, ...] = ()
+    rpc: bool = False
 
 
 @dataclass(frozen=True)
@@ -248,6 +252,11 @@ class ModelLoaded:
         remote: set when the engine is a remote server (:mod:`app.remote`): what it reported.
             ``info`` then holds no tensors (the file is on the server: ``info.path`` is the model
             id), ``kv_layout`` no layers, and the byte figures are 0 (not reported).
+        placement: which device holds which layers, weights and KV cache (llama.cpp's load log),
+            the local CPU first; ``()`` when the log did not say.
+        rpc_load_sent_bytes: TCP payload bytes sent to the RPC servers while loading (the weights
+            they hold) on the connections the model keeps (llama.cpp's short query connections
+            during the load, a few KiB, are not seen), 0 without RPC servers.
     """
 
     request_id: int
@@ -270,6 +279,8 @@ class ModelLoaded:
     add_bos: bool
     flash_attn_active: bool = False
     remote: RemoteFacts | None = None
+    placement: tuple[DevicePlacement, ...] = ()
+    rpc_load_sent_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -419,6 +430,7 @@ class FailureKind(str, enum.Enum):
     NO_LOGITS = "no_logits"  #: a funnel asked for a step whose logits are not stored
     NOT_IN_CONTEXT = "not_in_context"  #: an inspection asked for a position the KV cache no longer holds
     INTERNAL = "internal"  #: a bug in the engine; details in engine.log
+    RPC = "rpc"  #: an RPC server of the load settings cannot be used (unreachable, busy, another version)
     # Failures the window gives a request of the local API (app/server) without the engine:
     ENGINE = "engine"  #: the engine process stopped, restarted or the server was switched off
     BUSY = "busy"  #: the person's reply is in flight and the server refuses while busy

@@ -21,6 +21,7 @@ from app.engine.backends import load_backends
 from app.engine.devices import gpu_devices
 from app.engine.errors import CancelFlag, EngineError
 from app.engine.llama_log import LlamaLog
+from app.engine.rpc import rpc_supported
 from app.engine.session import Session
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,8 @@ def serve(conn: Connection, cancel: CancelFlag, t0: float) -> None:
     except (AttributeError, OSError) as exc:  # a libggml without the backend device API
         log.warning("GPU devices cannot be listed: %s", exc)
         devices = ()
-    emit(P.EngineReady(llama_cpp.__version__, system_info, bool(llama_cpp.llama_supports_gpu_offload()), devices))
+    # gpu_offload: a GPU of this machine (llama_supports_gpu_offload() says yes for any RPC build).
+    emit(P.EngineReady(llama_cpp.__version__, system_info, bool(devices), devices, rpc=rpc_supported()))
     session = Session(emit, cancel, llama_log)
     inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
     inspections: queue.SimpleQueue[object] = queue.SimpleQueue()

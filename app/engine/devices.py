@@ -76,3 +76,15 @@ def gpu_devices(lib: Any | None = None) -> tuple[DeviceMemory, ...]:
         desc = (lib.ggml_backend_dev_description(dev) or b"").decode("utf-8", errors="replace")
         out.append(DeviceMemory(name, desc, DeviceType(kind) == DeviceType.IGPU, int(free.value), int(total.value)))
     return tuple(out)
+
+
+def local_gpu_offload(lib: Any | None = None) -> bool:
+    """Whether layers can go to a GPU of this machine (a GPU or integrated GPU device exists).
+
+    ``llama_supports_gpu_offload()`` is not this: it also says yes for any build with the RPC
+    backend (``GGML_RPC=ON``), GPU or not. RPC servers are :mod:`app.engine.rpc`'s.
+    """
+    try:
+        return bool(gpu_devices(lib))
+    except (AttributeError, OSError):
+        return False

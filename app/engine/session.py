@@ -35,8 +35,10 @@ from app.core.chat import ChatMessage, ContextPolicy, FlashAttention, Generation
 from app.core.chat_template import SAMPLE_CONVERSATION
 from app.core.gguf_info import GGUFError, GGUFInfo, check_loadable
 from app.core.memory import KVCacheLayout, KVCacheType, kv_cache_layout, n_ubatch_for
-from app.engine import kv_snapshot
+from app.core.rpc import RpcError
+from app.engine import kv_snapshot, rpc
 from app.engine.decode import DecodeResult, TurnStats, decode_loop, make_sampler
+from app.engine.devices import local_gpu_offload
 from app.engine.errors import CancelFlag, EngineError
 from app.engine.forced import forced_from_env
 from app.engine.funnel import run_funnel
@@ -91,6 +93,7 @@ class Session:
         self._m: _Loaded | None = None
         self._cache_from_api = False  # the KV cache holds what an external request left, nothing of the person's
         self._store: ReplyLogits | None = None  # the latest reply's logits, kept with keep_logits
+        self._rpc = rpc.NO_RPC  # the loaded model's RPC servers (app.engine.rpc), their devices and bytes
         # Held while the funnel runs (on the pipe reader's thread) and while a model is freed or
         # set, so a funnel never uses a model being unloaded; generation does not take it.
         self._model_lock = threading.Lock()
@@ -139,7 +142,8 @@ class Session:
         """Load ``req.path``; the previous model (if any) is freed first.
 
         Raises:
-            EngineError: ``bad_model`` (the file fails validation; llama.cpp never sees it)
+            EngineError: ``bad_model`` (the file fails validation; llama.cpp never sees it),
+                ``rpc`` (an RPC server cannot be used: unreachable, busy, another llama.cpp version)
                 or ``load`` (llama.cpp refused it; its error lines are quoted).
         """
         t0 = time.perf_counter()
@@ -149,7 +153,8 @@ class Session:
             raise EngineError(P.FailureKind.BAD_MODEL, exc.message) from None
         self.unload()
         s = req.settings
-        gpu = bool(llama_cpp.llama_supports_gpu_offload())
+        link = self._connect_rpc(s.rpc_servers)  # after unload: the previous model's connections are closed
+        gpu = link.active or local_gpu_offload()
         n_threads = s.n_threads or auto_threads()
         n_threads_batch = s.n_threads or auto_threads_batch()
         n_ctx_req = s.n_ctx or info.context_length or 4096
@@ -158,6 +163,7 @@ class Session:
         if s.v_cache_conflict:  # llama.cpp would refuse it with one log line; say why and what to do
             raise EngineError(P.FailureKind.LOAD, f"{Path(req.path).name} was not loaded. {s.v_cache_conflict}")
         self.llama_log.mark()
+        restore = link.use_devices()  # the Llama below loads onto the RPC devices (then this machine's GPUs)
         try:
             llm = GlassboxLlama(
                 model_path=req.path,
@@ -185,6 +191,9 @@ class Session:
                 "The file passed Glassbox's checks, so this llama.cpp build may not support this "
                 f"architecture ({info.architecture}) or quantization ({info.quant_type}){cache}, or memory ran out.",
             ) from None
+        finally:
+            restore()
+        self._rpc = link
         flash_attn_active = self.llama_log.flash_attn_resolved()
         if flash_attn_active is None:
             flash_attn_active = s.flash_attn is not FlashAttention.OFF
@@ -247,6 +256,8 @@ class Session:
             eos_text=eos_text,
             eog_token_ids=tuple(sorted({t for t in (vocab.eos, vocab.eot) if t >= 0})),
             add_bos=vocab.add_bos,
+            placement=link.placement([line for _, line in self.llama_log.since_mark()], info.n_layer),
+            rpc_load_sent_bytes=link.sample()[0],
         )
 
     def unload(self) -> None:
@@ -263,6 +274,18 @@ class Session:
                 self._m.token_inspector.close()  # its context uses the model: freed first
                 self._m.llm.close()
             self._m = None
+            self._rpc = rpc.NO_RPC
+
+    def _connect_rpc(self, servers: Sequence[str]) -> rpc.RpcLink:
+        """The RPC link for a load on ``servers`` (:func:`app.engine.rpc.connect`).
+
+        Raises:
+            EngineError: ``rpc``, with the server and what to do.
+        """
+        try:
+            return rpc.connect(servers)
+        except RpcError as exc:
+            raise EngineError(P.FailureKind.RPC, exc.message) from None
 
     def reset(self) -> None:
         """Empty the KV cache ("New chat")."""
@@ -410,6 +433,7 @@ class Session:
         """Prefill and decode the fitted ``prompt`` (the rest of :meth:`generate`)."""
         llm = m.llm
         llama_cpp.llama_perf_context_reset(llm.ctx)
+        self._rpc.turn_started()
 
         t_reuse = time.perf_counter_ns()
         cached = rewind_to_prefix(llm, prompt.tokens)
@@ -439,6 +463,7 @@ class Session:
         prefill_ns = time.perf_counter_ns() - t_prefill0
         stats.evaluated_tokens = done
         stats.prefill_s = prefill_ns / 1e9
+        self._rpc.prefill_done()
         if done < len(new):  # cancelled during prefill
             return self._finish(req, stats, DecodeResult("", StopReason.CANCELLED, 0, 0, 0, 0), t0)
 
@@ -608,6 +633,7 @@ class Session:
         llm = m.llm
         perf = llama_cpp.llama_perf_context(llm.ctx)
         t_first, t_last, n_gen = result.t_first_ns, result.t_last_ns, result.generated
+        rpc_bytes = self._rpc.turn_bytes()
         final = GenerationStats(
             prompt_tokens=stats.prompt_tokens,
             cached_tokens=stats.cached_tokens,
@@ -628,5 +654,9 @@ class Session:
             llama_decode_ms=float(perf.t_eval_ms),
             llama_n_prefill=int(perf.n_p_eval),
             llama_n_decode=int(perf.n_eval),
+            rpc_prefill_sent_bytes=rpc_bytes.get("rpc_prefill_sent_bytes", 0),
+            rpc_prefill_received_bytes=rpc_bytes.get("rpc_prefill_received_bytes", 0),
+            rpc_decode_sent_bytes=rpc_bytes.get("rpc_decode_sent_bytes", 0),
+            rpc_decode_received_bytes=rpc_bytes.get("rpc_decode_received_bytes", 0),
         )
         return P.Finished(req.request_id, result.text, final, elapsed_s=(time.perf_counter_ns() - t0) / 1e9)

@@ -272,6 +272,7 @@ class MainWindow(QMainWindow):
         self.system_bar.changed.connect(self._system_prompt_changed)
         self.model_panel.reload_requested.connect(self._reload_with)
         self.model_panel.load_settings_edited.connect(self._load_settings_edited)
+        self.engine.generation_finished.connect(lambda ev: self.model_panel.rpc.show_turn(ev.stats))
         self.tokens_dock.visibilityChanged.connect(lambda shown: self._inspector_visibility(self.tokens_dock, shown))
         self.funnel_dock.visibilityChanged.connect(self._funnel_visibility)
         self.sampler_panel.settings_changed.connect(self.funnel.set_settings)
@@ -505,7 +506,7 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------------------ engine events
     def _on_engine_ready(self, ev: P.EngineReady) -> None:
-        self.model_panel.set_gpu_offload(ev.gpu_offload)
+        self.model_panel.set_gpu_offload(ev.gpu_offload, ev.rpc)
         self.models.set_gpu_devices(ev.devices)
 
     def _on_model_loaded(self, ev: P.ModelLoaded) -> None:

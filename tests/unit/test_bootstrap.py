@@ -54,12 +54,31 @@ def test_the_pin_is_found_without_tomllib(
 
 def test_cmake_args_default_override_and_memory(bootstrap: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CMAKE_ARGS", raising=False)
-    assert bootstrap.effective_cmake_args(None)[0] == "-DGGML_NATIVE=OFF"
+    assert bootstrap.effective_cmake_args(None)[0] == "-DGGML_NATIVE=OFF -DGGML_RPC=ON"
     assert bootstrap.effective_cmake_args("-DGGML_NATIVE=OFF -DGGML_CUDA=on")[0] == "-DGGML_NATIVE=OFF -DGGML_CUDA=on"
     monkeypatch.setenv("CMAKE_ARGS", "  -DGGML_CUDA=on ")
     assert bootstrap.effective_cmake_args(None)[0] == "-DGGML_NATIVE=OFF -DGGML_CUDA=on"
     monkeypatch.setenv("CMAKE_ARGS", "-DGGML_NATIVE=ON")
     assert bootstrap.effective_cmake_args("-DGGML_CUDA=on")[0] == "-DGGML_NATIVE=ON"
+
+
+def test_a_setup_remembered_with_the_earlier_default_gets_the_rpc_backend(
+    bootstrap: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CMAKE_ARGS", raising=False)
+    args, origin = bootstrap.effective_cmake_args("-DGGML_NATIVE=OFF")  # what setups before RPC remembered
+    assert args == "-DGGML_NATIVE=OFF -DGGML_RPC=ON"
+    assert "RPC" in origin and "-DGGML_NATIVE=OFF" in origin
+    assert bootstrap.wheel_key("0.3.36", args) != bootstrap.wheel_key("0.3.36", "-DGGML_NATIVE=OFF")  # rebuilt once
+    # A choice of the person's own is kept as it is; one without RPC says how to add it.
+    assert bootstrap.effective_cmake_args("-DGGML_NATIVE=OFF -DGGML_RPC=OFF")[0] == "-DGGML_NATIVE=OFF -DGGML_RPC=OFF"
+    monkeypatch.setenv("CMAKE_ARGS", "-DGGML_CUDA=on")
+    args, origin = bootstrap.effective_cmake_args(None)
+    assert args == "-DGGML_NATIVE=OFF -DGGML_CUDA=on"
+    assert "-DGGML_RPC=ON" in origin
+    # The bundle's options are its own: no RPC backend added (its all-variants build is long).
+    monkeypatch.setenv("CMAKE_ARGS", bootstrap.BUNDLE_CMAKE_ARGS)
+    assert bootstrap.effective_cmake_args(None)[0] == bootstrap.BUNDLE_CMAKE_ARGS
 
 
 def test_the_wheel_key_follows_what_changes_the_binary(bootstrap: ModuleType) -> None:

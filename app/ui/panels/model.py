@@ -30,6 +30,7 @@ from app.core.remote import NOT_REPORTED, RemoteFacts
 from app.ui.common import palette
 from app.ui.common.wheel_guard import guard_wheel
 from app.ui.panels.architecture_view import ArchitectureView
+from app.ui.panels.rpc_servers import RpcServersBox
 
 
 def available_cpus() -> int:
@@ -226,6 +227,9 @@ class ModelPanel(QWidget):
         self._load_form = form
         form.setRowVisible(self.swa_full, False)  # shown for a model with sliding-window layers
         lay.addLayout(form)
+        self.rpc = RpcServersBox()  # rpc-server machines to split the model across (app/ui/panels/rpc_servers.py)
+        self.rpc.edited.connect(self._person_edited)
+        lay.addWidget(self.rpc)
         for w in (
             self.n_ctx,
             self.n_gpu_layers,
@@ -289,6 +293,7 @@ class ModelPanel(QWidget):
             flash_attn=FlashAttention(self.flash_attn.currentData()),
             type_k=KVCacheType(self.type_k.currentData()),
             type_v=KVCacheType(self.type_v.currentData()),
+            rpc_servers=self.rpc.servers(),
         )
 
     def set_load_settings(self, s: LoadSettings) -> None:
@@ -313,6 +318,7 @@ class ModelPanel(QWidget):
         i = self.policy.findData(ContextPolicy(s.context_policy).value)
         self.policy.setCurrentIndex(max(0, i))
         self.swa_full.setChecked(s.swa_full)
+        self.rpc.set_servers(s.rpc_servers)
         self.flash_attn.setCurrentIndex(max(0, self.flash_attn.findData(s.flash_attn.value)))
         self.type_k.setCurrentIndex(max(0, self.type_k.findData(s.type_k.value)))
         self.type_v.setCurrentIndex(max(0, self.type_v.findData(s.type_v.value)))
@@ -321,11 +327,15 @@ class ModelPanel(QWidget):
         self._applied = s
         self._edited()
 
-    def set_gpu_offload(self, available: bool) -> None:
+    def set_gpu_offload(self, available: bool, rpc: bool = False) -> None:
+        """Whether this machine has a GPU, and whether this build has the RPC backend (layers to other machines)."""
         self.gpu_offload = available
-        self.n_gpu_layers.setEnabled(available)
+        self.n_gpu_layers.setEnabled(available or rpc)
+        self.rpc.set_available(rpc)
         if available:
             note = ""
+        elif rpc:
+            note = "No GPU here: n_gpu_layers counts the layers sent to the RPC servers, if any are listed."
         elif getattr(sys, "frozen", False):  # the double-click build: nothing to rebuild there
             note = "This build of Glassbox runs on the CPU only: n_gpu_layers has no effect."
         else:
@@ -340,6 +350,7 @@ class ModelPanel(QWidget):
 
     def set_model(self, loaded: P.ModelLoaded | None) -> None:
         self.loaded = loaded
+        self.rpc.set_model(loaded)
         self.info = loaded.info if loaded else None
         while self.facts.rowCount():
             self.facts.removeRow(0)
