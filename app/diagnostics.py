@@ -41,7 +41,6 @@ from PySide6.QtCore import (
 log = logging.getLogger(__name__)
 qt_log = logging.getLogger("app.qt")
 
-NOTICE_TOPIC = "internal-error"  # the banner topic of the notice
 MAX_MESSAGE_CHARS = 200  # the exception's message is cut to this in the notice (the log has it whole)
 
 _QT_LEVELS = {

@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication
 
     from app import APP_ID, logfiles
-    from app.diagnostics import NOTICE_TOPIC, Diagnostics
+    from app.diagnostics import Diagnostics
     from app.paths import default_paths
     from app.ui.single_instance import SingleInstance
     from app.ui.theme import apply_theme
@@ -76,9 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     apply_theme(app)
 
     window = create_window(paths)
-    from app.ui.common.severity import Severity
-
-    diagnostics.set_notice(lambda text: window.banner.show_message(Severity.ERROR, text, topic=NOTICE_TOPIC))
+    diagnostics.set_notice(internal_error_notice(window))
     engine = window.engine
     settings = window.settings
     engine.start()
@@ -94,6 +92,15 @@ def main(argv: list[str] | None = None) -> int:
     window.conversations.close()
     instance.release()
     return code
+
+
+def internal_error_notice(window):
+    """What shows an unexpected error to the person (:meth:`app.diagnostics.Diagnostics.set_notice`):
+    the window's banner, as an error, under its own topic."""
+    from app.ui.banner import BannerTopic
+    from app.ui.common.severity import Severity
+
+    return lambda text: window.banner.show_message(Severity.ERROR, text, topic=BannerTopic.INTERNAL_ERROR)
 
 
 def _open_model(window, path: Path, *, explicit: bool) -> None:

@@ -28,6 +28,7 @@ class BannerTopic(str, enum.Enum):
     SYSTEM_PROMPT = "system-prompt"  # a chat's system prompt was edited (offer it for new chats)
     CONTEXT = "context"  # the context filled (a reply stopped at n_ctx, or old turns were dropped)
     DELETED_MESSAGE = "deleted-message"  # Undo of a message deletion, until the chat changes
+    INTERNAL_ERROR = "internal-error"  # an unexpected error in the window (app/diagnostics.py), with its log
 
 
 class Banner(QFrame):

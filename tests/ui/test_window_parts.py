@@ -377,3 +377,13 @@ def test_the_decode_speed_series_extends_as_tokens_arrive_and_equals_a_whole_rec
     assert xs == pytest.approx([w[0] for w in want]) and ys == pytest.approx([w[1] for w in want])
     turn.start()  # a new turn starts a new series
     assert turn.rate_series() == ([], [])
+
+
+def test_an_internal_error_notice_reaches_the_banner(qtbot, window):
+    """app/main.py wires app/diagnostics.py's notice to the banner: it must not raise (an unknown
+    banner topic once made every internal error invisible)."""
+    from app.main import internal_error_notice
+
+    notice = internal_error_notice(window)
+    notice("Something went wrong inside Glassbox (ValueError: boom). Details are in app.log.")
+    assert "ValueError: boom" in window.banner.text.text() and window.banner.isVisibleTo(window)
