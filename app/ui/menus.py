@@ -28,7 +28,7 @@ COMPOSER_KEYS: tuple[tuple[str, str], ...] = (
     ("Stop the reply (from anywhere in the window)", "Esc"),
     ("Next / previous control", "Tab / Shift+Tab"),
 )
-DOCK_KEYS = ("Ctrl+Shift+1", "Ctrl+Shift+2", "Ctrl+Shift+3", "Ctrl+Shift+4", "Ctrl+Shift+5", "Ctrl+Shift+6")
+DOCK_KEYS = tuple(f"Ctrl+Shift+{i}" for i in range(1, 9))
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,18 @@ def build_menus(w: MainWindow) -> MenuActions:
     act_prev = _action(w, v, "&Previous chat", ("Ctrl+PgUp",), lambda: step_chat(w, -1))
     v.addSeparator()
     for d, key in zip(
-        (w.chats_dock, w.model_dock, w.stats_dock, w.sampler_dock, w.tokens_dock, w.server_dock), DOCK_KEYS, strict=True
+        (
+            w.chats_dock,
+            w.model_dock,
+            w.stats_dock,
+            w.sampler_dock,
+            w.tokens_dock,
+            w.server_dock,
+            w.funnel_dock,
+            w.timeline_dock,
+        ),
+        DOCK_KEYS,
+        strict=True,
     ):
         toggle = d.toggleViewAction()
         toggle.setText(f"{d.windowTitle()} panel")

@@ -531,8 +531,22 @@ def test_the_shortcuts_sheet_lists_every_shortcut_from_the_actions(qtbot, window
     for a in actions:
         for k in a.shortcuts():
             assert k.toString(QKeySequence.SequenceFormat.NativeText) in listed, a.text()
-    for what in ("Search chats", "Next chat", "Previous chat", "Models page", "Stats panel", "Keyboard shortcuts"):
+    for what in (
+        "Search chats",
+        "Next chat",
+        "Previous chat",
+        "Models page",
+        "Stats panel",
+        "Funnel panel",
+        "Timeline panel",
+        "Keyboard shortcuts",
+    ):
         assert what in listed
+    window.timeline_dock.close()  # a closed panel comes back from the View menu (and its key)
+    [view] = [a.menu() for a in window.menuBar().actions() if a.text() == "&View"]
+    [toggle] = [a for a in view.actions() if a.text() == "Timeline panel"]
+    toggle.trigger()
+    assert window.timeline_dock.isVisibleTo(window)
     assert all(f"{what}: {keys}" in listed for what, keys in COMPOSER_KEYS)
     from app.ui.common.dialogs import TextDialog
 
