@@ -96,16 +96,24 @@ def test_a_cut_table_keeps_its_header_once_and_its_columns_in_line():
     assert 'width="' not in (small[0] + small[1])[-1].html  # a short table keeps its natural widths
 
 
+def _count_lexing(monkeypatch) -> list[str]:
+    """Record every chunk Pygments lexes (a fresh cache of :func:`highlight.highlight_from`)."""
+    calls: list[str] = []
+    raw = highlight.highlight_from.__wrapped__
+
+    def counting(state, chunk: str, language: str):
+        calls.append(chunk)
+        return raw(state, chunk, language)
+
+    cached = lru_cache(maxsize=1024)(counting)
+    monkeypatch.setattr(highlight, "highlight_from", cached)
+    monkeypatch.setattr(markdown, "highlight_from", cached)
+    return calls
+
+
 def test_a_finished_code_chunk_is_not_highlighted_again(monkeypatch):
     """Pygments runs once per finished chunk (the cache keeps it), and never on more than a chunk."""
-    calls: list[str] = []
-    raw = highlight.highlight_chunk.__wrapped__
-
-    def counting(context: str, chunk: str, language: str) -> str:
-        calls.append(chunk)
-        return raw(context, chunk, language)
-
-    monkeypatch.setattr(markdown, "highlight_chunk", lru_cache(maxsize=1024)(counting))
+    calls = _count_lexing(monkeypatch)
     _segs, doc = streamed(code_doc(100))
     code = [s for s in doc.final if s.kind is SegmentKind.CODE]
     assert len(code) >= 3
@@ -118,14 +126,7 @@ def test_a_finished_code_chunk_is_not_highlighted_again(monkeypatch):
 def test_a_streaming_code_block_is_lexed_once_per_line_not_once_per_token(monkeypatch):
     """The line being written is shown plain; Pygments runs when a line ends (and once more per chunk
     at the end), so a repaint in the middle of a line costs no lexing."""
-    calls: list[str] = []
-    raw = highlight.highlight_chunk.__wrapped__
-
-    def counting(context: str, chunk: str, language: str) -> str:
-        calls.append(chunk)
-        return raw(context, chunk, language)
-
-    monkeypatch.setattr(markdown, "highlight_chunk", lru_cache(maxsize=1024)(counting))
+    calls = _count_lexing(monkeypatch)
     text = code_doc(100)
     tokens = list(tokens_of(text))
     segs, _doc = streamed(text)
@@ -146,14 +147,43 @@ def test_the_line_being_written_shows_plain_until_the_next_begins():
     assert coloured.search(tail[-1].html)  # "import" got its colour once the next line began
 
 
+def _char_styles(body: str) -> list[tuple[str, str]]:
+    """Each visible character of highlighted HTML with its inline style (spans may be cut differently)."""
+    import html as html_mod
+
+    out = []
+    body = re.sub(r"</?pre[^>]*>", "", body)
+    for m in re.finditer(r'<span style="([^"]*)">([^<]*)</span>|([^<]+)', body):
+        style, text = (m.group(1), m.group(2)) if m.group(1) is not None else ("", m.group(3))
+        out += [(c, style) for c in html_mod.unescape(text) if not c.isspace()]
+    return out
+
+
 def test_a_docstring_across_a_chunk_boundary_keeps_its_colour():
     lines = ["x = 1"] * (highlight.CODE_CHUNK - 2) + ['"""a docstring', "over", "several", "lines", '"""', "y = 2"]
     code = "\n".join(lines)
-    chunks = highlight.code_chunks(code)
+    chunks = highlight.code_chunks(code, "python")
     second = highlight.highlight_chunk(*chunks[1], "python")
-    whole = highlight.highlight_chunk("", code, "python")
+    whole = highlight.highlight_chunk(highlight.ROOT, code, "python")
     string_style = whole.split("a docstring")[0].rsplit("<span", 1)[1]
     assert second.startswith("<span" + string_style.split(">")[0])  # "several" is coloured as a string
+
+
+@pytest.mark.parametrize("doc_lines", [20, 60])
+def test_a_docstring_longer_than_several_chunks_keeps_its_colours_and_the_code_after_it(doc_lines):
+    """Each chunk is lexed from the state the one before ended in: a 20- or 60-line docstring (more
+    than any fixed number of context lines) and the code after it are coloured as when the block is
+    lexed whole, streamed or rendered at once."""
+    body = "\n".join(f"    doc line {i} with 12 numbers and 'quotes'" for i in range(doc_lines))
+    code = f'def f():\n    """{body}\n    """\n    return 1\n\n\ndef g(x):\n    return x * 2\n'
+    whole = _char_styles(highlight.highlight_chunk(highlight.ROOT, code.rstrip("\n"), "python"))
+    assert _char_styles(markdown.render_code(code.rstrip("\n"), "python")) == whole
+    segs, _doc = streamed(f"Code:\n\n```python\n{code}```\n")
+    shown = "\n".join(s.html for s in segs if s.kind is SegmentKind.CODE)
+    assert _char_styles(shown) == whole
+    styles = dict(whole[-12:])  # "return x * 2": "return" is a keyword, not a string
+    string_style = dict(_char_styles(highlight.highlight_chunk(highlight.ROOT, '"""s"""', "python")))["s"]
+    assert styles["r"] != string_style
 
 
 def test_the_view_joins_code_chunks_in_one_block_and_copy_gives_the_whole_code(qtbot):
@@ -216,16 +246,16 @@ def test_warm_up_loads_the_common_code_lexers_on_a_background_thread():
 
     highlight._warm.clear()  # as in a fresh process: nothing loaded yet
     highlight._lexer.cache_clear()
-    highlight.highlight_chunk.cache_clear()
+    highlight.highlight_from.cache_clear()
     highlight.warm_up()
     assert highlight._warm and highlight._warm[0] is not threading.current_thread()
     highlight._warm[0].join(60)
     assert not highlight._warm[0].is_alive()
-    before = highlight.highlight_chunk.cache_info().hits
+    before = highlight.highlight_from.cache_info().hits
     for language in highlight.WARM_LANGUAGES:
-        highlight.highlight_chunk("", "x = 1", language)
+        highlight.highlight_chunk(highlight.ROOT, "x = 1", language)
     # every language was loaded and highlighted already: the UI thread finds them ready
-    assert highlight.highlight_chunk.cache_info().hits - before == len(highlight.WARM_LANGUAGES)
+    assert highlight.highlight_from.cache_info().hits - before == len(highlight.WARM_LANGUAGES)
 
 
 def test_the_reply_end_does_not_measure_the_reply_again(qtbot):

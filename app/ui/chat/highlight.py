@@ -2,12 +2,13 @@
 
 A fenced code block is cut into chunks of ``CODE_CHUNK`` lines. Each chunk is
 highlighted once it is complete and never again; only the last, growing chunk
-is re-highlighted on a repaint. So that a construct that spans a chunk
-boundary (a docstring, a block comment) keeps its colours, a chunk is lexed
-together with up to ``CODE_CONTEXT`` lines before it and only its own
-characters are kept. The result depends only on the code, not on how it
-streamed: a block rendered at once and one that streamed token by token give
-the same HTML.
+is re-highlighted, once per line. So that a construct that spans chunk
+boundaries (a docstring, a block comment, however long) keeps its colours, a
+chunk is lexed from the lexer state the previous chunk ended in (Pygments'
+``RegexLexer`` takes a start state; the end state is read from the suspended
+lexer, see :func:`highlight_from`). The result depends only on the code, not on
+how it streamed: a block rendered at once and one that streamed token by token
+give the same HTML, with the colours of the whole block lexed in one go.
 
 Pygments with the monokai style; the output is ``<span style="color:…">``
 runs (Qt's rich text has no stylesheet classes).
@@ -19,7 +20,7 @@ import html
 import threading
 from functools import lru_cache
 
-from pygments.lexer import Lexer
+from pygments.lexer import ExtendedRegexLexer, Lexer, RegexLexer
 from pygments.lexers import TextLexer, get_lexer_by_name
 from pygments.styles import get_style_by_name
 from pygments.token import _TokenType
@@ -30,7 +31,8 @@ from app.ui.common import palette
 CODE_CHUNK = (
     8  # lines per highlighted chunk (and per label) of a code block: a streaming block re-lays out at most these
 )
-CODE_CONTEXT = 12  # lines before a chunk lexed with it, for constructs that span chunks
+ROOT: tuple[str, ...] = ("root",)  # a lexer's state at the start of a block
+_SENTINEL = "x"  # lexed after a chunk's last newline: the state it is lexed in is the chunk's end state
 
 # Fence languages whose lexers load on a background thread at start (see warm_up).
 WARM_LANGUAGES = ("python", "bash", "javascript", "typescript", "json", "c", "cpp", "rust", "go", "java", "html", "sql")
@@ -62,34 +64,69 @@ def _span_style(ttype: _TokenType) -> str:
 
 
 @lru_cache(maxsize=1024)
-def highlight_chunk(context: str, chunk: str, language: str) -> str:
-    """HTML of ``chunk`` (lines of code), lexed after ``context`` (the lines before it, or "").
+def highlight_from(state: tuple[str, ...], chunk: str, language: str) -> tuple[str, tuple[str, ...]]:
+    """HTML of ``chunk`` (lines of code) lexed from lexer state ``state``, and the state it ends in.
 
-    Returns the runs of ``chunk`` only (no ``<pre>``), newlines kept as ``\\n``.
+    Returns the runs of ``chunk`` only (no ``<pre>``), newlines kept as ``\\n``, and the lexer's
+    state stack after the chunk's last line (:data:`ROOT` for lexers that are not plain
+    ``RegexLexer``s: those are lexed chunk by chunk from the start state, the end state unknown).
+    The end state is the stack the lexer holds when it lexes a sentinel character put after the
+    chunk and its newline, read from the suspended generator's frame (``statestack`` in
+    ``RegexLexer.get_tokens_unprocessed``).
     """
     lexer = _lexer(language)
-    skip = len(context) + 1 if context else 0
-    text = f"{context}\n{chunk}" if context else chunk
+    stateful = isinstance(lexer, RegexLexer) and not isinstance(lexer, ExtendedRegexLexer)
+    if stateful:
+        gen = lexer.get_tokens_unprocessed(f"{chunk}\n{_SENTINEL}", stack=state)
+    else:
+        gen = ((pos, ttype, value) for pos, (ttype, value) in _positions(lexer.get_tokens(chunk)))
+    boundary = len(chunk) + 1
     out: list[str] = []
-    pos = 0
-    for ttype, value in lexer.get_tokens(text):
-        end = pos + len(value)
-        if end > skip:
-            part = value[max(0, skip - pos) :]
+    end = ROOT
+    for pos, ttype, value in gen:
+        if pos + len(value) > boundary:  # the token that lexes the sentinel
+            frame = getattr(gen, "gi_frame", None)
+            stack = frame.f_locals.get("statestack") if frame is not None else None
+            end = tuple(stack) if stack else ROOT
+            value = value[: max(0, len(chunk) - pos)]
+            if not value:
+                break
+        part = value[: max(0, len(chunk) - pos)]
+        if part:
             style = _span_style(ttype)
             esc = html.escape(part, quote=False)
             out.append(f'<span style="{style}">{esc}</span>' if style and part.strip() else esc)
-        pos = end
-    return "".join(out)
+        if pos + len(value) >= len(chunk):
+            if end is ROOT and stateful:
+                continue  # the newline and the sentinel are still to come: they give the end state
+            break
+    if hasattr(gen, "close"):
+        gen.close()
+    return "".join(out), end
 
 
-def code_chunks(code: str) -> list[tuple[str, str]]:
-    """``(context, chunk)`` pairs of a code block: chunks of ``CODE_CHUNK`` lines, each with its context lines."""
+def _positions(tokens):  # type: ignore[no-untyped-def]
+    pos = 0
+    for ttype, value in tokens:
+        yield pos, (ttype, value)
+        pos += len(value)
+
+
+def highlight_chunk(state: tuple[str, ...], chunk: str, language: str) -> str:
+    """HTML of ``chunk`` lexed from ``state`` (see :func:`highlight_from`)."""
+    return highlight_from(state, chunk, language)[0]
+
+
+def code_chunks(code: str, language: str) -> list[tuple[tuple[str, ...], str]]:
+    """``(start state, chunk)`` pairs of a code block: chunks of ``CODE_CHUNK`` lines, each with the
+    lexer state the chunks before it ended in."""
     lines = code.split("\n")
     out = []
+    state = ROOT
     for a in range(0, max(1, len(lines)), CODE_CHUNK):
-        ctx = "\n".join(lines[max(0, a - CODE_CONTEXT) : a])
-        out.append((ctx, "\n".join(lines[a : a + CODE_CHUNK])))
+        chunk = "\n".join(lines[a : a + CODE_CHUNK])
+        out.append((state, chunk))
+        state = highlight_from(state, chunk, language)[1]
     return out
 
 
@@ -113,7 +150,7 @@ def warm_up() -> None:
 
         def load() -> None:
             for language in WARM_LANGUAGES:
-                highlight_chunk("", "x = 1", language)
+                highlight_chunk(ROOT, "x = 1", language)
 
         t = threading.Thread(target=load, name="pygments-warm-up", daemon=True)
         _warm.append(t)

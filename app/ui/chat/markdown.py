@@ -19,7 +19,7 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from app.ui.chat import highlight, mathtex
-from app.ui.chat.highlight import CODE_CHUNK, CODE_CONTEXT, code_chunks, highlight_chunk, pre
+from app.ui.chat.highlight import CODE_CHUNK, ROOT, code_chunks, highlight_chunk, highlight_from, pre
 from app.ui.chat.mathtex import MathStyle, current_style, protect, restore
 from app.ui.common import palette
 
@@ -86,16 +86,15 @@ class _Resume:
 
     Attributes:
         kind: the block being continued.
-        prefix: for a table, its header and delimiter rows; for code, the opening fence line and
-            the last ``CODE_CONTEXT`` lines of code (the highlighting context).
-        context_lines: how many of ``prefix`` are code lines (code only).
+        prefix: for a table, its header and delimiter rows; for code, the opening fence line.
         widths: a cut table's column widths, percent.
+        state: code: the lexer state the cut part ended in (the next chunk is lexed from it).
     """
 
     kind: _BlockKind
     prefix: tuple[str, ...]
-    context_lines: int = 0
     widths: tuple[int, ...] = ()
+    state: tuple[str, ...] = ROOT
 
 
 @dataclass(frozen=True)
@@ -107,7 +106,7 @@ class _Piece:
     info: str
     end: int
     cont: bool = False
-    context: str = ""  # code: the lines before this chunk, for the highlighter
+    state: tuple[str, ...] = ROOT  # code: the lexer state this chunk starts in (the chunks before it)
     header: tuple[str, ...] = ()  # a table chunk after the first: header and delimiter rows
     widths: tuple[int, ...] = ()  # a cut table's column widths, percent
     resume: _Resume | None = None
@@ -184,32 +183,36 @@ def _split(rest: list[str], resume: _Resume | None) -> list[_Piece]:
 
 
 def _code_pieces(lines: list[str], tok: Token, resume: _Resume | None) -> list[_Piece]:
-    """A fence as chunks of ``CODE_CHUNK`` lines (the first ``context_lines`` of a resumed one are context)."""
+    """A fence as chunks of ``CODE_CHUNK`` lines, each lexed from the state the one before ended in
+    (a resumed fence: from the resume's state). A finished chunk's end state is computed here (its
+    highlighting, cached, is what renders it); the last chunk's is not (it may still grow)."""
     start, end = tok.map or (0, 0)
     code = tok.content[:-1] if tok.content.endswith("\n") else tok.content
     code_lines = code.split("\n") if tok.content else []
-    n_ctx = resume.context_lines if resume else 0
     closed = start + 1 + len(code_lines) < end
     fence_line = lines[start]
     info = tok.info.strip()
+    lang = info.split()[0] if info else ""
+    state = resume.state if resume else ROOT
     out = []
-    firsts = list(range(n_ctx, len(code_lines), CODE_CHUNK)) or [n_ctx]
+    firsts = list(range(0, len(code_lines), CODE_CHUNK)) or [0]
     for k, a in enumerate(firsts):
         b = min(a + CODE_CHUNK, len(code_lines))
         last = k == len(firsts) - 1
-        ctx = code_lines[max(0, a - CODE_CONTEXT) : a]
-        keep = code_lines[max(0, b - CODE_CONTEXT) : b]
+        chunk = "\n".join(code_lines[a:b])
+        after = ROOT if last else highlight_from(state, chunk, lang)[1]
         out.append(
             _Piece(
                 SegmentKind.CODE,
-                "\n".join(code_lines[a:b]),
+                chunk,
                 info,
                 end if last and closed else start + 1 + b,
                 cont=resume is not None or k > 0,
-                context="\n".join(ctx),
-                resume=_Resume(_BlockKind.CODE, (fence_line, *keep), len(keep)),
+                state=state,
+                resume=_Resume(_BlockKind.CODE, (fence_line,), state=after),
             )
         )
+        state = after
     return out
 
 
@@ -319,23 +322,25 @@ def _is_blank_gap(lines: list[str], a: int, b: int) -> bool:
     return b > a and not lines[b - 1].strip()
 
 
-def _growing_code(context: str, chunk: str, language: str) -> str:
+def _growing_code(state: tuple[str, ...], chunk: str, language: str) -> str:
     """A streaming code chunk: its complete lines highlighted, the line being written escaped as plain text.
 
     Lexing is most of a code block's cost per repaint (Pygments' regex lexers: about 3 ms for a
-    chunk and its context lines here). The complete lines change only when a line ends, so they
+    chunk of 24 lines here). The complete lines change only when a line ends, so they
     come from :func:`highlight_chunk`'s cache on the other repaints of that line; the line being
     written gets its colours when its newline arrives (or when the reply ends: the final render
     highlights every line).
     """
     done, sep, partial = chunk.rpartition("\n")
-    head = highlight_chunk(context, done, language) + sep if sep else ""
+    head = highlight_chunk(state, done, language) + sep if sep else ""
     return head + html.escape(partial, quote=False)
 
 
 def render_code(code: str, language: str) -> str:
     """A whole code block as highlighted HTML (``<pre>`` with inline colours), chunk by chunk."""
-    return pre("".join(highlight_chunk(ctx, chunk, language) + "\n" for ctx, chunk in code_chunks(code))[:-1])
+    return pre(
+        "".join(highlight_chunk(state, chunk, language) + "\n" for state, chunk in code_chunks(code, language))[:-1]
+    )
 
 
 def _segment(p: _Piece, growing: bool = False) -> Segment:
@@ -343,7 +348,7 @@ def _segment(p: _Piece, growing: bool = False) -> Segment:
     unfinished line is then shown uncoloured: see :func:`_growing_code`)."""
     if p.kind is SegmentKind.CODE:
         lang = p.info.split()[0] if p.info else ""
-        body = _growing_code(p.context, p.source, lang) if growing else highlight_chunk(p.context, p.source, lang)
+        body = _growing_code(p.state, p.source, lang) if growing else highlight_chunk(p.state, p.source, lang)
         return Segment(SegmentKind.CODE, p.source, pre(body), lang, p.source, p.cont)
     if p.widths:
         return Segment(SegmentKind.TEXT, p.source, render_table_chunk(p.header, p.source, p.widths), cont=p.cont)
