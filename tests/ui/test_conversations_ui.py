@@ -249,3 +249,21 @@ def test_a_search_typed_just_before_the_history_closes_leaves_the_list_alone(qtb
     window.conversations.close()
     qtbot.wait(400)  # past the debounce: an exception in the slot fails the test (pytest-qt)
     assert [panel.list.item(i).text() for i in range(panel.list.count())] == before
+
+
+def test_search_from_the_keyboard_enter_opens_the_first_hit_and_down_moves_into_the_list(qtbot, window):
+    _greedy(window, max_tokens=8)
+    send(qtbot, window, "Tell me about zebras.")
+    zebra = window.chat.conversation_id
+    window.new_chat()
+    send(qtbot, window, "Tell me about penguins.")
+    panel = window.chats_panel
+    panel.search.setFocus()
+    qtbot.keyClicks(panel.search, "zebras")
+    qtbot.keyClick(panel.search, Qt.Key.Key_Return)  # before the 200 ms debounce: the hits are listed first
+    assert window.chat.conversation_id == zebra
+    panel.search.clear()
+    qtbot.keyClicks(panel.search, "penguins")
+    qtbot.keyClick(panel.search, Qt.Key.Key_Down)
+    assert QGuiApplication.focusObject() is panel.list
+    assert panel.list.currentItem() is not None and "penguins" in panel.list.currentItem().text().lower()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 import time
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QInputDialog,
@@ -77,6 +77,8 @@ class ConversationsPanel(QWidget):
         self._search_timer.setInterval(200)
         self._search_timer.timeout.connect(self.refresh)
         self.search.textChanged.connect(lambda _t: self._search_timer.start())
+        self.search.returnPressed.connect(self._open_first)  # Enter opens the first hit (or chat)
+        self.search.installEventFilter(self)  # Down moves into the list
         self.refresh()
 
     def set_current(self, conv_id: int | None) -> None:
@@ -124,6 +126,31 @@ class ConversationsPanel(QWidget):
             item = QListWidgetItem("No chats yet.")
             item.setFlags(Qt.ItemFlag.NoItemFlags)
             self.list.addItem(item)
+
+    def eventFilter(self, obj: QObject, e: QEvent) -> bool:
+        if obj is self.search and e.type() == QEvent.Type.KeyPress and e.key() == Qt.Key.Key_Down:  # type: ignore[attr-defined]
+            first = self._first_openable()
+            if first is not None:
+                self.list.setFocus()
+                self.list.setCurrentItem(first)
+                return True
+        return super().eventFilter(obj, e)
+
+    def _first_openable(self) -> QListWidgetItem | None:
+        if self._search_timer.isActive():  # the list is about to show the hits of what was typed
+            self._search_timer.stop()
+            self.refresh()
+        for i in range(self.list.count()):
+            item = self.list.item(i)
+            if item.data(ROLE_ID) is not None:
+                return item
+        return None
+
+    def _open_first(self) -> None:
+        first = self._first_openable()
+        if first is not None:
+            self.list.setCurrentItem(first)
+            self._activated(first)
 
     def _activated(self, item: QListWidgetItem) -> None:
         cid = item.data(ROLE_ID)
