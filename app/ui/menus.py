@@ -229,11 +229,18 @@ def fill_model_menu(w: MainWindow, menu: QMenu) -> None:
     other models (as last scanned; unloadable ones disabled, with the reason), open, browse, unload."""
     menu.clear()
     recent = w.settings.recent_models
+    model = w.engine.model
+    loaded = str(Path(model.info.path)) if model is not None and model.remote is None else None
     for p in recent[:8]:
         exists = Path(p).exists()
         a = menu.addAction(Path(p).name + ("" if exists else "  (missing)"))
         a.setEnabled(exists)
         a.setToolTip(p)
+        if str(Path(p)) == loaded:  # marked, and choosing it again does not reload it (nor stop a reply)
+            a.setCheckable(True)
+            a.setChecked(True)
+            a.setText(f"{Path(p).name}  (loaded)")
+            continue
         a.triggered.connect(lambda _=False, path=p: w.load_model(path))
     if recent:
         menu.addSeparator()

@@ -114,6 +114,7 @@ def test_the_model_picker_lists_the_library_below_the_recent_models(qtbot, tiny_
 
     from PySide6.QtWidgets import QMenu
 
+    from app.core import protocol as P
     from app.ui.menus import fill_model_menu
     from tests.ui.conftest import WAIT_MS, close_window, make_window
 
@@ -134,6 +135,15 @@ def test_the_model_picker_lists_the_library_below_the_recent_models(qtbot, tiny_
         with qtbot.waitSignal(win.engine.model_loaded, timeout=WAIT_MS) as blocker:
             lib_action.trigger()
         assert blocker.args[0].info.path == str(in_library.resolve())
+        # The loaded model is marked, and choosing it again reloads nothing.
+        menu = QMenu()
+        fill_model_menu(win, menu)
+        [mark] = [a for a in menu.actions() if a.isChecked()]
+        assert mark.text() == f"{in_library.name}  (loaded)"
+        loads = len(win.engine.sent(P.LoadModel))
+        mark.trigger()
+        qtbot.wait(100)
+        assert len(win.engine.sent(P.LoadModel)) == loads
     finally:
         close_window(win)
 
