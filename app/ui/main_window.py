@@ -511,7 +511,9 @@ class MainWindow(QMainWindow):
 
     def _on_model_loaded(self, ev: P.ModelLoaded) -> None:
         info = ev.info
-        self.turn.reset()  # the KV cache is new: last turn's figures no longer describe it
+        # The KV cache is new: the last turn's live figures no longer describe it; the chat on
+        # screen shows its last stored reply's figures, as when it is opened.
+        self._show_last_reply_stats(self.chat.conversation_id)
         for topic in (BannerTopic.CHAT_MODEL, BannerTopic.MODEL, BannerTopic.NO_MODEL, BannerTopic.MODELS_PAGE):
             self.banner.clear(topic)  # messages about a model that is now loaded
         self.chat.refresh_continue()  # a larger n_ctx may make a context-full reply continuable

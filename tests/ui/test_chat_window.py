@@ -461,3 +461,21 @@ def test_a_model_handed_over_by_a_second_start_shows_the_chat(qtbot, tiny_model)
         assert win.pages.currentIndex() == 0  # the chat, where the model is used
     finally:
         close_window(win)
+
+
+def test_a_stored_reply_keeps_showing_after_a_reload_against_its_own_n_ctx(qtbot, window, tiny_model):
+    """A model (re)load leaves the chat on screen: the Stats panel shows its last stored reply (not
+    "No reply yet"), and its context bar is drawn against the n_ctx that reply ran with."""
+    from dataclasses import replace as dc_replace
+
+    from tests.ui.conftest import load
+
+    window.engine.script(reply("First", " chat", "."))
+    fin = send(qtbot, window, "Chat A, please.")
+    window.settings_ctl.update(load=dc_replace(window.settings.load, n_ctx=fin.stats.n_ctx * 2))
+    load(qtbot, window, tiny_model)
+    window.stats_panel.refresh()
+    assert window.stats_panel.phase.text().startswith("✓ Last reply in this chat (stored)")
+    assert window.stats_panel.n_ctx == fin.stats.n_ctx * 2  # the loaded model's
+    assert window.stats_panel.ctx_bar.n_ctx == fin.stats.n_ctx  # the reply's own
+    assert f"/ {fin.stats.n_ctx:,} tokens" in window.stats_panel.ctx_label.text()

@@ -259,8 +259,10 @@ class StatsPanel(QWidget):
 
         cached, evaluated, generated_in_ctx = t.context_parts()
         used = t.n_past
-        self.ctx_bar.set_parts(cached, evaluated, generated_in_ctx, self.n_ctx)
-        pct = 100 * used / self.n_ctx if self.n_ctx else 0
+        # A stored reply is shown against the n_ctx it ran with (the loaded model's may differ).
+        n_ctx = final.n_ctx if t.stored and final is not None and final.n_ctx > 0 else self.n_ctx
+        self.ctx_bar.set_parts(cached, evaluated, generated_in_ctx, n_ctx)
+        pct = 100 * used / n_ctx if n_ctx else 0
         extra = ""
         dropped = t.dropped_messages
         if dropped:
@@ -274,7 +276,7 @@ class StatsPanel(QWidget):
                 f"{fmt.seconds(t.rebuilt_s)}"
             )
         self.ctx_label.setText(
-            f"{fmt.tokens(used)} / {fmt.tokens(self.n_ctx)} tokens ({pct:.0f}%) · {fmt.tokens(cached)} reused "
+            f"{fmt.tokens(used)} / {fmt.tokens(n_ctx)} tokens ({pct:.0f}%) · {fmt.tokens(cached)} reused "
             f"from the cache, {fmt.tokens(evaluated)} evaluated{extra}"
         )
         if self.remote and not self.n_ctx:
