@@ -340,20 +340,15 @@ def test_a_cpu_only_build_says_how_to_get_a_gpu_in_a_checkout_and_not_in_the_bun
 
 def test_a_long_model_name_in_a_reply_header_ends_in_an_ellipsis_not_a_cut(qtbot):
     name = "Qwen2.5-Coder-32B-Instruct-abliterated-GGUF · Q4_K_M · a very long file name"
-    w = MessageWidget("assistant", "Hello.", title=name, message_id=7)
+    w = MessageWidget("assistant", "Hello.", title=name)
     qtbot.addWidget(w)
-    w.resize(520, 200)
+    w.resize(360, 200)
     w.show()
     qtbot.waitExposed(w)
     assert w.title.text() == name and w.title.toolTip() == name  # the whole name stays reachable
     shown = w.title.elided_text()
     assert shown.endswith("…") and len(shown) < len(name)
     assert w.title.fontMetrics().horizontalAdvance(shown) <= w.title.contentsRect().width()
-    w.set_can_continue(True)
-    w.set_how_made("made by a model")
-    qtbot.wait(50)
-    for b in (w.continue_btn, w.info_btn, w.copy_btn, w.edit_btn, w.regen_btn):  # buttons keep their words
-        assert b.isVisible() and b.width() >= b.sizeHint().width(), b.text()
     w.resize(1400, 200)
     qtbot.waitUntil(lambda: w.title.elided_text() == name)  # room again: the whole name
 

@@ -437,8 +437,6 @@ class MessageWidget(QFrame):
         b.setToolTip(tip)
         b.setAccessibleName(tip or text)
         b.setCursor(Qt.CursorShape.PointingHandCursor)
-        # Never narrower than its text ("Co…ue"): the model name left of the buttons gives way first.
-        b.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
         if slot is not None:
             b.clicked.connect(slot)
         return b
