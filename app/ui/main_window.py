@@ -248,7 +248,8 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------------------ wiring
     def _wire(self) -> None:
         eng = self.engine
-        eng.state_changed.connect(self.top_bar.show_state)
+        eng.state_changed.connect(lambda _s: self._show_engine_state())
+        eng.external_queue_changed.connect(self._show_engine_state)
         eng.engine_ready.connect(self._on_engine_ready)
         eng.model_loaded.connect(self._on_model_loaded)
         eng.model_load_failed.connect(self._on_load_failed)
@@ -505,6 +506,12 @@ class MainWindow(QMainWindow):
             self.load_model(path, s)
 
     # ------------------------------------------------------------------------------ engine events
+    def _show_engine_state(self) -> None:
+        """The top bar's state: the engine's, or the local API's requests it is answering."""
+        eng = self.engine
+        api = len(eng.external_queue) + (eng.external_in_flight is not None)
+        self.top_bar.show_state(eng.state, api)
+
     def _on_engine_ready(self, ev: P.EngineReady) -> None:
         self.model_panel.set_gpu_offload(ev.gpu_offload, ev.rpc)
         self.models.set_gpu_devices(ev.devices)

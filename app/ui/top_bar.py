@@ -181,10 +181,18 @@ class TopBar(_NavBar):
         fm = self.model_button.fontMetrics()
         self.model_button.setText(fm.elidedText(self._model_text, Qt.TextElideMode.ElideMiddle, room))
 
-    def show_state(self, state: EngineState) -> None:
-        """``● ready``, ``● loading…``... coloured by the stylesheet's ``state`` property."""
-        self.state_label.setProperty("state", state.value)
+    def show_state(self, state: EngineState, api_requests: int = 0) -> None:
+        """``● ready``, ``● loading…``... coloured by the stylesheet's ``state`` property.
+
+        ``api_requests``: local API requests in the engine or waiting (see app/ui/server): while the
+        person's own chat is idle, the engine is busy with them and the label says so.
+        """
+        shown = EngineState.GENERATING if state is EngineState.READY and api_requests else state
+        self.state_label.setProperty("state", shown.value)
         self.state_label.style().unpolish(self.state_label)
         self.state_label.style().polish(self.state_label)
-        self.state_label.set_full_text(f"● {_STATE_TEXT[state]}")
+        text = _STATE_TEXT[state]
+        if shown is not state:
+            text = "answering an API request" if api_requests == 1 else f"answering {api_requests} API requests"
+        self.state_label.set_full_text(f"● {text}")
         self._elide_model_text()  # the picker gets what the state leaves

@@ -98,3 +98,15 @@ def test_an_api_chat_uses_the_persons_chat_template_override_and_a_completion_do
     assert with_chat_template(chat.generate, override).chat_template == override
     assert with_chat_template(chat.generate, None).chat_template is None
     assert with_chat_template(completion.generate, override) == completion.generate  # a raw prompt as sent
+
+
+def test_the_top_bar_says_when_the_engine_answers_api_requests(qtbot, window):
+    """The person's chat is idle ("ready") while the engine answers the local API: the top bar says so."""
+    label = window.top_bar.state_label
+    assert label.full_text == "● ready"
+    chat = parse_request({"messages": [{"role": "user", "content": "hi"}]}, Endpoint.CHAT)
+    events: list = []
+    ticket = window.engine.submit_external(chat.generate, events.append)
+    assert label.full_text == "● answering an API request"
+    assert window.engine.cancel_external(ticket)
+    qtbot.waitUntil(lambda: label.full_text == "● ready", timeout=5000)
