@@ -54,17 +54,30 @@ def reduce_logits(
     token's weight, so the log-sum-exp is low by under 4e-6 (262k vocabulary) -- below float32's
     own resolution of the probabilities. ``buf`` is scratch of the same shape.
     """
+    ids, top, lse, _h = reduce_step(logits, buf)
+    return ids, top, lse
+
+
+def reduce_step(
+    logits: npt.NDArray[np.float32], buf: npt.NDArray[np.float32]
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float32], float, float]:
+    """:func:`reduce_logits` and the entropy of the distribution, bits (over the same tokens
+    within ``LSE_SPAN`` of the best: the others add under 1e-5 bits)."""
     m = float(logits.max())
     np.subtract(logits, np.float32(m), out=buf)
     near = np.flatnonzero(buf > -LSE_SPAN)
     shifted = buf[near]
-    lse = m + math.log(float(np.exp(shifted).sum(dtype=np.float64)))
+    z = np.exp(shifted)
+    total = float(z.sum(dtype=np.float64))
+    lse = m + math.log(total)
+    # H = -sum p ln p with p = z / total:  H = ln(total) - sum(z * shifted) / total, nats
+    entropy_bits = max(0.0, (math.log(total) - float(np.dot(z, shifted)) / total) / math.log(2))
     if near.shape[0] <= TOP_M:
         top = np.argpartition(buf, -TOP_M)[-TOP_M:] if buf.shape[0] > TOP_M else np.arange(buf.shape[0])
     else:
         top = near[np.argpartition(shifted, -TOP_M)[-TOP_M:]]
     top = top[np.argsort(-buf[top], kind="stable")]
-    return top.astype(np.int32), logits[top].astype(np.float32), lse
+    return top.astype(np.int32), logits[top].astype(np.float32), lse, entropy_bits
 
 
 @dataclass(frozen=True)
@@ -112,6 +125,7 @@ class ReplyLogits:
         self._ids: list[npt.NDArray[np.int32]] = []
         self._logits: list[npt.NDArray[np.float32]] = []
         self._lse: list[float] = []
+        self._entropy: list[float] = []  # bits, per step
         self._ring = np.empty((FULL_STEPS, n_vocab), dtype=np.float32)
         self._ring_step = [-1] * FULL_STEPS
         self._lock = threading.Lock()
@@ -154,11 +168,12 @@ class ReplyLogits:
             step = self._jobs.get()
             if step is None:
                 return
-            ids, logits, lse = reduce_logits(self._ring[step % FULL_STEPS], buf)
+            ids, logits, lse, entropy = reduce_step(self._ring[step % FULL_STEPS], buf)
             with self._lock:
                 self._ids.append(ids)
                 self._logits.append(logits)
                 self._lse.append(lse)
+                self._entropy.append(entropy)
                 self._reduced.notify_all()
 
     # ---------------------------------------------------------------------- any thread
@@ -192,6 +207,12 @@ class ReplyLogits:
         if top is None or lse is None:
             return None
         return StepLogits(top[0], top[1], lse, False, drawn, history)
+
+    def reduced(self) -> tuple[list[npt.NDArray[np.int32]], list[npt.NDArray[np.float32]], list[float], list[float]]:
+        """Every reduced step's top-M ids and logits, log-sum-exp and entropy (bits), in step order
+        (after :meth:`close`, every recorded step)."""
+        with self._lock:
+            return list(self._ids), list(self._logits), list(self._lse), list(self._entropy)
 
     def stored_bytes(self) -> int:
         """Bytes held for the reduced steps (the arrays' data; the ring not counted)."""
