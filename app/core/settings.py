@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from app.core.alternatives import DEFAULT_PER_TOKEN, MAX_PER_TOKEN, TokenColour
 from app.core.chat import LoadSettings
 from app.core.sampling import SamplerSettings
 from app.core.server_settings import ServerSettings
@@ -63,6 +64,9 @@ class Settings:
             Export chat and Import chat dialog was used in ("" before the first use);
             see :class:`DialogFolder`.
         server: the local API server (off by default; its key is stored here like the Hub token).
+        alternatives_per_token: candidates each reply keeps per generated token (1 to
+            :data:`~app.core.alternatives.MAX_PER_TOKEN`), :mod:`app.core.alternatives`.
+        token_colour: what a token's colour shows in the chat's token view and the Tokens panel.
     """
 
     sampler: SamplerSettings = field(default_factory=SamplerSettings)
@@ -77,6 +81,8 @@ class Settings:
     export_folder: str = ""
     import_folder: str = ""
     server: ServerSettings = field(default_factory=ServerSettings)
+    alternatives_per_token: int = DEFAULT_PER_TOKEN
+    token_colour: TokenColour = TokenColour.PROBABILITY
 
     def last_folder(self, kind: DialogFolder) -> str:
         """The folder the last dialog of ``kind`` was used in ("" if none yet)."""
@@ -122,6 +128,8 @@ class Settings:
             "hub_token": self.hub_token,
             **{k.field_name: self.last_folder(k) for k in DialogFolder},
             "server": self.server.to_dict(),
+            "alternatives_per_token": self.alternatives_per_token,
+            "token_colour": TokenColour(self.token_colour).value,
         }
 
     @classmethod
@@ -145,6 +153,10 @@ class Settings:
             export_folder=_text(data.get(DialogFolder.EXPORT.field_name)),
             import_folder=_text(data.get(DialogFolder.IMPORT.field_name)),
             server=ServerSettings.from_dict(data.get("server")),
+            alternatives_per_token=_per_token(data.get("alternatives_per_token")),
+            token_colour=TokenColour.ENTROPY
+            if data.get("token_colour") == TokenColour.ENTROPY.value
+            else TokenColour.PROBABILITY,
         )
 
 
@@ -157,6 +169,13 @@ def _folders(folders: Iterable[Path | str]) -> tuple[str, ...]:
         if s not in seen:
             seen.append(s)
     return tuple(seen)
+
+
+def _per_token(value: object) -> int:
+    """A stored alternatives-per-token count, clamped to 1..MAX_PER_TOKEN (the default when not a whole number)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return DEFAULT_PER_TOKEN
+    return max(1, min(MAX_PER_TOKEN, value))
 
 
 def _text(value: object) -> str:

@@ -10,6 +10,7 @@ import enum
 from dataclasses import dataclass, field, fields
 
 from app.core import protocol as P
+from app.core.alternatives import ReplyAlternatives
 from app.core.chat import GenerationStats
 
 
@@ -52,6 +53,10 @@ class LiveTurn:
         candidates: the last token's top candidates ``(id, text, logit)`` and its logsumexp.
         stored: ``final`` is a stored reply's stats (the chat just opened), not a turn of
             this session: no tokens, no prompt, the KV cache holds something else.
+        alternatives: the reply's kept alternatives once it ended (every step of the stored
+            reply: a continued or branched reply's earlier steps too).
+        alternatives_offset: the step of ``tokens[0]`` in ``alternatives`` (the steps before it
+            were generated earlier: the part a reply continues, a branch's prefix).
         version: bumps on every change, so views repaint only when needed.
     """
 
@@ -76,6 +81,8 @@ class LiveTurn:
     last_rebuild_tokens: int = 0
     shift_dropped_messages: int = 0
     stored: bool = False
+    alternatives: ReplyAlternatives | None = None
+    alternatives_offset: int = 0
     version: int = 0
 
     def reset(self, phase: TurnPhase = TurnPhase.IDLE) -> None:
@@ -126,6 +133,12 @@ class LiveTurn:
             self.candidates = ev.candidates
             self.candidates_lse = ev.logsumexp
             self.chosen_token = ev.token_id
+        self.version += 1
+
+    def on_alternatives(self, alts: ReplyAlternatives | None, offset: int) -> None:
+        """The reply's alternatives arrived (it ended); ``offset``: the step of its first token of this turn."""
+        self.alternatives = alts
+        self.alternatives_offset = offset
         self.version += 1
 
     def on_shift(self, ev: P.ContextShifted) -> None:

@@ -100,7 +100,7 @@ def a_reply(store: ConversationStore) -> tuple[int, int, int]:
 def test_alternatives_survive_reopening_and_go_with_their_message(db_path: Path) -> None:
     alts = make_alts(40, 10)
     with ConversationStore(db_path) as s:
-        cid, u, a = a_reply(s)
+        _cid, u, a = a_reply(s)
         n = s.set_alternatives(a, alts)
         assert n == len(alts.to_bytes()) and stored_bytes_per_token(alts) == n / 40
         assert s.alternatives(u) is None

@@ -50,6 +50,11 @@ class AlternativesMixin(StoreBase):
         except ValueError:
             return None
 
+    def has_alternatives(self, message_id: int) -> bool:
+        """Whether message ``message_id`` kept its alternatives (reads no data)."""
+        row = self._conn.execute("SELECT 1 FROM message_alternatives WHERE message_id = ?", (message_id,)).fetchone()
+        return row is not None
+
     def alternatives_data(self, message_id: int) -> bytes | None:
         """The stored bytes of message ``message_id``'s alternatives (None: none kept)."""
         row = self._conn.execute("SELECT data FROM message_alternatives WHERE message_id = ?", (message_id,)).fetchone()

@@ -24,6 +24,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 
 from app.core import protocol as P
+from app.core.alternatives import ReplyAlternatives
 from app.core.chat import ChatMessage, ContextPolicy, GenerationStats, Role, StopReason
 from app.core.conversations import ConversationStore, DeletedMessages, Message, MessageMeta
 from app.core.conversations.turns import repeated_roles
@@ -35,6 +36,7 @@ from app.ui.chat.view import ChatView
 from app.ui.common.severity import Severity
 from app.ui.common.stats_format import reply_details, reply_footer, stats_footer
 from app.ui.engine_client import EngineClient, EngineState
+from app.ui.funnel_controller import StepTarget
 from app.ui.settings_controller import SettingsController
 from app.ui.turn import LiveTurn
 
@@ -85,6 +87,8 @@ class ChatController(QObject):
         reply_conversation_changed(object): the conversation a reply is being written in
             (id), or None when the reply is over.
         message_deleted(object): a :class:`DeletedMessages` (the window offers Undo).
+        funnel_step_requested(object): a token of a reply was clicked: a
+            :class:`~app.ui.funnel_controller.StepTarget` for the Funnel panel.
     """
 
     reply_finished = Signal(object)
@@ -94,6 +98,7 @@ class ChatController(QObject):
     conversations_changed = Signal()
     reply_conversation_changed = Signal(object)
     message_deleted = Signal(object)
+    funnel_step_requested = Signal(object)
 
     def __init__(
         self,
@@ -119,6 +124,12 @@ class ChatController(QObject):
         self._reply_text = ""
         self._reply_prefix = ""  # text already there when continuing a reply
         self._sent_user: tuple[int, str] | None = None  # the message this turn answers, if just sent
+        # The alternatives of the reply's steps before this request's (a continued reply's earlier
+        # part, a branch's prefix), joined with the request's when it ends.
+        self._alts_head: ReplyAlternatives | None = None
+        self._alts_offset = 0
+        # The reply the live turn (the Tokens panel) shows, and its engine request: (message id, request id).
+        self.turn_reply: tuple[int, int] | None = None
         # How many next-token candidates to ask for (0: none; the token inspector costs
         # a pass over the vocabulary per token, so the window asks only while it is shown).
         self.top_candidates = 20
@@ -236,6 +247,7 @@ class ChatController(QObject):
             if m.meta.stats is not None:
                 w.set_footer(stats_footer(m.meta))
             w.set_how_made(reply_details(m.meta))
+            w.set_can_show_tokens(self.store.has_alternatives(m.id))
             if not m.complete:
                 reason = StopReason(m.meta.stats.stop_reason) if m.meta.stats else StopReason.ERROR
                 w.set_badge(*_CUT_BADGES.get(reason, ("cut off", BadgeKind.WARN)))
@@ -439,7 +451,16 @@ class ChatController(QObject):
         )
         return self._stream_into(new_id, continue_last=False, render=False)
 
-    def _stream_into(self, message_id: int, *, continue_last: bool, prefix: str = "", render: bool = True) -> bool:
+    def _stream_into(
+        self,
+        message_id: int,
+        *,
+        continue_last: bool,
+        prefix: str = "",
+        render: bool = True,
+        reply_prefix: tuple[int, ...] = (),
+        alts_head: ReplyAlternatives | None = None,
+    ) -> bool:
         if continue_last:
             messages = self.messages_for_engine()  # includes the partial reply, continued as is
             widget = self.view.widget_for(message_id)
@@ -456,9 +477,14 @@ class ChatController(QObject):
         self._reply_text = prefix
         widget.set_badge("thinking…", BadgeKind.LIVE)
         widget.set_can_continue(False)
+        widget.set_can_show_tokens(False)
         widget.set_streaming(True)
         widget.set_footer("")
         self.turn.start()
+        if continue_last:  # the earlier part's steps come first (none kept: the whole reply keeps none)
+            alts_head = self.store.alternatives(message_id)
+        self._alts_head = alts_head
+        self._alts_offset = alts_head.n_steps if alts_head is not None else 0
         rid = self.engine.generate(
             messages,
             self._sampler,
@@ -467,10 +493,13 @@ class ChatController(QObject):
             continue_last=continue_last,
             context_policy=self.settings.settings.load.context_policy,
             keep_logits=self.keep_logits,
+            alternatives=self.settings.settings.alternatives_per_token,
+            reply_prefix=reply_prefix,
         )
         if rid is None:
             self._abandon("not sent")
             return False
+        self.turn_reply = (message_id, rid)
         self.reply_conversation_changed.emit(self._reply_conv)
         return True
 
@@ -556,6 +585,7 @@ class ChatController(QObject):
         return replace(old, earlier_tokens=earlier, edited=False)
 
     def _on_finished(self, ev: P.Finished) -> None:
+        self._keep_alternatives(ev)
         # A continued reply's text is the old part plus what the engine added.
         text = self._reply_prefix + ev.text
         reason = StopReason(ev.stats.stop_reason)
@@ -568,6 +598,26 @@ class ChatController(QObject):
                 BannerTopic.CONTEXT,
             )
         self.reply_finished.emit(ev.stats)
+
+    def _keep_alternatives(self, ev: P.Finished) -> None:
+        """Store the finished reply's alternatives (after its earlier steps, if any) and give them to the live turn."""
+        mid, head = self._reply_id, self._alts_head
+        self._alts_head = None
+        alts = ev.alternatives
+        if alts is not None and self._reply_prefix and head is None:
+            alts = None  # a continued reply whose earlier part kept none: its tokens would not spell its text
+        elif alts is not None and head is not None:
+            alts = head.joined(alts)
+        self.turn.on_alternatives(alts, self._alts_offset)
+        if mid is None or alts is None:
+            return
+        try:
+            self.store.set_alternatives(mid, alts)
+        except Exception:  # the reply itself is saved by _end_reply; its alternatives are a bonus
+            log.exception("could not save the alternatives of reply %s", mid)
+            return
+        if self._reply_widget is not None:
+            self._reply_widget.set_can_show_tokens(True)
 
     def _on_failed(self, ev: P.Failed) -> None:
         text = self._reply_text
@@ -687,8 +737,63 @@ class ChatController(QObject):
             self.edit(message_id, str(payload))
         elif action is MessageAction.DELETE:
             self.delete_message(message_id)
+        elif action is MessageAction.TOKENS:
+            self.show_tokens(message_id, bool(payload))
+        elif action is MessageAction.TOKEN_FUNNEL:
+            self.open_token_funnel(message_id, int(payload))  # type: ignore[call-overload]
+        elif action is MessageAction.BRANCH_FROM:
+            step, token = payload  # type: ignore[misc]
+            self.branch_from_alternative(message_id, int(step), int(token))
         elif action is MessageAction.BRANCH_STEP:
             sib = self.store.siblings(message_id)
             target = sib.previous_id if payload == -1 else sib.next_id
             if target is not None:
                 self.switch_branch(target)
+
+    # ------------------------------------------------------------------ every token's alternatives
+    def show_tokens(self, message_id: int, on: bool) -> None:
+        """Show reply ``message_id`` as its tokens with their alternatives (``on``), or as its text."""
+        w = self.view.widget_for(message_id)
+        if w is None:
+            return
+        alts = self.store.alternatives(message_id) if on else None
+        w.show_tokens(alts, self.settings.settings.token_colour)
+
+    def step_target(self, message_id: int, step: int) -> StepTarget | None:
+        """Token ``step`` of stored reply ``message_id`` for the Funnel panel (None: it kept no alternatives)."""
+        alts = self.store.alternatives(message_id)
+        if alts is None or not 0 <= step < alts.n_steps:
+            return None
+        meta = self.store.get_message(message_id).meta
+        settings = meta.sampler if meta.sampler is not None else self._sampler
+        stored = alts.stored_step(step, message_id, settings, meta.seed_used or 0)
+        if self.turn_reply is not None and self.turn_reply[0] == message_id and message_id != self._reply_id:
+            offset = self.turn.alternatives_offset
+            return StepTarget(stored, self.turn_reply[1], step - offset, alts.n_steps - offset)
+        return StepTarget(stored)
+
+    def open_token_funnel(self, message_id: int, step: int) -> None:
+        """Show token ``step`` of reply ``message_id`` in the Funnel panel (:attr:`funnel_step_requested`)."""
+        target = self.step_target(message_id, step)
+        if target is not None:
+            self.funnel_step_requested.emit(target)
+
+    def branch_from_alternative(self, message_id: int, step: int, token: int) -> bool:
+        """Continue reply ``message_id`` from token ``step`` with ``token`` instead: a new branch (‹ n/m ›)
+        next to it, whose first ``step`` tokens are the reply's own; the engine keeps them in its KV
+        cache and evaluates only ``token`` before decoding on. False when nothing was started (a reply
+        in flight, no model, or the reply kept no alternatives)."""
+        if self.busy:
+            self._say_busy()
+            return False
+        if not self._engine_ready():
+            return False
+        alts = self.store.alternatives(message_id)
+        if alts is None or not 0 <= step < alts.n_steps:
+            self.notice.emit(Severity.WARNING, "This reply kept no alternatives to continue from.", BannerTopic.GENERAL)
+            return False
+        text = next((c.text for c in alts.view(step).candidates if c.token_id == token), "")
+        head = alts.head(step + 1).with_token(step, token, text)
+        new_id = self.store.regenerate(message_id, self._meta())
+        self.render()
+        return self._stream_into(new_id, continue_last=False, reply_prefix=(*alts.tokens[:step], token), alts_head=head)

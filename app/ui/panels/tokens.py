@@ -2,18 +2,44 @@
 
 The prompt's new tokens (chat-template special tokens included), the prefix
 reused from the KV cache as one chip, then each generated token shaded by the
-probability the model gave it.
+probability the model gave it (or, once the reply ended, by the entropy of the model's
+distribution at that step: "colour by entropy"). Once the reply ended, hovering a generated
+token shows its alternatives (:mod:`app.ui.common.token_alts`), and clicking it offers the
+funnel for that step and a new branch from any alternative (:attr:`TokensPanel.funnel_requested`,
+:attr:`TokensPanel.branch_requested`). "alternatives kept" is how many candidates each reply
+keeps per token (the setting; the engine sends them when the reply ends).
 """
 
 from __future__ import annotations
 
 import html
 
-from PySide6.QtGui import QTextCursor
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget
+from PySide6.QtCore import QPoint, QUrl, Signal
+from PySide6.QtGui import QCursor, QTextCursor
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QSizePolicy,
+    QSpinBox,
+    QTextBrowser,
+    QToolTip,
+    QVBoxLayout,
+    QWidget,
+)
 
+from app.core.alternatives import DEFAULT_PER_TOKEN, MAX_PER_TOKEN, StepView, TokenColour
 from app.core.chat import StopReason
 from app.ui.common import palette
+from app.ui.common.token_alts import (
+    alternatives_menu,
+    anchor_step,
+    prob_colour,
+    step_anchor,
+    step_colour,
+    tooltip_html,
+)
 from app.ui.turn import LiveTurn
 
 MAX_PROMPT_CHIPS = 400
@@ -29,18 +55,24 @@ def _is_special(text: str) -> bool:
     return len(text) > 2 and text.startswith("<") and text.endswith(">") and " " not in text
 
 
-def _prob_color(p: float | None) -> str:
-    """Green for likely tokens, through amber, to red for unlikely ones."""
-    if p is None:
-        return palette.PROB_BG[0]
-    for floor, color in zip((0.8, 0.5, 0.25, 0.1), palette.PROB_BG, strict=False):
-        if p >= floor:
-            return color
-    return palette.PROB_BG[-1]
+_prob_color = prob_colour  # the name the panel used before the chat shared it
 
 
 class TokensPanel(QWidget):
-    """The current turn's tokens (refreshed by the window's repaint clock)."""
+    """The current turn's tokens (refreshed by the window's repaint clock).
+
+    Signals:
+        funnel_requested(int): show this step (0-based token of the reply) in the funnel.
+        branch_requested(int, int): continue the reply from step ``(step, token_id)`` with that
+            token instead (a new branch).
+        colour_changed(object): the person chose a :class:`TokenColour`.
+        per_token_changed(int): the person chose how many alternatives replies keep per token.
+    """
+
+    funnel_requested = Signal(int)
+    branch_requested = Signal(int, int)
+    colour_changed = Signal(object)
+    per_token_changed = Signal(int)
 
     def __init__(self, turn: LiveTurn, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -58,18 +90,114 @@ class TokensPanel(QWidget):
         self.show_ids = QCheckBox("token ids")
         self.show_ids.toggled.connect(self._rebuild)
         top.addWidget(self.show_ids)
+        self.by_entropy = QCheckBox("colour by entropy")
+        self.by_entropy.setToolTip(
+            "Colour each generated token by how unsure the model was at that step (the entropy of its "
+            "distribution: green near 0 bits, red at 4 bits and more) instead of the probability it gave "
+            "the token drawn. Shown once the reply ended."
+        )
+        self.by_entropy.toggled.connect(self._colour_toggled)
+        top.addWidget(self.by_entropy)
+        self.per_token = QSpinBox()
+        self.per_token.setRange(1, MAX_PER_TOKEN)
+        self.per_token.setValue(DEFAULT_PER_TOKEN)
+        self.per_token.setPrefix("alternatives kept: ")
+        self.per_token.setToolTip(
+            "How many candidates each reply keeps per generated token, with their probabilities, "
+            "stored with the chat (hover a token to see them)."
+        )
+        self.per_token.valueChanged.connect(self.per_token_changed.emit)
+        top.addWidget(self.per_token)
         lay.addLayout(top)
         self.view = QTextBrowser()
         self.view.setObjectName("tokenView")
         self.view.setOpenLinks(False)
+        self.view.highlighted.connect(self._hovered)
+        self.view.anchorClicked.connect(self._clicked)
         lay.addWidget(self.view)
+        self.menu: QMenu | None = None  # the last token menu shown
         self._seen_version = -1
         self._prompt_shown = None
         self._gen_shown = 0
+        self._alts_shown: object | None = None  # the alternatives the generated chips are coloured with
 
-    def _chip(self, token_id: int, text: str, bg: str, fg: str = palette.TEXT) -> str:
+    def _chip(self, token_id: int, text: str, bg: str, fg: str = palette.TEXT, href: str = "") -> str:
         ids = f"<sub style='color:{palette.MUTED}'>{token_id}</sub>" if self.show_ids.isChecked() else ""
-        return f"<span style='background-color:{bg}; color:{fg}'>&#8202;{_chip_text(text)}&#8202;</span>{ids} "
+        chip = f"<span style='background-color:{bg}; color:{fg}'>&#8202;{_chip_text(text)}&#8202;</span>"
+        if href:
+            chip = f"<a href='{href}' style='text-decoration:none'>{chip}</a>"
+        return f"{chip}{ids} "
+
+    # -------------------------------------------------------------------- alternatives
+    @property
+    def colour(self) -> TokenColour:
+        """What the generated tokens' colour shows."""
+        return TokenColour.ENTROPY if self.by_entropy.isChecked() else TokenColour.PROBABILITY
+
+    def set_colour(self, mode: TokenColour) -> None:
+        """Show ``mode`` (the setting), without emitting :attr:`colour_changed`."""
+        self.by_entropy.blockSignals(True)
+        self.by_entropy.setChecked(TokenColour(mode) is TokenColour.ENTROPY)
+        self.by_entropy.blockSignals(False)
+        self._rebuild()
+
+    def set_per_token(self, n: int) -> None:
+        """Show the setting ``n`` (alternatives kept per token), without emitting :attr:`per_token_changed`."""
+        self.per_token.blockSignals(True)
+        self.per_token.setValue(n)
+        self.per_token.blockSignals(False)
+
+    def _colour_toggled(self) -> None:
+        self._rebuild()
+        self.colour_changed.emit(self.colour)
+
+    def _gen_chip(self, i: int) -> str:
+        """Generated token ``i`` of the turn: coloured by the mode once the alternatives are in, linked to its step."""
+        t = self.turn
+        r = t.tokens[i]
+        if _is_special(r.piece):
+            bg = palette.SPECIAL_TOKEN_BG
+        elif t.alternatives is not None and 0 <= i + t.alternatives_offset < t.alternatives.n_steps:
+            bg = step_colour(t.alternatives, i + t.alternatives_offset, self.colour)
+        else:
+            bg = _prob_color(r.p)
+        return self._chip(r.token_id, r.piece, bg, href=step_anchor(i))
+
+    def step_view(self, i: int) -> StepView | None:
+        """Generated token ``i``'s alternatives (None until the reply ended with them)."""
+        t = self.turn
+        alts = t.alternatives
+        if alts is None or not 0 <= i + t.alternatives_offset < alts.n_steps:
+            return None
+        return alts.view(i + t.alternatives_offset)
+
+    def _hovered(self, url: QUrl) -> None:
+        i = anchor_step(url.toString())
+        if i is None:
+            QToolTip.hideText()
+            return
+        view = self.step_view(i)
+        text = tooltip_html(view) if view is not None else "Its alternatives appear here when the reply ends."
+        QToolTip.showText(QCursor.pos(), text, self.view)
+
+    def _clicked(self, url: QUrl) -> None:
+        i = anchor_step(url.toString())
+        if i is not None:
+            self.open_token(i, QCursor.pos())
+
+    def open_token(self, i: int, where: QPoint | None = None) -> QMenu | None:
+        """Generated token ``i`` was clicked: its funnel is asked for, and its menu (other candidates
+        to continue with) pops up at ``where`` (None: built, not shown; tests use that)."""
+        view = self.step_view(i)
+        if view is None:
+            return None
+        self.funnel_requested.emit(view.step)
+        self.menu = alternatives_menu(
+            self, view, self.funnel_requested.emit, lambda step, tok: self.branch_requested.emit(step, tok)
+        )
+        if where is not None:
+            self.menu.popup(where)
+        return self.menu
 
     def _rebuild(self) -> None:
         self._prompt_shown = None
@@ -84,6 +212,10 @@ class TokensPanel(QWidget):
         self._seen_version = t.version
         if t.prompt is None and self._prompt_shown is not None:
             self.summary.setText("Tokens of the current turn appear here.")
+        if t.alternatives is not self._alts_shown:
+            # The reply ended with its alternatives: draw its tokens again, coloured by the mode chosen.
+            self._alts_shown = t.alternatives
+            self._prompt_shown = None
         if t.prompt is not self._prompt_shown:
             self._prompt_shown = t.prompt
             self._gen_shown = 0
@@ -107,27 +239,23 @@ class TokensPanel(QWidget):
                         )
                     )
                 self.view.setHtml("<div style='line-height:160%'>" + "".join(parts) + "</div>")
-        new = t.tokens[self._gen_shown :]
-        if new:
+        if len(t.tokens) > self._gen_shown:
             cur = self.view.textCursor()
             cur.movePosition(QTextCursor.MoveOperation.End)
-            cur.insertHtml(
-                "".join(
-                    self._chip(
-                        r.token_id, r.piece, palette.SPECIAL_TOKEN_BG if _is_special(r.piece) else _prob_color(r.p)
-                    )
-                    for r in new
-                )
-            )
+            cur.insertHtml("".join(self._gen_chip(i) for i in range(self._gen_shown, len(t.tokens))))
             self._gen_shown = len(t.tokens)
             bar = self.view.verticalScrollBar()
             bar.setValue(bar.maximum())
         if t.prompt is not None:
             end = ""
+            key = "green = likely … red = unlikely"
+            if t.alternatives is not None:
+                by = "green = sure … red = unsure (entropy)" if self.colour is TokenColour.ENTROPY else key
+                key = f"{by}; hover a token for its alternatives, click it for the funnel or a new branch"
             if t.final is not None and StopReason(t.final.stop_reason) is StopReason.EOS:
                 end = "; the last, the end-of-turn token, ends the reply and is not added to the context"
             self.summary.setText(
                 f"Prompt: {t.prompt.prompt_tokens:,} tokens ({t.prompt.cached_tokens:,} reused, "
                 f"{t.prompt.to_evaluate:,} new — amber; chat-template specials — purple) · "
-                f"generated: {len(t.tokens):,} (green = likely … red = unlikely{end})"
+                f"generated: {len(t.tokens):,} ({key}{end})"
             )
