@@ -63,6 +63,13 @@ def reply_alternatives(store: ReplyLogits, per_token: int, vocab: Vocab, prompt:
     )
 
 
+def no_alternatives(per_token: int, prompt: Sequence[int]) -> ReplyAlternatives:
+    """The alternatives of a reply that generated no token (a branch ending with the token chosen)."""
+    return ReplyAlternatives(
+        max(1, min(per_token, MAX_PER_TOKEN)), (), (), (), (), (), tuple(int(t) for t in prompt[-MAX_HISTORY:])
+    )
+
+
 def prefixed_tokens(prompt: Sequence[int], prefix: Sequence[int], vocab: Vocab, n_ctx: int) -> list[int]:
     """The prompt's tokens followed by a reply's prefix (see the module docstring).
 

@@ -38,7 +38,7 @@ from app.core.gguf_info import GGUFError, GGUFInfo, check_loadable
 from app.core.memory import KVCacheLayout, kv_cache_layout, n_ubatch_for
 from app.core.textstream import TextStream
 from app.engine import kv_snapshot
-from app.engine.alternative import prefix_text, prefixed_tokens, reply_alternatives
+from app.engine.alternative import no_alternatives, prefix_text, prefixed_tokens, reply_alternatives
 from app.engine.decode import DecodeResult, TurnStats, decode_loop, make_sampler
 from app.engine.errors import CancelFlag, EngineError
 from app.engine.forced import forced_from_env
@@ -359,7 +359,8 @@ class Session:
             text = TextStream()
             shown = prefix_text(text, prefix, m.vocab) + text.finish().text
             m.prompt.cached_turn = self._cached_turn(prompt.text, prompt.tokens[: len(prompt.tokens) - len(prefix) + 1])
-            return self._finish(req, stats, DecodeResult(shown, StopReason.EOS, 0, 0, 0, 0), t0)
+            none = no_alternatives(req.alternatives, prompt.tokens) if req.alternatives > 0 else None
+            return self._finish(req, stats, DecodeResult(shown, StopReason.EOS, 0, 0, 0, 0), t0, none)
 
         chain = make_sampler(req.sampler, seed, prompt.tokens, m.vocab, self.n_ctx)
         keep = req.keep_logits or req.alternatives > 0

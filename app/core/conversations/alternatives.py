@@ -9,6 +9,7 @@ it takes in :attr:`~app.core.conversations.DeletedMessages.alternatives` and its
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Iterable
 
@@ -19,8 +20,11 @@ from app.core.conversations.base import StoreBase
 class AlternativesMixin(StoreBase):
     """Keep and read each reply's :class:`ReplyAlternatives` (mixed into ConversationStore)."""
 
-    def set_alternatives(self, message_id: int, alternatives: ReplyAlternatives | None) -> int:
+    def set_alternatives(self, message_id: int, alternatives: ReplyAlternatives | None, *, durable: bool = True) -> int:
         """Keep ``alternatives`` with message ``message_id`` (None removes what was kept).
+
+        ``durable=False``: commit without an fsync (``synchronous=NORMAL``, atomic in WAL mode),
+        for a caller whose next write (a reply's :meth:`finish_message`) makes it durable anyway.
 
         Returns:
             Bytes stored (0 when removed).
@@ -29,7 +33,10 @@ class AlternativesMixin(StoreBase):
             KeyError: no such message.
         """
         self._message_row(message_id)
-        with self._write() as conn:
+        with contextlib.ExitStack() as stack:
+            if not durable:
+                stack.enter_context(self._streaming_sync())
+            conn = stack.enter_context(self._write())
             if alternatives is None:
                 conn.execute("DELETE FROM message_alternatives WHERE message_id = ?", (message_id,))
                 return 0

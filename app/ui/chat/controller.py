@@ -612,7 +612,7 @@ class ChatController(QObject):
         if mid is None or alts is None:
             return
         try:
-            self.store.set_alternatives(mid, alts)
+            self.store.set_alternatives(mid, alts, durable=False)  # finish_message, next, makes it durable
         except Exception:  # the reply itself is saved by _end_reply; its alternatives are a bonus
             log.exception("could not save the alternatives of reply %s", mid)
             return
@@ -791,6 +791,16 @@ class ChatController(QObject):
         alts = self.store.alternatives(message_id)
         if alts is None or not 0 <= step < alts.n_steps:
             self.notice.emit(Severity.WARNING, "This reply kept no alternatives to continue from.", BannerTopic.GENERAL)
+            return False
+        made_by = self.store.get_message(message_id).meta.model_path
+        model = self.engine.model
+        if model is not None and made_by and Path(made_by).name != Path(model.info.path).name:
+            self.notice.emit(
+                Severity.WARNING,
+                f"This reply was written by {Path(made_by).name}; load it to continue from one of its tokens "
+                "(token ids differ from model to model).",
+                BannerTopic.GENERAL,
+            )
             return False
         text = next((c.text for c in alts.view(step).candidates if c.token_id == token), "")
         head = alts.head(step + 1).with_token(step, token, text)
