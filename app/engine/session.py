@@ -395,7 +395,7 @@ class Session:
             m.prompt.cached_turn = self._cached_turn(prompt.text, prompt.tokens[: len(prompt.tokens) - len(prefix)])
         alts = None
         if store is not None and req.alternatives > 0:
-            alts = reply_alternatives(store, req.alternatives, m.vocab, prompt.tokens)
+            alts = reply_alternatives(store, req.alternatives, m.vocab, prompt.tokens).with_packed()
         return self._finish(req, stats, result, t0, alts)
 
     def funnel(self, req: P.ComputeFunnel) -> P.FunnelComputed:

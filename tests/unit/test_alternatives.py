@@ -180,3 +180,12 @@ def test_reduce_step_gives_the_top_m_the_logsumexp_and_the_entropy(spread: float
     best = np.argsort(-x, kind="stable")[:TOP_M]
     assert set(ids.tolist()) == set(best.tolist()) and np.array_equal(top, logits[ids])
     assert list(top) == sorted(top, reverse=True)
+
+
+def test_packed_bytes_are_used_as_they_are() -> None:
+    a = make_alts()
+    p = a.with_packed()
+    assert p.packed == a.to_bytes() and p == a  # packed is not part of the value
+    back = ReplyAlternatives.from_bytes(p.to_bytes())
+    assert back.packed == p.packed and back.to_bytes() is back.packed
+    assert back.head(2).packed is None  # a changed value packs itself anew
