@@ -40,54 +40,53 @@ FULL_STEPS = 16  # latest steps whose full-vocabulary logits are kept (ring slot
 WORKER_NICE = 10  # the reducing thread's nice value
 MAX_STEPS = 32768  # steps kept per reply (max_tokens' upper bound)
 BYTES_PER_STEP = TOP_M * 8 + 8 + 4
-LSE_SPAN = 25.0  # logits further than this below the best are left out of the log-sum-exp (see reduce_logits)
+LSE_SPAN = 25.0  # nats below the best: the second net for the top-M (reduce_step)
+TOP_SPAN = 10.0  # nats below the best: the first net for the top-M (reduce_step)
 
 
 def reduce_logits(
     logits: npt.NDArray[np.float32], buf: npt.NDArray[np.float32]
 ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float32], float]:
-    """The top ``TOP_M`` of ``logits`` (ids and logits, best first) and the log-sum-exp over all of them.
-
-    One pass keeps the tokens within ``LSE_SPAN`` of the best logit; the log-sum-exp sums their
-    exponentials (float64 sum), and the top-M is partitioned out of them (out of all when fewer
-    qualify). The tokens left out weigh less than ``n_vocab x exp(-LSE_SPAN)`` of the best
-    token's weight, so the log-sum-exp is low by under 4e-6 (262k vocabulary) -- below float32's
-    own resolution of the probabilities. ``buf`` is scratch of the same shape.
-    """
+    """The top ``TOP_M`` of ``logits`` (ids and logits, best first) and the log-sum-exp over all of them
+    (see :func:`reduce_step`). ``buf`` is scratch of the same shape."""
     ids, top, lse, _h = reduce_step(logits, buf)
     return ids, top, lse
 
 
 def reduce_step(
-    logits: npt.NDArray[np.float32], buf: npt.NDArray[np.float32]
+    logits: npt.NDArray[np.float32],
+    buf: npt.NDArray[np.float32],
+    ebuf: npt.NDArray[np.float32] | None = None,
 ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float32], float, float]:
-    """:func:`reduce_logits` and the entropy of the distribution, bits (over the same tokens
-    within ``LSE_SPAN`` of the best: the others add under 1e-5 bits).
+    """The top ``TOP_M`` of ``logits`` (ids and logits, best first), the log-sum-exp over all of
+    them, and the entropy of their softmax, bits.
 
-    Three passes over the vocabulary (the max, one comparison, its nonzero indices); the rest
-    works on the tokens near the best. When fewer than ``TOP_M`` are that near (a very sure
-    step), the top-M comes from the tokens within ``4 x LSE_SPAN``, and from the whole
-    vocabulary only when even those are fewer. ``buf`` is unused scratch, kept for callers.
+    In place, over the whole vocabulary, float32: the logits less the best one (``buf``), their
+    exponentials (``ebuf``), a pairwise sum (relative error ~1e-7 x log2(n_vocab): the
+    log-sum-exp is off by under 4e-6), and one dot product for the entropy
+    (``H = ln(total) - sum(z x shifted) / total`` nats). Then the top-M from the tokens within
+    ``TOP_SPAN`` of the best (within ``LSE_SPAN`` when fewer, the whole vocabulary when even
+    those are fewer). Gemma 3 keeps ~120k of its 262k logits within 25 nats of the best, so a
+    filter before the sums saves nothing there: this is twice as fast as filtering first
+    (345 us against 645 us per step on Gemma 3, 91 against 158 on SmolLM2, one busy core).
+    ``buf`` and ``ebuf`` are scratch of the same shape (``ebuf`` allocated when None).
     """
+    if ebuf is None:
+        ebuf = np.empty_like(buf)
     m = float(logits.max())
-    near = np.flatnonzero(logits > np.float32(m - LSE_SPAN))
-    shifted = logits[near] - np.float32(m)
-    z = np.exp(shifted)
-    total = float(z.sum(dtype=np.float64))
+    np.subtract(logits, np.float32(m), out=buf)
+    np.exp(buf, out=ebuf)
+    total = float(ebuf.sum())
     lse = m + math.log(total)
-    # H = -sum p ln p with p = z / total:  H = ln(total) - sum(z * shifted) / total, nats
-    entropy_bits = max(0.0, (math.log(total) - float(np.dot(z, shifted)) / total) / math.log(2))
+    entropy_bits = max(0.0, (math.log(total) - float(np.dot(ebuf, buf)) / total) / math.log(2))
     n = logits.shape[0]
-    if near.shape[0] > TOP_M:
-        top = near[np.argpartition(shifted, -TOP_M)[-TOP_M:]]
-    elif n <= TOP_M:
-        top = np.arange(n)
+    for span in (TOP_SPAN, LSE_SPAN):
+        near = np.flatnonzero(buf > -span)
+        if near.shape[0] >= TOP_M:
+            top = near[np.argpartition(buf[near], -TOP_M)[-TOP_M:]]
+            break
     else:
-        wide = np.flatnonzero(logits > np.float32(m - 4 * LSE_SPAN))
-        if wide.shape[0] >= TOP_M:
-            top = wide[np.argpartition(logits[wide], -TOP_M)[-TOP_M:]]
-        else:
-            top = np.argpartition(logits, -TOP_M)[-TOP_M:]
+        top = np.argpartition(buf, -TOP_M)[-TOP_M:] if n > TOP_M else np.arange(n)
     top = top[np.argsort(-logits[top], kind="stable")]
     return top.astype(np.int32), logits[top].astype(np.float32), lse, entropy_bits
 
@@ -176,11 +175,12 @@ class ReplyLogits:
             with contextlib.suppress(OSError):
                 os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WORKER_NICE)
         buf = np.empty(self.n_vocab, dtype=np.float32)
+        ebuf = np.empty(self.n_vocab, dtype=np.float32)
         while True:
             step = self._jobs.get()
             if step is None:
                 return
-            ids, logits, lse, entropy = reduce_step(self._ring[step % FULL_STEPS], buf)
+            ids, logits, lse, entropy = reduce_step(self._ring[step % FULL_STEPS], buf, ebuf)
             with self._lock:
                 self._ids.append(ids)
                 self._logits.append(logits)
