@@ -77,10 +77,10 @@ def main() -> int:
             rate = args.block / ((time.perf_counter_ns() - t0) / 1e9)
             (on_rates if on else off_rates).append(rate)
         last = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(n,)).copy()
-        scratch = np.empty_like(last)
+        scratch, scratch2 = np.empty_like(last), np.empty_like(last)
         for _ in range(50):
             r0 = time.perf_counter_ns()
-            reduce_step(last, scratch)
+            reduce_step(last, scratch, scratch2)
             reduce_ns.append(time.perf_counter_ns() - r0)
     finally:
         store.close()

@@ -13,11 +13,12 @@ the draw) renormalises over them: the mass outside the top 64 (usually well unde
 sentence has started, more on a flat distribution) is missing, and a stage keeping more than
 64 tokens is shown keeping 64. The newest steps run on the full vocabulary and are exact.
 
-Cost on the decode thread: one copy of the logits into a ring slot per step (23 us for
-262k logits). The reduction to the top-M and the log-sum-exp (:func:`reduce_logits`) runs
-on a worker thread, in numpy calls that release the GIL for large arrays, so it overlaps
-the next step's llama_decode when a core is free (bench/funnel_cost.py measures what it
-costs when none is).
+Cost on the decode thread: one copy of the logits into a ring slot per step (19-23 us for
+262k logits), and every ``REDUCE_EVERY`` steps a wake-up of the worker thread. The reduction
+to the top-M, the log-sum-exp and the entropy (:func:`reduce_step`) runs on that thread, in
+numpy calls that release the GIL for large arrays, so it overlaps the next steps' llama_decode
+when a core is free (bench/funnel_cost.py measures what it costs when none is). The same
+store gives every token's alternatives (:mod:`app.engine.alternative`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from app.core.sampling import SamplerSettings
 
 TOP_M = 64  # logits kept per step
 FULL_STEPS = 16  # latest steps whose full-vocabulary logits are kept (ring slots)
+REDUCE_EVERY = 4  # the reducing thread is woken every this many steps (fewer wake-ups and GIL hand-overs)
 WORKER_NICE = 10  # the reducing thread's nice value
 MAX_STEPS = 32768  # steps kept per reply (max_tokens' upper bound)
 BYTES_PER_STEP = TOP_M * 8 + 8 + 4
@@ -160,10 +162,13 @@ class ReplyLogits:
             np.copyto(self._ring[slot], logits)
             self._ring_step[slot] = step
             self.tokens.append(token)
-        self._jobs.put(step)
+        if step % REDUCE_EVERY == REDUCE_EVERY - 1:
+            self._jobs.put(step)
 
     def close(self) -> None:
         """Finish reducing the recorded steps and end the worker thread (blocks until it has)."""
+        if self.tokens:
+            self._jobs.put(len(self.tokens) - 1)
         self._jobs.put(None)
         self._worker.join()
 
@@ -176,17 +181,24 @@ class ReplyLogits:
                 os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WORKER_NICE)
         buf = np.empty(self.n_vocab, dtype=np.float32)
         ebuf = np.empty(self.n_vocab, dtype=np.float32)
+        done = 0  # steps reduced
         while True:
-            step = self._jobs.get()
-            if step is None:
+            last = self._jobs.get()
+            if last is None:
                 return
-            ids, logits, lse, entropy = reduce_step(self._ring[step % FULL_STEPS], buf, ebuf)
-            with self._lock:
-                self._ids.append(ids)
-                self._logits.append(logits)
-                self._lse.append(lse)
-                self._entropy.append(entropy)
-                self._reduced.notify_all()
+            while done <= last:
+                self._reduce_one(done, buf, ebuf)
+                done += 1
+
+    def _reduce_one(self, step: int, buf: npt.NDArray[np.float32], ebuf: npt.NDArray[np.float32]) -> None:
+        """Reduce ``step`` (in its ring slot) and append it to the reduced steps."""
+        ids, logits, lse, entropy = reduce_step(self._ring[step % FULL_STEPS], buf, ebuf)
+        with self._lock:
+            self._ids.append(ids)
+            self._logits.append(logits)
+            self._lse.append(lse)
+            self._entropy.append(entropy)
+            self._reduced.notify_all()
 
     # ---------------------------------------------------------------------- any thread
     @property
