@@ -129,8 +129,15 @@ class FunnelController(QObject):
             return
         self.stored = target.stored
         self.step = target.stored.step
+        self._show_following(False)
         self._due = True
         self._send()
+
+    def _show_following(self, on: bool) -> None:
+        """Set the panel's "newest" box without it asking for a step."""
+        self.panel.follow.blockSignals(True)
+        self.panel.follow.setChecked(on)
+        self.panel.follow.blockSignals(False)
 
     def tick(self) -> None:
         """The repaint clock's panel tick: while following a streaming reply, ask for the newest token's funnel."""
@@ -145,8 +152,11 @@ class FunnelController(QObject):
         self.reply_id = rid if self.enabled else None
         self.n_steps = 0
         self._last_shown = None
-        if self.enabled:
-            self.stored = None  # the new reply's funnel is shown
+        if self.enabled and self.stored is not None:
+            # A stored reply's token was shown: the new reply's newest token is, from now on.
+            self.stored = None
+            self.step = -1
+            self._show_following(True)
 
     def _token(self, ev: P.TokenEvent) -> None:
         if ev.request_id == self.reply_id:

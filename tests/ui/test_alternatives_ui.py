@@ -141,3 +141,16 @@ def test_message_action_payloads_reach_the_controller(qtbot, window):
     window.chat.funnel_step_requested.connect(seen.append)
     w.action_requested.emit(MessageAction.TOKEN_FUNNEL, w.message_id, 1)
     assert len(seen) == 1 and seen[0].stored.step == 1
+
+
+def test_a_new_reply_follows_its_newest_token_after_a_stored_one_was_shown(qtbot, window):
+    window.funnel_dock.raise_()
+    window.engine.script(reply("a", "b", "c"), reply("p", "q"), reply("x", "y", "z", "w"))
+    send(qtbot, window, "first")
+    first = _reply_widget(window).message_id
+    send(qtbot, window, "second")
+    window.chat.open_token_funnel(first, 0)  # an older reply: its stored candidates
+    assert window.funnel.stored is not None and not window.funnel_panel.follow.isChecked()
+    send(qtbot, window, "third")
+    assert window.funnel.stored is None and window.funnel.step == -1 and window.funnel_panel.follow.isChecked()
+    qtbot.waitUntil(lambda: window.funnel_panel.view.funnel.step == 3, timeout=5000)
