@@ -4,8 +4,10 @@ Both sides evaluate the same prompt tokens (the engine's rendered chat prompt)
 with the same threads, n_ctx and n_batch, and generate the same number of
 tokens greedily. The engine runs as Glassbox runs it: in its child process,
 with every measurement on and the tokens sent over the pipe in batches (about 30 a second); also
-with the top-20 candidates on, and with the sampler funnel's per-step logits store on
-(``keep_logits``: what the Funnel panel costs while it is on screen). Plain
+with the top-20 candidates on (the Tokens panel on screen), and with every token's alternatives
+and the sampler funnel's per-step logits store on (``alternatives=10``, ``keep_logits``: what
+every reply costs in the window now, the funnel's store being the one the alternatives are
+taken from; with ``--no-alternatives`` the funnel's store alone, as before). Plain
 llama-cpp-python is timed the way its own users time it (``Llama.eval`` for
 prefill, the ``Llama.generate`` loop for decode). Decode tok/s on both sides
 = (generated - 1) / (time of last token - time of first token).
@@ -49,7 +51,7 @@ def plain_run(llm, tokens: list[int], n_gen: int) -> tuple[float, float, list[in
     return (len(tokens) - 1) / prefill_s, decode, out
 
 
-def engine_run(host, messages, n_gen: int, candidates: int, keep_logits: bool = False):
+def engine_run(host, messages, n_gen: int, candidates: int, keep_logits: bool = False, alternatives: int = 0):
     from app.core import protocol as P
     from app.core.sampling import SamplerSettings
 
@@ -62,12 +64,14 @@ def engine_run(host, messages, n_gen: int, candidates: int, keep_logits: bool = 
             SamplerSettings(temperature=0.0, repeat_penalty=1.0, max_tokens=n_gen),
             top_candidates=candidates,
             keep_logits=keep_logits,
+            alternatives=alternatives,
         ),
         timeout=600,
         on_event=events.append,
     )
     prepared = next(e for e in events if isinstance(e, P.PromptPrepared))
     ids = [e.token_id for e in events if isinstance(e, P.TokenEvent)]
+    engine_run.last_alternatives = fin.alternatives  # type: ignore[attr-defined]
     return fin.stats, prepared, ids
 
 
@@ -80,7 +84,10 @@ def main() -> int:
     ap.add_argument("--gen", type=int, default=128)
     ap.add_argument("--prompt-lines", type=int, default=60)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--alternatives", type=int, default=10, help="alternatives per token in the funnel case")
+    ap.add_argument("--no-alternatives", action="store_true", help="the funnel case without alternatives")
     args = ap.parse_args()
+    n_alts = 0 if args.no_alternatives else args.alternatives
     if not args.model:
         ap.error("give --model or set GLASSBOX_TEST_SMOLLM2")
 
@@ -125,6 +132,7 @@ def main() -> int:
     }
     engine_generated = 0
     same_tokens = True
+    alt_bytes: list[float] = []
     try:
         stats, prepared, _ = engine_run(host, messages, 4, 0)  # warm-up, and the exact prompt text
         tokens = llm.tokenize(prepared.prompt_text.encode(), add_bos=False, special=True)
@@ -141,7 +149,10 @@ def main() -> int:
             engine_generated = stats.generated_tokens
             stats, _, _ = engine_run(host, messages, args.gen, 20)
             results["engine+candidates"].append((stats.prefill_tok_s, stats.decode_tok_s))
-            stats, _, f_ids = engine_run(host, messages, args.gen, 0, keep_logits=True)
+            stats, _, f_ids = engine_run(host, messages, args.gen, 0, keep_logits=True, alternatives=n_alts)
+            alts = engine_run.last_alternatives  # type: ignore[attr-defined]
+            if alts is not None:
+                alt_bytes.append(len(alts.to_bytes()) / max(1, alts.n_steps))
             results["engine+funnel"].append((stats.prefill_tok_s, stats.decode_tok_s))
             same_tokens &= f_ids == p_ids[: len(f_ids)]
         n_vocab = llm.n_vocab()
@@ -180,6 +191,8 @@ def main() -> int:
         "decode_tok_s": round(med("engine+funnel", 1), 1),
         "stored_bytes_per_token": BYTES_PER_STEP,
         "latest_full_steps_bytes": FULL_STEPS * n_vocab * 4,
+        "alternatives_per_token": n_alts,
+        "alternatives_stored_bytes_per_token": round(statistics.median(alt_bytes), 1) if alt_bytes else 0,
     }
     out["decode_ratio_with_funnel_store"] = round(
         out["engine_with_funnel_store"]["decode_tok_s"] / out["plain"]["decode_tok_s"], 3

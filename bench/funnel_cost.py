@@ -5,7 +5,10 @@ engine's decode loop does) in blocks of ``--block`` tokens, the per-step logits 
 (:class:`app.engine.funnel_store.ReplyLogits`) on in every other block. Alternating short
 blocks puts both cases under the same machine load, so the ratio holds on a busy machine
 where whole-run figures (bench/engine_vs_plain.py) swing by tens of percent. Also reports
-the store's own time per step on the decode thread (the copy) and the bytes it keeps.
+the store's own time per step on the decode thread (the copy), the reducing thread's time per
+step (``reduce_step`` on the last step's logits: the CPU it takes from other work), and the
+bytes it keeps. The same store gives every token's alternatives (app/engine/alternative.py):
+they cost the decode loop nothing more.
 
 Usage::
 
@@ -42,7 +45,7 @@ def main() -> int:
 
     from app.core.sampling import SamplerSettings
     from app.engine.funnel import make_chain
-    from app.engine.funnel_store import BYTES_PER_STEP, ReplyLogits
+    from app.engine.funnel_store import BYTES_PER_STEP, ReplyLogits, reduce_step
     from app.engine.vocab import Vocab
 
     n_ctx = args.tokens + 256
@@ -58,6 +61,7 @@ def main() -> int:
     off_rates: list[float] = []
     record_ns: list[int] = []
     blocks = args.tokens // args.block
+    reduce_ns: list[int] = []
     try:
         for b in range(blocks):
             on = b % 2 == 1
@@ -72,6 +76,12 @@ def main() -> int:
                 llm.eval([token])
             rate = args.block / ((time.perf_counter_ns() - t0) / 1e9)
             (on_rates if on else off_rates).append(rate)
+        last = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(n,)).copy()
+        scratch, scratch2 = np.empty_like(last), np.empty_like(last)
+        for _ in range(50):
+            r0 = time.perf_counter_ns()
+            reduce_step(last, scratch, scratch2)
+            reduce_ns.append(time.perf_counter_ns() - r0)
     finally:
         store.close()
         llama_cpp.llama_sampler_free(chain)
@@ -88,6 +98,7 @@ def main() -> int:
         "decode_tok_s_on": round(statistics.median(on_rates), 1),
         "paired_ratio_on_over_off": round(statistics.median(pairs), 3),
         "record_us_median": round(statistics.median(record_ns) / 1000, 1),
+        "reduce_us_median": round(statistics.median(reduce_ns) / 1000, 1),
         "stored_bytes_per_token": BYTES_PER_STEP,
     }
     print(json.dumps(out))

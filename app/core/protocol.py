@@ -19,6 +19,7 @@ from __future__ import annotations
 import enum
 from dataclasses import KW_ONLY, dataclass
 
+from app.core.alternatives import ReplyAlternatives, StoredStep
 from app.core.chat import ChatMessage, GenerationStats, LoadSettings
 from app.core.funnel import Funnel
 from app.core.gguf_info import GGUFInfo
@@ -76,6 +77,15 @@ class Generate:
             instead of the GGUF's (a per-model override); None: the GGUF's (or the plain
             transcript for a model without one). One that does not compile or render fails
             with kind ``template``, its line named.
+        alternatives: top candidates to keep per generated token and send back with
+            :class:`Finished` (:class:`~app.core.alternatives.ReplyAlternatives`, at most
+            :data:`~app.core.alternatives.MAX_PER_TOKEN`); 0 = none. Taken from the same per-step
+            logits store as ``keep_logits`` (the engine then keeps the reply's logits too).
+        reply_prefix: tokens the reply starts with, evaluated after the prompt before decoding
+            goes on (a branch from an alternative: the first k tokens of a reply and the
+            alternative chosen for token k, :mod:`app.engine.alternative`). The KV cache keeps
+            the prompt and the prefix's tokens it already holds, so only the changed token is
+            evaluated; the reply's text (events and :class:`Finished`) starts with the prefix's.
     """
 
     request_id: int
@@ -91,6 +101,8 @@ class Generate:
     external: bool = False
     keep_logits: bool = False
     chat_template: str | None = None
+    alternatives: int = 0
+    reply_prefix: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -128,6 +140,9 @@ class ComputeFunnel:
         step: 0-based token index in the reply; -1 = the newest.
         sampler: the settings to run the funnel with; None = the reply's own.
         rows: tokens to show.
+        stored: run on this stored step instead (a reply from the conversation store: its
+            kept top-N, :class:`~app.core.alternatives.StoredStep`); ``reply_id`` and ``step``
+            are then ignored, and ``sampler`` None means the stored reply's own settings.
     """
 
     request_id: int
@@ -135,6 +150,7 @@ class ComputeFunnel:
     step: int = -1
     sampler: SamplerSettings | None = None
     rows: int = 12
+    stored: StoredStep | None = None
 
 
 @dataclass(frozen=True)
@@ -410,12 +426,15 @@ class Finished:
         text: the whole reply.
         stats: the turn's measurements.
         elapsed_s: when the turn ended, seconds since the request reached the engine.
+        alternatives: every generated token's top-N candidates (when the request asked
+            for ``alternatives``; for a ``reply_prefix`` request, the steps after the prefix).
     """
 
     request_id: int
     text: str
     stats: GenerationStats
     elapsed_s: float = 0.0
+    alternatives: ReplyAlternatives | None = None
 
 
 class FailureKind(str, enum.Enum):

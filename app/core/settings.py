@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from app.core.alternatives import DEFAULT_PER_TOKEN, MAX_PER_TOKEN, TokenColour
 from app.core.chat import LoadSettings
 from app.core.remote import RemoteSettings
 from app.core.sampling import SamplerSettings
@@ -68,6 +69,9 @@ class Settings:
             pairs, one per model (absolute paths as loaded); a model not listed uses its GGUF's.
             Stored as a JSON object; files written before it existed read as none.
         remote: the remote engine set up in the Models page (URL, model, key stored like the Hub token).
+        alternatives_per_token: candidates each reply keeps per generated token (1 to
+            :data:`~app.core.alternatives.MAX_PER_TOKEN`), :mod:`app.core.alternatives`.
+        token_colour: what a token's colour shows in the chat's token view and the Tokens panel.
     """
 
     sampler: SamplerSettings = field(default_factory=SamplerSettings)
@@ -94,6 +98,8 @@ class Settings:
         return replace(self, chat_templates=rest + (((model_path, source),) if source is not None else ()))
 
     remote: RemoteSettings = field(default_factory=RemoteSettings)
+    alternatives_per_token: int = DEFAULT_PER_TOKEN
+    token_colour: TokenColour = TokenColour.PROBABILITY
 
     def last_folder(self, kind: DialogFolder) -> str:
         """The folder the last dialog of ``kind`` was used in ("" if none yet)."""
@@ -141,6 +147,8 @@ class Settings:
             "server": self.server.to_dict(),
             "chat_templates": dict(self.chat_templates),
             "remote": self.remote.to_dict(),
+            "alternatives_per_token": self.alternatives_per_token,
+            "token_colour": TokenColour(self.token_colour).value,
         }
 
     @classmethod
@@ -166,6 +174,10 @@ class Settings:
             server=ServerSettings.from_dict(data.get("server")),
             chat_templates=_templates(data.get("chat_templates")),
             remote=RemoteSettings.from_dict(data.get("remote")),
+            alternatives_per_token=_per_token(data.get("alternatives_per_token")),
+            token_colour=TokenColour.ENTROPY
+            if data.get("token_colour") == TokenColour.ENTROPY.value
+            else TokenColour.PROBABILITY,
         )
 
 
@@ -185,6 +197,13 @@ def _templates(value: object) -> tuple[tuple[str, str], ...]:
     if not isinstance(value, dict):
         return ()
     return tuple((p, t) for p, t in value.items() if isinstance(p, str) and p and isinstance(t, str))
+
+
+def _per_token(value: object) -> int:
+    """A stored alternatives-per-token count, clamped to 1..MAX_PER_TOKEN (the default when not a whole number)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return DEFAULT_PER_TOKEN
+    return max(1, min(MAX_PER_TOKEN, value))
 
 
 def _text(value: object) -> str:

@@ -23,6 +23,7 @@ from app.core import protocol as P
 from app.core.chat import ContextPolicy, StopReason
 from app.core.sampling import SamplerSettings
 from app.core.textstream import TextStream
+from app.engine.alternative import prefix_text
 from app.engine.errors import CancelFlag
 from app.engine.forced import ForcedTokens
 from app.engine.funnel import make_chain
@@ -110,6 +111,7 @@ def decode_loop(
     shift_context: Callable[[list[int]], bool],
     store: ReplyLogits | None = None,
     forced: ForcedTokens | None = None,
+    prefix: Sequence[int] = (),
 ) -> DecodeResult:
     """Sample, detokenize, check stops, evaluate the token; repeat (see the module docstring).
 
@@ -126,8 +128,12 @@ def decode_loop(
             last one not yet evaluated); False when nothing could be freed or Stop was pressed.
         store: keeps each step's logits for the funnel (:class:`ReplyLogits`); None: not kept.
         forced: benchmark/test only (:mod:`app.engine.forced`): keep its tokens instead of the sampled ones.
+        prefix: the reply's tokens already in the KV cache before the first step (a branch from an
+            alternative, :mod:`app.engine.alternative`): their text starts the reply's, and goes
+            out with the first token's event.
     """
     stream = TextStream(stop_strings)
+    head = prefix_text(stream, prefix, vocab) if prefix else ""
     max_tokens = req.sampler.max_tokens
     generated: list[int] = []
     t_first = t_last = 0
@@ -172,7 +178,7 @@ def decode_loop(
             pending.append(
                 P.TokenEvent(
                     rid,
-                    "",
+                    head,
                     token,
                     vocab.display(token),
                     len(generated) - 1,
@@ -188,7 +194,7 @@ def decode_loop(
         pending.append(
             P.TokenEvent(
                 rid,
-                res.text,
+                head + res.text if head else res.text,
                 token,
                 display_piece(piece),
                 len(generated) - 1,
@@ -199,6 +205,7 @@ def decode_loop(
                 logsumexp=lse if cands else None,
             )
         )
+        head = ""
         if now - last_flush >= flush_ns:
             emit(P.TokenBatch(rid, tuple(pending)))
             pending.clear()

@@ -239,6 +239,7 @@ def run_funnel(
     step: int,
     exact: bool,
     n_rows: int = FUNNEL_ROWS,
+    texts: dict[int, str] | None = None,
 ) -> Funnel:
     """The funnel of one step: ``settings``' stages applied one by one with llama.cpp's samplers.
 
@@ -253,6 +254,8 @@ def run_funnel(
         drawn: the token the reply drew at this step (-1: unknown), always shown.
         exact: whether ``ids`` is the whole vocabulary.
         n_rows: tokens to show (the most likely under the raw model, the final top ones, the drawn one).
+        texts: the rows' texts when they are known already (a stored reply's, which another model
+            may have written); else the vocabulary's.
 
     Returns:
         The :class:`~app.core.funnel.Funnel`: the model column, one column per stage, the draw last.
@@ -312,7 +315,7 @@ def run_funnel(
     return Funnel(
         reply_id=reply_id,
         step=step,
-        rows=tuple((t, vocab.display(t)) for t in row_list),
+        rows=tuple((t, texts[t] if texts is not None and t in texts else vocab.display(t)) for t in row_list),
         stages=tuple(out),
         drawn=drawn,
         settings=settings,

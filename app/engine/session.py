@@ -28,15 +28,19 @@ from pathlib import Path
 from typing import Any
 
 import llama_cpp
+import numpy as np
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
 from app.core import protocol as P
+from app.core.alternatives import ReplyAlternatives, StoredStep
 from app.core.chat import ChatMessage, ContextPolicy, FlashAttention, GenerationStats, LoadSettings, StopReason
 from app.core.chat_template import SAMPLE_CONVERSATION
 from app.core.gguf_info import GGUFError, GGUFInfo, check_loadable
 from app.core.memory import KVCacheLayout, KVCacheType, kv_cache_layout, n_ubatch_for
 from app.core.rpc import RpcError
+from app.core.textstream import TextStream
 from app.engine import kv_snapshot, rpc
+from app.engine.alternative import no_alternatives, prefix_text, prefixed_tokens, reply_alternatives
 from app.engine.decode import DecodeResult, TurnStats, decode_loop, make_sampler
 from app.engine.devices import local_gpu_offload
 from app.engine.errors import CancelFlag, EngineError
@@ -434,6 +438,13 @@ class Session:
         llm = m.llm
         llama_cpp.llama_perf_context_reset(llm.ctx)
         self._rpc.turn_started()
+        prefix = list(req.reply_prefix)
+        # A branch from an alternative ending with an end-of-generation token: it is the reply's last
+        # token, sampled but never evaluated (as in any reply), so the reply ends with no decoding.
+        ends_at_prefix = bool(prefix) and m.vocab.is_eog(prefix[-1])
+        if prefix:
+            full = prefixed_tokens(prompt.tokens, prefix, m.vocab, self.n_ctx)
+            prompt = replace(prompt, tokens=full[:-1] if ends_at_prefix else full)
 
         t_reuse = time.perf_counter_ns()
         cached = rewind_to_prefix(llm, prompt.tokens)
@@ -466,11 +477,16 @@ class Session:
         self._rpc.prefill_done()
         if done < len(new):  # cancelled during prefill
             return self._finish(req, stats, DecodeResult("", StopReason.CANCELLED, 0, 0, 0, 0), t0)
+        if ends_at_prefix:
+            text = TextStream()
+            shown = prefix_text(text, prefix, m.vocab) + text.finish().text
+            m.prompt.cached_turn = self._cached_turn(prompt.text, prompt.tokens[: len(prompt.tokens) - len(prefix) + 1])
+            none = no_alternatives(req.alternatives, prompt.tokens) if req.alternatives > 0 else None
+            return self._finish(req, stats, DecodeResult(shown, StopReason.EOS, 0, 0, 0, 0), t0, none)
 
         chain = make_sampler(req.sampler, seed, prompt.tokens, m.vocab, self.n_ctx)
-        store = (
-            ReplyLogits(req.request_id, req.sampler, seed, prompt.tokens, m.vocab.n_tokens) if req.keep_logits else None
-        )
+        keep = req.keep_logits or req.alternatives > 0
+        store = ReplyLogits(req.request_id, req.sampler, seed, prompt.tokens, m.vocab.n_tokens) if keep else None
         if store is not None:
             self._store = store
         try:
@@ -486,9 +502,10 @@ class Session:
                 cancel=self.cancel,
                 emit=self.emit,
                 t0=t0,
-                shift_context=lambda generated: self._shift_context(req, messages, generated, stats, t0),
+                shift_context=lambda generated: self._shift_context(req, messages, [*prefix, *generated], stats, t0),
                 store=store,
                 forced=forced_from_env(lambda text: m.prompt.tokenize(text, False), m.vocab.eos),
+                prefix=prefix,
             )
         finally:
             llama_cpp.llama_sampler_free(chain)
@@ -496,8 +513,12 @@ class Session:
                 store.close()
         stats.context_shifts = result.context_shifts
         if not result.context_shifts:
-            m.prompt.cached_turn = self._cached_turn(prompt.text, prompt.tokens)
-        return self._finish(req, stats, result, t0)
+            # The reply's prefix is part of the reply: the next turn's prompt reuses it as reply tokens.
+            m.prompt.cached_turn = self._cached_turn(prompt.text, prompt.tokens[: len(prompt.tokens) - len(prefix)])
+        alts = None
+        if store is not None and req.alternatives > 0:
+            alts = reply_alternatives(store, req.alternatives, m.vocab, prompt.tokens).with_packed()
+        return self._finish(req, stats, result, t0, alts)
 
     def funnel(self, req: P.ComputeFunnel) -> P.FunnelComputed:
         """The sampler funnel of one stored step (:mod:`app.engine.funnel`); safe during a reply.
@@ -506,6 +527,8 @@ class Session:
             EngineError: ``no_model``; ``no_logits`` (no reply kept its logits, another reply's
                 id, or a step not stored); ``bad_settings`` (a value out of range).
         """
+        if req.stored is not None:
+            return self._stored_funnel(req, req.stored)
         with self._model_lock:
             m = self._require()
             store = self._store
@@ -559,6 +582,43 @@ class Session:
                     if idle:
                         self._chat_lock.release()
             return P.TokenInspected(req.request_id, m.token_inspector.inspect(req, chat))
+
+    def _stored_funnel(self, req: P.ComputeFunnel, stored: StoredStep) -> P.FunnelComputed:
+        """The funnel of a step kept with a stored reply (its top-N, :mod:`app.core.alternatives`):
+        llama.cpp's samplers on those N logits, not exact beyond them (``Funnel.exact`` False).
+
+        Raises:
+            EngineError: ``no_model`` (the samplers need a loaded vocabulary); ``no_logits`` (no
+                candidates stored); ``bad_settings`` (a value out of range).
+        """
+        settings = req.sampler if req.sampler is not None else stored.settings
+        try:
+            settings.validated()
+        except ValueError as exc:
+            raise EngineError(P.FailureKind.BAD_SETTINGS, f"The sampler settings cannot be used: {exc}.") from None
+        if not stored.ids:
+            raise EngineError(
+                P.FailureKind.NO_LOGITS, f"Token {stored.step + 1} of the reply has no stored candidates."
+            )
+        with self._model_lock:
+            m = self._require()
+            funnel = run_funnel(
+                ids=np.asarray(stored.ids, dtype=np.int32),
+                logits=np.asarray(stored.logits, dtype=np.float32),
+                logsumexp=stored.logsumexp,
+                settings=settings,
+                seed=stored.seed,
+                history=stored.history,
+                vocab=m.funnel_vocab,
+                n_ctx=self.n_ctx,
+                drawn=stored.drawn,
+                reply_id=stored.reply_id,
+                step=stored.step,
+                exact=False,
+                n_rows=max(1, min(req.rows, 50)),
+                texts=stored.texts,
+            )
+        return P.FunnelComputed(req.request_id, funnel)
 
     def _cached_turn(self, prompt_text: str, prompt_tokens: list[int]) -> CachedTurn | None:
         """What the KV cache holds after a turn on ``prompt_tokens``: the prompt, then the evaluated reply tokens.
@@ -623,11 +683,19 @@ class Session:
         )
         return True
 
-    def _finish(self, req: P.Generate, stats: TurnStats, result: DecodeResult, t0: int) -> P.Finished:
+    def _finish(
+        self,
+        req: P.Generate,
+        stats: TurnStats,
+        result: DecodeResult,
+        t0: int,
+        alternatives: ReplyAlternatives | None = None,
+    ) -> P.Finished:
         """The turn's :class:`Finished` event: ``stats`` and ``result`` with llama.cpp's own counters.
 
         Args:
             t0: when the request arrived (perf_counter_ns); TTFT counts from it.
+            alternatives: the reply's kept alternatives (sent with the event).
         """
         m = self._require()
         llm = m.llm
@@ -659,4 +727,10 @@ class Session:
             rpc_decode_sent_bytes=rpc_bytes.get("rpc_decode_sent_bytes", 0),
             rpc_decode_received_bytes=rpc_bytes.get("rpc_decode_received_bytes", 0),
         )
-        return P.Finished(req.request_id, result.text, final, elapsed_s=(time.perf_counter_ns() - t0) / 1e9)
+        return P.Finished(
+            req.request_id,
+            result.text,
+            final,
+            elapsed_s=(time.perf_counter_ns() - t0) / 1e9,
+            alternatives=alternatives,
+        )

@@ -45,6 +45,7 @@ from dataclasses import dataclass, replace
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.core import protocol as P
+from app.core.alternatives import StoredStep
 from app.core.chat import ChatMessage, LoadSettings
 from app.core.remote import RemoteEndpoint
 from app.core.sampling import SamplerSettings
@@ -345,11 +346,15 @@ class EngineClient(QObject):
         context_policy: str | None = None,
         keep_logits: bool = False,
         chat_template: str | None = None,
+        alternatives: int = 0,
+        reply_prefix: tuple[int, ...] = (),
     ) -> int | None:
         """Start a reply. Returns the request id, or None when not ready (nothing is sent).
 
         ``keep_logits``: the engine keeps the reply's logits per step for :meth:`compute_funnel`.
         ``chat_template``: the person's template for this model (None: the GGUF's).
+        ``alternatives``: top candidates per token sent back with Finished; ``reply_prefix``: the
+        tokens the reply starts with (a branch from an alternative); see :class:`P.Generate`.
         """
         if self._host is None or self._state != EngineState.READY:
             return None
@@ -367,6 +372,8 @@ class EngineClient(QObject):
             context_policy,
             keep_logits=keep_logits,
             chat_template=chat_template,
+            alternatives=alternatives,
+            reply_prefix=tuple(reply_prefix),
         )
         if self._ext is not None:  # an external request is in the engine: this reply goes next
             self._held_gen = req
@@ -376,12 +383,20 @@ class EngineClient(QObject):
         self._send(req)
         return rid
 
-    def compute_funnel(self, reply_id: int, step: int, sampler: SamplerSettings | None, rows: int = 12) -> int | None:
+    def compute_funnel(
+        self,
+        reply_id: int,
+        step: int,
+        sampler: SamplerSettings | None,
+        rows: int = 12,
+        stored: StoredStep | None = None,
+    ) -> int | None:
         """Ask for the sampler funnel of a stored step (answered while a reply streams too).
 
         Args:
             reply_id: the reply's request id (-1: the latest kept); step: token index (-1: newest);
-            sampler: settings to run (None: the reply's own); rows: tokens to show.
+            sampler: settings to run (None: the reply's own); rows: tokens to show;
+            stored: a stored reply's step to run on instead (:class:`P.ComputeFunnel`).
 
         Returns:
             The request id (answered by :attr:`funnel_computed` or :attr:`funnel_failed`), or
@@ -391,7 +406,7 @@ class EngineClient(QObject):
             return None
         rid = next(self._ids)
         self._funnel_ids.add(rid)
-        self._send(P.ComputeFunnel(rid, reply_id, step, sampler, rows))
+        self._send(P.ComputeFunnel(rid, reply_id, step, sampler, rows, stored))
         return rid
 
     def render_prompt(

@@ -64,7 +64,7 @@ from app.ui.common.wheel_guard import guard_wheel
 from app.ui.conversation_export import ExportFormat
 from app.ui.engine_client import EngineClient, EngineState
 from app.ui.file_drop import FileDrop
-from app.ui.funnel_controller import FunnelController
+from app.ui.funnel_controller import FunnelController, StepTarget
 from app.ui.inspect_controller import InspectController
 from app.ui.library import ModelsWindow
 from app.ui.menus import build_menus, fill_model_menu
@@ -278,6 +278,7 @@ class MainWindow(QMainWindow):
         self.funnel_dock.visibilityChanged.connect(self._funnel_visibility)
         self.sampler_panel.settings_changed.connect(self.funnel.set_settings)
         self.funnel_panel.order_chosen.connect(self.sampler_panel.set_order)
+        self._wire_alternatives()
         self.models.load_requested.connect(self._load_from_library)
         self.models.remote_requested.connect(self.use_remote)
         self.models.library_tab.entries_changed.connect(self._update_placeholder)
@@ -600,6 +601,34 @@ class MainWindow(QMainWindow):
 
     def _stop_strings_edited(self, stops: tuple[str, ...]) -> None:
         self.chat.stop_strings = stops
+
+    def _wire_alternatives(self) -> None:
+        """Every token's alternatives: a token clicked in the chat or the Tokens panel opens its funnel
+        step (the Funnel tab comes to the front) or starts a branch; the panel's two settings."""
+        tp = self.tokens_panel
+        tp.set_colour(self.settings.token_colour)
+        tp.set_per_token(self.settings.alternatives_per_token)
+        tp.colour_changed.connect(lambda mode: self.settings_ctl.update(token_colour=mode))
+        tp.per_token_changed.connect(lambda n: self.settings_ctl.update(alternatives_per_token=n))
+
+        def turn_message() -> int | None:
+            return self.chat.turn_reply[0] if self.chat.turn_reply is not None else None
+
+        tp.funnel_requested.connect(
+            lambda step: (mid := turn_message()) is not None and self.chat.open_token_funnel(mid, step)
+        )
+        tp.branch_requested.connect(
+            lambda step, tok: (mid := turn_message()) is not None and self.chat.branch_from_alternative(mid, step, tok)
+        )
+        self.chat.funnel_step_requested.connect(self._open_funnel_step)
+
+    def _open_funnel_step(self, target: StepTarget) -> None:
+        """Bring the Funnel panel to the front and show ``target``'s step in it."""
+        self.funnel.open_step(target)  # sent when the panel is on screen
+        self.funnel_dock.show()
+        self.funnel_dock.raise_()
+        if not self.funnel.enabled:  # offscreen platforms may not report the dock's visibility
+            self._funnel_visibility(True)
 
     def _inspector_visibility(self, dock: QDockWidget, shown: bool) -> None:
         """Ask for next-token candidates only while the Tokens panel is on screen

@@ -10,6 +10,7 @@ import enum
 from dataclasses import dataclass, field, fields
 
 from app.core import protocol as P
+from app.core.alternatives import ReplyAlternatives
 from app.core.chat import GenerationStats, StopReason
 from app.core.timeline import TimelineRecorder
 
@@ -58,6 +59,10 @@ class LiveTurn:
             this session: no tokens, no prompt, the KV cache holds something else.
         timeline: the turn on the engine's clock, folded from the same events
             (:class:`~app.core.timeline.TimelineRecorder`).
+        alternatives: the reply's kept alternatives once it ended (every step of the stored
+            reply: a continued or branched reply's earlier steps too).
+        alternatives_offset: the step of ``tokens[0]`` in ``alternatives`` (the steps before it
+            were generated earlier: the part a reply continues, a branch's prefix).
         version: bumps on every change, so views repaint only when needed.
     """
 
@@ -83,6 +88,8 @@ class LiveTurn:
     shift_dropped_messages: int = 0
     stored: bool = False
     timeline: TimelineRecorder = field(default_factory=TimelineRecorder)
+    alternatives: ReplyAlternatives | None = None
+    alternatives_offset: int = 0
     version: int = 0
     _rate: tuple[list[float], list[float]] = field(default_factory=lambda: ([], []), repr=False)
     _rate_from: int = field(default=1, repr=False)  # the next token index rate_series has not covered
@@ -138,6 +145,12 @@ class LiveTurn:
             self.candidates = ev.candidates
             self.candidates_lse = ev.logsumexp
             self.chosen_token = ev.token_id
+        self.version += 1
+
+    def on_alternatives(self, alts: ReplyAlternatives | None, offset: int) -> None:
+        """The reply's alternatives arrived (it ended); ``offset``: the step of its first token of this turn."""
+        self.alternatives = alts
+        self.alternatives_offset = offset
         self.version += 1
 
     def on_shift(self, ev: P.ContextShifted) -> None:

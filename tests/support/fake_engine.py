@@ -25,6 +25,11 @@ Loads: :meth:`FakeEngine.fail_next_load`, :meth:`FakeEngine.crash_next_load`.
 
 Every request the window sends is kept in :attr:`FakeEngine.requests` (and
 emitted on ``request_sent``, as the real client does).
+
+Alternatives (``Generate.alternatives``): token ``100 + i`` at step i, its candidates
+``100 + i + k`` with logits ``10 - k`` (k = 0: the token drawn, its piece; ``alt<k>`` the
+others), entropy ``0.1 x i`` bits. A ``reply_prefix`` starts the reply with those tokens'
+texts (every token id the fake ever named keeps its text).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from PySide6.QtCore import QObject, QTimer
 
 from app.core import protocol as P
+from app.core.alternatives import ReplyAlternatives
 from app.core.chat import ChatMessage, FlashAttention, GenerationStats, LoadSettings, StopReason
 from app.core.chat_template import SAMPLE_CONVERSATION
 from app.core.funnel import Funnel, FunnelStage, FunnelStageKind
@@ -147,6 +153,7 @@ class FakeEngine(EngineClient):
         self._kv: list[str] = []
         self._events: Iterator[object] = iter(())
         self._kept: tuple[int, SamplerSettings, list[tuple[int, str]]] | None = None  # the reply keeping logits
+        self.vocab: dict[int, str] = {}  # every token id the fake named, with its text
         self._timer = QTimer(self)
         self._timer.setInterval(TICK_MS)
         self._timer.timeout.connect(self._tick)
@@ -251,6 +258,8 @@ class FakeEngine(EngineClient):
         context_policy: str | None = None,
         keep_logits: bool = False,
         chat_template: str | None = None,
+        alternatives: int = 0,
+        reply_prefix: tuple[int, ...] = (),
     ) -> int | None:
         if not self._running or self._fake_state != EngineState.READY:
             return None
@@ -265,8 +274,10 @@ class FakeEngine(EngineClient):
             context_policy,
             keep_logits=keep_logits,
             chat_template=chat_template,
+            alternatives=alternatives,
+            reply_prefix=tuple(reply_prefix),
         )
-        if keep_logits:
+        if keep_logits or alternatives:  # as the engine: alternatives come from the kept logits
             self._kept = (rid, sampler, [])
         script = self._scripts.popleft() if self._scripts else echo_reply(req.messages)
         assert self.model is not None  # READY means a model is loaded
@@ -435,6 +446,8 @@ class FakeEngine(EngineClient):
         stop = StopReason.EOS
         pieces = self._pieces(script)
         n = 0
+        head = "".join(self.vocab.get(t, "") for t in req.reply_prefix)
+        turn.text = head
         for piece in pieces:
             if isinstance(script, CrashMidReply) and n == len(script.pieces):
                 yield script.description
@@ -450,7 +463,10 @@ class FakeEngine(EngineClient):
                 break
             self._kv.append(piece)
             turn.text += piece
-            yield P.TokenBatch(rid, (self._token(req, piece, n),))
+            ev = self._token(req, piece, n)
+            if n == 0 and head:
+                ev = P.TokenEvent(**{**ev.__dict__, "text": head + ev.text})
+            yield P.TokenBatch(rid, (ev,))
             n += 1
         else:
             if isinstance(script, Reply) and script.context_full:
@@ -476,6 +492,27 @@ class FakeEngine(EngineClient):
                 seed=seed,
             ),
             elapsed_s=t_end,
+            alternatives=self._alternatives(req, turn.text[len(head) :], n) if req.alternatives > 0 else None,
+        )
+
+    def _alternatives(self, req: P.Generate, text: str, n: int) -> ReplyAlternatives:
+        """The made-up alternatives of the ``n`` tokens just streamed (see the module docstring)."""
+        k = req.alternatives
+        pieces = [self.vocab.get(100 + i, "") for i in range(n)]
+        ids = [100 + i + j for i in range(n) for j in range(k)]
+        texts = {100 + i + j: pieces[i] if j == 0 else f"alt{j}" for i in range(n) for j in range(k)}
+        for t, piece in texts.items():
+            self.vocab.setdefault(t, piece)
+        lse = math.log(sum(math.exp(10.0 - j) for j in range(k))) + 0.01
+        return ReplyAlternatives(
+            k,
+            tuple(100 + i for i in range(n)),
+            (lse,) * n,
+            tuple(0.1 * i for i in range(n)),
+            tuple(ids),
+            tuple(10.0 - j for _ in range(n) for j in range(k)),
+            (),
+            texts,
         )
 
     @staticmethod
@@ -486,14 +523,27 @@ class FakeEngine(EngineClient):
         # One more step after a crash script's pieces, where the crash happens.
         return itertools.chain(script.pieces, [""] if isinstance(script, CrashMidReply) else [])
 
-    def compute_funnel(self, reply_id: int, step: int, sampler: SamplerSettings | None, rows: int = 12) -> int | None:
+    def compute_funnel(
+        self,
+        reply_id: int,
+        step: int,
+        sampler: SamplerSettings | None,
+        rows: int = 12,
+        stored: object | None = None,
+    ) -> int | None:
         """A made-up funnel (no llama.cpp here): the step's 6 fake candidates (logits 10, 9, ...),
-        top_k and temperature applied when on, greedy at temperature 0; answered on the next tick."""
+        top_k and temperature applied when on, greedy at temperature 0; answered on the next tick.
+        With ``stored`` (a :class:`~app.core.alternatives.StoredStep`): its candidates, the model
+        column only, and the draw (greedy: the best)."""
         if self.model is None:
             return None
         rid = next(self._ids)
-        req = P.ComputeFunnel(rid, reply_id, step, sampler, rows)
+        req = P.ComputeFunnel(rid, reply_id, step, sampler, rows, stored)  # type: ignore[arg-type]
         self.request_sent.emit(req)
+        if stored is not None:
+            funnel = self._stored_funnel(stored, sampler)
+            QTimer.singleShot(0, lambda: self.funnel_computed.emit(P.FunnelComputed(rid, funnel)))
+            return rid
         kept = self._kept
         if kept is None or (reply_id >= 0 and reply_id != kept[0]) or not kept[2] or step >= len(kept[2]):
             failed = P.Failed(rid, P.FailureKind.NO_LOGITS, "The funnel needs a reply generated with the funnel on.")
@@ -600,7 +650,17 @@ class FakeEngine(EngineClient):
         QTimer.singleShot(0, lambda: self.token_inspected.emit(P.TokenInspected(rid, ins)))
         return rid
 
+    @staticmethod
+    def _stored_funnel(st, sampler: SamplerSettings | None) -> Funnel:
+        s = sampler or st.settings
+        probs = tuple(math.exp(x - st.logsumexp) for x in st.logits)
+        rows = tuple((t, st.texts.get(t, "")) for t in st.ids)
+        model = FunnelStage(FunnelStageKind.MODEL, probs, len(st.ids), 1.0, max(0.0, 1 - sum(probs)))
+        draw = FunnelStage(FunnelStageKind.GREEDY, (1.0,) + (0.0,) * (len(st.ids) - 1), 1, 0.0, 0.0, st.ids[0])
+        return Funnel(st.reply_id, st.step, rows, (model, draw), st.drawn, s, st.seed, len(st.ids), False, 0.0)
+
     def _token(self, req: P.Generate, piece: str, index: int) -> P.TokenEvent:
+        self.vocab[100 + index] = piece
         if self._kept is not None and self._kept[0] == req.request_id:
             self._kept[2].append((100 + index, piece))
         t_s = self.ttft_s + index * self.token_s

@@ -165,11 +165,12 @@ def test_migrations_run_in_order_from_version_1(db_path: Path, monkeypatch: pyte
     def v2(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE conversations ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0")
 
+    released = len(conv_schema.MIGRATIONS)
     monkeypatch.setattr(conv_schema, "MIGRATIONS", [*conv_schema.MIGRATIONS, v2])
     with ConversationStore(db_path) as s:
         assert contents(s.active_path(cid)) == ["kept across the migration"]
     with raw(db_path) as c:
-        assert c.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert c.execute("PRAGMA user_version").fetchone()[0] == released + 1
         cols = {r[1] for r in c.execute("PRAGMA table_info(conversations)")}
     assert "pinned" in cols
 
@@ -182,11 +183,12 @@ def test_failed_migration_changes_nothing(db_path: Path, monkeypatch: pytest.Mon
         conn.execute("ALTER TABLE conversations ADD COLUMN half_done INTEGER")
         raise RuntimeError("step failed")
 
+    released = len(conv_schema.MIGRATIONS)
     monkeypatch.setattr(conv_schema, "MIGRATIONS", [*conv_schema.MIGRATIONS, broken])
     with pytest.raises(RuntimeError, match="step failed"):
         ConversationStore(db_path)
     with raw(db_path) as c:
-        assert c.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert c.execute("PRAGMA user_version").fetchone()[0] == released
         assert "half_done" not in {r[1] for r in c.execute("PRAGMA table_info(conversations)")}
 
 

@@ -35,7 +35,8 @@ OS lock on ``conversations.sqlite3.lock`` (:mod:`.openlock`), and SQLite's
 locking and a 5 s busy timeout keep later writes consistent.
 
 Modules: :mod:`.model` (the values), :mod:`.schema` (tables, migrations, FTS5),
-:mod:`.base` and :mod:`.messages` and :mod:`.store` (:class:`ConversationStore`),
+:mod:`.base` and :mod:`.messages` and :mod:`.alternatives` (every token's alternatives, a
+side table) and :mod:`.store` (:class:`ConversationStore`),
 :mod:`.search`, :mod:`.exchange` (export/import), :mod:`.salvage` (damaged files),
 :mod:`.openlock` (one process at a time opens the file).
 The names below are the public API; import them from this package.

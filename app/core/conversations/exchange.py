@@ -6,14 +6,20 @@ branch with its settings and stats::
     {"format": "glassbox.conversation", "version": 1, "exported_at": <s>,
      "conversation": {title, title_is_custom, created_at, updated_at, system_prompt,
                       model_path, sampler, current_leaf_id},
-     "messages": [{id, parent_id, role, content, created_at, complete, selected_seq, meta}]}
+     "messages": [{id, parent_id, role, content, created_at, complete, selected_seq, meta,
+                   alternatives?}]}
 
-Times are seconds since the epoch; parents come before their children. An
-import is checked completely (:func:`read_export`) before anything is written.
+Times are seconds since the epoch; parents come before their children. ``alternatives``
+(a reply's kept top-N per token, :mod:`app.core.alternatives`) is the stored binary form in
+base64, present only on replies that kept them; a Glassbox that does not know the key ignores
+it, so the format version stays 1. An import is checked completely (:func:`read_export`)
+before anything is written.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import sqlite3
 import time
@@ -22,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.core.alternatives import ReplyAlternatives
 from app.core.chat import Role
 from app.core.conversations.base import descend, lastrowid
 from app.core.conversations.model import DEFAULT_TITLE, Conversation, Message, MessageMeta, as_float, as_int
@@ -56,6 +63,7 @@ class ImportedMessage:
     complete: bool
     selected_seq: int
     meta: MessageMeta
+    alternatives: bytes | None = None
 
 
 # --------------------------------------------------------------------------- export
@@ -90,6 +98,7 @@ def export_dict(
     messages: list[Message],
     selected_seq: dict[int, int],
     exported_at: float,
+    alternatives: dict[int, bytes] | None = None,
 ) -> dict[str, Any]:
     """The JSON-ready export (shape in the module docstring).
 
@@ -99,7 +108,9 @@ def export_dict(
         messages: all its messages, parents before children.
         selected_seq: message id → when it was last on the selected path.
         exported_at: seconds since the epoch.
+        alternatives: message id → its kept alternatives' stored bytes.
     """
+    alts = alternatives or {}
     return {
         "format": EXPORT_FORMAT,
         "version": EXPORT_VERSION,
@@ -124,6 +135,7 @@ def export_dict(
                 "complete": m.complete,
                 "selected_seq": selected_seq.get(m.id, 0),
                 "meta": m.meta.to_dict(),
+                **({"alternatives": base64.b64encode(alts[m.id]).decode("ascii")} if m.id in alts else {}),
             }
             for m in messages
         ],
@@ -217,6 +229,11 @@ def insert_import(
             ),
         )
         new_ids[m.id] = lastrowid(cur)
+        if m.alternatives is not None:
+            conn.execute(
+                "INSERT INTO message_alternatives (message_id, data) VALUES (?, ?)",
+                (new_ids[m.id], sqlite3.Binary(m.alternatives)),
+            )
     leaf = new_ids.get(conv.current_leaf_id) if conv.current_leaf_id is not None else None
     if leaf is None:
         leaf = descend(conn, cid, None)
@@ -303,6 +320,7 @@ def validate_export(data: object) -> tuple[ImportedConversation, list[ImportedMe
         if created is None:
             raise ValueError(f"{where}.created_at is not a number (seconds since the epoch)")
         seq = m.get("selected_seq", 0)
+        alts = _alternatives(m.get("alternatives"), where)
         seen.add(mid)
         msgs.append(
             ImportedMessage(
@@ -314,8 +332,30 @@ def validate_export(data: object) -> tuple[ImportedConversation, list[ImportedMe
                 complete=m.get("complete", True) is not False,
                 selected_seq=seq if isinstance(seq, int) and not isinstance(seq, bool) else 0,
                 meta=MessageMeta.from_dict(meta),
+                alternatives=alts,
             )
         )
     if conv.current_leaf_id is not None and conv.current_leaf_id not in seen:
         raise ValueError(f"conversation.current_leaf_id {conv.current_leaf_id} is not a message in the file")
     return conv, msgs
+
+
+def _alternatives(value: object, where: str) -> bytes | None:
+    """A message's exported alternatives (base64 of the stored form), checked; None when absent.
+
+    Raises:
+        ValueError: present but not base64 of a readable :class:`ReplyAlternatives`.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{where}.alternatives is not text (base64)")
+    try:
+        data = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError(f"{where}.alternatives is not base64 ({exc})") from None
+    try:
+        ReplyAlternatives.from_bytes(data)
+    except ValueError as exc:
+        raise ValueError(f"{where}.alternatives: {exc}") from None
+    return data

@@ -233,8 +233,16 @@ class MessagesMixin(StoreBase):
                ORDER BY down.depth, m.id""",
             (message_id,),
         ).fetchall()
+        ids = [r[0] for r in rows]
+        alts = [
+            (int(mid), bytes(data))
+            for mid, data in self._conn.execute(
+                f"SELECT message_id, data FROM message_alternatives WHERE message_id IN ({', '.join('?' * len(ids))})",
+                ids,
+            )
+        ]
         self.delete_message(message_id)
-        return DeletedMessages(conv_id, leaf, tuple(tuple(r) for r in rows))
+        return DeletedMessages(conv_id, leaf, tuple(tuple(r) for r in rows), tuple(alts))
 
     def restore_messages(self, deleted: DeletedMessages) -> None:
         """Put back messages taken out by :meth:`delete_message_undoable`, with their ids, and
@@ -253,6 +261,10 @@ class MessagesMixin(StoreBase):
         marks = ", ".join("?" for _ in MSG_COLS)
         with self._write() as conn:
             conn.executemany(f"INSERT INTO messages ({cols}) VALUES ({marks})", deleted.rows)
+            conn.executemany(
+                "INSERT OR REPLACE INTO message_alternatives (message_id, data) VALUES (?, ?)",
+                [(mid, sqlite3.Binary(data)) for mid, data in deleted.alternatives],
+            )
             if deleted.leaf_id is not None:
                 set_leaf(conn, deleted.conversation_id, deleted.leaf_id)
             conn.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (self._now(), deleted.conversation_id))

@@ -406,11 +406,13 @@ class DeletedMessages:
         conversation_id: the conversation they were in.
         leaf_id: the conversation's selected leaf before the delete.
         rows: the deleted rows (``schema.MSG_COLS`` order), parents before children.
+        alternatives: ``(message id, stored bytes)`` of the deleted replies' kept alternatives.
     """
 
     conversation_id: int
     leaf_id: int | None
     rows: tuple[tuple[Any, ...], ...]
+    alternatives: tuple[tuple[int, bytes], ...] = ()
 
     @property
     def count(self) -> int:

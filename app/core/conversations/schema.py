@@ -77,9 +77,25 @@ def _migrate_v1(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX conversations_by_updated ON conversations(updated_at)")
 
 
+def _migrate_v2(conn: sqlite3.Connection) -> None:
+    # Every generated token's alternatives (app.core.alternatives), one compressed binary cell per
+    # reply, in a side table: messages rows stay small (listing, search and the active path never
+    # read it). A message's row goes with it (the trigger), whichever way the message is deleted.
+    conn.execute(
+        """CREATE TABLE message_alternatives (
+            message_id INTEGER PRIMARY KEY,
+            data BLOB NOT NULL
+        )"""
+    )
+    conn.execute(
+        """CREATE TRIGGER message_alternatives_ad AFTER DELETE ON messages BEGIN
+            DELETE FROM message_alternatives WHERE message_id = old.id; END"""
+    )
+
+
 # Step i (0-based) takes a database from user_version i to i + 1, inside one
 # transaction. Append steps; never change a released one.
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_migrate_v1]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_migrate_v1, _migrate_v2]
 
 CONV_COLS = (
     "id",

@@ -18,6 +18,7 @@ from typing import Any
 
 from app.core.chat import ChatMessage, Role
 from app.core.conversations import schema
+from app.core.conversations.alternatives import AlternativesMixin
 from app.core.conversations.base import conversation_from_row, lastrowid
 from app.core.conversations.exchange import (
     conversation_markdown,
@@ -56,7 +57,7 @@ STREAM_INTERVAL_S = 1.0
 OPEN_LOCK_TIMEOUT_S = 60.0
 
 
-class ConversationStore(MessagesMixin):
+class ConversationStore(MessagesMixin, AlternativesMixin):
     """All conversations in one SQLite file.
 
     Opening never fails on a damaged file: the file is set aside, what can be
@@ -462,7 +463,9 @@ class ConversationStore(MessagesMixin):
                 "SELECT id, selected_seq FROM messages WHERE conversation_id = ?", (conv_id,)
             )
         }
-        return export_dict(conv, self._current_leaf(conv_id), self.messages(conv_id), seqs, self._clock())
+        msgs = self.messages(conv_id)
+        alts = self.alternatives_of(m.id for m in msgs)
+        return export_dict(conv, self._current_leaf(conv_id), msgs, seqs, self._clock(), alts)
 
     def export_markdown(self, conv_id: int, path: os.PathLike[str] | str) -> None:
         """Write :meth:`to_markdown` to ``path`` atomically.

@@ -24,11 +24,13 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 
 from app.core import protocol as P
+from app.core.alternatives import ReplyAlternatives
 from app.core.chat import ChatMessage, ContextPolicy, GenerationStats, Role, StopReason
 from app.core.conversations import ConversationStore, DeletedMessages, Message, MessageMeta
 from app.core.conversations.turns import repeated_roles
 from app.core.sampling import SamplerSettings
 from app.ui.banner import BannerTopic
+from app.ui.chat.alternatives import ChatAlternatives
 from app.ui.chat.composer import Composer
 from app.ui.chat.message import BadgeKind, MessageAction, MessageWidget
 from app.ui.chat.view import ChatView
@@ -61,7 +63,7 @@ class TurnRepair(str, enum.Enum):
 _CUT_OFF: Badge = ("cut off", BadgeKind.ERROR)
 
 
-class ChatController(QObject):
+class ChatController(QObject, ChatAlternatives):
     """Sends the conversation to the engine, streams the reply into the view and the store.
 
     Whether a reply is in flight is the engine client's to say (:attr:`busy` reads
@@ -85,6 +87,8 @@ class ChatController(QObject):
         reply_conversation_changed(object): the conversation a reply is being written in
             (id), or None when the reply is over.
         message_deleted(object): a :class:`DeletedMessages` (the window offers Undo).
+        funnel_step_requested(object): a token of a reply was clicked: a
+            :class:`~app.ui.funnel_controller.StepTarget` for the Funnel panel.
     """
 
     reply_finished = Signal(object)
@@ -94,6 +98,7 @@ class ChatController(QObject):
     conversations_changed = Signal()
     reply_conversation_changed = Signal(object)
     message_deleted = Signal(object)
+    funnel_step_requested = Signal(object)
 
     def __init__(
         self,
@@ -119,6 +124,12 @@ class ChatController(QObject):
         self._reply_text = ""
         self._reply_prefix = ""  # text already there when continuing a reply
         self._sent_user: tuple[int, str] | None = None  # the message this turn answers, if just sent
+        # The alternatives of the reply's steps before this request's (a continued reply's earlier
+        # part, a branch's prefix), joined with the request's when it ends.
+        self._alts_head: ReplyAlternatives | None = None
+        self._alts_offset = 0
+        # The reply the live turn (the Tokens panel) shows, and its engine request: (message id, request id).
+        self.turn_reply: tuple[int, int] | None = None
         # How many next-token candidates to ask for (0: none; the token inspector costs
         # a pass over the vocabulary per token, so the window asks only while it is shown).
         self.top_candidates = 20
@@ -236,6 +247,7 @@ class ChatController(QObject):
             if m.meta.stats is not None:
                 w.set_footer(stats_footer(m.meta))
             w.set_how_made(reply_details(m.meta))
+            w.set_can_show_tokens(self.store.has_alternatives(m.id))
             if not m.complete:
                 reason = StopReason(m.meta.stats.stop_reason) if m.meta.stats else StopReason.ERROR
                 w.set_badge(*_CUT_BADGES.get(reason, ("cut off", BadgeKind.WARN)))
@@ -455,7 +467,16 @@ class ChatController(QObject):
         )
         return self._stream_into(new_id, continue_last=False, render=False)
 
-    def _stream_into(self, message_id: int, *, continue_last: bool, prefix: str = "", render: bool = True) -> bool:
+    def _stream_into(
+        self,
+        message_id: int,
+        *,
+        continue_last: bool,
+        prefix: str = "",
+        render: bool = True,
+        reply_prefix: tuple[int, ...] = (),
+        alts_head: ReplyAlternatives | None = None,
+    ) -> bool:
         if continue_last:
             messages = self.messages_for_engine()  # includes the partial reply, continued as is
             widget = self.view.widget_for(message_id)
@@ -472,9 +493,14 @@ class ChatController(QObject):
         self._reply_text = prefix
         widget.set_badge("thinking…", BadgeKind.LIVE)
         widget.set_can_continue(False)
+        widget.set_can_show_tokens(False)
         widget.set_streaming(True)
         widget.set_footer("")
         self.turn.start()
+        if continue_last:  # the earlier part's steps come first (none kept: the whole reply keeps none)
+            alts_head = self.store.alternatives(message_id)
+        self._alts_head = alts_head
+        self._alts_offset = alts_head.n_steps if alts_head is not None else 0
         rid = self.engine.generate(
             messages,
             self._sampler,
@@ -484,10 +510,13 @@ class ChatController(QObject):
             context_policy=self.settings.settings.load.context_policy,
             keep_logits=self.keep_logits,
             chat_template=self.chat_template,
+            alternatives=self.settings.settings.alternatives_per_token,
+            reply_prefix=reply_prefix,
         )
         if rid is None:
             self._abandon("not sent")
             return False
+        self.turn_reply = (message_id, rid)
         self.reply_conversation_changed.emit(self._reply_conv)
         return True
 
@@ -577,6 +606,7 @@ class ChatController(QObject):
         return replace(meta, earlier_tokens=earlier, edited=False)
 
     def _on_finished(self, ev: P.Finished) -> None:
+        self._keep_alternatives(ev)
         # A continued reply's text is the old part plus what the engine added.
         text = self._reply_prefix + ev.text
         reason = StopReason(ev.stats.stop_reason)
@@ -708,6 +738,13 @@ class ChatController(QObject):
             self.edit(message_id, str(payload))
         elif action is MessageAction.DELETE:
             self.delete_message(message_id)
+        elif action is MessageAction.TOKENS:
+            self.show_tokens(message_id, bool(payload))
+        elif action is MessageAction.TOKEN_FUNNEL:
+            self.open_token_funnel(message_id, int(payload))  # type: ignore[call-overload]
+        elif action is MessageAction.BRANCH_FROM:
+            step, token = payload  # type: ignore[misc]
+            self.branch_from_alternative(message_id, int(step), int(token))
         elif action is MessageAction.BRANCH_STEP:
             sib = self.store.siblings(message_id)
             target = sib.previous_id if payload == -1 else sib.next_id

@@ -21,8 +21,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.core.alternatives import ReplyAlternatives, TokenColour
 from app.core.chat import Role
 from app.ui.chat.markdown import TEXT_CSS, Segment, SegmentKind, StreamingDocument, plain_to_html, warm_up
+from app.ui.chat.token_text import TokenText
 from app.ui.common import dialogs
 from app.ui.common.elided_label import ElidedLabel
 
@@ -39,6 +41,9 @@ class MessageAction(str, enum.Enum):
     CONTINUE = "continue"
     DELETE = "delete"
     BRANCH_STEP = "branch_step"  # payload: -1 (previous version) or +1 (next version)
+    TOKENS = "tokens"  # payload: True to show the reply's tokens with their alternatives, False for the text
+    TOKEN_FUNNEL = "token_funnel"  # payload: the step (0-based token of the reply) to show in the funnel
+    BRANCH_FROM = "branch_from"  # payload: (step, token_id): continue the reply from that step with that token
 
 
 class BadgeKind(str, enum.Enum):
@@ -384,6 +389,16 @@ class MessageWidget(QFrame):
         self.details_dialog: dialogs.TextDialog | None = None
         self._how_made = ""
         head.addWidget(self.info_btn)
+        self.tokens_btn = self._action_button(
+            "Tokens",
+            "Show this reply's tokens coloured by probability (or entropy): hover one for its alternatives, "
+            "click it for the funnel or to continue from there with another token",
+            self._tokens_toggled,
+        )
+        self.tokens_btn.setCheckable(True)
+        self.tokens_btn.hide()
+        head.addWidget(self.tokens_btn)
+        self.token_text: TokenText | None = None  # the reply as its tokens, while shown
         self.copy_btn = self._action_button("Copy", "Copy this message's text", self._copy)
         head.addWidget(self.copy_btn)
         self.edit_btn = self._action_button("Edit", "Edit (the current version stays as a branch)", self._start_edit)
@@ -530,6 +545,35 @@ class MessageWidget(QFrame):
             self.details_dialog.close()
             self.details_dialog.deleteLater()
         self.details_dialog = dialogs.show_text(self, "How this reply was made", self._how_made)
+
+    # ------------------------------------------------------------------ tokens and alternatives
+    def set_can_show_tokens(self, on: bool) -> None:
+        """Offer the Tokens button (the reply kept its alternatives)."""
+        self.tokens_btn.setVisible(on and self.role is Role.ASSISTANT and self.message_id is not None)
+        if not on and self.token_text is not None:
+            self.show_tokens(None)
+
+    def _tokens_toggled(self) -> None:
+        self._emit(MessageAction.TOKENS, self.tokens_btn.isChecked())
+
+    def show_tokens(self, alts: ReplyAlternatives | None, colour: TokenColour = TokenColour.PROBABILITY) -> None:
+        """Show the reply as its tokens coloured by ``colour``, with hover and click (:class:`TokenText`);
+        None: the text again. Built once when asked, never while the reply streams."""
+        if self.token_text is not None:
+            discard(self.token_text)
+            self.token_text = None
+        self.tokens_btn.setChecked(alts is not None)
+        if alts is None:
+            self.body.show()
+            return
+        view = TokenText(alts, colour)
+        view.funnel_requested.connect(lambda step: self._emit(MessageAction.TOKEN_FUNNEL, step))
+        view.branch_requested.connect(lambda step, tok: self._emit(MessageAction.BRANCH_FROM, (step, tok)))
+        lay = self.layout()
+        lay.insertWidget(lay.indexOf(self.body) + 1, view)
+        self.body.hide()
+        view.show()
+        self.token_text = view
 
     def set_streaming(self, on: bool) -> None:
         """Hide the actions that make no sense while this reply is being written.

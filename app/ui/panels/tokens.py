@@ -2,29 +2,47 @@
 
 The prompt's new tokens (chat-template special tokens included), the prefix
 reused from the KV cache as one chip, then each generated token shaded by the
-probability the model gave it. Clicking a token asks to inspect it
-(:attr:`TokensPanel.inspect_requested`, handled by :mod:`app.ui.inspect_controller`).
+probability the model gave it (or, once the reply ended, by the entropy of the model's
+distribution at that step: "colour by entropy"). Once the reply ended, hovering a generated
+token shows its alternatives (:mod:`app.ui.common.token_alts`), and clicking it offers the
+funnel for that step and a new branch from any alternative (:attr:`TokensPanel.funnel_requested`,
+:attr:`TokensPanel.branch_requested`). "alternatives kept" is how many candidates each reply
+keeps per token (the setting; the engine sends them when the reply ends). Clicking a prompt token
+asks to inspect it (:attr:`TokensPanel.inspect_requested`, handled by :mod:`app.ui.inspect_controller`);
+a generated token's menu offers that too.
 """
 
 from __future__ import annotations
 
 import html
 
-from PySide6.QtCore import QUrl, Signal
-from PySide6.QtGui import QTextCursor
+from PySide6.QtCore import QPoint, QUrl, Signal
+from PySide6.QtGui import QCursor, QTextCursor
 from PySide6.QtWidgets import (
     QCheckBox,
     QHBoxLayout,
     QLabel,
+    QMenu,
     QPushButton,
     QSizePolicy,
+    QSpinBox,
     QTextBrowser,
+    QToolTip,
     QVBoxLayout,
     QWidget,
 )
 
+from app.core.alternatives import DEFAULT_PER_TOKEN, MAX_PER_TOKEN, StepView, TokenColour
 from app.core.chat import StopReason
 from app.ui.common import palette
+from app.ui.common.token_alts import (
+    alternatives_menu,
+    anchor_step,
+    prob_colour,
+    step_anchor,
+    step_colour,
+    tooltip_html,
+)
 from app.ui.turn import LiveTurn
 
 MAX_PROMPT_CHIPS = 400
@@ -40,17 +58,7 @@ def _is_special(text: str) -> bool:
     return len(text) > 2 and text.startswith("<") and text.endswith(">") and " " not in text
 
 
-def _prob_color(p: float | None) -> str:
-    """Green for likely tokens, through amber, to red for unlikely ones."""
-    if p is None:
-        return palette.PROB_BG[0]
-    for floor, color in zip((0.8, 0.5, 0.25, 0.1), palette.PROB_BG, strict=False):
-        if p >= floor:
-            return color
-    return palette.PROB_BG[-1]
-
-
-INSPECT_SCHEME = "inspect"  # a chip's link: inspect:<position>:<token id>
+INSPECT_SCHEME = "inspect"  # a prompt chip's link: inspect:<position>:<token id>
 
 
 class TokensPanel(QWidget):
@@ -61,10 +69,19 @@ class TokensPanel(QWidget):
             (:class:`app.ui.panels.template.TemplateDialog`).
         inspect_requested(int, int, int): a token was clicked: its context position, its id,
             and the turn's first position (for :meth:`app.ui.engine_client.EngineClient.inspect_token`).
+        funnel_requested(int): show this step (0-based token of the reply) in the funnel.
+        branch_requested(int, int): continue the reply from step ``(step, token_id)`` with that
+            token instead (a new branch).
+        colour_changed(object): the person chose a :class:`TokenColour`.
+        per_token_changed(int): the person chose how many alternatives replies keep per token.
     """
 
     template_requested = Signal()
     inspect_requested = Signal(int, int, int)
+    funnel_requested = Signal(int)
+    branch_requested = Signal(int, int)
+    colour_changed = Signal(object)
+    per_token_changed = Signal(int)
 
     def __init__(self, turn: LiveTurn, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -86,33 +103,134 @@ class TokensPanel(QWidget):
         self.template_button.setToolTip("The chat template and the whole prompt as the model sees it; override it")
         self.template_button.clicked.connect(self.template_requested)
         top.addWidget(self.template_button)
+        self.by_entropy = QCheckBox("colour by entropy")
+        self.by_entropy.setToolTip(
+            "Colour each generated token by how unsure the model was at that step (the entropy of its "
+            "distribution: green near 0 bits, red at 4 bits and more) instead of the probability it gave "
+            "the token drawn. Shown once the reply ended."
+        )
+        self.by_entropy.toggled.connect(self._colour_toggled)
+        top.addWidget(self.by_entropy)
+        self.per_token = QSpinBox()
+        self.per_token.setRange(1, MAX_PER_TOKEN)
+        self.per_token.setValue(DEFAULT_PER_TOKEN)
+        self.per_token.setPrefix("alternatives kept: ")
+        self.per_token.setToolTip(
+            "How many candidates each reply keeps per generated token, with their probabilities, "
+            "stored with the chat (hover a token to see them)."
+        )
+        self.per_token.valueChanged.connect(self.per_token_changed.emit)
+        top.addWidget(self.per_token)
         lay.addLayout(top)
         self.view = QTextBrowser()
         self.view.setObjectName("tokenView")
         self.view.setOpenLinks(False)
+        self.view.highlighted.connect(self._hovered)
         self.view.anchorClicked.connect(self._clicked)
         lay.addWidget(self.view)
+        self.menu: QMenu | None = None  # the last token menu shown
         self._seen_version = -1
         self._prompt_shown = None
         self._gen_shown = 0
+        self._alts_shown: object | None = None  # the alternatives the generated chips are coloured with
 
-    def _chip(self, token_id: int, text: str, bg: str, fg: str = palette.TEXT, position: int = -1) -> str:
+    def _chip(self, token_id: int, text: str, bg: str, fg: str = palette.TEXT, href: str = "") -> str:
         ids = f"<sub style='color:{palette.MUTED}'>{token_id}</sub>" if self.show_ids.isChecked() else ""
         chip = f"<span style='background-color:{bg}; color:{fg}'>&#8202;{_chip_text(text)}&#8202;</span>"
-        if position >= 0:
-            chip = (
-                f"<a href='{INSPECT_SCHEME}:{position}:{token_id}' title='Inspect this token' "
-                f"style='text-decoration:none; color:{fg}'>{chip}</a>"
-            )
+        if href:
+            chip = f"<a href='{href}' style='text-decoration:none'>{chip}</a>"
         return f"{chip}{ids} "
 
-    def _clicked(self, url: QUrl) -> None:
-        """A chip was clicked: ask to inspect its position."""
-        parts = url.toString().split(":")
-        prompt = self.turn.prompt
-        if len(parts) != 3 or parts[0] != INSPECT_SCHEME or prompt is None:
+    # -------------------------------------------------------------------- alternatives
+    @property
+    def colour(self) -> TokenColour:
+        """What the generated tokens' colour shows."""
+        return TokenColour.ENTROPY if self.by_entropy.isChecked() else TokenColour.PROBABILITY
+
+    def set_colour(self, mode: TokenColour) -> None:
+        """Show ``mode`` (the setting), without emitting :attr:`colour_changed`."""
+        self.by_entropy.blockSignals(True)
+        self.by_entropy.setChecked(TokenColour(mode) is TokenColour.ENTROPY)
+        self.by_entropy.blockSignals(False)
+        self._rebuild()
+
+    def set_per_token(self, n: int) -> None:
+        """Show the setting ``n`` (alternatives kept per token), without emitting :attr:`per_token_changed`."""
+        self.per_token.blockSignals(True)
+        self.per_token.setValue(n)
+        self.per_token.blockSignals(False)
+
+    def _colour_toggled(self) -> None:
+        self._rebuild()
+        self.colour_changed.emit(self.colour)
+
+    def _gen_chip(self, i: int) -> str:
+        """Generated token ``i`` of the turn: coloured by the mode once the alternatives are in, linked to its step."""
+        t = self.turn
+        r = t.tokens[i]
+        if _is_special(r.piece):
+            bg = palette.SPECIAL_TOKEN_BG
+        elif t.alternatives is not None and 0 <= i + t.alternatives_offset < t.alternatives.n_steps:
+            bg = step_colour(t.alternatives, i + t.alternatives_offset, self.colour)
+        else:
+            bg = prob_colour(r.p)
+        return self._chip(r.token_id, r.piece, bg, href=step_anchor(i))
+
+    def step_view(self, i: int) -> StepView | None:
+        """Generated token ``i``'s alternatives (None until the reply ended with them)."""
+        t = self.turn
+        alts = t.alternatives
+        if alts is None or not 0 <= i + t.alternatives_offset < alts.n_steps:
+            return None
+        return alts.view(i + t.alternatives_offset)
+
+    def _hovered(self, url: QUrl) -> None:
+        i = anchor_step(url.toString())
+        if i is None:
+            QToolTip.hideText()
             return
-        self.inspect_requested.emit(int(parts[1]), int(parts[2]), prompt.cached_tokens)
+        view = self.step_view(i)
+        text = tooltip_html(view) if view is not None else "Its alternatives appear here when the reply ends."
+        QToolTip.showText(QCursor.pos(), text, self.view)
+
+    def _clicked(self, url: QUrl) -> None:
+        link = url.toString()
+        parts = link.split(":")
+        prompt = self.turn.prompt
+        if len(parts) == 3 and parts[0] == INSPECT_SCHEME:  # a prompt token: inspect it
+            if prompt is not None:
+                self.inspect_requested.emit(int(parts[1]), int(parts[2]), prompt.cached_tokens)
+            return
+        i = anchor_step(link)
+        if i is not None:
+            self.open_token(i, QCursor.pos())
+
+    def _gen_position(self, i: int) -> int:
+        """Generated token ``i``'s position in the context (-1: unknown)."""
+        prompt = self.turn.prompt
+        return prompt.prompt_tokens + i if prompt is not None else -1
+
+    def open_token(self, i: int, where: QPoint | None = None) -> QMenu | None:
+        """Generated token ``i`` was clicked: its funnel is asked for, and its menu (other candidates
+        to continue with) pops up at ``where`` (None: built, not shown; tests use that)."""
+        view = self.step_view(i)
+        if view is None:
+            return None
+        self.funnel_requested.emit(view.step)
+        self.menu = alternatives_menu(
+            self, view, self.funnel_requested.emit, lambda step, tok: self.branch_requested.emit(step, tok)
+        )
+        pos, prompt = self._gen_position(i), self.turn.prompt
+        if pos >= 0 and prompt is not None:
+            token_id = self.turn.tokens[i].token_id
+            self.menu.addSeparator()
+            self.menu.addAction(
+                "Inspect this token (logit lens, attention, embedding…)",
+                lambda: self.inspect_requested.emit(pos, token_id, prompt.cached_tokens),
+            )
+        if where is not None:
+            self.menu.popup(where)
+        return self.menu
 
     def _rebuild(self) -> None:
         self._prompt_shown = None
@@ -127,6 +245,10 @@ class TokensPanel(QWidget):
         self._seen_version = t.version
         if t.prompt is None and self._prompt_shown is not None:
             self.summary.setText("Tokens of the current turn appear here.")
+        if t.alternatives is not self._alts_shown:
+            # The reply ended with its alternatives: draw its tokens again, coloured by the mode chosen.
+            self._alts_shown = t.alternatives
+            self._prompt_shown = None
         if t.prompt is not self._prompt_shown:
             self._prompt_shown = t.prompt
             self._gen_shown = 0
@@ -151,35 +273,27 @@ class TokensPanel(QWidget):
                             tid,
                             text,
                             palette.SPECIAL_TOKEN_BG if _is_special(text) else palette.PROMPT_TOKEN_BG,
-                            position=first + i,
+                            href=f"{INSPECT_SCHEME}:{first + i}:{tid}",
                         )
                     )
                 self.view.setHtml("<div style='line-height:160%'>" + "".join(parts) + "</div>")
-        new = t.tokens[self._gen_shown :]
-        if new:
+        if len(t.tokens) > self._gen_shown:
             cur = self.view.textCursor()
             cur.movePosition(QTextCursor.MoveOperation.End)
-            base = t.prompt.prompt_tokens + self._gen_shown if t.prompt is not None else -1
-            cur.insertHtml(
-                "".join(
-                    self._chip(
-                        r.token_id,
-                        r.piece,
-                        palette.SPECIAL_TOKEN_BG if _is_special(r.piece) else _prob_color(r.p),
-                        position=base + i if base >= 0 else -1,
-                    )
-                    for i, r in enumerate(new)
-                )
-            )
+            cur.insertHtml("".join(self._gen_chip(i) for i in range(self._gen_shown, len(t.tokens))))
             self._gen_shown = len(t.tokens)
             bar = self.view.verticalScrollBar()
             bar.setValue(bar.maximum())
         if t.prompt is not None:
             end = ""
+            key = "green = likely … red = unlikely"
+            if t.alternatives is not None:
+                by = "green = sure … red = unsure (entropy)" if self.colour is TokenColour.ENTROPY else key
+                key = f"{by}; hover a token for its alternatives, click it for the funnel, a new branch or Inspect"
             if t.final is not None and StopReason(t.final.stop_reason) is StopReason.EOS:
                 end = "; the last, the end-of-turn token, ends the reply and is not added to the context"
             self.summary.setText(
                 f"Prompt: {t.prompt.prompt_tokens:,} tokens ({t.prompt.cached_tokens:,} reused, "
                 f"{t.prompt.to_evaluate:,} new — amber; chat-template specials — purple) · "
-                f"generated: {len(t.tokens):,} (green = likely … red = unlikely{end})"
+                f"generated: {len(t.tokens):,} ({key}{end})"
             )
