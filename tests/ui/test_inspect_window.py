@@ -48,10 +48,15 @@ def test_clicking_a_token_inspects_its_context_position(qtbot, window):
     links = _anchors(panel.view)
     n_prompt_chips = len(prompt.new_tokens)
     assert len(links) == n_prompt_chips + 3  # every prompt chip and every reply token
-    # A reply token: its position is the prompt's length plus its index.
-    href, at = links[n_prompt_chips + 1]
-    assert href == f"inspect:{prompt.prompt_tokens + 1}:{window.turn.tokens[1].token_id}"
-    _click(qtbot, panel.view, at)
+    # A reply token opens its menu (alternatives, funnel, branch) with Inspect: its position is the
+    # prompt's length plus its index.
+    href, _at = links[n_prompt_chips + 1]
+    assert href == "step:1"
+    qtbot.waitUntil(lambda: window.turn.alternatives is not None, timeout=5000)
+    menu = panel.open_token(1)
+    assert menu is not None
+    [inspect] = [a for a in menu.actions() if a.text().startswith("Inspect this token")]
+    inspect.trigger()
     qtbot.waitUntil(lambda: bool(window.engine.sent(P.InspectToken)), timeout=5000)
     req = window.engine.sent(P.InspectToken)[-1]
     assert (req.position, req.token_id, req.turn_start) == (
@@ -66,9 +71,13 @@ def test_clicking_a_token_inspects_its_context_position(qtbot, window):
     assert f"Position {req.position}" in win.header.text()
     assert win.lens.table.rowCount() == win.inspection.n_layer
     assert "0.0123" in win.lens.check.text()  # the self-check's figure is shown
-    # A prompt chip: positions count from the first new prompt token.
+    # A prompt chip links to Inspect: positions count from the first new prompt token.
     first = prompt.prompt_tokens - len(prompt.new_tokens)
     assert links[2][0] == f"inspect:{first + 2}:{prompt.new_tokens[2][0]}"
+    before = len(window.engine.sent(P.InspectToken))
+    _click(qtbot, panel.view, links[2][1])
+    qtbot.waitUntil(lambda: len(window.engine.sent(P.InspectToken)) > before, timeout=5000)
+    assert window.engine.sent(P.InspectToken)[-1].position == first + 2
 
 
 def test_a_failed_inspection_says_why(qtbot, window):
@@ -108,3 +117,25 @@ def test_the_four_views(qtbot):
     assert win.experts.table.rowCount() == 3 and win.experts.table.columnCount() == 2
     assert win.experts.table.item(1, 0).text() == "expert 1: 0.70"
     assert win.experts.load._img.height() == 3 and win.experts.load._img.width() == 4
+
+
+def test_attention_over_more_positions_than_columns_keeps_every_position_binned():
+    """A long conversation's attention is drawn over every earlier position (the first token and the
+    sliding window's edge stay visible): runs of positions are summed into the columns."""
+    import numpy as np
+
+    from app.ui.panels.inspect import MAX_KEY_COLUMNS, bin_columns
+
+    n = 1655
+    w = np.zeros((2, n), dtype=np.float32)
+    w[0, 0] = 0.84  # a global layer's weight on <bos>
+    w[0, -1] = 0.16
+    w[1, n - 512 :] = 1.0 / 512  # a sliding-window layer: the last 512 positions only
+    binned, k = bin_columns(w)
+    assert binned.shape[1] <= MAX_KEY_COLUMNS and k == -(-n // MAX_KEY_COLUMNS)
+    assert binned[0, 0] == np.float32(0.84)  # <bos> is drawn, not cut off
+    assert np.allclose(binned.sum(axis=1), w.sum(axis=1))  # no position lost
+    edge = (n - 512) // k
+    assert binned[1, :edge].sum() == 0 and binned[1, edge + 1 :].min() > 0  # the window's edge shows
+    short, one = bin_columns(w[:, :300])
+    assert one == 1 and short.shape == (2, 300)

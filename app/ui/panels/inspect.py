@@ -37,7 +37,23 @@ CAUSATION_NOTE = (
     "Attention weights are not an explanation of causation: they show where this position read from, "
     "not why the model predicted what it did."
 )
-MAX_KEY_COLUMNS = 400  # attention columns drawn (the latest positions; older ones are summed in the caption)
+MAX_KEY_COLUMNS = 400  # attention columns drawn; more positions are binned (each column sums a run of positions)
+
+
+def bin_columns(w: npt.NDArray[np.float32], limit: int = MAX_KEY_COLUMNS) -> tuple[npt.NDArray[np.float32], int]:
+    """``w`` [..., n] summed over runs of ``k`` consecutive positions so that at most ``limit`` columns
+    remain (every position still counted: the first token, the sliding window's edge stay visible).
+
+    Returns:
+        ``(binned [..., ceil(n / k)], k)``; ``k`` is 1 when ``n <= limit``.
+    """
+    n = w.shape[-1]
+    k = max(1, -(-n // limit))
+    if k == 1:
+        return w, 1
+    pad = (-n) % k
+    padded = np.concatenate([w, np.zeros((*w.shape[:-1], pad), dtype=w.dtype)], axis=-1) if pad else w
+    return padded.reshape(*w.shape[:-1], -1, k).sum(axis=-1), k
 
 
 def _rgb(hex_color: str) -> tuple[int, int, int]:
@@ -262,20 +278,18 @@ class AttentionTab(QWidget):
         self._texts = att.key_texts
         n = att.key_positions[1] - att.key_positions[0]
         w = np.frombuffer(att.weights, dtype=np.float32).reshape(att.n_layer, att.n_head, n)
-        avg = w.mean(axis=1)
-        shown = min(n, MAX_KEY_COLUMNS)
-        older = float(avg[:, : n - shown].sum(axis=1).max()) if n > shown else 0.0
-        scale = float(avg[:, -shown:].max()) or 1.0
+        avg, k = bin_columns(w.mean(axis=1))
+        scale = float(avg.max()) or 1.0
         labels = [f"L{il}{' SWA' if att.sliding[il] else ''}" for il in range(att.n_layer)]
         colors = [palette.PURPLE if att.sliding[il] else palette.TEXT_DIM for il in range(att.n_layer)]
-        strip = [_strip_text(t) for t in att.key_texts[-shown:]]
-        self.average.set_rgb(ramp(avg[:, -shown:] / scale), labels, colors, strip)
+        strip = [_strip_text(t) for t in att.key_texts[::k]]
+        self.average.set_rgb(ramp(avg / scale), labels, colors, strip)
         groups = max(att.head_kv) + 1 if att.head_kv else 1
         swa = sum(att.sliding)
         self.caption.setText(
             f"Where position {ins.position} ({_token_html(ins.text)}) attends, per layer (head average; rows "
-            f"layer 0 first; columns positions {att.key_positions[1] - shown}…{att.key_positions[1] - 1}, the token "
-            f"itself last{f'; earlier positions take at most {older:.1%}' if older else ''}). "
+            f"layer 0 first; columns: every position {att.key_positions[0]}…{att.key_positions[1] - 1}, the token "
+            f"itself last{f', {k} positions summed per column' if k > 1 else ''}). "
             f"{att.n_head} query heads share {groups} KV heads (GQA groups of {att.n_head // groups})"
             + (f"; {swa} sliding-window layers (purple) see only the last {att.window} tokens." if swa else ".")
             + f" Rows sum to 1 within {att.row_sum_max_error:.1e}."
@@ -292,13 +306,12 @@ class AttentionTab(QWidget):
             return
         n = att.key_positions[1] - att.key_positions[0]
         w = np.frombuffer(att.weights, dtype=np.float32).reshape(att.n_layer, att.n_head, n)[il]
-        shown = min(n, MAX_KEY_COLUMNS)
-        part = w[:, -shown:]
+        part, k = bin_columns(w)
         self.heads.set_rgb(
             ramp(part / (float(part.max()) or 1.0)),
             [f"h{h} · kv{att.head_kv[h]}" for h in range(att.n_head)],
             [palette.LINK if att.head_kv[h] % 2 else palette.TEXT_DIM for h in range(att.n_head)],
-            [_strip_text(t) for t in self._texts[-shown:]],
+            [_strip_text(t) for t in self._texts[::k]],
         )
         kind = f"sliding window of {att.window}" if att.sliding[il] else "global attention"
         self.layer_note.setText(f"layer {il}: {kind}; one row per head, labelled with its KV head (GQA group)")
