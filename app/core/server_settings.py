@@ -46,6 +46,11 @@ class ServerSettings:
     cors_origins: tuple[str, ...] = ()
     busy_policy: BusyPolicy = BusyPolicy.QUEUE
 
+    def __post_init__(self) -> None:
+        # A Qt item's data comes back as plain text ("refuse"): keep the field an enum.
+        if not isinstance(self.busy_policy, BusyPolicy):
+            object.__setattr__(self, "busy_policy", BusyPolicy(self.busy_policy))
+
     @property
     def host(self) -> str:
         """The address to listen on."""

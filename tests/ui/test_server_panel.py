@@ -110,3 +110,19 @@ def test_the_top_bar_says_when_the_engine_answers_api_requests(qtbot, window):
     assert label.full_text == "● answering an API request"
     assert window.engine.cancel_external(ticket)
     qtbot.waitUntil(lambda: label.full_text == "● ready", timeout=5000)
+
+
+def test_choosing_refuse_is_saved_as_the_policy_and_applied(qtbot, window):
+    """The busy policy chosen in the panel is stored as a BusyPolicy (a Qt item's data is plain
+    text: it used to break every later settings save and never refuse anything)."""
+    import json as json_mod
+
+    from app.core.server_settings import BusyPolicy
+
+    panel = window.server_panel
+    panel.busy.setCurrentIndex(panel.busy.findText("Refuse (503) while I am chatting"))
+    panel.busy.activated.emit(panel.busy.currentIndex())
+    assert window.settings_ctl.settings.server.busy_policy is BusyPolicy.REFUSE
+    window.settings_ctl.save_now()
+    stored = json_mod.loads(window.paths.settings_file.read_text(encoding="utf-8"))
+    assert stored["server"]["busy_policy"] == "refuse"

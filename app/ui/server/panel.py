@@ -112,7 +112,7 @@ class ServerPanel(QWidget):
         self.busy = QComboBox()
         self.busy.addItem("Wait in the queue", BusyPolicy.QUEUE)
         self.busy.addItem("Refuse (503) while I am chatting", BusyPolicy.REFUSE)
-        self.busy.activated.connect(lambda _i: self._update(busy_policy=self.busy.currentData()))
+        self.busy.activated.connect(lambda _i: self._update(busy_policy=BusyPolicy(self.busy.currentData())))
         form.addRow("While my reply is written", self.busy)
         self.cors = QLineEdit()
         self.cors.setPlaceholderText("off (e.g. http://localhost:3000, comma-separated)")
