@@ -48,8 +48,9 @@ class ServerSettings:
 
     def __post_init__(self) -> None:
         # A Qt item's data comes back as plain text ("refuse"): keep the field an enum.
-        if not isinstance(self.busy_policy, BusyPolicy):
-            object.__setattr__(self, "busy_policy", BusyPolicy(self.busy_policy))
+        policy: object = self.busy_policy
+        if not isinstance(policy, BusyPolicy):
+            object.__setattr__(self, "busy_policy", BusyPolicy(policy))
 
     @property
     def host(self) -> str:

@@ -30,7 +30,9 @@ def test_chips_of_a_second_turn_inspect_their_own_tokens(qtbot, window):
     links = _anchors(window.tokens_panel.view)
     n_prompt = len(prompt.new_tokens)
     win = window.token_inspect.window
-    for href in (links[n_prompt - 2][0], links[n_prompt + 1][0]):  # a prompt token, a reply token
+    reply_href = f"inspect:{prompt.prompt_tokens + 1}:{window.turn.tokens[1].token_id}"  # what its menu's Inspect asks
+    assert links[n_prompt + 1][0] == "step:1"  # a reply token opens its menu (alternatives, funnel, Inspect)
+    for href in (links[n_prompt - 2][0], reply_href):  # a prompt token, a reply token
         ev = _inspect_link(qtbot, window, href)
         ins = ev.inspection
         _s, pos, tid = href.split(":")
