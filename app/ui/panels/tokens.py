@@ -3,7 +3,7 @@
 The prompt's new tokens (chat-template special tokens included), the prefix
 reused from the KV cache as one chip, then each generated token shaded by the
 probability the model gave it (or, once the reply ended, by the entropy of the model's
-distribution at that step: "colour by entropy"). Once the reply ended, hovering a generated
+distribution at that step: "by entropy"). Once the reply ended, hovering a generated
 token shows its alternatives (:mod:`app.ui.common.token_alts`), and clicking it offers the
 funnel for that step and a new branch from any alternative (:attr:`TokensPanel.funnel_requested`,
 :attr:`TokensPanel.branch_requested`). "alternatives kept" is how many candidates each reply
@@ -96,14 +96,17 @@ class TokensPanel(QWidget):
         self.summary.setWordWrap(True)
         self.summary.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         top.addWidget(self.summary, 1)
-        self.show_ids = QCheckBox("token ids")
+        self.show_ids = QCheckBox("ids")  # short labels: the bottom dock fits under a narrow chat (1024 px)
+        self.show_ids.setToolTip("Show each token's id under it")
+        self.show_ids.setAccessibleName("Show token ids")
         self.show_ids.toggled.connect(self._rebuild)
         top.addWidget(self.show_ids)
         self.template_button = QPushButton("Template…")
         self.template_button.setToolTip("The chat template and the whole prompt as the model sees it; override it")
         self.template_button.clicked.connect(self.template_requested)
         top.addWidget(self.template_button)
-        self.by_entropy = QCheckBox("colour by entropy")
+        self.by_entropy = QCheckBox("by entropy")
+        self.by_entropy.setAccessibleName("Colour tokens by entropy")
         self.by_entropy.setToolTip(
             "Colour each generated token by how unsure the model was at that step (the entropy of its "
             "distribution: green near 0 bits, red at 4 bits and more) instead of the probability it gave "
@@ -114,7 +117,8 @@ class TokensPanel(QWidget):
         self.per_token = QSpinBox()
         self.per_token.setRange(1, MAX_PER_TOKEN)
         self.per_token.setValue(DEFAULT_PER_TOKEN)
-        self.per_token.setPrefix("alternatives kept: ")
+        self.per_token.setPrefix("kept: ")
+        self.per_token.setAccessibleName("Alternatives kept per token")
         self.per_token.setToolTip(
             "How many candidates each reply keeps per generated token, with their probabilities, "
             "stored with the chat (hover a token to see them)."
