@@ -63,3 +63,17 @@ def test_use_this_server_hands_the_endpoint_to_the_window(qtbot, window) -> None
     tab.use_server()
     (endpoint,) = asked
     assert endpoint.base_url == "http://gpu-box:8080/v1" and endpoint.model == "qwen3-32b"
+
+
+def test_a_new_address_forgets_the_old_servers_models_and_answer(qtbot, window) -> None:
+    from app.core.remote import RemoteFacts, ServerKind
+
+    tab = window.models.remote_tab
+    tab._test_passed(RemoteFacts("http://127.0.0.1:8765/v1", ServerKind.OPENAI_COMPATIBLE, ("old-model",), "old-model"))
+    assert tab.model_box.currentText() == "old-model" and tab.status.text().startswith("✓")
+    tab.url_field.setFocus()
+    qtbot.keyClicks(tab.url_field, "0")  # the person edits the address
+    assert tab.model_box.count() == 0 and tab.status.text() == ""
+    tab.model_box.setCurrentText("old-model")  # a model typed that the next server does not list
+    tab._test_passed(RemoteFacts("http://127.0.0.1:18391/v1", ServerKind.LLAMA_SERVER, ("smollm2",), "smollm2"))
+    assert tab.model_box.currentText() == "smollm2"  # the server's own, not the stale one

@@ -76,6 +76,7 @@ class RemoteTab(QWidget):
         self.url_field = QLineEdit(s.url)
         self.url_field.setObjectName("remoteUrl")
         self.url_field.setPlaceholderText("http://192.168.1.20:8080/v1")
+        self.url_field.textEdited.connect(self._server_changed)
         form.addRow("Server URL", self.url_field)
         self.key_field = QLineEdit(s.api_key)
         self.key_field.setObjectName("remoteKey")
@@ -152,6 +153,11 @@ class RemoteTab(QWidget):
         if endpoint is not None:
             self.use_requested.emit(endpoint)
 
+    def _server_changed(self) -> None:
+        """Another address typed: the models listed and the last test's answer were the old server's."""
+        self.model_box.clear()
+        self.status.setText("")
+
     # ------------------------------------------------------------------ answers
     def _test_passed(self, facts: RemoteFacts) -> None:
         self._testing = False
@@ -159,7 +165,7 @@ class RemoteTab(QWidget):
         current = self.model_box.currentText()
         self.model_box.clear()
         self.model_box.addItems(list(facts.models))
-        self.model_box.setCurrentText(current or facts.model)
+        self.model_box.setCurrentText(current if current in facts.models else facts.model)
         self.status.setText("✓ " + describe(facts))
         self.tested.emit(facts)
 
