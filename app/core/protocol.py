@@ -232,6 +232,8 @@ class EngineReady:
             host-memory accelerator devices are not listed, so a CPU build gives ``()``.
         rpc: whether this build has llama.cpp's RPC backend (``GGML_RPC=ON``): layers can go to
             rpc-server machines (``LoadSettings.rpc_servers``).
+        remote: the engine is a remote server (:mod:`app.remote`): the other fields say nothing
+            about this machine's llama.cpp build.
     """
 
     llama_cpp_version: str
@@ -239,6 +241,7 @@ class EngineReady:
     gpu_offload: bool
     devices: tuple[DeviceMemory, ...] = ()
     rpc: bool = False
+    remote: bool = False
 
 
 @dataclass(frozen=True)

@@ -106,7 +106,9 @@ class RemoteHost:
     def start(self) -> None:
         """Ready at once: sends EngineReady (the version says where the engine is)."""
         self._alive = True
-        ready = P.EngineReady(llama_cpp_version=f"remote ({self.endpoint.base_url})", system_info="", gpu_offload=False)
+        ready = P.EngineReady(
+            llama_cpp_version=f"remote ({self.endpoint.base_url})", system_info="", gpu_offload=False, remote=True
+        )
         self._events.put(ready)
 
     @property

@@ -514,6 +514,8 @@ class MainWindow(QMainWindow):
         self.top_bar.show_state(eng.state, api)
 
     def _on_engine_ready(self, ev: P.EngineReady) -> None:
+        if ev.remote:  # a server: this machine's build (its GPUs, its RPC backend) is what it was
+            return
         self.model_panel.set_gpu_offload(ev.gpu_offload, ev.rpc)
         self.models.set_gpu_devices(ev.devices)
 

@@ -126,3 +126,14 @@ def test_the_window_applies_servers_with_a_reload_and_shows_the_cost_per_token(q
     )
     win.engine.generation_finished.emit(P.Finished(99, "x", stats))
     assert "prefill 1.0 KiB/token × 10 tokens" in win.model_panel.rpc.traffic.text()
+
+
+def test_a_remote_engine_starting_does_not_turn_off_this_machines_rpc_backend(qtbot, window):
+    """A remote server's EngineReady says nothing of this machine's llama.cpp build: the RPC field
+    (and n_gpu_layers) stay as the local engine reported them."""
+    from app.core import protocol as P
+
+    window.engine.engine_ready.emit(P.EngineReady("0.3.36", "", gpu_offload=False, rpc=True))
+    assert window.model_panel.rpc.field.isEnabled()
+    window.engine.engine_ready.emit(P.EngineReady("remote (http://x/v1)", "", gpu_offload=False, remote=True))
+    assert window.model_panel.rpc.field.isEnabled() and window.model_panel.n_gpu_layers.isEnabled()
