@@ -670,6 +670,13 @@ class EngineClient(QObject):
             return
         log.error("engine died: %s", died.description)
         description = died.description
+        servers = self.model.settings.rpc_servers if self.model is not None else ()
+        if servers:  # llama.cpp aborts when an RPC server goes away: that is the likeliest cause
+            description = (
+                f"{description} The model had layers on the RPC server(s) {', '.join(servers)}: llama.cpp "
+                "stops the engine when one of them goes away or its connection breaks. Check that they run, "
+                "or load without them."
+            )
         if self._state == EngineState.LOADING and self._last_load is not None:
             # Dying while loading: restarting must not load the same file into the same crash.
             description = f"{description} It happened while loading {self._last_load[0]}."

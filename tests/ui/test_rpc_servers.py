@@ -137,3 +137,19 @@ def test_a_remote_engine_starting_does_not_turn_off_this_machines_rpc_backend(qt
     assert window.model_panel.rpc.field.isEnabled()
     window.engine.engine_ready.emit(P.EngineReady("remote (http://x/v1)", "", gpu_offload=False, remote=True))
     assert window.model_panel.rpc.field.isEnabled() and window.model_panel.n_gpu_layers.isEnabled()
+
+
+def test_an_engine_that_dies_with_rpc_servers_in_use_names_them(qtbot, window):
+    """llama.cpp aborts the engine when an RPC server goes away: the message names the servers
+    instead of only blaming the model."""
+    from dataclasses import replace
+
+    from app.engine.host import EngineDied
+
+    eng = window.engine
+    eng.model = replace(eng.model, settings=replace(eng.model.settings, rpc_servers=("127.0.0.1:50391",)))
+    with qtbot.waitSignal(eng.engine_crashed) as crashed:
+        eng._on_died(eng._host, EngineDied(-6))
+    text = crashed.args[0]
+    assert text.startswith("The engine was killed by SIGABRT") and "127.0.0.1:50391" in text
+    assert "goes away" in text
