@@ -54,7 +54,13 @@ def failed_error(ev: P.Failed) -> ApiError:
 
 
 def _cancelled() -> ApiError:
-    return ApiError(503, "The request was cancelled in Glassbox's Server panel.", "server_error", None, "cancelled")
+    return ApiError(
+        503,
+        "The request was stopped in Glassbox: cancelled in its Server panel, or the model was switched or unloaded.",
+        "server_error",
+        None,
+        "cancelled",
+    )
 
 
 def _sse(obj: dict[str, Any] | str) -> bytes:
