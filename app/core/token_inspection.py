@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 #: ``(token_id, text, probability)``
 Candidate = tuple[int, str, float]
 
+MAX_EXPERT_SPAN = 512  # positions before the inspected one evaluated for the expert load, at most
+
 
 class InspectPath(str, enum.Enum):
     """How the inspect context got the keys and values of the positions before the inspected span."""
@@ -149,7 +151,8 @@ class ExpertsView:
         n_expert, n_expert_used: experts per layer, and chosen per token.
         chosen: one :class:`ExpertChoice` per MoE layer, layer 0 first.
         load: float32 ``[n_layer, n_expert]``: per layer, the fraction of the span's tokens that chose each expert.
-        load_tokens: how many tokens ``load`` counts (the evaluated span: the turn up to the inspected span's end).
+        load_tokens: how many tokens ``load`` counts: the turn's positions up to the inspected span's end,
+            at most :data:`MAX_EXPERT_SPAN` before the inspected one (not the turn's later tokens).
     """
 
     n_expert: int

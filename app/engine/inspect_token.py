@@ -49,6 +49,7 @@ from app.core import protocol as P
 from app.core.gguf_info import GGUFInfo
 from app.core.memory import compute_buffer_estimate, kv_cache_layout, pad
 from app.core.token_inspection import (
+    MAX_EXPERT_SPAN,
     AttentionMaps,
     EmbeddingView,
     ExpertChoice,
@@ -66,7 +67,6 @@ from app.engine.vocab import Vocab
 
 log = logging.getLogger(__name__)
 
-MAX_EXPERT_SPAN = 512  # positions before the inspected one evaluated for the expert load, at most
 # The inspect context's n_batch = n_ubatch, tokens. Its compute buffer holds one ubatch's logits
 # (n_vocab x n_ubatch x 4 bytes: 134 MB for Gemma 3's 262k vocabulary at 128, 537 MB at 512).
 INSPECT_N_BATCH = 128

@@ -117,6 +117,8 @@ def test_the_four_views(qtbot):
     assert win.experts.table.rowCount() == 3 and win.experts.table.columnCount() == 2
     assert win.experts.table.item(1, 0).text() == "expert 1: 0.70"
     assert win.experts.load._img.height() == 3 and win.experts.load._img.width() == 4
+    # The load covers the turn up to this token, not the whole turn: the caption says which positions.
+    assert "positions of this turn up to this token" in win.experts.load_caption.text()
 
 
 def test_attention_over_more_positions_than_columns_keeps_every_position_binned():

@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.gguf_facts import format_bytes
-from app.core.token_inspection import AttentionMaps, InspectPath, TokenInspection
+from app.core.token_inspection import MAX_EXPERT_SPAN, AttentionMaps, InspectPath, TokenInspection
 from app.ui.common import palette
 
 CAUSATION_NOTE = (
@@ -409,7 +409,8 @@ class ExpertsTab(QWidget):
                 self.table.setItem(r, c, item)
         load = np.frombuffer(ex.load, dtype=np.float32).reshape(len(ex.chosen), ex.n_expert)
         self.load_caption.setText(
-            f"Load over the turn ({ex.load_tokens} tokens): per layer (rows), the share of tokens that chose each "
+            f"Load over the {ex.load_tokens} positions of this turn up to this token (at most {MAX_EXPERT_SPAN} back): "
+            "per layer (rows), the share of tokens that chose each "
             f"expert (columns 0…{ex.n_expert - 1}; brighter = busier; even load is {ex.n_expert_used / ex.n_expert:.0%})."
         )
         self.load.set_rgb(
