@@ -66,7 +66,11 @@ def test_clicking_a_token_inspects_its_context_position(qtbot, window):
     )
     win = window.token_inspect.window
     qtbot.waitUntil(lambda: win.inspection is not None, timeout=5000)
-    assert win.isVisible()
+    assert win.isVisible() and win.tabs.isEnabled()
+    win.show_pending(5, 42)  # the next one asked: the previous token's figures are greyed meanwhile
+    assert not win.tabs.isEnabled() and "Inspecting position 5" in win.header.text()
+    win.show_inspection(win.inspection)
+    assert win.tabs.isEnabled()
     assert win.inspection.position == req.position
     assert f"Position {req.position}" in win.header.text()
     assert win.lens.table.rowCount() == win.inspection.n_layer

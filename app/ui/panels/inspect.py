@@ -453,13 +453,16 @@ class InspectWindow(QDialog):
     def show_pending(self, position: int, token_id: int) -> None:
         """An inspection was asked for; say so until it arrives (the first one also builds the vocabulary tables)."""
         self.header.setText(f"Inspecting position {position} (token id {token_id})…")
+        self.tabs.setEnabled(False)  # greyed: the tabs still hold the previous token's figures
 
     def show_failure(self, message: str) -> None:
         self.header.setText(f"<span style='color:{palette.RED}'>{html.escape(message)}</span>")
+        self.tabs.setEnabled(self.inspection is not None)
 
     def show_inspection(self, ins: TokenInspection) -> None:
         """Fill every tab from ``ins``."""
         self.inspection = ins
+        self.tabs.setEnabled(True)
         path = (
             "reusing the chat's KV cache"
             if ins.path is InspectPath.CACHE_REUSE
