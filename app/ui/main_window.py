@@ -8,6 +8,7 @@ conversation_export.py, chat/, panels/); settings are owned by the SettingsContr
 
 from __future__ import annotations
 
+import html
 from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -365,7 +366,18 @@ class MainWindow(QMainWindow):
         return True
 
     def use_remote(self, endpoint: RemoteEndpoint) -> None:
-        """Make a remote OpenAI-compatible server the engine (the Models page's Remote tab); the chat comes to the front."""
+        """Make a remote OpenAI-compatible server the engine (the Models page's Remote tab); the chat comes to the front.
+
+        This Glassbox's own local API is refused (its requests would wait behind the very reply
+        they are asked for)."""
+        if self.server.url is not None and _same_server(endpoint.base_url, self.server.url):
+            self.banner.show_message(
+                Severity.WARNING,
+                f"{html.escape(endpoint.base_url)} is this Glassbox's own local API: it can only answer with the "
+                "model loaded here. Choose another server, or load the model here.",
+                topic=BannerTopic.MODELS_PAGE,
+            )
+            return
         if self.chat.busy:
             self.chat.stop()
         self._loading_path = None
@@ -760,3 +772,11 @@ class MainWindow(QMainWindow):
         self.engine.shutdown()  # a reply in flight ends here and is stored as cut off
         self.chat.flush()
         super().closeEvent(e)
+
+
+def _same_server(a: str, b: str) -> bool:
+    """Whether two base URLs reach the same port on this machine (127.0.0.1, localhost, ::1 alike)."""
+    local = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
+    ua, ub = urlsplit(a), urlsplit(b)
+    ha, hb = (ua.hostname or "").lower(), (ub.hostname or "").lower()
+    return ua.port == ub.port and (ha == hb or (ha in local and hb in local))

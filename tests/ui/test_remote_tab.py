@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import socket
 
+from app.core import protocol as P
 from app.core.remote import ConnectionFailure
 from app.remote.http import RemoteError
 from app.ui.library.window import ModelsTab
@@ -77,3 +78,21 @@ def test_a_new_address_forgets_the_old_servers_models_and_answer(qtbot, window) 
     tab.model_box.setCurrentText("old-model")  # a model typed that the next server does not list
     tab._test_passed(RemoteFacts("http://127.0.0.1:18391/v1", ServerKind.LLAMA_SERVER, ("smollm2",), "smollm2"))
     assert tab.model_box.currentText() == "smollm2"  # the server's own, not the stale one
+
+
+def test_this_glassboxs_own_api_is_refused_as_a_remote_engine(qtbot, window) -> None:
+    """Its requests would queue behind the reply they are asked for: a hang. The window says so and
+    keeps the loaded model."""
+    from dataclasses import replace
+
+    from app.core.remote import RemoteEndpoint
+
+    window.settings_ctl.update(server=replace(window.settings_ctl.settings.server, port=0))
+    window.server_panel.enabled.click()
+    own = window.server.url.replace("127.0.0.1", "localhost")
+    loads = len(window.engine.sent(P.LoadModel))
+    model = window.engine.model
+    window.use_remote(RemoteEndpoint(own, "gb-key", "Tiny-Chat-Q4_1"))
+    assert "own local API" in window.banner.text.text()
+    assert len(window.engine.sent(P.LoadModel)) == loads and window.engine.model is model
+    window.server_panel.enabled.click()
