@@ -18,7 +18,7 @@ One engine process (as Glassbox runs it) with a conversation of about 2,000 toke
 
 Usage::
 
-    python bench/inspect.py --model PATH [--prompt-lines 160] [--gen 64] [--repeats 3]
+    python bench/inspect_token.py --model PATH [--prompt-lines 160] [--gen 64] [--repeats 3]
 
 The last line printed is JSON.
 """
@@ -28,18 +28,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-# Run as ``python bench/inspect.py``, this file's folder comes first on sys.path, and this file
-# would stand in for the standard library's ``inspect`` (which dataclasses imports): drop it.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
+# (Named inspect_token.py, not inspect.py: a bench/inspect.py stood in for the standard library's
+# ``inspect`` in every script of this folder.)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import statistics  # noqa: E402
+import argparse
+import json
+import os
+import statistics
 
-from bench.engine_vs_plain import engine_run, plain_run  # noqa: E402
+from bench.engine_vs_plain import engine_run, plain_run
 
 
 def rss_bytes(pid: int) -> int:
