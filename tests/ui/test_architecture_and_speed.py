@@ -113,9 +113,10 @@ def test_the_stats_panel_says_what_bounded_the_turn(qtbot, smollm2):
         assert view.sentence.text() == "—"
         win.engine.script(reply("One", " two", " three", " four", "."))
         fin = send(qtbot, win, "Count to four.")
-        # The first decoded turn measures this machine's bandwidth once, on a thread, and caches it.
-        assert view.measuring and not view.measure_btn.isEnabled()
-        qtbot.waitUntil(lambda: view.bandwidth is not None, timeout=15_000)
+        # The first decoded turn measures this machine's bandwidth once, on a thread, once the engine
+        # has been idle a while, and caches it.
+        qtbot.waitUntil(lambda: view.measuring and not view.measure_btn.isEnabled(), timeout=15_000)
+        qtbot.waitUntil(lambda: view.bandwidth is not None, timeout=20_000)
         view.probe.wait()
         assert not view.measuring
         assert cached_bandwidth(default_paths().cache_dir) == view.bandwidth
@@ -154,3 +155,18 @@ def test_closing_the_window_stops_a_bandwidth_probe_in_flight(qtbot, tiny_model)
     assert not view.measuring
     view.probe.wait(2.0)
     assert not view.probe.running
+
+
+def test_the_automatic_bandwidth_probe_waits_for_an_idle_engine(qtbot, tmp_path):
+    """It copies memory as fast as it can for about 1 s in the window's process: it runs only after
+    the engine has been idle a while, never while a reply streams."""
+    from app.core.chat import GenerationStats
+    from app.ui.panels.speed_bound_view import AUTO_PROBE_IDLE_MS, SpeedBoundView
+
+    view = SpeedBoundView(tmp_path)
+    qtbot.addWidget(view)
+    view.bandwidth = None  # as on a machine not measured yet (another test may have measured this one)
+    view.show_turn(GenerationStats(generated_tokens=40, decode_s=0.5))
+    assert not view.probe.running and view._idle.isActive() and view._idle.interval() == AUTO_PROBE_IDLE_MS
+    view.show_turn(None)  # the next reply began: no probe under it
+    assert not view._idle.isActive() and not view.probe.running

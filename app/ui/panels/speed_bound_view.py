@@ -14,7 +14,7 @@ import threading
 import time
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QObject, Qt, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
@@ -92,6 +92,9 @@ class BandwidthProbe(QObject):
             signal.emit(value)  # type: ignore[attr-defined]
 
 
+AUTO_PROBE_IDLE_MS = 5000  # idle time after a turn before the automatic bandwidth probe runs
+
+
 class SpeedBoundView(QWidget):
     """One turn's speed against the machine: decode's GB/s and prefill's FLOP/s, in sentences.
 
@@ -118,6 +121,13 @@ class SpeedBoundView(QWidget):
         self._probe_error = ""
         self._measuring = False  # from measure() until the probe's answer arrives on this thread
         self._watched: QWidget | None = None
+        # The automatic probe waits for the engine to be idle this long after a turn: it reads and
+        # writes memory as fast as it can for about 1 s, in this process, and a reply streaming
+        # meanwhile (bandwidth-bound decode, the window's own repaints) would pay for it.
+        self._idle = QTimer(self)
+        self._idle.setSingleShot(True)
+        self._idle.setInterval(AUTO_PROBE_IDLE_MS)
+        self._idle.timeout.connect(self._auto_measure)
 
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -187,15 +197,15 @@ class SpeedBoundView(QWidget):
         if stats is self.stats:
             return
         self.stats = stats
-        if (
-            self.auto_probe
-            and self.bandwidth is None
-            and stats is not None
-            and stats.generated_tokens > 1
-            and not self._probe_error
-        ):
-            self.measure()
+        if stats is None:  # a turn is running (or none yet): no automatic probe now
+            self._idle.stop()
+        elif self.auto_probe and self.bandwidth is None and stats.generated_tokens > 1 and not self._probe_error:
+            self._idle.start()  # measured once the engine has been idle for AUTO_PROBE_IDLE_MS
         self._show()
+
+    def _auto_measure(self) -> None:
+        if self.stats is not None and self.bandwidth is None and not self._measuring:
+            self.measure()
 
     def measure(self) -> None:
         """Measure the bandwidth now (on a background thread)."""
