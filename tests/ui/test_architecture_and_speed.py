@@ -105,7 +105,10 @@ def test_cache_settings_survive_a_restart(qtbot, tiny_model):
         close_window(win2)
 
 
-def test_the_stats_panel_says_what_bounded_the_turn(qtbot, smollm2):
+def test_the_stats_panel_says_what_bounded_the_turn(qtbot, smollm2, monkeypatch):
+    from app.ui.panels import speed_bound_view
+
+    monkeypatch.setattr(speed_bound_view, "_latest", None)  # unmeasured, whatever ran before in this process
     win = make_window(qtbot)
     try:
         load(qtbot, win, smollm2)

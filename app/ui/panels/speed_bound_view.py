@@ -170,6 +170,7 @@ class SpeedBoundView(QWidget):
 
     def eventFilter(self, obj: QObject, e: QEvent) -> bool:
         if obj is self._watched and e.type() == QEvent.Type.Close:
+            self._idle.stop()  # no automatic probe after the window closed
             self.probe.cancel()
             self._measuring = False
         return False
@@ -204,7 +205,7 @@ class SpeedBoundView(QWidget):
         self._show()
 
     def _auto_measure(self) -> None:
-        if self.stats is not None and self.bandwidth is None and not self._measuring:
+        if self.stats is not None and self.bandwidth is None and not self._measuring and self.isVisible():
             self.measure()
 
     def measure(self) -> None:
