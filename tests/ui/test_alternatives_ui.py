@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from PySide6.QtCore import QUrl
 from PySide6.QtWidgets import QToolTip
@@ -154,3 +156,74 @@ def test_a_new_reply_follows_its_newest_token_after_a_stored_one_was_shown(qtbot
     send(qtbot, window, "third")
     assert window.funnel.stored is None and window.funnel.step == -1 and window.funnel_panel.follow.isChecked()
     qtbot.waitUntil(lambda: window.funnel_panel.view.funnel.step == 3, timeout=5000)
+
+
+def _chips_per_block(doc) -> list[int]:
+    """How many generated-token links (``step:`` anchors) each paragraph of a Tokens view holds."""
+    out = []
+    block = doc.begin()
+    while block.isValid():
+        hrefs = set()
+        it = block.begin()
+        while not it.atEnd():
+            fmt = it.fragment().charFormat()
+            if fmt.isAnchor() and fmt.anchorHref().startswith("step:"):
+                hrefs.add(fmt.anchorHref())
+            it += 1
+        out.append(len(hrefs))
+        block = block.next()
+    return out
+
+
+def _no_max_tokens(window) -> None:
+    panel = window.sampler_panel
+    panel.set_settings(replace(panel.settings(), max_tokens=-1), emit=True)
+
+
+def test_tokens_panel_appends_in_short_paragraphs_and_keeps_its_chips_when_the_reply_ends(qtbot, window, monkeypatch):
+    """A paragraph is laid out whole on every append: the generated chips go in paragraphs of at
+    most BLOCK_CHIPS, one per line of the reply; and the alternatives arriving at the end do not
+    draw the same chips again (by probability, the colours do not change)."""
+    from app.ui.panels.tokens import BLOCK_CHIPS
+
+    window.tokens_dock.raise_()
+    _no_max_tokens(window)
+    pieces = [f" w{i}" for i in range(150)] + [f" v{i}" + ("\n" if i % 10 == 9 else "") for i in range(50)]
+    window.engine.script(reply(*pieces))
+    panel = window.tokens_panel
+    clears: list[int] = []
+    real_clear = panel.view.clear
+    monkeypatch.setattr(panel.view, "clear", lambda: (clears.append(len(window.turn.tokens)), real_clear()))
+    send(qtbot, window, "go")
+    qtbot.waitUntil(lambda: window.turn.alternatives is not None, timeout=10000)
+    for _ in range(3):
+        panel.refresh()
+    assert len(clears) == 1 and clears[0] < 200  # once, as the turn began; not again when the reply ended
+    chips = _chips_per_block(panel.view.document())
+    assert BLOCK_CHIPS == 64
+    # The prompt's paragraph, 150 words in paragraphs of 64, then a paragraph per line of 10.
+    assert chips == [0, 64, 64, 22 + 10, 10, 10, 10, 10, 0]  # and the empty one after the last line
+    panel.by_entropy.setChecked(True)  # a new colour: drawn again, all of it
+    for _ in range(3):
+        panel.refresh()
+    assert sum(_chips_per_block(panel.view.document())) == 200 and len(clears) == 2
+
+
+def test_tokens_panel_draws_a_long_reply_again_over_several_ticks(qtbot, window):
+    """Drawing a long reply's chips again (by entropy) adds at most CHIPS_PER_REFRESH per tick of the
+    repaint clock, so the window never stalls for the whole reply at once."""
+    from app.ui.panels.tokens import CHIPS_PER_REFRESH
+
+    window.tokens_dock.raise_()
+    _no_max_tokens(window)
+    n = CHIPS_PER_REFRESH * 2 + 50
+    window.engine.script(reply(*[f" t{i}" for i in range(n)]))
+    send(qtbot, window, "go")
+    panel = window.tokens_panel
+    qtbot.waitUntil(lambda: window.turn.alternatives is not None, timeout=20000)
+    window.clock.stop()  # the test ticks it
+    panel.by_entropy.setChecked(True)
+    assert sum(_chips_per_block(panel.view.document())) == CHIPS_PER_REFRESH
+    panel.refresh()
+    panel.refresh()
+    assert sum(_chips_per_block(panel.view.document())) == n
