@@ -187,7 +187,7 @@ def test_the_step_lane_draws_every_step_and_marks_the_slow_ones(window):
     """The steps are two filled step curves over the token times (one item each, whatever the
     reply's length): each step as tall as its latency, the slow one (over 2x the median) in the
     red curve only."""
-    times = tuple(0.1 + 0.01 * i for i in range(300)) + (3.2,)  # 299 steps of 10 ms, then one of 110 ms
+    times = (*(0.1 + 0.01 * i for i in range(300)), 3.2)  # 299 steps of 10 ms, then one of 110 ms
     t = TurnTimeline(prepared_s=0.05, token_times_s=times, token_ids=tuple(range(301)), token_pieces=("x",) * 301)
     panel = window.timeline_panel
     items_before = len(panel.steps.items)
@@ -195,7 +195,7 @@ def test_the_step_lane_draws_every_step_and_marks_the_slow_ones(window):
     panel._draw(t)  # drawn again (the live redraw): no item added
     assert len(panel.steps.items) == items_before
     x, y = panel.step_curve.getData()
-    sx, sy = panel.slow_curve.getData()
+    _sx, sy = panel.slow_curve.getData()
     assert len(x) == 301 and len(y) == 300
     assert y[:299] == pytest.approx([10.0] * 299, abs=1e-6) and y[299] == 0.0
     assert sy[299] == pytest.approx(110.0, abs=1e-6)
