@@ -97,7 +97,7 @@ def _read(
     inspections: queue.SimpleQueue[object],
 ) -> None:
     """Receive requests: answer ComputeFunnel at once (here, so a funnel is answered while a
-    reply streams), queue InspectToken for the inspect thread and the rest for the main loop;
+    reply streams), queue InspectToken and PrepareInspect for the inspect thread and the rest for the main loop;
     None when the pipe closes."""
     while True:
         try:
@@ -106,7 +106,7 @@ def _read(
             inbox.put(None)
             inspections.put(None)
             return
-        if isinstance(req, P.InspectToken):
+        if isinstance(req, P.InspectToken | P.PrepareInspect):
             inspections.put(req)
             continue
         if isinstance(req, P.ComputeFunnel):
@@ -153,6 +153,8 @@ def handle(session: Session, req: object, emit: Callable[[object], None]) -> Non
             emit(session.render_prompt(req))
         elif isinstance(req, P.InspectToken):
             emit(session.inspect_token(req))
+        elif isinstance(req, P.PrepareInspect):
+            session.prepare_inspect()
         elif isinstance(req, P.ResetContext):
             session.reset()
             emit(P.ContextReset(rid))

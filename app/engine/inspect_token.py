@@ -257,6 +257,16 @@ class TokenInspector:
                 raise EngineError(P.FailureKind.INTERNAL, f"The model's tables cannot be read: {exc}.") from None
         return self._tables
 
+    def prepare(self, n_tokens: int) -> None:
+        """Build the tables and an inspect context for a conversation of ``n_tokens`` now, so that
+        the first inspection does not wait for them (:class:`~app.core.protocol.PrepareInspect`).
+
+        Raises:
+            EngineError: ``internal`` (the tables cannot be read, the context cannot be created).
+        """
+        self.tables()
+        self._context(n_tokens + 1)
+
     # -------------------------------------------------------------------------------- inspect
     def inspect(self, req: P.InspectToken, chat: ChatCache) -> TokenInspection:
         """Inspect ``req.position`` of what ``chat`` holds.

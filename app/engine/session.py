@@ -563,6 +563,23 @@ class Session:
             )
         return P.FunnelComputed(req.request_id, funnel)
 
+    def prepare_inspect(self) -> None:
+        """Build the inspector's tables and context now (:class:`~app.core.protocol.PrepareInspect`);
+        nothing with no model. A failure is logged: the inspection that follows meets it again and reports it."""
+        with self._inspect_lock:
+            with self._model_lock:
+                m = self._m
+                if m is None:
+                    return
+                n_tokens = int(m.llm.n_tokens)
+            t0 = time.perf_counter()
+            try:
+                m.token_inspector.prepare(n_tokens)
+            except EngineError as exc:  # the inspection that follows meets it again and reports it
+                log.warning("preparing the inspector failed: %s", exc)
+                return
+            log.info("inspector prepared in %.2f s", time.perf_counter() - t0)
+
     def inspect_token(self, req: P.InspectToken) -> P.TokenInspected:
         """Inspect one context position (:mod:`app.engine.inspect_token`); safe during a reply.
 

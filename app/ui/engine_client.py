@@ -166,6 +166,7 @@ class EngineClient(QObject):
         self._funnel_ids: set[int] = set()  # ComputeFunnel requests not answered yet
         self._render_ids: set[int] = set()  # RenderPrompt requests not answered yet
         self._inspect_ids: set[int] = set()  # InspectToken requests not answered yet
+        self._prepared_for: P.ModelLoaded | None = None  # the model PrepareInspect was sent for
         self._quiet_ready = False  # the next EngineReady comes from a switch: not emitted again
         self.ready_info: P.EngineReady | None = None
         self._tickets = itertools.count(1)
@@ -443,6 +444,20 @@ class EngineClient(QObject):
         self._inspect_ids.add(rid)
         self._send(P.InspectToken(rid, position, token_id, turn_start))
         return rid
+
+    def prepare_inspect(self) -> bool:
+        """Have the engine build what the first inspection needs (its tables, its context) now,
+        once per loaded model; nothing for a remote engine or with no model.
+
+        Returns:
+            True when the request was sent (the first time for this model).
+        """
+        model = self.model
+        if self._host is None or model is None or self.remote is not None or self._prepared_for is model:
+            return False
+        self._prepared_for = model
+        self._send(P.PrepareInspect())
+        return True
 
     def cancel(self) -> None:
         """Stop the reply in flight; if the engine does not answer in 3 s it is restarted."""

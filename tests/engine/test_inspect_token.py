@@ -118,6 +118,23 @@ def test_smollm2_lens_attention_embedding_and_both_paths(smol):
     assert [c.top[0][0] for c in ins.lens.cells[-1]] == [c.top[0][0] for c in re.lens.cells[-1]]
 
 
+def test_prepare_inspect_builds_the_tables_before_the_first_inspection(smollm2):
+    """PrepareInspect (sent when the person hovers a token) builds the tables and the inspect context
+    on the inspect thread, ahead of the InspectToken queued after it: the first inspection reads
+    no table (``tables_s`` 0) and is as fast as the later ones."""
+    eng = start_engine(smollm2, n_ctx=2048)
+    try:
+        prompt, tokens = _turn(eng)
+        eng.host.send(P.PrepareInspect())  # no answer
+        pos = len(prompt.new_tokens) - 6
+        ev = _inspect(eng, pos, tokens[pos])
+        assert isinstance(ev, P.TokenInspected), ev
+        assert ev.inspection.tables_s == 0.0 and ev.inspection.path is InspectPath.CACHE_REUSE
+        assert ev.inspection.lens.last_layer_max_abs_diff < 0.05
+    finally:
+        eng.host.stop()
+
+
 def test_reply_token_and_a_stale_position(smol):
     _prompt, tokens = _turn(smol, "Count from one to five.", max_tokens=8)
     pos = len(tokens) - 1  # the last evaluated reply token: no next token in the context

@@ -292,6 +292,15 @@ class FakeEngine(EngineClient):
         if self._running and self._turn is not None:
             self._turn.cancelled = True
 
+    def prepare_inspect(self) -> bool:
+        """Records PrepareInspect, once per loaded model, as the real client sends it."""
+        model = self.model
+        if not self._running or model is None or self._prepared_for is model:
+            return False
+        self._prepared_for = model
+        self.request_sent.emit(P.PrepareInspect())
+        return True
+
     def reset_context(self) -> None:
         if self._running and self.model is not None:
             self.request_sent.emit(P.ResetContext(next(self._ids)))

@@ -11,7 +11,7 @@ from app.core import protocol as P
 from app.ui.panels.inspect import CAUSATION_NOTE, InspectWindow
 from tests.support.fake_engine import reply
 from tests.support.inspection import synthetic_inspection
-from tests.ui.conftest import send
+from tests.ui.conftest import load, send
 
 
 def _anchors(view) -> list[tuple[str, int]]:
@@ -145,3 +145,25 @@ def test_attention_over_more_positions_than_columns_keeps_every_position_binned(
     assert binned[1, :edge].sum() == 0 and binned[1, edge + 1 :].min() > 0  # the window's edge shows
     short, one = bin_columns(w[:, :300])
     assert one == 1 and short.shape == (2, 300)
+
+
+def test_hovering_a_token_prepares_the_engine_once_per_model(qtbot, window, tiny_model):
+    """The pointer on a chip is the first sign of an inspection: the engine is asked to build its
+    tables then (PrepareInspect), once per loaded model, not on every hover."""
+    window.engine.script(reply("one", " two"))
+    send(qtbot, window, "count")
+    panel = window.tokens_panel
+    panel.refresh()
+    links = _anchors(panel.view)
+    assert not window.engine.sent(P.PrepareInspect)
+    for _href, at in links[:3]:
+        cur = QTextCursor(panel.view.document())
+        cur.setPosition(at + 1)
+        rect = panel.view.cursorRect(cur)
+        qtbot.mouseMove(panel.view.viewport(), QPoint(rect.left() - 2, rect.center().y()))
+        qtbot.waitUntil(lambda: bool(window.engine.sent(P.PrepareInspect)), timeout=2000)
+    assert len(window.engine.sent(P.PrepareInspect)) == 1
+    load(qtbot, window, tiny_model)  # a model loads again: its tables are new
+    assert window.engine.prepare_inspect() is True
+    assert window.engine.prepare_inspect() is False
+    assert len(window.engine.sent(P.PrepareInspect)) == 2

@@ -74,6 +74,8 @@ class TokensPanel(QWidget):
         funnel_requested(int): show this step (0-based token of the reply) in the funnel.
         branch_requested(int, int): continue the reply from step ``(step, token_id)`` with that
             token instead (a new branch).
+        token_hovered(): the pointer is on a token chip (an inspection may follow: the engine
+            prepares for it, :meth:`app.ui.engine_client.EngineClient.prepare_inspect`).
         colour_changed(object): the person chose a :class:`TokenColour`.
         per_token_changed(int): the person chose how many alternatives replies keep per token.
     """
@@ -82,6 +84,7 @@ class TokensPanel(QWidget):
     inspect_requested = Signal(int, int, int)
     funnel_requested = Signal(int)
     branch_requested = Signal(int, int)
+    token_hovered = Signal()
     colour_changed = Signal(object)
     per_token_changed = Signal(int)
 
@@ -231,7 +234,10 @@ class TokensPanel(QWidget):
         return alts.view(i + t.alternatives_offset)
 
     def _hovered(self, url: QUrl) -> None:
-        i = anchor_step(url.toString())
+        link = url.toString()
+        if link:
+            self.token_hovered.emit()
+        i = anchor_step(link)
         if i is None:
             QToolTip.hideText()
             return
