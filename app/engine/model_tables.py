@@ -208,6 +208,20 @@ def _dequantized(info: GGUFInfo, data: npt.NDArray[np.uint8], name: str) -> F32 
     return np.asarray(gguf.quants.dequantize(np.array(raw), qtype), dtype=np.float32).reshape(-1)
 
 
+def _dequantize_chunk(raw: npt.NDArray[np.uint8], qtype: Any) -> F32:
+    """Rows of quantized bytes [n_rows, row bytes] as float32, all blocks in one call of the
+    ``gguf`` package's dequantizer for that type (``gguf.quants.<TYPE>.dequantize_rows``).
+
+    ``gguf.quants.dequantize`` runs the same code over groups of 16 rows: on Gemma 3's
+    262,144-row Q8_0 embedding that is 16,384 calls per 16k-row chunk and 1.3 of the 1.9 s
+    the tables took; whole chunks take 0.2 s.
+    """
+    kind = getattr(gguf.quants, qtype.name, None)
+    if isinstance(kind, type) and hasattr(kind, "dequantize_rows"):
+        return np.asarray(kind.dequantize_rows(raw), dtype=np.float32)
+    return np.asarray(gguf.quants.dequantize(raw, qtype), dtype=np.float32)
+
+
 def _table(info: GGUFInfo, data: npt.NDArray[np.uint8], name: str) -> tuple[npt.NDArray[np.float16], F32] | None:
     """A [n_rows, n_cols] table as float16 and each row's L2 norm (float32), dequantized
     ``CHUNK_ROWS`` rows at a time (a whole float32 copy of Gemma 3's table would be 671 MB), or None."""
@@ -219,8 +233,7 @@ def _table(info: GGUFInfo, data: npt.NDArray[np.uint8], name: str) -> tuple[npt.
     norms = np.empty(n_rows, dtype=np.float32)
     for r0 in range(0, n_rows, CHUNK_ROWS):
         r1 = min(n_rows, r0 + CHUNK_ROWS)
-        rows = np.asarray(gguf.quants.dequantize(np.array(raw[r0:r1]), qtype), dtype=np.float32)
-        rows = rows.reshape(r1 - r0, n_cols)
+        rows = _dequantize_chunk(np.array(raw[r0:r1]), qtype).reshape(r1 - r0, n_cols)
         out[r0:r1] = rows
         norms[r0:r1] = np.sqrt(np.einsum("ij,ij->i", rows, rows))
     return out, norms
