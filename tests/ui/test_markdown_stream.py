@@ -54,8 +54,8 @@ def test_a_streamed_reply_ends_as_a_one_shot_render(kind):
     new, tail = one_shot.update(text)
     whole = new + tail
     by_token, _doc = streamed(text)
-    assert [(s.kind, s.source, s.html, s.code, s.cont) for s in by_token] == [
-        (s.kind, s.source, s.html, s.code, s.cont) for s in whole
+    assert [(s.kind, s.source, s.html, s.code, s.cont, s.list_cut) for s in by_token] == [
+        (s.kind, s.source, s.html, s.code, s.cont, s.list_cut) for s in whole
     ]
     # Nothing is lost or doubled: the segments' sources are the text's lines.
     assert sum(s.source.count("\n") + 1 for s in whole) <= text.count("\n") + 1
@@ -322,3 +322,28 @@ def test_a_block_quote_has_a_bar_and_nested_quotes_nest_it():
     assert html.count(f"background-color:{markdown.palette.QUOTE_BAR}") == 2  # one bar per level
     assert html.index("outer") < html.index("inner") < html.index("after")
     assert html.count("<table") == html.count("</table>") == 2
+
+
+def test_a_long_list_cut_in_chunks_keeps_its_spacing_across_the_cuts(qtbot):
+    """A long list is shown as chunks of LIST_CHUNK items; across a cut the items keep the spacing
+    they have inside a chunk: the chunks are joined (no gap, no list margins at the cut), so the
+    whole list is as tall as the same list in one label."""
+    from app.ui.chat.message import TEXT_CSS, _rich_label
+    from app.ui.theme import apply_theme
+
+    apply_theme(QApplication.instance())
+    n = 3 * markdown.LIST_CHUNK
+    text = "".join(f"- item {i} alpha beta\n" for i in range(n))
+    segs, _doc = streamed(text)
+    k = len(segs)
+    assert k >= 3  # cut every LIST_CHUNK items or LIST_LINES lines
+    assert [s.cont for s in segs] == [False] + [True] * (k - 1)
+    assert [s.list_cut for s in segs] == [True] * (k - 1) + [False]
+    view = MarkdownView()
+    qtbot.addWidget(view)
+    view.set_markdown(text)
+    one = _rich_label(f"<style>{TEXT_CSS}</style>{markdown.render_text(text)}")  # as the view makes its labels
+    qtbot.addWidget(one)
+    one.ensurePolished()  # the theme's font, as the view's labels get it in its layout
+    width = 600
+    assert abs(view.heightForWidth(width) - one.heightForWidth(width)) <= 3

@@ -56,7 +56,10 @@ class Segment:
         language: the code block's language (code only).
         code: the raw code (code only; what Copy copies).
         cont: this segment continues the previous one's block (a table's later rows, a code
-            block's later lines): shown joined to it.
+            block's later lines, a long list's later items): shown joined to it.
+        list_cut: this segment ends where a long list was cut (the next segment continues it):
+            its list has no bottom margin, as the next one has no top margin, so the items keep
+            their spacing across the cut.
     """
 
     kind: SegmentKind
@@ -65,6 +68,7 @@ class Segment:
     language: str = ""
     code: str = ""
     cont: bool = False
+    list_cut: bool = False
 
 
 LIST_CHUNK = 16  # list items per segment: a long streaming list re-renders only its last chunk
@@ -78,6 +82,7 @@ class _BlockKind(str, enum.Enum):
 
     TABLE = "table"
     CODE = "code"
+    LIST = "list"
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,7 @@ class _Piece:
     widths: tuple[int, ...] = ()  # a cut table's column widths, percent
     resume: _Resume | None = None
     table: bool = False
+    list_cut: bool = False  # a long list is cut at this piece's end (see Segment.list_cut)
 
 
 def split_blocks(source: str) -> list[tuple[SegmentKind, str, str, int]]:
@@ -138,6 +144,17 @@ def _split(rest: list[str], resume: _Resume | None) -> list[_Piece]:
     quote_blocks = 0
     top = ""
     i = 0
+    # The next prose piece continues a list cut at the previous piece's end (in this parse or,
+    # resumed, in an earlier one).
+    continues = resume is not None and resume.kind is _BlockKind.LIST
+
+    def prose(end: int, cut: bool = False) -> None:
+        nonlocal continues
+        resume_list = _Resume(_BlockKind.LIST, ()) if cut else None
+        src = "\n".join(lines[last_end:end])
+        pieces.append(_Piece(SegmentKind.TEXT, src, "", end, cont=continues, resume=resume_list, list_cut=cut))
+        continues = cut
+
     while i < len(tokens):
         tok = tokens[i]
         i += 1
@@ -149,8 +166,9 @@ def _split(rest: list[str], resume: _Resume | None) -> list[_Piece]:
             top = tok.type
             if tok.type in ("fence", "table_open"):
                 if start > last_end:
-                    pieces.append(_Piece(SegmentKind.TEXT, "\n".join(lines[last_end:start]), "", start))
-                cont = resume is not None and start == 0
+                    prose(start)
+                continues = False
+                cont = resume is not None and resume.kind is not _BlockKind.LIST and start == 0
                 if tok.type == "fence":
                     pieces.extend(_code_pieces(lines, tok, resume if cont else None))
                 else:
@@ -163,22 +181,22 @@ def _split(rest: list[str], resume: _Resume | None) -> list[_Piece]:
                     pieces.extend(_table_pieces(lines, start, end, rows, resume if cont else None))
                 last_end = max(last_end, end)
             elif start > last_end and _is_blank_gap(lines, last_end, start):
-                pieces.append(_Piece(SegmentKind.TEXT, "\n".join(lines[last_end:start]), "", start))
+                prose(start)
                 last_end = start
         elif tok.level == 1 and tok.type == "list_item_open":
             if list_items and (list_items >= LIST_CHUNK or start - last_end >= LIST_LINES) and start > last_end:
-                pieces.append(_Piece(SegmentKind.TEXT, "\n".join(lines[last_end:start]), "", start))
+                prose(start, cut=True)
                 last_end = start
                 list_items = 0
             list_items += 1
         elif tok.level == 1 and top == "blockquote_open":
             quote_blocks += 1
             if quote_blocks > QUOTE_CHUNK and (quote_blocks - 1) % QUOTE_CHUNK == 0 and start > last_end:
-                pieces.append(_Piece(SegmentKind.TEXT, "\n".join(lines[last_end:start]), "", start))
+                prose(start)
                 last_end = start
     if last_end < len(lines):
-        pieces.append(_Piece(SegmentKind.TEXT, "\n".join(lines[last_end:]), "", len(lines)))
-    kept = [p for p in pieces if p.kind is SegmentKind.CODE or p.cont or p.source.strip()]
+        prose(len(lines))
+    kept = [p for p in pieces if p.kind is SegmentKind.CODE or (p.cont and p.table) or p.source.strip()]
     return [replace(p, end=p.end - off) for p in kept]
 
 
@@ -352,7 +370,7 @@ def _segment(p: _Piece, growing: bool = False) -> Segment:
         return Segment(SegmentKind.CODE, p.source, pre(body), lang, p.source, p.cont)
     if p.widths:
         return Segment(SegmentKind.TEXT, p.source, render_table_chunk(p.header, p.source, p.widths), cont=p.cont)
-    return Segment(SegmentKind.TEXT, p.source, render_text(p.source))
+    return Segment(SegmentKind.TEXT, p.source, render_text(p.source), cont=p.cont, list_cut=p.list_cut)
 
 
 class StreamingDocument:

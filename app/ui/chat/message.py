@@ -322,7 +322,12 @@ class MarkdownView(QWidget):
 
 
 def _label_html(seg: Segment) -> str:
-    return f"<style>{TEXT_CSS}</style>{seg.html}"
+    css = TEXT_CSS
+    if seg.cont:  # a long list's later items (or a table's later rows): no gap above
+        css += "ul, ol { margin-top: 0px; }"
+    if seg.list_cut:  # the list goes on in the next segment: no gap below
+        css += "ul, ol { margin-bottom: 0px; }"
+    return f"<style>{css}</style>{seg.html}"
 
 
 class MessageWidget(QFrame):
