@@ -79,6 +79,26 @@ class GuideSection:
 
 Rows = tuple[tuple[str, str], ...]
 
+# ``tokenizer.ggml.model`` → the kind of tokenizer llama.cpp builds from it (src/llama-vocab.cpp, ``load``).
+TOKENIZER_KINDS = {
+    "llama": "SentencePiece (SPM)",
+    "gpt2": "byte-level BPE",
+    "gemma4": "byte-level BPE",
+    "bert": "WordPiece (WPM)",
+    "t5": "Unigram (UGM)",
+    "rwkv": "RWKV greedy",
+    "plamo2": "PLaMo-2",
+}
+
+
+def number(x: float) -> str:
+    """``x`` with thousands separators, whole numbers without a fraction (1,000,000; 0.5)."""
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:,g}"
+
+
+def _threads(n: int) -> str:
+    return f"{n} thread" + ("" if n == 1 else "s")
+
 
 @dataclass(frozen=True)
 class _Model:
@@ -124,10 +144,10 @@ def _rope(m: _Model) -> Rows:
     dims = arch.rope_dims or head_dim
     bases = sorted({(b.attention.rope_base, b.attention.is_swa, b.attention.rope_base_from_file) for b in arch.blocks})
     if len({rb for rb, _, _ in bases}) == 1:
-        base = f"{bases[0][0]:,g}"
+        base = number(bases[0][0])
     else:
         base = " · ".join(
-            f"{rb:,g} ({'sliding-window' if swa else 'global'} layers{'' if own else ', llama.cpp default'})"
+            f"{number(rb)} ({'sliding-window' if swa else 'global'} layers{'' if own else ', llama.cpp default'})"
             for rb, swa, own in bases
         )
     return (
@@ -156,7 +176,7 @@ def _attention(m: _Model) -> Rows:
     else:
         rows.append(("sliding window", f"none: all {arch.n_layer} layers see the whole context"))
     if arch.attn_logit_softcap:
-        rows.append(("score softcap", f"{arch.attn_logit_softcap:g}"))
+        rows.append(("score softcap", number(arch.attn_logit_softcap)))
     return tuple(rows)
 
 
@@ -179,6 +199,13 @@ def _ffn(m: _Model) -> Rows:
     rows.append(("shape", gated if f.gated else "ffn_up, activation, ffn_down (not gated)"))
     rows.append(("share of parameters", f"{100 * _ffn_share(arch):.0f}% of the model's are FFN weights"))
     return tuple(rows)
+
+
+def _tokenizer(model: str) -> str:
+    if not model:
+        return "not stated"
+    kind = TOKENIZER_KINDS.get(model)
+    return f"{kind} · tokenizer.ggml.model = {model}" if kind else model
 
 
 def _general(info: GGUFInfo) -> Rows:
@@ -225,7 +252,7 @@ def pipeline_guide(loaded: ModelLoaded | None, sampler: SamplerSettings) -> tupl
     def tokens(mm: _Model) -> Rows:
         i, ld = mm.info, mm.loaded
         return (
-            ("tokenizer", str(i.metadata.get("tokenizer.ggml.model", "not stated"))),
+            ("tokenizer", _tokenizer(str(i.metadata.get("tokenizer.ggml.model", "")))),
             ("vocabulary", f"{i.n_vocab:,} tokens" if i.n_vocab else "not stated"),
             ("BOS / EOS", f"{ld.bos_text or '—'} / {ld.eos_text or '—'}"),
             ("chat template", "from the GGUF" if ld.chat_template else "none: a plain User:/Assistant: transcript"),
@@ -256,14 +283,14 @@ def pipeline_guide(loaded: ModelLoaded | None, sampler: SamplerSettings) -> tupl
             ("logits", f"{a.embedding.n_vocab:,} per position (one per vocabulary token)" if a.embedding else "—"),
         ]
         if h.final_logit_softcap:
-            rows.append(("logit softcap", f"{h.final_logit_softcap:g}"))
+            rows.append(("logit softcap", number(h.final_logit_softcap)))
         return tuple(rows)
 
     def decode(mm: _Model) -> Rows:
         ld = mm.loaded
         rows = [
-            ("prefill", f"up to n_batch {ld.n_batch:,} tokens per llama_decode, {ld.n_threads_batch} threads"),
-            ("decode", f"1 token per step, {ld.n_threads} threads"),
+            ("prefill", f"up to n_batch {ld.n_batch:,} tokens per llama_decode, {_threads(ld.n_threads_batch)}"),
+            ("decode", f"1 token per step, {_threads(ld.n_threads)}"),
         ]
         if ld.remote is None:
             rows.append(("weights read per token", f"about {format_bytes(mm.info.tensor_bytes)} (every tensor once)"))

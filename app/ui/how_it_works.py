@@ -37,7 +37,7 @@ def guide_html(sections: tuple[GuideSection, ...], model_name: str | None) -> st
     Links: ``#key`` to a section, ``live:<view>`` to where Glassbox shows it live.
     """
     css = (
-        f"<style>h2 {{ color: {palette.TEXT}; margin-top: 14px; }} a {{ color: {palette.LINK}; }}"
+        f"<style>h2 {{ color: {palette.TEXT}; font-size: large; margin-top: 12px; }} a {{ color: {palette.LINK}; }}"
         f" td.k {{ color: {palette.MUTED}; padding-right: 10px; }} td.v {{ color: {palette.TEXT_SOFT}; }}"
         f" p.live {{ color: {palette.TEXT_DIM}; }}</style>"
     )

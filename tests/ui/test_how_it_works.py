@@ -8,11 +8,12 @@ from dataclasses import replace
 
 import pytest
 from PySide6.QtCore import Qt, QUrl
-from PySide6.QtWidgets import QDockWidget, QTabBar
+from PySide6.QtWidgets import QDockWidget, QTabBar, QWidget
 
 from app.core.gguf_info import format_bytes, read_gguf_info
 from app.core.pipeline_guide import NO_MODEL, LiveView
 from app.core.sampling import SamplerStage
+from app.ui.common.accessibility import needs_name
 from app.ui.how_it_works import INSPECT_HINT, LIVE_SCHEME, HowItWorksWindow
 from app.ui.main_window import MainWindow
 from app.ui.menus import shortcut_sheet
@@ -93,7 +94,10 @@ def test_the_guides_figures_are_the_loaded_models_and_change_with_it(qtbot, smol
             assert heads.split(": ")[1].startswith(kind)
             head_dim = md.get(f"{arch}.attention.key_length", n_embd // n_head)
             assert _figures(guide, "attention")["head_dim"].startswith(f"{head_dim} (K)")
-            assert f"{md[f'{arch}.rope.freq_base']:,g}" in _figures(guide, "rope")["base"]
+            base = md[f"{arch}.rope.freq_base"]
+            want = f"{int(base):,}" if base == int(base) else str(base)
+            assert want in [part.split(" (")[0] for part in _figures(guide, "rope")["base"].split(" · ")]
+            assert f"tokenizer.ggml.model = {md['tokenizer.ggml.model']}" in _figures(guide, "tokens")["tokenizer"]
             assert _figures(guide, "rope")["trained context"] == f"{md[f'{arch}.context_length']:,} tokens"
             ffn = _figures(guide, "ffn")["n_ff"]
             assert ffn.startswith(f"{md[f'{arch}.feed_forward_length']:,} ")
@@ -180,8 +184,10 @@ def test_every_live_link_brings_its_place_forward(qtbot, window):
             assert window.banner.isVisible() and window.banner.text.text() == INSPECT_HINT
 
 
-def test_the_guides_links_are_reachable_by_keyboard(qtbot, window):
+def test_the_guides_links_are_reachable_by_keyboard_and_its_parts_named(qtbot, window):
     guide = _open(window)
+    assert [w for w in guide.findChildren(QWidget) if needs_name(w)] == []
+    assert guide.browser.accessibleName().startswith("How it works")
     guide.browser.setFocus()
     followed: list[QUrl] = []
     guide.browser.anchorClicked.disconnect()
