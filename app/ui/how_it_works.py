@@ -91,9 +91,10 @@ class HowItWorksWindow(QDialog):
         self._render()
 
     def set_model(self, loaded: ModelLoaded | None) -> None:
-        """Show ``loaded``'s figures (None: no model)."""
-        self._loaded = loaded
-        self._render()
+        """Show ``loaded``'s figures (None: no model); the same model again changes nothing."""
+        if loaded is not self._loaded:
+            self._loaded = loaded
+            self._render()
 
     def set_sampler(self, sampler: SamplerSettings) -> None:
         """Show the sampler chain of ``sampler``."""
@@ -152,11 +153,14 @@ def open_live_view(w: MainWindow, view: LiveView) -> None:
 
 def show_how_it_works(w: MainWindow) -> HowItWorksWindow:
     """Help → How it works: the window (made on first use, then shown again), kept up to date with
-    the loaded model (``w.model_changed``) and the sampler settings."""
+    the loaded model (``w.model_changed``, and the engine's state for a failed load or a crash)
+    and the sampler settings."""
     win = w.findChild(HowItWorksWindow)
     if win is None:
         win = HowItWorksWindow(w.engine.model, w.settings.sampler, w)
         w.model_changed.connect(win.set_model)
+        # A failed load or a crashed engine leaves no model: the engine's state says so.
+        w.engine.state_changed.connect(lambda _state: win.set_model(w.engine.model))
         w.settings_ctl.changed.connect(lambda s: win.set_sampler(s.sampler))
         win.live_view_chosen.connect(lambda v: open_live_view(w, v))
     win.show()

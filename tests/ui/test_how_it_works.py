@@ -17,6 +17,7 @@ from app.ui.common.accessibility import needs_name
 from app.ui.how_it_works import INSPECT_HINT, LIVE_SCHEME, HowItWorksWindow
 from app.ui.main_window import MainWindow
 from app.ui.menus import shortcut_sheet
+from tests.support.moe_model import write_moe_gguf
 from tests.ui.conftest import close_window, load, make_window
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support raise")  # the guide window raised, offscreen
@@ -120,6 +121,27 @@ def test_the_guides_figures_are_the_loaded_models_and_change_with_it(qtbot, smol
         assert f"[n_vocab {smol.n_vocab:,}," not in _text(guide)
         win.unload_model()
         assert NO_MODEL in _text(guide)
+    finally:
+        close_window(win)
+
+
+def test_a_mixture_of_experts_model_shows_its_experts_and_untied_head(qtbot, smollm2, tmp_path):
+    path = write_moe_gguf(tmp_path / "tiny-moe.gguf", smollm2)
+    md = read_gguf_info(path).metadata
+    win = make_window(qtbot)
+    try:
+        guide = _open(win)
+        load(qtbot, win, path)
+        ffn = _figures(guide, "ffn")
+        want = f"{md['llama.expert_count']} per layer, {md['llama.expert_used_count']} used per token"
+        assert ffn["experts"] == want and "n_ff" not in ffn
+        assert _figures(guide, "head")["LM head"].startswith("its own matrix")
+        # A failed load leaves no model (the old one is gone): the guide says so.
+        assert NO_MODEL not in _text(guide)
+        win.engine.fail_next_load("the file is damaged")
+        with qtbot.waitSignal(win.engine.model_load_failed):
+            win.load_model(str(path))
+        assert win.engine.model is None and NO_MODEL in _text(guide)
     finally:
         close_window(win)
 
