@@ -288,13 +288,13 @@ def pipeline_guide(loaded: ModelLoaded | None, sampler: SamplerSettings) -> tupl
 
     def decode(mm: _Model) -> Rows:
         ld = mm.loaded
-        rows = [
+        if ld.remote is not None:  # the server's batches and threads are not reported
+            return (("figures", NO_FILE),)
+        return (
             ("prefill", f"up to n_batch {ld.n_batch:,} tokens per llama_decode, {_threads(ld.n_threads_batch)}"),
             ("decode", f"1 token per step, {_threads(ld.n_threads)}"),
-        ]
-        if ld.remote is None:
-            rows.append(("weights read per token", f"about {format_bytes(mm.info.tensor_bytes)} (every tensor once)"))
-        return tuple(rows)
+            ("weights read per token", f"about {format_bytes(mm.info.tensor_bytes)} (every tensor once)"),
+        )
 
     def kv(mm: _Model) -> Rows:
         ld = mm.loaded
