@@ -170,9 +170,9 @@ def _attention(m: _Model) -> Rows:
     n_swa = arch.n_swa_layers
     if n_swa:
         window = next(b.attention.sliding_window for b in arch.blocks if b.attention.is_swa)
-        rows.append(
-            ("sliding window", f"{n_swa} of {arch.n_layer} layers see the last {window:,} tokens; the others all")
-        )
+        rest = arch.n_layer - n_swa
+        others = f"; the other {rest} see the whole context" if rest else ""
+        rows.append(("sliding window", f"{n_swa} of {arch.n_layer} layers see the last {window:,} tokens{others}"))
     else:
         rows.append(("sliding window", f"none: all {arch.n_layer} layers see the whole context"))
     if arch.attn_logit_softcap:

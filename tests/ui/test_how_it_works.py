@@ -106,7 +106,15 @@ def test_the_guides_figures_are_the_loaded_models_and_change_with_it(qtbot, smol
             assert _figures(guide, "head")["LM head"].startswith("tied" if tied else "its own")
             window = md.get(f"{arch}.attention.sliding_window")
             swa = _figures(guide, "attention")["sliding window"]
-            assert (f"see the last {window:,} tokens" in swa) if window else swa.startswith("none")
+            n_swa = sum(info.swa_layers())
+            n_layer = md[f"{arch}.block_count"]
+            if window:
+                assert swa == (
+                    f"{n_swa} of {n_layer} layers see the last {window:,} tokens; "
+                    f"the other {n_layer - n_swa} see the whole context"
+                )
+            else:
+                assert swa.startswith(f"none: all {n_layer} layers")
             kv = _figures(guide, "kv")
             assert kv["size at n_ctx"] == f"{format_bytes(loaded.kv_allocated_bytes)} for {loaded.n_ctx:,} tokens"
             assert kv["types"] == f"K {loaded.kv_layout.type_k} · V {loaded.kv_layout.type_v}"
