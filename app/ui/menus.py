@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QMenu
 from app import APP_NAME
 from app.ui.common import dialogs
 from app.ui.conversation_export import ExportFormat
+from app.ui.how_it_works import show_how_it_works
 from app.ui.top_bar import Page
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ class MenuActions:
     chat_page: QAction
     models_page: QAction
     shortcuts: QAction
+    how_it_works: QAction
 
 
 def build_menus(w: MainWindow) -> MenuActions:
@@ -122,6 +124,8 @@ def build_menus(w: MainWindow) -> MenuActions:
         v.addAction(toggle)
     h = w.menuBar().addMenu("&Help")
     act_keys = _action(w, h, "&Keyboard shortcuts", ("F1", "Ctrl+/"), lambda: show_shortcuts(w))
+    # F1 is the shortcuts sheet's: the guide takes Shift+F1 (Qt's "What's This?" key, unused here).
+    act_guide = _action(w, h, "&How it works", ("Shift+F1",), lambda: show_how_it_works(w))
     about = QAction(f"About {APP_NAME}", w)
     about.triggered.connect(w.show_about)
     h.addAction(about)
@@ -138,6 +142,7 @@ def build_menus(w: MainWindow) -> MenuActions:
         act_chat_page,
         act_models_page,
         act_keys,
+        act_guide,
     )
 
 
