@@ -43,6 +43,8 @@ def test_the_model_panel_draws_gemma3_with_its_two_kinds_of_blocks(qtbot, gemma)
         # The facts list says how flash attention ended up and the cache types.
         texts = [panel.facts.itemAt(i).widget().text() for i in range(panel.facts.count())]
         assert "off" in texts and any(t.startswith("K f16 · V f16 · ") for t in texts)
+        # One K/V head for 4 query heads: multi-query, as the drawing says (it read "(GQA)").
+        assert "18 layers · 4 heads · 1 KV head · multi-query attention (1 K/V head)" in texts
         panel.set_model(None)  # the panel forgets the drawing with the model
         assert not view.isVisible() and view.arch is None
     finally:

@@ -112,7 +112,7 @@ def test_the_four_views(qtbot):
     assert "#4" in win.lens.table.item(0, 1).text()
     # Attention: the warning, GQA and sliding-window layers named, one row per head.
     assert CAUSATION_NOTE in win.findChild(type(win.header), "causationNote").text()
-    assert "4 query heads share 2 KV heads" in win.attention.caption.text()
+    assert "4 query heads share 2 KV heads: GQA 2:1" in win.attention.caption.text()
     assert "sliding-window" in win.attention.caption.text()
     assert win.attention.heads._img.height() == 4
     assert win.attention.average._img.height() == 4

@@ -349,8 +349,8 @@ class AttentionTab(QWidget):
             f"Where position {ins.position} ({_token_html(ins.text)}) attends, per layer (head average; rows "
             f"layer 0 first; columns: every position {att.key_positions[0]}…{att.key_positions[1] - 1}, the token "
             f"itself last{f', {k} positions summed per column' if k > 1 else ''}). "
-            f"{att.n_head} query heads share {groups} KV head{'s' if groups != 1 else ''} "
-            f"({attention_label(att.n_head, groups)})"
+            f"{att.n_head} query heads share {groups} KV head{'s' if groups != 1 else ''}: "
+            f"{attention_label(att.n_head, groups)}"
             + (f"; {swa} sliding-window layers (purple) see only the last {att.window} tokens." if swa else ".")
             + f" Rows sum to 1 within {att.row_sum_max_error:.1e}."
         )
