@@ -28,9 +28,11 @@ the bytes against llama.cpp's ``llama_model_n_params`` and ``llama_model_size``.
 
 from __future__ import annotations
 
+import enum
 import re
 from dataclasses import dataclass
 
+from app.core.ffn_activation import ffn_name
 from app.core.gguf_facts import GGUFInfo, TensorInfo
 
 # llama.cpp's default RoPE base of sliding-window layers when the file has no
@@ -92,13 +94,43 @@ class EmbeddingTable:
         return self.n_bytes // self.n_vocab if self.n_vocab else 0
 
 
+class AttentionKind(str, enum.Enum):
+    """How a layer's query heads share key/value heads."""
+
+    MULTI_HEAD = "multi_head"  #: one K/V head per query head (n_head_kv == n_head)
+    MULTI_QUERY = "multi_query"  #: one K/V head for all query heads (n_head_kv == 1)
+    GROUPED_QUERY = "grouped_query"  #: groups of n_head / n_head_kv query heads share one K/V head
+
+
+def attention_kind(n_head: int, n_head_kv: int) -> AttentionKind:
+    """The sharing of ``n_head`` query heads over ``n_head_kv`` K/V heads.
+
+    One query head with one K/V head is multi-head (nothing is shared).
+    """
+    if n_head_kv >= n_head or n_head_kv <= 0:
+        return AttentionKind.MULTI_HEAD
+    if n_head_kv == 1:
+        return AttentionKind.MULTI_QUERY
+    return AttentionKind.GROUPED_QUERY
+
+
+def attention_label(n_head: int, n_head_kv: int) -> str:
+    """``"multi-head attention"``, ``"multi-query attention (1 K/V head)"`` or ``"GQA 3:1"`` (query heads per K/V head)."""
+    kind = attention_kind(n_head, n_head_kv)
+    if kind is AttentionKind.MULTI_HEAD:
+        return "multi-head attention"
+    if kind is AttentionKind.MULTI_QUERY:
+        return "multi-query attention (1 K/V head)"
+    return f"GQA {n_head // n_head_kv}:1"
+
+
 @dataclass(frozen=True)
 class Attention:
     """One block's self-attention.
 
     Attributes:
         n_head: query heads.
-        n_head_kv: key/value heads (fewer than n_head: grouped-query attention).
+        n_head_kv: key/value heads (as many as n_head: multi-head; fewer: grouped-query; one: multi-query).
         head_dim_k, head_dim_v: values per key / value head.
         rope_base: RoPE frequency base of this layer.
         rope_base_from_file: the base is the file's (False: llama.cpp's default for SWA layers).
@@ -119,6 +151,16 @@ class Attention:
         return self.n_head // self.n_head_kv if self.n_head_kv else 0
 
     @property
+    def kind(self) -> AttentionKind:
+        """Multi-head, multi-query or grouped-query (:func:`attention_kind`)."""
+        return attention_kind(self.n_head, self.n_head_kv)
+
+    @property
+    def label(self) -> str:
+        """:func:`attention_label`: ``"GQA 3:1"``, ``"multi-query attention (1 K/V head)"``..."""
+        return attention_label(self.n_head, self.n_head_kv)
+
+    @property
     def is_swa(self) -> bool:
         return self.sliding_window > 0
 
@@ -133,7 +175,10 @@ class FeedForward:
         n_expert_used: experts each token is routed to.
         n_ff_expert: hidden size of each expert.
         n_expert_shared: experts every token goes through besides the routed ones.
-        gated: a gated FFN (``ffn_gate``: SwiGLU / GeGLU) rather than up-activation-down.
+        gated: the file has a gate (``ffn_gate``...): a gated FFN rather than up-activation-down.
+        name: the FFN's name from the architecture and the gate (:func:`app.core.ffn_activation.ffn_name`:
+            ``"SwiGLU (SiLU-gated)"`` for llama, ``"GeGLU (GELU-gated)"`` for gemma3, ``"gated FFN"``
+            for an architecture whose activation is not known).
     """
 
     n_ff: int
@@ -142,6 +187,7 @@ class FeedForward:
     n_ff_expert: int = 0
     n_expert_shared: int = 0
     gated: bool = True
+    name: str = "gated FFN"
 
     @property
     def is_moe(self) -> bool:
@@ -344,13 +390,15 @@ def describe_architecture(info: GGUFInfo) -> Architecture:
             sliding_window=info.sliding_window if is_swa else 0,
         )
         moe = "ffn_gate_inp.weight" in names
+        gated = any(n.startswith(("ffn_gate.", "ffn_gate_exps.", "ffn_gate_shexp.")) for n in names)
         ffn = FeedForward(
             n_ff=_per_layer(ff_len, il) if any(n.startswith("ffn_up.") for n in names) else 0,
             n_expert=n_expert if moe else 0,
             n_expert_used=n_expert_used if moe else 0,
             n_ff_expert=n_ff_exp if moe else 0,
             n_expert_shared=n_shared if moe else 0,
-            gated=any(n.startswith(("ffn_gate.", "ffn_gate_exps.", "ffn_gate_shexp.")) for n in names),
+            gated=gated,
+            name=ffn_name(info.architecture, gated),
         )
         blocks.append(
             Block(

@@ -50,10 +50,19 @@ class LogitLens:
         cells: ``cells[layer][column]``, layer 0 first.
         last_layer_max_abs_diff: the self-check: the largest absolute difference, over the
             whole vocabulary at the inspected position, between the last layer's lens logits and
-            llama.cpp's own logits (logit units). Small means the lens reads this architecture right.
-        logit_range: max - min of llama.cpp's logits there, to judge the difference against.
+            the logits llama.cpp computed in the inspect context for that position (logit units;
+            the same evaluation the lens reads ``l_out`` from). Small means the lens reads this
+            architecture right.
+        logit_range: max - min of those logits, to judge the difference against.
         softcap: the final logit softcapping applied (0: none).
         tied: the output matrix is the token embedding table (no ``output.weight``).
+        chat_max_abs_diff: the largest absolute difference between the last layer's lens logits
+            and the logits the chat context itself computed for that position, when the inspected
+            position is the chat context's last evaluated one and it still holds those logits
+            (None otherwise: another position, a reply running, a rewind since).
+        contexts_max_abs_diff: the largest absolute difference between the inspect context's and
+            the chat context's logits for that position (None when ``chat_max_abs_diff`` is): how
+            faithfully the inspect context redid the chat's computation (cache reuse or re-evaluation).
     """
 
     positions: tuple[int, ...]
@@ -64,6 +73,8 @@ class LogitLens:
     logit_range: float
     softcap: float
     tied: bool
+    chat_max_abs_diff: float | None = None
+    contexts_max_abs_diff: float | None = None
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ import re
 import threading
 import time
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import gguf
@@ -62,6 +62,7 @@ from app.core.token_inspection import (
 from app.engine import kv_snapshot
 from app.engine.errors import EngineError
 from app.engine.eval_callback import TensorCapture
+from app.engine.llama_context import GlassboxLlama
 from app.engine.model_tables import ModelTables, chunked_matmul, load_tables
 from app.engine.vocab import Vocab
 
@@ -94,6 +95,12 @@ class ChatCache:
         n_bytes: bytes of ``state`` in use.
         reason: why there is no state ("" when there is one).
         copy_s: seconds the copy took.
+        logits: a copy of the logits llama.cpp computed in the chat context for position
+            ``logits_position`` (n_vocab float32), or None when it holds none that are current (a
+            reply running, a rewind since: :attr:`app.engine.llama_context.GlassboxLlama.logits_position`).
+        logits_position: the position of ``logits``: the chat's last evaluated one (-1: none).
+        logits_batch: tokens in the chat's ``llama_decode`` that computed them (1: the position was
+            decoded alone, as a reply's tokens are; the inspection then evaluates it alone too).
     """
 
     tokens: tuple[int, ...]
@@ -101,25 +108,52 @@ class ChatCache:
     n_bytes: int
     reason: str
     copy_s: float = 0.0
+    logits: F32 | None = None
+    logits_position: int = -1
+    logits_batch: int = 0
+
+
+def _chat_logits(llm: Any) -> tuple[F32 | None, int, int]:
+    """A copy of the chat context's logits of its last evaluated position, that position and the
+    batch they were computed in (``(None, -1, 0)`` when the context holds none that are current, or
+    ``llm`` does not track them)."""
+    pos = llm.logits_position if isinstance(llm, GlassboxLlama) else -1
+    if pos < 0 or pos != int(llm.n_tokens) - 1:
+        return None, -1, 0
+    ptr = llama_cpp.llama_get_logits_ith(llm.ctx, -1)
+    if not ptr:
+        return None, -1, 0
+    out: F32 = np.ctypeslib.as_array(ptr, shape=(int(llm.n_vocab()),)).copy()
+    return out, pos, int(llm.logits_batch)
 
 
 def take_chat_cache(llm: Any, info: GGUFInfo, *, busy: bool) -> ChatCache:
-    """Copy the chat context's KV cache (call only while nothing decodes in it, unless ``busy``).
+    """Copy the chat context's KV cache and its last logits (call only while nothing decodes in it, unless ``busy``).
 
     The whole-context state (``llama_state_get_data``) is copied rather than sequence 0's
     (``llama_state_seq_get_data``): the sequence writer leaves out the sliding-window cells the
     last position no longer sees (src/llama-kv-cache.cpp ``state_write``: ``is_masked_swa``), which
     the positions before it still need; the whole-context writer keeps every cell, in cell order.
+    The logits of the last evaluated position are copied whatever the path (see :class:`ChatCache`).
 
     Args:
-        llm: the chat's ``llama_cpp.Llama``.
+        llm: the chat's ``llama_cpp.Llama`` (a :class:`~app.engine.llama_context.GlassboxLlama`
+            says which position its logits are for; another one gives no logits).
         info: its GGUF facts.
-        busy: a reply is being generated: only the evaluated tokens are read, no cache copy.
+        busy: a reply is being generated: only the evaluated tokens are read, no cache or logits copy.
     """
     n = int(llm.n_tokens)
     tokens = tuple(int(t) for t in llm.input_ids[:n])
     if busy:
         return ChatCache(tokens, None, 0, "a reply is being generated in the chat context")
+    logits, logits_pos, logits_batch = _chat_logits(llm)
+    cache = _copy_state(llm, info, tokens)
+    return replace(cache, logits=logits, logits_position=logits_pos, logits_batch=logits_batch)
+
+
+def _copy_state(llm: Any, info: GGUFInfo, tokens: tuple[int, ...]) -> ChatCache:
+    """The chat context's whole KV cache state, or why it cannot serve (see :func:`take_chat_cache`)."""
+    n = len(tokens)
     params = llm.context_params
     if int(params.flash_attn_type) != llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED:  # on, or auto (llama.cpp decides)
         return ChatCache(
@@ -298,8 +332,23 @@ class TokenInspector:
         if n_expert and req.turn_start >= 0:
             p0 = max(min(c0, req.turn_start), pos - MAX_EXPERT_SPAN, 0)
         ctx = self._context(len(tokens) + 1)
-        path, reason, start = self._prepare(ctx, chat, p0, force_re_eval=req.force_re_eval)
-        evaluated, load = self._evaluate(ctx, tokens, start, p0, c0, c1, n_expert)
+        # The chat's logits of its last position are compared with this evaluation's. When the chat
+        # decoded that position alone (a reply's tokens), it is evaluated alone here too, on the chat's
+        # own keys and values of every earlier position (see GlassboxLlama.logits_batch); dense models,
+        # cache path only (the expert load needs the turn's positions evaluated as a batch).
+        compare = chat.logits is not None and chat.logits_position == pos
+        alone = compare and chat.logits_batch == 1 and pos == c1 and not n_expert and chat.state is not None
+        path, reason, start = self._prepare(ctx, chat, pos if alone else p0, force_re_eval=req.force_re_eval)
+        if alone and path is InspectPath.CACHE_REUSE:
+            evaluated, llama_logits = self._evaluate_alone(ctx, tokens, c0, pos)
+            load = np.zeros((self.info.n_layer, 1), dtype=np.float32)  # a dense model: no expert load
+            att_c0 = pos
+        else:
+            evaluated, load = self._evaluate(ctx, tokens, start, p0, c0, c1, n_expert)
+            llama_logits = np.ctypeslib.as_array(
+                llama_cpp.llama_get_logits_ith(ctx, pos - c0), shape=(self._vocab.n_tokens,)
+            ).copy()
+            att_c0 = c0
         cap = self.capture.tensors
         seen = tuple(sorted({_kind(n) for n in cap}))
         n_layer = self.info.n_layer
@@ -309,13 +358,14 @@ class TokenInspector:
                 P.FailureKind.INTERNAL,
                 f"The evaluation did not produce {missing[0]} (this architecture names it otherwise).",
             )
-        row = pos - c0
-        llama_logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, row), shape=(self._vocab.n_tokens,))
-        lens, hidden_cos, emb_cos = self._lens(tokens, pos, c0, c1, req.top_k, llama_logits.copy())
-        attention = self._attention(tokens, pos, c0)
+        row = pos - c0  # the inspected position's row in the span's tensors
+        chat_logits = chat.logits if compare else None
+        lens, hidden_cos, emb_cos = self._lens(tokens, pos, c0, c1, req.top_k, llama_logits, chat_logits)
+        attention = self._attention(tokens, pos, att_c0)
         embedding = self._embedding(req.token_id, emb_cos, hidden_cos, req.neighbours)
         experts = self._experts(n_expert, row, load, c1 + 1 - p0) if n_expert else None
         extra = self.context_bytes + self.tables().n_bytes + chat.n_bytes
+        extra += chat.logits.nbytes if chat.logits is not None else 0
         extra += sum(a.nbytes for a in cap.values())
         self.capture.tensors = {}  # the copied tensors are not kept between inspections
         return TokenInspection(
@@ -380,7 +430,14 @@ class TokenInspector:
         return InspectPath.RE_EVAL, reason, 0
 
     def _evaluate(
-        self, ctx: Any, tokens: tuple[int, ...], start: int, p0: int, c0: int, c1: int, n_expert: int
+        self,
+        ctx: Any,
+        tokens: tuple[int, ...],
+        start: int,
+        p0: int,
+        c0: int,
+        c1: int,
+        n_expert: int,
     ) -> tuple[int, F32]:
         """Evaluate ``[start, p0)`` copying nothing, ``[p0, c0)`` copying only the router's choices
         (``ffn_moe_topk-N``, for the expert load), then ``[c0, c1]`` copying every tensor the views read.
@@ -429,6 +486,41 @@ class TokenInspector:
         self._held = tokens[: c1 + 1]
         return c1 + 1 - start, counts
 
+    def _evaluate_alone(self, ctx: Any, tokens: tuple[int, ...], c0: int, pos: int) -> tuple[int, F32]:
+        """The chat's last position as the chat decoded it: alone, on the chat's own keys and values of
+        ``[0, pos)`` (the cache path with the span starting at ``pos``), copying every tensor the views
+        read; then its neighbours ``[c0, pos)`` evaluated again (a batch over the chat's keys and values
+        of ``[0, c0)``) for their lens columns only (``l_out-N``, ``result_norm``), joined row by row.
+
+        Returns:
+            ``(positions evaluated, llama.cpp's logits of pos (a copy))``.
+
+        Raises:
+            EngineError: as :meth:`_decode`.
+        """
+        cap = self.capture
+        cap.reset()
+        llama_cpp.llama_set_n_threads(ctx, 1, 1)
+        self._decode(ctx, tokens, pos, pos + 1, all_logits=True)
+        logits: F32 = np.ctypeslib.as_array(
+            llama_cpp.llama_get_logits_ith(ctx, 0), shape=(self._vocab.n_tokens,)
+        ).copy()
+        mine, cap.tensors = cap.tensors, {}
+        self._held = tokens[:pos]
+        if c0 < pos:
+            if not llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(ctx), 0, c0, -1):
+                raise EngineError(P.FailureKind.INTERNAL, "llama.cpp could not remove the span from the copied cache.")
+            self._held = tokens[:c0]
+            wants = cap.wants
+            cap.wants = _lens_rows
+            try:
+                self._decode(ctx, tokens, c0, pos, all_logits=True)
+            finally:
+                cap.wants = wants
+            self._held = tokens[:pos]
+        cap.tensors = _joined(cap.tensors, mine, pos - c0)
+        return pos + 1 - c0, logits
+
     def _count_experts(self, counts: F32) -> None:
         """Add the last evaluation's router choices (``ffn_moe_topk-N``) to ``counts`` [n_layer, n_expert]."""
         for il in range(counts.shape[0]):
@@ -468,9 +560,22 @@ class TokenInspector:
 
     # ---------------------------------------------------------------------------------- views
     def _lens(
-        self, tokens: tuple[int, ...], pos: int, c0: int, c1: int, top_k: int, llama_logits: F32
+        self,
+        tokens: tuple[int, ...],
+        pos: int,
+        c0: int,
+        c1: int,
+        top_k: int,
+        llama_logits: F32,
+        chat_logits: F32 | None = None,
     ) -> tuple[LogitLens, F32, F32]:
-        """The logit lens grid and, from the same pass over the tables, the cosines the embedding view needs."""
+        """The logit lens grid and, from the same pass over the tables, the cosines the embedding view needs.
+
+        Args:
+            llama_logits: the logits llama.cpp computed in the inspect context for ``pos`` (the self-check's reference).
+            chat_logits: the chat context's own logits for ``pos`` when it still holds them (its last
+                evaluated position), compared too; None: not compared.
+        """
         t = self.tables()
         cap = self.capture.tensors
         n_layer = self.info.n_layer
@@ -510,6 +615,11 @@ class TokenInspector:
             cells.append(tuple(line))
         last = logits[(n_layer - 1) * len(cols) + (pos - c0)]
         diff = float(np.abs(last - llama_logits).max())
+        chat_diff: float | None = None
+        ctx_diff: float | None = None
+        if chat_logits is not None and chat_logits.shape == llama_logits.shape:
+            chat_diff = float(np.abs(last - chat_logits).max())
+            ctx_diff = float(np.abs(llama_logits - chat_logits).max())
         lens = LogitLens(
             positions=tuple(cols),
             tokens=tuple((tokens[c], self._vocab.display(tokens[c])) for c in cols),
@@ -517,6 +627,8 @@ class TokenInspector:
             cells=tuple(cells),
             last_layer_max_abs_diff=diff,
             logit_range=float(llama_logits.max() - llama_logits.min()),
+            chat_max_abs_diff=chat_diff,
+            contexts_max_abs_diff=ctx_diff,
             softcap=t.softcap,
             tied=t.tied,
         )
@@ -602,6 +714,23 @@ class TokenInspector:
             load=_as_array(load),
             load_tokens=n_tokens,
         )
+
+
+def _joined(first: dict[str, npt.NDArray[Any]], last: dict[str, npt.NDArray[Any]], n_first: int) -> dict[str, Any]:
+    """Two evaluations' copies as one: ``first``'s ``n_first`` token rows then ``last``'s one row, for
+    every tensor whose outermost dimension is the token (``l_out``, ``result_norm``, the router's);
+    the attention probabilities (``kq_soft_max-N``: heads outermost) are ``last``'s."""
+    out = dict(last)
+    for name, b in last.items():
+        a = first.get(name)
+        if a is not None and not name.startswith("kq_soft_max"):
+            out[name] = np.concatenate([a.reshape(n_first, -1), b.reshape(1, -1)])
+    return out
+
+
+def _lens_rows(name: str) -> bool:
+    """Only what the lens's columns read: each layer's residual stream and the final norm."""
+    return name.startswith("l_out-") or name == "result_norm"
 
 
 def _router_choice(name: str) -> bool:

@@ -10,10 +10,20 @@ struct is read, not copied, when the context is created). After ``__init__`` the
 as llama.cpp was given it.
 
 K and V cache types go through ``Llama(type_k=, type_v=)`` as ``enum ggml_type`` numbers.
+
+:attr:`GlassboxLlama.logits_position` says which context position the logits llama.cpp holds
+for the context's last output row belong to (``llama_get_logits_ith(ctx, -1)``), so "Inspect a
+token" can compare its lens with them (:func:`app.engine.inspect_token.take_chat_cache`).
+llama.cpp keeps that buffer until the next ``llama_decode``: removing cells from the KV cache
+(``llama_memory_seq_rm``, a rewind) or restoring a sequence's state leaves it in place, stale.
+Every evaluation goes through :meth:`Llama.eval` and every rewind or restore sets ``n_tokens``
+(:mod:`app.engine.prefill`, :mod:`app.engine.kv_snapshot`, the session's reset), so the position
+is set by :meth:`GlassboxLlama.eval` and forgotten when ``n_tokens`` drops to it or below.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import llama_cpp
@@ -45,6 +55,7 @@ class GlassboxLlama(llama_cpp.Llama):  # type: ignore[misc,unused-ignore]  # lla
         **kwargs: Any,
     ) -> None:
         self._gb_flash_attn_type: int | None = flash_attn.llama_value
+        self._gb_logits_pos = -1
         try:
             super().__init__(
                 model_path,
@@ -68,3 +79,41 @@ class GlassboxLlama(llama_cpp.Llama):  # type: ignore[misc,unused-ignore]  # lla
     @context_params.setter
     def context_params(self, value: Any) -> None:
         self.__dict__["_gb_context_params"] = value
+
+    @property
+    def n_tokens(self) -> int:
+        """Tokens in the KV cache (``Llama.n_tokens``); setting it at or below :attr:`logits_position`
+        (a rewind, a reset, a restore) forgets that position."""
+        return int(self.__dict__.get("_gb_n_tokens", 0))
+
+    @n_tokens.setter
+    def n_tokens(self, value: int) -> None:
+        if value <= self.__dict__.get("_gb_logits_pos", -1):
+            self.__dict__["_gb_logits_pos"] = -1
+        self.__dict__["_gb_n_tokens"] = value
+
+    @property
+    def logits_position(self) -> int:
+        """The context position whose logits llama.cpp's last output row holds (-1: none, or stale)."""
+        return int(self.__dict__.get("_gb_logits_pos", -1))
+
+    @property
+    def logits_batch(self) -> int:
+        """Tokens in the ``llama_decode`` call that computed the logits of :attr:`logits_position` (0:
+        none). llama.cpp's CPU backend computes a one-token batch by another kernel path than a longer
+        one (SmolLM2 Q4_1: 0.59 logit apart for the same position), so a comparison evaluates alike."""
+        return int(self.__dict__.get("_gb_logits_batch", 0)) if self.logits_position >= 0 else 0
+
+    def eval(self, tokens: Sequence[int]) -> None:
+        """``Llama.eval``; afterwards the last output row's logits are those of position ``n_tokens - 1``,
+        computed in a batch of :attr:`logits_batch` tokens (``Llama.eval`` cuts ``tokens`` in slices of n_batch).
+
+        Raises:
+            RuntimeError: llama_decode failed (Stop included); no position is then held.
+        """
+        self.__dict__["_gb_logits_pos"] = -1
+        super().eval(tokens)
+        n = len(tokens)
+        if n:
+            self.__dict__["_gb_logits_pos"] = self.n_tokens - 1
+            self.__dict__["_gb_logits_batch"] = n - (n - 1) // self.n_batch * self.n_batch

@@ -1,7 +1,9 @@
 """Inspect a token: the Tokens panel's click → the engine's InspectToken → the inspect window.
 
 One owner for the inspection in flight: a newer click replaces an unanswered one (its answer is
-dropped when it comes).
+dropped when it comes). When another model loads (a switch, or the same file loaded again with
+other settings) the window's inspection belonged to the previous model: it is cleared, with a
+one-line note, and an inspection still in flight is dropped.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from PySide6.QtWidgets import QWidget
 
 from app.core import protocol as P
 from app.ui.engine_client import EngineClient
-from app.ui.panels.inspect import InspectWindow
+from app.ui.panels.inspect import HINT, InspectWindow
 from app.ui.panels.tokens import TokensPanel
 
 
@@ -35,6 +37,7 @@ class InspectController(QObject):
         tokens.token_hovered.connect(engine.prepare_inspect)
         engine.token_inspected.connect(self._inspected)
         engine.inspection_failed.connect(self._failed)
+        engine.model_loaded.connect(self._model_loaded)
 
     def inspect(self, position: int, token_id: int, turn_start: int = -1) -> None:
         """Ask the engine to inspect ``position`` (holding ``token_id``) and show the window."""
@@ -46,6 +49,16 @@ class InspectController(QObject):
             return
         self._pending = rid
         self.window.show_pending(position, token_id)
+
+    def _model_loaded(self, ev: P.ModelLoaded) -> None:
+        """Another model (or the same one again) is loaded: what the window shows was the previous one's."""
+        shown = self.window.inspection is not None or self._pending is not None
+        self._pending = None
+        self.window.clear(
+            f"{ev.info.name} was loaded: the previous model's inspection was cleared. Click a token to inspect it."
+            if shown
+            else HINT
+        )
 
     def _inspected(self, ev: P.TokenInspected) -> None:
         if ev.request_id != self._pending:

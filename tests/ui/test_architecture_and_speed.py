@@ -43,6 +43,8 @@ def test_the_model_panel_draws_gemma3_with_its_two_kinds_of_blocks(qtbot, gemma)
         # The facts list says how flash attention ended up and the cache types.
         texts = [panel.facts.itemAt(i).widget().text() for i in range(panel.facts.count())]
         assert "off" in texts and any(t.startswith("K f16 · V f16 · ") for t in texts)
+        # One K/V head for 4 query heads: multi-query, as the drawing says (it read "(GQA)").
+        assert "18 layers · 4 heads · 1 KV head · multi-query attention (1 K/V head)" in texts
         panel.set_model(None)  # the panel forgets the drawing with the model
         assert not view.isVisible() and view.arch is None
     finally:
@@ -55,6 +57,26 @@ def test_an_architecture_view_without_a_model_paints_nothing(qtbot, smollm2):
     assert view.heightForWidth(300) == 0 and view.block_at(10) is None
     view.set_architecture(describe_architecture(read_gguf_info(smollm2)))
     assert view.heightForWidth(300) > 30 * 15
+
+
+def _drawn_text(view: ArchitectureView) -> str:
+    return "\n".join(f"{it.title} {it.text}" for it in view._layout(600)[0])
+
+
+def test_the_drawing_names_attention_and_feed_forward_as_each_model_has_them(qtbot, smollm2, gemma):
+    """SmolLM2's file: 9 query heads, 3 K/V heads (GQA 3:1), llama's SiLU-gated FFN; Gemma 3 270M's:
+    4 query heads and one K/V head (multi-query, not "GQA 4:1"), a GELU-gated FFN."""
+    view = ArchitectureView()
+    qtbot.addWidget(view)
+    view.set_architecture(describe_architecture(read_gguf_info(smollm2)))
+    smol = _drawn_text(view)
+    assert "GQA 3:1, 9 query heads sharing 3 K/V heads" in smol
+    assert "SwiGLU (SiLU-gated)" in smol and "GeGLU" not in smol and "multi-query" not in smol
+    view.set_architecture(describe_architecture(read_gguf_info(gemma)))
+    gem = _drawn_text(view)
+    assert "multi-query attention (1 K/V head): its 4 query heads all read the same K/V head" in gem
+    assert "GQA" not in gem
+    assert "GeGLU (GELU-gated)" in gem and "SwiGLU" not in gem
 
 
 def test_cache_types_show_their_kv_bytes_before_applying_and_a_conflict_blocks_apply(qtbot, smollm2):

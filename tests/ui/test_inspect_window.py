@@ -8,10 +8,14 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QTextCursor
 
 from app.core import protocol as P
+from app.ui.common.token_label import FSI
 from app.ui.panels.inspect import CAUSATION_NOTE, InspectWindow
 from tests.support.fake_engine import reply
 from tests.support.inspection import synthetic_inspection
-from tests.ui.conftest import load, send
+
+
+from tests.support.models import llama_metadata, llama_tensors, write_gguf
+from tests.ui.conftest import TINY_TEMPLATE, load, send
 
 
 def _anchors(view) -> list[tuple[str, int]]:
@@ -31,7 +35,12 @@ def _anchors(view) -> list[tuple[str, int]]:
 
 
 def _click(qtbot, view, doc_pos: int) -> None:
-    cur = QTextCursor(view.document())
+    """Click just right of the left edge of the link's first character (the isolate mark FSI that
+    opens a chip's text is not drawn: after it)."""
+    doc = view.document()
+    while doc.characterAt(doc_pos) in (FSI, "\u200a"):
+        doc_pos += 1
+    cur = QTextCursor(doc)
     cur.setPosition(doc_pos + 1)
     view.setTextCursor(cur)
     view.ensureCursorVisible()
@@ -105,7 +114,7 @@ def test_the_four_views(qtbot):
     assert "#4" in win.lens.table.item(0, 1).text()
     # Attention: the warning, GQA and sliding-window layers named, one row per head.
     assert CAUSATION_NOTE in win.findChild(type(win.header), "causationNote").text()
-    assert "4 query heads share 2 KV heads" in win.attention.caption.text()
+    assert "4 query heads share 2 KV heads: GQA 2:1" in win.attention.caption.text()
     assert "sliding-window" in win.attention.caption.text()
     assert win.attention.heads._img.height() == 4
     assert win.attention.average._img.height() == 4
@@ -167,3 +176,39 @@ def test_hovering_a_token_prepares_the_engine_once_per_model(qtbot, window, tiny
     assert window.engine.prepare_inspect() is True
     assert window.engine.prepare_inspect() is False
     assert len(window.engine.sent(P.PrepareInspect)) == 2
+
+
+def test_another_model_loading_clears_the_previous_models_inspection(qtbot, window, tmp_path, monkeypatch):
+    """The inspect window showed the previous model's lens, attention and embedding after a switch:
+    a load clears it with a note, and an answer asked of the previous model is dropped."""
+    window.engine.script(reply("one", " two"))
+    send(qtbot, window, "count")
+    ctl = window.token_inspect
+    win = ctl.window
+    prompt = window.turn.prompt
+    ctl.inspect(prompt.prompt_tokens, window.turn.tokens[0].token_id, prompt.cached_tokens)
+    qtbot.waitUntil(lambda: win.inspection is not None, timeout=5000)
+    assert win.lens.table.rowCount() > 0 and win.embedding.near.count() > 0
+    assert win.attention.average._img is not None and win.tabs.isEnabled()
+    other = write_gguf(
+        tmp_path / "Other-Chat-Q4_1.gguf",
+        llama_metadata(name="Other Chat", file_type=3, extra={"tokenizer.chat_template": TINY_TEMPLATE}),
+        llama_tensors(qtype="Q4_1"),
+    )
+    load(qtbot, window, other)
+    assert win.inspection is None and not win.tabs.isEnabled()
+    assert win.header.text() == (
+        "Other Chat was loaded: the previous model's inspection was cleared. Click a token to inspect it."
+    )
+    assert (win.lens.table.rowCount(), win.lens.table.columnCount(), win.lens.check.text()) == (0, 0, "")
+    assert win.attention.average._img is None and win.attention.heads._img is None
+    assert win.attention.caption.text() == "" and win.attention.strip.text() == ""
+    assert win.embedding.near.count() == 0 and win.embedding.hidden.count() == 0 and win.embedding.strip._img is None
+    assert win.experts.table.rowCount() == 0
+    # An inspection asked of the previous model and answered after the switch is not shown.
+    stale = synthetic_inspection(3, 7)
+    monkeypatch.setattr(window.engine, "inspect_token", lambda *_a: 777)
+    ctl.inspect(3, 7)
+    load(qtbot, window, other)
+    window.engine.token_inspected.emit(P.TokenInspected(777, stale))
+    assert win.inspection is None and "was loaded" in win.header.text()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from app.core.architecture import DEFAULT_ROPE_BASE_SWA, describe_architecture
+from app.core.architecture import DEFAULT_ROPE_BASE_SWA, AttentionKind, attention_label, describe_architecture
+from app.core.ffn_activation import FfnActivation, ffn_activation, ffn_name
 from app.core.gguf_info import read_gguf_info
 from tests.support.models import llama_metadata, llama_tensors, write_gguf
 
@@ -100,3 +101,55 @@ def test_a_mixture_of_experts_block_is_told_apart_from_the_router(tmp_path):
         assert (b.ffn.n_expert, b.ffn.n_expert_used, b.ffn.n_ff_expert, b.ffn.n_ff) == (4, 2, 32, 0)
         assert b.ffn.gated
     assert arch.n_params == sum(t.n_elements for t in _moe_model(tmp_path, tied=False).tensors)
+
+
+# --- attention and feed-forward named from the file and the architecture --------------------------------------
+
+
+def test_attention_is_named_from_the_head_counts_in_the_file(smollm2, gemma, tmp_path):
+    # SmolLM2-135M's GGUF: llama.attention.head_count 9, head_count_kv 3: three query heads per K/V head.
+    smol = describe_architecture(read_gguf_info(smollm2))
+    assert {(b.attention.n_head, b.attention.n_head_kv) for b in smol.blocks} == {(9, 3)}
+    assert {b.attention.label for b in smol.blocks} == {"GQA 3:1"}
+    assert smol.blocks[0].attention.kind is AttentionKind.GROUPED_QUERY
+    # Gemma 3 270M's GGUF: 4 query heads and one K/V head: multi-query, not "GQA 4:1".
+    gem = describe_architecture(read_gguf_info(gemma))
+    assert {(b.attention.n_head, b.attention.n_head_kv) for b in gem.blocks} == {(4, 1)}
+    assert {b.attention.label for b in gem.blocks} == {"multi-query attention (1 K/V head)"}
+    assert gem.blocks[0].attention.kind is AttentionKind.MULTI_QUERY
+    # As many K/V heads as query heads: plain multi-head attention.
+    md = llama_metadata(n_head=4, n_head_kv=4)
+    mha = describe_architecture(read_gguf_info(write_gguf(tmp_path / "mha.gguf", md, llama_tensors(n_head_kv=4))))
+    assert mha.blocks[0].attention.label == "multi-head attention"
+    assert mha.blocks[0].attention.kind is AttentionKind.MULTI_HEAD
+    assert [attention_label(32, 8), attention_label(8, 8), attention_label(16, 1)] == [
+        "GQA 4:1",
+        "multi-head attention",
+        "multi-query attention (1 K/V head)",
+    ]
+
+
+def test_the_feed_forward_is_named_from_the_architecture(smollm2, gemma, tmp_path):
+    # llama (SmolLM2): llama.cpp builds ffn_gate/ffn_up with LLM_FFN_SILU, LLM_FFN_PAR: SwiGLU.
+    smol = describe_architecture(read_gguf_info(smollm2))
+    assert {b.ffn.name for b in smol.blocks} == {"SwiGLU (SiLU-gated)"}
+    # gemma3: LLM_FFN_GELU, LLM_FFN_PAR: GeGLU, not "SwiGLU/GeGLU".
+    gem = describe_architecture(read_gguf_info(gemma))
+    assert {b.ffn.name for b in gem.blocks} == {"GeGLU (GELU-gated)"}
+    assert [ffn_activation(a) for a in ("gemma", "gemma2", "gemma3", "llama", "qwen2", "gpt2")] == [
+        FfnActivation.GELU,
+        FfnActivation.GELU,
+        FfnActivation.GELU,
+        FfnActivation.SILU,
+        FfnActivation.SILU,
+        FfnActivation.GELU,
+    ]
+    assert ffn_name("gpt2", gated=False) == "GELU"  # up, GELU, down: no gate
+    assert ffn_name("phi3", gated=False) == "SwiGLU (SiLU-gated)"  # gate and up fused in ffn_up
+    # An architecture llama.cpp's table does not name: the file says gated, nothing more.
+    md = {k.replace("llama.", "madeup.", 1): v for k, v in llama_metadata().items()}
+    md["general.architecture"] = "madeup"
+    unknown = describe_architecture(read_gguf_info(write_gguf(tmp_path / "madeup.gguf", md, llama_tensors())))
+    assert unknown.arch == "madeup" and unknown.blocks[0].ffn.gated
+    assert unknown.blocks[0].ffn.name == "gated FFN"
+    assert ffn_activation("madeup") is None and ffn_name("madeup", gated=False) == "feed-forward"

@@ -18,6 +18,8 @@ from PySide6.QtWidgets import QMenu, QWidget
 
 from app.core.alternatives import ReplyAlternatives, StepView, TokenColour, entropy_colour_level
 from app.ui.common import palette
+from app.ui.common.token_label import visible as visible_plain
+from app.ui.common.token_label import visible_html
 
 STEP_SCHEME = "step"  # anchors of token chips: "step:<index>"
 _P_FLOORS = (0.8, 0.5, 0.25, 0.1)  # probability floors of palette.PROB_BG's first four colours
@@ -47,14 +49,14 @@ def step_colour(alts: ReplyAlternatives, step: int, mode: TokenColour) -> str:
 
 
 def visible(text: str) -> str:
-    """A token's text with its white space visible (· space, ⏎ newline, → tab), HTML-escaped."""
-    t = html.escape(text).replace(" ", "·").replace("\n", "⏎").replace("\t", "→")
-    return t or "∅"
+    """A token's text with its white space visible (· space, ⏎ newline, → tab), HTML-escaped, isolated
+    (:mod:`app.ui.common.token_label`: a right-to-left token stays before its probability)."""
+    return visible_html(text)
 
 
 def menu_text(text: str) -> str:
-    """A token's text for a menu item: white space visible, ``&`` not taken for a shortcut."""
-    return (text.replace(" ", "·").replace("\n", "⏎").replace("\t", "→") or "∅").replace("&", "&&")
+    """A token's text for a menu item: white space visible, isolated, ``&`` not taken for a shortcut."""
+    return visible_plain(text).replace("&", "&&")
 
 
 def step_anchor(step: int) -> str:

@@ -19,7 +19,7 @@ from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QFont, QFontMetrics, QHelpEvent, QPainter, QPaintEvent, QPen, QPolygonF, QResizeEvent
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
-from app.core.architecture import Architecture, Attention, Block, FeedForward
+from app.core.architecture import Architecture, Attention, AttentionKind, Block, FeedForward
 from app.core.gguf_facts import format_bytes, format_count
 from app.ui.common import palette
 from app.ui.common.palette import qcolor
@@ -58,17 +58,20 @@ def _ranges(indices: list[int]) -> str:
 
 
 def attention_text(a: Attention, rope_dims: int = 0, rope_scaling: str = "none") -> str:
-    """One block's attention in words, e.g. ``9 query heads, 3 KV heads (GQA 3:1), head dim 64 ...``.
+    """One block's attention in words, e.g. ``Attention: GQA 3:1, 9 query heads sharing 3 K/V heads (3 per
+    K/V head), head dim 64 ...``; ``multi-query attention (1 K/V head)`` when one K/V head serves every
+    query head, ``multi-head attention`` when each has its own (:func:`app.core.architecture.attention_label`).
 
     Args:
         rope_dims: dimensions of each head RoPE rotates (0: the file does not say).
         rope_scaling: the model's RoPE scaling (``none``, ``yarn ×4 (from 32,768 tokens)``...).
     """
-    heads = f"{a.n_head} query heads, {a.n_head_kv} KV head{'s' if a.n_head_kv != 1 else ''}"
-    if a.n_head_kv and a.n_head_kv < a.n_head:
-        heads += f" (GQA {a.gqa_ratio}:1: {a.gqa_ratio} query heads share each K/V)"
+    if a.kind is AttentionKind.GROUPED_QUERY:
+        heads = f"{a.label}, {a.n_head} query heads sharing {a.n_head_kv} K/V heads ({a.gqa_ratio} per K/V head)"
+    elif a.kind is AttentionKind.MULTI_QUERY:
+        heads = f"{a.label}: its {a.n_head} query heads all read the same K/V head"
     else:
-        heads += " (multi-head: one K/V per head)"
+        heads = f"{a.label}, {a.n_head} query heads with {a.n_head_kv} K/V heads (one each)"
     dims = (
         f"head dim {a.head_dim_k}" if a.head_dim_k == a.head_dim_v else f"head dim K {a.head_dim_k} / V {a.head_dim_v}"
     )
@@ -81,8 +84,9 @@ def attention_text(a: Attention, rope_dims: int = 0, rope_scaling: str = "none")
 
 
 def ffn_text(f: FeedForward, n_embd: int) -> str:
-    """One block's feed-forward network in words."""
-    gate = ", gated (SwiGLU/GeGLU)" if f.gated else ""
+    """One block's feed-forward network in words, named from the architecture (``f.name``: SwiGLU for
+    llama, GeGLU for gemma3, "gated FFN" when the activation is not known)."""
+    gate = f", {f.name}"
     if f.is_moe:
         text = (
             f"Feed-forward: mixture of {f.n_expert} experts, a router picks {f.n_expert_used} per token; "

@@ -31,6 +31,7 @@ from app.core.funnel import Funnel, FunnelStageKind
 from app.core.sampling import DEFAULT_ORDER, ORDER_NOTE, SamplerSettings, SamplerStage
 from app.ui.common import palette
 from app.ui.common.palette import qcolor
+from app.ui.common.token_label import visible
 
 SHORT: dict[FunnelStageKind, str] = {
     FunnelStageKind.MODEL: "model",
@@ -61,8 +62,9 @@ _TRUNCATING = (
 
 
 def visible_token(text: str) -> str:
-    """Show whitespace in a token: ␣ for spaces, ⏎ for newlines, → for tabs."""
-    return text.replace(" ", "␣").replace("\n", "⏎").replace("\t", "→") or "∅"
+    """Show whitespace in a token: ␣ for spaces, ⏎ for newlines, → for tabs; isolated, so a right-to-left
+    token stays after the row's ▶ mark (:mod:`app.ui.common.token_label`)."""
+    return visible(text, "␣")
 
 
 def pct(p: float) -> str:

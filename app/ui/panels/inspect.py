@@ -29,14 +29,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.core.architecture import attention_label
 from app.core.gguf_facts import format_bytes
 from app.core.token_inspection import MAX_EXPERT_SPAN, AttentionMaps, InspectPath, TokenInspection
 from app.ui.common import palette
+from app.ui.common.token_label import quoted, visible, visible_html
 
 CAUSATION_NOTE = (
     "Attention weights are not an explanation of causation: they show where this position read from, "
     "not why the model predicted what it did."
 )
+HINT = "Click a token in the Tokens panel to inspect it."  # the header before any inspection
 MAX_KEY_COLUMNS = 400  # attention columns drawn; more positions are binned (each column sums a run of positions)
 
 
@@ -121,6 +124,15 @@ class Heatmap(QWidget):
         self.updateGeometry()
         self.update()
 
+    def clear(self) -> None:
+        """Show nothing (no matrix, no labels)."""
+        self._img = None
+        self._buf = np.zeros((1, 1, 3), dtype=np.uint8)
+        self._labels, self._label_colors, self._cols, self._label_w = [], [], [], 0
+        self.setMinimumHeight(16)
+        self.updateGeometry()
+        self.update()
+
     def _band(self) -> int:
         """Height of the column-label band, pixels (0 without labels)."""
         return self.fontMetrics().height() + 4 if self._cols else 0
@@ -173,13 +185,50 @@ def _label(text: str, *, wrap: bool = True, name: str = "detailLabel") -> QLabel
 
 
 def _strip_text(text: str) -> str:
-    """A token as the strip under a heatmap shows it (spaces and newlines visible)."""
-    return text.replace(" ", "·").replace("\n", "⏎") or "∅"
+    """A token as the strip under a heatmap shows it (white space visible, isolated)."""
+    return visible(text)
 
 
 def _token_html(text: str) -> str:
-    t = html.escape(text).replace(" ", "·").replace("\n", "⏎")
-    return f"<code style='background:{palette.CODE_BG}'>{t or '∅'}</code>"
+    """A token in a caption: white space visible, isolated (:mod:`app.ui.common.token_label`)."""
+    return f"<code style='background:{palette.CODE_BG}'>{visible_html(text)}</code>"
+
+
+def lens_cell_text(text: str, p: float, next_rank: int = 0) -> str:
+    """A lens cell: the top token (isolated: a right-to-left token stays before its probability), its
+    probability, and the rank of the token that came next (0: unknown, left out)."""
+    return f"{quoted(text)} {p:.0%}" + (f"  #{next_rank}" if next_rank else "")
+
+
+def self_check_html(ins: TokenInspection) -> str:
+    """The lens self-check in words: the last layer's lens against the logits llama.cpp computed in the
+    inspect context for that position and, when the chat context still holds its own logits for it
+    (its last evaluated position), against those too. Green when within 5% of the logit range."""
+    lens = ins.lens
+    ok = max(0.05 * lens.logit_range, 1e-3)
+    d = lens.last_layer_max_abs_diff
+    text = (
+        f"<span style='color:{palette.GREEN if d <= ok else palette.RED}'>Self-check: the last layer's lens "
+        f"against the logits llama.cpp computed in the inspect context for position {ins.position}: "
+        f"largest difference {d:.4f} (logit range {lens.logit_range:.1f}).</span>"
+    )
+    c = lens.chat_max_abs_diff
+    if c is None:
+        return (
+            text + f" <span style='color:{palette.TEXT_DIM}'>(The chat context holds its own logits only for its "
+            "last evaluated position, until the next turn: inspect that one to compare with them too.)</span>"
+        )
+    contexts = lens.contexts_max_abs_diff
+    between = f"; the two contexts' logits differ by at most {contexts:.4f}" if contexts is not None else ""
+    if contexts is not None and ins.path is InspectPath.RE_EVAL:
+        between += (
+            " (re-evaluated: the earlier positions were computed in other batches than the chat's, "
+            "which llama.cpp's CPU kernels round differently)"
+        )
+    return text + (
+        f" <span style='color:{palette.GREEN if c <= ok else palette.RED}'>Against the logits the chat context "
+        f"computed for this position (its last evaluated one): largest difference {c:.4f}{between}.</span>"
+    )
 
 
 class LensTab(QWidget):
@@ -198,6 +247,13 @@ class LensTab(QWidget):
         self.check.setObjectName("lensSelfCheck")
         lay.addWidget(self.check)
 
+    def clear(self) -> None:
+        self.caption.setText("")
+        self.table.clear()
+        self.table.setRowCount(0)
+        self.table.setColumnCount(0)
+        self.check.setText("")
+
     def show_inspection(self, ins: TokenInspection) -> None:
         lens = ins.lens
         n_layer = len(lens.cells)
@@ -215,30 +271,25 @@ class LensTab(QWidget):
         heads = []
         for pos, (_tid, text), (nid, ntext) in zip(lens.positions, lens.tokens, lens.next_tokens, strict=True):
             mark = "▶ " if pos == ins.position else ""
-            nxt = f" → {ntext!r}" if nid >= 0 else ""
-            heads.append(f"{mark}{pos}: {text!r}{nxt}")
+            nxt = f" → {quoted(ntext)}" if nid >= 0 else ""
+            heads.append(f"{mark}{pos}: {quoted(text)}{nxt}")
         self.table.setHorizontalHeaderLabels(heads)
         self.table.setVerticalHeaderLabels([f"L{il}" for il in reversed(range(n_layer))])
         for r, il in enumerate(reversed(range(n_layer))):
             for c in range(cols):
                 cell = lens.cells[il][c]
                 _tid, text, p = cell.top[0]
-                item = QTableWidgetItem(f"{text!r} {p:.0%}" + (f"  #{cell.next_rank}" if cell.next_rank else ""))
+                item = QTableWidgetItem(lens_cell_text(text, p, cell.next_rank))
                 rgb = ramp(np.asarray([p], dtype=np.float32), palette.PLOT_BG, palette.GREEN)[0]
                 item.setBackground(QColor(int(rgb[0]), int(rgb[1]), int(rgb[2])))
                 item.setForeground(QColor(palette.TEXT))
-                tips = "\n".join(f"{t!r} ({i}): {q:.2%}" for i, t, q in cell.top)
+                tips = "\n".join(f"{quoted(t)} ({i}): {q:.2%}" for i, t, q in cell.top)
                 nid, ntext = lens.next_tokens[c]
-                nxt = f"\nnext token {ntext!r}: rank {cell.next_rank:,}, p {cell.next_p:.2%}" if nid >= 0 else ""
+                nxt = f"\nnext token {quoted(ntext)}: rank {cell.next_rank:,}, p {cell.next_p:.2%}" if nid >= 0 else ""
                 item.setToolTip(f"layer {il}, position {lens.positions[c]}\n{tips}{nxt}")
                 self.table.setItem(r, c, item)
         self.table.resizeColumnsToContents()
-        d = lens.last_layer_max_abs_diff
-        color = palette.GREEN if d <= max(0.05 * lens.logit_range, 1e-3) else palette.RED
-        self.check.setText(
-            f"<span style='color:{color}'>Self-check: the last layer's lens against llama.cpp's own logits "
-            f"at position {ins.position}: largest difference {d:.4f} (logit range {lens.logit_range:.1f}).</span>"
-        )
+        self.check.setText(self_check_html(ins))
 
 
 class AttentionTab(QWidget):
@@ -272,6 +323,14 @@ class AttentionTab(QWidget):
         self._att: AttentionMaps | None = None
         self._texts: tuple[str, ...] = ()
 
+    def clear(self) -> None:
+        self._att, self._texts = None, ()
+        self.caption.setText("")
+        self.layer_note.setText("")
+        self.strip.setText("")
+        self.average.clear()
+        self.heads.clear()
+
     def show_inspection(self, ins: TokenInspection) -> None:
         att = ins.attention
         self._att = att
@@ -290,7 +349,8 @@ class AttentionTab(QWidget):
             f"Where position {ins.position} ({_token_html(ins.text)}) attends, per layer (head average; rows "
             f"layer 0 first; columns: every position {att.key_positions[0]}…{att.key_positions[1] - 1}, the token "
             f"itself last{f', {k} positions summed per column' if k > 1 else ''}). "
-            f"{att.n_head} query heads share {groups} KV heads (GQA groups of {att.n_head // groups})"
+            f"{att.n_head} query heads share {groups} KV head{'s' if groups != 1 else ''}: "
+            f"{attention_label(att.n_head, groups)}"
             + (f"; {swa} sliding-window layers (purple) see only the last {att.window} tokens." if swa else ".")
             + f" Rows sum to 1 within {att.row_sum_max_error:.1e}."
         )
@@ -347,6 +407,12 @@ class EmbeddingTab(QWidget):
         grid.addWidget(self.hidden, 1, 1)
         lay.addLayout(grid, 1)
 
+    def clear(self) -> None:
+        self.caption.setText("")
+        self.strip.clear()
+        self.near.clear()
+        self.hidden.clear()
+
     def show_inspection(self, ins: TokenInspection) -> None:
         e = ins.embedding
         vec = np.frombuffer(e.vector, dtype=np.float32)
@@ -358,9 +424,9 @@ class EmbeddingTab(QWidget):
             f"neighbours takes {format_bytes(e.table_bytes)} in the engine (built on the first inspection)."
         )
         self.near.clear()
-        self.near.addItems([f"{t!r}  ({i})  cos {c:.3f}" for i, t, c in e.neighbours])
+        self.near.addItems([f"{quoted(t)}  ({i})  cos {c:.3f}" for i, t, c in e.neighbours])
         self.hidden.clear()
-        self.hidden.addItems([f"{t!r}  ({i})  cos {c:.3f}" for i, t, c in e.hidden_neighbours])
+        self.hidden.addItems([f"{quoted(t)}  ({i})  cos {c:.3f}" for i, t, c in e.hidden_neighbours])
 
 
 class ExpertsTab(QWidget):
@@ -379,6 +445,14 @@ class ExpertsTab(QWidget):
         lay.addWidget(self.load_caption)
         self.load = Heatmap(min_row_px=16)
         lay.addWidget(self.load)
+
+    def clear(self) -> None:
+        self.caption.setText("")
+        self.table.clear()
+        self.table.setRowCount(0)
+        self.table.setColumnCount(0)
+        self.load_caption.setText("")
+        self.load.clear()
 
     def show_inspection(self, ins: TokenInspection) -> None:
         ex = ins.experts
@@ -429,7 +503,7 @@ class InspectWindow(QDialog):
         self.setWindowTitle("Inspect a token")
         self.resize(1100, 700)
         lay = QVBoxLayout(self)
-        self.header = _label("Click a token in the Tokens panel to inspect it.")
+        self.header = _label(HINT)
         self.header.setObjectName("inspectHeader")
         lay.addWidget(self.header)
         self.tabs = QTabWidget()
@@ -454,6 +528,15 @@ class InspectWindow(QDialog):
         """An inspection was asked for; say so until it arrives (the first one also builds the vocabulary tables)."""
         self.header.setText(f"Inspecting position {position} (token id {token_id})…")
         self.tabs.setEnabled(False)  # greyed: the tabs still hold the previous token's figures
+
+    def clear(self, note: str) -> None:
+        """Drop the inspection shown (every tab emptied, greyed) and say why in the header (one line:
+        ``note``, plain text)."""
+        self.inspection = None
+        for tab in (self.lens, self.attention, self.embedding, self.experts):
+            tab.clear()
+        self.tabs.setEnabled(False)
+        self.header.setText(html.escape(note, quote=False))
 
     def show_failure(self, message: str) -> None:
         self.header.setText(f"<span style='color:{palette.RED}'>{html.escape(message)}</span>")

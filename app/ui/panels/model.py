@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core import protocol as P
-from app.core.architecture import describe_architecture
+from app.core.architecture import attention_label, describe_architecture
 from app.core.chat import ContextPolicy, FlashAttention, LoadSettings
 from app.core.gguf_info import GGUFInfo, format_bytes, format_count
 from app.core.memory import CTX_PAD, KVCacheType, estimate_memory, n_ubatch_for
@@ -400,6 +400,7 @@ class ModelPanel(QWidget):
         info = loaded.info
         emb = info.embedding_tensor
         swa = info.swa_layers()
+        n_kv = info.n_head_kv_layer(0)
         rows = [
             ("name", info.name),
             ("architecture", info.architecture),
@@ -413,7 +414,8 @@ class ModelPanel(QWidget):
             ),
             (
                 "layers · heads",
-                f"{info.n_layer} layers · {info.n_head} heads · {info.n_head_kv_layer(0)} KV heads (GQA)",
+                f"{info.n_layer} layers · {info.n_head} heads · {n_kv} KV head{'s' if n_kv != 1 else ''} · "
+                f"{attention_label(info.n_head, n_kv)}",
             ),
             (
                 "embeddings",

@@ -14,8 +14,6 @@ a generated token's menu offers that too.
 
 from __future__ import annotations
 
-import html
-
 from PySide6.QtCore import QPoint, QUrl, Signal
 from PySide6.QtGui import QCursor, QTextCursor
 from PySide6.QtWidgets import (
@@ -43,6 +41,7 @@ from app.ui.common.token_alts import (
     step_colour,
     tooltip_html,
 )
+from app.ui.common.token_label import visible_html
 from app.ui.turn import LiveTurn
 
 MAX_PROMPT_CHIPS = 400
@@ -51,8 +50,9 @@ BLOCK_CHIPS = 64  # generated chips per paragraph at most (see TokensPanel._appe
 
 
 def _chip_text(text: str) -> str:
-    t = html.escape(text).replace(" ", "·").replace("\n", "⏎").replace("\t", "→")
-    return t or "∅"
+    """A chip's text: white space visible, HTML-escaped, isolated (a right-to-left token keeps its place
+    among the chips and its id stays after it: :mod:`app.ui.common.token_label`)."""
+    return visible_html(text)
 
 
 def _is_special(text: str) -> bool:

@@ -1,0 +1,42 @@
+"""A token's text as the token views write it next to other text: white space made visible, direction isolated.
+
+A token of a right-to-left script (Arabic, Hebrew) written next to a number or another token is
+reordered by the Unicode bidirectional algorithm (UAX #9): in ``'مرحبا' 37%`` the digits join the
+Arabic run and are drawn to its left, so a lens cell reads "37% 'ابحرم'" and the probability seems
+to belong to the cell before. Every token's text is therefore wrapped in FIRST STRONG ISOLATE …
+POP DIRECTIONAL ISOLATE (U+2068 … U+2069, UAX #9 section 2.7; Qt's text layout honours them): the
+token is laid out in its own direction, as one unit, and the text around it keeps its order
+("token, then probability"; chips in context order).
+
+Used by the inspect views (:mod:`app.ui.panels.inspect`), the Tokens panel's chips, hover and menu
+(:mod:`app.ui.panels.tokens`, :mod:`app.ui.common.token_alts`) and the funnel (:mod:`app.ui.panels.funnel`).
+"""
+
+from __future__ import annotations
+
+import html
+
+FSI = "\u2068"  #: FIRST STRONG ISOLATE: the text up to PDI takes the direction of its first strong letter
+PDI = "\u2069"  #: POP DIRECTIONAL ISOLATE: ends the isolate
+EMPTY = "∅"  #: an empty token's text
+
+
+def isolate(text: str) -> str:
+    """``text`` between FSI and PDI: laid out in its own direction, as one unit among the text around it."""
+    return f"{FSI}{text}{PDI}"
+
+
+def visible(text: str, space: str = "·") -> str:
+    """A token's text, plain, isolated, with its white space visible (``space`` for a space, ⏎ newline,
+    → tab; ``∅`` when empty)."""
+    return isolate(text.replace(" ", space).replace("\n", "⏎").replace("\t", "→") or EMPTY)
+
+
+def visible_html(text: str, space: str = "·") -> str:
+    """:func:`visible`, HTML-escaped (for rich text)."""
+    return isolate(html.escape(text).replace(" ", space).replace("\n", "⏎").replace("\t", "→") or EMPTY)
+
+
+def quoted(text: str) -> str:
+    """A token's text as a Python literal (quotes, escapes: ``'\\n'``), isolated."""
+    return isolate(repr(text))
