@@ -12,8 +12,6 @@ from app.ui.common.token_label import FSI
 from app.ui.panels.inspect import CAUSATION_NOTE, InspectWindow
 from tests.support.fake_engine import reply
 from tests.support.inspection import synthetic_inspection
-
-
 from tests.support.models import llama_metadata, llama_tensors, write_gguf
 from tests.ui.conftest import TINY_TEMPLATE, load, send
 
@@ -165,8 +163,11 @@ def test_hovering_a_token_prepares_the_engine_once_per_model(qtbot, window, tiny
     panel.refresh()
     links = _anchors(panel.view)
     assert not window.engine.sent(P.PrepareInspect)
+    doc = panel.view.document()
     for _href, at in links[:3]:
-        cur = QTextCursor(panel.view.document())
+        while doc.characterAt(at) in (FSI, "\u200a"):  # the chip's text starts after these (as _click)
+            at += 1
+        cur = QTextCursor(doc)
         cur.setPosition(at + 1)
         rect = panel.view.cursorRect(cur)
         qtbot.mouseMove(panel.view.viewport(), QPoint(rect.left() - 2, rect.center().y()))
