@@ -18,7 +18,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from app.core.architecture import Architecture, describe_architecture
+from app.core.architecture import Architecture, attention_label, describe_architecture
 from app.core.gguf_facts import GGUFInfo, format_bytes, format_count
 from app.core.protocol import ModelLoaded
 from app.core.sampling import SamplerSettings
@@ -108,11 +108,9 @@ class _Model:
 
 
 def _heads(n_head: int, n_head_kv: int) -> str:
-    if n_head_kv <= 0 or n_head_kv == n_head:
-        return f"{n_head} query heads, {n_head_kv} K/V heads: MHA"
-    if n_head_kv == 1:
-        return f"{n_head} query heads share 1 K/V head: MQA"
-    return f"{n_head} query heads, {n_head_kv} K/V heads: GQA, {n_head // n_head_kv} query heads per K/V head"
+    """The heads line, named as the Model panel names them (:func:`app.core.architecture.attention_label`)."""
+    shared = "share 1 K/V head" if n_head_kv == 1 else f"{n_head_kv} K/V heads"
+    return f"{n_head} query heads, {shared}: {attention_label(n_head, n_head_kv)}"
 
 
 def _tensor_names(arch: Architecture) -> set[str]:
@@ -195,7 +193,7 @@ def _ffn(m: _Model) -> Rows:
             rows.append(("shared experts", f"{moe.n_expert_shared}"))
     else:
         rows.append(("n_ff", f"{f.n_ff:,} (n_embd {arch.n_embd:,} × {f.n_ff / arch.n_embd:.2f})"))
-    gated = "gated: ffn_gate and ffn_up, multiplied, then ffn_down (SwiGLU / GeGLU)"
+    gated = f"gated: ffn_gate and ffn_up, multiplied, then ffn_down ({f.name})"
     rows.append(("shape", gated if f.gated else "ffn_up, activation, ffn_down (not gated)"))
     rows.append(("share of parameters", f"{100 * _ffn_share(arch):.0f}% of the model's are FFN weights"))
     return tuple(rows)

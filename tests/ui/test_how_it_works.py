@@ -90,7 +90,13 @@ def test_the_guides_figures_are_the_loaded_models_and_change_with_it(qtbot, smol
             assert _figures(guide, "tokens")["vocabulary"] == f"{n_vocab:,} tokens"
             assert _figures(guide, "blocks")["blocks"] == f"{md[f'{arch}.block_count']} (n_layer)"
             heads = _figures(guide, "attention")["heads"]
-            kind = "MHA" if n_head_kv == n_head else "MQA" if n_head_kv == 1 else "GQA"
+            kind = (
+                "multi-head"
+                if n_head_kv == n_head
+                else "multi-query"
+                if n_head_kv == 1
+                else f"GQA {n_head // n_head_kv}:1"
+            )
             assert heads.startswith(f"{n_head} query heads") and f" {n_head_kv} K/V head" in heads
             assert heads.split(": ")[1].startswith(kind)
             head_dim = md.get(f"{arch}.attention.key_length", n_embd // n_head)
