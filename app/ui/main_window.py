@@ -635,6 +635,9 @@ class MainWindow(QMainWindow):
             lambda step, tok: (mid := turn_message()) is not None and self.chat.branch_from_alternative(mid, step, tok)
         )
         self.chat.funnel_step_requested.connect(self._open_funnel_step)
+        self.funnel.step_lookup = self.chat.step_target
+        self.funnel.newest_lookup = self.chat.newest_step_target
+        self.chat.path_rendered.connect(lambda ids: self.funnel.follow_path(ids, self.chat.turn_reply))
 
     def _open_funnel_step(self, target: StepTarget) -> None:
         """Bring the Funnel panel to the front and show ``target``'s step in it."""

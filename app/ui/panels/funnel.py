@@ -1,11 +1,16 @@
 """Funnel panel: one token's candidates through each stage of llama.cpp's sampler chain.
 
-Rows are tokens (the raw model's most likely first, the drawn one marked ▶), columns are
-the stages in the order they ran (the raw model first, the draw last); a cell is the
+Rows are tokens (the raw model's most likely first, the one the reply drew marked ▶), columns
+are the chain's stages in order (the raw model first, the draw last); a cell is the
 token's probability after that stage, renormalised over the survivors, or × where the
 stage cut it. Below: how many tokens survived each stage, the entropy (bits), and the
 mass outside the rows shown. The numbers come from the engine (:mod:`app.engine.funnel`):
 this panel only draws them.
+
+The header says which funnel it is: "as drawn" when it ran with the reply's own settings and
+order (what llama.cpp did for this token), "what-if" when the sliders differ (what the current
+settings would do on this step's logits). The draw column's green bar is what a new draw with
+those settings (and the reply's seed) picks; ▶ is what the reply drew.
 """
 
 from __future__ import annotations
@@ -115,6 +120,18 @@ _ORDER_NAME = {
 }
 
 
+AS_DRAWN = "as drawn (the reply's own settings)"
+WHAT_IF = "what-if: the current settings on this step's logits"
+LEGEND = (
+    "Rows: tokens; ▶ = the token the reply drew. Columns: the chain's stages in the order shown above "
+    "(as drawn: the order llama.cpp ran them for this reply; what-if: the order they would run in now). "
+    "A cell is the token's probability after that stage, renormalised over the survivors; × = cut. "
+    "The green bar in the draw column: the token a new draw with these settings (and the reply's seed) picks; "
+    "it can differ from ▶ in a what-if, or where the stored logits are only the top few. "
+    "left = tokens surviving, H = entropy in bits, rest = probability outside the rows shown."
+)
+
+
 class FunnelView(QWidget):
     """Paints one :class:`Funnel` as a table: tokens by stages."""
 
@@ -126,12 +143,8 @@ class FunnelView(QWidget):
         super().__init__(parent)
         self.setObjectName("funnelView")
         self.funnel: Funnel | None = None
-        self.message = "Send a message with this panel open: each token's candidates appear here, stage by stage."
-        self.setToolTip(
-            "Rows: tokens (▶ = drawn). Columns: the stages in the order llama.cpp ran them. A cell is the "
-            "token's probability after that stage, renormalised over the survivors; × = cut. "
-            "left = tokens surviving, H = entropy in bits, rest = probability outside the rows shown."
-        )
+        self.message = "No reply kept its candidates yet: send a message, then click any token of a reply."
+        self.setToolTip(LEGEND)
         self.painted = 0  # paints so far (tests and the latency measurement read it)
         self._mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
@@ -271,10 +284,12 @@ class FunnelPanel(QWidget):
     Signals:
         step_chosen(int): the person picked a token of the reply (0-based), or -1 to follow the newest.
         order_chosen(object): the person chose a new stage order (a tuple of :class:`SamplerStage`).
+        reply_settings_requested(): the person asked to see the funnel with the reply's own settings.
     """
 
     step_chosen = Signal(int)
     order_chosen = Signal(object)
+    reply_settings_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -308,6 +323,21 @@ class FunnelPanel(QWidget):
         self.order_button.clicked.connect(self._edit_order)
         nav.addWidget(self.order_button)
         lay.addLayout(nav)
+        mode = QHBoxLayout()
+        mode.setSpacing(4)
+        self.mode_label = QLabel()
+        self.mode_label.setObjectName("funnelMode")
+        self.mode_label.setWordWrap(True)
+        mode.addWidget(self.mode_label, 1)
+        self.own_button = QPushButton("Use the reply's settings")
+        self.own_button.setObjectName("funnelOwnSettings")
+        self.own_button.setToolTip(
+            "Show this token's funnel with the settings the reply was drawn with (the Sampler panel keeps its own)"
+        )
+        self.own_button.clicked.connect(self.reply_settings_requested)
+        self.own_button.hide()
+        mode.addWidget(self.own_button)
+        lay.addLayout(mode)
         self.order_label = QLabel()
         self.order_label.setObjectName("funnelOrder")
         self.order_label.setWordWrap(True)
@@ -348,10 +378,22 @@ class FunnelPanel(QWidget):
             self._syncing = False
         self.of_label.setText(f"of {n_steps}")
 
-    def show_funnel(self, funnel: Funnel) -> None:
+    def show_funnel(self, funnel: Funnel, as_drawn: bool) -> None:
+        """Draw ``funnel``; ``as_drawn``: it ran with the reply's own settings (else it is a what-if)."""
         self.view.show_funnel(funnel)
-        src = f"all {funnel.n_logits} logits" if funnel.exact else f"its top {funnel.n_logits} logits"
-        self.status.setText(f"From {src}; {funnel.compute_s * 1000:.1f} ms in the engine.")
+        self.mode_label.setText(AS_DRAWN if as_drawn else WHAT_IF)
+        self.mode_label.setStyleSheet(f"color: {palette.GREEN if as_drawn else palette.AMBER};")
+        self.mode_label.setToolTip(LEGEND)
+        self.own_button.setVisible(not as_drawn)
+        self.order_label.setText(order_text(funnel.settings))
+        if funnel.exact:
+            src = f"From all {funnel.n_logits} logits"
+        else:
+            src = (
+                f"From its top {funnel.n_logits} logits: top_k above {funnel.n_logits} and temperature's "
+                "effect on the tail cannot be shown here"
+            )
+        self.status.setText(f"{src}; {funnel.compute_s * 1000:.1f} ms in the engine.")
         self.status.setToolTip(
             "The newest tokens keep all their logits: the funnel is exact. Older tokens keep their top "
             f"{funnel.n_logits if not funnel.exact else 64} logits and the log-sum-exp: the model column is exact, "
@@ -361,6 +403,8 @@ class FunnelPanel(QWidget):
     def show_message(self, text: str) -> None:
         self.view.show_funnel(None, text)
         self.status.setText("")
+        self.mode_label.setText("")
+        self.own_button.hide()
 
     # ------------------------------------------------------------------------------ output
     def _step_edited(self, value: int) -> None:

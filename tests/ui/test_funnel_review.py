@@ -1,0 +1,99 @@
+"""The Funnel panel after a new user's review (issue 9) on the FakeEngine: what-if or as drawn, the
+token count of a stored reply, the empty state, following the branch shown, the "newest" box."""
+
+from __future__ import annotations
+
+from app.core import protocol as P
+from app.core.chat import Role
+from app.ui.panels.funnel import AS_DRAWN, LEGEND, WHAT_IF
+from tests.support.fake_engine import reply
+from tests.ui.conftest import send
+
+
+def _reply_id(window) -> int:
+    return next(w for w in reversed(window.chat_view.messages) if w.role is Role.ASSISTANT).message_id
+
+
+def test_the_header_says_as_drawn_or_what_if_and_the_reply_settings_come_back(qtbot, window):
+    window.funnel_dock.raise_()
+    window.engine.script(reply("a", "b", "c"))
+    send(qtbot, window, "letters")
+    panel = window.funnel_panel
+    qtbot.waitUntil(lambda: panel.view.funnel is not None and window.funnel._in_flight is None, timeout=5000)
+    assert panel.mode_label.text() == AS_DRAWN and panel.own_button.isHidden()
+    assert "order llama.cpp ran them" not in panel.view.toolTip() or "what-if" in panel.view.toolTip()
+    assert panel.view.toolTip() == LEGEND and "▶ = the token the reply drew" in LEGEND
+    assert "green bar in the draw column" in LEGEND
+    drawn_with = window.engine.sent(P.Generate)[-1].sampler
+    window.sampler_panel.rows["temperature"].field.setValue(1.6)
+    qtbot.waitUntil(lambda: panel.view.funnel.settings.temperature == 1.6, timeout=5000)
+    assert panel.mode_label.text() == WHAT_IF and not panel.own_button.isHidden()
+    panel.own_button.click()
+    qtbot.waitUntil(lambda: panel.view.funnel.settings.temperature == drawn_with.temperature, timeout=5000)
+    assert panel.mode_label.text() == AS_DRAWN and panel.own_button.isHidden()
+    assert window.sampler_panel.settings().temperature == 1.6  # the Sampler panel keeps its own
+    assert window.engine.sent(P.ComputeFunnel)[-1].sampler.temperature == drawn_with.temperature
+
+
+def test_a_stored_reply_counts_all_its_tokens_and_any_can_be_chosen(qtbot, window):
+    window.engine.script(reply("a", "b", "c", "d", "e"), reply("x", "y"))
+    send(qtbot, window, "first")
+    first = _reply_id(window)
+    send(qtbot, window, "second")  # the engine keeps the second reply's logits: the first is stored only
+    window.chat.open_token_funnel(first, 1)
+    panel = window.funnel_panel
+    qtbot.waitUntil(lambda: panel.view.funnel is not None and panel.view.funnel.step == 1, timeout=5000)
+    assert panel.of_label.text() == "of 5" and panel.step_field.maximum() == 5
+    assert "top_k above" in panel.status.text() and "temperature's effect on the tail" in panel.status.text()
+    panel.step_field.setValue(4)
+    qtbot.waitUntil(lambda: panel.view.funnel.step == 3, timeout=5000)
+    asked = window.engine.sent(P.ComputeFunnel)[-1]
+    assert asked.stored is not None and (asked.stored.reply_id, asked.stored.step) == (first, 3)
+    assert panel.view.funnel.drawn == 103 and panel.of_label.text() == "of 5"
+
+
+def test_a_reply_made_with_the_panel_hidden_shows_its_last_token_when_the_panel_is_shown(qtbot, window):
+    window.stats_dock.raise_()  # the Funnel tab is behind Stats
+    window.engine.script(reply("a", "b", "c", "d"))
+    send(qtbot, window, "letters")
+    assert window.engine.sent(P.ComputeFunnel) == []
+    window.funnel_dock.raise_()
+    panel = window.funnel_panel
+    qtbot.waitUntil(lambda: panel.view.funnel is not None, timeout=5000)
+    assert panel.view.funnel.step == 3 and panel.of_label.text() == "of 4" and panel.step_field.value() == 4
+    assert "Send a message with this panel open" not in panel.view.message
+
+
+def test_the_funnel_follows_the_branch_shown(qtbot, window):
+    window.funnel_dock.raise_()
+    window.engine.script(reply("One", " two", " three", " four"), reply(" five", " six"))
+    send(qtbot, window, "count")
+    old = _reply_id(window)
+    window.chat.open_token_funnel(old, 1)
+    ctl, panel = window.funnel, window.funnel_panel
+    qtbot.waitUntil(lambda: panel.view.funnel is not None and panel.view.funnel.step == 1, timeout=5000)
+    assert window.chat.branch_from_alternative(old, 2, 7)
+    qtbot.waitUntil(lambda: not window.chat.busy, timeout=5000)
+    new = _reply_id(window)
+    assert new != old
+    # The new branch streams: its newest token (the engine counts the request's own 2 tokens).
+    qtbot.waitUntil(lambda: (panel.view.funnel.reply_id, panel.view.funnel.step) == (ctl.reply_id, 1), timeout=5000)
+    assert ctl.stored is None and panel.follow.isChecked()
+    window.chat.switch_branch(old)  # back to the first branch: its last token, from its stored candidates
+    qtbot.waitUntil(lambda: ctl.stored is not None and panel.view.funnel.reply_id == old, timeout=5000)
+    assert ctl.message_id == old and panel.view.funnel.step == 3 and panel.of_label.text() == "of 4"
+
+
+def test_newest_is_unticked_when_a_token_is_picked_and_ticking_goes_back(qtbot, window):
+    window.funnel_dock.raise_()
+    window.engine.script(reply("a", "b", "c", "d"))
+    send(qtbot, window, "letters")
+    panel = window.funnel_panel
+    qtbot.waitUntil(lambda: panel.view.funnel is not None and panel.view.funnel.step == 3, timeout=5000)
+    assert panel.follow.isChecked()
+    window.chat.open_token_funnel(_reply_id(window), 1)  # a click on the reply's second token
+    qtbot.waitUntil(lambda: panel.view.funnel.step == 1, timeout=5000)
+    assert not panel.follow.isChecked()
+    panel.follow.setChecked(True)
+    qtbot.waitUntil(lambda: panel.view.funnel.step == 3, timeout=5000)
+    assert panel.step_field.value() == 4
