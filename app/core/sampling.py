@@ -269,11 +269,12 @@ def check_bias(token_id: int, bias: float) -> None:
         )
 
 
-def parse_logit_bias(text: str) -> tuple[tuple[int, float], ...]:
+def parse_logit_bias(text: str, n_vocab: int = 0) -> tuple[tuple[int, float], ...]:
     """Parse ``"13:ban, 42:+2.5, 7:-1"`` (token id: bias, comma-separated) into ``logit_bias``.
 
-    ``ban`` (or ``-inf``) bans the token. Raises:
-        ValueError: an entry that is not ``id:bias``, with the entry and what it must be.
+    ``ban`` (or ``-inf``) bans the token; ``n_vocab`` (tokens; 0 = not known) bounds the ids. Raises:
+        ValueError: an entry that is not ``id:bias``, or whose id is beyond the vocabulary, with the
+            entry and what it must be.
     """
     out: dict[int, float] = {}
     for raw in text.split(","):
@@ -296,6 +297,10 @@ def parse_logit_bias(text: str) -> tuple[tuple[int, float], ...]:
             except ValueError:
                 raise ValueError(f"logit bias '{item}': the bias must be a number or 'ban'") from None
         check_bias(tok, bias)
+        if n_vocab > 0 and tok >= n_vocab:
+            raise ValueError(
+                f"logit bias '{item}': token id {tok} is beyond this model's vocabulary (ids 0 to {n_vocab - 1:,})"
+            )
         out[tok] = bias
     return tuple(out.items())
 

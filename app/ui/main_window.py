@@ -540,6 +540,7 @@ class MainWindow(QMainWindow):
             self.banner.clear(topic)  # messages about a model that is now loaded
         self.chat.refresh_continue()  # a larger n_ctx may make a context-full reply continuable
         self.model_panel.set_model(ev)
+        self.sampler_panel.set_vocab_size(ev.info.n_vocab)
         # What was loaded becomes the load settings (threads and GPU layers stay as asked:
         # the engine reports the resolved numbers, the settings keep "auto" / "all").
         applied = replace(

@@ -3,6 +3,8 @@ token count of a stored reply, the empty state, following the branch shown, the 
 
 from __future__ import annotations
 
+import pytest
+
 from app.core import protocol as P
 from app.core.chat import Role
 from app.ui.panels.funnel import AS_DRAWN, LEGEND, WHAT_IF
@@ -97,3 +99,54 @@ def test_newest_is_unticked_when_a_token_is_picked_and_ticking_goes_back(qtbot, 
     panel.follow.setChecked(True)
     qtbot.waitUntil(lambda: panel.view.funnel.step == 3, timeout=5000)
     assert panel.step_field.value() == 4
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support raise")  # the tooltip at the field, offscreen
+def test_a_value_out_of_range_is_refused_with_a_message_and_changes_nothing(qtbot, window):
+    sp = window.sampler_panel
+    before = sp.settings()
+    field = sp.rows["temperature"].field
+    for typed, shown in (("30", "30"), ("7", "7")):
+        field.lineEdit().setText(typed)
+        field.interpretText()  # what Enter does (the field tracks no keystrokes)
+        assert sp.settings() == before and not sp.value_error.isHidden()
+        msg = sp.value_error.text()
+        assert f"temperature {shown} is out of range" in msg and "between 0 and 5" in msg
+        assert "Nothing was changed" in msg and field.value() == before.temperature
+    field.stepBy(1000)  # the arrows stay within the range
+    assert field.value() == 5.0 and sp.settings().temperature == 5.0 and sp.value_error.isHidden()
+    k = sp.rows["top_k"].field
+    k.lineEdit().setText("500")
+    k.interpretText()
+    assert "top_k 500 is out of range: it must be between 0 and 200" in sp.value_error.text()
+    assert sp.settings().top_k == before.top_k
+
+
+def test_a_logit_bias_beyond_the_vocabulary_is_refused(qtbot, window):
+    sp = window.sampler_panel
+    n_vocab = window.engine.model.info.n_vocab
+    assert sp.n_vocab == n_vocab > 0
+    before = sp.settings()
+    sp.bias_field.setText("99999999:ban")
+    sp.bias_field.editingFinished.emit()
+    assert sp.settings() == before and not sp.bias_error.isHidden()
+    msg = sp.bias_error.text()
+    assert "99999999" in msg and f"ids 0 to {n_vocab - 1:,}" in msg and "Nothing was changed" in msg
+    sp.bias_field.setText(f"{n_vocab - 1}:ban")
+    sp.bias_field.editingFinished.emit()
+    assert sp.settings().logit_bias == ((n_vocab - 1, float("-inf")),) and sp.bias_error.isHidden()
+
+
+def test_mirostat_greys_out_the_stages_it_replaces(qtbot, window):
+    rows = window.sampler_panel.rows
+    assert all(rows[n].slider.isEnabled() for n in ("top_k", "top_p", "min_p"))
+    rows["mirostat"].field.setValue(2)
+    for name in ("top_k", "top_p", "min_p", "typical_p", "xtc_probability", "dry_multiplier", "repeat_penalty"):
+        r = rows[name]
+        assert not r.slider.isEnabled() and not r.field.isEnabled(), name
+        assert "mirostat" in r.slider.toolTip() and "does not run" in r.field.toolTip()
+    for name in ("temperature", "mirostat_tau", "mirostat_eta", "max_tokens"):
+        assert rows[name].slider.isEnabled(), name
+    assert window.funnel_panel.order_label.text() == "temp→mirostat 2"
+    rows["mirostat"].field.setValue(0)
+    assert rows["top_p"].slider.isEnabled() and rows["top_p"].slider.toolTip() == rows["top_p"].spec.help
