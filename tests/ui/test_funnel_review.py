@@ -7,6 +7,8 @@ import pytest
 
 from app.core import protocol as P
 from app.core.chat import Role
+from app.core.funnel import Funnel, FunnelStage, FunnelStageKind
+from app.core.sampling import SamplerSettings
 from app.ui.panels.funnel import AS_DRAWN, LEGEND, WHAT_IF
 from tests.support.fake_engine import reply
 from tests.ui.conftest import send
@@ -150,3 +152,38 @@ def test_mirostat_greys_out_the_stages_it_replaces(qtbot, window):
     assert window.funnel_panel.order_label.text() == "temp→mirostat 2"
     rows["mirostat"].field.setValue(0)
     assert rows["top_p"].slider.isEnabled() and rows["top_p"].slider.toolTip() == rows["top_p"].spec.help
+
+
+def _funnel(*stages: tuple[FunnelStageKind, int]):
+    return Funnel(
+        1,
+        0,
+        ((5, "a"), (6, "b")),
+        tuple(FunnelStage(k, (1.0, 0.0), n, 0.0, 0.0, 5 if k.is_draw else -1) for k, n in stages),
+        5,
+        SamplerSettings(),
+        1,
+        100,
+        True,
+        0.001,
+    )
+
+
+def test_the_note_says_why_temperature_can_do_nothing_and_names_only_stages_that_cut(qtbot, window):
+    panel = window.funnel_panel
+    m, k, p, min_p, xtc, t, d = (
+        FunnelStageKind.MODEL,
+        FunnelStageKind.TOP_K,
+        FunnelStageKind.TOP_P,
+        FunnelStageKind.MIN_P,
+        FunnelStageKind.XTC,
+        FunnelStageKind.TEMPERATURE,
+        FunnelStageKind.DIST,
+    )
+    panel.show_funnel(_funnel((m, 100), (k, 40), (p, 26), (min_p, 1), (t, 1), (d, 1)), True)
+    assert panel.note.text() == "only 1 token survived min_p: temperature has nothing to reshape."
+    panel.show_funnel(_funnel((m, 100), (k, 40), (p, 40), (xtc, 40), (t, 40), (d, 40)), True)
+    assert panel.note.text() == "top_k cut before temperature: it only reshapes the survivors."
+    assert "xtc" not in panel.note.text() and "top_p" not in panel.note.text()
+    panel.show_funnel(_funnel((m, 100), (k, 100), (t, 100), (d, 100)), True)
+    assert panel.note.isHidden()

@@ -99,6 +99,37 @@ def order_surprise(s: SamplerSettings) -> str | None:
     return f"{', '.join(cut_before)} cut before temperature: it only reshapes the survivors."
 
 
+_CUTTING_KINDS = frozenset(
+    {
+        FunnelStageKind.TOP_N_SIGMA,
+        FunnelStageKind.TOP_K,
+        FunnelStageKind.TYPICAL_P,
+        FunnelStageKind.TOP_P,
+        FunnelStageKind.MIN_P,
+        FunnelStageKind.XTC,
+    }
+)
+
+
+def funnel_note(f: Funnel) -> str | None:
+    """The one line on what temperature could do in this funnel: nothing when one token is left before
+    it (naming the stage that left one), only reshape the survivors when a stage before it cut
+    (naming the stages that did cut here); None when temperature saw every token the model had."""
+    kinds = [st.kind for st in f.stages]
+    if FunnelStageKind.TEMPERATURE not in kinds:
+        return None
+    t = kinds.index(FunnelStageKind.TEMPERATURE)
+    cut: list[str] = []
+    for before, st in zip(f.stages[: t - 1], f.stages[1:t], strict=True):
+        if st.kind in _CUTTING_KINDS and st.survivors < before.survivors:
+            cut.append(st.kind.value)
+            if st.survivors == 1:
+                return f"only 1 token survived {st.kind.value}: temperature has nothing to reshape."
+    if not cut:
+        return None
+    return f"{', '.join(cut)} cut before temperature: it only reshapes the survivors."
+
+
 def order_text(s: SamplerSettings) -> str:
     """The chain as it runs with ``s``: the stages that are on, in order, then the draw (short names)."""
     if s.mirostat:
@@ -386,6 +417,9 @@ class FunnelPanel(QWidget):
         self.mode_label.setToolTip(LEGEND)
         self.own_button.setVisible(not as_drawn)
         self.order_label.setText(order_text(funnel.settings))
+        note = funnel_note(funnel)
+        self.note.setText(note or "")
+        self.note.setVisible(note is not None)
         if funnel.exact:
             src = f"From all {funnel.n_logits} logits"
         else:
