@@ -624,6 +624,7 @@ class MainWindow(QMainWindow):
         tp.set_colour(self.settings.token_colour)
         tp.set_per_token(self.settings.alternatives_per_token)
         tp.colour_changed.connect(lambda mode: self.settings_ctl.update(token_colour=mode))
+        tp.colour_changed.connect(self.chat.set_token_colour)  # the chat's token views, at once
         tp.per_token_changed.connect(lambda n: self.settings_ctl.update(alternatives_per_token=n))
 
         def turn_message() -> int | None:

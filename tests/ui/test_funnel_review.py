@@ -9,6 +9,7 @@ from app.core import protocol as P
 from app.core.chat import Role
 from app.core.funnel import Funnel, FunnelStage, FunnelStageKind
 from app.core.sampling import SamplerSettings
+from app.ui.common import palette
 from app.ui.panels.funnel import AS_DRAWN, LEGEND, WHAT_IF
 from tests.support.fake_engine import reply
 from tests.ui.conftest import send
@@ -187,3 +188,15 @@ def test_the_note_says_why_temperature_can_do_nothing_and_names_only_stages_that
     assert "xtc" not in panel.note.text() and "top_p" not in panel.note.text()
     panel.show_funnel(_funnel((m, 100), (k, 100), (t, 100), (d, 100)), True)
     assert panel.note.isHidden()
+
+
+def test_by_entropy_recolours_the_chat_token_view_with_the_tokens_panel(qtbot, window):
+    window.engine.script(reply("a", "b", "c", "d"))
+    send(qtbot, window, "go")
+    w = next(w for w in reversed(window.chat_view.messages) if w.role is Role.ASSISTANT)
+    w.tokens_btn.click()
+    before = w.token_text.text().replace(" ", "")
+    assert f"background-color:{palette.PROB_BG[1]}" in before  # by probability (~63 %)
+    window.tokens_panel.by_entropy.setChecked(True)
+    after = w.token_text.text().replace(" ", "")
+    assert f"background-color:{palette.PROB_BG[0]}" in after and f"background-color:{palette.PROB_BG[1]}" not in after

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.core import protocol as P
-from app.core.alternatives import ReplyAlternatives
+from app.core.alternatives import ReplyAlternatives, TokenColour
 from app.core.chat import Role
 from app.ui.banner import BannerTopic
 from app.ui.common.severity import Severity
@@ -65,6 +65,12 @@ class ChatAlternatives:
             return
         alts = self.store.alternatives(message_id) if on else None
         w.show_tokens(alts, self.settings.settings.token_colour)
+
+    def set_token_colour(self: ChatController, colour: TokenColour) -> None:
+        """Colour every reply shown as its tokens by ``colour`` (with the Tokens panel, at once)."""
+        for w in self.view.messages:
+            if w.token_text is not None:
+                w.token_text.set_colour(colour)
 
     def step_target(self: ChatController, message_id: int, step: int) -> StepTarget | None:
         """Token ``step`` of stored reply ``message_id`` for the Funnel panel (None: it kept no alternatives)."""
