@@ -200,3 +200,22 @@ def test_by_entropy_recolours_the_chat_token_view_with_the_tokens_panel(qtbot, w
     window.tokens_panel.by_entropy.setChecked(True)
     after = w.token_text.text().replace(" ", "")
     assert f"background-color:{palette.PROB_BG[0]}" in after and f"background-color:{palette.PROB_BG[1]}" not in after
+
+
+def test_the_timeline_counts_a_branch_s_tokens_as_the_tokens_panel_does(qtbot, window):
+    window.engine.token_s = 0.02
+    window.engine.script(reply("One", " two", " three", " four"), reply(" five", " six"))
+    window.timeline_dock.raise_()
+    send(qtbot, window, "count")
+    old = _reply_id(window)
+    assert window.chat.branch_from_alternative(old, 2, 7)  # the reply's tokens 1-3 are the prefix
+    qtbot.waitUntil(lambda: not window.chat.busy, timeout=5000)
+    new = _reply_id(window)
+    alts = window.chat.store.alternatives(new)
+    assert alts.view(4).text == " six"  # the Tokens panel's token 5
+    stored = window.conversations.get_message(new).meta.timeline
+    assert stored is not None and stored.first_token == 3 and stored.token_pieces == (" five", " six")
+    panel = window.timeline_panel
+    qtbot.waitUntil(lambda: panel.shown is not None and panel.shown.token_ids == stored.token_ids, timeout=5000)
+    assert panel.hover_at(stored.token_times_s[1] - 0.001) == 1
+    assert "token 5 <b>‘·six’</b>" in panel.hover_label.text()

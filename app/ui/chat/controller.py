@@ -506,6 +506,7 @@ class ChatController(QObject, ChatAlternatives):
             alts_head = self.store.alternatives(message_id)
         self._alts_head = alts_head
         self._alts_offset = alts_head.n_steps if alts_head is not None else 0
+        self.turn.timeline.first_token = self._alts_offset  # the Timeline counts the reply's tokens
         rid = self.engine.generate(
             messages,
             self._sampler,
