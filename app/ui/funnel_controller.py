@@ -96,6 +96,11 @@ class FunnelController(QObject):
         self.use_reply_settings = False  # "Use the reply's settings": run the reply's own, not the sliders'
         self.step_lookup: StepLookup | None = None  # another token of a stored reply (set by the window)
         self.newest_lookup: NewestLookup | None = None  # the newest reply's last token (set by the window)
+        # The reply's tokens before the engine's step 0 (a branch's prefix, the part a reply continues):
+        # the panel counts the reply's tokens from 1, as the Tokens panel and the Timeline do.
+        self.offset = 0
+        self.offset_lookup: Callable[[], int] | None = None  # the new reply's offset (set by the window)
+        self.turn_message: Callable[[], int | None] | None = None  # the latest reply's message id (window)
         engine.generation_started.connect(self._reply_started)
         engine.token_received.connect(self._token)
         engine.funnel_computed.connect(self._computed)
@@ -152,15 +157,27 @@ class FunnelController(QObject):
         return replace(own if own is not None else self.settings, max_tokens=-1)
 
     def choose_step(self, step: int) -> None:
-        """Show token ``step`` (0-based) of the reply shown; -1 follows the newest.
+        """Show token ``step`` (0-based, counted over the whole reply) of the reply shown; -1 follows the newest.
 
-        A stored reply's other token is looked up (:attr:`step_lookup`), and "the newest" with no
-        reply kept by the engine is the newest reply's last token (:attr:`newest_lookup`)."""
+        A stored reply's other token is looked up (:attr:`step_lookup`), as is a token before the
+        engine's step 0 (a branch's prefix), and "the newest" with no reply kept by the engine is
+        the newest reply's last token (:attr:`newest_lookup`)."""
         if self.stored is not None and step >= 0 and self.step_lookup is not None:
             target = self.step_lookup(self.stored.reply_id, step)
             if target is not None:
                 self.open_step(target)
                 return
+        if self.stored is None and step >= 0:
+            if step >= self.offset:
+                self._choose(step - self.offset)
+                return
+            mid = self.message_id
+            if mid is None and self.turn_message is not None:
+                mid = self.turn_message()
+            target = self.step_lookup(mid, step) if mid is not None and self.step_lookup is not None else None
+            if target is not None:
+                self.open_step(target)
+            return
         if step < 0 and self.reply_id is None and self.newest_lookup is not None:
             target = self.newest_lookup()
             if target is not None:
@@ -183,12 +200,14 @@ class FunnelController(QObject):
         self.message_id = target.stored.reply_id
         self.reply_settings = target.stored.settings  # its provenance: the settings stored with the reply
         if target.reply_id is not None and target.reply_id == self.reply_id and 0 <= target.engine_step < self.n_steps:
+            self.offset = target.stored.step - target.engine_step
             self._choose(-1 if following and target.engine_step == self.n_steps - 1 else target.engine_step)
             return
         if target.reply_id is not None and self.reply_id is None and 0 <= target.engine_step < target.n_steps:
             # The latest reply, generated while the panel was hidden: the engine kept its logits
             # with its alternatives, so its own are used.
             self.reply_id, self.n_steps = target.reply_id, target.n_steps
+            self.offset = target.stored.step - target.engine_step
             self._choose(-1 if following and target.engine_step == target.n_steps - 1 else target.engine_step)
             return
         self.stored = target.stored
@@ -238,6 +257,7 @@ class FunnelController(QObject):
         # The engine keeps one reply's logits: a new reply with alternatives or the funnel on replaces them.
         self.reply_id = rid if self.enabled else None
         self.reply_settings = self.settings  # what the chat sends it with (the Sampler panel's)
+        self.offset = self.offset_lookup() if self.offset_lookup is not None and self.enabled else 0
         self.message_id = None
         self.n_steps = 0
         self._last_shown = None
@@ -292,7 +312,7 @@ class FunnelController(QObject):
                 self.latencies_s.append(time.perf_counter() - self._change_t)
                 self._change_t = None
         elif st is None and f.reply_id == self.reply_id:
-            self.panel.set_steps(self.n_steps, f.step)
+            self.panel.set_steps(self.offset + self.n_steps, self.offset + f.step)
             self.panel.show_funnel(f, as_drawn)
             self.panel.view.repaint()  # synchronous: the latency below ends when the pixels are drawn
             if self.step < 0:  # following: newer tokens may have arrived while it was computed

@@ -639,6 +639,8 @@ class MainWindow(QMainWindow):
         self.chat.funnel_step_requested.connect(self._open_funnel_step)
         self.funnel.step_lookup = self.chat.step_target
         self.funnel.newest_lookup = self.chat.newest_step_target
+        self.funnel.offset_lookup = lambda: self.turn.alternatives_offset
+        self.funnel.turn_message = turn_message
         self.chat.path_rendered.connect(lambda ids: self.funnel.follow_path(ids, self.chat.turn_reply))
 
     def _open_funnel_step(self, target: StepTarget) -> None:

@@ -84,6 +84,8 @@ def test_the_funnel_follows_the_branch_shown(qtbot, window):
     # The new branch streams: its newest token (the engine counts the request's own 2 tokens).
     qtbot.waitUntil(lambda: (panel.view.funnel.reply_id, panel.view.funnel.step) == (ctl.reply_id, 1), timeout=5000)
     assert ctl.stored is None and panel.follow.isChecked()
+    # Counted as the reply's tokens (3 from the prefix, then the branch's 2), as the Tokens panel counts them.
+    assert panel.of_label.text() == "of 5" and panel.step_field.value() == 5
     window.chat.switch_branch(old)  # back to the first branch: its last token, from its stored candidates
     qtbot.waitUntil(lambda: ctl.stored is not None and panel.view.funnel.reply_id == old, timeout=5000)
     assert ctl.message_id == old and panel.view.funnel.step == 3 and panel.of_label.text() == "of 4"
@@ -219,3 +221,19 @@ def test_the_timeline_counts_a_branch_s_tokens_as_the_tokens_panel_does(qtbot, w
     qtbot.waitUntil(lambda: panel.shown is not None and panel.shown.token_ids == stored.token_ids, timeout=5000)
     assert panel.hover_at(stored.token_times_s[1] - 0.001) == 1
     assert "token 5 <b>‘·six’</b>" in panel.hover_label.text()
+
+
+def test_a_branch_s_prefix_token_is_shown_from_its_stored_candidates(qtbot, window):
+    window.funnel_dock.raise_()
+    window.engine.script(reply("One", " two", " three", " four"), reply(" five", " six"))
+    send(qtbot, window, "count")
+    assert window.chat.branch_from_alternative(_reply_id(window), 2, 7)
+    qtbot.waitUntil(lambda: not window.chat.busy, timeout=5000)
+    new, ctl, panel = _reply_id(window), window.funnel, window.funnel_panel
+    qtbot.waitUntil(lambda: panel.step_field.value() == 5 and ctl._in_flight is None, timeout=5000)
+    panel.step_field.setValue(4)  # the branch's first own token: the engine's step 0
+    qtbot.waitUntil(lambda: panel.view.funnel.step == 0 and ctl.stored is None, timeout=5000)
+    assert window.engine.sent(P.ComputeFunnel)[-1].step == 0 and panel.step_field.value() == 4
+    panel.step_field.setValue(2)  # in the prefix: the stored candidates
+    qtbot.waitUntil(lambda: ctl.stored is not None and panel.view.funnel.step == 1, timeout=5000)
+    assert ctl.stored.reply_id == new and panel.of_label.text() == "of 5" and panel.step_field.value() == 2

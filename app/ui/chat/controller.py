@@ -506,7 +506,8 @@ class ChatController(QObject, ChatAlternatives):
             alts_head = self.store.alternatives(message_id)
         self._alts_head = alts_head
         self._alts_offset = alts_head.n_steps if alts_head is not None else 0
-        self.turn.timeline.first_token = self._alts_offset  # the Timeline counts the reply's tokens
+        # The Timeline and the funnel count the reply's tokens (its earlier ones too).
+        self.turn.timeline.first_token = self.turn.alternatives_offset = self._alts_offset
         rid = self.engine.generate(
             messages,
             self._sampler,
