@@ -630,3 +630,24 @@ ORDER_NOTE = (
     "llama.cpp applies temperature after the truncation stages: top_k, top_p and min_p cut on the "
     "temperature-1 probabilities, so a higher temperature only spreads the chance among the survivors."
 )
+
+
+_ORDER_NAME = {
+    SamplerStage.PENALTIES: "penalties",
+    SamplerStage.TEMPERATURE: "temp",
+    SamplerStage.TOP_N_SIGMA: "nσ",
+    SamplerStage.TYPICAL_P: "typical",
+}
+
+
+def order_text(s: SamplerSettings) -> str:
+    """The chain as it runs with ``s``: the stages that are on, in order, then the draw (short names)."""
+    if s.mirostat:
+        parts = ["bias"] if s.logit_bias else []
+        return "→".join([*parts, "temp", f"mirostat {s.mirostat}"])
+    parts = ["bias"] if s.logit_bias else []
+    for st in s.order:
+        if s.stage_on(st) and (not s.is_greedy or st in (SamplerStage.PENALTIES, SamplerStage.DRY)):
+            parts.append(_ORDER_NAME.get(st, st.value))
+    parts.append("greedy" if s.is_greedy else "draw")
+    return "→".join(parts)

@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.funnel import Funnel, FunnelStageKind
-from app.core.sampling import DEFAULT_ORDER, ORDER_NOTE, SamplerSettings, SamplerStage
+from app.core.sampling import DEFAULT_ORDER, ORDER_NOTE, SamplerSettings, SamplerStage, order_text
 from app.ui.common import palette
 from app.ui.common.palette import qcolor
 
@@ -130,27 +130,6 @@ def funnel_note(f: Funnel) -> str | None:
     return f"{', '.join(cut)} cut before temperature: it only reshapes the survivors."
 
 
-def order_text(s: SamplerSettings) -> str:
-    """The chain as it runs with ``s``: the stages that are on, in order, then the draw (short names)."""
-    if s.mirostat:
-        parts = ["bias"] if s.logit_bias else []
-        return "→".join([*parts, "temp", f"mirostat {s.mirostat}"])
-    parts = ["bias"] if s.logit_bias else []
-    for st in s.order:
-        if s.stage_on(st) and (not s.is_greedy or st in (SamplerStage.PENALTIES, SamplerStage.DRY)):
-            parts.append(_ORDER_NAME.get(st, st.value))
-    parts.append("greedy" if s.is_greedy else "draw")
-    return "→".join(parts)
-
-
-_ORDER_NAME = {
-    SamplerStage.PENALTIES: "penalties",
-    SamplerStage.TEMPERATURE: "temp",
-    SamplerStage.TOP_N_SIGMA: "nσ",
-    SamplerStage.TYPICAL_P: "typical",
-}
-
-
 AS_DRAWN = "as drawn (the reply's own settings)"
 WHAT_IF = "what-if: the current settings on this step's logits"
 LEGEND = (
@@ -161,6 +140,9 @@ LEGEND = (
     "it can differ from ▶ in a what-if, or where the stored logits are only the top few. "
     "left = tokens surviving, H = entropy in bits, rest = probability outside the rows shown."
 )
+
+
+__all__ = ["FunnelPanel", "FunnelView", "OrderDialog", "funnel_note", "order_surprise", "order_text", "visible_token"]
 
 
 class FunnelView(QWidget):
