@@ -237,3 +237,15 @@ def test_a_branch_s_prefix_token_is_shown_from_its_stored_candidates(qtbot, wind
     panel.step_field.setValue(2)  # in the prefix: the stored candidates
     qtbot.waitUntil(lambda: ctl.stored is not None and panel.view.funnel.step == 1, timeout=5000)
     assert ctl.stored.reply_id == new and panel.of_label.text() == "of 5" and panel.step_field.value() == 2
+
+
+def test_one_space_marker_everywhere():
+    from app.ui.common import token_alts
+    from app.ui.panels import funnel, inspect, timeline, tokens
+
+    piece = " a\tb\n"
+    want = "·a→b⏎"
+    assert funnel.visible_token(piece) == want and timeline.piece_text(piece) == want
+    assert token_alts.visible(piece) == want and tokens._chip_text(piece) == want
+    assert inspect._strip_text(piece) == want and token_alts.menu_text(" &") == "·&&"
+    assert funnel.visible_token("") == "∅" and token_alts.visible("<b>") == "&lt;b&gt;"

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QMenu, QWidget
 
 from app.core.alternatives import ReplyAlternatives, StepView, TokenColour, entropy_colour_level
 from app.ui.common import palette
+from app.ui.common.pieces import visible_piece, visible_piece_html
 
 STEP_SCHEME = "step"  # anchors of token chips: "step:<index>"
 _P_FLOORS = (0.8, 0.5, 0.25, 0.1)  # probability floors of palette.PROB_BG's first four colours
@@ -48,13 +49,12 @@ def step_colour(alts: ReplyAlternatives, step: int, mode: TokenColour) -> str:
 
 def visible(text: str) -> str:
     """A token's text with its white space visible (· space, ⏎ newline, → tab), HTML-escaped."""
-    t = html.escape(text).replace(" ", "·").replace("\n", "⏎").replace("\t", "→")
-    return t or "∅"
+    return visible_piece_html(text)
 
 
 def menu_text(text: str) -> str:
     """A token's text for a menu item: white space visible, ``&`` not taken for a shortcut."""
-    return (text.replace(" ", "·").replace("\n", "⏎").replace("\t", "→") or "∅").replace("&", "&&")
+    return visible_piece(text).replace("&", "&&")
 
 
 def step_anchor(step: int) -> str:

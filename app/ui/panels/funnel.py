@@ -36,6 +36,7 @@ from app.core.funnel import Funnel, FunnelStageKind
 from app.core.sampling import DEFAULT_ORDER, ORDER_NOTE, SamplerSettings, SamplerStage, order_text
 from app.ui.common import palette
 from app.ui.common.palette import qcolor
+from app.ui.common.pieces import visible_piece
 
 SHORT: dict[FunnelStageKind, str] = {
     FunnelStageKind.MODEL: "model",
@@ -66,8 +67,8 @@ _TRUNCATING = (
 
 
 def visible_token(text: str) -> str:
-    """Show whitespace in a token: ␣ for spaces, ⏎ for newlines, → for tabs."""
-    return text.replace(" ", "␣").replace("\n", "⏎").replace("\t", "→") or "∅"
+    """Show whitespace in a token as every panel does (:func:`app.ui.common.pieces.visible_piece`)."""
+    return visible_piece(text)
 
 
 def pct(p: float) -> str:

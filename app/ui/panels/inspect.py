@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 from app.core.gguf_facts import format_bytes
 from app.core.token_inspection import MAX_EXPERT_SPAN, AttentionMaps, InspectPath, TokenInspection
 from app.ui.common import palette
+from app.ui.common.pieces import visible_piece, visible_piece_html
 
 CAUSATION_NOTE = (
     "Attention weights are not an explanation of causation: they show where this position read from, "
@@ -174,12 +175,11 @@ def _label(text: str, *, wrap: bool = True, name: str = "detailLabel") -> QLabel
 
 def _strip_text(text: str) -> str:
     """A token as the strip under a heatmap shows it (spaces and newlines visible)."""
-    return text.replace(" ", "·").replace("\n", "⏎") or "∅"
+    return visible_piece(text)
 
 
 def _token_html(text: str) -> str:
-    t = html.escape(text).replace(" ", "·").replace("\n", "⏎")
-    return f"<code style='background:{palette.CODE_BG}'>{t or '∅'}</code>"
+    return f"<code style='background:{palette.CODE_BG}'>{visible_piece_html(text)}</code>"
 
 
 class LensTab(QWidget):

@@ -26,6 +26,7 @@ from app.core.chat import Role
 from app.core.conversations import Message
 from app.core.timeline import SLOW_STEP_FACTOR, TurnTimeline
 from app.ui.common import palette
+from app.ui.common.pieces import visible_piece
 from app.ui.common.stats_format import tok_s, tokens
 from app.ui.turn import LiveTurn, TurnPhase
 
@@ -56,7 +57,7 @@ def ms(seconds: float) -> str:
 
 def piece_text(piece: str) -> str:
     """A token's text for one line: spaces as ·, line breaks as ⏎."""
-    return piece.replace(" ", "·").replace("\n", "⏎").replace("\t", "→") or "∅"
+    return visible_piece(piece)
 
 
 def phase_lines(t: TurnTimeline) -> list[str]:

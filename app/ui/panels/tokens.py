@@ -14,8 +14,6 @@ a generated token's menu offers that too.
 
 from __future__ import annotations
 
-import html
-
 from PySide6.QtCore import QPoint, QUrl, Signal
 from PySide6.QtGui import QCursor, QTextCursor
 from PySide6.QtWidgets import (
@@ -35,6 +33,7 @@ from PySide6.QtWidgets import (
 from app.core.alternatives import DEFAULT_PER_TOKEN, MAX_PER_TOKEN, StepView, TokenColour
 from app.core.chat import StopReason
 from app.ui.common import palette
+from app.ui.common.pieces import visible_piece_html
 from app.ui.common.token_alts import (
     alternatives_menu,
     anchor_step,
@@ -51,8 +50,7 @@ BLOCK_CHIPS = 64  # generated chips per paragraph at most (see TokensPanel._appe
 
 
 def _chip_text(text: str) -> str:
-    t = html.escape(text).replace(" ", "·").replace("\n", "⏎").replace("\t", "→")
-    return t or "∅"
+    return visible_piece_html(text)
 
 
 def _is_special(text: str) -> bool:
