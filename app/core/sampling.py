@@ -316,6 +316,9 @@ class ParamSpec:
 
     Attributes:
         group: the panel section it sits in (:data:`GROUPS`).
+        knee: the value at :data:`KNEE_AT` of the slider's track (None: the track is linear): the
+            values below it get most of the track, a finer feel where they matter; the exact field
+            still takes any value in range.
     """
 
     name: str
@@ -328,7 +331,10 @@ class ParamSpec:
     help: str
     kind: type = float
     group: str = "basic"
+    knee: float | None = None
 
+
+KNEE_AT = 0.8  # the share of a kneed slider's track below its knee
 
 GROUPS: dict[str, str] = {
     "basic": "Truncation and temperature",
@@ -349,6 +355,7 @@ PARAMS: tuple[ParamSpec, ...] = (
         None,
         "Divides the logits. Lower is more focused, higher more varied. 0 = greedy: always the most likely "
         "token. In llama.cpp's default order it runs after top_k, top_p and min_p have cut.",
+        knee=2.0,
     ),
     ParamSpec("top_k", "top_k", 0, 200, 1, 0, 0, "Keep only the k most likely tokens. 0 = off.", int),
     ParamSpec(

@@ -34,7 +34,8 @@ def test_a_slider_move_re_runs_the_funnel_without_generating(qtbot, window):
     qtbot.waitUntil(lambda: window.funnel_panel.view.funnel is not None, timeout=5000)
     n_generate = len(window.engine.sent(P.Generate))
     before = len(window.funnel.latencies_s)
-    window.sampler_panel.rows["temperature"].slider.setValue(150)  # 1.50
+    temp = window.sampler_panel.rows["temperature"]
+    temp.slider.setValue(temp.position(1.5))
     qtbot.waitUntil(lambda: window.funnel_panel.view.funnel.settings.temperature == 1.5, timeout=5000)
     asked = window.engine.sent(P.ComputeFunnel)[-1]
     assert asked.reply_id == gen.request_id and asked.sampler.temperature == 1.5 and asked.step == -1
@@ -43,7 +44,7 @@ def test_a_slider_move_re_runs_the_funnel_without_generating(qtbot, window):
     # Dragging: many moves while one request is out are sent as one when it returns.
     sent_before = len(window.engine.sent(P.ComputeFunnel))
     for v in range(151, 171):
-        window.sampler_panel.rows["temperature"].slider.setValue(v)
+        temp.slider.setValue(temp.position(v / 100))
     qtbot.waitUntil(lambda: window.funnel_panel.view.funnel.settings.temperature == 1.7, timeout=5000)
     assert len(window.engine.sent(P.ComputeFunnel)) - sent_before <= 2
 

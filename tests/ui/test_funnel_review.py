@@ -249,3 +249,18 @@ def test_one_space_marker_everywhere():
     assert token_alts.visible(piece) == want and tokens._chip_text(piece) == want
     assert inspect._strip_text(piece) == want and token_alts.menu_text(" &") == "·&&"
     assert funnel.visible_token("") == "∅" and token_alts.visible("<b>") == "&lt;b&gt;"
+
+
+def test_the_temperature_slider_gives_most_of_its_track_to_0_to_2(qtbot, window):
+    row = window.sampler_panel.rows["temperature"]
+    s = row.slider
+    assert row.position(2.0) == round(0.8 * s.maximum()) and row.position(5.0) == s.maximum()
+    for v in (0.0, 0.05, 0.8, 1.37, 2.0, 3.33, 5.0):
+        assert row.value_at(row.position(v)) == pytest.approx(v, abs=0.01)
+    # The reviewer's drag: 40 px of a 90 px track from 0.80 (was 0.80 -> 3.33).
+    s.setValue(row.position(0.8) + round(40 / 90 * s.maximum()))
+    assert 1.5 < window.sampler_panel.settings().temperature < 2.0
+    s.setValue(s.maximum())
+    assert window.sampler_panel.settings().temperature == 5.0  # still reaches 5
+    row.field.setValue(1.23)  # the exact field is unchanged
+    assert window.sampler_panel.settings().temperature == 1.23 and row.value_at(s.value()) == 1.23

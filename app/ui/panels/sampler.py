@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 from app.core.sampling import (
     DEFAULTS,
     GROUPS,
+    KNEE_AT,
     PARAMS,
     PRESETS,
     SEED_MAX,
@@ -115,8 +116,12 @@ class ParamRow:
         self.label.setObjectName("paramName")
         self.label.setToolTip(spec.help)
         self.slider = QSlider(Qt.Orientation.Horizontal)
-        self.slider.setRange(int(spec.minimum * self._scale), int(spec.maximum * self._scale))
-        self.slider.setSingleStep(max(1, round(spec.step * self._scale)))
+        if spec.knee is not None:  # positions 0..TRACK: KNEE_AT of them up to the knee, the rest beyond
+            self.slider.setRange(0, self.TRACK)
+            self.slider.setSingleStep(max(1, self.position(spec.minimum + spec.step) - self.position(spec.minimum)))
+        else:
+            self.slider.setRange(int(spec.minimum * self._scale), int(spec.maximum * self._scale))
+            self.slider.setSingleStep(max(1, round(spec.step * self._scale)))
         self.slider.setToolTip(spec.help)
         self.slider.setMinimumWidth(50)
         self.slider.setAccessibleName(f"{spec.label} slider")
@@ -146,15 +151,42 @@ class ParamRow:
         self.slider.valueChanged.connect(self._from_slider)
         self.field.valueChanged.connect(self._from_field)
 
+    TRACK = 1000  # slider positions of a kneed parameter
+
     def value(self):
         return self.spec.kind(self.field.value())
+
+    def position(self, v: float) -> int:
+        """The slider position that shows value ``v``."""
+        spec = self.spec
+        if spec.knee is None:
+            return round(float(v) * self._scale)
+        lo, knee, hi = spec.minimum, spec.knee, spec.maximum
+        if v <= knee:
+            share = KNEE_AT * (v - lo) / (knee - lo)
+        else:
+            share = KNEE_AT + (1 - KNEE_AT) * (v - knee) / (hi - knee)
+        return round(min(1.0, max(0.0, share)) * self.TRACK)
+
+    def value_at(self, pos: int) -> float:
+        """The value slider position ``pos`` stands for (rounded to the field's decimals)."""
+        spec = self.spec
+        if spec.knee is None:
+            return pos / self._scale
+        lo, knee, hi = spec.minimum, spec.knee, spec.maximum
+        share = pos / self.TRACK
+        if share <= KNEE_AT:
+            v = lo + (knee - lo) * share / KNEE_AT
+        else:
+            v = knee + (hi - knee) * (share - KNEE_AT) / (1 - KNEE_AT)
+        return round(v, spec.decimals)
 
     def set_value(self, v) -> None:
         self._sync = True
         self._good = v
         try:
             self.field.setValue(v)
-            self.slider.setValue(round(float(v) * self._scale))
+            self.slider.setValue(self.position(v))
         finally:
             self._sync = False
         self._update_off()
@@ -171,7 +203,7 @@ class ParamRow:
             return
         self._sync = True
         try:
-            self.field.setValue(self.spec.kind(iv / self._scale) if self.spec.kind is int else iv / self._scale)
+            self.field.setValue(self.spec.kind(self.value_at(iv)))
             self._good = self.field.value()
         finally:
             self._sync = False
@@ -206,7 +238,7 @@ class ParamRow:
         self._good = v
         self._sync = True
         try:
-            self.slider.setValue(round(float(v) * self._scale))
+            self.slider.setValue(self.position(v))
         finally:
             self._sync = False
         self._update_off()
