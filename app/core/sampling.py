@@ -442,7 +442,7 @@ PARAMS: tuple[ParamSpec, ...] = (
         2,
         0.0,
         "DRY: penalise a token that would extend a sequence already in the context. 0 = off (0.8 is common).",
-        group="penalties",
+        group="more",
     ),
     ParamSpec(
         "dry_base",
@@ -453,7 +453,7 @@ PARAMS: tuple[ParamSpec, ...] = (
         2,
         None,
         "DRY's growth: penalty = multiplier x base^(repeat length - allowed length).",
-        group="penalties",
+        group="more",
     ),
     ParamSpec(
         "dry_allowed_length",
@@ -465,7 +465,7 @@ PARAMS: tuple[ParamSpec, ...] = (
         None,
         "DRY leaves repeated sequences up to this many tokens alone.",
         int,
-        group="penalties",
+        group="more",
     ),
     ParamSpec(
         "dry_penalty_last_n",
@@ -477,7 +477,7 @@ PARAMS: tuple[ParamSpec, ...] = (
         0,
         "Tokens DRY looks back over. -1 = the whole context, 0 = off.",
         int,
-        group="penalties",
+        group="more",
     ),
     ParamSpec(
         "top_n_sigma",

@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QDialog
 from app.core import protocol as P
 from app.core.sampling import DEFAULT_ORDER, ORDER_NOTE, SamplerStage
 from app.ui.panels import funnel as funnel_panel
+from app.ui.panels.funnel import wrappable
 from tests.support.fake_engine import reply
 from tests.ui.conftest import send
 
@@ -64,7 +65,7 @@ def test_any_token_of_the_reply(qtbot, window):
 
 def test_the_order_is_shown_explained_and_changeable(qtbot, window, monkeypatch):
     panel = window.funnel_panel
-    assert panel.order_label.text() == "penalties→top_k→top_p→min_p→temp→draw"
+    assert panel.order_label.text() == wrappable("penalties→top_k→top_p→min_p→temp→draw")
     assert not panel.note.isHidden() and "top_k, top_p, min_p cut before temperature" in panel.note.text()
     assert panel.note.toolTip() == ORDER_NOTE
     new_order = (SamplerStage.TEMPERATURE, *DEFAULT_ORDER[:-1])

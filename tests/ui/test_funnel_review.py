@@ -10,7 +10,7 @@ from app.core.chat import Role
 from app.core.funnel import Funnel, FunnelStage, FunnelStageKind
 from app.core.sampling import SamplerSettings
 from app.ui.common import palette
-from app.ui.panels.funnel import AS_DRAWN, LEGEND, WHAT_IF
+from app.ui.panels.funnel import AS_DRAWN, LEGEND, WHAT_IF, wrappable
 from tests.support.fake_engine import reply
 from tests.ui.conftest import send
 
@@ -152,7 +152,7 @@ def test_mirostat_greys_out_the_stages_it_replaces(qtbot, window):
         assert "mirostat" in r.slider.toolTip() and "does not run" in r.field.toolTip()
     for name in ("temperature", "mirostat_tau", "mirostat_eta", "max_tokens"):
         assert rows[name].slider.isEnabled(), name
-    assert window.funnel_panel.order_label.text() == "temp→mirostat 2"
+    assert window.funnel_panel.order_label.text() == wrappable("temp→mirostat 2")
     rows["mirostat"].field.setValue(0)
     assert rows["top_p"].slider.isEnabled() and rows["top_p"].slider.toolTip() == rows["top_p"].spec.help
 
@@ -264,3 +264,37 @@ def test_the_temperature_slider_gives_most_of_its_track_to_0_to_2(qtbot, window)
     assert window.sampler_panel.settings().temperature == 5.0  # still reaches 5
     row.field.setValue(1.23)  # the exact field is unchanged
     assert window.sampler_panel.settings().temperature == 1.23 and row.value_at(s.value()) == 1.23
+
+
+def test_narrow_panels_keep_the_chain_headers_and_dry_fields_readable(qtbot, window):
+    from PySide6.QtWidgets import QGridLayout
+
+    from app.core.sampling import GROUPS
+
+    # The DRY fields sit under their own heading, not under REPETITION.
+    label = window.sampler_panel.rows["dry_multiplier"].label
+    grid = next(g for g in window.sampler_panel.findChildren(QGridLayout) if g.indexOf(label) >= 0)
+    heads = {}
+    for i in range(grid.count()):
+        w = grid.itemAt(i).widget()
+        if w is not None and w.objectName() == "sectionTitle":
+            heads[w.text()] = grid.getItemPosition(i)[0]
+    line_of = {n: grid.getItemPosition(grid.indexOf(r.label))[0] for n, r in window.sampler_panel.rows.items()}
+    more, mirostat = heads[GROUPS["more"]], heads[GROUPS["mirostat"]]
+    for name in ("dry_multiplier", "dry_base", "dry_allowed_length", "dry_penalty_last_n"):
+        assert more < line_of[name] < mirostat, name
+    # A long chain wraps after an arrow instead of being cut.
+    panel = window.funnel_panel
+    chain = "bias→penalties→dry→top_k→top_p→min_p→xtc→temp→draw"
+    panel.order_label.setText(wrappable(chain))
+    one_line = panel.order_label.fontMetrics().height()
+    assert panel.order_label.heightForWidth(200) >= 2 * one_line
+    # Stage names never run together: every other one goes a row lower when the columns are narrow.
+    kinds = [FunnelStageKind(k) for k in ("model", "logit_bias", "penalties", "top_k", "top_p", "min_p", "xtc")]
+    f = _funnel(*[(k, 10) for k in kinds], (FunnelStageKind.TEMPERATURE, 10), (FunnelStageKind.DIST, 10))
+    view = panel.view
+    view.show_funnel(f)
+    view.resize(view.NAME_W + 9 * 26, view.height())
+    assert view.header_rows() == 2
+    view.resize(view.NAME_W + 9 * 80, view.height())
+    assert view.header_rows() == 1

@@ -16,7 +16,7 @@ those settings (and the reply's seed) picks; ▶ is what the reply drew.
 from __future__ import annotations
 
 from PySide6.QtCore import QRectF, Qt, Signal
-from PySide6.QtGui import QFont, QFontDatabase, QPainter, QPaintEvent
+from PySide6.QtGui import QFont, QFontDatabase, QFontMetrics, QPainter, QPaintEvent, QResizeEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QDialog,
@@ -131,6 +131,14 @@ def funnel_note(f: Funnel) -> str | None:
     return f"{', '.join(cut)} cut before temperature: it only reshapes the survivors."
 
 
+ZWSP = "\u200b"  # a zero-width space: where a long chain line may wrap
+
+
+def wrappable(chain: str) -> str:
+    """``chain`` (stages joined by →) able to wrap after each arrow in a narrow panel."""
+    return chain.replace("→", "→" + ZWSP)
+
+
 AS_DRAWN = "as drawn (the reply's own settings)"
 WHAT_IF = "what-if: the current settings on this step's logits"
 LEGEND = (
@@ -143,7 +151,16 @@ LEGEND = (
 )
 
 
-__all__ = ["FunnelPanel", "FunnelView", "OrderDialog", "funnel_note", "order_surprise", "order_text", "visible_token"]
+__all__ = [
+    "FunnelPanel",
+    "FunnelView",
+    "OrderDialog",
+    "funnel_note",
+    "order_surprise",
+    "order_text",
+    "visible_token",
+    "wrappable",
+]
 
 
 class FunnelView(QWidget):
@@ -151,7 +168,7 @@ class FunnelView(QWidget):
 
     NAME_W = 74
     ROW_H = 15
-    MIN_COL_W = 30
+    MIN_COL_W = 22  # "100" in the small mono font; narrower panels stagger the stage names (header_rows)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -165,7 +182,30 @@ class FunnelView(QWidget):
         self.setMinimumHeight(self._height(12))
 
     def _height(self, rows: int) -> int:
-        return (rows + 1 + 3) * self.ROW_H + 10
+        return (rows + self.header_rows() + 3) * self.ROW_H + 10
+
+    def _font(self) -> QFont:
+        font = QFont(self._mono)
+        font.setPointSizeF(max(7.0, font.pointSizeF() - 1.5))
+        return font
+
+    def _col_w(self) -> float:
+        n_cols = len(self.funnel.stages) if self.funnel else 1
+        return max(self.MIN_COL_W, (self.width() - self.NAME_W) / max(1, n_cols))
+
+    def header_rows(self) -> int:
+        """1, or 2 when a stage's name is wider than its column (narrow panels): then every other
+        name goes on the second row, so that names never run together ("top_ktop_pmin_p")."""
+        if self.funnel is None:
+            return 1
+        fm = QFontMetrics(self._font())
+        widest = max(fm.horizontalAdvance(SHORT[st.kind]) for st in self.funnel.stages)
+        return 2 if widest > self._col_w() - 4 else 1
+
+    def resizeEvent(self, e: QResizeEvent) -> None:
+        super().resizeEvent(e)
+        rows = len(self.funnel.rows) if self.funnel else 12
+        self.setMinimumHeight(self._height(rows))
 
     def show_funnel(self, funnel: Funnel | None, message: str | None = None) -> None:
         self.funnel = funnel
@@ -184,22 +224,23 @@ class FunnelView(QWidget):
             p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap, self.message)
             p.end()
             return
-        font = QFont(self._mono)
-        font.setPointSizeF(max(7.0, font.pointSizeF() - 1.5))
-        p.setFont(font)
-        n_cols = len(f.stages)
-        col_w = max(self.MIN_COL_W, (self.width() - self.NAME_W) / max(1, n_cols))
+        p.setFont(self._font())
+        col_w = self._col_w()
         rh = self.ROW_H
+        head = self.header_rows()
         left = Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft
         centre = Qt.AlignmentFlag.AlignCenter
         # Header: the stages.
         for c, st in enumerate(f.stages):
             x = self.NAME_W + c * col_w
             p.setPen(qcolor(palette.GREEN if st.kind.is_draw else palette.TEXT_DIM))
-            p.drawText(QRectF(x, 0, col_w, rh), centre, SHORT[st.kind])
+            # Two header rows: the odd columns' names a row lower, centred on their column and free to
+            # spread over their neighbours' (empty) halves of that row.
+            row = c % 2 if head == 2 else 0
+            p.drawText(QRectF(x - col_w / 2, row * rh, 2 * col_w, rh), centre, SHORT[st.kind])
         picked = f.picked
         for r, (tok, text) in enumerate(f.rows):
-            y = (r + 1) * rh
+            y = (r + head) * rh
             drawn = tok == f.drawn
             p.setPen(qcolor(palette.GREEN if drawn else palette.TEXT))
             label = ("▶" if drawn else " ") + visible_token(text)
@@ -225,7 +266,7 @@ class FunnelView(QWidget):
                     p.setPen(qcolor(palette.FAINT))
                     p.drawText(cell, centre, "×")
         # Footer: survivors, entropy, mass outside the rows.
-        y0 = (len(f.rows) + 1) * rh + 4
+        y0 = (len(f.rows) + head) * rh + 4
         for i, (name, values) in enumerate(
             (
                 ("left", [count(st.survivors) for st in f.stages]),
@@ -376,7 +417,7 @@ class FunnelPanel(QWidget):
     def set_settings(self, s: SamplerSettings) -> None:
         """Show the chain these settings make (the order line and its one-line note)."""
         self._settings = s
-        self.order_label.setText(order_text(s))
+        self.order_label.setText(wrappable(order_text(s)))
         self.order_label.setToolTip("llama.cpp's sampler chain as it runs with these settings (Order… changes it)")
         note = order_surprise(s)
         self.note.setText(note or "")
@@ -399,7 +440,7 @@ class FunnelPanel(QWidget):
         self.mode_label.setStyleSheet(f"color: {palette.GREEN if as_drawn else palette.AMBER};")
         self.mode_label.setToolTip(LEGEND)
         self.own_button.setVisible(not as_drawn)
-        self.order_label.setText(order_text(funnel.settings))
+        self.order_label.setText(wrappable(order_text(funnel.settings)))
         note = funnel_note(funnel)
         self.note.setText(note or "")
         self.note.setVisible(note is not None)
