@@ -10,7 +10,8 @@ this panel only draws them.
 The header says which funnel it is: "as drawn" when it ran with the reply's own settings and
 order (what llama.cpp did for this token), "what-if" when the sliders differ (what the current
 settings would do on this step's logits). The draw column's green bar is what a new draw with
-those settings (and the reply's seed) picks; ▶ is what the reply drew.
+those settings picks (a fresh random number from the reply's seed): it can differ from ▶, what the
+reply drew, even as drawn.
 """
 
 from __future__ import annotations
@@ -145,8 +146,9 @@ LEGEND = (
     "Rows: tokens; ▶ = the token the reply drew. Columns: the chain's stages in the order shown above "
     "(as drawn: the order llama.cpp ran them for this reply; what-if: the order they would run in now). "
     "A cell is the token's probability after that stage, renormalised over the survivors; × = cut. "
-    "The green bar in the draw column: the token a new draw with these settings (and the reply's seed) picks; "
-    "it can differ from ▶ in a what-if, or where the stored logits are only the top few. "
+    "The green bar in the draw column: the token a new draw with these settings picks (a fresh random number "
+    "from the reply's seed, not the one the reply used at this step), so it can differ from ▶ even as drawn; "
+    "the draw's percentages are what counts. "
     "left = tokens surviving, H = entropy in bits, rest = probability outside the rows shown."
 )
 
