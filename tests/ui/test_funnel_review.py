@@ -298,3 +298,17 @@ def test_narrow_panels_keep_the_chain_headers_and_dry_fields_readable(qtbot, win
     assert view.header_rows() == 2
     view.resize(view.NAME_W + 9 * 80, view.height())
     assert view.header_rows() == 1
+
+
+def test_the_tokens_panel_line_fits_two_lines_and_its_help_is_in_the_tooltip(qtbot, window):
+    window.tokens_dock.raise_()
+    window.engine.script(reply("a", "b", "c"))
+    send(qtbot, window, "go")
+    panel = window.tokens_panel
+    qtbot.waitUntil(lambda: window.turn.alternatives is not None, timeout=5000)
+    panel.refresh()
+    text, tip = panel.summary.text(), panel.summary.toolTip()
+    assert "generated: 3 (green = likely … red = unlikely)" in text and "hover" not in text.lower()
+    assert "Hover a token for its alternatives; click it for the funnel" in tip and "end-of-turn token" in tip
+    one_line = panel.summary.fontMetrics().lineSpacing()
+    assert panel.summary.heightForWidth(600) <= 2 * one_line + 4  # the bottom dock's line at 1366x768
