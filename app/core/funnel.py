@@ -10,7 +10,7 @@ row's probability after it (0 when the stage cut the token).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from app.core.sampling import SamplerSettings
 
@@ -100,3 +100,9 @@ class Funnel:
     def picked(self) -> int:
         """The token the draw stage picked with these settings (-1 when none ran)."""
         return self.stages[-1].picked if self.stages else -1
+
+
+def same_chain(a: SamplerSettings, b: SamplerSettings) -> bool:
+    """Whether ``a`` and ``b`` run the same chain on a step: every stage's value and the order equal
+    (``max_tokens`` and ``seed`` are the reply's, not the chain's: the funnel draws with the reply's seed)."""
+    return replace(a, max_tokens=-1, seed=None) == replace(b, max_tokens=-1, seed=None)

@@ -269,11 +269,12 @@ def check_bias(token_id: int, bias: float) -> None:
         )
 
 
-def parse_logit_bias(text: str) -> tuple[tuple[int, float], ...]:
+def parse_logit_bias(text: str, n_vocab: int = 0) -> tuple[tuple[int, float], ...]:
     """Parse ``"13:ban, 42:+2.5, 7:-1"`` (token id: bias, comma-separated) into ``logit_bias``.
 
-    ``ban`` (or ``-inf``) bans the token. Raises:
-        ValueError: an entry that is not ``id:bias``, with the entry and what it must be.
+    ``ban`` (or ``-inf``) bans the token; ``n_vocab`` (tokens; 0 = not known) bounds the ids. Raises:
+        ValueError: an entry that is not ``id:bias``, or whose id is beyond the vocabulary, with the
+            entry and what it must be.
     """
     out: dict[int, float] = {}
     for raw in text.split(","):
@@ -296,6 +297,10 @@ def parse_logit_bias(text: str) -> tuple[tuple[int, float], ...]:
             except ValueError:
                 raise ValueError(f"logit bias '{item}': the bias must be a number or 'ban'") from None
         check_bias(tok, bias)
+        if n_vocab > 0 and tok >= n_vocab:
+            raise ValueError(
+                f"logit bias '{item}': token id {tok} is beyond this model's vocabulary (ids 0 to {n_vocab - 1:,})"
+            )
         out[tok] = bias
     return tuple(out.items())
 
@@ -311,6 +316,9 @@ class ParamSpec:
 
     Attributes:
         group: the panel section it sits in (:data:`GROUPS`).
+        knee: the value at :data:`KNEE_AT` of the slider's track (None: the track is linear): the
+            values below it get most of the track, a finer feel where they matter; the exact field
+            still takes any value in range.
     """
 
     name: str
@@ -323,7 +331,10 @@ class ParamSpec:
     help: str
     kind: type = float
     group: str = "basic"
+    knee: float | None = None
 
+
+KNEE_AT = 0.8  # the share of a kneed slider's track below its knee
 
 GROUPS: dict[str, str] = {
     "basic": "Truncation and temperature",
@@ -344,6 +355,7 @@ PARAMS: tuple[ParamSpec, ...] = (
         None,
         "Divides the logits. Lower is more focused, higher more varied. 0 = greedy: always the most likely "
         "token. In llama.cpp's default order it runs after top_k, top_p and min_p have cut.",
+        knee=2.0,
     ),
     ParamSpec("top_k", "top_k", 0, 200, 1, 0, 0, "Keep only the k most likely tokens. 0 = off.", int),
     ParamSpec(
@@ -430,7 +442,7 @@ PARAMS: tuple[ParamSpec, ...] = (
         2,
         0.0,
         "DRY: penalise a token that would extend a sequence already in the context. 0 = off (0.8 is common).",
-        group="penalties",
+        group="more",
     ),
     ParamSpec(
         "dry_base",
@@ -441,7 +453,7 @@ PARAMS: tuple[ParamSpec, ...] = (
         2,
         None,
         "DRY's growth: penalty = multiplier x base^(repeat length - allowed length).",
-        group="penalties",
+        group="more",
     ),
     ParamSpec(
         "dry_allowed_length",
@@ -453,7 +465,7 @@ PARAMS: tuple[ParamSpec, ...] = (
         None,
         "DRY leaves repeated sequences up to this many tokens alone.",
         int,
-        group="penalties",
+        group="more",
     ),
     ParamSpec(
         "dry_penalty_last_n",
@@ -465,7 +477,7 @@ PARAMS: tuple[ParamSpec, ...] = (
         0,
         "Tokens DRY looks back over. -1 = the whole context, 0 = off.",
         int,
-        group="penalties",
+        group="more",
     ),
     ParamSpec(
         "top_n_sigma",
@@ -625,3 +637,24 @@ ORDER_NOTE = (
     "llama.cpp applies temperature after the truncation stages: top_k, top_p and min_p cut on the "
     "temperature-1 probabilities, so a higher temperature only spreads the chance among the survivors."
 )
+
+
+_ORDER_NAME = {
+    SamplerStage.PENALTIES: "penalties",
+    SamplerStage.TEMPERATURE: "temp",
+    SamplerStage.TOP_N_SIGMA: "nσ",
+    SamplerStage.TYPICAL_P: "typical",
+}
+
+
+def order_text(s: SamplerSettings) -> str:
+    """The chain as it runs with ``s``: the stages that are on, in order, then the draw (short names)."""
+    if s.mirostat:
+        parts = ["bias"] if s.logit_bias else []
+        return "→".join([*parts, "temp", f"mirostat {s.mirostat}"])
+    parts = ["bias"] if s.logit_bias else []
+    for st in s.order:
+        if s.stage_on(st) and (not s.is_greedy or st in (SamplerStage.PENALTIES, SamplerStage.DRY)):
+            parts.append(_ORDER_NAME.get(st, st.value))
+    parts.append("greedy" if s.is_greedy else "draw")
+    return "→".join(parts)

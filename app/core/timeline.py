@@ -73,6 +73,9 @@ class TurnTimeline:
         token_times_s: when each token was sampled; the first is the TTFT.
         token_ids: each sampled token's id.
         token_pieces: each sampled token's text (special tokens as their text).
+        first_token: the reply's tokens before ``token_ids[0]`` (a branch's prefix, the part a
+            reply continues): token i here is the reply's token ``first_token + i + 1``, counted
+            from 1 as the Tokens panel and the funnel count them.
         end_s: when the turn ended (0: not known, e.g. the engine died).
         stop_reason: why it ended (None while in flight).
     """
@@ -87,6 +90,7 @@ class TurnTimeline:
     token_times_s: tuple[float, ...] = ()
     token_ids: tuple[int, ...] = ()
     token_pieces: tuple[str, ...] = ()
+    first_token: int = 0
     end_s: float = 0.0
     stop_reason: StopReason | None = None
 
@@ -142,6 +146,7 @@ class TurnTimeline:
             "steps_ms_f32": _pack("f", self.step_latencies_ms()),
             "ids_i32": _pack("i", list(self.token_ids)),
             "pieces": list(self.token_pieces),
+            "first_token": self.first_token,
             "end_s": self.end_s,
             "stop_reason": self.stop_reason.value if self.stop_reason is not None else None,
         }
@@ -189,6 +194,7 @@ class TurnTimeline:
             token_times_s=tuple(times),
             token_ids=tuple(ids),
             token_pieces=tuple(pieces),
+            first_token=_int(data.get("first_token")),
             end_s=_num(data.get("end_s")) or 0.0,
             stop_reason=StopReason.parse(stop) if isinstance(stop, str) else None,
         )
@@ -230,6 +236,7 @@ class TimelineRecorder:
     _times: list[float] = field(default_factory=list)
     _ids: list[int] = field(default_factory=list)
     _pieces: list[str] = field(default_factory=list)
+    first_token: int = 0  # the reply's tokens before this request's first (TurnTimeline.first_token)
     _cursor_s: float = 0.0  # the latest engine time seen: where the next slice starts
     _end_s: float = 0.0
     _stop: StopReason | None = None
@@ -272,6 +279,7 @@ class TimelineRecorder:
             token_times_s=tuple(self._times),
             token_ids=tuple(self._ids),
             token_pieces=tuple(self._pieces),
+            first_token=self.first_token,
             end_s=self._end_s,
             stop_reason=self._stop,
         )

@@ -540,6 +540,7 @@ class MainWindow(QMainWindow):
             self.banner.clear(topic)  # messages about a model that is now loaded
         self.chat.refresh_continue()  # a larger n_ctx may make a context-full reply continuable
         self.model_panel.set_model(ev)
+        self.sampler_panel.set_vocab_size(ev.info.n_vocab)
         # What was loaded becomes the load settings (threads and GPU layers stay as asked:
         # the engine reports the resolved numbers, the settings keep "auto" / "all").
         applied = replace(
@@ -623,6 +624,7 @@ class MainWindow(QMainWindow):
         tp.set_colour(self.settings.token_colour)
         tp.set_per_token(self.settings.alternatives_per_token)
         tp.colour_changed.connect(lambda mode: self.settings_ctl.update(token_colour=mode))
+        tp.colour_changed.connect(self.chat.set_token_colour)  # the chat's token views, at once
         tp.per_token_changed.connect(lambda n: self.settings_ctl.update(alternatives_per_token=n))
 
         def turn_message() -> int | None:
@@ -635,6 +637,11 @@ class MainWindow(QMainWindow):
             lambda step, tok: (mid := turn_message()) is not None and self.chat.branch_from_alternative(mid, step, tok)
         )
         self.chat.funnel_step_requested.connect(self._open_funnel_step)
+        self.funnel.step_lookup = self.chat.step_target
+        self.funnel.newest_lookup = self.chat.newest_step_target
+        self.funnel.offset_lookup = lambda: self.turn.alternatives_offset
+        self.funnel.turn_message = turn_message
+        self.chat.path_rendered.connect(lambda ids: self.funnel.follow_path(ids, self.chat.turn_reply))
 
     def _open_funnel_step(self, target: StepTarget) -> None:
         """Bring the Funnel panel to the front and show ``target``'s step in it."""

@@ -82,7 +82,7 @@ def test_opening_a_chat_shows_its_last_reply_in_the_stats_panel(qtbot, window):
 def test_a_slider_change_reaches_the_next_request(qtbot, window):
     window.funnel_dock.raise_()
     panel = window.sampler_panel
-    panel.rows["temperature"].slider.setValue(0)  # temperature 0 (greedy)
+    panel.rows["temperature"].slider.setValue(panel.rows["temperature"].position(0.0))  # temperature 0 (greedy)
     panel.rows["top_k"].field.setValue(0)  # top_k off
     panel.rows["max_tokens"].field.setValue(12)
     send(qtbot, window, "Name a fruit.")

@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QDialog
 from app.core import protocol as P
 from app.core.sampling import DEFAULT_ORDER, ORDER_NOTE, SamplerStage
 from app.ui.panels import funnel as funnel_panel
+from app.ui.panels.funnel import wrappable
 from tests.support.fake_engine import reply
 from tests.ui.conftest import send
 
@@ -34,7 +35,8 @@ def test_a_slider_move_re_runs_the_funnel_without_generating(qtbot, window):
     qtbot.waitUntil(lambda: window.funnel_panel.view.funnel is not None, timeout=5000)
     n_generate = len(window.engine.sent(P.Generate))
     before = len(window.funnel.latencies_s)
-    window.sampler_panel.rows["temperature"].slider.setValue(150)  # 1.50
+    temp = window.sampler_panel.rows["temperature"]
+    temp.slider.setValue(temp.position(1.5))
     qtbot.waitUntil(lambda: window.funnel_panel.view.funnel.settings.temperature == 1.5, timeout=5000)
     asked = window.engine.sent(P.ComputeFunnel)[-1]
     assert asked.reply_id == gen.request_id and asked.sampler.temperature == 1.5 and asked.step == -1
@@ -43,7 +45,7 @@ def test_a_slider_move_re_runs_the_funnel_without_generating(qtbot, window):
     # Dragging: many moves while one request is out are sent as one when it returns.
     sent_before = len(window.engine.sent(P.ComputeFunnel))
     for v in range(151, 171):
-        window.sampler_panel.rows["temperature"].slider.setValue(v)
+        temp.slider.setValue(temp.position(v / 100))
     qtbot.waitUntil(lambda: window.funnel_panel.view.funnel.settings.temperature == 1.7, timeout=5000)
     assert len(window.engine.sent(P.ComputeFunnel)) - sent_before <= 2
 
@@ -63,7 +65,7 @@ def test_any_token_of_the_reply(qtbot, window):
 
 def test_the_order_is_shown_explained_and_changeable(qtbot, window, monkeypatch):
     panel = window.funnel_panel
-    assert panel.order_label.text() == "penalties→top_k→top_p→min_p→temp→draw"
+    assert panel.order_label.text() == wrappable("penalties→top_k→top_p→min_p→temp→draw")
     assert not panel.note.isHidden() and "top_k, top_p, min_p cut before temperature" in panel.note.text()
     assert panel.note.toolTip() == ORDER_NOTE
     new_order = (SamplerStage.TEMPERATURE, *DEFAULT_ORDER[:-1])

@@ -91,6 +91,8 @@ def test_the_footer_and_the_details_use_the_same_units():
     assert details[0] == "model: x.gguf (Q4_1)"
     assert details[1] == "n_ctx 8,192 · context policy rolling"
     assert "seed 7" in details
+    order = ", ".join(st.value for st in DEFAULTS.order)
+    assert f"sampler order: {order} (chain as it ran: penalties→top_k→top_p→min_p→temp→draw)" in details
     assert "prompt 1,500 tokens (1,200 reused) · generated 2,001" in details
     assert "TTFT 300 ms · prefill 1,200.0 tok/s · decode 50.0 tok/s" in details
     assert fmt.reply_details(MessageMeta()) == ""

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.core import protocol as P
-from app.core.alternatives import ReplyAlternatives
+from app.core.alternatives import ReplyAlternatives, TokenColour
+from app.core.chat import Role
 from app.ui.banner import BannerTopic
 from app.ui.common.severity import Severity
 from app.ui.funnel_controller import StepTarget
@@ -65,6 +66,12 @@ class ChatAlternatives:
         alts = self.store.alternatives(message_id) if on else None
         w.show_tokens(alts, self.settings.settings.token_colour)
 
+    def set_token_colour(self: ChatController, colour: TokenColour) -> None:
+        """Colour every reply shown as its tokens by ``colour`` (with the Tokens panel, at once)."""
+        for w in self.view.messages:
+            if w.token_text is not None:
+                w.token_text.set_colour(colour)
+
     def step_target(self: ChatController, message_id: int, step: int) -> StepTarget | None:
         """Token ``step`` of stored reply ``message_id`` for the Funnel panel (None: it kept no alternatives)."""
         alts = self.store.alternatives(message_id)
@@ -75,8 +82,22 @@ class ChatAlternatives:
         stored = alts.stored_step(step, message_id, settings, meta.seed_used or 0)
         if self.turn_reply is not None and self.turn_reply[0] == message_id and message_id != self._reply_id:
             offset = self.turn.alternatives_offset
-            return StepTarget(stored, self.turn_reply[1], step - offset, alts.n_steps - offset)
-        return StepTarget(stored)
+            return StepTarget(stored, self.turn_reply[1], step - offset, alts.n_steps - offset, alts.n_steps)
+        return StepTarget(stored, reply_steps=alts.n_steps)
+
+    def newest_step_target(self: ChatController) -> StepTarget | None:
+        """The last token of the newest reply shown that kept alternatives (None: there is none, or the
+        last message shown is the reply streaming: the funnel follows that one)."""
+        if self.conversation_id is None:
+            return None
+        path = self.store.active_path(self.conversation_id)
+        if path and self._reply_id is not None and path[-1].id == self._reply_id:
+            return None
+        for m in reversed(path):
+            alts = self.store.alternatives(m.id) if m.role is Role.ASSISTANT else None
+            if alts is not None and alts.n_steps:
+                return self.step_target(m.id, alts.n_steps - 1)
+        return None
 
     def open_token_funnel(self: ChatController, message_id: int, step: int) -> None:
         """Show token ``step`` of reply ``message_id`` in the Funnel panel (:attr:`funnel_step_requested`)."""

@@ -89,6 +89,8 @@ class ChatController(QObject, ChatAlternatives):
         message_deleted(object): a :class:`DeletedMessages` (the window offers Undo).
         funnel_step_requested(object): a token of a reply was clicked: a
             :class:`~app.ui.funnel_controller.StepTarget` for the Funnel panel.
+        path_rendered(tuple): the view was built again: the message ids now shown, oldest first
+            (a branch switched, a conversation opened; empty with no conversation).
     """
 
     reply_finished = Signal(object)
@@ -99,6 +101,7 @@ class ChatController(QObject, ChatAlternatives):
     reply_conversation_changed = Signal(object)
     message_deleted = Signal(object)
     funnel_step_requested = Signal(object)
+    path_rendered = Signal(tuple)
 
     def __init__(
         self,
@@ -199,6 +202,7 @@ class ChatController(QObject, ChatAlternatives):
         self._reply_widget = None  # the view's widgets are rebuilt
         if self.conversation_id is None:
             self.view.clear()
+            self.path_rendered.emit(())
             return
         path = {m.id: m for m in self.store.active_path(self.conversation_id)}
         last = next(reversed(path.values()), None)
@@ -210,6 +214,7 @@ class ChatController(QObject, ChatAlternatives):
                 w.set_can_reply(True)  # its reply was deleted, or never came
         if focus_message is not None:
             self.view.scroll_to_message(focus_message)
+        self.path_rendered.emit(tuple(path))
 
     def _shown_widget(self, m: Message) -> MessageWidget:
         """The widget of stored message ``m`` of the chat shown (the reply in flight's shows it)."""
@@ -501,6 +506,8 @@ class ChatController(QObject, ChatAlternatives):
             alts_head = self.store.alternatives(message_id)
         self._alts_head = alts_head
         self._alts_offset = alts_head.n_steps if alts_head is not None else 0
+        # The Timeline and the funnel count the reply's tokens (its earlier ones too).
+        self.turn.timeline.first_token = self.turn.alternatives_offset = self._alts_offset
         rid = self.engine.generate(
             messages,
             self._sampler,

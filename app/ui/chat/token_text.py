@@ -39,6 +39,10 @@ class TokenText(QLabel):
         self.linkActivated.connect(self._clicked)
         self.setText(chips_html(alts, colour))
 
+    def set_colour(self, colour: TokenColour) -> None:
+        """Colour the chips by ``colour`` (the Tokens panel's choice changed)."""
+        self.setText(chips_html(self.alts, colour))
+
     def _hovered(self, href: str) -> None:
         step = anchor_step(href)
         if step is None or step >= self.alts.n_steps:

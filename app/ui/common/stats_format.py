@@ -13,6 +13,7 @@ from pathlib import Path
 
 from app.core.chat import ContextPolicy, GenerationStats, StopReason
 from app.core.conversations import MessageMeta
+from app.core.sampling import order_text
 
 __all__ = ["reply_details", "reply_footer", "seconds", "stats_footer", "tok_s", "tokens", "ttft"]
 
@@ -94,6 +95,7 @@ def reply_details(meta: MessageMeta) -> str:
             f"typical_p {s.typical_p} · repeat_penalty {s.repeat_penalty} (last {s.repeat_last_n}) · "
             f"presence {s.presence_penalty} · frequency {s.frequency_penalty} · max_tokens {s.max_tokens}"
         )
+        lines.append(f"sampler order: {', '.join(st.value for st in s.order)} (chain as it ran: {order_text(s)})")
         lines.append(f"seed {s.seed if s.seed is not None else 'random'}")
     st = meta.stats
     if st is not None:

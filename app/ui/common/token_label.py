@@ -14,11 +14,10 @@ Used by the inspect views (:mod:`app.ui.panels.inspect`), the Tokens panel's chi
 
 from __future__ import annotations
 
-import html
+from app.ui.common.pieces import visible_piece, visible_piece_html
 
 FSI = "\u2068"  #: FIRST STRONG ISOLATE: the text up to PDI takes the direction of its first strong letter
 PDI = "\u2069"  #: POP DIRECTIONAL ISOLATE: ends the isolate
-EMPTY = "∅"  #: an empty token's text
 
 
 def isolate(text: str) -> str:
@@ -26,15 +25,15 @@ def isolate(text: str) -> str:
     return f"{FSI}{text}{PDI}"
 
 
-def visible(text: str, space: str = "·") -> str:
-    """A token's text, plain, isolated, with its white space visible (``space`` for a space, ⏎ newline,
-    → tab; ``∅`` when empty)."""
-    return isolate(text.replace(" ", space).replace("\n", "⏎").replace("\t", "→") or EMPTY)
+def visible(text: str) -> str:
+    """A token's text, plain, isolated, with its white space visible as every panel shows it
+    (:func:`app.ui.common.pieces.visible_piece`: · space, ⏎ newline, → tab, ∅ empty)."""
+    return isolate(visible_piece(text))
 
 
-def visible_html(text: str, space: str = "·") -> str:
+def visible_html(text: str) -> str:
     """:func:`visible`, HTML-escaped (for rich text)."""
-    return isolate(html.escape(text).replace(" ", space).replace("\n", "⏎").replace("\t", "→") or EMPTY)
+    return isolate(visible_piece_html(text))
 
 
 def quoted(text: str) -> str:

@@ -1,17 +1,23 @@
 """Funnel panel: one token's candidates through each stage of llama.cpp's sampler chain.
 
-Rows are tokens (the raw model's most likely first, the drawn one marked ▶), columns are
-the stages in the order they ran (the raw model first, the draw last); a cell is the
+Rows are tokens (the raw model's most likely first, the one the reply drew marked ▶), columns
+are the chain's stages in order (the raw model first, the draw last); a cell is the
 token's probability after that stage, renormalised over the survivors, or × where the
 stage cut it. Below: how many tokens survived each stage, the entropy (bits), and the
 mass outside the rows shown. The numbers come from the engine (:mod:`app.engine.funnel`):
 this panel only draws them.
+
+The header says which funnel it is: "as drawn" when it ran with the reply's own settings and
+order (what llama.cpp did for this token), "what-if" when the sliders differ (what the current
+settings would do on this step's logits). The draw column's green bar is what a new draw with
+those settings picks (a fresh random number from the reply's seed): it can differ from ▶, what the
+reply drew, even as drawn.
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import QRectF, Qt, Signal
-from PySide6.QtGui import QFont, QFontDatabase, QPainter, QPaintEvent
+from PySide6.QtGui import QFont, QFontDatabase, QFontMetrics, QPainter, QPaintEvent, QResizeEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QDialog,
@@ -28,7 +34,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.funnel import Funnel, FunnelStageKind
-from app.core.sampling import DEFAULT_ORDER, ORDER_NOTE, SamplerSettings, SamplerStage
+from app.core.sampling import DEFAULT_ORDER, ORDER_NOTE, SamplerSettings, SamplerStage, order_text
 from app.ui.common import palette
 from app.ui.common.palette import qcolor
 from app.ui.common.token_label import visible
@@ -62,9 +68,9 @@ _TRUNCATING = (
 
 
 def visible_token(text: str) -> str:
-    """Show whitespace in a token: ␣ for spaces, ⏎ for newlines, → for tabs; isolated, so a right-to-left
+    """Show whitespace in a token as every panel does (· space, ⏎ newline, → tab); isolated, so a right-to-left
     token stays after the row's ▶ mark (:mod:`app.ui.common.token_label`)."""
-    return visible(text, "␣")
+    return visible(text)
 
 
 def pct(p: float) -> str:
@@ -96,25 +102,68 @@ def order_surprise(s: SamplerSettings) -> str | None:
     return f"{', '.join(cut_before)} cut before temperature: it only reshapes the survivors."
 
 
-def order_text(s: SamplerSettings) -> str:
-    """The chain as it runs with ``s``: the stages that are on, in order, then the draw (short names)."""
-    if s.mirostat:
-        parts = ["bias"] if s.logit_bias else []
-        return "→".join([*parts, "temp", f"mirostat {s.mirostat}"])
-    parts = ["bias"] if s.logit_bias else []
-    for st in s.order:
-        if s.stage_on(st) and (not s.is_greedy or st in (SamplerStage.PENALTIES, SamplerStage.DRY)):
-            parts.append(_ORDER_NAME.get(st, st.value))
-    parts.append("greedy" if s.is_greedy else "draw")
-    return "→".join(parts)
+_CUTTING_KINDS = frozenset(
+    {
+        FunnelStageKind.TOP_N_SIGMA,
+        FunnelStageKind.TOP_K,
+        FunnelStageKind.TYPICAL_P,
+        FunnelStageKind.TOP_P,
+        FunnelStageKind.MIN_P,
+        FunnelStageKind.XTC,
+    }
+)
 
 
-_ORDER_NAME = {
-    SamplerStage.PENALTIES: "penalties",
-    SamplerStage.TEMPERATURE: "temp",
-    SamplerStage.TOP_N_SIGMA: "nσ",
-    SamplerStage.TYPICAL_P: "typical",
-}
+def funnel_note(f: Funnel) -> str | None:
+    """The one line on what temperature could do in this funnel: nothing when one token is left before
+    it (naming the stage that left one), only reshape the survivors when a stage before it cut
+    (naming the stages that did cut here); None when temperature saw every token the model had."""
+    kinds = [st.kind for st in f.stages]
+    if FunnelStageKind.TEMPERATURE not in kinds:
+        return None
+    t = kinds.index(FunnelStageKind.TEMPERATURE)
+    cut: list[str] = []
+    for before, st in zip(f.stages[: t - 1], f.stages[1:t], strict=True):
+        if st.kind in _CUTTING_KINDS and st.survivors < before.survivors:
+            cut.append(st.kind.value)
+            if st.survivors == 1:
+                return f"only 1 token survived {st.kind.value}: temperature has nothing to reshape."
+    if not cut:
+        return None
+    return f"{', '.join(cut)} cut before temperature: it only reshapes the survivors."
+
+
+ZWSP = "\u200b"  # a zero-width space: where a long chain line may wrap
+
+
+def wrappable(chain: str) -> str:
+    """``chain`` (stages joined by →) able to wrap after each arrow in a narrow panel."""
+    return chain.replace("→", "→" + ZWSP)
+
+
+AS_DRAWN = "as drawn (the reply's own settings)"
+WHAT_IF = "what-if: the current settings on this step's logits"
+LEGEND = (
+    "Rows: tokens; ▶ = the token the reply drew. Columns: the chain's stages in the order shown above "
+    "(as drawn: the order llama.cpp ran them for this reply; what-if: the order they would run in now). "
+    "A cell is the token's probability after that stage, renormalised over the survivors; × = cut. "
+    "The green bar in the draw column: the token a new draw with these settings picks (a fresh random number "
+    "from the reply's seed, not the one the reply used at this step), so it can differ from ▶ even as drawn; "
+    "the draw's percentages are what counts. "
+    "left = tokens surviving, H = entropy in bits, rest = probability outside the rows shown."
+)
+
+
+__all__ = [
+    "FunnelPanel",
+    "FunnelView",
+    "OrderDialog",
+    "funnel_note",
+    "order_surprise",
+    "order_text",
+    "visible_token",
+    "wrappable",
+]
 
 
 class FunnelView(QWidget):
@@ -122,25 +171,44 @@ class FunnelView(QWidget):
 
     NAME_W = 74
     ROW_H = 15
-    MIN_COL_W = 30
+    MIN_COL_W = 22  # "100" in the small mono font; narrower panels stagger the stage names (header_rows)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("funnelView")
         self.funnel: Funnel | None = None
-        self.message = "Send a message with this panel open: each token's candidates appear here, stage by stage."
-        self.setToolTip(
-            "Rows: tokens (▶ = drawn). Columns: the stages in the order llama.cpp ran them. A cell is the "
-            "token's probability after that stage, renormalised over the survivors; × = cut. "
-            "left = tokens surviving, H = entropy in bits, rest = probability outside the rows shown."
-        )
+        self.message = "No reply kept its candidates yet: send a message, then click any token of a reply."
+        self.setToolTip(LEGEND)
         self.painted = 0  # paints so far (tests and the latency measurement read it)
         self._mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.setMinimumHeight(self._height(12))
 
     def _height(self, rows: int) -> int:
-        return (rows + 1 + 3) * self.ROW_H + 10
+        return (rows + self.header_rows() + 3) * self.ROW_H + 10
+
+    def _font(self) -> QFont:
+        font = QFont(self._mono)
+        font.setPointSizeF(max(7.0, font.pointSizeF() - 1.5))
+        return font
+
+    def _col_w(self) -> float:
+        n_cols = len(self.funnel.stages) if self.funnel else 1
+        return max(self.MIN_COL_W, (self.width() - self.NAME_W) / max(1, n_cols))
+
+    def header_rows(self) -> int:
+        """1, or 2 when a stage's name is wider than its column (narrow panels): then every other
+        name goes on the second row, so that names never run together ("top_ktop_pmin_p")."""
+        if self.funnel is None:
+            return 1
+        fm = QFontMetrics(self._font())
+        widest = max(fm.horizontalAdvance(SHORT[st.kind]) for st in self.funnel.stages)
+        return 2 if widest > self._col_w() - 4 else 1
+
+    def resizeEvent(self, e: QResizeEvent) -> None:
+        super().resizeEvent(e)
+        rows = len(self.funnel.rows) if self.funnel else 12
+        self.setMinimumHeight(self._height(rows))
 
     def show_funnel(self, funnel: Funnel | None, message: str | None = None) -> None:
         self.funnel = funnel
@@ -159,22 +227,23 @@ class FunnelView(QWidget):
             p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap, self.message)
             p.end()
             return
-        font = QFont(self._mono)
-        font.setPointSizeF(max(7.0, font.pointSizeF() - 1.5))
-        p.setFont(font)
-        n_cols = len(f.stages)
-        col_w = max(self.MIN_COL_W, (self.width() - self.NAME_W) / max(1, n_cols))
+        p.setFont(self._font())
+        col_w = self._col_w()
         rh = self.ROW_H
+        head = self.header_rows()
         left = Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft
         centre = Qt.AlignmentFlag.AlignCenter
         # Header: the stages.
         for c, st in enumerate(f.stages):
             x = self.NAME_W + c * col_w
             p.setPen(qcolor(palette.GREEN if st.kind.is_draw else palette.TEXT_DIM))
-            p.drawText(QRectF(x, 0, col_w, rh), centre, SHORT[st.kind])
+            # Two header rows: the odd columns' names a row lower, centred on their column and free to
+            # spread over their neighbours' (empty) halves of that row.
+            row = c % 2 if head == 2 else 0
+            p.drawText(QRectF(x - col_w / 2, row * rh, 2 * col_w, rh), centre, SHORT[st.kind])
         picked = f.picked
         for r, (tok, text) in enumerate(f.rows):
-            y = (r + 1) * rh
+            y = (r + head) * rh
             drawn = tok == f.drawn
             p.setPen(qcolor(palette.GREEN if drawn else palette.TEXT))
             label = ("▶" if drawn else " ") + visible_token(text)
@@ -200,7 +269,7 @@ class FunnelView(QWidget):
                     p.setPen(qcolor(palette.FAINT))
                     p.drawText(cell, centre, "×")
         # Footer: survivors, entropy, mass outside the rows.
-        y0 = (len(f.rows) + 1) * rh + 4
+        y0 = (len(f.rows) + head) * rh + 4
         for i, (name, values) in enumerate(
             (
                 ("left", [count(st.survivors) for st in f.stages]),
@@ -273,10 +342,12 @@ class FunnelPanel(QWidget):
     Signals:
         step_chosen(int): the person picked a token of the reply (0-based), or -1 to follow the newest.
         order_chosen(object): the person chose a new stage order (a tuple of :class:`SamplerStage`).
+        reply_settings_requested(): the person asked to see the funnel with the reply's own settings.
     """
 
     step_chosen = Signal(int)
     order_chosen = Signal(object)
+    reply_settings_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -310,6 +381,21 @@ class FunnelPanel(QWidget):
         self.order_button.clicked.connect(self._edit_order)
         nav.addWidget(self.order_button)
         lay.addLayout(nav)
+        mode = QHBoxLayout()
+        mode.setSpacing(4)
+        self.mode_label = QLabel()
+        self.mode_label.setObjectName("funnelMode")
+        self.mode_label.setWordWrap(True)
+        mode.addWidget(self.mode_label, 1)
+        self.own_button = QPushButton("Use the reply's settings")
+        self.own_button.setObjectName("funnelOwnSettings")
+        self.own_button.setToolTip(
+            "Show this token's funnel with the settings the reply was drawn with (the Sampler panel keeps its own)"
+        )
+        self.own_button.clicked.connect(self.reply_settings_requested)
+        self.own_button.hide()
+        mode.addWidget(self.own_button)
+        lay.addLayout(mode)
         self.order_label = QLabel()
         self.order_label.setObjectName("funnelOrder")
         self.order_label.setWordWrap(True)
@@ -334,7 +420,7 @@ class FunnelPanel(QWidget):
     def set_settings(self, s: SamplerSettings) -> None:
         """Show the chain these settings make (the order line and its one-line note)."""
         self._settings = s
-        self.order_label.setText(order_text(s))
+        self.order_label.setText(wrappable(order_text(s)))
         self.order_label.setToolTip("llama.cpp's sampler chain as it runs with these settings (Order… changes it)")
         note = order_surprise(s)
         self.note.setText(note or "")
@@ -350,10 +436,25 @@ class FunnelPanel(QWidget):
             self._syncing = False
         self.of_label.setText(f"of {n_steps}")
 
-    def show_funnel(self, funnel: Funnel) -> None:
+    def show_funnel(self, funnel: Funnel, as_drawn: bool) -> None:
+        """Draw ``funnel``; ``as_drawn``: it ran with the reply's own settings (else it is a what-if)."""
         self.view.show_funnel(funnel)
-        src = f"all {funnel.n_logits} logits" if funnel.exact else f"its top {funnel.n_logits} logits"
-        self.status.setText(f"From {src}; {funnel.compute_s * 1000:.1f} ms in the engine.")
+        self.mode_label.setText(AS_DRAWN if as_drawn else WHAT_IF)
+        self.mode_label.setStyleSheet(f"color: {palette.GREEN if as_drawn else palette.AMBER};")
+        self.mode_label.setToolTip(LEGEND)
+        self.own_button.setVisible(not as_drawn)
+        self.order_label.setText(wrappable(order_text(funnel.settings)))
+        note = funnel_note(funnel)
+        self.note.setText(note or "")
+        self.note.setVisible(note is not None)
+        if funnel.exact:
+            src = f"From all {funnel.n_logits} logits"
+        else:
+            src = (
+                f"From its top {funnel.n_logits} logits: top_k above {funnel.n_logits} and temperature's "
+                "effect on the tail cannot be shown here"
+            )
+        self.status.setText(f"{src}; {funnel.compute_s * 1000:.1f} ms in the engine.")
         self.status.setToolTip(
             "The newest tokens keep all their logits: the funnel is exact. Older tokens keep their top "
             f"{funnel.n_logits if not funnel.exact else 64} logits and the log-sum-exp: the model column is exact, "
@@ -363,6 +464,8 @@ class FunnelPanel(QWidget):
     def show_message(self, text: str) -> None:
         self.view.show_funnel(None, text)
         self.status.setText("")
+        self.mode_label.setText("")
+        self.own_button.hide()
 
     # ------------------------------------------------------------------------------ output
     def _step_edited(self, value: int) -> None:

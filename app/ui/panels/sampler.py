@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QRadioButton,
     QSlider,
     QSpinBox,
+    QToolTip,
     QVBoxLayout,
     QWidget,
 )
@@ -25,6 +26,7 @@ from PySide6.QtWidgets import (
 from app.core.sampling import (
     DEFAULTS,
     GROUPS,
+    KNEE_AT,
     PARAMS,
     PRESETS,
     SEED_MAX,
@@ -41,30 +43,99 @@ from app.ui.panels.funnel import visible_token
 
 __all__ = ["ParamRow", "SamplerPanel", "visible_token"]
 
+# The fields take any number typed (a value out of range is refused with a message, not clamped or
+# dropped silently); the arrows and the wheel stay within the parameter's range.
+_TYPED_MIN, _TYPED_MAX = -1e12, 1e12
+_TYPED_INT = 2**31 - 1
+# The stages llama.cpp's common_sampler_init leaves out with mirostat on (its chain is logit bias,
+# temperature, mirostat): every reorderable stage and dynamic temperature.
+MIROSTAT_REPLACES = (
+    "top_k",
+    "top_p",
+    "min_p",
+    "typical_p",
+    "repeat_penalty",
+    "repeat_last_n",
+    "presence_penalty",
+    "frequency_penalty",
+    "dry_multiplier",
+    "dry_base",
+    "dry_allowed_length",
+    "dry_penalty_last_n",
+    "top_n_sigma",
+    "xtc_probability",
+    "xtc_threshold",
+    "dynatemp_range",
+    "dynatemp_exponent",
+)
+MIROSTAT_NOTE = (
+    "Mirostat is on: llama.cpp's chain is logit bias → temperature → mirostat, so this stage does not run "
+    "(set mirostat to 0 to use it)."
+)
+
+
+def _number(v: float, decimals: int) -> str:
+    """A value as the person reads it: 30, 0.5, 1e+13."""
+    if abs(v) >= 1e9:
+        return f"{v:g}"
+    text = f"{v:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if decimals > 0 else text
+
+
+class _IntField(QSpinBox):
+    """A whole-number field whose arrows and wheel stay within [lo, hi] (typing may go beyond: it is refused)."""
+
+    lo = 0.0
+    hi = 0.0
+
+    def stepBy(self, steps: int) -> None:
+        self.setValue(int(min(self.hi, max(self.lo, self.value() + steps * self.singleStep()))))
+
+
+class _FloatField(QDoubleSpinBox):
+    """A number field whose arrows and wheel stay within [lo, hi] (typing may go beyond: it is refused)."""
+
+    lo = 0.0
+    hi = 0.0
+
+    def stepBy(self, steps: int) -> None:
+        self.setValue(min(self.hi, max(self.lo, self.value() + steps * self.singleStep())))
+
 
 class ParamRow:
-    """A slider and an exact numeric field kept in step, for one :class:`ParamSpec`."""
+    """A slider and an exact numeric field kept in step, for one :class:`ParamSpec`.
 
-    def __init__(self, spec: ParamSpec, on_change) -> None:
+    A value typed outside the parameter's range changes nothing: ``on_refused`` gets the message
+    (naming the value and the range) and the field shows the value before.
+    """
+
+    def __init__(self, spec: ParamSpec, on_change, on_refused=None) -> None:
         self.spec = spec
         self._scale = 10**spec.decimals
         self.label = QLabel(spec.label)
         self.label.setObjectName("paramName")
         self.label.setToolTip(spec.help)
         self.slider = QSlider(Qt.Orientation.Horizontal)
-        self.slider.setRange(int(spec.minimum * self._scale), int(spec.maximum * self._scale))
-        self.slider.setSingleStep(max(1, round(spec.step * self._scale)))
+        if spec.knee is not None:  # positions 0..TRACK: KNEE_AT of them up to the knee, the rest beyond
+            self.slider.setRange(0, self.TRACK)
+            self.slider.setSingleStep(max(1, self.position(spec.minimum + spec.step) - self.position(spec.minimum)))
+        else:
+            self.slider.setRange(int(spec.minimum * self._scale), int(spec.maximum * self._scale))
+            self.slider.setSingleStep(max(1, round(spec.step * self._scale)))
         self.slider.setToolTip(spec.help)
         self.slider.setMinimumWidth(50)
         self.slider.setAccessibleName(f"{spec.label} slider")
+        field: _IntField | _FloatField
         if spec.kind is int:
-            self.field: QSpinBox | QDoubleSpinBox = QSpinBox()
-            self.field.setRange(int(spec.minimum), int(spec.maximum))
+            field = _IntField()
+            field.setRange(-_TYPED_INT, _TYPED_INT)
         else:
-            self.field = QDoubleSpinBox()
-            self.field.setDecimals(spec.decimals)
-            self.field.setRange(spec.minimum, spec.maximum)
-            self.field.setSingleStep(spec.step)
+            field = _FloatField()
+            field.setDecimals(spec.decimals)
+            field.setRange(_TYPED_MIN, _TYPED_MAX)
+            field.setSingleStep(spec.step)
+        field.lo, field.hi = spec.minimum, spec.maximum
+        self.field: QSpinBox | QDoubleSpinBox = field
         self.field.setObjectName(f"field_{spec.name}")
         self.field.setAccessibleName(spec.label)
         self.field.setToolTip(spec.help)
@@ -74,18 +145,48 @@ class ParamRow:
         self.off.setObjectName("offBadge")
         self.off.setToolTip(f"{spec.name} = {spec.off_value} turns this sampler off")
         self._on_change = on_change
+        self._on_refused = on_refused
+        self._good = spec.minimum  # the last value in range (what a refused one goes back to)
         self._sync = False
         self.slider.valueChanged.connect(self._from_slider)
         self.field.valueChanged.connect(self._from_field)
 
+    TRACK = 1000  # slider positions of a kneed parameter
+
     def value(self):
         return self.spec.kind(self.field.value())
 
+    def position(self, v: float) -> int:
+        """The slider position that shows value ``v``."""
+        spec = self.spec
+        if spec.knee is None:
+            return round(float(v) * self._scale)
+        lo, knee, hi = spec.minimum, spec.knee, spec.maximum
+        if v <= knee:
+            share = KNEE_AT * (v - lo) / (knee - lo)
+        else:
+            share = KNEE_AT + (1 - KNEE_AT) * (v - knee) / (hi - knee)
+        return round(min(1.0, max(0.0, share)) * self.TRACK)
+
+    def value_at(self, pos: int) -> float:
+        """The value slider position ``pos`` stands for (rounded to the field's decimals)."""
+        spec = self.spec
+        if spec.knee is None:
+            return pos / self._scale
+        lo, knee, hi = spec.minimum, spec.knee, spec.maximum
+        share = pos / self.TRACK
+        if share <= KNEE_AT:
+            v = lo + (knee - lo) * share / KNEE_AT
+        else:
+            v = knee + (hi - knee) * (share - KNEE_AT) / (1 - KNEE_AT)
+        return round(v, spec.decimals)
+
     def set_value(self, v) -> None:
         self._sync = True
+        self._good = v
         try:
             self.field.setValue(v)
-            self.slider.setValue(round(float(v) * self._scale))
+            self.slider.setValue(self.position(v))
         finally:
             self._sync = False
         self._update_off()
@@ -102,18 +203,42 @@ class ParamRow:
             return
         self._sync = True
         try:
-            self.field.setValue(self.spec.kind(iv / self._scale) if self.spec.kind is int else iv / self._scale)
+            self.field.setValue(self.spec.kind(self.value_at(iv)))
+            self._good = self.field.value()
         finally:
             self._sync = False
         self._update_off()
         self._on_change()
 
+    def set_replaced(self, why: str | None) -> None:
+        """Grey the row out with ``why`` as its tooltip (a stage mirostat replaces), or bring it back (None)."""
+        for w in (self.label, self.slider, self.field):
+            w.setEnabled(why is None)
+            w.setToolTip(why or self.spec.help)
+        self.off.setEnabled(why is None)
+
     def _from_field(self, v) -> None:
         if self._sync:
             return
+        spec = self.spec
+        if not spec.minimum <= v <= spec.maximum:
+            self._sync = True
+            try:
+                self.field.setValue(self._good)
+            finally:
+                self._sync = False
+            if self._on_refused is not None:
+                lo, hi = _number(spec.minimum, spec.decimals), _number(spec.maximum, spec.decimals)
+                self._on_refused(
+                    self,
+                    f"{spec.label} {_number(float(v), spec.decimals)} is out of range: it must be between {lo} "
+                    f"and {hi}. Nothing was changed.",
+                )
+            return
+        self._good = v
         self._sync = True
         try:
-            self.slider.setValue(round(float(v) * self._scale))
+            self.slider.setValue(self.position(v))
         finally:
             self._sync = False
         self._update_off()
@@ -171,7 +296,7 @@ class SamplerPanel(QWidget):
             grid.addWidget(header, line, 0, 1, 4)
             line += 1
             for spec in (p for p in PARAMS if p.group == group):
-                row = ParamRow(spec, self._changed)
+                row = ParamRow(spec, self._changed, self._refused)
                 self.rows[spec.name] = row
                 grid.addWidget(row.label, line, 0)
                 grid.addWidget(row.slider, line, 1)
@@ -180,6 +305,13 @@ class SamplerPanel(QWidget):
                 line += 1
         grid.setColumnStretch(1, 1)
         lay.addLayout(grid)
+        self.value_error = QLabel("")
+        self.value_error.setObjectName("valueError")
+        self.value_error.setWordWrap(True)
+        self.value_error.setStyleSheet(f"color: {palette.RED};")
+        self.value_error.setVisible(False)
+        lay.addWidget(self.value_error)
+        self.n_vocab = 0  # the loaded model's vocabulary, tokens (0: none loaded): bounds the bias's ids
 
         bias_box = QHBoxLayout()
         bias_label = QLabel("logit bias")
@@ -254,6 +386,22 @@ class SamplerPanel(QWidget):
         raw = self.stop_field.text()
         return tuple(s.replace("\\n", "\n") for s in (x.strip() for x in raw.split(",")) if s)
 
+    def set_vocab_size(self, n_vocab: int) -> None:
+        """The loaded model has ``n_vocab`` tokens: a logit bias for an id beyond them is refused."""
+        self.n_vocab = n_vocab
+
+    def _refused(self, row: ParamRow, message: str) -> None:
+        """A value typed out of range: say so under the sliders and at the field."""
+        self.value_error.setText(message)
+        self.value_error.setVisible(True)
+        QToolTip.showText(row.field.mapToGlobal(row.field.rect().bottomLeft()), message, row.field)
+
+    def _show_replaced(self, s: SamplerSettings) -> None:
+        """Grey out the stages mirostat replaces while it is on."""
+        why = MIROSTAT_NOTE if s.mirostat else None
+        for name in MIROSTAT_REPLACES:
+            self.rows[name].set_replaced(why)
+
     def set_settings(self, s: SamplerSettings, emit: bool = False) -> None:
         self._loading = True
         try:
@@ -266,9 +414,11 @@ class SamplerPanel(QWidget):
             self.seed_field.setEnabled(s.seed is not None)
             self.bias_field.setText(format_logit_bias(s.logit_bias))
             self.bias_error.setVisible(False)
+            self.value_error.setVisible(False)
         finally:
             self._loading = False
         self._settings = s
+        self._show_replaced(s)
         self._mark_preset()
         if emit:
             self.settings_changed.emit(s)
@@ -297,8 +447,10 @@ class SamplerPanel(QWidget):
             self.bias_error.setText(str(exc))
             self.bias_error.setVisible(True)
             return
+        self.value_error.setVisible(False)
         if s != self._settings:
             self._settings = s
+            self._show_replaced(s)
             self._mark_preset()
             self.settings_changed.emit(s)
 
@@ -307,7 +459,7 @@ class SamplerPanel(QWidget):
         if self._loading:
             return
         try:
-            bias = parse_logit_bias(self.bias_field.text())
+            bias = parse_logit_bias(self.bias_field.text(), self.n_vocab)
         except ValueError as exc:
             self.bias_error.setText(f"{exc}. Nothing was changed.")
             self.bias_error.setVisible(True)

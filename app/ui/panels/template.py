@@ -18,7 +18,6 @@ go with every reply's request; "Use the GGUF's" removes it.
 from __future__ import annotations
 
 import contextlib
-import html
 import re
 from collections.abc import Callable
 
@@ -40,6 +39,7 @@ from PySide6.QtWidgets import (
 from app.core import protocol as P
 from app.core.chat import ChatMessage
 from app.ui.common import palette
+from app.ui.common.pieces import visible_piece_html
 from app.ui.engine_client import EngineClient
 from app.ui.settings_controller import SettingsController
 
@@ -61,7 +61,7 @@ def chips_html(pieces: tuple[P.PromptPiece, ...]) -> str:
     shades = (palette.PROMPT_TOKEN_BG, palette.CODE_BG)
     for i, p in enumerate(pieces[:MAX_CHIPS]):
         bg = (palette.SPECIAL_TOKEN_BG, palette.SPECIAL_TOKEN_BG_ALT)[i % 2] if p.special else shades[i % 2]
-        text = html.escape(p.text).replace(" ", "·").replace("\t", "→").replace("\n", "⏎") or "∅"
+        text = visible_piece_html(p.text)
         tip = f"id {p.token_id}" + (" · special" if p.special else "")
         # a zero-width space after each chip: lines break between tokens, not inside one
         out.append(f"<span title='{tip}' style='background-color:{bg}; color:{palette.TEXT}'>{text}</span>&#8203;")

@@ -26,6 +26,7 @@ from app.core.chat import Role
 from app.core.conversations import Message
 from app.core.timeline import SLOW_STEP_FACTOR, TurnTimeline
 from app.ui.common import palette
+from app.ui.common.pieces import visible_piece
 from app.ui.common.stats_format import tok_s, tokens
 from app.ui.turn import LiveTurn, TurnPhase
 
@@ -56,7 +57,7 @@ def ms(seconds: float) -> str:
 
 def piece_text(piece: str) -> str:
     """A token's text for one line: spaces as ·, line breaks as ⏎."""
-    return piece.replace(" ", "·").replace("\n", "⏎").replace("\t", "→") or "∅"
+    return visible_piece(piece)
 
 
 def phase_lines(t: TurnTimeline) -> list[str]:
@@ -87,7 +88,7 @@ def phase_lines(t: TurnTimeline) -> list[str]:
         slow = t.slow_steps()
         lines.append(
             f"decode: {tokens(len(lat))} steps, median {med:.1f} ms, slowest {lat[worst]:.1f} ms "
-            f"(token {worst + 2} ‘{piece_text(t.token_pieces[worst + 1])}’), "
+            f"(token {t.first_token + worst + 2} ‘{piece_text(t.token_pieces[worst + 1])}’), "
             f"{len(slow)} slow (> {SLOW_STEP_FACTOR:g}× median)"
         )
     if t.stop_reason is not None:
@@ -345,7 +346,7 @@ class TimelinePanel(QWidget):
         slow = " — slow" if k in t.slow_steps() else ""
         ratio = f", {lat / med:.1f}× median" if med > 0 else ""
         self.hover_label.setText(
-            f"token {k + 1} <b>‘{html.escape(piece_text(t.token_pieces[k]))}’</b>: "
+            f"token {t.first_token + k + 1} <b>‘{html.escape(piece_text(t.token_pieces[k]))}’</b>: "
             f"{lat:.1f} ms step{ratio}{slow} · at {t.token_times_s[k]:.3f} s · id {t.token_ids[k]}"
         )
         self.marker.setData([t.token_times_s[k] - lat / 2000.0], [lat])

@@ -345,15 +345,22 @@ class TokensPanel(QWidget):
             bar = self.view.verticalScrollBar()
             bar.setValue(bar.maximum())
         if t.prompt is not None:
-            end = ""
+            # The line keeps to the figures and the colour key (two lines in the bottom dock at
+            # 1366x768); how to use the tokens is in its tooltip.
             key = "green = likely … red = unlikely"
-            if t.alternatives is not None:
-                by = "green = sure … red = unsure (entropy)" if self.colour is TokenColour.ENTROPY else key
-                key = f"{by}; hover a token for its alternatives, click it for the funnel, a new branch or Inspect"
-            if t.final is not None and StopReason(t.final.stop_reason) is StopReason.EOS:
-                end = "; the last, the end-of-turn token, ends the reply and is not added to the context"
+            if t.alternatives is not None and self.colour is TokenColour.ENTROPY:
+                key = "green = sure … red = unsure (entropy)"
             self.summary.setText(
                 f"Prompt: {t.prompt.prompt_tokens:,} tokens ({t.prompt.cached_tokens:,} reused, "
-                f"{t.prompt.to_evaluate:,} new — amber; chat-template specials — purple) · "
-                f"generated: {len(t.tokens):,} ({key}{end})"
+                f"{t.prompt.to_evaluate:,} new — amber; specials — purple) · generated: {len(t.tokens):,} ({key})"
             )
+            help_lines = ["Amber: the prompt's new tokens; purple: chat-template special tokens."]
+            if t.alternatives is not None:
+                help_lines.append(
+                    "Hover a token for its alternatives; click it for the funnel, a new branch or Inspect."
+                )
+            if t.final is not None and StopReason(t.final.stop_reason) is StopReason.EOS:
+                help_lines.append(
+                    "The last token, the end-of-turn token, ends the reply and is not added to the context."
+                )
+            self.summary.setToolTip("\n".join(help_lines))
