@@ -240,15 +240,19 @@ def test_a_branch_s_prefix_token_is_shown_from_its_stored_candidates(qtbot, wind
 
 
 def test_one_space_marker_everywhere():
+    """One marker for white space in every panel; where a token sits among other text (chips, cells,
+    menus) it is also isolated (FSI…PDI: a right-to-left token keeps its place)."""
     from app.ui.common import token_alts
+    from app.ui.common.token_label import isolate
     from app.ui.panels import funnel, inspect, timeline, tokens
 
     piece = " a\tb\n"
     want = "·a→b⏎"
-    assert funnel.visible_token(piece) == want and timeline.piece_text(piece) == want
-    assert token_alts.visible(piece) == want and tokens._chip_text(piece) == want
-    assert inspect._strip_text(piece) == want and token_alts.menu_text(" &") == "·&&"
-    assert funnel.visible_token("") == "∅" and token_alts.visible("<b>") == "&lt;b&gt;"
+    assert timeline.piece_text(piece) == want
+    assert funnel.visible_token(piece) == isolate(want) and token_alts.visible(piece) == isolate(want)
+    assert tokens._chip_text(piece) == isolate(want) and inspect._strip_text(piece) == isolate(want)
+    assert token_alts.menu_text(" &") == isolate("·&&")
+    assert funnel.visible_token("") == isolate("∅") and token_alts.visible("<b>") == isolate("&lt;b&gt;")
 
 
 def test_the_temperature_slider_gives_most_of_its_track_to_0_to_2(qtbot, window):
