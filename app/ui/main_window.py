@@ -433,6 +433,8 @@ class MainWindow(QMainWindow):
             self.chats_panel.refresh()
             self.chats_panel.set_current(self.chat.conversation_id)
             return
+        if self.pages.currentIndex() != 0:
+            self.show_page(Page.CHAT)  # a chat chosen from the list while the Models page is shown
         terms = search_terms(self.chats_panel.search.text())
         if focus_message is not None and terms:
             self.chat_view.highlight_message(focus_message, terms)

@@ -341,3 +341,12 @@ def test_loading_a_model_after_a_first_start_brings_the_chat_back(qtbot, tiny_mo
         assert win.pages.currentIndex() == 0 and not (win.banner.isVisible() and win.banner.text.text() == HINT)
     finally:
         close_window(win)
+
+
+def test_choosing_a_chat_while_the_models_page_is_shown_shows_that_chat(qtbot, window):
+    send(qtbot, window, "A chat to come back to.")
+    conv = window.chat.conversation_id
+    window.new_chat()
+    window.show_page("models")
+    window.chats_panel.open_requested.emit(conv, None)  # as a click in the Chats list does
+    assert window.chat.conversation_id == conv and window.pages.currentIndex() == 0
