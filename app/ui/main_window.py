@@ -28,7 +28,6 @@ from PySide6.QtWidgets import (
     QFrame,
     QMainWindow,
     QScrollArea,
-    QSizePolicy,
     QStackedWidget,
     QVBoxLayout,
     QWidget,
@@ -65,6 +64,7 @@ from app.ui.common.wheel_guard import guard_wheel
 from app.ui.conversation_export import ExportFormat
 from app.ui.engine_client import EngineClient, EngineState
 from app.ui.file_drop import FileDrop
+from app.ui.first_start import FirstStart
 from app.ui.funnel_controller import FunnelController, StepTarget
 from app.ui.inspect_controller import InspectController
 from app.ui.library import ModelsWindow
@@ -97,15 +97,9 @@ def _dock(title: str, name: str, widget: QWidget, scroll: bool = True) -> QDockW
         | QDockWidget.DockWidgetFeature.DockWidgetFloatable
     )
     if scroll:
-        area = QScrollArea()
-        area.setWidgetResizable(True)
-        area.setFrameShape(QFrame.Shape.NoFrame)
-        area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        # The panel takes the viewport's width, never its children's (long) minimum
-        # widths: word-wrapped text wraps instead of running under the dock's edge.
-        widget.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        area.setWidget(widget)
-        d.setWidget(area)
+        # The panel takes the viewport's width (word-wrapped text wraps to it), never less than its
+        # layout needs: a narrow dock scrolls sideways to the rest rather than cut it off.
+        d.setWidget(window_layout.DockScroll(widget))
     else:
         d.setWidget(widget)
     return d
@@ -195,9 +189,9 @@ class MainWindow(QMainWindow):
         self.timeline_panel = TimelinePanel(self.turn)
         self.timeline_dock = _dock("Timeline", "timelineDock", self.timeline_panel, scroll=False)
         for dock in (self.stats_dock, self.sampler_dock, self.funnel_dock):
-            dock.setMinimumWidth(window_layout.RIGHT_DOCK_MIN)
+            dock.setMinimumWidth(window_layout.RIGHT_DOCK_LEAST)
         for dock in (self.chats_dock, self.model_dock):
-            dock.setMinimumWidth(window_layout.LEFT_DOCK_MIN)
+            dock.setMinimumWidth(window_layout.LEFT_DOCK_LEAST)
         self.setCorner(Qt.Corner.BottomLeftCorner, Qt.DockWidgetArea.LeftDockWidgetArea)
         self.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.chats_dock)
@@ -245,6 +239,7 @@ class MainWindow(QMainWindow):
         self._loading_path: str | None = None
         self._load_timer = QElapsedTimer()
         self.server.apply(settings_now.server)
+        self.first_start = FirstStart(self)  # no model anywhere: the Models page, not an empty chat
 
     # ------------------------------------------------------------------------------ wiring
     def _wire(self) -> None:
@@ -438,6 +433,8 @@ class MainWindow(QMainWindow):
             self.chats_panel.refresh()
             self.chats_panel.set_current(self.chat.conversation_id)
             return
+        if self.pages.currentIndex() != 0:
+            self.show_page(Page.CHAT)  # a chat chosen from the list while the Models page is shown
         terms = search_terms(self.chats_panel.search.text())
         if focus_message is not None and terms:
             self.chat_view.highlight_message(focus_message, terms)

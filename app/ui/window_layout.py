@@ -2,7 +2,8 @@
 
 :func:`initial_layout` is a pure function of the available geometry (pixels), so the layout
 at 1366x768, 1280x720 or 1920x1080 is tested without such a screen; :func:`fit_to_screen`
-and :func:`widen_docks` apply it to the window.
+and :func:`widen_docks` apply it to the window. :class:`DockScroll` keeps a dock's content
+reachable at any dock size.
 """
 
 from __future__ import annotations
@@ -10,16 +11,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QRect, Qt
+from PySide6.QtCore import QEvent, QObject, QRect, Qt
 from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QFrame, QScrollArea, QSizePolicy, QWidget
 
 if TYPE_CHECKING:
     from app.ui.main_window import MainWindow
 
 PREFERRED_SIZE = (1500, 940)  # the first window on a large screen, pixels
 FRAME_ALLOWANCE = (16, 40)  # the window manager's frame and title bar, pixels (not known before show)
-LEFT_DOCK_MIN = 220  # Chats, Model
+LEFT_DOCK_MIN = 220  # Chats, Model: the least width the window's layout gives them
 RIGHT_DOCK_MIN = 350  # Stats, Sampler
+# The least width a person (or a small window, down to 800x500) can squeeze them to: their
+# content then scrolls sideways (DockScroll) rather than being cut off.
+LEFT_DOCK_LEAST = 150
+RIGHT_DOCK_LEAST = 200
 LEFT_DOCK_MAX = 320
 RIGHT_DOCK_MAX = 420
 TOKENS_DOCK_HEIGHT = (110, 160)  # the Tokens dock's height: least, most (pixels)
@@ -94,3 +100,40 @@ def widen_docks(w: MainWindow) -> None:
     ]
     if wanted:
         w.resizeDocks([d for d, _ in wanted], [t for _, t in wanted], Qt.Orientation.Horizontal)
+
+
+class DockScroll(QScrollArea):
+    """A dock's scroll area: its panel takes the viewport's width (word-wrapped text wraps to it),
+    but never less than the width its layout needs; a narrower dock scrolls sideways to the rest,
+    and a shorter one up and down, so nothing of the panel is cut off at any dock size.
+
+    The needed width follows the panel's content (its layout's minimum, asked again on each of
+    its layout requests).
+    """
+
+    def __init__(self, panel: QWidget, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        # Ignored: the panel's size hint (long unwrapped text) never widens it past the viewport;
+        # its explicit minimum width (below) is what it cannot go under.
+        panel.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.setWidget(panel)
+        panel.installEventFilter(self)
+        self.fit_panel()
+
+    def fit_panel(self) -> None:
+        """Make the panel's minimum width what its layout needs now (px)."""
+        panel = self.widget()
+        lay = panel.layout() if panel is not None else None
+        if panel is None or lay is None:
+            return
+        need = lay.minimumSize().width()
+        if panel.minimumWidth() != need:
+            panel.setMinimumWidth(need)
+
+    def eventFilter(self, obj: QObject, e: QEvent) -> bool:
+        if obj is self.widget() and e.type() == QEvent.Type.LayoutRequest:
+            self.fit_panel()
+        return False

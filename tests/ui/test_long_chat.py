@@ -116,12 +116,18 @@ def test_a_search_hit_in_the_oldest_message_is_built_marked_and_shown(qtbot, win
     view = window.chat_view
     oldest = view.messages[0]
     assert oldest.message_id == ids[0] and view.unbuilt_count == 0
-    assert view.messages[-1].message_id == ids[-1]
+    # Built from the hit down as far as fills the view; the newer messages wait below (their ids in order).
+    assert [w.message_id for w in view.messages] == ids[: len(view.messages)]
+    assert len(view.messages) + view.unbuilt_below_count == len(ids)
     marked = [lab for lab in [oldest.body, *oldest.body.findChildren(QLabel)] if HIT_OPEN in lab.text()]
     assert marked and f"{HIT_OPEN}{OLD_WORD}</span>" in marked[0].text()
     qtbot.waitUntil(lambda: _on_screen(view, marked[0]))
     qtbot.wait(700)  # settled: the match stays on screen
     assert _on_screen(view, marked[0])
+    # The chat's newest message is there when asked for (an action on it, a reply).
+    newest = view.widget_for(ids[-1])
+    assert newest is not None and view.messages[-1] is newest and view.unbuilt_below_count == 0
+    assert [w.message_id for w in view.messages] == ids
 
 
 def test_actions_work_on_a_message_built_while_scrolling(qtbot, window):

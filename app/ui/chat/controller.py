@@ -206,21 +206,22 @@ class ChatController(QObject, ChatAlternatives):
             return
         path = {m.id: m for m in self.store.active_path(self.conversation_id)}
         last = next(reversed(path.values()), None)
-        # Older messages of a long chat are built as the view needs them (ChatView.show_messages).
-        self.view.show_messages(list(path), lambda mid: self._shown_widget(path[mid]))
-        if last is not None and last.role is Role.USER and self._reply_id is None:
-            w = self.view.widget_for(last.id)
-            if w is not None:
-                w.set_can_reply(True)  # its reply was deleted, or never came
+        last_id = last.id if last is not None else None
+        # The messages of a long chat are built as the view needs them (ChatView.show_messages):
+        # the newest first, or those from the message to show (a search hit) down.
+        self.view.show_messages(list(path), lambda mid: self._shown_widget(path[mid], mid == last_id), focus_message)
         if focus_message is not None:
             self.view.scroll_to_message(focus_message)
         self.path_rendered.emit(tuple(path))
 
-    def _shown_widget(self, m: Message) -> MessageWidget:
-        """The widget of stored message ``m`` of the chat shown (the reply in flight's shows it)."""
+    def _shown_widget(self, m: Message, last: bool = False) -> MessageWidget:
+        """The widget of stored message ``m`` of the chat shown (the reply in flight's shows it);
+        ``last``: the chat's last message (a question left unanswered offers Reply)."""
         w = self._make_widget(m)
         if m.id == self._reply_id:
             self._attach_reply(w)
+        elif last and m.role is Role.USER and self._reply_id is None:
+            w.set_can_reply(True)  # its reply was deleted, or never came
         return w
 
     def _attach_reply(self, w: MessageWidget) -> None:
@@ -577,7 +578,24 @@ class ChatController(QObject, ChatAlternatives):
         self._reply_conv = None
         self.turn.on_finished(stats, end_s)
         meta: MessageMeta | None = None
-        if mid is not None:
+        if (
+            mid is not None
+            and self._reply_prefix
+            and text == self._reply_prefix
+            and stats is not None
+            and stats.generated_tokens == 0
+        ):
+            # A continuation stopped before its first token (Esc during prefill): the reply is as it
+            # was, so are its stored stats, provenance and badge (not the zeros of a turn that made nothing).
+            try:
+                old = self.store.finish_message(mid, text, complete=False)
+                meta = old.meta
+                if old.meta.stats is not None:  # the badge of how the reply had ended
+                    badge = _CUT_BADGES.get(StopReason(old.meta.stats.stop_reason), badge)
+            except Exception as exc:
+                log.exception("could not save reply %s", mid)
+                self.notice.emit(Severity.ERROR, f"The reply could not be saved: {exc}", BannerTopic.GENERAL)
+        elif mid is not None:
             try:
                 meta = self._finished_meta(mid, stats)
                 meta = self.store.finish_message(mid, text, stats=stats, meta=meta, complete=complete).meta

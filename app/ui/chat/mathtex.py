@@ -1,10 +1,10 @@
 """LaTeX formulas in replies: found in the Markdown source, drawn once, shown as images.
 
 Delimiters: ``$...$`` and ``\\(...\\)`` inline, ``$$...$$`` and ``\\[...\\]`` on their own line
-(display, centred when alone in their paragraph). A dollar sign is math only as
-Pandoc reads it: the opening ``$`` is not followed by a space, the closing one is
-not preceded by a space nor followed by a digit, both on one line; so "costs $5 and
-$10" stays prose. ``\\$`` is a dollar sign. Nothing inside a code span is math.
+(display, centred; inside a sentence, the sentence is cut around it, as KaTeX and
+MathJax do). A dollar sign is math only as Pandoc reads it: the opening ``$`` is not
+followed by a space, the closing one is not preceded by a space nor followed by a digit,
+both on one line; so "costs $5 and $10" stays prose. ``\\$`` is a dollar sign. Nothing inside a code span is math.
 
 Formulas are drawn by ziamath (LaTeX → MathML → SVG in pure Python, with the STIX
 Two Math font and its OpenType MATH layout; 1.3 MB installed with ziafont and
@@ -163,7 +163,40 @@ def restore(rendered: str, formulas: tuple[Formula, ...], style: MathStyle) -> s
         return f'<p align="center">{formula_html(f, style)}</p>'
 
     rendered = re.sub(f"<p>{_OPEN}(\\d+){_CLOSE}</p>", alone, rendered)
+    rendered = _PARAGRAPH.sub(lambda m: _display_on_own_lines(m, formulas, style), rendered)
     return _PLACEHOLDER.sub(lambda p: formula_html(formulas[int(p.group(1))], style), rendered)
+
+
+_PARAGRAPH = re.compile(r"<p>(.*?)</p>", re.S)
+_EDGE_BREAKS = re.compile(r"^(?:\s|<br\s*/?>)+|(?:\s|<br\s*/?>)+$")
+
+
+def _display_on_own_lines(m: re.Match[str], formulas: tuple[Formula, ...], style: MathStyle) -> str:
+    """A paragraph with display math inside a sentence ("the formula \\[x^2\\] is shown"): the formula
+    goes on its own centred line between the sentence's two parts, as KaTeX and MathJax show it."""
+    body = m.group(1)
+    parts = _PLACEHOLDER.split(body)  # text, index, text, index, ..., text
+    if not any(formulas[int(i)].display for i in parts[1::2]):
+        return m.group(0)
+    out: list[str] = []
+    text = ""
+    for k, part in enumerate(parts):
+        if k % 2 == 0:
+            text += part
+            continue
+        f = formulas[int(part)]
+        if not f.display:
+            text += f"{_OPEN}{part}{_CLOSE}"  # inline: stays in the sentence
+            continue
+        text = _EDGE_BREAKS.sub("", text)
+        if text:
+            out.append(f"<p>{text}</p>")
+        out.append(f'<p align="center">{formula_html(f, style)}</p>')
+        text = ""
+    text = _EDGE_BREAKS.sub("", text)
+    if text:
+        out.append(f"<p>{text}</p>")
+    return "\n".join(out)
 
 
 @lru_cache(maxsize=1024)

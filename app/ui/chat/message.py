@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 
 from app.core.alternatives import ReplyAlternatives, TokenColour
 from app.core.chat import Role
+from app.ui.chat.header import MessageHeader
 from app.ui.chat.markdown import TEXT_CSS, Segment, SegmentKind, StreamingDocument, plain_to_html, warm_up
 from app.ui.chat.token_text import TokenText
 from app.ui.common import dialogs
@@ -363,37 +364,29 @@ class MessageWidget(QFrame):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(14, 10, 14, 10)
         lay.setSpacing(6)
-        head = QHBoxLayout()
-        head.setSpacing(4)
         self.title = ElidedLabel(title or ("You" if role is Role.USER else "Assistant"))  # "…" where cut
         self.title.setObjectName("msgRole")
         self.title.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
-        head.addWidget(self.title)
         self.badge = QLabel("")
         self.badge.setObjectName("msgBadge")
         self.badge.hide()
-        head.addWidget(self.badge)
-        head.addStretch(1)
+        # The actions that do not fit the column's width go into the header's "⋯" menu. The header
+        # adds nothing to the message's minimum width (Ignored, like the message itself): otherwise
+        # showing Continue or Edit at a reply's end changed that minimum, and the layout measured
+        # every label of the reply again at the new width (130-240 ms for a 2,500-token table).
+        self.header = MessageHeader(self.title, self.badge)
         self.prev_btn = self._action_button("‹", "Previous version", lambda: self._emit(MessageAction.BRANCH_STEP, -1))
         self.branch_label = QLabel("")
         self.branch_label.setObjectName("branchLabel")
         self.next_btn = self._action_button("›", "Next version", lambda: self._emit(MessageAction.BRANCH_STEP, 1))
-        for w in (self.prev_btn, self.branch_label, self.next_btn):
-            head.addWidget(w)
-            w.hide()
         # Continue comes first (left of Details): it appears only when a reply ends cut off, and
         # the header is right-aligned, so it moves nothing the person may be about to click.
         self.continue_btn = self._action_button(
             "Continue", "Continue this reply where it stopped", lambda: self._emit(MessageAction.CONTINUE)
         )
-        self.continue_btn.hide()
-        if role is Role.ASSISTANT:
-            head.addWidget(self.continue_btn)
         self.info_btn = self._action_button("Details", "", self.show_details)
-        self.info_btn.hide()
         self.details_dialog: dialogs.TextDialog | None = None
         self._how_made = ""
-        head.addWidget(self.info_btn)
         self.tokens_btn = self._action_button(
             "Tokens",
             "Show this reply's tokens coloured by probability (or entropy): hover one for its alternatives, "
@@ -401,36 +394,42 @@ class MessageWidget(QFrame):
             self._tokens_toggled,
         )
         self.tokens_btn.setCheckable(True)
-        self.tokens_btn.hide()
-        head.addWidget(self.tokens_btn)
         self.token_text: TokenText | None = None  # the reply as its tokens, while shown
         self.copy_btn = self._action_button("Copy", "Copy this message's text", self._copy)
-        head.addWidget(self.copy_btn)
         self.edit_btn = self._action_button("Edit", "Edit (the current version stays as a branch)", self._start_edit)
-        head.addWidget(self.edit_btn)
         self.regen_btn = self._action_button(
             "Regenerate", "A new reply; this one stays as a branch", lambda: self._emit(MessageAction.REGENERATE)
         )
-        head.addWidget(self.regen_btn)
-        if role is not Role.ASSISTANT:
-            self.regen_btn.hide()  # a user message's is "Reply" (set_can_reply)
         self.delete_btn = self._action_button(
             "✕", "Delete this message and what follows it in this branch", lambda: self._emit(MessageAction.DELETE)
         )
-        head.addWidget(self.delete_btn)
-        if message_id is None:
-            for b in (self.edit_btn, self.regen_btn, self.delete_btn):
-                b.hide()
-        # The header row adds nothing to the message's minimum width (Ignored, like the message
-        # itself): otherwise showing Continue or Edit at a reply's end changed that minimum, and the
-        # layout measured every label of the reply again at the new width (130-240 ms for a
-        # 2,500-token table, on the UI thread, when the reply ends).
-        header = QWidget()
-        header.setObjectName("msgHeader")
-        header.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        head.setContentsMargins(0, 0, 0, 0)
-        header.setLayout(head)
-        lay.addWidget(header)
+        stored = message_id is not None
+        branch = self.branch_label
+        h = self.header
+        # Row order, left to right; the priority (lower stays on the row longer) decides what goes to "⋯" first.
+        h.add_item(
+            (self.prev_btn, branch, self.next_btn),
+            (
+                (self.prev_btn, lambda: f"Previous version (this is {branch.text()})"),
+                (self.next_btn, lambda: f"Next version (this is {branch.text()})"),
+            ),
+            priority=4,
+            offered=False,
+        )
+        h.add_item((self.continue_btn,), ((self.continue_btn, self.continue_btn.text),), priority=0, offered=False)
+        h.add_item((self.info_btn,), ((self.info_btn, lambda: "Details…"),), priority=5, offered=False)
+        h.add_item((self.tokens_btn,), ((self.tokens_btn, self.tokens_btn.text),), priority=6, offered=False)
+        h.add_item((self.copy_btn,), ((self.copy_btn, self.copy_btn.text),), priority=2)
+        h.add_item((self.edit_btn,), ((self.edit_btn, self.edit_btn.text),), priority=3, offered=stored)
+        # A user message's is "Reply" (set_can_reply).
+        h.add_item(
+            (self.regen_btn,),
+            ((self.regen_btn, self.regen_btn.text),),
+            priority=1,
+            offered=stored and role is Role.ASSISTANT,
+        )
+        h.add_item((self.delete_btn,), ((self.delete_btn, lambda: "Delete"),), priority=7, offered=stored)
+        lay.addWidget(self.header)
         if role is Role.USER:
             self.body: QWidget = _rich_label(plain_to_html(text), "userText")
         else:
@@ -519,13 +518,13 @@ class MessageWidget(QFrame):
         self.badge.style().unpolish(self.badge)
         self.badge.style().polish(self.badge)
         self.badge.setVisible(bool(text))
+        self.header.refit()  # the badge takes some of the row's width
 
     def set_branch(self, position: int, count: int) -> None:
         """Show "‹ 2/3 ›" when this message has other versions."""
         show = count > 1
         self.branch_label.setText(f"{position}/{count}")
-        for w in (self.prev_btn, self.branch_label, self.next_btn):
-            w.setVisible(show)
+        self.header.set_offered(self.branch_label, show)
         self.prev_btn.setEnabled(position > 1)
         self.next_btn.setEnabled(position < count)
 
@@ -534,7 +533,7 @@ class MessageWidget(QFrame):
         Details button's tooltip, and the text its click shows (selectable, with Copy)."""
         self._how_made = text
         self.info_btn.setToolTip(text + "\n\nClick to open it (selectable, with Copy)." if text else "")
-        self.info_btn.setVisible(bool(text))
+        self.header.set_offered(self.info_btn, bool(text))
         if self.details_dialog is not None and self.details_dialog.isVisible():
             self.details_dialog.text_box.setPlainText(text)
 
@@ -554,7 +553,7 @@ class MessageWidget(QFrame):
     # ------------------------------------------------------------------ tokens and alternatives
     def set_can_show_tokens(self, on: bool) -> None:
         """Offer the Tokens button (the reply kept its alternatives)."""
-        self.tokens_btn.setVisible(on and self.role is Role.ASSISTANT and self.message_id is not None)
+        self.header.set_offered(self.tokens_btn, on and self.role is Role.ASSISTANT and self.message_id is not None)
         if not on and self.token_text is not None:
             self.show_tokens(None)
 
@@ -590,14 +589,10 @@ class MessageWidget(QFrame):
         if not on and isinstance(self.body, MarkdownView):
             self.body.set_markdown(self._shown, streaming=False)
         for b in (self.edit_btn, self.regen_btn, self.delete_btn):
-            b.setVisible(
-                not on and self.message_id is not None and (b is not self.regen_btn or self.role is Role.ASSISTANT)
-            )
-            # While hidden for the stream they keep their place, so Details and Copy do not move
-            # under the pointer when the reply ends (a click meant for Details regenerated it).
-            policy = b.sizePolicy()
-            policy.setRetainSizeWhenHidden(on)
-            b.setSizePolicy(policy)
+            # While hidden for the stream they keep their place (held), so Details and Copy do not
+            # move under the pointer when the reply ends (a click meant for Details regenerated it).
+            offered = self.message_id is not None and (b is not self.regen_btn or self.role is Role.ASSISTANT)
+            self.header.set_offered(b, offered, held=on)
 
     def set_can_reply(self, on: bool) -> None:
         """Offer "Reply" on a user message left without an answer (its reply was deleted, or
@@ -607,12 +602,12 @@ class MessageWidget(QFrame):
         self.regen_btn.setText("Reply")
         self.regen_btn.setToolTip("Ask the model to answer this message")
         self.regen_btn.setAccessibleName("Ask the model to answer this message")
-        self.regen_btn.setVisible(on and self.message_id is not None)
+        self.header.set_offered(self.regen_btn, on and self.message_id is not None)
 
     def set_can_continue(self, on: bool, why_not: str = "") -> None:
         """Offer Continue (a reply that was cut off). ``why_not``: Continue cannot work now; the
         button is shown disabled with that reason as its tooltip."""
-        self.continue_btn.setVisible(on and self.role is Role.ASSISTANT and self.message_id is not None)
+        self.header.set_offered(self.continue_btn, on and self.role is Role.ASSISTANT and self.message_id is not None)
         self.continue_btn.setEnabled(not why_not)
         self.continue_btn.setToolTip(why_not or "Continue this reply where it stopped")
 

@@ -25,8 +25,16 @@ delegate would paint all of that itself and give up text selection, links, focus
 the accessibility tree; building real widgets only near the viewport keeps every one
 of those as it is, at the cost of the widgets of what was scrolled through.
 
-The module is a little over 600 lines for one job: the column of messages on screen, which
-the lazy building, the blank block and keeping what is shown in place belong to.
+A chat opened at a message (a search hit: :meth:`ChatView.show_messages` with ``around``)
+is built from that message down, only as far as fills the view: the older messages are
+built above as usual, and the newer ones below it as the person scrolls down (one per
+event-loop turn while fewer than :attr:`ChatView.AHEAD_VIEWPORTS` viewport heights of built
+messages are left under the view; adding below what is shown moves nothing). Whatever needs
+a newer message (:meth:`ChatView.widget_for`, a new message appended) builds every message
+down to it at once.
+
+The module is a little over 700 lines for one job: the column of messages on screen, which
+the lazy building (above and below), the blank block and keeping what is shown in place belong to.
 """
 
 from __future__ import annotations
@@ -149,11 +157,14 @@ class ChatView(QScrollArea):
         # Messages of the chat shown that have no widget yet (ids, oldest first; all older than
         # messages[0]), and what builds one (the controller's: text, title, badges, branch).
         self._unbuilt: list[int] = []
+        # Newer messages not built yet, below the built ones (oldest first): a chat opened at a search hit.
+        self._below: list[int] = []
         self._build: Callable[[int], MessageWidget] | None = None
         # Built in the background, not placed yet, its text rendered a part per turn (all of it: _rendered).
         self._partial: MessageWidget | None = None
         self._rendered = False
         self._pages: list[_Page] = []  # pages of messages built in the background, the top one last
+        self._below_pages: list[_Page] = []  # pages of newer messages built at once (_build_below_to)
         self._dropping = False  # taking the blank block away (its scroll is not the person's)
         self._graveyard: list[QWidget] = []  # hidden, freed one per turn (_reap)
         self._reaper = QTimer(self)
@@ -187,7 +198,10 @@ class ChatView(QScrollArea):
         return self.append(MessageWidget(role, text, title, message_id))
 
     def append(self, w: MessageWidget) -> MessageWidget:
-        """Append ``w`` (a message after every shown one) at the bottom and follow it."""
+        """Append ``w`` (a message after every shown one) at the bottom and follow it (the newer
+        messages not built yet are built first)."""
+        if self._below:
+            self._build_below_to(self._below[-1])
         w.action_requested.connect(self.action_requested)
         self._col.insertWidget(self._col.count() - 1, w)
         self.messages.append(w)
@@ -195,22 +209,35 @@ class ChatView(QScrollArea):
         self._follow = True
         return w
 
-    def show_messages(self, message_ids: Sequence[int], build: Callable[[int], MessageWidget]) -> None:
+    def show_messages(
+        self, message_ids: Sequence[int], build: Callable[[int], MessageWidget], around: int | None = None
+    ) -> None:
         """Show a conversation (``message_ids`` oldest first), replacing what was shown.
 
         ``build(message_id)`` makes a message's widget (not yet placed). Only the newest
         messages that fill the view are built now (at least :attr:`OPEN_AT_LEAST`); the
-        older ones are built later (see the module docstring).
+        older ones are built later (see the module docstring). ``around``: a message to show
+        (a search hit): it and the messages after it that fill the view are built now, the
+        older and the newer ones later.
         """
         self.clear()
-        self._unbuilt = list(message_ids)
+        ids = list(message_ids)
         self._build = build
-        self._follow = True
         width = self._message_width()
         height = 0
-        while self._unbuilt and (len(self.messages) < self.OPEN_AT_LEAST or height < self.viewport().height()):
-            w = self._build_oldest_unbuilt()
-            height += w.heightForWidth(width) + self._col.spacing()
+        if around is not None and around in ids:
+            at = ids.index(around)
+            self._unbuilt, self._below = ids[:at], ids[at:]
+            self._follow = False
+            while self._below and (len(self.messages) < self.OPEN_AT_LEAST or height < self.viewport().height()):
+                w = self._build_next_below()
+                height += w.heightForWidth(width) + self._col.spacing()
+        else:
+            self._unbuilt = ids
+            self._follow = True
+            while self._unbuilt and (len(self.messages) < self.OPEN_AT_LEAST or height < self.viewport().height()):
+                w = self._build_oldest_unbuilt()
+                height += w.heightForWidth(width) + self._col.spacing()
         if self._unbuilt:
             self._set_blank(self._blank_topup())
         self._schedule_growth()
@@ -219,6 +246,11 @@ class ChatView(QScrollArea):
     def unbuilt_count(self) -> int:
         """How many (older) messages of the chat shown have no widget yet."""
         return len(self._unbuilt)
+
+    @property
+    def unbuilt_below_count(self) -> int:
+        """How many newer messages of the chat shown have no widget yet (it was opened at a search hit)."""
+        return len(self._below)
 
     def widget_for(self, message_id: int) -> MessageWidget | None:
         """The widget of message ``message_id``, built now (with every message after it) if it
@@ -229,6 +261,9 @@ class ChatView(QScrollArea):
             self._finish_partial()
             self._build_down_to(message_id)
             w = self.messages[0]
+        elif w is None and message_id in self._below:
+            self._build_below_to(message_id)
+            w = self.messages[-1]
         return w
 
     def remove_widget(self, w: MessageWidget | None) -> None:
@@ -300,15 +335,17 @@ class ChatView(QScrollArea):
         for w in self.messages:
             if not isinstance(w.parentWidget(), _Page):
                 self._bury(w)
-        for page in self._pages:
+        for page in self._pages + self._below_pages:
             self._bury(page)
         if self._partial is not None:
             self._bury(self._partial)
         self.messages = []
         self._unbuilt = []
+        self._below = []
         self._build = None
         self._partial = None
         self._pages = []
+        self._below_pages = []
         self._grow_timer.stop()
         self._set_blank(None)
         self.placeholder.setVisible(bool(self.placeholder.text()))
@@ -373,6 +410,52 @@ class ChatView(QScrollArea):
         finally:
             self._col.setEnabled(True)
         self._col.invalidate()
+
+    def _build_next_below(self) -> MessageWidget:
+        """Build the oldest message not built below the built ones, whole, and show it under them
+        (below what the view shows: nothing on screen moves)."""
+        assert self._build is not None
+        w = self._build(self._below.pop(0))
+        w.refresh()
+        w.action_requested.connect(self.action_requested)
+        self._col.insertWidget(self._col.count() - 1, w)
+        self.messages.append(w)
+        self.placeholder.hide()
+        w.show()
+        return w
+
+    def _build_below_to(self, message_id: int) -> None:
+        """Build every message below the built ones down to ``message_id`` (one not below: nothing)
+        at once, into pages each shown once (as :meth:`_build_down_to` does above)."""
+        if message_id not in self._below:
+            return
+        assert self._build is not None
+        at = self._below.index(message_id) + 1
+        ids, self._below[:at] = self._below[:at], []
+        self.setUpdatesEnabled(False)
+        try:
+            for start in range(0, len(ids), self.PAGE_SIZE):
+                page = _Page(self._col.spacing(), self._inner)
+                page.hide()
+                for mid in ids[start : start + self.PAGE_SIZE]:
+                    w = self._build(mid)
+                    w.refresh()
+                    w.action_requested.connect(self.action_requested)
+                    page.lay.addWidget(w)
+                    self.messages.append(w)
+                self._col.insertWidget(self._col.count() - 1, page)
+                self._below_pages.append(page)
+                page.show()
+        finally:
+            self.setUpdatesEnabled(True)
+
+    def _below_px(self) -> int:
+        """Pixels of built messages under the viewport's bottom."""
+        if not self.messages:
+            return 0
+        last = self.messages[-1]
+        bottom = last.mapTo(self._inner, QPoint(0, 0)).y() + last.height()
+        return bottom - (self.verticalScrollBar().value() + self.viewport().height())
 
     def _page_for_next(self) -> _Page:
         """The page the next message built in the background goes into (a new one, not yet in the
@@ -481,9 +564,12 @@ class ChatView(QScrollArea):
         return self.verticalScrollBar().value() - self._blank_height()
 
     def _needs_growth(self) -> bool:
-        if self._partial is not None:
+        if self._partial is not None or self._needs_below():
             return True
         return bool(self._unbuilt) and self._ahead_px() < self.AHEAD_VIEWPORTS * max(1, self.viewport().height())
+
+    def _needs_below(self) -> bool:
+        return bool(self._below) and self._below_px() < self.AHEAD_VIEWPORTS * max(1, self.viewport().height())
 
     def _schedule_growth(self) -> None:
         if self._needs_growth() and not self._grow_timer.isActive():
@@ -493,6 +579,10 @@ class ChatView(QScrollArea):
         """Build one older message, or render a part of the one being built (a turn of the event
         loop each, so scrolling stays smooth)."""
         if not self._needs_growth() or not self.isVisible():
+            return
+        if self._partial is None and self._needs_below():  # under the view first: where the person reads on
+            self._build_next_below()
+            self._schedule_growth()
             return
         w = self._partial
         if w is None:  # a new message: its widget (its page's child, not shown), no text yet
@@ -573,7 +663,7 @@ class ChatView(QScrollArea):
 
     def _on_scroll(self, value: int) -> None:
         bar = self.verticalScrollBar()
-        self._follow = value >= bar.maximum() - 4
+        self._follow = value >= bar.maximum() - 4 and not self._below  # the chat's end is not built yet
         if self.messages and not self._dropping and self._blank_on_screen():
             self._drop_blank()
         self._schedule_growth()

@@ -3,8 +3,24 @@
 from __future__ import annotations
 
 from PySide6.QtCore import QSize, Qt
-from PySide6.QtGui import QPainter, QPaintEvent
+from PySide6.QtGui import QFontMetrics, QPainter, QPaintEvent
 from PySide6.QtWidgets import QLabel, QStyle, QStyleOption, QWidget
+
+ELLIPSIS = "…"
+
+
+def elide_once(fm: QFontMetrics, text: str, width: int, mode: Qt.TextElideMode = Qt.TextElideMode.ElideRight) -> str:
+    """``text`` as it fits ``width`` px in ``fm``'s font, with one "…" at most where it is cut: a text
+    already cut with a trailing "…" (a chat title) loses that one before it is elided again.
+    Each line of a multi-line text is elided on its own."""
+    out = []
+    for line in text.split("\n"):
+        if fm.horizontalAdvance(line) > width:
+            if mode is Qt.TextElideMode.ElideRight:
+                line = line.removesuffix(ELLIPSIS).rstrip()
+            line = fm.elidedText(line, mode, width)
+        out.append(line)
+    return "\n".join(out)
 
 
 class ElidedLabel(QLabel):
@@ -38,7 +54,7 @@ class ElidedLabel(QLabel):
 
     def elided_text(self) -> str:
         """The text as painted at the current width."""
-        return self.fontMetrics().elidedText(self.text(), self._mode, self.contentsRect().width())
+        return elide_once(self.fontMetrics(), self.text(), self.contentsRect().width(), self._mode)
 
     def paintEvent(self, e: QPaintEvent) -> None:
         p = QPainter(self)

@@ -6,8 +6,10 @@ from __future__ import annotations
 import html
 import time
 
-from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QModelIndex, QObject, QPersistentModelIndex, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import (
+    QApplication,
     QHBoxLayout,
     QInputDialog,
     QLineEdit,
@@ -15,16 +17,64 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QMenu,
     QPushButton,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QVBoxLayout,
     QWidget,
 )
 
 from app.core.conversations import ConversationStore
+from app.ui.common.elided_label import elide_once
 from app.ui.common.fmt import ago
 from app.ui.conversation_export import ExportFormat
 
 ROLE_ID = Qt.ItemDataRole.UserRole
 ROLE_MESSAGE = Qt.ItemDataRole.UserRole + 1
+
+
+class LinesDelegate(QStyledItemDelegate):
+    """Draws each line of an item (a chat's title, then when it changed or the search hit) on one
+    line, cut with one "…" at most: a title already cut with "…" is not given a second one by
+    the view's own eliding (:func:`~app.ui.common.elided_label.elide_once`)."""
+
+    def shown_text(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> str:
+        """The text as drawn in ``option.rect`` (each line elided to the item's text width)."""
+        opt = QStyleOptionViewItem(option)
+        self.initStyleOption(opt, index)
+        return self._fit(opt)
+
+    def _widget_style(self, opt: QStyleOptionViewItem) -> tuple[QWidget | None, QStyle]:
+        widget = opt.widget or self.parent()  # type: ignore[attr-defined]
+        return widget, widget.style() if isinstance(widget, QWidget) else QApplication.style()
+
+    def _fit(self, opt: QStyleOptionViewItem) -> str:
+        widget, style = self._widget_style(opt)
+        rect = style.subElementRect(QStyle.SubElement.SE_ItemViewItemText, opt, widget)
+        margin = style.pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin, None, widget) + 1
+        return elide_once(opt.fontMetrics, opt.text, rect.width() - 2 * margin)  # type: ignore[attr-defined]
+
+    def paint(
+        self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
+    ) -> None:
+        opt = QStyleOptionViewItem(option)
+        self.initStyleOption(opt, index)
+        opt.text = self._fit(opt)  # type: ignore[attr-defined]
+        opt.textElideMode = Qt.TextElideMode.ElideNone  # type: ignore[attr-defined]
+        opt.features &= ~QStyleOptionViewItem.ViewItemFeature.WrapText  # type: ignore[attr-defined]
+        widget, style = self._widget_style(opt)
+        style.drawControl(QStyle.ControlElement.CE_ItemViewItem, opt, painter, widget)
+
+    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> QSize:
+        opt = QStyleOptionViewItem(option)
+        self.initStyleOption(opt, index)
+        opt.features &= ~QStyleOptionViewItem.ViewItemFeature.WrapText  # type: ignore[attr-defined]
+        widget, style = self._widget_style(opt)
+        hint = style.sizeFromContents(QStyle.ContentsType.CT_ItemViewItem, opt, QSize(), widget)
+        # As wide as the list shows (never wider: a line too long for it is elided, not scrolled to).
+        view = self.parent()
+        room = view.viewport().width() if isinstance(view, QListWidget) else hint.width()
+        return QSize(min(hint.width(), room), hint.height())
 
 
 class ConversationsPanel(QWidget):
@@ -68,9 +118,9 @@ class ConversationsPanel(QWidget):
         self.list.customContextMenuRequested.connect(self._menu)
         self.list.itemActivated.connect(self._activated)
         self.list.itemClicked.connect(self._activated)
-        self.list.setWordWrap(True)
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.list.setItemDelegate(LinesDelegate(self.list))  # each line on one line, one "…" at most
         lay.addWidget(self.list, 1)
         self._search_timer = QTimer(self)
         self._search_timer.setSingleShot(True)
@@ -118,6 +168,7 @@ class ConversationsPanel(QWidget):
             when = "● writing a reply…" if c.id == self.replying_id else ago(c.updated_at, now)
             item = QListWidgetItem(f"{c.title}\n{when}")
             item.setData(ROLE_ID, c.id)
+            item.setToolTip(html.escape(c.title))  # the whole title where the list cuts it
             self.list.addItem(item)
             if c.id == self.current_id:
                 item.setSelected(True)
