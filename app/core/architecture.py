@@ -238,6 +238,43 @@ class OutputHead:
     final_logit_softcap: float
 
 
+class Positions(str, enum.Enum):
+    """How the model knows token order (llama.cpp's ``llama_model_rope_type``, src/llama-model.cpp)."""
+
+    ROPE = "rope"  #: rotary position embedding on Q and K
+    ALIBI = "alibi"  #: a linear distance penalty added to the attention scores (no rotation)
+    LEARNED = "learned"  #: a learned ``position_embd`` table added to the token embedding
+    NONE = "none"  #: no positional encoding in attention (recurrent and hybrid models: order lives in the state)
+
+
+# Architectures llama.cpp gives no RoPE (``LLAMA_ROPE_TYPE_NONE`` in llama_model_rope_type, names
+# from src/llama-arch.cpp), and of those the ones whose graph adds ALiBi (src/models/*.cpp: bloom,
+# jais, jina-bert-v2, mpt, refact build_attn with ``hparams.f_max_alibi_bias``).
+NO_ROPE_ARCHS = frozenset(
+    {
+        "clip", "gpt2", "gptj", "mpt", "refact", "bloom", "mamba", "mamba2", "jamba", "jina-bert-v2", "t5",
+        "t5encoder", "jais", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7", "wavtokenizer-dec", "nemotron_h",
+        "nemotron_h_moe", "kimi-linear", "kimi-k3", "glm5-next",
+    }
+)  # fmt: skip
+ALIBI_ARCHS = frozenset({"bloom", "jais", "jina-bert-v2", "mpt", "refact"})
+
+
+def positions_of(arch: str, tensor_names: set[str] | frozenset[str]) -> Positions:
+    """The positional encoding of architecture ``arch`` whose file holds ``tensor_names``.
+
+    RoPE unless llama.cpp gives the architecture none; then ALiBi, a learned ``position_embd``
+    table when the file has one, or none.
+    """
+    if arch not in NO_ROPE_ARCHS:
+        return Positions.ROPE
+    if arch in ALIBI_ARCHS:
+        return Positions.ALIBI
+    if "position_embd.weight" in tensor_names:
+        return Positions.LEARNED
+    return Positions.NONE
+
+
 @dataclass(frozen=True)
 class Architecture:
     """The whole model, as drawn in the Model panel.
@@ -250,6 +287,7 @@ class Architecture:
         blocks: the N :class:`Block` s.
         head: the :class:`OutputHead`.
         other: tensors outside the embedding, the blocks and the head (e.g. ``rope_freqs``).
+        positions: how the model knows token order (:class:`Positions`); ``rope_*`` apply to RoPE only.
         rope_dims: dimensions RoPE rotates per head (0: the file does not say).
         rope_scaling: ``"none"`` or e.g. ``"yarn ×4 (from 32,768)"``.
         attn_logit_softcap: ``attn_logit_softcapping`` (0: none).
@@ -265,6 +303,7 @@ class Architecture:
     blocks: tuple[Block, ...]
     head: OutputHead
     other: tuple[TensorInfo, ...]
+    positions: Positions
     rope_dims: int
     rope_scaling: str
     attn_logit_softcap: float
@@ -431,6 +470,7 @@ def describe_architecture(info: GGUFInfo) -> Architecture:
         blocks=tuple(blocks),
         head=head,
         other=tuple(other),
+        positions=positions_of(info.architecture, {t.name for t in info.tensors}),
         rope_dims=int(info.arch_key("rope.dimension_count", 0) or 0),
         rope_scaling=_rope_scaling(info),
         attn_logit_softcap=float(info.arch_key("attn_logit_softcapping", 0.0) or 0.0),

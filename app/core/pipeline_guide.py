@@ -18,7 +18,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from app.core.architecture import Architecture, attention_label, describe_architecture
+from app.core.architecture import Architecture, Positions, attention_label, describe_architecture
 from app.core.gguf_facts import GGUFInfo, format_bytes, format_count
 from app.core.protocol import ModelLoaded
 from app.core.sampling import SamplerSettings
@@ -133,10 +133,24 @@ def _ffn_share(arch: Architecture) -> float:
     return ffn / arch.n_params if arch.n_params else 0.0
 
 
+_NO_ROPE = {
+    Positions.ALIBI: "ALiBi: no rotation; each attention score gets a penalty that grows with the distance "
+    "between the two tokens (a slope per head)",
+    Positions.LEARNED: "learned: a position_embd table [n_ctx_train, n_embd] is added to each token's embedding "
+    "(no RoPE)",
+    Positions.NONE: "none in attention: this architecture keeps order in a recurrent state (no RoPE)",
+}
+
+
 def _rope(m: _Model) -> Rows:
     arch = m.arch
     if arch is None:
         return (("figures", NO_FILE),)
+    if arch.positions is not Positions.ROPE:  # llama.cpp gives this architecture no RoPE
+        return (
+            ("encoding", _NO_ROPE[arch.positions]),
+            ("trained context", f"{arch.context_length:,} tokens" if arch.context_length else "not stated"),
+        )
     att = arch.blocks[0].attention
     head_dim = att.head_dim_k
     dims = arch.rope_dims or head_dim
@@ -351,11 +365,12 @@ def pipeline_guide(loaded: ModelLoaded | None, sampler: SamplerSettings) -> tupl
         ),
         GuideSection(
             "rope",
-            "3. Positions: RoPE",
+            "3. Positions: RoPE (or ALiBi, learned positions)",
             "Attention by itself ignores order. RoPE rotates each query and key, pair of dimensions by pair, by an "
             "angle proportional to the token's position (each pair at its own speed, set by the base), so Q·K "
-            "depends on how far apart two tokens are. Scaling (linear, YaRN) stretches the angles past the trained "
-            "context.",
+            "depends on how far apart two tokens are. Scaling (linear, YaRN, NTK-aware) stretches the angles past "
+            "the trained context. Older models add a learned position table (GPT-2) or bias the attention scores "
+            "by distance (ALiBi: BLOOM, MPT). The figures say which this model uses.",
             _figures(m, _rope),
             (LiveView.MODEL,),
         ),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from app.core.architecture import DEFAULT_ROPE_BASE_SWA, AttentionKind, attention_label, describe_architecture
 from app.core.ffn_activation import FfnActivation, ffn_activation, ffn_name
 from app.core.gguf_info import read_gguf_info
@@ -153,3 +155,45 @@ def test_the_feed_forward_is_named_from_the_architecture(smollm2, gemma, tmp_pat
     assert unknown.arch == "madeup" and unknown.blocks[0].ffn.gated
     assert unknown.blocks[0].ffn.name == "gated FFN"
     assert ffn_activation("madeup") is None and ffn_name("madeup", gated=False) == "feed-forward"
+
+
+@pytest.mark.parametrize(
+    ("arch", "extra_tensor", "want"),
+    [
+        ("llama", None, "rope"),
+        ("gpt2", "position_embd.weight", "learned"),
+        ("bloom", None, "alibi"),
+        ("mamba", None, "none"),
+    ],
+)
+def test_positional_encoding_follows_llama_cpps_rope_type(tmp_path, arch, extra_tensor, want):
+    """llama.cpp gives gpt2, bloom, mpt, mamba... no RoPE (llama_model_rope_type): the drawing and the
+    How it works guide must not describe RoPE for them (it said 'RoPE base 10,000' for any model)."""
+    from types import SimpleNamespace
+
+    from app.core import pipeline_guide
+    from app.core.architecture import Positions, describe_architecture, positions_of
+    from app.core.gguf_info import read_gguf_info
+    from app.ui.panels.architecture_view import attention_text
+    from tests.support.models import llama_metadata, llama_tensors, write_gguf
+
+    md = {
+        (k.replace("llama.", f"{arch}.", 1) if k.startswith("llama.") else k): v
+        for k, v in llama_metadata(name=f"Tiny {arch}").items()
+    }
+    md["general.architecture"] = arch
+    tensors = llama_tensors()
+    if extra_tensor:
+        tensors.append((extra_tensor, (64, 2048), "F32"))
+    path = write_gguf(tmp_path / f"{arch}.gguf", md, tensors)
+    info = read_gguf_info(path)
+    a = describe_architecture(info)
+    assert a.positions is Positions(want) is positions_of(arch, {t.name for t in info.tensors})
+    text = attention_text(a.blocks[0].attention, a.rope_dims, a.rope_scaling, a.positions)
+    rows = dict(pipeline_guide._rope(SimpleNamespace(arch=a)))
+    if want == "rope":
+        assert "RoPE base" in text and "base" in rows and "rotated" in rows
+    else:
+        assert "RoPE base" not in text and "base" not in rows and "rotated" not in rows
+        assert {"alibi": "ALiBi", "learned": "learned", "none": "no positional encoding"}[want] in text
+        assert {"alibi": "ALiBi", "learned": "learned", "none": "none in attention"}[want] in rows["encoding"]

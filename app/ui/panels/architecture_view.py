@@ -19,7 +19,7 @@ from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QFont, QFontMetrics, QHelpEvent, QPainter, QPaintEvent, QPen, QPolygonF, QResizeEvent
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
-from app.core.architecture import Architecture, Attention, AttentionKind, Block, FeedForward
+from app.core.architecture import Architecture, Attention, AttentionKind, Block, FeedForward, Positions
 from app.core.gguf_facts import format_bytes, format_count
 from app.ui.common import palette
 from app.ui.common.palette import qcolor
@@ -57,7 +57,16 @@ def _ranges(indices: list[int]) -> str:
     return ", ".join(out)
 
 
-def attention_text(a: Attention, rope_dims: int = 0, rope_scaling: str = "none") -> str:
+POSITIONS_TEXT = {
+    Positions.ALIBI: "ALiBi (a distance penalty on the attention scores; no RoPE)",
+    Positions.LEARNED: "no RoPE: positions come from a learned position_embd table added to the embedding",
+    Positions.NONE: "no positional encoding in attention",
+}
+
+
+def attention_text(
+    a: Attention, rope_dims: int = 0, rope_scaling: str = "none", positions: Positions = Positions.ROPE
+) -> str:
     """One block's attention in words, e.g. ``Attention: GQA 3:1, 9 query heads sharing 3 K/V heads (3 per
     K/V head), head dim 64 ...``; ``multi-query attention (1 K/V head)`` when one K/V head serves every
     query head, ``multi-head attention`` when each has its own (:func:`app.core.architecture.attention_label`).
@@ -65,6 +74,7 @@ def attention_text(a: Attention, rope_dims: int = 0, rope_scaling: str = "none")
     Args:
         rope_dims: dimensions of each head RoPE rotates (0: the file does not say).
         rope_scaling: the model's RoPE scaling (``none``, ``yarn ×4 (from 32,768 tokens)``...).
+        positions: the model's positional encoding; the RoPE figures are shown for RoPE only.
     """
     if a.kind is AttentionKind.GROUPED_QUERY:
         heads = f"{a.label}, {a.n_head} query heads sharing {a.n_head_kv} K/V heads ({a.gqa_ratio} per K/V head)"
@@ -79,6 +89,8 @@ def attention_text(a: Attention, rope_dims: int = 0, rope_scaling: str = "none")
         "" if a.rope_base_from_file else " (llama.cpp's default: not in the file)"
     )
     rope += f" on {rope_dims} dims, scaling {rope_scaling}" if rope_dims else f", scaling {rope_scaling}"
+    if positions is not Positions.ROPE:
+        rope = POSITIONS_TEXT[positions]
     reach = f"sees the last {a.sliding_window:,} tokens (sliding window)" if a.is_swa else "sees the whole context"
     return f"Attention: {heads}, {dims}, {rope}; {reach}."
 
@@ -282,7 +294,7 @@ class ArchitectureView(QWidget):
             kind = "sliding-window" if b.attention.is_swa else "global-attention"
             box(
                 f"{len(layers)} of {n} blocks ({which}): {kind}",
-                f"{attention_text(b.attention, arch.rope_dims, arch.rope_scaling)} {ffn_text(b.ffn, arch.n_embd)} "
+                f"{attention_text(b.attention, arch.rope_dims, arch.rope_scaling, arch.positions)} {ffn_text(b.ffn, arch.n_embd)} "
                 f"Tensors, as a token meets them: {', '.join(flow_order(b))}.",
                 color,
             )
