@@ -434,20 +434,31 @@ class ChatView(QScrollArea):
         ids, self._below[:at] = self._below[:at], []
         self.setUpdatesEnabled(False)
         try:
-            for start in range(0, len(ids), self.PAGE_SIZE):
-                page = _Page(self._col.spacing(), self._inner)
-                page.hide()
-                for mid in ids[start : start + self.PAGE_SIZE]:
-                    w = self._build(mid)
-                    w.refresh()
-                    w.action_requested.connect(self.action_requested)
-                    page.lay.addWidget(w)
-                    self.messages.append(w)
+            pages, built = self._new_pages(ids)
+            self.messages.extend(built)
+            for page in pages:
                 self._col.insertWidget(self._col.count() - 1, page)
                 self._below_pages.append(page)
                 page.show()
         finally:
             self.setUpdatesEnabled(True)
+
+    def _new_pages(self, ids: list[int]) -> tuple[list[_Page], list[MessageWidget]]:
+        """Messages ``ids`` built into new hidden pages of ``PAGE_SIZE``, oldest first, and the widgets."""
+        assert self._build is not None
+        pages: list[_Page] = []
+        built: list[MessageWidget] = []
+        for start in range(0, len(ids), self.PAGE_SIZE):
+            page = _Page(self._col.spacing(), self._inner)
+            page.hide()
+            for mid in ids[start : start + self.PAGE_SIZE]:
+                w = self._build(mid)
+                w.refresh()
+                w.action_requested.connect(self.action_requested)
+                page.lay.addWidget(w)
+                built.append(w)
+            pages.append(page)
+        return pages, built
 
     def _below_px(self) -> int:
         """Pixels of built messages under the viewport's bottom."""
@@ -478,18 +489,7 @@ class ChatView(QScrollArea):
         assert self._build is not None
         at = self._unbuilt.index(message_id)
         ids, self._unbuilt[at:] = self._unbuilt[at:], []
-        pages: list[_Page] = []  # oldest first
-        built: list[MessageWidget] = []
-        for start in range(0, len(ids), self.PAGE_SIZE):
-            page = _Page(self._col.spacing(), self._inner)
-            page.hide()
-            for mid in ids[start : start + self.PAGE_SIZE]:
-                w = self._build(mid)
-                w.refresh()
-                w.action_requested.connect(self.action_requested)
-                page.lay.addWidget(w)
-                built.append(w)
-            pages.append(page)
+        pages, built = self._new_pages(ids)  # oldest first
         self.setUpdatesEnabled(False)
         try:
             with _KeepInPlace(self):
