@@ -10,7 +10,9 @@ every reply costs in the window now, the funnel's store being the one the altern
 taken from; with ``--no-alternatives`` the funnel's store alone, as before). Plain
 llama-cpp-python is timed the way its own users time it (``Llama.eval`` for
 prefill, the ``Llama.generate`` loop for decode). Decode tok/s on both sides
-= (generated - 1) / (time of last token - time of first token).
+= (generated - 1) / (time of last token - time of first token). Each repeat runs the four cases back
+to back, each repeat starting one case later (no case always first); ``paired_*`` are the medians of
+the per-repeat ratios, steadier than the ratio of medians on a machine whose speed drifts.
 
 Usage::
 
@@ -134,27 +136,52 @@ def main() -> int:
     same_tokens = True
     alt_bytes: list[float] = []
     try:
-        stats, prepared, _ = engine_run(host, messages, 4, 0)  # warm-up, and the exact prompt text
+        _, prepared, _ = engine_run(host, messages, 4, 0)  # warm-up, and the exact prompt text
         tokens = llm.tokenize(prepared.prompt_text.encode(), add_bos=False, special=True)
         if loaded.add_bos and (not tokens or tokens[0] != llm.token_bos()):
             tokens.insert(0, llm.token_bos())  # as the engine does for models that want BOS
         assert len(tokens) == prepared.prompt_tokens, (len(tokens), prepared.prompt_tokens)
         plain_run(llm, tokens, 4)  # warm-up
-        for _ in range(args.repeats):
+        engine_n: list[int] = []
+
+        def run_plain() -> None:
             p_pre, p_dec, p_ids = plain_run(llm, tokens, args.gen)
             results["plain"].append((p_pre, p_dec))
+            plain_ids[:] = p_ids
+
+        def run_engine() -> None:
             stats, _, e_ids = engine_run(host, messages, args.gen, 0)
             results["engine"].append((stats.prefill_tok_s, stats.decode_tok_s))
-            same_tokens &= e_ids == p_ids[: len(e_ids)]  # the engine may stop earlier (EOS, a stop string)
-            engine_generated = stats.generated_tokens
+            engine_ids[:] = e_ids
+            engine_n.append(stats.generated_tokens)
+
+        def run_candidates() -> None:
             stats, _, _ = engine_run(host, messages, args.gen, 20)
             results["engine+candidates"].append((stats.prefill_tok_s, stats.decode_tok_s))
+
+        def run_funnel() -> None:
             stats, _, f_ids = engine_run(host, messages, args.gen, 0, keep_logits=True, alternatives=n_alts)
             alts = engine_run.last_alternatives  # type: ignore[attr-defined]
             if alts is not None:
                 alt_bytes.append(len(alts.to_bytes()) / max(1, alts.n_steps))
             results["engine+funnel"].append((stats.prefill_tok_s, stats.decode_tok_s))
-            same_tokens &= f_ids == p_ids[: len(f_ids)]
+            funnel_ids[:] = f_ids
+
+        plain_ids: list[int] = []
+        engine_ids: list[int] = []
+        funnel_ids: list[int] = []
+        cases = [run_plain, run_engine, run_candidates, run_funnel]
+        for r in range(args.repeats):
+            # Each repeat runs every case back to back, starting one case later than the last repeat
+            # did, so no case always runs first (or right after plain llama-cpp-python) and a slow
+            # stretch of the machine falls on each in turn.
+            for case in cases[r % 4 :] + cases[: r % 4]:
+                case()
+            engine_generated = engine_n[-1]
+            same_tokens &= (
+                engine_ids == plain_ids[: len(engine_ids)]
+            )  # the engine may stop earlier (EOS, a stop string)
+            same_tokens &= funnel_ids == plain_ids[: len(funnel_ids)]
         n_vocab = llm.n_vocab()
     finally:
         host.stop()
