@@ -10,7 +10,7 @@ from app.core.chat import Role
 from app.core.funnel import Funnel, FunnelStage, FunnelStageKind
 from app.core.sampling import SamplerSettings
 from app.ui.common import palette
-from app.ui.panels.funnel import AS_DRAWN, LEGEND, WHAT_IF, wrappable
+from app.ui.panels.funnel import AS_DRAWN, LEGEND, WHAT_IF, visible_token, wrappable
 from tests.support.fake_engine import reply
 from tests.ui.conftest import send
 
@@ -298,10 +298,35 @@ def test_narrow_panels_keep_the_chain_headers_and_dry_fields_readable(qtbot, win
     f = _funnel(*[(k, 10) for k in kinds], (FunnelStageKind.TEMPERATURE, 10), (FunnelStageKind.DIST, 10))
     view = panel.view
     view.show_funnel(f)
-    view.resize(view.NAME_W + 9 * 26, view.height())
+    view.resize(view.name_w() + 9 * 26, view.height())
     assert view.header_rows() == 2
-    view.resize(view.NAME_W + 9 * 80, view.height())
+    view.resize(view.name_w() + 9 * 80, view.height())
     assert view.header_rows() == 1
+
+
+def test_the_token_column_widens_for_long_tokens_and_a_row_s_tooltip_shows_it_whole(qtbot, window):
+    from PySide6.QtGui import QFontMetrics
+
+    view = window.funnel_panel.view
+    kinds = (FunnelStageKind.MODEL, FunnelStageKind.TOP_K, FunnelStageKind.TEMPERATURE, FunnelStageKind.DIST)
+    short = _funnel(*[(k, 2) for k in kinds])
+    view.resize(600, view.height())
+    view.show_funnel(short)
+    assert view.name_w() == view.NAME_W  # "a", "b": the least width
+    long = Funnel(1, 0, ((5, " understanding"), (6, "b")), short.stages, 5, SamplerSettings(), 1, 100, True, 0.001)
+    view.show_funnel(long)
+    fm = QFontMetrics(view._font())
+    assert view.name_w() >= fm.horizontalAdvance("▶·understanding")  # not elided at 600 px
+    assert view.name_w() <= view.MAX_NAME_W
+    view.resize(view.NAME_W + 4 * 30, view.height())  # no room: the stage columns keep 30 px
+    assert view.name_w() == view.NAME_W
+    # A row's tooltip names the whole token and its id; the header keeps the legend.
+    view.resize(600, view.height())
+    y = (view.header_rows() + 0.5) * view.ROW_H
+    assert view.row_at(y) == 0
+    assert view.tooltip_at(5, y) == visible_token(" understanding") + "  (token id 5)"
+    assert view.tooltip_at(view.name_w() + 10, y) == LEGEND  # a stage's cell
+    assert view.tooltip_at(5, 2) == LEGEND  # the header
 
 
 def test_the_tokens_panel_line_fits_two_lines_and_its_help_is_in_the_tooltip(qtbot, window):

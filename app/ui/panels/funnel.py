@@ -16,8 +16,8 @@ reply drew, even as drawn.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QRectF, Qt, Signal
-from PySide6.QtGui import QFont, QFontDatabase, QFontMetrics, QPainter, QPaintEvent, QResizeEvent
+from PySide6.QtCore import QEvent, QRectF, Qt, Signal
+from PySide6.QtGui import QFont, QFontDatabase, QFontMetrics, QHelpEvent, QPainter, QPaintEvent, QResizeEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QDialog,
@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSizePolicy,
     QSpinBox,
+    QToolTip,
     QVBoxLayout,
     QWidget,
 )
@@ -169,7 +170,8 @@ __all__ = [
 class FunnelView(QWidget):
     """Paints one :class:`Funnel` as a table: tokens by stages."""
 
-    NAME_W = 74
+    NAME_W = 74  # the token column's least width; wider (up to MAX_NAME_W) when the rows' tokens need it
+    MAX_NAME_W = 150
     ROW_H = 15
     MIN_COL_W = 22  # "100" in the small mono font; narrower panels stagger the stage names (header_rows)
 
@@ -192,9 +194,46 @@ class FunnelView(QWidget):
         font.setPointSizeF(max(7.0, font.pointSizeF() - 1.5))
         return font
 
+    def _label(self, r: int) -> str:
+        assert self.funnel is not None
+        tok, text = self.funnel.rows[r]
+        return ("▶" if tok == self.funnel.drawn else " ") + visible_token(text)
+
+    def name_w(self) -> int:
+        """The token column's width, px: the widest row's token (so "·the", "·because" are not cut), at
+        least ``NAME_W``, at most ``MAX_NAME_W`` and what leaves every stage column 30 px (longer tokens
+        are elided; their tooltip shows them whole)."""
+        if self.funnel is None or not self.funnel.rows:
+            return self.NAME_W
+        fm = QFontMetrics(self._font())
+        widest = max(fm.horizontalAdvance(self._label(r)) for r in range(len(self.funnel.rows))) + 6
+        room = self.width() - 30 * len(self.funnel.stages)
+        return int(max(self.NAME_W, min(widest, self.MAX_NAME_W, room)))
+
     def _col_w(self) -> float:
         n_cols = len(self.funnel.stages) if self.funnel else 1
-        return max(self.MIN_COL_W, (self.width() - self.NAME_W) / max(1, n_cols))
+        return max(self.MIN_COL_W, (self.width() - self.name_w()) / max(1, n_cols))
+
+    def row_at(self, y: float) -> int | None:
+        """The candidate row under ``y`` (widget px), or None (the header, the footer, no funnel)."""
+        if self.funnel is None:
+            return None
+        r = int(y // self.ROW_H) - self.header_rows()
+        return r if 0 <= r < len(self.funnel.rows) else None
+
+    def tooltip_at(self, x: float, y: float) -> str:
+        """A token row's name cell: its whole text (elided in a narrow column) and id; elsewhere the legend."""
+        r = self.row_at(y)
+        if r is None or self.funnel is None or x >= self.name_w():
+            return LEGEND
+        tok, text = self.funnel.rows[r]
+        return f"{visible_token(text)}  (token id {tok})"
+
+    def event(self, e: QEvent) -> bool:
+        if e.type() == QEvent.Type.ToolTip and isinstance(e, QHelpEvent):
+            QToolTip.showText(e.globalPos(), self.tooltip_at(e.pos().x(), e.pos().y()), self)
+            return True
+        return super().event(e)
 
     def header_rows(self) -> int:
         """1, or 2 when a stage's name is wider than its column (narrow panels): then every other
@@ -231,29 +270,29 @@ class FunnelView(QWidget):
         col_w = self._col_w()
         rh = self.ROW_H
         head = self.header_rows()
+        name_w = self.name_w()
         left = Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft
         centre = Qt.AlignmentFlag.AlignCenter
         # Header: the stages.
         for c, st in enumerate(f.stages):
-            x = self.NAME_W + c * col_w
+            x = name_w + c * col_w
             p.setPen(qcolor(palette.GREEN if st.kind.is_draw else palette.TEXT_DIM))
             # Two header rows: the odd columns' names a row lower, centred on their column and free to
             # spread over their neighbours' (empty) halves of that row.
             row = c % 2 if head == 2 else 0
             p.drawText(QRectF(x - col_w / 2, row * rh, 2 * col_w, rh), centre, SHORT[st.kind])
         picked = f.picked
-        for r, (tok, text) in enumerate(f.rows):
+        for r, (tok, _text) in enumerate(f.rows):
             y = (r + head) * rh
             drawn = tok == f.drawn
             p.setPen(qcolor(palette.GREEN if drawn else palette.TEXT))
-            label = ("▶" if drawn else " ") + visible_token(text)
             p.drawText(
-                QRectF(0, y, self.NAME_W - 2, rh),
+                QRectF(0, y, name_w - 2, rh),
                 left,
-                p.fontMetrics().elidedText(label, Qt.TextElideMode.ElideRight, self.NAME_W - 2),
+                p.fontMetrics().elidedText(self._label(r), Qt.TextElideMode.ElideRight, name_w - 2),
             )
             for c, st in enumerate(f.stages):
-                x = self.NAME_W + c * col_w
+                x = name_w + c * col_w
                 prob = st.probs[r]
                 cell = QRectF(x + 1, y + 1, col_w - 2, rh - 2)
                 p.setPen(Qt.PenStyle.NoPen)
@@ -279,10 +318,10 @@ class FunnelView(QWidget):
         ):
             y = y0 + i * rh
             p.setPen(qcolor(palette.TEXT_DIM))
-            p.drawText(QRectF(0, y, self.NAME_W, rh), left, name)
+            p.drawText(QRectF(0, y, name_w, rh), left, name)
             p.setPen(qcolor(palette.TEXT_SOFT))
             for c, v in enumerate(values):
-                p.drawText(QRectF(self.NAME_W + c * col_w, y, col_w, rh), centre, v)
+                p.drawText(QRectF(name_w + c * col_w, y, col_w, rh), centre, v)
         p.end()
 
 
