@@ -8,6 +8,7 @@ plain values (they are pickled over a pipe). Every request with a
 :class:`ContextReset` for :class:`ResetContext`,
 :class:`FunnelComputed` or :class:`Failed` for :class:`ComputeFunnel`,
 :class:`PromptRendered` or :class:`Failed` for :class:`RenderPrompt`.
+:class:`PromptCounted` or :class:`Failed` for :class:`CountPrompt`.
 :class:`TokenInspected` or :class:`Failed` for :class:`InspectToken`.
 :class:`PrepareInspect` and :class:`Shutdown` carry no id and get no answer.
 
@@ -129,6 +130,23 @@ class RenderPrompt:
 
 
 @dataclass(frozen=True)
+class CountPrompt:
+    """Count the tokens a conversation would be sent as (the composer's counter, while the person types).
+
+    Answered with :class:`PromptCounted` or :class:`Failed` (``no_model``; ``template``). Queued
+    behind a reply in flight, as :class:`RenderPrompt`.
+
+    Attributes:
+        messages: the conversation, system prompt first, the draft as its last (user) message.
+        chat_template: as :class:`RenderPrompt` (the override in use; None: the GGUF's).
+    """
+
+    request_id: int
+    messages: tuple[ChatMessage, ...]
+    chat_template: str | None = None
+
+
+@dataclass(frozen=True)
 class ComputeFunnel:
     """Run the sampler funnel on a stored step of the latest reply kept with ``keep_logits``.
 
@@ -207,7 +225,17 @@ class Shutdown:
     """End the engine process."""
 
 
-Request = LoadModel | Generate | RenderPrompt | ComputeFunnel | InspectToken | PrepareInspect | ResetContext | Shutdown
+Request = (
+    LoadModel
+    | Generate
+    | RenderPrompt
+    | CountPrompt
+    | ComputeFunnel
+    | InspectToken
+    | PrepareInspect
+    | ResetContext
+    | Shutdown
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -541,6 +569,23 @@ MAX_RENDERED_PIECES = 16384
 
 
 @dataclass(frozen=True)
+class PromptCounted:
+    """The answer to :class:`CountPrompt`.
+
+    Attributes:
+        n_tokens: the whole prompt's tokens as a reply would evaluate them (the chat template's
+            framing, BOS and the generation prompt included), before any fitting to n_ctx.
+        last_tokens: the last message's text alone, tokens (no special tokens parsed, no BOS).
+        n_ctx: the loaded context, tokens.
+    """
+
+    request_id: int
+    n_tokens: int
+    last_tokens: int
+    n_ctx: int
+
+
+@dataclass(frozen=True)
 class FunnelComputed:
     """The answer to :class:`ComputeFunnel`: the step's :class:`~app.core.funnel.Funnel`."""
 
@@ -582,8 +627,18 @@ Event = (
     | ContextReset
     | FunnelComputed
     | PromptRendered
+    | PromptCounted
     | TokenInspected
     | LogLine
 )
 
-TERMINAL_EVENTS = (ModelLoaded, Finished, Failed, ContextReset, FunnelComputed, PromptRendered, TokenInspected)
+TERMINAL_EVENTS = (
+    ModelLoaded,
+    Finished,
+    Failed,
+    ContextReset,
+    FunnelComputed,
+    PromptRendered,
+    PromptCounted,
+    TokenInspected,
+)

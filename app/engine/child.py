@@ -151,6 +151,8 @@ def handle(session: Session, req: object, emit: Callable[[object], None]) -> Non
             emit(session.funnel(req))
         elif isinstance(req, P.RenderPrompt):
             emit(session.render_prompt(req))
+        elif isinstance(req, P.CountPrompt):
+            emit(session.count_prompt(req))
         elif isinstance(req, P.InspectToken):
             emit(session.inspect_token(req))
         elif isinstance(req, P.PrepareInspect):

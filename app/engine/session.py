@@ -379,6 +379,24 @@ class Session:
             sample=sample,
         )
 
+    def count_prompt(self, req: P.CountPrompt) -> P.PromptCounted:
+        """How many tokens ``req.messages`` make as a prompt (rendered as a reply would render them,
+        before any fitting to n_ctx), and how many the last message's text makes alone.
+
+        Raises:
+            EngineError: ``no_model``; ``template`` (the template rejects the conversation).
+        """
+        m = self._require()
+        b = m.prompt
+        before = b.override
+        try:
+            b.use_template(req.chat_template)
+            n_tokens = len(b.prompt_tokens(b.render(req.messages)))
+        finally:
+            b.use_template(before)
+        last = b.tokenize(req.messages[-1].content, special=False) if req.messages else []
+        return P.PromptCounted(req.request_id, n_tokens, len(last), self.n_ctx)
+
     # ------------------------------------------------------------------------- generation
     def generate(self, req: P.Generate) -> P.Finished:
         """Run one turn, emitting PromptPrepared, PrefillProgress and TokenEvent events.

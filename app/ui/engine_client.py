@@ -114,6 +114,8 @@ class EngineClient(QObject):
         funnel_failed(object): :class:`~app.core.protocol.Failed` for :meth:`compute_funnel`.
         prompt_rendered(object): :class:`~app.core.protocol.PromptRendered` for :meth:`render_prompt`.
         prompt_render_failed(object): :class:`~app.core.protocol.Failed` for :meth:`render_prompt`.
+        prompt_counted(object): :class:`~app.core.protocol.PromptCounted` for :meth:`count_prompt`.
+        prompt_count_failed(object): :class:`~app.core.protocol.Failed` for :meth:`count_prompt`.
         token_inspected(object): :class:`~app.core.protocol.TokenInspected` for :meth:`inspect_token`.
         inspection_failed(object): :class:`~app.core.protocol.Failed` for :meth:`inspect_token`.
         request_sent(object): a request (:class:`~app.core.protocol.LoadModel`,
@@ -141,6 +143,8 @@ class EngineClient(QObject):
     funnel_failed = Signal(object)
     prompt_rendered = Signal(object)
     prompt_render_failed = Signal(object)
+    prompt_counted = Signal(object)
+    prompt_count_failed = Signal(object)
     token_inspected = Signal(object)
     inspection_failed = Signal(object)
     request_sent = Signal(object)
@@ -165,6 +169,7 @@ class EngineClient(QObject):
         self._pending_load: P.LoadModel | None = None  # sent once the reply in flight has ended
         self._funnel_ids: set[int] = set()  # ComputeFunnel requests not answered yet
         self._render_ids: set[int] = set()  # RenderPrompt requests not answered yet
+        self._count_ids: set[int] = set()  # CountPrompt requests not answered yet
         self._inspect_ids: set[int] = set()  # InspectToken requests not answered yet
         self._prepared_for: P.ModelLoaded | None = None  # the model PrepareInspect was sent for
         self._quiet_ready = False  # the next EngineReady comes from a switch: not emitted again
@@ -268,6 +273,7 @@ class EngineClient(QObject):
         self._pending_load = None
         self._funnel_ids.clear()
         self._render_ids.clear()
+        self._count_ids.clear()
         self._inspect_ids.clear()
         self._quiet_ready = False
         self.model = None
@@ -425,6 +431,21 @@ class EngineClient(QObject):
         rid = next(self._ids)
         self._render_ids.add(rid)
         self._send(P.RenderPrompt(rid, tuple(messages), chat_template, continue_last))
+        return rid
+
+    def count_prompt(self, messages: tuple[ChatMessage, ...], chat_template: str | None = None) -> int | None:
+        """Ask how many tokens ``messages`` make as a prompt, and their last message alone.
+
+        Returns:
+            The request id (answered by :attr:`prompt_counted` or :attr:`prompt_count_failed`, after
+            any reply in flight), or None with no model or a remote engine (a server renders its own
+            prompt; nothing is sent).
+        """
+        if self._host is None or self.model is None or self.remote is not None:
+            return None
+        rid = next(self._ids)
+        self._count_ids.add(rid)
+        self._send(P.CountPrompt(rid, tuple(messages), chat_template))
         return rid
 
     def inspect_token(self, position: int, token_id: int, turn_start: int = -1) -> int | None:
@@ -638,6 +659,13 @@ class EngineClient(QObject):
         elif isinstance(ev, P.Failed) and ev.request_id in self._render_ids:
             self._render_ids.discard(ev.request_id)
             self.prompt_render_failed.emit(ev)
+        elif isinstance(ev, P.PromptCounted):
+            if ev.request_id in self._count_ids:
+                self._count_ids.discard(ev.request_id)
+                self.prompt_counted.emit(ev)
+        elif isinstance(ev, P.Failed) and ev.request_id in self._count_ids:
+            self._count_ids.discard(ev.request_id)
+            self.prompt_count_failed.emit(ev)
         elif isinstance(ev, P.TokenInspected):
             if ev.request_id in self._inspect_ids:
                 self._inspect_ids.discard(ev.request_id)

@@ -46,6 +46,7 @@ from app.ui import chat_notices, conversation_export, window_layout
 from app.ui.banner import Banner, BannerTopic
 from app.ui.chat.composer import Composer
 from app.ui.chat.controller import ChatController
+from app.ui.chat.draft_counter import DraftCounter
 from app.ui.chat.placeholder import (
     LOAD_LINK_PREFIX,
     MODELS_LINK,
@@ -215,6 +216,16 @@ class MainWindow(QMainWindow):
         window_layout.fit_to_screen(self)
 
         self.chat = ChatController(engine, self.chat_view, self.composer, self.turn, conversations, settings)
+        self.draft_counter = DraftCounter(
+            engine,
+            self.composer,
+            self.chat.messages_with_draft,
+            lambda: self.chat.chat_template,
+            lambda: settings.settings.load.context_policy,
+            self,
+        )
+        self.chat.conversation_changed.connect(lambda _cid: self.draft_counter.recount())
+        self.system_bar.changed.connect(lambda _text: self.draft_counter.recount())
         self._inspectors_shown: set[QDockWidget] = set()
         self.chat.top_candidates = 0
         self.funnel = FunnelController(engine, self.funnel_panel, settings_now.sampler, self)

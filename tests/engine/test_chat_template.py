@@ -140,3 +140,26 @@ def test_the_engine_stamps_every_phase_of_the_turn(fresh_engine) -> None:
     tokens = [e for e in events if isinstance(e, P.TokenEvent)]  # EngineHost hands batches out token by token
     assert tokens[0].t_s > ends[-1] and fin.elapsed_s >= tokens[-1].t_s
     assert tokens[0].t_s == pytest.approx(fin.stats.ttft_s, abs=1e-6)
+
+
+def test_the_composer_count_is_the_prompt_a_reply_evaluates_and_the_message_alone(engine) -> None:
+    from app.core.chat import ChatMessage
+
+    msgs = tuple(ChatMessage(*m) for m in CHAT)
+    counted = engine.host.request(P.CountPrompt(engine.host.next_id(), msgs))
+    assert isinstance(counted, P.PromptCounted), counted
+    shown = engine.render(CHAT)
+    assert counted.n_tokens == shown.n_tokens  # the whole prompt: template framing, generation prompt
+    assert counted.n_ctx == engine.loaded.n_ctx
+    # The message alone, as the tokenizer splits it: "What is the capital of France?" is 7 tokens in
+    # SmolLM2's BPE (What, ·is, ·the, ·capital, ·of, ·France, ?).
+    assert counted.last_tokens == 7
+    # A longer draft: one more token per " word" (a word SmolLM2 has whole), the prompt as much more.
+    longer = (*msgs[:-1], ChatMessage("user", CHAT[-1][1] + " Paris Paris Paris"))
+    more = engine.host.request(P.CountPrompt(engine.host.next_id(), longer))
+    assert more.last_tokens == 10 and more.n_tokens == counted.n_tokens + 3
+    # An override that does not compile is refused (kind template), and the next count is the GGUF's again.
+    bad = engine.host.request(P.CountPrompt(engine.host.next_id(), msgs, "{% for %}"))
+    assert isinstance(bad, P.Failed) and bad.kind is P.FailureKind.TEMPLATE
+    again = engine.host.request(P.CountPrompt(engine.host.next_id(), msgs))
+    assert again.n_tokens == counted.n_tokens

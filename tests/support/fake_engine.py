@@ -153,6 +153,7 @@ class FakeEngine(EngineClient):
         self._kv: list[str] = []
         self._events: Iterator[object] = iter(())
         self._kept: tuple[int, SamplerSettings, list[tuple[int, str]]] | None = None  # the reply keeping logits
+        self._count_queue: deque[P.CountPrompt] = deque()  # CountPrompt requests waiting for the reply in flight
         self.vocab: dict[int, str] = {}  # every token id the fake named, with its text
         self._timer = QTimer(self)
         self._timer.setInterval(TICK_MS)
@@ -162,6 +163,14 @@ class FakeEngine(EngineClient):
     def script(self, *scripts: Script) -> None:
         """Queue what the next ``generate`` calls do, in order."""
         self._scripts.extend(scripts)
+
+    def pause(self) -> None:
+        """Hold the reply in flight where it is (no more events) until :meth:`resume`."""
+        self._timer.stop()
+
+    def resume(self) -> None:
+        """Stream the held reply on."""
+        self._timer.start()
 
     def fail_next_load(self, message: str, kind: P.FailureKind = P.FailureKind.LOAD) -> None:
         """The next load ends with Failed(kind, message)."""
@@ -219,6 +228,7 @@ class FakeEngine(EngineClient):
         turn, self._turn = self._turn, None
         self._load_rid = None
         self.model = None
+        self._count_queue.clear()  # the engine died: no answers
         self._enter(EngineState.DEAD)
         if turn is not None:
             self.generation_ended.emit(turn.request.request_id)
@@ -356,11 +366,13 @@ class FakeEngine(EngineClient):
             self._enter(self._state_after_turn())
             self.generation_finished.emit(ev)
             self.generation_ended.emit(ev.request_id)
+            self._answer_counts()  # the engine's next queued requests
         elif isinstance(ev, P.Failed):
             self._turn = None
             self._enter(self._state_after_turn())
             self.generation_failed.emit(ev)
             self.generation_ended.emit(ev.request_id)
+            self._answer_counts()
 
     def _state_after_turn(self) -> EngineState:
         """As the real client: LOADING when a load was asked during the reply, else READY / NO_MODEL."""
@@ -600,12 +612,13 @@ class FakeEngine(EngineClient):
         QTimer.singleShot(0, lambda: self._answer_render(req))
         return rid
 
-    def _answer_render(self, req: P.RenderPrompt) -> None:
+    def _render(
+        self, rid: int, msgs: tuple[ChatMessage, ...], chat_template: str | None
+    ) -> tuple[str, P.TemplateSource] | P.Failed:
+        """The prompt text and its format's source, or Failed (kind ``template``)."""
         assert self.model is not None
-        sample = not req.messages
-        msgs = SAMPLE_CONVERSATION if sample else req.messages
         gguf = self.model.chat_template
-        source_text = req.chat_template if req.chat_template is not None else gguf
+        source_text = chat_template if chat_template is not None else gguf
         if source_text is None:
             text = "".join(f"{m.role.value.title()}: {m.content}\n" for m in msgs) + "Assistant:"
             source = P.TemplateSource.PLAIN
@@ -619,30 +632,64 @@ class FakeEngine(EngineClient):
                     add_generation_prompt=True,
                 )
             except jinja2.TemplateSyntaxError as exc:
-                self.prompt_render_failed.emit(
-                    P.Failed(
-                        req.request_id,
-                        P.FailureKind.TEMPLATE,
-                        f"The chat template does not compile: line {exc.lineno}: {exc.message}",
-                    )
+                return P.Failed(
+                    rid, P.FailureKind.TEMPLATE, f"The chat template does not compile: line {exc.lineno}: {exc.message}"
                 )
-                return
             except Exception as exc:
-                self.prompt_render_failed.emit(
-                    P.Failed(req.request_id, P.FailureKind.TEMPLATE, f"The chat template does not render: {exc}")
-                )
-                return
-            source = P.TemplateSource.OVERRIDE if req.chat_template is not None else P.TemplateSource.GGUF
+                return P.Failed(rid, P.FailureKind.TEMPLATE, f"The chat template does not render: {exc}")
+            source = P.TemplateSource.OVERRIDE if chat_template is not None else P.TemplateSource.GGUF
         if not text.strip():
-            self.prompt_render_failed.emit(
-                P.Failed(req.request_id, P.FailureKind.TEMPLATE, "The chat template renders no text.")
-            )
+            return P.Failed(rid, P.FailureKind.TEMPLATE, "The chat template renders no text.")
+        return text, source
+
+    @staticmethod
+    def _prompt_pieces(text: str) -> list[str]:
+        """The fake's tokens: special-token texts and words with their leading space."""
+        return [p for p in re.split(r"(<[^<>\s]+>|\s*\S+)", text) if p]
+
+    def _answer_render(self, req: P.RenderPrompt) -> None:
+        assert self.model is not None
+        sample = not req.messages
+        msgs = SAMPLE_CONVERSATION if sample else req.messages
+        out = self._render(req.request_id, msgs, req.chat_template)
+        if isinstance(out, P.Failed):
+            self.prompt_render_failed.emit(out)
             return
-        parts = [p for p in re.split(r"(<[^<>\s]+>|\s*\S+)", text) if p]
-        pieces = tuple(P.PromptPiece(1000 + i, p, bool(re.fullmatch(r"<[^<>\s]+>", p))) for i, p in enumerate(parts))
-        self.prompt_rendered.emit(
-            P.PromptRendered(req.request_id, text, pieces, len(pieces), source, source_text, gguf, sample)
+        text, source = out
+        source_text = req.chat_template if req.chat_template is not None else self.model.chat_template
+        pieces = tuple(
+            P.PromptPiece(1000 + i, p, bool(re.fullmatch(r"<[^<>\s]+>", p)))
+            for i, p in enumerate(self._prompt_pieces(text))
         )
+        self.prompt_rendered.emit(
+            P.PromptRendered(
+                req.request_id, text, pieces, len(pieces), source, source_text, self.model.chat_template, sample
+            )
+        )
+
+    def count_prompt(self, messages: tuple[ChatMessage, ...], chat_template: str | None = None) -> int | None:
+        """The fake's tokens (:meth:`_prompt_pieces`) of the rendered prompt and of the last message, on the next
+        tick; while a reply is in flight, after it (as the engine queues it)."""
+        if self.model is None:
+            return None
+        rid = next(self._ids)
+        req = P.CountPrompt(rid, tuple(messages), chat_template)
+        self.request_sent.emit(req)
+        self._count_queue.append(req)
+        QTimer.singleShot(0, self._answer_counts)
+        return rid
+
+    def _answer_counts(self) -> None:
+        while self._count_queue and not self.generating and self.model is not None:
+            req = self._count_queue.popleft()
+            out = self._render(req.request_id, req.messages, req.chat_template)
+            if isinstance(out, P.Failed):
+                self.prompt_count_failed.emit(out)
+                continue
+            last = self._prompt_pieces(req.messages[-1].content) if req.messages else []
+            self.prompt_counted.emit(
+                P.PromptCounted(req.request_id, len(self._prompt_pieces(out[0])), len(last), self.model.n_ctx)
+            )
 
     def inspect_token(self, position: int, token_id: int, turn_start: int = -1) -> int | None:
         """A made-up inspection (:func:`tests.support.inspection.synthetic_inspection`), on the next tick;

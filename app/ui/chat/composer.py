@@ -1,10 +1,15 @@
-"""The prompt box and its Send / Stop button."""
+"""The prompt box, its Send / Stop button and the draft's token count."""
 
 from __future__ import annotations
 
+import math
+
 from PySide6.QtCore import QEvent, Qt, Signal
-from PySide6.QtGui import QKeyEvent, QTextOption
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QPlainTextEdit, QPushButton, QWidget
+from PySide6.QtGui import QFontMetricsF, QKeyEvent, QResizeEvent, QShowEvent, QTextOption
+from PySide6.QtWidgets import QFrame, QGridLayout, QPlainTextEdit, QPushButton, QWidget
+
+from app.ui.common.elided_label import ElidedLabel
+from app.ui.common.severity import Severity
 
 
 class PromptBox(QPlainTextEdit):
@@ -27,7 +32,8 @@ class PromptBox(QPlainTextEdit):
         self.setTabChangesFocus(True)
         self.setPlaceholderText("Message the model (Enter sends, Shift+Enter: new line)")
         self.setWordWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
-        self.document().contentsChanged.connect(self._fit_height)
+        # After the layout: wrapped lines are counted, and a width change that re-wraps refits too.
+        self.document().documentLayout().documentSizeChanged.connect(self._fit_height)
         self._fit_height()
 
     def keyPressEvent(self, e: QKeyEvent) -> None:
@@ -41,10 +47,29 @@ class PromptBox(QPlainTextEdit):
             return
         super().keyPressEvent(e)
 
-    def _fit_height(self) -> None:
+    def _fit_height(self, *_args: object) -> None:
+        """As tall as the text's lines (wrapped lines counted), 1 to 8, so no scroll bar shows under 8.
+        QPlainTextEdit lays each line out ceil(line spacing) px tall; the document's margin and the box's
+        frame and padding (its contents margins, known once the style sheet is applied) come on top."""
         lines = max(1, min(8, int(self.document().size().height())))
-        fm = self.fontMetrics()
-        self.setFixedHeight(lines * fm.lineSpacing() + 18)
+        line_h = math.ceil(QFontMetricsF(self.document().defaultFont()).lineSpacing())
+        m = self.contentsMargins()
+        doc = 2 * self.document().documentMargin()
+        self.setFixedHeight(int(lines * line_h + doc + m.top() + m.bottom() + 1))
+
+    def changeEvent(self, e: QEvent) -> None:
+        super().changeEvent(e)
+        if e.type() in (QEvent.Type.StyleChange, QEvent.Type.FontChange):
+            self._fit_height()  # the style sheet's padding and font arrive after __init__
+
+    def showEvent(self, e: QShowEvent) -> None:
+        super().showEvent(e)
+        self._fit_height()  # polished now: the style sheet's margins are known
+
+    def resizeEvent(self, e: QResizeEvent) -> None:
+        super().resizeEvent(e)
+        if e.size().width() != e.oldSize().width():
+            self._fit_height()  # re-wrapped
 
     def event(self, e: QEvent) -> bool:
         # Esc must reach keyPressEvent even when a shortcut would take it.
@@ -55,7 +80,8 @@ class PromptBox(QPlainTextEdit):
 
 
 class Composer(QFrame):
-    """The prompt box with its Send / Stop button.
+    """The prompt box with its Send / Stop button, and under the box a line for the draft's token
+    count (:class:`app.ui.chat.draft_counter.DraftCounter` writes it: :meth:`set_count`).
 
     The button shows Stop while a reply is in flight; it does not decide that itself:
     :meth:`set_generating` follows the engine client's ``generation_started`` /
@@ -71,15 +97,24 @@ class Composer(QFrame):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("composer")
-        lay = QHBoxLayout(self)
-        lay.setContentsMargins(10, 8, 10, 8)
-        lay.setSpacing(8)
+        lay = QGridLayout(self)
+        lay.setContentsMargins(10, 8, 10, 2)
+        lay.setHorizontalSpacing(8)
+        lay.setVerticalSpacing(1)
         self.box = PromptBox()
         self.button = QPushButton("Send")
         self.button.setObjectName("sendButton")
         self.button.setCursor(Qt.CursorShape.PointingHandCursor)
-        lay.addWidget(self.box, 1)
-        lay.addWidget(self.button, 0, Qt.AlignmentFlag.AlignBottom)
+        self.count = ElidedLabel("", min_chars=4)
+        self.count.setObjectName("draftCount")
+        self.count.setAccessibleName("Tokens in the message")
+        self.count.setTextInteractionFlags(Qt.TextInteractionFlag.NoTextInteraction)
+        # One line always (no jump when the first character is typed); a long count ends in "…".
+        self.count.setFixedHeight(self.count.fontMetrics().height())
+        lay.addWidget(self.box, 0, 0)
+        lay.addWidget(self.button, 0, 1, Qt.AlignmentFlag.AlignBottom)
+        lay.addWidget(self.count, 1, 0)
+        lay.setColumnStretch(0, 1)
         self.box.submitted.connect(self.submitted)
         self.box.stop_requested.connect(self.stop_requested)
         self.button.clicked.connect(self._clicked)
@@ -91,6 +126,15 @@ class Composer(QFrame):
         self.button.setProperty("stop", on)
         self.button.style().unpolish(self.button)
         self.button.style().polish(self.button)
+
+    def set_count(self, text: str, tooltip: str = "", severity: Severity = Severity.INFO) -> None:
+        """Show the draft's count (empty: none); ``severity`` colours it (warning: over n_ctx)."""
+        self.count.setText(text)
+        self.count.setToolTip(tooltip)
+        if self.count.property("kind") != severity.value:
+            self.count.setProperty("kind", severity.value)
+            self.count.style().unpolish(self.count)
+            self.count.style().polish(self.count)
 
     def _clicked(self) -> None:
         if self._generating:

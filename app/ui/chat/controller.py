@@ -293,6 +293,17 @@ class ChatController(QObject, ChatAlternatives):
         assert self.conversation_id is not None
         return tuple(self.store.chat_history(self.conversation_id, before=before))
 
+    def messages_with_draft(self, draft: str) -> tuple[ChatMessage, ...]:
+        """What Send would give the engine for ``draft``: the chat shown (or a new chat's system prompt), then ``draft``."""
+        conv = self.conversation_id
+        if conv is not None and not self.store.get_conversation(conv).deleted_at:
+            history = self.messages_for_engine()
+        else:
+            pending = self.pending_system_prompt
+            system = pending if pending is not None else self.settings.settings.system_prompt
+            history = (ChatMessage(Role.SYSTEM, system),) if system else ()
+        return (*history, ChatMessage(Role.USER, draft))
+
     def send(self, text: str) -> bool:
         """Append the person's message and ask for a reply. Returns False if nothing was sent
         (the text then stays in the box)."""

@@ -1,0 +1,101 @@
+"""The composer's token count (app/ui/chat/draft_counter.py) on the FakeEngine: counted while typing,
+after a reply in flight, with the chat before the draft; what it says over n_ctx under each policy."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+
+from app.core import protocol as P
+from app.core.chat import ContextPolicy, Role
+from app.ui.chat.draft_counter import count_text
+from app.ui.common.severity import Severity
+from tests.support.fake_engine import reply
+from tests.ui.conftest import send
+
+
+def _counted(window):
+    return window.draft_counter.last
+
+
+def test_the_draft_is_counted_while_typing_with_what_send_would_evaluate(qtbot, window):
+    box = window.composer.box
+    qtbot.keyClicks(box, "hello there world")
+    qtbot.waitUntil(lambda: _counted(window) is not None and _counted(window).last_tokens == 3, timeout=3000)
+    sent = window.engine.sent(P.CountPrompt)
+    # Debounced: one request for the 17 keystrokes, not one per key.
+    assert len(sent) == 1
+    req = sent[-1]
+    assert req.messages[-1].role is Role.USER and req.messages[-1].content == "hello there world"
+    text = window.composer.count.text()
+    n = _counted(window)
+    assert (
+        text == f"3 tokens · prompt {n.n_tokens:,} of n_ctx {n.n_ctx:,} · {n.n_ctx - n.n_tokens:,} left for the reply"
+    )
+    assert n.n_tokens > 3  # the template's framing around the draft
+    # Emptied: no count shown.
+    box.clear()
+    qtbot.waitUntil(lambda: window.composer.count.text() == "", timeout=3000)
+    assert _counted(window) is None
+
+
+def test_typing_during_a_reply_is_counted_after_it_with_the_chat_before_the_draft(qtbot, window):
+    send(qtbot, window, "first question")
+    pieces = [f" w{i}" for i in range(40)]  # under max_tokens (48 here)
+    window.engine.script(reply(*pieces))
+    box = window.composer.box
+    qtbot.keyClicks(box, "second")
+    qtbot.keyClick(box, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: window.engine.generating, timeout=3000)
+    window.engine.pause()
+    n_before = len(window.engine.sent(P.CountPrompt))
+    qtbot.keyClicks(box, "a follow up")
+    qtbot.wait(400)  # past the debounce: nothing is asked while the reply streams
+    assert window.engine.generating
+    assert len(window.engine.sent(P.CountPrompt)) == n_before
+    window.engine.resume()
+    qtbot.waitUntil(lambda: not window.engine.generating, timeout=5000)
+    qtbot.waitUntil(lambda: _counted(window) is not None and _counted(window).last_tokens == 3, timeout=3000)
+    req = window.engine.sent(P.CountPrompt)[-1]
+    # The chat so far comes before the draft: both turns and the streamed reply.
+    contents = [m.content for m in req.messages]
+    assert "first question" in contents and "second" in contents and contents[-1] == "a follow up"
+    assert any(m.role is Role.ASSISTANT and "w39" in m.content for m in req.messages)
+
+
+def test_over_n_ctx_the_line_says_what_send_will_do_under_each_policy():
+    ev = P.PromptCounted(1, n_tokens=5000, last_tokens=1, n_ctx=4096)
+    text, tip, sev = count_text(ev, ContextPolicy.ROLLING)
+    assert text == "1 token · prompt 5,000 > n_ctx 4,096: the oldest turns will be left out"
+    assert sev is Severity.WARNING and "n_ctx" in tip
+    text, tip, sev = count_text(ev, ContextPolicy.STOP)
+    assert text.endswith("too long to send (raise n_ctx, or let the oldest turns drop)") and sev is Severity.ERROR
+    assert "Stop at the limit" in tip
+    fits = count_text(P.PromptCounted(1, 4095, 12, 4096), ContextPolicy.STOP)
+    assert fits[0] == "12 tokens · prompt 4,095 of n_ctx 4,096 · 1 left for the reply" and fits[2] is Severity.INFO
+
+
+def test_the_count_line_takes_its_colour_from_the_severity(qtbot, window):
+    window.composer.set_count("x", "", Severity.ERROR)
+    assert window.composer.count.property("kind") == "error"
+    window.composer.set_count("y")
+    assert window.composer.count.property("kind") == "info"
+
+
+def test_the_box_grows_with_its_wrapped_lines_and_scrolls_only_past_eight(qtbot, window):
+    box = window.composer.box
+    window.resize(1366, 768)
+    window.show()
+    qtbot.waitExposed(window)
+    heights = []
+    for words in (1, 40, 400):
+        box.setPlainText("word " * words)
+        qtbot.wait(20)
+        lines = int(box.document().size().height())
+        heights.append(box.height())
+        # Every line shows (no scroll bar) up to 8 lines; past that it scrolls.
+        assert (box.verticalScrollBar().maximum() == 0) == (lines <= 8), (words, lines)
+    assert heights[0] < heights[1] < heights[2]
+    one_line = heights[0]
+    box.clear()
+    qtbot.wait(20)
+    assert box.height() == one_line and box.verticalScrollBar().maximum() == 0
