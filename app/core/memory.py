@@ -254,6 +254,23 @@ def kv_cache_layout(
     )
 
 
+def mha_kv_bytes(info: GGUFInfo, layout: KVCacheLayout) -> int:
+    """Bytes the same KV cache (cells per layer, K and V types) would take with multi-head attention:
+    one K/V head per query head (n_head) in every layer, instead of the file's n_head_kv (grouped-query
+    or multi-query attention). ``mha_kv_bytes / layout.allocated_bytes`` is the memory GQA saves:
+    n_head / n_head_kv for a model with the same heads in every layer (SmolLM2: 9 / 3 = 3). A layer
+    without KV heads (a recurrent layer) counts 0 either way.
+    """
+    total = 0
+    for il, cells in enumerate(layout.layer_cells):
+        if info.n_head_kv_layer(il) == 0:
+            continue
+        k = ggml_row_size(layout.type_k, info.n_embd_head_k * info.n_head)
+        v = ggml_row_size(layout.type_v, info.n_embd_head_v * info.n_head)
+        total += cells * (k + v)
+    return total
+
+
 def compute_buffer_estimate(info: GGUFInfo, n_ctx: int, *, n_ubatch: int = DEFAULT_N_UBATCH) -> int:
     """Estimated bytes of llama.cpp's compute buffer.
 

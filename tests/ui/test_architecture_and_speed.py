@@ -195,3 +195,22 @@ def test_the_automatic_bandwidth_probe_waits_for_an_idle_engine(qtbot, tmp_path)
     assert not view.probe.running and view._idle.isActive() and view._idle.interval() == AUTO_PROBE_IDLE_MS
     view.show_turn(None)  # the next reply began: no probe under it
     assert not view._idle.isActive() and not view.probe.running
+
+
+def test_the_kv_cache_row_gives_bytes_per_token_and_what_mha_would_take(qtbot, window):
+    from PySide6.QtWidgets import QFormLayout, QLabel
+
+    facts: QFormLayout = window.model_panel.facts
+    rows = {}
+    for r in range(facts.rowCount()):
+        k = facts.itemAt(r, QFormLayout.ItemRole.LabelRole)
+        v = facts.itemAt(r, QFormLayout.ItemRole.FieldRole)
+        if k is not None and v is not None and isinstance(k.widget(), QLabel):
+            rows[k.widget().text()] = v.widget().text()
+    info = window.engine.model.info
+    lay = window.engine.model.kv_layout
+    # The tiny model: 2 layers, 4 query heads sharing 2 KV heads of 16 dims (GQA 2:1), f16.
+    assert lay.bytes_per_token == 2 * 2 * 16 * 2 * 2 and info.n_head == 4
+    kv = rows["KV cache"]
+    assert f"{format_bytes(lay.bytes_per_token)} per token" in kv
+    assert f"with one KV head per query head (MHA): {format_bytes(2 * lay.allocated_bytes)}, ×2" in kv

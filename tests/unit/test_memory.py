@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from app.core.gguf_info import read_gguf_info
-from app.core.memory import KVCacheType, compute_buffer_estimate, estimate_memory, ggml_row_size, kv_cache_layout, pad
+from app.core.memory import (
+    KVCacheType,
+    compute_buffer_estimate,
+    estimate_memory,
+    ggml_row_size,
+    kv_cache_layout,
+    mha_kv_bytes,
+    pad,
+)
 
 MIB = 1024 * 1024
 
@@ -86,3 +94,16 @@ def test_quantized_kv_cache_bytes_by_hand(smollm2, gemma):
         kv_cache_layout(info, 4096, type_k="q3_k")
     with pytest.raises(ValueError, match="do not fill whole q8_0 blocks"):
         ggml_row_size("q8_0", 48)
+
+
+def test_what_the_kv_cache_would_take_with_one_kv_head_per_query_head(smollm2, gemma):
+    # SmolLM2: 9 query heads share 3 KV heads (GQA 3:1): multi-head attention would take 3x.
+    info = read_gguf_info(smollm2)
+    lay = kv_cache_layout(info, 4096)
+    assert mha_kv_bytes(info, lay) == 30 * 9 * 64 * 2 * 2 * 4096 == 3 * lay.allocated_bytes
+    q8 = kv_cache_layout(info, 4096, type_k=KVCacheType.Q8_0, type_v=KVCacheType.Q8_0)
+    assert mha_kv_bytes(info, q8) == 3 * q8.allocated_bytes  # the same types, the same cells
+    # Gemma 3 270M: 4 query heads, 1 KV head (multi-query), sliding-window layers keep their cells.
+    g = read_gguf_info(gemma)
+    small = kv_cache_layout(g, 4096, swa_full=False, n_ubatch=512)
+    assert g.n_head == 4 and mha_kv_bytes(g, small) == 4 * small.allocated_bytes

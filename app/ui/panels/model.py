@@ -25,7 +25,7 @@ from app.core import protocol as P
 from app.core.architecture import attention_label, describe_architecture
 from app.core.chat import ContextPolicy, FlashAttention, LoadSettings
 from app.core.gguf_info import GGUFInfo, format_bytes, format_count
-from app.core.memory import CTX_PAD, KVCacheType, estimate_memory, n_ubatch_for
+from app.core.memory import CTX_PAD, KVCacheType, estimate_memory, mha_kv_bytes, n_ubatch_for
 from app.core.remote import NOT_REPORTED, RemoteFacts
 from app.ui.common import palette
 from app.ui.common.wheel_guard import guard_wheel
@@ -448,6 +448,12 @@ class ModelPanel(QWidget):
         )
         if loaded.kv_reported_bytes:
             kv += f" · llama.cpp allocated {format_bytes(loaded.kv_reported_bytes)}"
+        layout = loaded.kv_layout
+        kv += f" · {format_bytes(layout.bytes_per_token)} per token"
+        mha = mha_kv_bytes(info, layout)
+        if layout.allocated_bytes and mha > layout.allocated_bytes:
+            # What grouped-query / multi-query attention saves: one K/V head per query head would take this.
+            kv += f" · with one KV head per query head (MHA): {format_bytes(mha)}, ×{mha / layout.allocated_bytes:.3g}"
         rows.append(("KV cache", kv))
         if loaded.compute_reported_bytes:
             rows.append(("compute buffer", format_bytes(loaded.compute_reported_bytes)))
