@@ -22,7 +22,7 @@ import enum
 from dataclasses import KW_ONLY, dataclass
 
 from app.core.alternatives import ReplyAlternatives, StoredStep
-from app.core.chat import ChatMessage, GenerationStats, LoadSettings
+from app.core.chat import ChatMessage, ContextPolicy, GenerationStats, LoadSettings
 from app.core.funnel import Funnel
 from app.core.gguf_info import GGUFInfo
 from app.core.memory import KVCacheLayout
@@ -139,11 +139,14 @@ class CountPrompt:
     Attributes:
         messages: the conversation, system prompt first, the draft as its last (user) message.
         chat_template: as :class:`RenderPrompt` (the override in use; None: the GGUF's).
+        policy: the context policy Send would use: over n_ctx, the prompt is fitted by it exactly as
+            :class:`Generate` fits it (the oldest turns dropped, or refused).
     """
 
     request_id: int
     messages: tuple[ChatMessage, ...]
     chat_template: str | None = None
+    policy: ContextPolicy = ContextPolicy.STOP
 
 
 @dataclass(frozen=True)
@@ -577,12 +580,18 @@ class PromptCounted:
             framing, BOS and the generation prompt included), before any fitting to n_ctx.
         last_tokens: the last message's text alone, tokens (no special tokens parsed, no BOS).
         n_ctx: the loaded context, tokens.
+        dropped_messages: oldest messages Send would leave out to fit n_ctx (the ROLLING policy), 0 when
+            it fits as is; -1 when Send would be refused (``context_overflow``: the STOP policy, or even
+            the draft with the system prompt is too long).
+        fitted_tokens: the prompt's tokens after fitting (``n_tokens`` when nothing is dropped; 0 when refused).
     """
 
     request_id: int
     n_tokens: int
     last_tokens: int
     n_ctx: int
+    dropped_messages: int = 0
+    fitted_tokens: int = 0
 
 
 @dataclass(frozen=True)

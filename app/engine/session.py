@@ -380,8 +380,9 @@ class Session:
         )
 
     def count_prompt(self, req: P.CountPrompt) -> P.PromptCounted:
-        """How many tokens ``req.messages`` make as a prompt (rendered as a reply would render them,
-        before any fitting to n_ctx), and how many the last message's text makes alone.
+        """How many tokens ``req.messages`` make as a prompt (rendered as a reply would render them),
+        how many the last message's text makes alone, and, over n_ctx, what fitting by ``req.policy``
+        does to it (:meth:`PromptBuilder.fit`, the same call a reply makes).
 
         Raises:
             EngineError: ``no_model``; ``template`` (the template rejects the conversation).
@@ -392,10 +393,19 @@ class Session:
         try:
             b.use_template(req.chat_template)
             n_tokens = len(b.prompt_tokens(b.render(req.messages)))
+            dropped, fitted = 0, n_tokens
+            if n_tokens >= b.n_ctx:
+                try:
+                    fit = b.fit(list(req.messages), False, req.policy)
+                    dropped, fitted = fit.dropped, len(fit.tokens)
+                except EngineError as exc:
+                    if exc.kind is not P.FailureKind.CONTEXT_OVERFLOW:
+                        raise
+                    dropped, fitted = -1, 0
         finally:
             b.use_template(before)
         last = b.tokenize(req.messages[-1].content, special=False) if req.messages else []
-        return P.PromptCounted(req.request_id, n_tokens, len(last), self.n_ctx)
+        return P.PromptCounted(req.request_id, n_tokens, len(last), self.n_ctx, dropped, fitted)
 
     # ------------------------------------------------------------------------- generation
     def generate(self, req: P.Generate) -> P.Finished:

@@ -46,7 +46,7 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.core import protocol as P
 from app.core.alternatives import StoredStep
-from app.core.chat import ChatMessage, LoadSettings
+from app.core.chat import ChatMessage, ContextPolicy, LoadSettings
 from app.core.remote import RemoteEndpoint
 from app.core.sampling import SamplerSettings
 from app.engine.host import EngineDied, EngineHost
@@ -433,8 +433,14 @@ class EngineClient(QObject):
         self._send(P.RenderPrompt(rid, tuple(messages), chat_template, continue_last))
         return rid
 
-    def count_prompt(self, messages: tuple[ChatMessage, ...], chat_template: str | None = None) -> int | None:
-        """Ask how many tokens ``messages`` make as a prompt, and their last message alone.
+    def count_prompt(
+        self,
+        messages: tuple[ChatMessage, ...],
+        chat_template: str | None = None,
+        policy: ContextPolicy = ContextPolicy.STOP,
+    ) -> int | None:
+        """Ask how many tokens ``messages`` make as a prompt, their last message alone, and what
+        ``policy`` would do over n_ctx.
 
         Returns:
             The request id (answered by :attr:`prompt_counted` or :attr:`prompt_count_failed`, after
@@ -445,7 +451,7 @@ class EngineClient(QObject):
             return None
         rid = next(self._ids)
         self._count_ids.add(rid)
-        self._send(P.CountPrompt(rid, tuple(messages), chat_template))
+        self._send(P.CountPrompt(rid, tuple(messages), chat_template, policy))
         return rid
 
     def inspect_token(self, position: int, token_id: int, turn_start: int = -1) -> int | None:

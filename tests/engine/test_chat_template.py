@@ -163,3 +163,46 @@ def test_the_composer_count_is_the_prompt_a_reply_evaluates_and_the_message_alon
     assert isinstance(bad, P.Failed) and bad.kind is P.FailureKind.TEMPLATE
     again = engine.host.request(P.CountPrompt(engine.host.next_id(), msgs))
     assert again.n_tokens == counted.n_tokens
+
+
+def test_over_n_ctx_the_count_drops_what_a_reply_drops_or_says_it_would_be_refused(smollm2) -> None:
+    from app.core.chat import ChatMessage, ContextPolicy
+    from app.core.sampling import SamplerSettings
+
+    eng = start_engine(smollm2, n_ctx=512)
+    try:
+        long = " ".join(f"word{i}" for i in range(60))  # about 150 tokens
+        msgs = (
+            ChatMessage("system", "You are a helpful assistant."),
+            ChatMessage("user", long),
+            ChatMessage("assistant", long),
+            ChatMessage("user", long),
+            ChatMessage("assistant", long),
+            ChatMessage("user", "And now?"),
+        )
+        rid = eng.host.next_id
+        stop = eng.host.request(P.CountPrompt(rid(), msgs, None, ContextPolicy.STOP))
+        assert stop.n_tokens >= stop.n_ctx == 512 and stop.dropped_messages == -1 and stop.fitted_tokens == 0
+        rolling = eng.host.request(P.CountPrompt(rid(), msgs, None, ContextPolicy.ROLLING))
+        assert rolling.n_tokens == stop.n_tokens and rolling.dropped_messages >= 2
+        assert 0 < rolling.fitted_tokens <= 512 * 3 // 4  # the policy keeps a quarter of n_ctx for the reply
+        # Exactly what Send does with the same chat and policy.
+        events: list = []
+        eng.host.request(P.ResetContext(rid()))
+        fin = eng.host.request(
+            P.Generate(
+                rid(), msgs, SamplerSettings(temperature=0.0, max_tokens=1), context_policy=ContextPolicy.ROLLING
+            ),
+            timeout=120,
+            on_event=events.append,
+        )
+        assert isinstance(fin, P.Finished), fin
+        prep = next(e for e in events if isinstance(e, P.PromptPrepared))
+        assert prep.dropped_messages == rolling.dropped_messages and prep.prompt_tokens == rolling.fitted_tokens
+        # A message too long on its own is refused under either policy.
+        huge = (msgs[0], ChatMessage("user", long * 4))
+        for policy in ContextPolicy:
+            alone = eng.host.request(P.CountPrompt(rid(), huge, None, policy))
+            assert alone.dropped_messages == -1, policy
+    finally:
+        eng.host.stop()

@@ -48,7 +48,7 @@ from PySide6.QtCore import QObject, QTimer
 
 from app.core import protocol as P
 from app.core.alternatives import ReplyAlternatives
-from app.core.chat import ChatMessage, FlashAttention, GenerationStats, LoadSettings, StopReason
+from app.core.chat import ChatMessage, ContextPolicy, FlashAttention, GenerationStats, LoadSettings, Role, StopReason
 from app.core.chat_template import SAMPLE_CONVERSATION
 from app.core.funnel import Funnel, FunnelStage, FunnelStageKind
 from app.core.gguf_info import read_gguf_info
@@ -154,6 +154,7 @@ class FakeEngine(EngineClient):
         self._events: Iterator[object] = iter(())
         self._kept: tuple[int, SamplerSettings, list[tuple[int, str]]] | None = None  # the reply keeping logits
         self._count_queue: deque[P.CountPrompt] = deque()  # CountPrompt requests waiting for the reply in flight
+        self._held = False  # pause(): no events, no answers
         self.vocab: dict[int, str] = {}  # every token id the fake named, with its text
         self._timer = QTimer(self)
         self._timer.setInterval(TICK_MS)
@@ -165,12 +166,15 @@ class FakeEngine(EngineClient):
         self._scripts.extend(scripts)
 
     def pause(self) -> None:
-        """Hold the reply in flight where it is (no more events) until :meth:`resume`."""
+        """Hold the reply in flight where it is (no more events), and any count's answer, until :meth:`resume`."""
         self._timer.stop()
+        self._held = True
 
     def resume(self) -> None:
-        """Stream the held reply on."""
+        """Stream the held reply on; answer the held counts."""
+        self._held = False
         self._timer.start()
+        QTimer.singleShot(0, self._answer_counts)
 
     def fail_next_load(self, message: str, kind: P.FailureKind = P.FailureKind.LOAD) -> None:
         """The next load ends with Failed(kind, message)."""
@@ -667,29 +671,49 @@ class FakeEngine(EngineClient):
             )
         )
 
-    def count_prompt(self, messages: tuple[ChatMessage, ...], chat_template: str | None = None) -> int | None:
-        """The fake's tokens (:meth:`_prompt_pieces`) of the rendered prompt and of the last message, on the next
-        tick; while a reply is in flight, after it (as the engine queues it)."""
+    def count_prompt(
+        self,
+        messages: tuple[ChatMessage, ...],
+        chat_template: str | None = None,
+        policy: ContextPolicy = ContextPolicy.STOP,
+    ) -> int | None:
+        """The fake's tokens (:meth:`_prompt_pieces`) of the rendered prompt and of the last message, on the
+        next tick; while a reply is in flight, after it (as the engine queues it). Over n_ctx, fitted as the
+        engine fits (ROLLING: the oldest non-system messages dropped until 3/4 of n_ctx; else refused)."""
         if self.model is None:
             return None
         rid = next(self._ids)
-        req = P.CountPrompt(rid, tuple(messages), chat_template)
+        req = P.CountPrompt(rid, tuple(messages), chat_template, policy)
         self.request_sent.emit(req)
         self._count_queue.append(req)
         QTimer.singleShot(0, self._answer_counts)
         return rid
 
     def _answer_counts(self) -> None:
-        while self._count_queue and not self.generating and self.model is not None:
+        while self._count_queue and not self.generating and not self._held and self.model is not None:
             req = self._count_queue.popleft()
             out = self._render(req.request_id, req.messages, req.chat_template)
             if isinstance(out, P.Failed):
                 self.prompt_count_failed.emit(out)
                 continue
+            n_ctx = self.model.n_ctx
+            n = len(self._prompt_pieces(out[0]))
+            dropped, fitted = 0, n
+            if n >= n_ctx:
+                dropped, fitted = -1, 0
+                if req.policy is ContextPolicy.ROLLING:
+                    system = [m for m in req.messages[:1] if m.role is Role.SYSTEM]
+                    rest = list(req.messages[len(system) :])
+                    k = 0
+                    while len(rest) > 1:
+                        rest, k = rest[1:], k + 1
+                        kept = self._render(req.request_id, (*system, *rest), req.chat_template)
+                        size = len(self._prompt_pieces(kept[0])) if not isinstance(kept, P.Failed) else n_ctx
+                        if size <= int(n_ctx * 0.75):
+                            dropped, fitted = k, size
+                            break
             last = self._prompt_pieces(req.messages[-1].content) if req.messages else []
-            self.prompt_counted.emit(
-                P.PromptCounted(req.request_id, len(self._prompt_pieces(out[0])), len(last), self.model.n_ctx)
-            )
+            self.prompt_counted.emit(P.PromptCounted(req.request_id, n, len(last), n_ctx, dropped, fitted))
 
     def inspect_token(self, position: int, token_id: int, turn_start: int = -1) -> int | None:
         """A made-up inspection (:func:`tests.support.inspection.synthetic_inspection`), on the next tick;

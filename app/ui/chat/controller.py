@@ -22,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
+from PySide6.QtGui import QTextCursor
 
 from app.core import protocol as P
 from app.core.alternatives import ReplyAlternatives
@@ -685,6 +686,7 @@ class ChatController(QObject, ChatAlternatives):
                 self.view.remove_widget(self.view.messages[-1])
                 if not self.composer.box.toPlainText().strip():
                     self.composer.box.setPlainText(sent[1])
+                    self.composer.box.moveCursor(QTextCursor.MoveOperation.End)  # typing on adds to its end
                 self.conversations_changed.emit()
             elif shown and self.view.messages:
                 self.view.messages[-1].set_footer(ev.message)

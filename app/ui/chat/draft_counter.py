@@ -11,38 +11,54 @@ from app.core import protocol as P
 from app.core.chat import ChatMessage, ContextPolicy
 from app.ui.chat.composer import Composer
 from app.ui.common.severity import Severity
-from app.ui.engine_client import EngineClient
+from app.ui.engine_client import EngineClient, EngineState
 
 DEBOUNCE_MS = 250  # a count is asked this long after the last keystroke
 
 
-def count_text(ev: P.PromptCounted, policy: ContextPolicy) -> tuple[str, str, Severity]:
-    """The composer's line for a count, its tooltip and its severity.
+def _n(count: int, word: str) -> str:
+    return f"{count:,} {word}{'' if count == 1 else 's'}"
 
-    Fits: "37 tokens · prompt 1,240 of n_ctx 4,096 · 2,856 left for the reply". Over n_ctx: a
-    warning saying what Send will do under ``policy`` (drop the oldest turns, or refuse).
+
+def count_text(ev: P.PromptCounted, policy: ContextPolicy) -> tuple[str, str, Severity]:
+    """The composer's line for a count, its tooltip (the line whole, then what it means) and its severity.
+
+    Fits: "37 tokens · prompt 1,240 of n_ctx 4,096 · 2,856 left". Over n_ctx, what Send will do, as the
+    engine worked it out by fitting the prompt with ``policy`` (:class:`P.PromptCounted`): "6 oldest
+    messages dropped" (a warning) or "too long to send" (an error).
     """
-    draft = f"{ev.last_tokens:,} token{'s' if ev.last_tokens != 1 else ''}"
-    tip = (
-        f"Your message is {ev.last_tokens:,} tokens. With the chat before it, the chat template's framing and "
-        f"the generation prompt, Send evaluates a prompt of {ev.n_tokens:,} tokens; the context holds "
+    head = f"{_n(ev.last_tokens, 'token')} · prompt {ev.n_tokens:,} of n_ctx {ev.n_ctx:,}"
+    about = (
+        f"Your message is {_n(ev.last_tokens, 'token')}. With the chat before it, the chat template's framing and "
+        f"the generation prompt, Send evaluates a prompt of {_n(ev.n_tokens, 'token')}; the context holds "
         f"{ev.n_ctx:,} (n_ctx, set in the Model panel), prompt and reply together."
     )
-    if ev.n_tokens < ev.n_ctx:
-        left = ev.n_ctx - ev.n_tokens
-        return (
-            f"{draft} · prompt {ev.n_tokens:,} of n_ctx {ev.n_ctx:,} · {left:,} left for the reply",
-            tip,
-            Severity.INFO,
+    if ev.dropped_messages == 0 and ev.n_tokens < ev.n_ctx:
+        line = f"{head} · {ev.n_ctx - ev.n_tokens:,} left"
+        return line, f"{line}\n\n{about} {ev.n_ctx - ev.n_tokens:,} tokens are left for the reply.", Severity.INFO
+    if ev.dropped_messages > 0:
+        line = f"{head}: {ev.dropped_messages:,} oldest message{'' if ev.dropped_messages == 1 else 's'} dropped"
+        tip = (
+            f"{about} The context policy drops the oldest turns: Send leaves out the "
+            f"{_n(ev.dropped_messages, 'oldest message')} and sends {_n(ev.fitted_tokens, 'token')}, keeping a "
+            "quarter of n_ctx for the reply."
         )
-    over = f"{draft} · prompt {ev.n_tokens:,} > n_ctx {ev.n_ctx:,}"
+        return line, f"{line}\n\n{tip}", Severity.WARNING
+    line = f"{head}: too long to send"
     if policy is ContextPolicy.ROLLING:
-        return f"{over}: the oldest turns will be left out", tip, Severity.WARNING
-    return (
-        f"{over}: too long to send (raise n_ctx, or let the oldest turns drop)",
-        tip + ' The context policy is "Stop at the limit": Send is refused until it fits.',
-        Severity.ERROR,
-    )
+        why = (
+            "Even with every older turn left out, the system prompt and this message do not fit in three quarters "
+            "of n_ctx (the policy keeps a quarter for the reply). Shorten the message or raise n_ctx."
+        )
+    else:
+        why = (
+            'The context policy is "Stop at the limit": Send is refused. Raise n_ctx, shorten the message, or set '
+            'the policy to "Drop oldest turns and go on" (Model panel).'
+        )
+    return line, f"{line}\n\n{about} {why}", Severity.ERROR
+
+
+WAITING = "… counted when the reply ends"
 
 
 class DraftCounter(QObject):
@@ -83,20 +99,27 @@ class DraftCounter(QObject):
         composer.box.textChanged.connect(self.recount)
         engine.prompt_counted.connect(self._counted)
         engine.prompt_count_failed.connect(self._failed)
-        engine.generation_ended.connect(lambda _rid: self._ask_if_stale())
+        # The chat before the draft may have changed (a reply, Regenerate), the model or its n_ctx, or
+        # the engine went away (unload, a crash: no answer is coming).
+        engine.generation_ended.connect(lambda _rid: self.recount())
         engine.model_loaded.connect(lambda _ev: self._restart())
-        engine.engine_crashed.connect(lambda _why: self._restart())
+        engine.state_changed.connect(self._state_changed)
+
+    def _state_changed(self, state: EngineState) -> None:
+        if state not in (EngineState.READY, EngineState.GENERATING):
+            self._restart()  # unloaded, loading, dead or starting: no answer is coming
 
     def recount(self) -> None:
-        """The draft or what comes before it changed (an edit, another chat, a new system prompt):
-        count again after ``DEBOUNCE_MS``."""
+        """The draft or what comes before it changed (an edit, another chat, a new system prompt,
+        a setting): count again after ``DEBOUNCE_MS``."""
         self._stale = True
         if not self.composer.box.toPlainText().strip():
+            self._asked = None  # an answer still coming is for text that is gone
             self._show(None)
         self._timer.start()
 
     def _restart(self) -> None:
-        self._asked = None  # a new model or a dead engine: no answer is coming
+        self._asked = None  # a new model, or a state in which no answer is coming
         self.recount()
 
     def _ask_if_stale(self) -> None:
@@ -107,12 +130,17 @@ class DraftCounter(QObject):
         text = self.composer.box.toPlainText()
         if not text.strip():
             self._stale = False
+            self._asked = None
             self._show(None)
             return
-        if self._asked is not None or self.engine.generating:
-            return  # asked again when the answer comes, or when the reply ends
+        if self.engine.generating:
+            self.composer.set_count(WAITING, "The engine counts after the reply in flight.")
+            self.last = None
+            return  # asked when the reply ends (recount)
+        if self._asked is not None:
+            return  # asked again when the answer comes
         self._stale = False
-        self._asked = self.engine.count_prompt(self._messages(text), self._template())
+        self._asked = self.engine.count_prompt(self._messages(text), self._template(), self._policy())
         if self._asked is None:
             self._show(None)  # no model, or a remote engine
 
@@ -129,8 +157,12 @@ class DraftCounter(QObject):
         if ev.request_id != self._asked:
             return
         self._asked = None
-        self._show(None)  # a template error: the Template panel and Send say why
-        self._ask_if_stale()
+        self.last = None
+        if self._stale:
+            self._ask_if_stale()
+            return
+        # A template that rejects the conversation: Send would fail the same way; say so now.
+        self.composer.set_count(ev.message, ev.message, Severity.ERROR)
 
     def _show(self, ev: P.PromptCounted | None) -> None:
         self.last = ev
