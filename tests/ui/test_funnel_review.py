@@ -341,3 +341,14 @@ def test_the_tokens_panel_line_fits_two_lines_and_its_help_is_in_the_tooltip(qtb
     assert "Hover a token for its alternatives; click it for the funnel" in tip and "end-of-turn token" in tip
     one_line = panel.summary.fontMetrics().lineSpacing()
     assert panel.summary.heightForWidth(600) <= 2 * one_line + 4  # the bottom dock's line at 1366x768
+
+
+def test_a_narrow_dock_scrolls_to_the_draw_column_instead_of_cutting_it(qtbot, window):
+    kinds = [FunnelStageKind(k) for k in ("model", "penalties", "top_k", "top_p", "min_p", "temperature", "dist")]
+    view = window.funnel_panel.view
+    view.show_funnel(_funnel(*[(k, 2) for k in kinds]))
+    assert view.minimumWidth() == view.NAME_W + len(kinds) * view.MIN_COL_W
+    # The dock's scroll area takes the panel's layout minimum, which now includes every stage column.
+    scroll = window.funnel_dock.widget()
+    scroll.fit_panel()
+    assert scroll.widget().minimumWidth() >= view.minimumWidth()

@@ -255,6 +255,9 @@ class FunnelView(QWidget):
             self.message = message
         rows = len(funnel.rows) if funnel else 12
         self.setMinimumHeight(self._height(rows))
+        # Every stage's column at its least width: a narrower dock scrolls sideways (DockScroll) instead of cutting
+        # off the last stages (the draw).
+        self.setMinimumWidth(self.NAME_W + (len(funnel.stages) if funnel else 1) * self.MIN_COL_W)
         self.update()
 
     def paintEvent(self, _e: QPaintEvent) -> None:
