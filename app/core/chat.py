@@ -99,8 +99,13 @@ _STOP_LABELS = {
 }
 
 
+# The share of n_ctx the ROLLING policy keeps free for the reply when it drops the oldest turns.
+ROLLING_RESERVE_FRACTION = 0.25
+
+
 class ContextPolicy(_ValueEnum):
-    """What to do when the conversation no longer fits in n_ctx."""
+    """What to do when the conversation no longer fits in n_ctx (ROLLING keeps
+    ``ROLLING_RESERVE_FRACTION`` of it free for the reply)."""
 
     STOP = "stop"  # stop at the limit and say so
     ROLLING = "rolling"  # drop the oldest turns (then the oldest part of the reply) and go on

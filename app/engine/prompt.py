@@ -11,24 +11,23 @@ STOP) or loses its oldest turns (policy ROLLING).
 
 from __future__ import annotations
 
+import contextlib
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import jinja2
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-from app.core.chat import ChatMessage, ContextPolicy, Role
+from app.core.chat import ROLLING_RESERVE_FRACTION, ChatMessage, ContextPolicy, Role
 from app.core.conversations.turns import repeated_roles
 from app.core.protocol import FailureKind
 from app.engine.errors import EngineError
 from app.engine.kv_reuse import CachedTurn, splice_prompt
 from app.engine.vocab import Vocab
 
-# Tokens kept free for the reply when the rolling policy trims the prompt.
-ROLLING_RESERVE_FRACTION = 0.25
 # Override templates kept compiled (the one in use and a few being edited and previewed).
 COMPILED_TEMPLATES_KEPT = 4
 
@@ -210,6 +209,21 @@ class PromptBuilder:
         self._formatter = formatter
         self._template_stop = (self._eos_text,) if self._eos_text else ()
         self.override = source
+
+    @contextlib.contextmanager
+    def template_for_now(self, source: str | None) -> Iterator[None]:
+        """Render with ``source`` (None: the GGUF's) inside the block only; the template in use for
+        replies is back after it (compiled already: restoring cannot fail).
+
+        Raises:
+            EngineError: ``template`` when ``source`` does not compile (nothing changes then).
+        """
+        before = self.override
+        self.use_template(source)
+        try:
+            yield
+        finally:
+            self.use_template(before)
 
     @property
     def has_template(self) -> bool:

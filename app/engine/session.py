@@ -33,7 +33,15 @@ from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
 from app.core import protocol as P
 from app.core.alternatives import ReplyAlternatives, StoredStep
-from app.core.chat import ChatMessage, ContextPolicy, FlashAttention, GenerationStats, LoadSettings, StopReason
+from app.core.chat import (
+    ROLLING_RESERVE_FRACTION,
+    ChatMessage,
+    ContextPolicy,
+    FlashAttention,
+    GenerationStats,
+    LoadSettings,
+    StopReason,
+)
 from app.core.chat_template import SAMPLE_CONVERSATION
 from app.core.gguf_info import GGUFError, GGUFInfo, check_loadable
 from app.core.memory import KVCacheLayout, KVCacheType, kv_cache_layout, n_ubatch_for
@@ -53,7 +61,7 @@ from app.engine.kv_reuse import CachedTurn
 from app.engine.llama_context import GlassboxLlama
 from app.engine.llama_log import LlamaLog
 from app.engine.prefill import Prefiller, rewind_to_prefix
-from app.engine.prompt import ROLLING_RESERVE_FRACTION, FittedPrompt, PromptBuilder
+from app.engine.prompt import FittedPrompt, PromptBuilder
 from app.engine.threads import auto_threads, auto_threads_batch
 from app.engine.vocab import Vocab
 
@@ -346,13 +354,9 @@ class Session:
         b = m.prompt
         sample = not req.messages
         messages = SAMPLE_CONVERSATION if sample else req.messages
-        before = b.override
-        try:
-            b.use_template(req.chat_template)
+        with b.template_for_now(req.chat_template):
             text = b.render(messages, req.continue_last)
             plain = not b.has_template
-        finally:
-            b.use_template(before)  # compiled already: cannot fail
         if not text.strip():
             raise EngineError(
                 P.FailureKind.TEMPLATE,
@@ -389,9 +393,7 @@ class Session:
         """
         m = self._require()
         b = m.prompt
-        before = b.override
-        try:
-            b.use_template(req.chat_template)
+        with b.template_for_now(req.chat_template):
             n_tokens = len(b.prompt_tokens(b.render(req.messages)))
             dropped, fitted = 0, n_tokens
             if n_tokens >= b.n_ctx:
@@ -402,8 +404,6 @@ class Session:
                     if exc.kind is not P.FailureKind.CONTEXT_OVERFLOW:
                         raise
                     dropped, fitted = -1, 0
-        finally:
-            b.use_template(before)
         last = b.tokenize(req.messages[-1].content, special=False) if req.messages else []
         return P.PromptCounted(req.request_id, n_tokens, len(last), self.n_ctx, dropped, fitted)
 

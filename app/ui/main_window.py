@@ -228,7 +228,7 @@ class MainWindow(QMainWindow):
         self.system_bar.changed.connect(lambda _text: self.draft_counter.recount())
         self.chat.conversations_changed.connect(self.draft_counter.recount)  # a message deleted, edited, sent
         # The context policy or this model's chat template override (both settings) changed.
-        self.settings_ctl.changed.connect(lambda _s: self.draft_counter.recount())
+        self.settings_ctl.changed.connect(lambda _s: self.draft_counter.settings_changed())
         self._inspectors_shown: set[QDockWidget] = set()
         self.chat.top_candidates = 0
         self.funnel = FunnelController(engine, self.funnel_panel, settings_now.sampler, self)

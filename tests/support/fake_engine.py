@@ -48,7 +48,16 @@ from PySide6.QtCore import QObject, QTimer
 
 from app.core import protocol as P
 from app.core.alternatives import ReplyAlternatives
-from app.core.chat import ChatMessage, ContextPolicy, FlashAttention, GenerationStats, LoadSettings, Role, StopReason
+from app.core.chat import (
+    ROLLING_RESERVE_FRACTION,
+    ChatMessage,
+    ContextPolicy,
+    FlashAttention,
+    GenerationStats,
+    LoadSettings,
+    Role,
+    StopReason,
+)
 from app.core.chat_template import SAMPLE_CONVERSATION
 from app.core.funnel import Funnel, FunnelStage, FunnelStageKind
 from app.core.gguf_info import read_gguf_info
@@ -679,7 +688,8 @@ class FakeEngine(EngineClient):
     ) -> int | None:
         """The fake's tokens (:meth:`_prompt_pieces`) of the rendered prompt and of the last message, on the
         next tick; while a reply is in flight, after it (as the engine queues it). Over n_ctx, fitted as the
-        engine fits (ROLLING: the oldest non-system messages dropped until 3/4 of n_ctx; else refused)."""
+        engine fits (ROLLING: the oldest non-system messages dropped until it fits what the reserve leaves; else
+        refused)."""
         if self.model is None:
             return None
         rid = next(self._ids)
@@ -709,7 +719,7 @@ class FakeEngine(EngineClient):
                         rest, k = rest[1:], k + 1
                         kept = self._render(req.request_id, (*system, *rest), req.chat_template)
                         size = len(self._prompt_pieces(kept[0])) if not isinstance(kept, P.Failed) else n_ctx
-                        if size <= int(n_ctx * 0.75):
+                        if size <= int(n_ctx * (1 - ROLLING_RESERVE_FRACTION)):
                             dropped, fitted = k, size
                             break
             last = self._prompt_pieces(req.messages[-1].content) if req.messages else []

@@ -31,6 +31,13 @@ def test_the_draft_is_counted_while_typing_with_what_send_would_evaluate(qtbot, 
     assert text == f"3 tokens · prompt {n.n_tokens:,} of n_ctx {n.n_ctx:,} · {n.n_ctx - n.n_tokens:,} left"
     assert window.composer.count.toolTip().startswith(text + "\n\n")  # the line whole, then what it means
     assert n.n_tokens > 3  # the template's framing around the draft
+    # A setting the count does not depend on (a sampler slider) asks nothing again.
+    from dataclasses import replace
+
+    sampler = window.settings_ctl.settings.sampler
+    window.settings_ctl.update(sampler=replace(sampler, temperature=sampler.temperature + 0.1))
+    qtbot.wait(350)
+    assert len(window.engine.sent(P.CountPrompt)) == 1
     # Emptied: no count shown.
     box.clear()
     qtbot.waitUntil(lambda: window.composer.count.text() == "", timeout=3000)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, QTimer
 
 from app.core import protocol as P
-from app.core.chat import ChatMessage, ContextPolicy
+from app.core.chat import ROLLING_RESERVE_FRACTION, ChatMessage, ContextPolicy
 from app.ui.chat.composer import Composer
 from app.ui.common.severity import Severity
 from app.ui.engine_client import EngineClient, EngineState
@@ -40,15 +40,16 @@ def count_text(ev: P.PromptCounted, policy: ContextPolicy) -> tuple[str, str, Se
         line = f"{head}: {ev.dropped_messages:,} oldest message{'' if ev.dropped_messages == 1 else 's'} dropped"
         tip = (
             f"{about} The context policy drops the oldest turns: Send leaves out the "
-            f"{_n(ev.dropped_messages, 'oldest message')} and sends {_n(ev.fitted_tokens, 'token')}, keeping a "
-            "quarter of n_ctx for the reply."
+            f"{_n(ev.dropped_messages, 'oldest message')} and sends {_n(ev.fitted_tokens, 'token')}, keeping "
+            f"{ROLLING_RESERVE_FRACTION:.0%} of n_ctx for the reply."
         )
         return line, f"{line}\n\n{tip}", Severity.WARNING
     line = f"{head}: too long to send"
     if policy is ContextPolicy.ROLLING:
         why = (
-            "Even with every older turn left out, the system prompt and this message do not fit in three quarters "
-            "of n_ctx (the policy keeps a quarter for the reply). Shorten the message or raise n_ctx."
+            "Even with every older turn left out, the system prompt and this message do not fit in "
+            f"{1 - ROLLING_RESERVE_FRACTION:.0%} of n_ctx (the policy keeps {ROLLING_RESERVE_FRACTION:.0%} for the "
+            "reply). Shorten the message or raise n_ctx."
         )
     else:
         why = (
@@ -91,6 +92,7 @@ class DraftCounter(QObject):
         self._policy = policy
         self._asked: int | None = None  # the count request in flight
         self._stale = False  # the draft changed since the last count was asked
+        self._basis: tuple[str | None, ContextPolicy] | None = None  # the template and policy last counted with
         self.last: P.PromptCounted | None = None  # the count shown (tests read it)
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
@@ -118,6 +120,12 @@ class DraftCounter(QObject):
             self._show(None)
         self._timer.start()
 
+    def settings_changed(self) -> None:
+        """A setting changed: count again only when it is one the count depends on (the chat
+        template override, the context policy), not for every slider moved."""
+        if (self._template(), self._policy()) != self._basis:
+            self.recount()
+
     def _restart(self) -> None:
         self._asked = None  # a new model, or a state in which no answer is coming
         self.recount()
@@ -140,7 +148,8 @@ class DraftCounter(QObject):
         if self._asked is not None:
             return  # asked again when the answer comes
         self._stale = False
-        self._asked = self.engine.count_prompt(self._messages(text), self._template(), self._policy())
+        self._basis = (self._template(), self._policy())
+        self._asked = self.engine.count_prompt(self._messages(text), *self._basis)
         if self._asked is None:
             self._show(None)  # no model, or a remote engine
 
