@@ -1,7 +1,7 @@
 """Glassbox's log files: one format, one logger tree, rotation, readable by the user only.
 
 Loggers are named after their module (``logging.getLogger(__name__)``:
-``app.core.hub``, ``app.ui.main_window``, ``app.engine.session``), so one logger,
+``app.core.models.hub``, ``app.ui.window.main_window``, ``app.engine.session``), so one logger,
 ``app``, sets the level for all of Glassbox; the handlers sit on the root logger,
 where third-party libraries (huggingface_hub, httpx...) reach them at WARNING and
 above only (their INFO lines carry request URLs, search words included).

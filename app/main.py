@@ -58,8 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     from app import APP_ID, logfiles
     from app.diagnostics import Diagnostics
     from app.paths import default_paths
-    from app.ui.single_instance import SingleInstance
     from app.ui.theme import apply_theme
+    from app.ui.window.single_instance import SingleInstance
 
     paths = default_paths().ensure()
     app_log = paths.logs_dir / "app.log"
@@ -97,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
 def internal_error_notice(window):
     """What shows an unexpected error to the person (:meth:`app.diagnostics.Diagnostics.set_notice`):
     the window's banner, as an error, under its own topic."""
-    from app.ui.banner import BannerTopic
     from app.ui.common.severity import Severity
+    from app.ui.window.banner import BannerTopic
 
     return lambda text: window.banner.show_message(Severity.ERROR, text, topic=BannerTopic.INTERNAL_ERROR)
 
@@ -132,7 +132,7 @@ def _hand_over_to_running(instance, argv: list[str]) -> int:
 
 
 def listen_for_second_starts(instance, window) -> None:
-    """Route what a second start hands over (see :mod:`app.ui.single_instance`) to ``window``:
+    """Route what a second start hands over (see :mod:`app.ui.window.single_instance`) to ``window``:
     its ``--model`` is loaded (relative to the second start's working folder) and the window
     comes forward."""
     instance.arguments_received.connect(lambda argv, cwd: receive_second_start(window, argv, cwd))
@@ -183,11 +183,11 @@ def create_window(paths, engine=None):
     (the UI tests pass a fake one that starts no process).
     """
     from app.core.settings import SettingsStore
-    from app.ui.banner import BannerTopic
     from app.ui.common.severity import Severity
-    from app.ui.engine_client import EngineClient
-    from app.ui.main_window import MainWindow
-    from app.ui.settings_controller import SettingsController
+    from app.ui.engine.client import EngineClient
+    from app.ui.window.banner import BannerTopic
+    from app.ui.window.main_window import MainWindow
+    from app.ui.window.settings_controller import SettingsController
 
     store = SettingsStore(paths.settings_file)
     settings = SettingsController(store, store.load())
@@ -210,21 +210,21 @@ def build_models_page(paths, settings, *, memory=None, download_options=None):
     Builds the model library (with the folders from ``settings``), the download
     manager (with the Hub token from ``settings``), the Hub client factory and
     the two worker pools, and hands them to the
-    :class:`~app.ui.library.ModelsWindow`, which owns them from then on (its
+    :class:`~app.ui.models.ModelsWindow`, which owns them from then on (its
     ``shutdown()`` stops them).
 
     Args:
         paths: Glassbox's folders.
-        settings: the :class:`~app.ui.settings_controller.SettingsController`.
+        settings: the :class:`~app.ui.window.settings_controller.SettingsController`.
         memory: the machine's memory for fit verdicts (None: RAM measured at each verdict).
         download_options: extra keyword arguments for
-            :class:`~app.core.downloads.DownloadManager` (concurrency, retries, free_space...).
+            :class:`~app.core.models.downloads.DownloadManager` (concurrency, retries, free_space...).
     """
-    from app.core.downloads import DownloadManager
-    from app.core.hub import HubClient
-    from app.core.library import ModelLibrary
+    from app.core.models.downloads import DownloadManager
+    from app.core.models.hub import HubClient
+    from app.core.models.library import ModelLibrary
     from app.ui.common.tasks import TaskPool
-    from app.ui.library import ModelsWindow
+    from app.ui.models import ModelsWindow
 
     current = settings.settings
     return ModelsWindow(

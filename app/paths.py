@@ -13,7 +13,7 @@ Layout::
     <data>/logs/                    app.log, engine.log
     <config>/settings.json          user settings (app.core.settings)
     <cache>/library-headers.json    GGUF facts of the library's files, by path, size and mtime
-    <cache>/bandwidth.json          this machine's measured memory bandwidth (app.core.bandwidth)
+    <cache>/bandwidth.json          this machine's measured memory bandwidth (app.core.hardware.bandwidth)
 
 On POSIX these folders are 0o700 and the chats, settings and logs 0o600 (user only).
 """

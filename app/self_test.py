@@ -10,7 +10,7 @@ Glassbox works on this machine, with no window on screen and no click:
    process; the engine's process name is read back (``glassbox-engine``).
 3. A second Glassbox process is started with the model file as its argument, as
    a file manager (``xdg-open``, the ``.desktop`` file's ``%f``) starts it; it
-   must hand the file to this window through :mod:`app.ui.single_instance` and
+   must hand the file to this window through :mod:`app.ui.window.single_instance` and
    exit 0, and the window must load that file.
 4. A short reply (:data:`REPLY_TOKENS` tokens at most) is generated through the
    composer; the reply's TTFT and KV cache figures must be present, in the
@@ -63,7 +63,7 @@ def default_model(environ: dict[str, str] | os._Environ[str] | None = None) -> P
     named = env.get(TEST_MODEL_ENV)
     if named and Path(named).is_file():
         return Path(named)
-    from app.core.library import ModelLibrary
+    from app.core.models.library import ModelLibrary
     from app.paths import default_paths
 
     paths = default_paths(env)
@@ -139,7 +139,7 @@ def _run(model: Path | None, home: Path) -> dict[str, Any]:
         raise SelfTestFailed("model", f"the model file {model} does not exist")
     # The window's own check before a load: a text file, a truncated download or a folder fails
     # here with what is wrong, not later as an engine error or a timeout.
-    from app.core.gguf_info import GGUFError, check_loadable
+    from app.core.gguf.gguf_info import GGUFError, check_loadable
 
     try:
         check_loadable(model)
@@ -154,8 +154,8 @@ def _run(model: Path | None, home: Path) -> dict[str, Any]:
     from app.core import protocol as P
     from app.main import create_window, listen_for_second_starts
     from app.paths import default_paths
-    from app.ui.single_instance import SingleInstance
     from app.ui.theme import apply_theme
+    from app.ui.window.single_instance import SingleInstance
 
     paths = default_paths().ensure()
     logfiles.configure(paths.logs_dir / "app.log", debug=False, stderr=False)

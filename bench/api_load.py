@@ -60,12 +60,12 @@ def main() -> None:
     import openai
     from PySide6.QtCore import QCoreApplication, QEventLoop, QTimer
 
-    from app.core.chat import LoadSettings
+    from app.core.chat.context import LoadSettings
     from app.core.server_settings import ServerSettings
     from app.core.settings import Settings, SettingsStore
-    from app.ui.engine_client import EngineClient
+    from app.ui.engine.client import EngineClient
     from app.ui.server.controller import ServerController
-    from app.ui.settings_controller import SettingsController
+    from app.ui.window.settings_controller import SettingsController
 
     app = QCoreApplication.instance() or QCoreApplication([])
     tmp = tempfile.TemporaryDirectory()

@@ -39,8 +39,8 @@ def main() -> int:
         ap.error("give --model or set GLASSBOX_TEST_SMOLLM2")
 
     from app.core import protocol as P
-    from app.core.chat import ChatMessage, LoadSettings
-    from app.core.sampling import SamplerSettings
+    from app.core.chat.context import ChatMessage, LoadSettings
+    from app.core.sampling.params import SamplerSettings
     from app.engine.backends import cpu_variants, library_dir
     from app.engine.host import EngineHost
 

@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT))
 from huggingface_hub import constants  # noqa: E402
 from huggingface_hub.utils import close_session  # noqa: E402
 
-from app.core.downloads import DownloadManager, DownloadState  # noqa: E402
-from app.core.hub import HubClient  # noqa: E402
+from app.core.models.downloads import DownloadManager, DownloadState  # noqa: E402
+from app.core.models.hub import HubClient  # noqa: E402
 from app.paths import default_paths  # noqa: E402
 from tests.support.hub_server import FakeHub  # noqa: E402
 from tests.support.models import smollm2_path  # noqa: E402

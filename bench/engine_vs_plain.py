@@ -55,7 +55,7 @@ def plain_run(llm, tokens: list[int], n_gen: int) -> tuple[float, float, list[in
 
 def engine_run(host, messages, n_gen: int, candidates: int, keep_logits: bool = False, alternatives: int = 0):
     from app.core import protocol as P
-    from app.core.sampling import SamplerSettings
+    from app.core.sampling.params import SamplerSettings
 
     host.request(P.ResetContext(host.next_id()))
     events: list = []
@@ -96,7 +96,7 @@ def main() -> int:
     import llama_cpp
 
     from app.core import protocol as P
-    from app.core.chat import ChatMessage, LoadSettings
+    from app.core.chat.context import ChatMessage, LoadSettings
     from app.engine.funnel_store import BYTES_PER_STEP, FULL_STEPS
     from app.engine.host import EngineHost
     from app.engine.threads import auto_threads

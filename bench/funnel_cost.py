@@ -43,7 +43,7 @@ def main() -> int:
     import llama_cpp
     import numpy as np
 
-    from app.core.sampling import SamplerSettings
+    from app.core.sampling.params import SamplerSettings
     from app.engine.funnel import make_chain
     from app.engine.funnel_store import BYTES_PER_STEP, ReplyLogits, reduce_step
     from app.engine.vocab import Vocab

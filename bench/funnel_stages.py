@@ -36,7 +36,7 @@ def main() -> int:
     import llama_cpp
     import numpy as np
 
-    from app.core.sampling import DEFAULTS, with_preset
+    from app.core.sampling.params import DEFAULTS, with_preset
     from app.engine.funnel import run_funnel
     from app.engine.vocab import Vocab
 

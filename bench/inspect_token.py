@@ -66,8 +66,8 @@ def main() -> int:
     import llama_cpp
 
     from app.core import protocol as P
-    from app.core.chat import ChatMessage, LoadSettings
-    from app.core.sampling import SamplerSettings
+    from app.core.chat.context import ChatMessage, LoadSettings
+    from app.core.sampling.params import SamplerSettings
     from app.engine.host import EngineHost
 
     def conversation(lines: int) -> tuple[ChatMessage, ...]:

@@ -145,7 +145,7 @@ def reply_text(rng: random.Random, i: int) -> str:
 
 def write_chat(store, n_messages: int, seed: int, title: str) -> tuple[int, list[int]]:
     """A stored conversation of ``n_messages`` alternating messages; its id and its message ids in order."""
-    from app.core.chat import GenerationStats, Role, StopReason
+    from app.core.chat.context import GenerationStats, Role, StopReason
     from app.core.conversations import MessageMeta
 
     rng = random.Random(seed)

@@ -50,8 +50,8 @@ def main() -> None:
 
     from PySide6.QtCore import QCoreApplication, QEventLoop, QTimer
 
-    from app.core.chat import LoadSettings
-    from app.ui.engine_client import EngineClient
+    from app.core.chat.context import LoadSettings
+    from app.ui.engine.client import EngineClient
 
     app = QCoreApplication.instance() or QCoreApplication([])
     client = EngineClient()

@@ -212,7 +212,7 @@ def main() -> int:
         )
         n_ctx = max(32768, 4 * args.tokens)
     if engine is None:
-        from app.ui.engine_client import EngineClient
+        from app.ui.engine.client import EngineClient
 
         engine = EngineClient(str(paths.logs_dir / "engine.log"))  # as create_window makes it
     finished: list[tuple[float, object]] = []  # (when, event): connected before the window's slots

@@ -693,10 +693,10 @@ def run_checks(
 
 
 def starter_cli(py: Path, args: Sequence[str], what: str) -> str:
-    """Run ``python -m app.core.starter`` in the venv; its stdout, progress shown live."""
+    """Run ``python -m app.starter`` in the venv; its stdout, progress shown live."""
     try:
         r = subprocess.run(
-            [str(py), "-m", "app.core.starter", *args], stdout=subprocess.PIPE, text=True, cwd=ROOT, check=False
+            [str(py), "-m", "app.starter", *args], stdout=subprocess.PIPE, text=True, cwd=ROOT, check=False
         )
     except OSError as exc:
         raise SetupError(f"could not run the venv's python: {exc}") from exc

@@ -21,15 +21,15 @@ from __future__ import annotations
 import enum
 from dataclasses import KW_ONLY, dataclass
 
-from app.core.alternatives import ReplyAlternatives, StoredStep
-from app.core.chat import ChatMessage, ContextPolicy, GenerationStats, LoadSettings
-from app.core.funnel import Funnel
-from app.core.gguf_info import GGUFInfo
-from app.core.memory import KVCacheLayout
+from app.core.chat.context import ChatMessage, ContextPolicy, GenerationStats, LoadSettings
+from app.core.gguf.gguf_info import GGUFInfo
+from app.core.hardware.memory import KVCacheLayout
+from app.core.inspection.token_inspection import TokenInspection
 from app.core.remote import RemoteFacts
 from app.core.rpc import DevicePlacement
-from app.core.sampling import SamplerSettings
-from app.core.token_inspection import TokenInspection
+from app.core.sampling.alternatives import ReplyAlternatives, StoredStep
+from app.core.sampling.funnel import Funnel
+from app.core.sampling.params import SamplerSettings
 
 
 # ---------------------------------------------------------------------------------------------
@@ -62,7 +62,7 @@ class Generate:
         top_candidates: how many top next-token candidates to report per token (0 = none).
         continue_last: continue the last (assistant) message instead of starting a new one.
         context_policy: what to do when the conversation outgrows n_ctx (a
-            :class:`~app.core.chat.ContextPolicy` value); None: the one given at load.
+            :class:`~app.core.chat.context.ContextPolicy` value); None: the one given at load.
         raw_prompt: a prompt text to use as it is instead of rendering ``messages`` with the
             chat template (the local API's ``/v1/completions``); special-token texts are parsed
             and BOS is added when the tokenizer wants it. ``messages`` is then ignored.
@@ -80,8 +80,8 @@ class Generate:
             transcript for a model without one). One that does not compile or render fails
             with kind ``template``, its line named.
         alternatives: top candidates to keep per generated token and send back with
-            :class:`Finished` (:class:`~app.core.alternatives.ReplyAlternatives`, at most
-            :data:`~app.core.alternatives.MAX_PER_TOKEN`); 0 = none. Taken from the same per-step
+            :class:`Finished` (:class:`~app.core.sampling.alternatives.ReplyAlternatives`, at most
+            :data:`~app.core.sampling.alternatives.MAX_PER_TOKEN`); 0 = none. Taken from the same per-step
             logits store as ``keep_logits`` (the engine then keeps the reply's logits too).
         reply_prefix: tokens the reply starts with, evaluated after the prompt before decoding
             goes on (a branch from an alternative: the first k tokens of a reply and the
@@ -117,7 +117,7 @@ class RenderPrompt:
 
     Attributes:
         messages: the conversation, system prompt first; empty: a sample conversation with
-            system, user and assistant turns (:data:`app.core.chat_template.SAMPLE_CONVERSATION`).
+            system, user and assistant turns (:data:`app.core.chat.chat_template.SAMPLE_CONVERSATION`).
         chat_template: a Jinja2 template to render with instead of the model's (an override
             being edited or in use); None: the GGUF's.
         continue_last: render the last (assistant) message to be continued.
@@ -163,7 +163,7 @@ class ComputeFunnel:
         sampler: the settings to run the funnel with; None = the reply's own.
         rows: tokens to show.
         stored: run on this stored step instead (a reply from the conversation store: its
-            kept top-N, :class:`~app.core.alternatives.StoredStep`); ``reply_id`` and ``step``
+            kept top-N, :class:`~app.core.sampling.alternatives.StoredStep`); ``reply_id`` and ``step``
             are then ignored, and ``sampler`` None means the stored reply's own settings.
     """
 
@@ -301,7 +301,7 @@ class ModelLoaded:
         n_threads_batch: prefill threads.
         gpu_offload: whether n_gpu_layers has any effect in this build.
         load_s: seconds to load.
-        kv_allocated_bytes: KV cache bytes by Glassbox's formula (app.core.memory).
+        kv_allocated_bytes: KV cache bytes by Glassbox's formula (app.core.hardware.memory).
         kv_layout: the KV cache's layout at the settings in effect (n_ctx, n_ubatch, swa_full);
             its ``allocated_bytes`` is ``kv_allocated_bytes``.
         kv_reported_bytes: KV cache bytes llama.cpp logged that it allocated (0 if not seen).
@@ -596,7 +596,7 @@ class PromptCounted:
 
 @dataclass(frozen=True)
 class FunnelComputed:
-    """The answer to :class:`ComputeFunnel`: the step's :class:`~app.core.funnel.Funnel`."""
+    """The answer to :class:`ComputeFunnel`: the step's :class:`~app.core.sampling.funnel.Funnel`."""
 
     request_id: int
     funnel: Funnel

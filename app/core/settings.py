@@ -19,10 +19,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from app.core.alternatives import DEFAULT_PER_TOKEN, MAX_PER_TOKEN, TokenColour
-from app.core.chat import LoadSettings
+from app.core.chat.context import LoadSettings
 from app.core.remote import RemoteSettings
-from app.core.sampling import SamplerSettings
+from app.core.sampling.alternatives import DEFAULT_PER_TOKEN, MAX_PER_TOKEN, TokenColour
+from app.core.sampling.params import SamplerSettings
 from app.core.server_settings import ServerSettings
 
 MAX_RECENT = 12
@@ -70,7 +70,7 @@ class Settings:
             Stored as a JSON object; files written before it existed read as none.
         remote: the remote engine set up in the Models page (URL, model, key stored like the Hub token).
         alternatives_per_token: candidates each reply keeps per generated token (1 to
-            :data:`~app.core.alternatives.MAX_PER_TOKEN`), :mod:`app.core.alternatives`.
+            :data:`~app.core.sampling.alternatives.MAX_PER_TOKEN`), :mod:`app.core.sampling.alternatives`.
         token_colour: what a token's colour shows in the chat's token view and the Tokens panel.
     """
 

@@ -4,7 +4,7 @@ Alternatives: when a :class:`~app.core.protocol.Generate` asks for ``alternative
 reply's per-step logits store (:class:`~app.engine.funnel_store.ReplyLogits`, the one the
 funnel uses: the decode thread only copies the logits, a worker thread reduces them to the
 top 64 and the log-sum-exp) is read when the reply ends, and :func:`reply_alternatives`
-turns it into a :class:`~app.core.alternatives.ReplyAlternatives` (the top N of each step,
+turns it into a :class:`~app.core.sampling.alternatives.ReplyAlternatives` (the top N of each step,
 the entropy, the prompt's tail for penalties and DRY, each distinct token's text) that goes
 back with :class:`~app.core.protocol.Finished`. No third path over the logits.
 
@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.core.alternatives import MAX_HISTORY, MAX_PER_TOKEN, ReplyAlternatives
+from app.core.chat.textstream import TextStream
 from app.core.protocol import FailureKind
-from app.core.textstream import TextStream
+from app.core.sampling.alternatives import MAX_HISTORY, MAX_PER_TOKEN, ReplyAlternatives
 from app.engine.errors import EngineError
 from app.engine.funnel_store import ReplyLogits
 from app.engine.vocab import Vocab

@@ -20,9 +20,9 @@ from typing import Any
 import llama_cpp
 
 from app.core import protocol as P
-from app.core.chat import ContextPolicy, StopReason
-from app.core.sampling import SamplerSettings
-from app.core.textstream import TextStream
+from app.core.chat.context import ContextPolicy, StopReason
+from app.core.chat.textstream import TextStream
+from app.core.sampling.params import SamplerSettings
 from app.engine.alternative import prefix_text
 from app.engine.errors import CancelFlag
 from app.engine.forced import ForcedTokens

@@ -1,6 +1,6 @@
 """The sampler funnel: llama.cpp's own samplers run one stage at a time on a step's logits.
 
-:func:`build_stages` is the one place that turns :class:`~app.core.sampling.SamplerSettings`
+:func:`build_stages` is the one place that turns :class:`~app.core.sampling.params.SamplerSettings`
 into llama.cpp sampler objects (``llama_sampler_init_*`` of the llama-cpp-python 0.3.36
 bindings, checked against the vendored llama.h): :func:`make_chain` puts them in a
 ``llama_sampler_chain`` for generation, and :func:`run_funnel` applies them one by one
@@ -37,8 +37,8 @@ import llama_cpp
 import numpy as np
 import numpy.typing as npt
 
-from app.core.funnel import Funnel, FunnelStage, FunnelStageKind
-from app.core.sampling import Mirostat, SamplerSettings, SamplerStage
+from app.core.sampling.funnel import Funnel, FunnelStage, FunnelStageKind
+from app.core.sampling.params import Mirostat, SamplerSettings, SamplerStage
 from app.engine.vocab import Vocab
 
 # llama_token_data as numpy sees it: {int32 id; float logit; float p;}, 12 bytes.
@@ -308,7 +308,7 @@ def run_funnel(
             may have written); else the vocabulary's.
 
     Returns:
-        The :class:`~app.core.funnel.Funnel`: the model column, one column per stage, the draw last.
+        The :class:`~app.core.sampling.funnel.Funnel`: the model column, one column per stage, the draw last.
     """
     t0 = time.perf_counter()
     k = min(n_rows, ids.shape[0])

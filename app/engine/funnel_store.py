@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from app.core.sampling import SamplerSettings
+from app.core.sampling.params import SamplerSettings
 
 TOP_M = 64  # logits kept per step
 FULL_STEPS = 16  # latest steps whose full-vocabulary logits are kept (ring slots)

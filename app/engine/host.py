@@ -1,6 +1,6 @@
 """Start, talk to, and end the engine process (plain Python, no Qt).
 
-:class:`EngineHost` is what the Qt :class:`app.ui.engine_client.EngineClient`
+:class:`EngineHost` is what the Qt :class:`app.ui.engine.client.EngineClient`
 wraps, and what engine tests and benchmarks use directly.
 """
 

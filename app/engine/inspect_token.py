@@ -7,7 +7,7 @@ only without it: src/llama-graph.cpp ``build_attn_mha``), ``swa_full`` on (so a 
 layer keeps every cell in position order) and the chat's K/V cache types.
 
 Two paths to the keys and values of the positions before the inspected span
-(:class:`~app.core.token_inspection.InspectPath`):
+(:class:`~app.core.inspection.token_inspection.InspectPath`):
 
 - **cache reuse**: the chat context's whole KV cache is copied out (``llama_state_get_data``;
   see :func:`take_chat_cache` for why not the sequence API) and into the inspect context
@@ -46,9 +46,9 @@ import numpy as np
 import numpy.typing as npt
 
 from app.core import protocol as P
-from app.core.gguf_info import GGUFInfo
-from app.core.memory import compute_buffer_estimate, kv_cache_layout, pad
-from app.core.token_inspection import (
+from app.core.gguf.gguf_info import GGUFInfo
+from app.core.hardware.memory import compute_buffer_estimate, kv_cache_layout, pad
+from app.core.inspection.token_inspection import (
     MAX_EXPERT_SPAN,
     AttentionMaps,
     EmbeddingView,
@@ -759,5 +759,5 @@ def _kind(name: str) -> str:
 
 
 def _type_name(t: int) -> str:
-    """A ggml type's name (``F16``, ``Q8_0``) for :func:`app.core.memory.kv_cache_layout`."""
+    """A ggml type's name (``F16``, ``Q8_0``) for :func:`app.core.hardware.memory.kv_cache_layout`."""
     return gguf.GGMLQuantizationType(int(t)).name

@@ -50,7 +50,7 @@ def take(llm: Any, used_bytes: int) -> KVSnapshot | None:
 
     Args:
         llm: the ``llama_cpp.Llama``.
-        used_bytes: the KV bytes the cache's tokens take (app.core.memory), for the cap.
+        used_bytes: the KV bytes the cache's tokens take (app.core.hardware.memory), for the cap.
     """
     n = int(llm.n_tokens)
     if n == 0 or used_bytes > MAX_SNAPSHOT_BYTES:

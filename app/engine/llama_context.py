@@ -28,15 +28,15 @@ from typing import Any
 
 import llama_cpp
 
-from app.core.chat import FlashAttention
-from app.core.memory import KVCacheType
+from app.core.chat.context import FlashAttention
+from app.core.hardware.memory import KVCacheType
 
 
 class GlassboxLlama(llama_cpp.Llama):  # type: ignore[misc,unused-ignore]  # llama_cpp is untyped: Any
     """``llama_cpp.Llama`` created with ``flash_attn_type`` set to ``flash_attn`` (auto, on or off).
 
     Args:
-        flash_attn: the :class:`~app.core.chat.FlashAttention` setting.
+        flash_attn: the :class:`~app.core.chat.context.FlashAttention` setting.
         type_k, type_v: K and V cache types.
         **kwargs: everything else, as for ``llama_cpp.Llama``.
 

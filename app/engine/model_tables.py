@@ -30,7 +30,7 @@ import gguf
 import numpy as np
 import numpy.typing as npt
 
-from app.core.gguf_info import GGUFInfo
+from app.core.gguf.gguf_info import GGUFInfo
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from typing import Any
 import jinja2
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-from app.core.chat import ROLLING_RESERVE_FRACTION, ChatMessage, ContextPolicy, Role
+from app.core.chat.context import ROLLING_RESERVE_FRACTION, ChatMessage, ContextPolicy, Role
 from app.core.conversations.turns import repeated_roles
 from app.core.protocol import FailureKind
 from app.engine.errors import EngineError

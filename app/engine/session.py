@@ -32,8 +32,8 @@ import numpy as np
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
 from app.core import protocol as P
-from app.core.alternatives import ReplyAlternatives, StoredStep
-from app.core.chat import (
+from app.core.chat.chat_template import SAMPLE_CONVERSATION
+from app.core.chat.context import (
     ROLLING_RESERVE_FRACTION,
     ChatMessage,
     ContextPolicy,
@@ -42,11 +42,11 @@ from app.core.chat import (
     LoadSettings,
     StopReason,
 )
-from app.core.chat_template import SAMPLE_CONVERSATION
-from app.core.gguf_info import GGUFError, GGUFInfo, check_loadable
-from app.core.memory import KVCacheLayout, KVCacheType, kv_cache_layout, n_ubatch_for
+from app.core.chat.textstream import TextStream
+from app.core.gguf.gguf_info import GGUFError, GGUFInfo, check_loadable
+from app.core.hardware.memory import KVCacheLayout, KVCacheType, kv_cache_layout, n_ubatch_for
 from app.core.rpc import RpcError
-from app.core.textstream import TextStream
+from app.core.sampling.alternatives import ReplyAlternatives, StoredStep
 from app.engine import kv_snapshot, rpc
 from app.engine.alternative import no_alternatives, prefix_text, prefixed_tokens, reply_alternatives
 from app.engine.decode import DecodeResult, TurnStats, decode_loop, make_sampler
@@ -629,7 +629,7 @@ class Session:
             return P.TokenInspected(req.request_id, m.token_inspector.inspect(req, chat))
 
     def _stored_funnel(self, req: P.ComputeFunnel, stored: StoredStep) -> P.FunnelComputed:
-        """The funnel of a step kept with a stored reply (its top-N, :mod:`app.core.alternatives`):
+        """The funnel of a step kept with a stored reply (its top-N, :mod:`app.core.sampling.alternatives`):
         llama.cpp's samplers on those N logits, not exact beyond them (``Funnel.exact`` False).
 
         Raises:

@@ -8,7 +8,7 @@ from typing import Any
 
 import llama_cpp
 
-from app.core.textstream import TextStream
+from app.core.chat.textstream import TextStream
 
 
 def display_piece(piece: bytes) -> str:

@@ -32,9 +32,9 @@ from collections.abc import Callable
 from typing import Any
 
 from app.core import protocol as P
-from app.core.chat import GenerationStats, StopReason
+from app.core.chat.context import GenerationStats, StopReason
 from app.core.remote import RemoteEndpoint, RemoteFacts, ServerKind
-from app.core.sampling import SamplerSettings
+from app.core.sampling.params import SamplerSettings
 from app.remote.http import Call, RemoteError, post_json
 
 MAX_PROMPT_TOKENS_SHOWN = 4096  # PromptPrepared.new_tokens' limit, as the local engine's

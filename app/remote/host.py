@@ -1,7 +1,7 @@
 """A remote engine behind the local engine's interface: requests in, protocol events out.
 
 :class:`RemoteHost` has the methods of :class:`app.engine.host.EngineHost` that
-:class:`app.ui.engine_client.EngineClient` uses (``start``, ``alive``, ``send``, ``recv_raw``,
+:class:`app.ui.engine.client.EngineClient` uses (``start``, ``alive``, ``send``, ``recv_raw``,
 ``cancel``, ``clear_cancel``, ``stop``, ``kill``, ``process``), so the window drives a server exactly
 as it drives its engine process, and every panel gets the same events:
 
@@ -28,8 +28,8 @@ from dataclasses import replace
 from typing import Any
 
 from app.core import protocol as P
-from app.core.gguf_info import GGUFInfo
-from app.core.memory import KVCacheLayout
+from app.core.gguf.gguf_info import GGUFInfo
+from app.core.hardware.memory import KVCacheLayout
 from app.core.remote import RemoteEndpoint, RemoteFacts, ServerKind
 from app.remote.generation import RemoteReply
 from app.remote.http import RemoteError

@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from app.core import protocol as P
-from app.core.chat import StopReason
+from app.core.chat.context import StopReason
 from app.server.errors import ApiError, bad_request
 from app.server.gateway import ApiJob, EngineGateway, ModelCard
 from app.server.responses import ReplyBuilder

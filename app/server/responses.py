@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from app.core import protocol as P
-from app.core.chat import GenerationStats, StopReason
+from app.core.chat.context import GenerationStats, StopReason
 from app.server.gateway import ApiJob, ModelCard
 from app.server.schema import Endpoint
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core import protocol as P
-from app.core.chat import ChatMessage, ContextPolicy, Role
-from app.core.sampling import SamplerSettings
+from app.core.chat.context import ChatMessage, ContextPolicy, Role
+from app.core.sampling.params import SamplerSettings
 from app.server.errors import bad_request
 
 MAX_STOP = 4

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from app.core import protocol as P
-from app.core.chat import ChatMessage, ContextPolicy, LoadSettings
-from app.core.sampling import SamplerSettings
+from app.core.chat.context import ChatMessage, ContextPolicy, LoadSettings
+from app.core.sampling.params import SamplerSettings
 from app.engine.host import EngineHost
 
 

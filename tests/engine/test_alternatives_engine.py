@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from app.core import protocol as P
-from app.core.chat import ChatMessage, StopReason
-from app.core.memory import n_ubatch_for
-from app.core.sampling import SamplerSettings
+from app.core.chat.context import ChatMessage, StopReason
+from app.core.hardware.memory import n_ubatch_for
+from app.core.sampling.params import SamplerSettings
 from tests.engine.conftest import SYSTEM
 
 N_CTX = 2048

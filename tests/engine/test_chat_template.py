@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from app.core import protocol as P
-from app.core.chat_template import SAMPLE_CONVERSATION
+from app.core.chat.chat_template import SAMPLE_CONVERSATION
 from tests.engine.conftest import SYSTEM, start_engine
 
 # Gemma 3's format, as its instruction-tuned models' template writes it (system folded into the first user turn).
@@ -143,7 +143,7 @@ def test_the_engine_stamps_every_phase_of_the_turn(fresh_engine) -> None:
 
 
 def test_the_composer_count_is_the_prompt_a_reply_evaluates_and_the_message_alone(engine) -> None:
-    from app.core.chat import ChatMessage
+    from app.core.chat.context import ChatMessage
 
     msgs = tuple(ChatMessage(*m) for m in CHAT)
     counted = engine.host.request(P.CountPrompt(engine.host.next_id(), msgs))
@@ -166,8 +166,8 @@ def test_the_composer_count_is_the_prompt_a_reply_evaluates_and_the_message_alon
 
 
 def test_over_n_ctx_the_count_drops_what_a_reply_drops_or_says_it_would_be_refused(smollm2) -> None:
-    from app.core.chat import ChatMessage, ContextPolicy
-    from app.core.sampling import SamplerSettings
+    from app.core.chat.context import ChatMessage, ContextPolicy
+    from app.core.sampling.params import SamplerSettings
 
     eng = start_engine(smollm2, n_ctx=512)
     try:

@@ -1,7 +1,7 @@
 """Figures of a reply that outgrows n_ctx under "drop oldest turns" (rolling policy).
 
 The context rebuild mid-reply is not the prompt's prefill: its progress events say
-so, and the Prefill figures of the turn (app.ui.turn.LiveTurn) keep the prompt's.
+so, and the Prefill figures of the turn (app.ui.chat.turn.LiveTurn) keep the prompt's.
 The messages counted as dropped add up the same in every place: PromptPrepared's
 drop, each ContextShifted's, and Finished's total.
 """
@@ -9,7 +9,7 @@ drop, each ContextShifted's, and Finished's total.
 from __future__ import annotations
 
 from app.core import protocol as P
-from app.ui.turn import LiveTurn
+from app.ui.chat.turn import LiveTurn
 from tests.engine.conftest import ROLLING_POLICY, SYSTEM
 
 

@@ -9,9 +9,9 @@ import time
 import pytest
 
 from app.core import protocol as P
-from app.core.chat import ChatMessage, LoadSettings, StopReason
-from app.core.gguf_info import MissingSplitParts, check_loadable
-from app.core.sampling import SamplerSettings
+from app.core.chat.context import ChatMessage, LoadSettings, StopReason
+from app.core.gguf.gguf_info import MissingSplitParts, check_loadable
+from app.core.sampling.params import SamplerSettings
 from app.engine.host import EngineHost
 from tests.engine.conftest import ROLLING_POLICY, STOP_POLICY, SYSTEM
 from tests.support.models import write_split_model

@@ -4,8 +4,8 @@ person's KV cache kept across them (app.engine.kv_snapshot)."""
 from __future__ import annotations
 
 from app.core import protocol as P
-from app.core.chat import ChatMessage, ContextPolicy, Role, StopReason
-from app.core.sampling import SamplerSettings
+from app.core.chat.context import ChatMessage, ContextPolicy, Role, StopReason
+from app.core.sampling.params import SamplerSettings
 
 GREEDY = SamplerSettings(temperature=0, max_tokens=12)
 CHAT = (ChatMessage(Role.SYSTEM, "You are helpful."), ChatMessage(Role.USER, "Name three fruits."))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.core import protocol as P
-from app.core.chat import StopReason
+from app.core.chat.context import StopReason
 from app.engine.forced import ENV, ForcedTokens
 from tests.engine.conftest import SYSTEM, start_engine
 

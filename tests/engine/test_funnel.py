@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from app.core import protocol as P
-from app.core.chat import ChatMessage
-from app.core.funnel import FunnelStageKind
-from app.core.sampling import DEFAULT_ORDER, SamplerSettings
+from app.core.chat.context import ChatMessage
+from app.core.sampling.funnel import FunnelStageKind
+from app.core.sampling.params import DEFAULT_ORDER, SamplerSettings
 from app.engine.funnel import as_cur_p, make_chain, read_cur_p, run_funnel, token_array
 from app.engine.funnel_store import TOP_M, reduce_logits
 from app.engine.vocab import Vocab

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from app.core import protocol as P
-from app.core.chat import LoadSettings
-from app.core.gguf_info import check_loadable
-from app.core.token_inspection import InspectPath, TokenInspection
+from app.core.chat.context import LoadSettings
+from app.core.gguf.gguf_info import check_loadable
+from app.core.inspection.token_inspection import InspectPath, TokenInspection
 from app.engine.errors import EngineError
 from app.engine.inspect_token import TokenInspector, take_chat_cache, wanted_tensor
 from app.engine.llama_context import GlassboxLlama

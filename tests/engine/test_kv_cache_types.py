@@ -9,10 +9,10 @@ import llama_cpp
 import pytest
 
 from app.core import protocol as P
-from app.core.architecture import describe_architecture
-from app.core.chat import FlashAttention
-from app.core.gguf_info import read_gguf_info
-from app.core.memory import KVCacheType, compute_buffer_estimate, kv_cache_layout, n_ubatch_for
+from app.core.chat.context import FlashAttention
+from app.core.gguf.architecture import describe_architecture
+from app.core.gguf.gguf_info import read_gguf_info
+from app.core.hardware.memory import KVCacheType, compute_buffer_estimate, kv_cache_layout, n_ubatch_for
 from app.engine.llama_context import GlassboxLlama
 from tests.engine.conftest import SYSTEM, start_engine
 

@@ -1,11 +1,11 @@
-"""KV cache bytes: Glassbox's formula (app/core/memory.py) against what llama.cpp allocates."""
+"""KV cache bytes: Glassbox's formula (app/core/hardware/memory.py) against what llama.cpp allocates."""
 
 from __future__ import annotations
 
 import pytest
 
 from app.core import protocol as P
-from app.core.memory import compute_buffer_estimate, kv_cache_layout, n_ubatch_for
+from app.core.hardware.memory import compute_buffer_estimate, kv_cache_layout, n_ubatch_for
 from tests.engine.conftest import SYSTEM, start_engine
 
 MIB = 1024 * 1024

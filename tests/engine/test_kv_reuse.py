@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from app.core import protocol as P
-from app.core.chat import StopReason
+from app.core.chat.context import StopReason
 from tests.engine.conftest import SYSTEM
 
 SEEDS = (1, 2, 3, 4, 5, 6)

@@ -19,7 +19,7 @@ def _llama_modules_after(imports: str) -> str:
 
 
 def test_engine_client_host_and_process_leave_llama_cpp_out():
-    assert _llama_modules_after("app.ui.engine_client, app.engine.host, app.engine.process") == ""
+    assert _llama_modules_after("app.ui.engine.client, app.engine.host, app.engine.process") == ""
 
 
 def test_the_child_module_is_what_imports_llama_cpp():

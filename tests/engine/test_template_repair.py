@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.core import protocol as P
-from app.core.chat import Role
+from app.core.chat.context import Role
 from app.core.conversations import ConversationStore
 from tests.engine.conftest import start_engine
 from tests.support.models import STRICT_CHATML_TEMPLATE, with_chat_template

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.core import protocol as P
-from app.core.chat import LoadSettings
+from app.core.chat.context import LoadSettings
 from app.engine.llama_log import LlamaLog
 from app.engine.session import Session
 

@@ -6,9 +6,9 @@ import time
 from dataclasses import dataclass, field
 
 from app.core import protocol as P
-from app.core.chat import ChatMessage, LoadSettings, Role
+from app.core.chat.context import ChatMessage, LoadSettings, Role
 from app.core.remote import RemoteEndpoint
-from app.core.sampling import SamplerSettings
+from app.core.sampling.params import SamplerSettings
 from app.remote.host import RemoteHost
 
 SYSTEM = "You are a helpful assistant."

@@ -12,9 +12,9 @@ import time
 import openai
 
 from app.core import protocol as P
-from app.core.chat import StopReason
+from app.core.chat.context import StopReason
 from app.core.remote import RemoteEndpoint, ServerKind
-from app.core.sampling import SamplerSettings
+from app.core.sampling.params import SamplerSettings
 from app.remote.probe import probe
 from tests.remote.support import GREEDY, chat, connect, openai_messages, request
 

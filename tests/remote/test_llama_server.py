@@ -15,9 +15,9 @@ import openai
 import pytest
 
 from app.core import protocol as P
-from app.core.chat import StopReason
+from app.core.chat.context import StopReason
 from app.core.remote import ConnectionFailure, RemoteEndpoint, ServerKind, api_base
-from app.core.sampling import SamplerSettings
+from app.core.sampling.params import SamplerSettings
 from app.remote.http import RemoteError
 from app.remote.probe import probe
 from tests.remote.conftest import API_KEY, SERVER_N_CTX, free_port

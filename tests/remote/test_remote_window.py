@@ -15,9 +15,9 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.core import protocol as P
-from app.core.chat import StopReason
+from app.core.chat.context import StopReason
 from app.core.remote import NOT_REPORTED, ServerKind
-from app.ui.engine_client import EngineState
+from app.ui.engine.client import EngineState
 from tests.remote.conftest import API_KEY, SERVER_N_CTX
 from tests.support.window import close_window, open_window, reply_over, send
 

@@ -23,8 +23,8 @@ def main(argv: list[str]) -> int:
     constants.HUGGINGFACE_CO_URL_TEMPLATE = endpoint + "/{repo_id}/resolve/{revision}/{filename}"
     constants.HF_HUB_DISABLE_TELEMETRY = True
 
-    from app.core.downloads import DownloadManager
-    from app.core.hub import HubClient
+    from app.core.models.downloads import DownloadManager
+    from app.core.models.hub import HubClient
     from app.paths import default_paths
 
     paths = default_paths().ensure()

@@ -1,6 +1,6 @@
 """A fake engine for UI tests: engine-client-shaped, no process, scripted events.
 
-:class:`FakeEngine` subclasses :class:`app.ui.engine_client.EngineClient` and
+:class:`FakeEngine` subclasses :class:`app.ui.engine.client.EngineClient` and
 overrides only its public commands (``start``, ``restart``, ``shutdown``,
 ``load_model``, ``generate``, ``cancel``, ``reset_context``) and the public
 read-outs (``state``, ``generating``, ``pid``). It answers each request with the
@@ -47,8 +47,8 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from PySide6.QtCore import QObject, QTimer
 
 from app.core import protocol as P
-from app.core.alternatives import ReplyAlternatives
-from app.core.chat import (
+from app.core.chat.chat_template import SAMPLE_CONVERSATION
+from app.core.chat.context import (
     ROLLING_RESERVE_FRACTION,
     ChatMessage,
     ContextPolicy,
@@ -58,12 +58,12 @@ from app.core.chat import (
     Role,
     StopReason,
 )
-from app.core.chat_template import SAMPLE_CONVERSATION
-from app.core.funnel import Funnel, FunnelStage, FunnelStageKind
-from app.core.gguf_info import read_gguf_info
-from app.core.memory import kv_cache_layout, n_ubatch_for
-from app.core.sampling import SamplerSettings
-from app.ui.engine_client import EngineClient, EngineState
+from app.core.gguf.gguf_info import read_gguf_info
+from app.core.hardware.memory import kv_cache_layout, n_ubatch_for
+from app.core.sampling.alternatives import ReplyAlternatives
+from app.core.sampling.funnel import Funnel, FunnelStage, FunnelStageKind
+from app.core.sampling.params import SamplerSettings
+from app.ui.engine.client import EngineClient, EngineState
 from tests.support.inspection import synthetic_inspection
 
 FAKE_LLAMA_CPP_VERSION = "0.0.0-fake"
@@ -567,7 +567,7 @@ class FakeEngine(EngineClient):
     ) -> int | None:
         """A made-up funnel (no llama.cpp here): the step's 6 fake candidates (logits 10, 9, ...),
         top_k and temperature applied when on, greedy at temperature 0; answered on the next tick.
-        With ``stored`` (a :class:`~app.core.alternatives.StoredStep`): its candidates, the model
+        With ``stored`` (a :class:`~app.core.sampling.alternatives.StoredStep`): its candidates, the model
         column only, and the draw (greedy: the best)."""
         if self.model is None:
             return None

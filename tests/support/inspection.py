@@ -1,4 +1,4 @@
-"""A made-up :class:`~app.core.token_inspection.TokenInspection` for window tests (no llama.cpp).
+"""A made-up :class:`~app.core.inspection.token_inspection.TokenInspection` for window tests (no llama.cpp).
 
 Deterministic values with the real shapes: a lens whose top candidate gets likelier layer by
 layer, attention rows that sum to 1, an embedding strip, and (``moe=True``) expert choices.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from array import array
 
-from app.core.token_inspection import (
+from app.core.inspection.token_inspection import (
     AttentionMaps,
     EmbeddingView,
     ExpertChoice,

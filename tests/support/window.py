@@ -15,9 +15,9 @@ from PySide6.QtWidgets import QApplication
 from app.core import protocol as P
 from app.main import create_window
 from app.paths import default_paths
-from app.ui.engine_client import EngineClient, EngineState
-from app.ui.main_window import MainWindow
+from app.ui.engine.client import EngineClient, EngineState
 from app.ui.theme import apply_theme
+from app.ui.window.main_window import MainWindow
 
 SHORT_REPLY_TOKENS = 48  # short replies keep the suites fast on a 2-core machine
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtWidgets import QAbstractButton
 
-from app.ui.main_window import MainWindow
+from app.ui.window.main_window import MainWindow
 from tests.support.fake_engine import FakeEngine
 from tests.support.models import llama_metadata, llama_tensors, write_gguf
 from tests.support.window import close_window, open_window, reply_over, short_replies, stats_shown_done

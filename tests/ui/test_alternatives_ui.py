@@ -11,8 +11,8 @@ from PySide6.QtCore import QUrl
 from PySide6.QtWidgets import QToolTip
 
 from app.core import protocol as P
-from app.core.alternatives import TokenColour
-from app.core.chat import Role
+from app.core.chat.context import Role
+from app.core.sampling.alternatives import TokenColour
 from app.ui.chat.message import MessageAction
 from app.ui.common import palette
 from app.ui.common.token_alts import step_anchor

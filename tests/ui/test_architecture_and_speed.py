@@ -4,12 +4,12 @@ the speed", on the fake engine (the real test models' headers where the figures 
 from __future__ import annotations
 
 from app.core import protocol as P
-from app.core.architecture import describe_architecture
-from app.core.bandwidth import cached_bandwidth
-from app.core.chat import FlashAttention
-from app.core.gguf_info import format_bytes, read_gguf_info
-from app.core.memory import KVCacheType, kv_cache_layout
-from app.core.speed_bound import decode_traffic
+from app.core.chat.context import FlashAttention
+from app.core.gguf.architecture import describe_architecture
+from app.core.gguf.gguf_info import format_bytes, read_gguf_info
+from app.core.hardware.bandwidth import cached_bandwidth
+from app.core.hardware.memory import KVCacheType, kv_cache_layout
+from app.core.hardware.speed_bound import decode_traffic
 from app.paths import default_paths
 from app.ui.panels.architecture_view import ArchitectureView, block_kinds, block_tooltip
 from tests.support.fake_engine import reply
@@ -185,7 +185,7 @@ def test_closing_the_window_stops_a_bandwidth_probe_in_flight(qtbot, tiny_model)
 def test_the_automatic_bandwidth_probe_waits_for_an_idle_engine(qtbot, tmp_path):
     """It copies memory as fast as it can for about 1 s in the window's process: it runs only after
     the engine has been idle a while, never while a reply streams."""
-    from app.core.chat import GenerationStats
+    from app.core.chat.context import GenerationStats
     from app.ui.panels.speed_bound_view import AUTO_PROBE_IDLE_MS, SpeedBoundView
 
     view = SpeedBoundView(tmp_path)

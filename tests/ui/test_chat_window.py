@@ -10,10 +10,10 @@ from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
 
 from app.core import protocol as P
-from app.core.chat import StopReason
+from app.core.chat.context import StopReason
 from app.ui.chat.view import CodeBlock, MessageWidget
 from app.ui.common.stats_format import reply_footer
-from app.ui.engine_client import EngineState
+from app.ui.engine.client import EngineState
 from tests.support.fake_engine import CrashMidReply, Endless, FakeEngine, Refuse, reply
 from tests.ui.conftest import banner_button, close_window, load, make_window, reply_over, send
 
@@ -378,7 +378,7 @@ def test_the_token_inspector_is_only_asked_for_while_it_is_shown(qtbot, window):
 
 
 def test_a_reply_that_fills_n_ctx_ends_with_context_full_and_can_be_continued(qtbot, tiny_model):
-    from app.core.chat import LoadSettings
+    from app.core.chat.context import LoadSettings
 
     win = make_window(qtbot)
     try:

@@ -12,7 +12,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFileDialog
 
 from app.core import protocol as P
-from app.core.chat import StopReason
+from app.core.chat.context import StopReason
 from tests.support.fake_engine import reply
 from tests.ui.conftest import banner_button, close_window, load, make_window, reply_over, send
 

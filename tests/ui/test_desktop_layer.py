@@ -7,8 +7,8 @@ from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QWheelEvent
 from PySide6.QtWidgets import QApplication, QLabel, QScrollArea
 
-from app.core.chat import LoadSettings
-from app.core.sampling import SamplerSettings
+from app.core.chat.context import LoadSettings
+from app.core.sampling.params import SamplerSettings
 from app.ui.panels.model import ModelPanel, available_cpus, threads_warning
 from app.ui.panels.sampler import SamplerPanel
 
@@ -115,7 +115,7 @@ def test_the_model_picker_lists_the_library_below_the_recent_models(qtbot, tiny_
     from PySide6.QtWidgets import QMenu
 
     from app.core import protocol as P
-    from app.ui.menus import fill_model_menu
+    from app.ui.window.menus import fill_model_menu
     from tests.ui.conftest import WAIT_MS, close_window, make_window
 
     win = make_window(qtbot)
@@ -353,7 +353,7 @@ def test_the_window_chat_fits_at_real_window_sizes_and_docks_grow_back(qtbot, wi
         qtbot.waitUntil(lambda w=w, h=h: window.size().toTuple() == (w, h))
         _assert_chat_fits(qtbot, window.chat_view)
     # Grown back: the docks have their share again (not the squeezed width of the small window).
-    from app.ui.window_layout import dock_widths
+    from app.ui.window.window_layout import dock_widths
 
     left, right = dock_widths(1920)
     qtbot.waitUntil(lambda: window.model_dock.width() >= left and window.stats_dock.width() >= right)
@@ -366,7 +366,7 @@ SCREENS = [(1366, 768), (1280, 720), (1920, 1080)]
 def test_the_first_window_fits_the_available_screen():
     from PySide6.QtCore import QRect
 
-    from app.ui.window_layout import FRAME_ALLOWANCE, PREFERRED_SIZE, initial_layout
+    from app.ui.window.window_layout import FRAME_ALLOWANCE, PREFERRED_SIZE, initial_layout
 
     for sw, sh in SCREENS:
         avail = QRect(0, 27, sw, sh - 27 - 40)  # a top bar and a task bar
@@ -378,7 +378,7 @@ def test_the_first_window_fits_the_available_screen():
 
 
 def test_the_window_and_its_parts_fit_each_screen_size(qtbot, window):
-    from app.ui.window_layout import FRAME_ALLOWANCE
+    from app.ui.window.window_layout import FRAME_ALLOWANCE
 
     hint = window.minimumSizeHint()
     assert hint.width() <= 1280 - FRAME_ALLOWANCE[0] and hint.height() <= 720 - FRAME_ALLOWANCE[1] - 40, hint
@@ -532,7 +532,7 @@ def test_shortcuts_reach_search_chats_pages_and_panels(qtbot, window):
 def test_the_shortcuts_sheet_lists_every_shortcut_from_the_actions(qtbot, window):
     from PySide6.QtGui import QAction, QKeySequence
 
-    from app.ui.menus import COMPOSER_KEYS, shortcut_sheet
+    from app.ui.window.menus import COMPOSER_KEYS, shortcut_sheet
 
     rows = shortcut_sheet(window)
     listed = " | ".join(f"{what}: {keys}" for what, keys in rows)
@@ -632,9 +632,9 @@ def test_the_engine_state_and_the_swa_cache_box_are_not_cut_on_small_screens(qtb
     """'● generatin' in the top bar and 'full-size SWA cach' in the Model panel were cut at 1366x768."""
     from PySide6.QtWidgets import QStyle
 
-    from app.ui.engine_client import EngineState
-    from app.ui.top_bar import _STATE_TEXT
-    from app.ui.window_layout import FRAME_ALLOWANCE
+    from app.ui.engine.client import EngineState
+    from app.ui.window.top_bar import _STATE_TEXT
+    from app.ui.window.window_layout import FRAME_ALLOWANCE
     from tests.support.models import llama_metadata, llama_tensors, write_gguf
     from tests.ui.conftest import TINY_TEMPLATE, close_window, load, make_window
 
@@ -685,8 +685,8 @@ def test_the_engine_state_and_the_swa_cache_box_are_not_cut_on_small_screens(qtb
 
 
 def test_a_squeezed_top_bar_elides_a_long_state_with_its_text_as_tooltip(qtbot):
-    from app.ui.engine_client import EngineState
-    from app.ui.top_bar import TopBar
+    from app.ui.engine.client import EngineState
+    from app.ui.window.top_bar import TopBar
 
     bar = TopBar()
     qtbot.addWidget(bar)

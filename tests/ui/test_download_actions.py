@@ -1,13 +1,13 @@
-"""app.ui.library.download_actions: the one table from a download's state to its labels, colour and
+"""app.ui.models.download_actions: the one table from a download's state to its labels, colour and
 buttons, and what the Hub tab and the starter list show for each state."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from app.core.downloads import DownloadState, DownloadStatus
+from app.core.models.downloads import DownloadState, DownloadStatus
 from app.ui.common import palette
-from app.ui.library.download_actions import (
+from app.ui.models.download_actions import (
     STATE_LOOKS,
     DownloadAction,
     hub_button,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 
 from app.core import protocol as P
-from app.core.chat import ContextPolicy, Role
+from app.core.chat.context import ContextPolicy, Role
 from app.ui.chat.draft_counter import WAITING, count_text
 from app.ui.common.severity import Severity
 from tests.support.fake_engine import reply

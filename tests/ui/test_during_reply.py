@@ -11,10 +11,10 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
 from app.core import protocol as P
-from app.core.chat import ChatMessage, ContextPolicy, StopReason
-from app.ui.banner import BannerTopic
-from app.ui.engine_client import EngineState
-from app.ui.top_bar import Page
+from app.core.chat.context import ChatMessage, ContextPolicy, StopReason
+from app.ui.engine.client import EngineState
+from app.ui.window.banner import BannerTopic
+from app.ui.window.top_bar import Page
 from tests.support.fake_engine import Endless, reply
 from tests.ui.conftest import WAIT_MS, banner_button, close_window, load, make_window, reply_over, send
 

@@ -10,9 +10,9 @@ from dataclasses import replace
 from PySide6.QtWidgets import QDialog
 
 from app.core import protocol as P
-from app.core.sampling import DEFAULT_ORDER, ORDER_NOTE, SamplerStage
+from app.core.sampling.params import DEFAULT_ORDER, ORDER_NOTE, SamplerStage
+from app.ui.funnel.panel import wrappable
 from app.ui.panels import funnel as funnel_panel
-from app.ui.panels.funnel import wrappable
 from tests.support.fake_engine import reply
 from tests.ui.conftest import send
 

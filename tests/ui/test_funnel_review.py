@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from app.core import protocol as P
-from app.core.chat import Role
-from app.core.funnel import Funnel, FunnelStage, FunnelStageKind
-from app.core.sampling import SamplerSettings
+from app.core.chat.context import Role
+from app.core.sampling.funnel import Funnel, FunnelStage, FunnelStageKind
+from app.core.sampling.params import SamplerSettings
 from app.ui.common import palette
-from app.ui.panels.funnel import AS_DRAWN, LEGEND, WHAT_IF, visible_token, wrappable
+from app.ui.funnel.panel import AS_DRAWN, LEGEND, WHAT_IF, visible_token, wrappable
 from tests.support.fake_engine import reply
 from tests.ui.conftest import send
 
@@ -273,7 +273,7 @@ def test_the_temperature_slider_gives_most_of_its_track_to_0_to_2(qtbot, window)
 def test_narrow_panels_keep_the_chain_headers_and_dry_fields_readable(qtbot, window):
     from PySide6.QtWidgets import QGridLayout
 
-    from app.core.sampling import GROUPS
+    from app.core.sampling.params import GROUPS
 
     # The DRY fields sit under their own heading, not under REPETITION.
     label = window.sampler_panel.rows["dry_multiplier"].label

@@ -10,13 +10,13 @@ import pytest
 from PySide6.QtCore import Qt, QUrl
 from PySide6.QtWidgets import QDockWidget, QTabBar, QWidget
 
-from app.core.gguf_info import format_bytes, read_gguf_info
-from app.core.pipeline_guide import NO_MODEL, LiveView
-from app.core.sampling import SamplerStage
+from app.core.gguf.gguf_info import format_bytes, read_gguf_info
+from app.core.inspection.pipeline_guide import NO_MODEL, LiveView
+from app.core.sampling.params import SamplerStage
 from app.ui.common.accessibility import needs_name
-from app.ui.how_it_works import INSPECT_HINT, LIVE_SCHEME, HowItWorksWindow
-from app.ui.main_window import MainWindow
-from app.ui.menus import shortcut_sheet
+from app.ui.window.how_it_works import INSPECT_HINT, LIVE_SCHEME, HowItWorksWindow
+from app.ui.window.main_window import MainWindow
+from app.ui.window.menus import shortcut_sheet
 from tests.support.moe_model import write_moe_gguf
 from tests.ui.conftest import close_window, load, make_window
 

@@ -9,7 +9,7 @@ from PySide6.QtGui import QTextCursor
 
 from app.core import protocol as P
 from app.ui.common.token_label import FSI
-from app.ui.panels.inspect import CAUSATION_NOTE, InspectWindow
+from app.ui.inspect.panel import CAUSATION_NOTE, InspectWindow
 from tests.support.fake_engine import reply
 from tests.support.inspection import synthetic_inspection
 from tests.support.models import llama_metadata, llama_tensors, write_gguf
@@ -137,7 +137,7 @@ def test_attention_over_more_positions_than_columns_keeps_every_position_binned(
     sliding window's edge stay visible): runs of positions are summed into the columns."""
     import numpy as np
 
-    from app.ui.panels.inspect import MAX_KEY_COLUMNS, bin_columns
+    from app.ui.inspect.panel import MAX_KEY_COLUMNS, bin_columns
 
     n = 1655
     w = np.zeros((2, n), dtype=np.float32)

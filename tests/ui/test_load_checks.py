@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.gguf_info import MissingSplitParts, check_loadable
+from app.core.gguf.gguf_info import MissingSplitParts, check_loadable
 from tests.support.models import write_split_model
 
 

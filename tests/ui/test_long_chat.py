@@ -7,10 +7,10 @@ from __future__ import annotations
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QApplication, QLabel
 
-from app.core.chat import Role
+from app.core.chat.context import Role
+from app.ui.chat.conversations import ROLE_MESSAGE
 from app.ui.chat.message import MessageWidget
 from app.ui.common.highlight import HIT_OPEN
-from app.ui.panels.conversations import ROLE_MESSAGE
 
 N_MESSAGES = 500
 OLD_WORD = "quetzalcoatlus"  # only in the oldest message

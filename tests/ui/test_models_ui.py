@@ -21,22 +21,22 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
 from PySide6.QtWidgets import QApplication, QLabel, QLineEdit, QPushButton
 
-from app.core.downloads import DownloadState, dest_dir_for
-from app.core.fit import SystemMemory
-from app.core.gguf_info import format_bytes, read_gguf_info
-from app.core.hub import STARTER_MODELS
-from app.core.memory import estimate_memory
+from app.core.gguf.gguf_info import format_bytes, read_gguf_info
+from app.core.hardware.fit import SystemMemory
+from app.core.hardware.memory import estimate_memory
+from app.core.models.downloads import DownloadState, dest_dir_for
+from app.core.models.hub import STARTER_MODELS
 from app.core.settings import Settings, SettingsStore
 from app.main import build_models_page
 from app.paths import Paths, default_paths
 from app.ui.common import dialogs
-from app.ui.library import ModelsWindow
-from app.ui.library.downloads_model import DownloadColumn, DownloadRole
-from app.ui.library.hub_models import FileColumn, FileRole, RepoRole
-from app.ui.library.library_model import LibraryColumn, LibraryRole
-from app.ui.library.widgets import RED
-from app.ui.settings_controller import SettingsController
+from app.ui.models import ModelsWindow
+from app.ui.models.downloads_model import DownloadColumn, DownloadRole
+from app.ui.models.hub_models import FileColumn, FileRole, RepoRole
+from app.ui.models.library_model import LibraryColumn, LibraryRole
+from app.ui.models.widgets import RED
 from app.ui.theme import apply_theme
+from app.ui.window.settings_controller import SettingsController
 from tests.support.fixtures import *  # noqa: F403 - hf_isolated, gb_paths, fake_hub, hub_endpoint, no_leaks
 from tests.support.hub_server import FakeHub
 from tests.support.models import (
@@ -313,7 +313,7 @@ def test_delete_asks_with_the_files_and_size_then_removes_every_part(
 
 
 def test_a_narrow_library_hides_minor_columns_so_the_name_stays_readable(qtbot, windows, gb_paths: Paths) -> None:
-    from app.ui.library.library_tab import NAME_MIN_PX
+    from app.ui.models.library_tab import NAME_MIN_PX
 
     write_tiny_model(gb_paths.models_dir / "tiny-Q4_0.gguf", name="A Model With A Rather Long Name")
     w = windows()
@@ -740,7 +740,7 @@ def test_pause_resume_cancel_retry_and_remove(
 
 
 def test_rows_repaint_on_the_clock_not_per_event(qtbot, windows) -> None:
-    from app.core.downloads import DownloadStatus
+    from app.core.models.downloads import DownloadStatus
 
     w = windows()
     tab = w.downloads_tab

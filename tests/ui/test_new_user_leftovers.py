@@ -19,13 +19,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.chat import Role
+from app.core.chat.context import Role
 from app.ui.chat.header import MORE_NAME
 from app.ui.chat.markdown import render_text
 from app.ui.chat.message import BadgeKind, MessageWidget
-from app.ui.first_start import HINT
-from app.ui.library.window import ModelsTab
+from app.ui.models.window import ModelsTab
 from app.ui.theme import apply_theme
+from app.ui.window.first_start import HINT
 from tests.support.fake_engine import Endless, FakeEngine
 from tests.ui.conftest import close_window, load, make_window, reply_over, send
 from tests.ui.test_long_chat import N_MESSAGES, OLD_WORD, _long_chat, _on_screen

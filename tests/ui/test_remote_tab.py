@@ -10,7 +10,7 @@ import socket
 from app.core import protocol as P
 from app.core.remote import ConnectionFailure
 from app.remote.http import RemoteError
-from app.ui.library.window import ModelsTab
+from app.ui.models.window import ModelsTab
 from tests.ui.conftest import WAIT_MS
 
 

@@ -8,7 +8,7 @@ import socket
 from PySide6.QtCore import Qt
 
 from app.core import protocol as P
-from app.core.chat import GenerationStats, LoadSettings
+from app.core.chat.context import GenerationStats, LoadSettings
 from app.core.rpc import DevicePlacement
 from app.ui.panels.model import ModelPanel
 from app.ui.panels.rpc_servers import RpcServersBox, placement_lines, traffic_text

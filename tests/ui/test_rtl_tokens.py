@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from app.core.alternatives import Candidate, StepView
-from app.core.token_inspection import LensCell
+from app.core.inspection.token_inspection import LensCell
+from app.core.sampling.alternatives import Candidate, StepView
 from app.ui.common.token_alts import menu_text, tooltip_html
 from app.ui.common.token_label import FSI, PDI, isolate
-from app.ui.panels.funnel import visible_token
-from app.ui.panels.inspect import InspectWindow, lens_cell_text
+from app.ui.funnel.panel import visible_token
+from app.ui.inspect.panel import InspectWindow, lens_cell_text
 from tests.support.bidi import drawn_before, plain
 from tests.support.fake_engine import reply
 from tests.support.inspection import synthetic_inspection

@@ -18,8 +18,8 @@ import pytest
 from app.core import protocol as P
 from app.main import listen_for_second_starts
 from app.paths import default_paths
-from app.ui.engine_client import EngineState
-from app.ui.single_instance import LOCK_FILE_NAME, SingleInstance, server_name
+from app.ui.engine.client import EngineState
+from app.ui.window.single_instance import LOCK_FILE_NAME, SingleInstance, server_name
 from tests.ui.conftest import close_window, make_window
 
 REPO = Path(__file__).resolve().parents[2]
@@ -91,7 +91,7 @@ CLAIM_AND_HANG = """
 import sys, time
 from pathlib import Path
 from PySide6.QtCore import QCoreApplication
-from app.ui.single_instance import SingleInstance
+from app.ui.window.single_instance import SingleInstance
 app = QCoreApplication([])
 instance = SingleInstance(Path(sys.argv[1]))
 print("claimed" if instance.claim() and instance.listening else "not claimed", flush=True)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from app.core.fit import SMALL_MODEL_RUNTIME_BYTES, SystemMemory, Verdict, size_verdict
-from app.core.hub import STARTER_MODELS
-from app.ui.library.starter_list import StarterList
+from app.core.hardware.fit import SMALL_MODEL_RUNTIME_BYTES, SystemMemory, Verdict, size_verdict
+from app.core.models.hub import STARTER_MODELS
+from app.ui.models.starter_list import StarterList
 
 GIB = 1024**3
 

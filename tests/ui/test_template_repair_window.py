@@ -12,7 +12,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.core import protocol as P
-from app.core.chat import Role
+from app.core.chat.context import Role
 from app.ui.chat.message import MessageAction
 from tests.support.fake_engine import Refuse, reply
 from tests.ui.conftest import banner_button, reply_over, send

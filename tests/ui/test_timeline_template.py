@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from app.core import protocol as P
-from app.core.chat import StopReason
-from app.core.timeline import PrefillSlice, TurnTimeline
+from app.core.chat.context import StopReason
+from app.core.inspection.timeline import PrefillSlice, TurnTimeline
 from app.ui.panels.timeline import LIVE_ITEM
 from tests.support.fake_engine import reply
 from tests.ui.conftest import TINY_TEMPLATE, close_window, load, make_window, send

@@ -10,18 +10,18 @@ import pytest
 from PySide6.QtCore import QPoint
 
 from app.core import protocol as P
-from app.core.chat import ContextPolicy, GenerationStats, StopReason
+from app.core.chat.context import ContextPolicy, GenerationStats, StopReason
 from app.core.conversations import MessageMeta
-from app.core.sampling import DEFAULTS
-from app.ui.banner import Banner, BannerTopic
+from app.core.sampling.params import DEFAULTS
 from app.ui.chat.message import BadgeKind, MessageAction, MessageWidget
+from app.ui.chat.turn import LiveTurn, TurnPhase
 from app.ui.common import palette
 from app.ui.common import stats_format as fmt
+from app.ui.common.repaint_clock import RepaintClock
 from app.ui.common.severity import Severity
 from app.ui.common.stacked_bar import BarMarker, BarSegment, StackedBar
-from app.ui.engine_client import EngineClient, EngineState
-from app.ui.repaint_clock import RepaintClock
-from app.ui.turn import LiveTurn, TurnPhase
+from app.ui.engine.client import EngineClient, EngineState
+from app.ui.window.banner import Banner, BannerTopic
 
 
 def _window(qtbot):
@@ -78,7 +78,7 @@ def test_the_footer_and_the_details_use_the_same_units():
         "seed 7",
         "max_tokens reached",
     ]
-    from app.core.chat import LoadSettings
+    from app.core.chat.context import LoadSettings
 
     meta = MessageMeta(
         model_path="/m/x.gguf",
@@ -138,7 +138,7 @@ def test_banner_actions_are_public_and_its_text_stays_out_of_the_log(qtbot, capl
     banner = Banner()
     qtbot.addWidget(banner)
     pressed: list[str] = []
-    with caplog.at_level(logging.INFO, logger="app.ui.banner"):
+    with caplog.at_level(logging.INFO, logger="app.ui.window.banner"):
         banner.show_message(
             Severity.WARNING,
             "Deleted “My secret chat”.",
@@ -154,7 +154,7 @@ def test_banner_actions_are_public_and_its_text_stays_out_of_the_log(qtbot, capl
     assert [r.levelno for r in caplog.records] == [logging.WARNING]
     assert "secret" not in caplog.text and "chat-model" in caplog.text
     caplog.clear()
-    with caplog.at_level(logging.DEBUG, logger="app.ui.banner"):
+    with caplog.at_level(logging.DEBUG, logger="app.ui.window.banner"):
         banner.show_message(Severity.ERROR, "Deleted “My secret chat”.")
     assert any(r.levelno == logging.DEBUG and "secret" in r.getMessage() for r in caplog.records)
     assert banner.action_buttons() == []  # the old buttons are gone
@@ -326,7 +326,7 @@ def test_llama_log_lines_take_their_severity_from_the_engine(qtbot):
 def test_a_cpu_only_build_says_how_to_get_a_gpu_in_a_checkout_and_not_in_the_bundle(qtbot, monkeypatch):
     import sys
 
-    from app.core.chat import LoadSettings
+    from app.core.chat.context import LoadSettings
     from app.ui.panels.model import ModelPanel
 
     panel = ModelPanel(LoadSettings())
@@ -358,7 +358,7 @@ def test_a_long_model_name_in_a_reply_header_ends_in_an_ellipsis_not_a_cut(qtbot
 def test_the_decode_speed_series_extends_as_tokens_arrive_and_equals_a_whole_recount():
     import random
 
-    from app.ui.turn import RATE_WINDOW
+    from app.ui.chat.turn import RATE_WINDOW
 
     rng = random.Random(7)
     times = [0.2]

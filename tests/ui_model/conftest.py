@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.ui.main_window import MainWindow
+from app.ui.window.main_window import MainWindow
 from tests.support.window import close_window, open_window, reply_over, short_replies, stats_shown_done
 from tests.support.window import load as _load
 from tests.support.window import send as _send

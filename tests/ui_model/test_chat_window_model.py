@@ -15,8 +15,8 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QAbstractButton
 
 from app.core import protocol as P
-from app.core.chat import StopReason
-from app.ui.engine_client import EngineState
+from app.core.chat.context import StopReason
+from app.ui.engine.client import EngineState
 from tests.ui_model.conftest import close_window, make_window, reply_over, send
 
 
@@ -151,7 +151,7 @@ def test_engine_crash_keeps_the_conversation_and_restarts(qtbot, window):
 
 
 def test_e4_a_message_longer_than_the_context_is_given_back_and_the_next_works(qtbot, smollm2):
-    from app.core.chat import LoadSettings
+    from app.core.chat.context import LoadSettings
 
     win = make_window(qtbot)
     try:
@@ -198,7 +198,7 @@ def test_engine_dying_while_loading_is_not_restarted_into_the_same_crash(qtbot, 
 
 
 def test_e5_context_policy_applies_to_the_next_reply_without_a_reload(qtbot, smollm2):
-    from app.core.chat import LoadSettings
+    from app.core.chat.context import LoadSettings
 
     win = make_window(qtbot)
     try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from app.core import protocol as P
-from app.core.chat import StopReason
+from app.core.chat.context import StopReason
 from tests.ui_model.conftest import capture_requests, reply_over, send
 
 

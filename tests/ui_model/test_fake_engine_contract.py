@@ -11,9 +11,9 @@ import os
 import signal
 
 from app.core import protocol as P
-from app.core.chat import ChatMessage, LoadSettings, StopReason
-from app.core.sampling import SamplerSettings
-from app.ui.engine_client import EngineClient, EngineState
+from app.core.chat.context import ChatMessage, LoadSettings, StopReason
+from app.core.sampling.params import SamplerSettings
+from app.ui.engine.client import EngineClient, EngineState
 from tests.support.fake_engine import CrashMidReply, Endless, FakeEngine
 
 WAIT_MS = 60_000

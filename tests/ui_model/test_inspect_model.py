@@ -4,7 +4,7 @@ the reused prefix, and a reply token) is the context position the engine inspect
 from __future__ import annotations
 
 from app.core import protocol as P
-from app.core.token_inspection import InspectPath
+from app.core.inspection.token_inspection import InspectPath
 from tests.ui.test_inspect_window import _anchors
 from tests.ui_model.conftest import send
 

@@ -17,7 +17,7 @@ from dataclasses import replace
 import openai
 import pytest
 
-from app.core.chat import StopReason
+from app.core.chat.context import StopReason
 from app.core.server_settings import BusyPolicy
 from app.ui.server.request_log import RequestStatus
 from tests.support.window import short_replies

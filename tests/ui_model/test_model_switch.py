@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.core.chat import ChatMessage, LoadSettings
-from app.core.sampling import SamplerSettings
-from app.ui.engine_client import EngineClient, EngineState
+from app.core.chat.context import ChatMessage, LoadSettings
+from app.core.sampling.params import SamplerSettings
+from app.ui.engine.client import EngineClient, EngineState
 
 WAIT_MS = 60_000
 RSS_SLACK_KB = 5 * 1024

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from app.core.chat import StopReason
+from app.core.chat.context import StopReason
 from tests.engine.test_chat_template import GEMMA_TEMPLATE
 from tests.ui_model.conftest import close_window, load, make_window, send
 

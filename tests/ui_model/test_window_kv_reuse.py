@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from app.core.chat import StopReason
+from app.core.chat.context import StopReason
 from tests.ui_model.conftest import send
 
 

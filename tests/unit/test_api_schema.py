@@ -8,7 +8,7 @@ import json
 import pytest
 
 from app.core import protocol as P
-from app.core.chat import ChatMessage, GenerationStats, Role, StopReason
+from app.core.chat.context import ChatMessage, GenerationStats, Role, StopReason
 from app.core.server_settings import BusyPolicy, ServerSettings
 from app.core.settings import Settings, SettingsStore
 from app.server.errors import ApiError

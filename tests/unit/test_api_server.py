@@ -16,7 +16,7 @@ import urllib.request
 import pytest
 
 from app.core import protocol as P
-from app.core.chat import GenerationStats, StopReason
+from app.core.chat.context import GenerationStats, StopReason
 from app.server.gateway import ApiJob, ModelCard
 from app.server.runner import ServerThread
 

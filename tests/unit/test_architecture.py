@@ -1,12 +1,12 @@
-"""The model drawn (app/core/architecture.py) from the real models' GGUF headers, against known values."""
+"""The model drawn (app/core/gguf/architecture.py) from the real models' GGUF headers, against known values."""
 
 from __future__ import annotations
 
 import pytest
 
-from app.core.architecture import DEFAULT_ROPE_BASE_SWA, AttentionKind, attention_label, describe_architecture
-from app.core.ffn_activation import FfnActivation, ffn_activation, ffn_name
-from app.core.gguf_info import read_gguf_info
+from app.core.gguf.architecture import DEFAULT_ROPE_BASE_SWA, AttentionKind, attention_label, describe_architecture
+from app.core.gguf.ffn_activation import FfnActivation, ffn_activation, ffn_name
+from app.core.gguf.gguf_info import read_gguf_info
 from tests.support.models import llama_metadata, llama_tensors, write_gguf
 
 
@@ -171,9 +171,9 @@ def test_positional_encoding_follows_llama_cpps_rope_type(tmp_path, arch, extra_
     How it works guide must not describe RoPE for them (it said 'RoPE base 10,000' for any model)."""
     from types import SimpleNamespace
 
-    from app.core import pipeline_guide
-    from app.core.architecture import Positions, describe_architecture, positions_of
-    from app.core.gguf_info import read_gguf_info
+    from app.core.gguf.architecture import Positions, describe_architecture, positions_of
+    from app.core.gguf.gguf_info import read_gguf_info
+    from app.core.inspection import pipeline_guide
     from app.ui.panels.architecture_view import attention_text
     from tests.support.models import llama_metadata, llama_tensors, write_gguf
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core.chat import ChatMessage, ContextPolicy, GenerationStats, LoadSettings, Role, StopReason
+from app.core.chat.context import ChatMessage, ContextPolicy, GenerationStats, LoadSettings, Role, StopReason
 from app.core.conversations import ConversationStore, MessageMeta
 from app.paths import default_paths
 

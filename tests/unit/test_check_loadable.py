@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core.gguf_info import GGUFError, MissingSplitParts, check_loadable
+from app.core.gguf.gguf_info import GGUFError, MissingSplitParts, check_loadable
 from tests.support.models import write_split_model, write_tiny_model
 
 

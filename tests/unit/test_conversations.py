@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.core import conversations as conv_mod
-from app.core.chat import GenerationStats, LoadSettings, Role, StopReason
+from app.core.chat.context import GenerationStats, LoadSettings, Role, StopReason
 from app.core.conversations import (
     DEFAULT_TITLE,
     EXPORT_FORMAT,
@@ -21,7 +21,7 @@ from app.core.conversations import (
     make_title,
 )
 from app.core.conversations import schema as conv_schema
-from app.core.sampling import SamplerSettings
+from app.core.sampling.params import SamplerSettings
 from app.paths import default_paths
 
 

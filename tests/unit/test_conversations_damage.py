@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core.chat import Role
+from app.core.chat.context import Role
 from app.core.conversations import UNREADABLE_TEXT, ConversationStore
 from app.core.conversations import salvage as conv_salvage
 from app.core.conversations.openlock import lock_path

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core.chat import Role
+from app.core.chat.context import Role
 from app.core.conversations import ConversationStore
 from app.core.conversations.turns import RepeatedRole, repeated_roles
 

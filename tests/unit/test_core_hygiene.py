@@ -68,6 +68,6 @@ def test_importing_a_room_at_run_time_loads_nothing_it_forbids(room: str) -> Non
 
 def test_the_runtime_check_covers_the_modules_the_old_copies_named() -> None:
     """The per-file copies this test replaced named these modules; they stay covered."""
-    core = {"conversations", "hub", "downloads", "library", "fit", "gguf_info", "memory"}
-    assert {f"app.core.{m}" for m in core} <= set(_room_modules("app.core"))
+    core = {"conversations", "models.hub", "models.downloads", "models.library", "hardware.fit", "gguf.gguf_info"}
+    assert {f"app.core.{m}" for m in core | {"hardware.memory"}} <= set(_room_modules("app.core"))
     assert {"app.engine.session", "app.engine.process", "app.engine.host"} <= set(_room_modules("app.engine"))

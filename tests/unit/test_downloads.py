@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from app.core import download_transfer
-from app.core.downloads import DownloadManager, DownloadState, DownloadStatus, InsufficientSpaceError
-from app.core.gguf_info import format_bytes
-from app.core.hub import HubClient, HubFile
-from app.core.library import ModelLibrary
+from app.core.gguf.gguf_info import format_bytes
+from app.core.models import download_transfer
+from app.core.models.downloads import DownloadManager, DownloadState, DownloadStatus, InsufficientSpaceError
+from app.core.models.hub import HubClient, HubFile
+from app.core.models.library import ModelLibrary
 from app.paths import Paths, default_paths
 from tests.support.fixtures import *  # noqa: F403 - fixtures
 from tests.support.hub_server import FakeHub

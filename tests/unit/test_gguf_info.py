@@ -7,7 +7,7 @@ import struct
 import gguf
 import pytest
 
-from app.core.gguf_info import GGUFError, read_gguf_info, split_part_paths
+from app.core.gguf.gguf_info import GGUFError, read_gguf_info, split_part_paths
 
 
 @pytest.mark.parametrize("which", ["smollm2", "gemma"])

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from app.core.fit import FitReport, SystemMemory, Verdict, _linux_meminfo, fit_verdict, system_memory
-from app.core.gguf_info import GGUFError, GGUFHeaderIncomplete, read_gguf_info, read_gguf_info_bytes
-from app.core.hub import (
+from app.core.gguf.gguf_info import GGUFError, GGUFHeaderIncomplete, read_gguf_info, read_gguf_info_bytes
+from app.core.hardware.fit import FitReport, SystemMemory, Verdict, _linux_meminfo, fit_verdict, system_memory
+from app.core.hardware.memory import estimate_memory
+from app.core.models.hub import (
     STARTER_MODELS,
     HubAuthError,
     HubClient,
@@ -29,7 +30,6 @@ from app.core.hub import (
     recommend,
     scrub,
 )
-from app.core.memory import estimate_memory
 from app.core.settings import Settings, SettingsStore
 from tests.support.fixtures import point_hub_at
 from tests.support.hub_server import FakeHub
@@ -278,7 +278,7 @@ def test_recommended_quant_is_the_largest_that_fits() -> None:
         return HubFile("o/r", "sha", (HubFilePart(name, size, None),), quant_from_filename(name))
 
     def rep(v: Verdict) -> FitReport:
-        from app.core.memory import MemoryEstimate
+        from app.core.hardware.memory import MemoryEstimate
 
         return FitReport(v, MemoryEstimate(1, 1, 1), 4096, 1, None, 1)
 
@@ -398,7 +398,7 @@ def test_h3_a_network_that_drops_packets_times_out_quickly_without_retries(
     hf_isolated: Path, monkeypatch: pytest.MonkeyPatch, no_leaks: None
 ) -> None:
     """A host that never answers the connect (a full listen queue drops SYNs, like a black hole)."""
-    from app.core.hub import CONNECT_TIMEOUT, install_http_client
+    from app.core.models.hub import CONNECT_TIMEOUT, install_http_client
 
     with socket.socket() as srv:
         srv.bind(("127.0.0.1", 0))

@@ -1,6 +1,6 @@
 """Quants of one model share a key (one header fetch for their fit verdicts); other models do not."""
 
-from app.core.hub import model_key
+from app.core.models.hub import model_key
 
 
 def test_quants_and_parts_of_one_model_share_a_key():

@@ -1,4 +1,4 @@
-"""The import loop (app.core.importer): GGUF files copied into the models folder, non-GGUF names
+"""The import loop (app.core.models.importer): GGUF files copied into the models folder, non-GGUF names
 skipped, bad files and name conflicts reported per file, split models whole, progress throttled,
 cancel mid-copy leaving nothing behind."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.core.importer import PROGRESS_INTERVAL, import_files, is_gguf_name
-from app.core.library import COPY_CHUNK, ModelLibrary
+from app.core.models.importer import PROGRESS_INTERVAL, import_files, is_gguf_name
+from app.core.models.library import COPY_CHUNK, ModelLibrary
 from app.paths import Paths
 from tests.support.fixtures import *  # noqa: F403 - gb_paths, hf_isolated, no_leaks
 from tests.support.models import llama_metadata, llama_tensors, write_gguf, write_split_model, write_tiny_model

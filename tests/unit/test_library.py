@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from app.core.gguf_info import GGUFError
-from app.core.library import (
+from app.core.gguf.gguf_info import GGUFError
+from app.core.models.library import (
     SOURCE_FOLDER,
     SOURCE_HF_CACHE,
     SOURCE_MODELS,
@@ -116,7 +116,7 @@ def test_h5_split_model_is_one_entry_and_a_missing_part_is_named(gb_paths: Paths
     assert e.ok and e.path == parts[0] and e.paths == tuple(parts) and e.is_split
     assert e.size == sum(p.stat().st_size for p in parts)
     assert e.file_name == "Tiny-Split-Q4_0.gguf (3 parts)" and e.name == "Tiny Split"
-    from app.core.gguf_info import read_gguf_info
+    from app.core.gguf.gguf_info import read_gguf_info
 
     assert e.n_params == sum(read_gguf_info(p).n_params for p in parts) > read_gguf_info(parts[0]).n_params
     parts[2].unlink()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from app.core import protocol as P
-from app.core.chat import GenerationStats
-from app.ui.turn import LiveTurn, TurnPhase
+from app.core.chat.context import GenerationStats
+from app.ui.chat.turn import LiveTurn, TurnPhase
 
 
 def _prepared(to_evaluate: int, dropped: int) -> P.PromptPrepared:

@@ -44,12 +44,12 @@ def _text(path: Path) -> str:
 def test_app_loggers_log_info_and_other_libraries_only_warnings(configured) -> None:
     path, setups = configured
     setups.append(logfiles.configure(path))
-    logging.getLogger("app.core.hub").info("hub info line")
-    logging.getLogger("app.core.hub").debug("hub debug line")
+    logging.getLogger("app.core.models.hub").info("hub info line")
+    logging.getLogger("app.core.models.hub").debug("hub debug line")
     logging.getLogger("httpx").info("HTTP Request: GET /api/models?search=what+the+person+typed")
     logging.getLogger("huggingface_hub.utils").warning("third-party warning")
     text = _text(path)
-    assert "INFO app.core.hub: hub info line" in text
+    assert "INFO app.core.models.hub: hub info line" in text
     assert "hub debug line" not in text
     assert "what+the+person+typed" not in text  # third-party INFO (request URLs) stays out
     assert "WARNING huggingface_hub.utils: third-party warning" in text
@@ -58,9 +58,9 @@ def test_app_loggers_log_info_and_other_libraries_only_warnings(configured) -> N
 def test_debug_logs_debug_lines_to_the_file_and_stderr(configured, capsys: pytest.CaptureFixture[str]) -> None:
     path, setups = configured
     setups.append(logfiles.configure(path, debug=True, stderr=True))
-    logging.getLogger("app.ui.main_window").debug("a debug detail")
-    assert "DEBUG app.ui.main_window: a debug detail" in _text(path)
-    assert "DEBUG app.ui.main_window: a debug detail" in capsys.readouterr().err
+    logging.getLogger("app.ui.window.main_window").debug("a debug detail")
+    assert "DEBUG app.ui.window.main_window: a debug detail" in _text(path)
+    assert "DEBUG app.ui.window.main_window: a debug detail" in capsys.readouterr().err
 
 
 def test_close_puts_the_levels_and_handlers_back(configured) -> None:

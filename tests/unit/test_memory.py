@@ -1,11 +1,11 @@
-"""KV cache and memory math (app/core/memory.py) on the real models' metadata."""
+"""KV cache and memory math (app/core/hardware/memory.py) on the real models' metadata."""
 
 from __future__ import annotations
 
 import pytest
 
-from app.core.gguf_info import read_gguf_info
-from app.core.memory import (
+from app.core.gguf.gguf_info import read_gguf_info
+from app.core.hardware.memory import (
     KVCacheType,
     compute_buffer_estimate,
     estimate_memory,

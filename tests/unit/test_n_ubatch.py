@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.memory import DEFAULT_N_UBATCH, n_ubatch_for
+from app.core.hardware.memory import DEFAULT_N_UBATCH, n_ubatch_for
 
 
 @pytest.mark.parametrize(

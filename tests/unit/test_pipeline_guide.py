@@ -4,10 +4,10 @@ model without file figures (none made up), and no model said plainly."""
 from __future__ import annotations
 
 from app.core import protocol as P
-from app.core.chat import LoadSettings
-from app.core.pipeline_guide import NO_FILE, NO_MODEL, LiveView, number, pipeline_guide
+from app.core.chat.context import LoadSettings
+from app.core.inspection.pipeline_guide import NO_FILE, NO_MODEL, LiveView, number, pipeline_guide
 from app.core.remote import RemoteFacts, ServerKind
-from app.core.sampling import SamplerSettings
+from app.core.sampling.params import SamplerSettings
 from app.remote.host import remote_model_loaded
 
 FILE_SECTIONS = {"embeddings", "rope", "blocks", "attention", "ffn", "head", "decode", "kv", "quant"}

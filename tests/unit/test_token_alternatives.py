@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from app.core.alternatives import ReplyAlternatives, stored_bytes_per_token
-from app.core.chat import Role
+from app.core.chat.context import Role
 from app.core.conversations import ConversationStore
 from app.core.conversations import schema as conv_schema
-from app.core.sampling import SamplerSettings
+from app.core.sampling.alternatives import ReplyAlternatives, stored_bytes_per_token
+from app.core.sampling.params import SamplerSettings
 from app.paths import default_paths
 
 

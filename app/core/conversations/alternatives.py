@@ -2,7 +2,7 @@
 token's top-N candidates, kept next to the reply.
 
 One row per reply in the ``message_alternatives`` side table (schema version 2): the message id
-and :meth:`~app.core.alternatives.ReplyAlternatives.to_bytes` (a compressed binary cell, not JSON
+and :meth:`~app.core.sampling.alternatives.ReplyAlternatives.to_bytes` (a compressed binary cell, not JSON
 per token). A deleted message takes its row with it (a trigger); an undoable delete keeps the rows
 it takes in :attr:`~app.core.conversations.DeletedMessages.alternatives` and its undo puts them back.
 """
@@ -13,8 +13,8 @@ import contextlib
 import sqlite3
 from collections.abc import Iterable
 
-from app.core.alternatives import ReplyAlternatives
 from app.core.conversations.base import StoreBase
+from app.core.sampling.alternatives import ReplyAlternatives
 
 
 class AlternativesMixin(StoreBase):

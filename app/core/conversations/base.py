@@ -15,10 +15,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from app.core.chat import Role
+from app.core.chat.context import Role
 from app.core.conversations.model import Conversation, Message, MessageMeta, json_dict, make_title
 from app.core.conversations.schema import MSG_SELECT
-from app.core.sampling import SamplerSettings
+from app.core.sampling.params import SamplerSettings
 
 # A row as sqlite3 returns it: column values in SELECT order.
 Row = Sequence[Any]

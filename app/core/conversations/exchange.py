@@ -10,7 +10,7 @@ branch with its settings and stats::
                    alternatives?}]}
 
 Times are seconds since the epoch; parents come before their children. ``alternatives``
-(a reply's kept top-N per token, :mod:`app.core.alternatives`) is the stored binary form in
+(a reply's kept top-N per token, :mod:`app.core.sampling.alternatives`) is the stored binary form in
 base64, present only on replies that kept them; a Glassbox that does not know the key ignores
 it, so the format version stays 1. An import is checked completely (:func:`read_export`)
 before anything is written.
@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.core.alternatives import ReplyAlternatives
-from app.core.chat import Role
+from app.core.chat.context import Role
 from app.core.conversations.base import descend, lastrowid
 from app.core.conversations.model import DEFAULT_TITLE, Conversation, Message, MessageMeta, as_float, as_int
-from app.core.sampling import SamplerSettings
+from app.core.sampling.alternatives import ReplyAlternatives
+from app.core.sampling.params import SamplerSettings
 
 EXPORT_FORMAT = "glassbox.conversation"
 EXPORT_VERSION = 1

@@ -14,7 +14,7 @@ import json
 import sqlite3
 from dataclasses import replace
 
-from app.core.chat import GenerationStats, Role, StopReason
+from app.core.chat.context import GenerationStats, Role, StopReason
 from app.core.conversations.base import StoreBase, descend, lastrowid, set_leaf
 from app.core.conversations.model import DeletedMessages, Message, MessageMeta, Siblings, json_dict
 from app.core.conversations.schema import MSG_COLS, MSG_SELECT

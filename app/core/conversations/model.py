@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from app.core.chat import ChatMessage, GenerationStats, LoadSettings, Role, StopReason
-from app.core.sampling import SamplerSettings
-from app.core.timeline import TurnTimeline
+from app.core.chat.context import ChatMessage, GenerationStats, LoadSettings, Role, StopReason
+from app.core.inspection.timeline import TurnTimeline
+from app.core.sampling.params import SamplerSettings
 
 DEFAULT_TITLE = "New chat"
 TITLE_MAX_CHARS = 60
@@ -52,7 +52,7 @@ class MessageMeta:
             ``earlier_tokens + stats.generated_tokens`` tokens).
         chat_template: the person's chat template the prompt was rendered with (a per-model
             override), or None: the GGUF's (or the plain transcript).
-        timeline: the turn on the engine's clock (:class:`~app.core.timeline.TurnTimeline`;
+        timeline: the turn on the engine's clock (:class:`~app.core.inspection.timeline.TurnTimeline`;
             for a continued reply, its last part), None when not recorded.
     """
 

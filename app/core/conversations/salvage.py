@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from app.core.chat import Role
+from app.core.chat.context import Role
 from app.core.conversations.base import descend
 from app.core.conversations.model import DEFAULT_TITLE, RecoveryReport, as_float, as_int, as_text, json_dict
 from app.core.conversations.schema import CONV_COLS, MSG_COLS, connect, prepare

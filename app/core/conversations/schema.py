@@ -78,7 +78,7 @@ def _migrate_v1(conn: sqlite3.Connection) -> None:
 
 
 def _migrate_v2(conn: sqlite3.Connection) -> None:
-    # Every generated token's alternatives (app.core.alternatives), one compressed binary cell per
+    # Every generated token's alternatives (app.core.sampling.alternatives), one compressed binary cell per
     # reply, in a side table: messages rows stay small (listing, search and the active path never
     # read it). A message's row goes with it (the trigger), whichever way the message is deleted.
     conn.execute(

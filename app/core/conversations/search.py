@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import sqlite3
 
-from app.core.chat import Role
+from app.core.chat.context import Role
 from app.core.conversations.model import SearchHit
 
 # Highlight markers inside search snippets before they are turned into offsets.

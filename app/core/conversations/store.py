@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from app.core.chat import ChatMessage, Role
+from app.core.chat.context import ChatMessage, Role
 from app.core.conversations import schema
 from app.core.conversations.alternatives import AlternativesMixin
 from app.core.conversations.base import conversation_from_row, lastrowid
@@ -49,7 +49,7 @@ from app.core.conversations.schema import (
     user_version,
 )
 from app.core.conversations.search import search as search_messages
-from app.core.sampling import SamplerSettings
+from app.core.sampling.params import SamplerSettings
 from app.core.settings import atomic_write_text
 
 STREAM_INTERVAL_S = 1.0

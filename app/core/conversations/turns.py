@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.core.chat import Role
+from app.core.chat.context import Role
 
 
 @dataclass(frozen=True)

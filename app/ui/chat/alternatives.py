@@ -1,7 +1,7 @@
 """The chat's part in every token's alternatives: keep a finished reply's, show them, open a token's
 funnel step, branch from an alternative (mixed into :class:`~app.ui.chat.controller.ChatController`).
 
-A reply's alternatives (:class:`~app.core.alternatives.ReplyAlternatives`) come with the engine's
+A reply's alternatives (:class:`~app.core.sampling.alternatives.ReplyAlternatives`) come with the engine's
 ``Finished``; a continued reply's earlier steps, or a branch's prefix, are joined in front of them,
 and they are stored next to the reply. A branch from an alternative is a new sibling of the reply
 (the ‹ n/m › arrows), asked of the engine with ``reply_prefix``: the reply's first tokens and the
@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.core import protocol as P
-from app.core.alternatives import ReplyAlternatives, TokenColour
-from app.core.chat import Role
-from app.ui.banner import BannerTopic
+from app.core.chat.context import Role
+from app.core.sampling.alternatives import ReplyAlternatives, TokenColour
 from app.ui.common.severity import Severity
-from app.ui.funnel_controller import StepTarget
+from app.ui.funnel.controller import StepTarget
+from app.ui.window.banner import BannerTopic
 
 if TYPE_CHECKING:
     from app.ui.chat.controller import ChatController

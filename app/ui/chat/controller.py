@@ -25,21 +25,21 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QTextCursor
 
 from app.core import protocol as P
-from app.core.alternatives import ReplyAlternatives
-from app.core.chat import ChatMessage, ContextPolicy, GenerationStats, Role, StopReason
+from app.core.chat.context import ChatMessage, ContextPolicy, GenerationStats, Role, StopReason
 from app.core.conversations import ConversationStore, DeletedMessages, Message, MessageMeta
 from app.core.conversations.turns import repeated_roles
-from app.core.sampling import SamplerSettings
-from app.ui.banner import BannerTopic
+from app.core.sampling.alternatives import ReplyAlternatives
+from app.core.sampling.params import SamplerSettings
 from app.ui.chat.alternatives import ChatAlternatives
 from app.ui.chat.composer import Composer
 from app.ui.chat.message import BadgeKind, MessageAction, MessageWidget
+from app.ui.chat.turn import LiveTurn
 from app.ui.chat.view import ChatView
 from app.ui.common.severity import Severity
 from app.ui.common.stats_format import reply_details, reply_footer, stats_footer
-from app.ui.engine_client import EngineClient, EngineState
-from app.ui.settings_controller import SettingsController
-from app.ui.turn import LiveTurn
+from app.ui.engine.client import EngineClient, EngineState
+from app.ui.window.banner import BannerTopic
+from app.ui.window.settings_controller import SettingsController
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class ChatController(QObject, ChatAlternatives):
             (id), or None when the reply is over.
         message_deleted(object): a :class:`DeletedMessages` (the window offers Undo).
         funnel_step_requested(object): a token of a reply was clicked: a
-            :class:`~app.ui.funnel_controller.StepTarget` for the Funnel panel.
+            :class:`~app.ui.funnel.controller.StepTarget` for the Funnel panel.
         path_rendered(tuple): the view was built again: the message ids now shown, oldest first
             (a branch switched, a conversation opened; empty with no conversation).
     """

@@ -8,10 +8,10 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, QTimer
 
 from app.core import protocol as P
-from app.core.chat import ROLLING_RESERVE_FRACTION, ChatMessage, ContextPolicy
+from app.core.chat.context import ROLLING_RESERVE_FRACTION, ChatMessage, ContextPolicy
 from app.ui.chat.composer import Composer
 from app.ui.common.severity import Severity
-from app.ui.engine_client import EngineClient, EngineState
+from app.ui.engine.client import EngineClient, EngineState
 
 DEBOUNCE_MS = 250  # a count is asked this long after the last keystroke
 

@@ -21,8 +21,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.alternatives import ReplyAlternatives, TokenColour
-from app.core.chat import Role
+from app.core.chat.context import Role
+from app.core.sampling.alternatives import ReplyAlternatives, TokenColour
 from app.ui.chat.header import MessageHeader
 from app.ui.chat.markdown import TEXT_CSS, Segment, SegmentKind, StreamingDocument, plain_to_html, warm_up
 from app.ui.chat.token_text import TokenText
@@ -335,7 +335,7 @@ class MessageWidget(QFrame):
     """One chat message: header with actions, body, and (for replies) a stats footer.
 
     Args:
-        role: :class:`~app.core.chat.Role` (or its value) of the message.
+        role: :class:`~app.core.chat.context.Role` (or its value) of the message.
 
     Signals:
         action_requested(object, int, object): ``(MessageAction, message_id, payload)``; the

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from app.core import protocol as P
-from app.core.gguf_info import SPLIT_RE, format_bytes
+from app.core.gguf.gguf_info import SPLIT_RE, format_bytes
 from app.ui.common import palette
-from app.ui.top_bar import Page
+from app.ui.window.top_bar import Page
 
 # The placeholder's links: open a file, show the models page, or load:<path>.
 OPEN_LINK = "open"

@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QCursor
 from PySide6.QtWidgets import QLabel, QMenu, QSizePolicy, QToolTip, QWidget
 
-from app.core.alternatives import ReplyAlternatives, TokenColour
+from app.core.sampling.alternatives import ReplyAlternatives, TokenColour
 from app.ui.common.token_alts import alternatives_menu, anchor_step, chips_html, tooltip_html
 
 

@@ -47,7 +47,7 @@ from PySide6.QtCore import QCoreApplication, QEvent, QPoint, QSize, Qt, QTimer, 
 from PySide6.QtGui import QResizeEvent, QShowEvent
 from PySide6.QtWidgets import QApplication, QFrame, QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
-from app.core.chat import Role
+from app.core.chat.context import Role
 from app.ui.chat.message import CodeBlock, MessageAction, MessageWidget, discard
 from app.ui.common.highlight import highlight_html
 
@@ -601,7 +601,7 @@ class ChatView(QScrollArea):
                 self._place_above(w, paged=True)
                 self._absorb(w.heightForWidth(self._message_width()) + self._col.spacing())
             # The message's objects live as long as the chat is shown: out of the collector's
-            # sight (as at a reply's start, app/ui/repaint_clock.py), so a full collection does
+            # sight (as at a reply's start, app/ui/common/repaint_clock.py), so a full collection does
             # not walk every message built so far in the middle of a scroll (64-350 ms measured).
             gc.freeze()
         self._schedule_growth()

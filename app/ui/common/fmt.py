@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from datetime import datetime, timezone
 
-from app.core.gguf_info import format_bytes, format_count
+from app.core.gguf.gguf_info import format_bytes, format_count
 
 __all__ = ["ago", "count", "duration", "format_bytes", "format_count", "speed"]
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.core.chat import ContextPolicy, GenerationStats, StopReason
+from app.core.chat.context import ContextPolicy, GenerationStats, StopReason
 from app.core.conversations import MessageMeta
-from app.core.sampling import order_text
+from app.core.sampling.params import order_text
 
 __all__ = ["reply_details", "reply_footer", "seconds", "stats_footer", "tok_s", "tokens", "ttft"]
 

@@ -1,10 +1,10 @@
 """A reply's tokens with their alternatives, as the chat and the Tokens panel show them.
 
 One look for both places: a token's colour (by the probability the raw model gave it, or by
-the entropy of the model's distribution at that step, :class:`~app.core.alternatives.TokenColour`),
+the entropy of the model's distribution at that step, :class:`~app.core.sampling.alternatives.TokenColour`),
 the hover (the top-N candidates with probabilities, the drawn one marked), and the click menu
 (show the step in the funnel; continue the reply from that token with another candidate: a new
-branch). The numbers come from :class:`~app.core.alternatives.ReplyAlternatives`; this module
+branch). The numbers come from :class:`~app.core.sampling.alternatives.ReplyAlternatives`; this module
 only draws them.
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMenu, QWidget
 
-from app.core.alternatives import ReplyAlternatives, StepView, TokenColour, entropy_colour_level
+from app.core.sampling.alternatives import ReplyAlternatives, StepView, TokenColour, entropy_colour_level
 from app.ui.common import palette
 from app.ui.common.token_label import visible as visible_plain
 from app.ui.common.token_label import visible_html

@@ -8,8 +8,8 @@ POP DIRECTIONAL ISOLATE (U+2068 … U+2069, UAX #9 section 2.7; Qt's text layout
 token is laid out in its own direction, as one unit, and the text around it keeps its order
 ("token, then probability"; chips in context order).
 
-Used by the inspect views (:mod:`app.ui.panels.inspect`), the Tokens panel's chips, hover and menu
-(:mod:`app.ui.panels.tokens`, :mod:`app.ui.common.token_alts`) and the funnel (:mod:`app.ui.panels.funnel`).
+Used by the inspect views (:mod:`app.ui.inspect.panel`), the Tokens panel's chips, hover and menu
+(:mod:`app.ui.panels.tokens`, :mod:`app.ui.common.token_alts`) and the funnel (:mod:`app.ui.funnel.panel`).
 """
 
 from __future__ import annotations

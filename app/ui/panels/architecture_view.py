@@ -1,6 +1,6 @@
 """The Model panel's drawing of the loaded model: embedding table, N blocks, output head.
 
-:class:`ArchitectureView` paints an :class:`~app.core.architecture.Architecture` top to
+:class:`ArchitectureView` paints an :class:`~app.core.gguf.architecture.Architecture` top to
 bottom, the way a token flows: token ids → the embedding table → the residual stream through
 each block (attention, then feed-forward) → the output norm and LM head → logits. Blocks that
 share a shape (e.g. Gemma 3's sliding-window blocks and its global ones) are described once,
@@ -19,8 +19,8 @@ from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QFont, QFontMetrics, QHelpEvent, QPainter, QPaintEvent, QPen, QPolygonF, QResizeEvent
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
-from app.core.architecture import Architecture, Attention, AttentionKind, Block, FeedForward, Positions
-from app.core.gguf_facts import format_bytes, format_count
+from app.core.gguf.architecture import Architecture, Attention, AttentionKind, Block, FeedForward, Positions
+from app.core.gguf.gguf_facts import format_bytes, format_count
 from app.ui.common import palette
 from app.ui.common.palette import qcolor
 
@@ -69,7 +69,7 @@ def attention_text(
 ) -> str:
     """One block's attention in words, e.g. ``Attention: GQA 3:1, 9 query heads sharing 3 K/V heads (3 per
     K/V head), head dim 64 ...``; ``multi-query attention (1 K/V head)`` when one K/V head serves every
-    query head, ``multi-head attention`` when each has its own (:func:`app.core.architecture.attention_label`).
+    query head, ``multi-head attention`` when each has its own (:func:`app.core.gguf.architecture.attention_label`).
 
     Args:
         rope_dims: dimensions of each head RoPE rotates (0: the file does not say).

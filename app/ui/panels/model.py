@@ -22,10 +22,10 @@ from PySide6.QtWidgets import (
 )
 
 from app.core import protocol as P
-from app.core.architecture import attention_label, describe_architecture
-from app.core.chat import ContextPolicy, FlashAttention, LoadSettings
-from app.core.gguf_info import GGUFInfo, format_bytes, format_count
-from app.core.memory import CTX_PAD, KVCacheType, estimate_memory, mha_kv_bytes, n_ubatch_for
+from app.core.chat.context import ContextPolicy, FlashAttention, LoadSettings
+from app.core.gguf.architecture import attention_label, describe_architecture
+from app.core.gguf.gguf_info import GGUFInfo, format_bytes, format_count
+from app.core.hardware.memory import CTX_PAD, KVCacheType, estimate_memory, mha_kv_bytes, n_ubatch_for
 from app.core.remote import NOT_REPORTED, RemoteFacts
 from app.ui.common import palette
 from app.ui.common.wheel_guard import guard_wheel

@@ -18,8 +18,8 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget
 
 from app.core import protocol as P
-from app.core.chat import GenerationStats
-from app.core.gguf_info import format_bytes
+from app.core.chat.context import GenerationStats
+from app.core.gguf.gguf_info import format_bytes
 from app.core.rpc import (
     SECURITY_NOTE,
     DevicePlacement,

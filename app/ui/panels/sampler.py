@@ -1,6 +1,6 @@
 """Sampler panel: sliders with exact fields for every llama.cpp sampler Glassbox runs, presets,
 logit bias, seed and stop strings. What the settings do to a token is the Funnel panel's job
-(:mod:`app.ui.panels.funnel`), computed by llama.cpp's own samplers in the engine."""
+(:mod:`app.ui.funnel.panel`), computed by llama.cpp's own samplers in the engine."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.sampling import (
+from app.core.sampling.params import (
     DEFAULTS,
     GROUPS,
     KNEE_AT,
@@ -39,7 +39,7 @@ from app.core.sampling import (
 )
 from app.ui.common import palette
 from app.ui.common.wheel_guard import guard_wheel
-from app.ui.panels.funnel import visible_token
+from app.ui.funnel.panel import visible_token
 
 __all__ = ["ParamRow", "SamplerPanel", "visible_token"]
 

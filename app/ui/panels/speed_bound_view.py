@@ -2,8 +2,8 @@
 
 After a turn, :class:`SpeedBoundView` says what decode read per token and the GB/s that
 made at its speed, against this machine's measured memory bandwidth, and the FLOP/s prefill
-reached (:mod:`app.core.speed_bound`). The bandwidth is measured once per machine
-(:mod:`app.core.bandwidth`: about 1 s, on a background thread, the first time a turn has
+reached (:mod:`app.core.hardware.speed_bound`). The bandwidth is measured once per machine
+(:mod:`app.core.hardware.bandwidth`: about 1 s, on a background thread, the first time a turn has
 decoded) and read from the cache folder afterwards; "Measure again" re-runs it.
 """
 
@@ -18,12 +18,12 @@ from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from app.core.architecture import Architecture, describe_architecture
-from app.core.bandwidth import Bandwidth, ProbeCancelled, cached_bandwidth, measure_bandwidth, save_bandwidth
-from app.core.chat import GenerationStats
-from app.core.gguf_facts import GGUFInfo, format_bytes
-from app.core.memory import KVCacheLayout
-from app.core.speed_bound import speed_bound
+from app.core.chat.context import GenerationStats
+from app.core.gguf.architecture import Architecture, describe_architecture
+from app.core.gguf.gguf_facts import GGUFInfo, format_bytes
+from app.core.hardware.bandwidth import Bandwidth, ProbeCancelled, cached_bandwidth, measure_bandwidth, save_bandwidth
+from app.core.hardware.memory import KVCacheLayout
+from app.core.hardware.speed_bound import speed_bound
 from app.paths import default_paths
 
 # The latest measurement in this process: a second window (or a cache folder that cannot be
@@ -32,10 +32,10 @@ _latest: Bandwidth | None = None
 
 
 class BandwidthProbe(QObject):
-    """Runs :func:`~app.core.bandwidth.measure_bandwidth` on a thread and saves it to the cache.
+    """Runs :func:`~app.core.hardware.bandwidth.measure_bandwidth` on a thread and saves it to the cache.
 
     Signals:
-        measured(object): the new :class:`~app.core.bandwidth.Bandwidth` (on the UI thread).
+        measured(object): the new :class:`~app.core.hardware.bandwidth.Bandwidth` (on the UI thread).
         failed(str): why it could not measure (no memory for the buffers, a cache write error).
     """
 

@@ -7,15 +7,15 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QVBoxLayout, QWidget
 
-from app.core.chat import StopReason
-from app.core.gguf_info import GGUFInfo, format_bytes
-from app.core.memory import KVCacheLayout
+from app.core.chat.context import StopReason
+from app.core.gguf.gguf_info import GGUFInfo, format_bytes
+from app.core.hardware.memory import KVCacheLayout
 from app.core.remote import NOT_REPORTED
+from app.ui.chat.turn import LiveTurn, TurnPhase
 from app.ui.common import palette
 from app.ui.common import stats_format as fmt
 from app.ui.common.stacked_bar import BarSegment, StackedBar
 from app.ui.panels.speed_bound_view import SpeedBoundView
-from app.ui.turn import LiveTurn, TurnPhase
 
 # The context bar's parts, left to right (the legend under the bar uses the same colours).
 REUSED_COLOR = palette.ACCENT  # reused from the KV cache

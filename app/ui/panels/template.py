@@ -37,11 +37,11 @@ from PySide6.QtWidgets import (
 )
 
 from app.core import protocol as P
-from app.core.chat import ChatMessage
+from app.core.chat.context import ChatMessage
 from app.ui.common import palette
 from app.ui.common.pieces import visible_piece_html
-from app.ui.engine_client import EngineClient
-from app.ui.settings_controller import SettingsController
+from app.ui.engine.client import EngineClient
+from app.ui.window.settings_controller import SettingsController
 
 PREVIEW_DELAY_MS = 400  # an edit is previewed after this pause in typing
 MAX_CHIPS = 6000  # tokens drawn as chips (the count covers all)

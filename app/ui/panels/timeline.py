@@ -22,13 +22,13 @@ import pyqtgraph as pg
 from PySide6.QtCore import QElapsedTimer, QPointF, Qt
 from PySide6.QtWidgets import QComboBox, QFrame, QHBoxLayout, QLabel, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget
 
-from app.core.chat import Role
+from app.core.chat.context import Role
 from app.core.conversations import Message
-from app.core.timeline import SLOW_STEP_FACTOR, TurnTimeline
+from app.core.inspection.timeline import SLOW_STEP_FACTOR, TurnTimeline
+from app.ui.chat.turn import LiveTurn, TurnPhase
 from app.ui.common import palette
 from app.ui.common.pieces import visible_piece
 from app.ui.common.stats_format import tok_s, tokens
-from app.ui.turn import LiveTurn, TurnPhase
 
 LIVE_ITEM = -1  # the picker's item for the reply in flight
 LIVE_REDRAW_MS = 500  # while a reply streams, its timeline is drawn again at most this often

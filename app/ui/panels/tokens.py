@@ -8,7 +8,7 @@ token shows its alternatives (:mod:`app.ui.common.token_alts`), and clicking it 
 funnel for that step and a new branch from any alternative (:attr:`TokensPanel.funnel_requested`,
 :attr:`TokensPanel.branch_requested`). "alternatives kept" is how many candidates each reply
 keeps per token (the setting; the engine sends them when the reply ends). Clicking a prompt token
-asks to inspect it (:attr:`TokensPanel.inspect_requested`, handled by :mod:`app.ui.inspect_controller`);
+asks to inspect it (:attr:`TokensPanel.inspect_requested`, handled by :mod:`app.ui.inspect.controller`);
 a generated token's menu offers that too.
 """
 
@@ -30,8 +30,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.alternatives import DEFAULT_PER_TOKEN, MAX_PER_TOKEN, StepView, TokenColour
-from app.core.chat import StopReason
+from app.core.chat.context import StopReason
+from app.core.sampling.alternatives import DEFAULT_PER_TOKEN, MAX_PER_TOKEN, StepView, TokenColour
+from app.ui.chat.turn import LiveTurn
 from app.ui.common import palette
 from app.ui.common.token_alts import (
     alternatives_menu,
@@ -42,7 +43,6 @@ from app.ui.common.token_alts import (
     tooltip_html,
 )
 from app.ui.common.token_label import visible_html
-from app.ui.turn import LiveTurn
 
 MAX_PROMPT_CHIPS = 400
 CHIPS_PER_REFRESH = 500  # generated chips added per refresh at most (see TokensPanel.refresh)
@@ -70,12 +70,12 @@ class TokensPanel(QWidget):
         template_requested(): the person asked for the chat template and the whole prompt
             (:class:`app.ui.panels.template.TemplateDialog`).
         inspect_requested(int, int, int): a token was clicked: its context position, its id,
-            and the turn's first position (for :meth:`app.ui.engine_client.EngineClient.inspect_token`).
+            and the turn's first position (for :meth:`app.ui.engine.client.EngineClient.inspect_token`).
         funnel_requested(int): show this step (0-based token of the reply) in the funnel.
         branch_requested(int, int): continue the reply from step ``(step, token_id)`` with that
             token instead (a new branch).
         token_hovered(): the pointer is on a token chip (an inspection may follow: the engine
-            prepares for it, :meth:`app.ui.engine_client.EngineClient.prepare_inspect`).
+            prepares for it, :meth:`app.ui.engine.client.EngineClient.prepare_inspect`).
         colour_changed(object): the person chose a :class:`TokenColour`.
         per_token_changed(int): the person chose how many alternatives replies keep per token.
     """

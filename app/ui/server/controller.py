@@ -17,13 +17,13 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal, Slot
 
 from app.core import protocol as P
-from app.core.chat import StopReason
+from app.core.chat.context import StopReason
 from app.core.server_settings import BusyPolicy, ServerSettings
 from app.server.gateway import ApiJob, ModelCard
 from app.server.runner import ServerThread
-from app.ui.engine_client import EngineClient, EngineState
+from app.ui.engine.client import EngineClient, EngineState
 from app.ui.server.request_log import MAX_ENTRIES, ApiLogEntry, RequestStatus
-from app.ui.settings_controller import SettingsController
+from app.ui.window.settings_controller import SettingsController
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ from app.core.server_settings import BusyPolicy, ServerSettings
 from app.ui.common import stats_format as fmt
 from app.ui.server.controller import ServerController
 from app.ui.server.request_log import ApiLogEntry, RequestStatus
-from app.ui.settings_controller import SettingsController
+from app.ui.window.settings_controller import SettingsController
 
 LAN_WARNING = (
     "Listens on every network interface (0.0.0.0): anyone on your network who has the key can generate "

@@ -10,7 +10,7 @@ import enum
 import time
 from dataclasses import dataclass, field
 
-from app.core.chat import ChatMessage, GenerationStats, StopReason
+from app.core.chat.context import ChatMessage, GenerationStats, StopReason
 
 MAX_ENTRIES = 200
 

@@ -1,0 +1,527 @@
+"""Funnel panel: one token's candidates through each stage of llama.cpp's sampler chain.
+
+Rows are tokens (the raw model's most likely first, the one the reply drew marked ▶), columns
+are the chain's stages in order (the raw model first, the draw last); a cell is the
+token's probability after that stage, renormalised over the survivors, or × where the
+stage cut it. Below: how many tokens survived each stage, the entropy (bits), and the
+mass outside the rows shown. The numbers come from the engine (:mod:`app.engine.funnel`):
+this panel only draws them.
+
+The header says which funnel it is: "as drawn" when it ran with the reply's own settings and
+order (what llama.cpp did for this token), "what-if" when the sliders differ (what the current
+settings would do on this step's logits). The draw column's green bar is what a new draw with
+those settings picks (a fresh random number from the reply's seed): it can differ from ▶, what the
+reply drew, even as drawn.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent, QRectF, Qt, Signal
+from PySide6.QtGui import QFont, QFontDatabase, QFontMetrics, QHelpEvent, QPainter, QPaintEvent, QResizeEvent
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QDialog,
+    QDialogButtonBox,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QSizePolicy,
+    QSpinBox,
+    QToolTip,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.sampling.funnel import Funnel, FunnelStageKind
+from app.core.sampling.params import DEFAULT_ORDER, ORDER_NOTE, SamplerSettings, SamplerStage, order_text
+from app.ui.common import palette
+from app.ui.common.palette import qcolor
+from app.ui.common.token_label import visible
+
+SHORT: dict[FunnelStageKind, str] = {
+    FunnelStageKind.MODEL: "model",
+    FunnelStageKind.LOGIT_BIAS: "bias",
+    FunnelStageKind.PENALTIES: "pen",
+    FunnelStageKind.DRY: "DRY",
+    FunnelStageKind.TOP_N_SIGMA: "nσ",
+    FunnelStageKind.TOP_K: "top_k",
+    FunnelStageKind.TYPICAL_P: "typ",
+    FunnelStageKind.TOP_P: "top_p",
+    FunnelStageKind.MIN_P: "min_p",
+    FunnelStageKind.XTC: "XTC",
+    FunnelStageKind.TEMPERATURE: "temp",
+    FunnelStageKind.MIROSTAT: "miro",
+    FunnelStageKind.MIROSTAT_V2: "miro2",
+    FunnelStageKind.DIST: "draw",
+    FunnelStageKind.GREEDY: "greedy",
+}
+
+_TRUNCATING = (
+    SamplerStage.TOP_N_SIGMA,
+    SamplerStage.TOP_K,
+    SamplerStage.TYPICAL_P,
+    SamplerStage.TOP_P,
+    SamplerStage.MIN_P,
+    SamplerStage.XTC,
+)
+
+
+def visible_token(text: str) -> str:
+    """Show whitespace in a token as every panel does (· space, ⏎ newline, → tab); isolated, so a right-to-left
+    token stays after the row's ▶ mark (:mod:`app.ui.common.token_label`)."""
+    return visible(text)
+
+
+def pct(p: float) -> str:
+    """A probability as a short percentage for a narrow cell: 100, 37, 3.2, <.1."""
+    v = 100.0 * p
+    if v >= 99.95:
+        return "100"
+    if v >= 9.95:
+        return f"{v:.0f}"
+    if v >= 0.05:
+        return f"{v:.1f}"
+    return "<.1"
+
+
+def count(n: int) -> str:
+    """A survivor count in at most four characters: 40, 1234, 49k, 262k."""
+    return str(n) if n < 10_000 else f"{n // 1000}k"
+
+
+def order_surprise(s: SamplerSettings) -> str | None:
+    """The one line to show when temperature runs after a truncation stage that is on (None otherwise);
+    :data:`ORDER_NOTE` says it at length (the line's tooltip)."""
+    if s.mirostat or s.is_greedy:
+        return None
+    t = s.order.index(SamplerStage.TEMPERATURE)
+    cut_before = [st.value for st in s.order[:t] if st in _TRUNCATING and s.stage_on(st)]
+    if not cut_before:
+        return None
+    return f"{', '.join(cut_before)} cut before temperature: it only reshapes the survivors."
+
+
+_CUTTING_KINDS = frozenset(
+    {
+        FunnelStageKind.TOP_N_SIGMA,
+        FunnelStageKind.TOP_K,
+        FunnelStageKind.TYPICAL_P,
+        FunnelStageKind.TOP_P,
+        FunnelStageKind.MIN_P,
+        FunnelStageKind.XTC,
+    }
+)
+
+
+def funnel_note(f: Funnel) -> str | None:
+    """The one line on what temperature could do in this funnel: nothing when one token is left before
+    it (naming the stage that left one), only reshape the survivors when a stage before it cut
+    (naming the stages that did cut here); None when temperature saw every token the model had."""
+    kinds = [st.kind for st in f.stages]
+    if FunnelStageKind.TEMPERATURE not in kinds:
+        return None
+    t = kinds.index(FunnelStageKind.TEMPERATURE)
+    cut: list[str] = []
+    for before, st in zip(f.stages[: t - 1], f.stages[1:t], strict=True):
+        if st.kind in _CUTTING_KINDS and st.survivors < before.survivors:
+            cut.append(st.kind.value)
+            if st.survivors == 1:
+                return f"only 1 token survived {st.kind.value}: temperature has nothing to reshape."
+    if not cut:
+        return None
+    return f"{', '.join(cut)} cut before temperature: it only reshapes the survivors."
+
+
+ZWSP = "\u200b"  # a zero-width space: where a long chain line may wrap
+
+
+def wrappable(chain: str) -> str:
+    """``chain`` (stages joined by →) able to wrap after each arrow in a narrow panel."""
+    return chain.replace("→", "→" + ZWSP)
+
+
+AS_DRAWN = "as drawn (the reply's own settings)"
+WHAT_IF = "what-if: the current settings on this step's logits"
+LEGEND = (
+    "Rows: tokens; ▶ = the token the reply drew. Columns: the chain's stages in the order shown above "
+    "(as drawn: the order llama.cpp ran them for this reply; what-if: the order they would run in now). "
+    "A cell is the token's probability after that stage, renormalised over the survivors; × = cut. "
+    "The green bar in the draw column: the token a new draw with these settings picks (a fresh random number "
+    "from the reply's seed, not the one the reply used at this step), so it can differ from ▶ even as drawn; "
+    "the draw's percentages are what counts. "
+    "left = tokens surviving, H = entropy in bits, rest = probability outside the rows shown."
+)
+
+
+__all__ = [
+    "FunnelPanel",
+    "FunnelView",
+    "OrderDialog",
+    "funnel_note",
+    "order_surprise",
+    "order_text",
+    "visible_token",
+    "wrappable",
+]
+
+
+class FunnelView(QWidget):
+    """Paints one :class:`Funnel` as a table: tokens by stages."""
+
+    NAME_W = 74  # the token column's least width; wider (up to MAX_NAME_W) when the rows' tokens need it
+    MAX_NAME_W = 150
+    ROW_H = 15
+    MIN_COL_W = 22  # "100" in the small mono font; narrower panels stagger the stage names (header_rows)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("funnelView")
+        self.funnel: Funnel | None = None
+        self.message = "No reply kept its candidates yet: send a message, then click any token of a reply."
+        self.setToolTip(LEGEND)
+        self.painted = 0  # paints so far (tests and the latency measurement read it)
+        self._mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.setMinimumHeight(self._height(12))
+
+    def _height(self, rows: int) -> int:
+        return (rows + self.header_rows() + 3) * self.ROW_H + 10
+
+    def _font(self) -> QFont:
+        font = QFont(self._mono)
+        font.setPointSizeF(max(7.0, font.pointSizeF() - 1.5))
+        return font
+
+    def _label(self, r: int) -> str:
+        assert self.funnel is not None
+        tok, text = self.funnel.rows[r]
+        return ("▶" if tok == self.funnel.drawn else " ") + visible_token(text)
+
+    def name_w(self) -> int:
+        """The token column's width, px: the widest row's token (so "·the", "·because" are not cut), at
+        least ``NAME_W``, at most ``MAX_NAME_W`` and what leaves every stage column 30 px (longer tokens
+        are elided; their tooltip shows them whole)."""
+        if self.funnel is None or not self.funnel.rows:
+            return self.NAME_W
+        fm = QFontMetrics(self._font())
+        widest = max(fm.horizontalAdvance(self._label(r)) for r in range(len(self.funnel.rows))) + 6
+        room = self.width() - 30 * len(self.funnel.stages)
+        return int(max(self.NAME_W, min(widest, self.MAX_NAME_W, room)))
+
+    def _col_w(self) -> float:
+        n_cols = len(self.funnel.stages) if self.funnel else 1
+        return max(self.MIN_COL_W, (self.width() - self.name_w()) / max(1, n_cols))
+
+    def row_at(self, y: float) -> int | None:
+        """The candidate row under ``y`` (widget px), or None (the header, the footer, no funnel)."""
+        if self.funnel is None:
+            return None
+        r = int(y // self.ROW_H) - self.header_rows()
+        return r if 0 <= r < len(self.funnel.rows) else None
+
+    def tooltip_at(self, x: float, y: float) -> str:
+        """A token row's name cell: its whole text (elided in a narrow column) and id; elsewhere the legend."""
+        r = self.row_at(y)
+        if r is None or self.funnel is None or x >= self.name_w():
+            return LEGEND
+        tok, text = self.funnel.rows[r]
+        return f"{visible_token(text)}  (token id {tok})"
+
+    def event(self, e: QEvent) -> bool:
+        if e.type() == QEvent.Type.ToolTip and isinstance(e, QHelpEvent):
+            QToolTip.showText(e.globalPos(), self.tooltip_at(e.pos().x(), e.pos().y()), self)
+            return True
+        return super().event(e)
+
+    def header_rows(self) -> int:
+        """1, or 2 when a stage's name is wider than its column (narrow panels): then every other
+        name goes on the second row, so that names never run together ("top_ktop_pmin_p")."""
+        if self.funnel is None:
+            return 1
+        fm = QFontMetrics(self._font())
+        widest = max(fm.horizontalAdvance(SHORT[st.kind]) for st in self.funnel.stages)
+        return 2 if widest > self._col_w() - 4 else 1
+
+    def resizeEvent(self, e: QResizeEvent) -> None:
+        super().resizeEvent(e)
+        rows = len(self.funnel.rows) if self.funnel else 12
+        self.setMinimumHeight(self._height(rows))
+
+    def show_funnel(self, funnel: Funnel | None, message: str | None = None) -> None:
+        self.funnel = funnel
+        if message is not None:
+            self.message = message
+        rows = len(funnel.rows) if funnel else 12
+        self.setMinimumHeight(self._height(rows))
+        # Every stage's column at its least width: a narrower dock scrolls sideways (DockScroll) instead of cutting
+        # off the last stages (the draw).
+        self.setMinimumWidth(self.NAME_W + (len(funnel.stages) if funnel else 1) * self.MIN_COL_W)
+        self.update()
+
+    def paintEvent(self, _e: QPaintEvent) -> None:
+        p = QPainter(self)
+        self.painted += 1
+        f = self.funnel
+        if f is None:
+            p.setPen(qcolor(palette.MUTED))
+            p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap, self.message)
+            p.end()
+            return
+        p.setFont(self._font())
+        col_w = self._col_w()
+        rh = self.ROW_H
+        head = self.header_rows()
+        name_w = self.name_w()
+        left = Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft
+        centre = Qt.AlignmentFlag.AlignCenter
+        # Header: the stages.
+        for c, st in enumerate(f.stages):
+            x = name_w + c * col_w
+            p.setPen(qcolor(palette.GREEN if st.kind.is_draw else palette.TEXT_DIM))
+            # Two header rows: the odd columns' names a row lower, centred on their column and free to
+            # spread over their neighbours' (empty) halves of that row.
+            row = c % 2 if head == 2 else 0
+            p.drawText(QRectF(x - col_w / 2, row * rh, 2 * col_w, rh), centre, SHORT[st.kind])
+        picked = f.picked
+        for r, (tok, _text) in enumerate(f.rows):
+            y = (r + head) * rh
+            drawn = tok == f.drawn
+            p.setPen(qcolor(palette.GREEN if drawn else palette.TEXT))
+            p.drawText(
+                QRectF(0, y, name_w - 2, rh),
+                left,
+                p.fontMetrics().elidedText(self._label(r), Qt.TextElideMode.ElideRight, name_w - 2),
+            )
+            for c, st in enumerate(f.stages):
+                x = name_w + c * col_w
+                prob = st.probs[r]
+                cell = QRectF(x + 1, y + 1, col_w - 2, rh - 2)
+                p.setPen(Qt.PenStyle.NoPen)
+                p.setBrush(qcolor(palette.TRACK))
+                p.drawRect(cell)
+                if prob > 0:
+                    hit = st.kind.is_draw and tok == picked
+                    p.setBrush(qcolor(palette.GREEN if hit else palette.ACCENT))
+                    p.drawRect(QRectF(cell.x(), cell.y(), cell.width() * min(1.0, prob), cell.height()))
+                    p.setPen(qcolor(palette.WHITE))
+                    p.drawText(cell, centre, pct(prob))
+                else:
+                    p.setPen(qcolor(palette.FAINT))
+                    p.drawText(cell, centre, "×")
+        # Footer: survivors, entropy, mass outside the rows.
+        y0 = (len(f.rows) + head) * rh + 4
+        for i, (name, values) in enumerate(
+            (
+                ("left", [count(st.survivors) for st in f.stages]),
+                ("H bits", [f"{st.entropy_bits:.1f}" for st in f.stages]),
+                ("rest %", [pct(st.outside) if st.outside > 0 else "0" for st in f.stages]),
+            )
+        ):
+            y = y0 + i * rh
+            p.setPen(qcolor(palette.TEXT_DIM))
+            p.drawText(QRectF(0, y, name_w, rh), left, name)
+            p.setPen(qcolor(palette.TEXT_SOFT))
+            for c, v in enumerate(values):
+                p.drawText(QRectF(name_w + c * col_w, y, col_w, rh), centre, v)
+        p.end()
+
+
+class OrderDialog(QDialog):
+    """Reorder llama.cpp's sampler stages (drag, or the buttons); Reset gives llama.cpp's default order."""
+
+    def __init__(self, order: tuple[SamplerStage, ...], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Sampler order")
+        lay = QVBoxLayout(self)
+        hint = QLabel("The order llama.cpp runs the stages in (logit bias always first, the draw always last).")
+        hint.setWordWrap(True)
+        lay.addWidget(hint)
+        self.list = QListWidget()
+        self.list.setObjectName("orderList")
+        self.list.setDragDropMode(QListWidget.DragDropMode.InternalMove)
+        self._fill(order)
+        lay.addWidget(self.list)
+        row = QHBoxLayout()
+        up, down, reset = QPushButton("Up"), QPushButton("Down"), QPushButton("llama.cpp default")
+        up.clicked.connect(lambda: self.move(-1))
+        down.clicked.connect(lambda: self.move(1))
+        reset.clicked.connect(lambda: self._fill(DEFAULT_ORDER))
+        for b in (up, down, reset):
+            row.addWidget(b)
+        lay.addLayout(row)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        lay.addWidget(buttons)
+
+    def _fill(self, order: tuple[SamplerStage, ...]) -> None:
+        self.list.clear()
+        for st in order:
+            item = QListWidgetItem(st.value)
+            item.setData(Qt.ItemDataRole.UserRole, st.value)
+            self.list.addItem(item)
+        self.list.setCurrentRow(0)
+
+    def move(self, delta: int) -> None:
+        """Move the selected stage up (-1) or down (+1)."""
+        row = self.list.currentRow()
+        to = row + delta
+        if row < 0 or not 0 <= to < self.list.count():
+            return
+        item = self.list.takeItem(row)
+        self.list.insertItem(to, item)
+        self.list.setCurrentRow(to)
+
+    def order(self) -> tuple[SamplerStage, ...]:
+        return tuple(SamplerStage(self.list.item(i).data(Qt.ItemDataRole.UserRole)) for i in range(self.list.count()))
+
+
+class FunnelPanel(QWidget):
+    """The funnel of the selected token, its place in the reply, and the chain's order.
+
+    Signals:
+        step_chosen(int): the person picked a token of the reply (0-based), or -1 to follow the newest.
+        order_chosen(object): the person chose a new stage order (a tuple of :class:`SamplerStage`).
+        reply_settings_requested(): the person asked to see the funnel with the reply's own settings.
+    """
+
+    step_chosen = Signal(int)
+    order_chosen = Signal(object)
+    reply_settings_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("funnelPanel")
+        self._settings = SamplerSettings()
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(10, 6, 10, 6)
+        lay.setSpacing(4)
+        nav = QHBoxLayout()
+        nav.setSpacing(4)
+        nav.addWidget(QLabel("token"))
+        self.step_field = QSpinBox()
+        self.step_field.setObjectName("funnelStep")
+        self.step_field.setAccessibleName("token of the reply")
+        self.step_field.setRange(1, 1)
+        self.step_field.setKeyboardTracking(False)
+        self.step_field.valueChanged.connect(self._step_edited)
+        nav.addWidget(self.step_field)
+        self.of_label = QLabel("of 0")
+        nav.addWidget(self.of_label)
+        self.follow = QCheckBox("newest")
+        self.follow.setObjectName("funnelFollow")
+        self.follow.setToolTip("Follow the newest token while a reply streams")
+        self.follow.setChecked(True)
+        self.follow.toggled.connect(self._follow_toggled)
+        nav.addWidget(self.follow)
+        nav.addStretch(1)
+        self.order_button = QPushButton("Order…")
+        self.order_button.setObjectName("orderButton")
+        self.order_button.setToolTip("Change the order of llama.cpp's sampler stages")
+        self.order_button.clicked.connect(self._edit_order)
+        nav.addWidget(self.order_button)
+        lay.addLayout(nav)
+        mode = QHBoxLayout()
+        mode.setSpacing(4)
+        self.mode_label = QLabel()
+        self.mode_label.setObjectName("funnelMode")
+        self.mode_label.setWordWrap(True)
+        mode.addWidget(self.mode_label, 1)
+        self.own_button = QPushButton("Use the reply's settings")
+        self.own_button.setObjectName("funnelOwnSettings")
+        self.own_button.setToolTip(
+            "Show this token's funnel with the settings the reply was drawn with (the Sampler panel keeps its own)"
+        )
+        self.own_button.clicked.connect(self.reply_settings_requested)
+        self.own_button.hide()
+        mode.addWidget(self.own_button)
+        lay.addLayout(mode)
+        self.order_label = QLabel()
+        self.order_label.setObjectName("funnelOrder")
+        self.order_label.setWordWrap(True)
+        lay.addWidget(self.order_label)
+        self.note = QLabel()
+        self.note.setObjectName("funnelNote")
+        self.note.setWordWrap(True)
+        self.note.setStyleSheet(f"color: {palette.AMBER};")
+        self.note.setToolTip(ORDER_NOTE)
+        lay.addWidget(self.note)
+        self.view = FunnelView()
+        lay.addWidget(self.view)
+        self.status = QLabel("")
+        self.status.setObjectName("detailLabel")
+        self.status.setWordWrap(True)
+        lay.addWidget(self.status)
+        lay.addStretch(1)
+        self._syncing = False
+        self.set_settings(self._settings)
+
+    # ------------------------------------------------------------------------------ input
+    def set_settings(self, s: SamplerSettings) -> None:
+        """Show the chain these settings make (the order line and its one-line note)."""
+        self._settings = s
+        self.order_label.setText(wrappable(order_text(s)))
+        self.order_label.setToolTip("llama.cpp's sampler chain as it runs with these settings (Order… changes it)")
+        note = order_surprise(s)
+        self.note.setText(note or "")
+        self.note.setVisible(note is not None)
+
+    def set_steps(self, n_steps: int, step: int) -> None:
+        """The reply has ``n_steps`` tokens; ``step`` (0-based) is shown."""
+        self._syncing = True
+        try:
+            self.step_field.setRange(1, max(1, n_steps))
+            self.step_field.setValue(step + 1)
+        finally:
+            self._syncing = False
+        self.of_label.setText(f"of {n_steps}")
+
+    def show_funnel(self, funnel: Funnel, as_drawn: bool) -> None:
+        """Draw ``funnel``; ``as_drawn``: it ran with the reply's own settings (else it is a what-if)."""
+        self.view.show_funnel(funnel)
+        self.mode_label.setText(AS_DRAWN if as_drawn else WHAT_IF)
+        self.mode_label.setStyleSheet(f"color: {palette.GREEN if as_drawn else palette.AMBER};")
+        self.mode_label.setToolTip(LEGEND)
+        self.own_button.setVisible(not as_drawn)
+        self.order_label.setText(wrappable(order_text(funnel.settings)))
+        note = funnel_note(funnel)
+        self.note.setText(note or "")
+        self.note.setVisible(note is not None)
+        if funnel.exact:
+            src = f"From all {funnel.n_logits} logits"
+        else:
+            src = (
+                f"From its top {funnel.n_logits} logits: top_k above {funnel.n_logits} and temperature's "
+                "effect on the tail cannot be shown here"
+            )
+        self.status.setText(f"{src}; {funnel.compute_s * 1000:.1f} ms in the engine.")
+        self.status.setToolTip(
+            "The newest tokens keep all their logits: the funnel is exact. Older tokens keep their top "
+            f"{funnel.n_logits if not funnel.exact else 64} logits and the log-sum-exp: the model column is exact, "
+            "the stages renormalise over those tokens."
+        )
+
+    def show_message(self, text: str) -> None:
+        self.view.show_funnel(None, text)
+        self.status.setText("")
+        self.mode_label.setText("")
+        self.own_button.hide()
+
+    # ------------------------------------------------------------------------------ output
+    def _step_edited(self, value: int) -> None:
+        if self._syncing:
+            return
+        self.follow.setChecked(False)
+        self.step_chosen.emit(value - 1)
+
+    def _follow_toggled(self, on: bool) -> None:
+        if self._syncing:
+            return
+        self.step_chosen.emit(-1 if on else self.step_field.value() - 1)
+
+    def _edit_order(self) -> None:
+        dlg = OrderDialog(self._settings.order, self)
+        if dlg.exec() == QDialog.DialogCode.Accepted:
+            self.order_chosen.emit(dlg.order())

@@ -1,0 +1,198 @@
+"""The bars above the two pages: Chat / Models navigation, the model picker and the engine's state."""
+
+from __future__ import annotations
+
+import enum
+
+from PySide6.QtCore import QEvent, QSize, Qt, Signal
+from PySide6.QtGui import QResizeEvent
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QMenu, QPushButton, QSizePolicy, QToolButton, QWidget
+
+from app.ui.engine.client import EngineState
+
+NO_MODEL_TEXT = "Select a model to load  ▾"
+MODEL_BUTTON_MAX_PX = 240  # the model picker's text, at most (elided in the middle)
+MODEL_BUTTON_MIN_PX = 110  # the picker's least width: the bar (and the window) may be this narrow
+_BUTTON_CHROME_PX = 44  # the picker's padding and menu arrow around its text
+
+_STATE_TEXT = {
+    EngineState.STARTING: "starting engine…",
+    EngineState.NO_MODEL: "no model",
+    EngineState.LOADING: "loading…",
+    EngineState.READY: "ready",
+    EngineState.GENERATING: "generating",
+    EngineState.DEAD: "engine stopped",
+}
+
+
+class Page(str, enum.Enum):
+    """The window's two pages."""
+
+    CHAT = "chat"
+    MODELS = "models"
+
+
+class _NavBar(QFrame):
+    """A bar that starts with the Chat / Models buttons.
+
+    Signals:
+        page_requested(object): a nav button was pressed (the :class:`Page`).
+    """
+
+    page_requested = Signal(object)
+
+    def __init__(self, current: Page, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("topBar")
+        self.row = QHBoxLayout(self)
+        self.row.setContentsMargins(12, 6, 12, 6)
+        self.nav: dict[Page, QPushButton] = {}
+        for page, label in ((Page.CHAT, "Chat"), (Page.MODELS, "Models")):
+            b = QPushButton(label)
+            b.setObjectName("navButton")
+            b.setCheckable(True)
+            b.clicked.connect(lambda _=False, p=page: self.page_requested.emit(p))
+            self.row.addWidget(b)
+            self.nav[page] = b
+        self.row.addSpacing(8)
+        self.set_page(current)
+
+    def set_page(self, page: Page) -> None:
+        """Check the button of the page shown."""
+        for p, b in self.nav.items():
+            b.setChecked(p is page)
+
+
+class ModelsBar(_NavBar):
+    """The models page's bar: navigation and a one-line hint."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(Page.MODELS, parent)
+        hint = QLabel("Models on this computer, the Hugging Face Hub, and downloads. Chatting goes on meanwhile.")
+        hint.setObjectName("stateLabel")
+        hint.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.row.addWidget(hint)
+        self.row.addStretch(1)
+
+
+class StateLabel(QLabel):
+    """The engine's state (``● generating``), sized to its whole text in its own font.
+
+    It was a fixed 90 px, which cut ``● generatin``. It asks for its whole text (the model
+    picker gives way first); only when the bar has no room for both does it shrink, never
+    below the width of ``● generating``, and then a longer text (``● starting engine…``) is
+    elided with the whole text as its tooltip.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("")
+        self._full = ""
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
+
+    @property
+    def full_text(self) -> str:
+        """The whole state text (the label may show it elided)."""
+        return self._full
+
+    def set_full_text(self, text: str) -> None:
+        self._full = text
+        self._fit()
+
+    def _chrome(self) -> int:
+        m = self.contentsMargins()
+        return m.left() + m.right() + 2 * self.margin() + 4
+
+    def sizeHint(self) -> QSize:
+        return QSize(self.fontMetrics().horizontalAdvance(self._full) + self._chrome(), super().sizeHint().height())
+
+    def minimumSizeHint(self) -> QSize:
+        floor = self.fontMetrics().horizontalAdvance(f"● {_STATE_TEXT[EngineState.GENERATING]}") + self._chrome()
+        return QSize(min(self.sizeHint().width(), floor), super().minimumSizeHint().height())
+
+    def _fit(self) -> None:
+        self.updateGeometry()
+        room = self.width() - self._chrome() + 4
+        if self.width() >= self.sizeHint().width():
+            self.setText(self._full)
+            self.setToolTip("")
+        else:
+            self.setText(self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideRight, room))
+            self.setToolTip(self._full)
+
+    def resizeEvent(self, e: QResizeEvent) -> None:
+        super().resizeEvent(e)
+        self._fit()
+
+    def changeEvent(self, e: QEvent) -> None:
+        super().changeEvent(e)
+        if e.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange):
+            self._fit()
+
+
+class TopBar(_NavBar):
+    """The chat page's bar: navigation, the model picker (its menu is filled by the window
+    just before it opens, see :attr:`model_menu`) and the engine's state."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(Page.CHAT, parent)
+        self.model_button = QToolButton()
+        self.model_button.setObjectName("modelButton")
+        self.model_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.model_menu = QMenu(self.model_button)
+        self.model_button.setMenu(self.model_menu)
+        self.model_button.setMinimumWidth(MODEL_BUTTON_MIN_PX)
+        self._model_text = NO_MODEL_TEXT
+        self.row.addWidget(self.model_button)
+        self.state_label = StateLabel()
+        self.state_label.setObjectName("stateLabel")
+        self.row.addWidget(self.state_label)
+        self.row.addStretch(1)
+        self.set_model_text(NO_MODEL_TEXT)
+
+    def set_model_text(self, text: str, tooltip: str | None = None) -> None:
+        """The model picker's label, elided so a long file name never widens the window."""
+        self._model_text = text
+        self._elide_model_text()
+        self.model_button.setToolTip(text if tooltip is None else tooltip)
+        self.model_button.setAccessibleName(f"Model: {text.rstrip(' ▾')}")
+
+    @property
+    def model_text(self) -> str:
+        """The model picker's whole label (the button may show it elided)."""
+        return self._model_text
+
+    def resizeEvent(self, e: QResizeEvent) -> None:
+        super().resizeEvent(e)
+        self._elide_model_text()
+
+    def _elide_model_text(self) -> None:
+        """Elide the picker's label to the room the bar has (at most MODEL_BUTTON_MAX_PX)."""
+        m = self.row.contentsMargins()
+        fixed = (
+            m.left()
+            + m.right()
+            + sum(b.sizeHint().width() for b in self.nav.values())
+            + self.state_label.sizeHint().width()
+            + 8
+            + 4 * max(0, self.row.spacing())
+            + _BUTTON_CHROME_PX
+        )
+        room = max(MODEL_BUTTON_MIN_PX - _BUTTON_CHROME_PX, min(MODEL_BUTTON_MAX_PX, self.width() - fixed))
+        fm = self.model_button.fontMetrics()
+        self.model_button.setText(fm.elidedText(self._model_text, Qt.TextElideMode.ElideMiddle, room))
+
+    def show_state(self, state: EngineState, api_requests: int = 0) -> None:
+        """``● ready``, ``● loading…``... coloured by the stylesheet's ``state`` property.
+
+        ``api_requests``: local API requests in the engine or waiting (see app/ui/server): while the
+        person's own chat is idle, the engine is busy with them and the label says so.
+        """
+        shown = EngineState.GENERATING if state is EngineState.READY and api_requests else state
+        self.state_label.setProperty("state", shown.value)
+        self.state_label.style().unpolish(self.state_label)
+        self.state_label.style().polish(self.state_label)
+        text = _STATE_TEXT[state]
+        if shown is not state:
+            text = "answering an API request" if api_requests == 1 else f"answering {api_requests} API requests"
+        self.state_label.set_full_text(f"● {text}")
+        self._elide_model_text()  # the picker gets what the state leaves
