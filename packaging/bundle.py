@@ -370,6 +370,7 @@ def build_deb(share: Path) -> Path:
     doc = root / "usr" / "share" / "doc" / "glassbox"
     doc.mkdir(parents=True)
     shutil.copy(ROOT / "README.md", doc / "README.md")
+    shutil.copytree(ROOT / "docs", doc / "docs")  # the README's links point into docs/
     shutil.copy(ROOT / "LICENSE", doc / "copyright")  # Glassbox's; the others are in /opt/glassbox/licenses
     glibc = required_glibc(BUNDLE)
     depends = versioned_depends(debian_depends(), glibc)

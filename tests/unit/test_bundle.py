@@ -91,6 +91,7 @@ def test_the_deb_pins_libc6_ships_the_copyright_and_has_no_maintainer_scripts(bu
     root.mkdir()
     for name in ("README.md", "LICENSE"):
         shutil.copy(ROOT / name, root / name)
+    shutil.copytree(ROOT / "docs", root / "docs")
     app = tmp_path / "dist" / "glassbox"
     (app / "_internal").mkdir(parents=True)
     (app / "glassbox").write_bytes(_elf(b"GLIBC_2.2.5\x00GLIBC_2.34\x00"))
@@ -114,3 +115,5 @@ def test_the_deb_pins_libc6_ships_the_copyright_and_has_no_maintainer_scripts(bu
     extracted = tmp_path / "x"
     subprocess.run(["dpkg-deb", "-x", str(deb), str(extracted)], check=True)
     assert (extracted / "usr/share/doc/glassbox/copyright").read_text() == (ROOT / "LICENSE").read_text()
+    # The README's links into docs/ resolve inside the package too.
+    assert (extracted / "usr/share/doc/glassbox/docs/guide/README.md").is_file()
