@@ -213,11 +213,6 @@ class ModelsWindow(QWidget):
     def n_ctx(self) -> int:
         return self._n_ctx
 
-    def set_memory(self, memory: SystemMemory | None) -> None:
-        """Fixed memory figures for fit verdicts (tests, or a figure the person chose); None measures."""
-        self._memory = memory
-        self.hub_tab.rejudge()
-
     def set_gpu_devices(self, devices: Sequence[DeviceMemory]) -> None:
         """The GPUs the engine can offload to (``EngineReady.devices``): their free memory joins
         the fit verdicts' budget. Integrated GPUs share the host's RAM and add nothing."""
