@@ -159,7 +159,8 @@ def _run(model: Path | None, home: Path) -> dict[str, Any]:
 
     paths = default_paths().ensure()
     logfiles.configure(paths.logs_dir / "app.log", debug=False, stderr=False)
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    existing = QApplication.instance()
+    app = existing if isinstance(existing, QApplication) else QApplication(sys.argv[:1])
     app.setDesktopFileName(APP_ID)
     apply_theme(app)
     instance = SingleInstance(paths.data_dir)

@@ -638,7 +638,7 @@ class Check:
 CHECKS = (
     Check("ruff", ("check", "."), "lint rules (pyflakes, pycodestyle, isort, bugbear...; pyproject.toml [tool.ruff])"),
     Check("ruff", ("format", "--check", "."), "every file is formatted as ruff format writes it"),
-    Check("mypy", (), "types, strict, on app/core and app/engine (pyproject.toml [tool.mypy])"),
+    Check("mypy", (), "types, strict, on all of app/ (pyproject.toml [tool.mypy])"),
     Check(
         "lint-imports", (), "the rooms' import contracts: core plain Python, engine without Qt, UI without llama.cpp"
     ),

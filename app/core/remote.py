@@ -7,11 +7,9 @@ the HTTP side (:mod:`app.remote`) and the window. Plain Python.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
-
-DEFAULT_URL = "http://127.0.0.1:8080/v1"
 
 
 class ServerKind(str, enum.Enum):
@@ -116,9 +114,6 @@ class RemoteEndpoint:
     def server_root(self) -> str:
         """The URL llama-server's own routes hang off (/props, /tokenize): the base without ``/v1``."""
         return self.base_url.removesuffix("/v1")
-
-    def with_model(self, model: str) -> RemoteEndpoint:
-        return replace(self, model=model)
 
 
 @dataclass(frozen=True)

@@ -255,11 +255,6 @@ class GGUFInfo:
         return self.chat_template is not None
 
     @property
-    def bos_token_id(self) -> int | None:
-        v = self.metadata.get("tokenizer.ggml.bos_token_id")
-        return int(v) if v is not None else None
-
-    @property
     def eos_token_id(self) -> int | None:
         v = self.metadata.get("tokenizer.ggml.eos_token_id")
         return int(v) if v is not None else None

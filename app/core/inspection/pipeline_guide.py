@@ -113,10 +113,6 @@ def _heads(n_head: int, n_head_kv: int) -> str:
     return f"{n_head} query heads, {shared}: {attention_label(n_head, n_head_kv)}"
 
 
-def _tensor_names(arch: Architecture) -> set[str]:
-    return {t.name.rsplit(".", 1)[0] for b in arch.blocks for t in b.tensors}
-
-
 def _norm_kind(arch: Architecture) -> str:
     """RMSNorm or LayerNorm, from the block's norm tensors (a LayerNorm has a bias), and where they sit."""
     names = {t.name for b in arch.blocks[:1] for t in b.tensors}

@@ -109,16 +109,6 @@ class AttentionMaps:
         i = (layer * self.n_head + head) * n
         return self.weights[i : i + n]
 
-    def head_average(self, layer: int) -> list[float]:
-        """The layer's weights averaged over heads."""
-        n = self.key_positions[1] - self.key_positions[0]
-        out = [0.0] * n
-        for h in range(self.n_head):
-            r = self.row(layer, h)
-            for j in range(n):
-                out[j] += r[j]
-        return [v / self.n_head for v in out]
-
 
 @dataclass(frozen=True)
 class EmbeddingView:

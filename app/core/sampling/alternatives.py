@@ -27,7 +27,6 @@ import struct
 import sys
 import zlib
 from array import array
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from app.core.sampling.params import SamplerSettings
@@ -347,8 +346,3 @@ def stored_bytes_per_token(alts: ReplyAlternatives) -> float:
 def entropy_colour_level(bits: float) -> float:
     """How unsure the model was, 0 (certain) .. 1 (4 bits or more: ~16 equally likely tokens)."""
     return min(1.0, max(0.0, bits / 4.0))
-
-
-def candidates_from_rows(rows: Sequence[tuple[int, str, float]], logsumexp: float) -> tuple[Candidate, ...]:
-    """``(token_id, text, logit)`` rows (a TokenEvent's candidates) as :class:`Candidate` with probabilities."""
-    return tuple(Candidate(t, text, math.exp(lg - logsumexp)) for t, text, lg in rows)

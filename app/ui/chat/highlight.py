@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import html
 import threading
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
+from typing import Any
 
 from pygments.lexer import ExtendedRegexLexer, Lexer, RegexLexer
 from pygments.lexers import TextLexer, get_lexer_by_name
@@ -105,7 +107,8 @@ def highlight_from(state: tuple[str, ...], chunk: str, language: str) -> tuple[s
     return "".join(out), end
 
 
-def _positions(tokens):  # type: ignore[no-untyped-def]
+def _positions(tokens: Iterable[tuple[Any, str]]) -> Iterator[tuple[int, tuple[Any, str]]]:
+    """Pygments' ``(token type, text)`` pairs with each text's offset in the lexed source."""
     pos = 0
     for ttype, value in tokens:
         yield pos, (ttype, value)

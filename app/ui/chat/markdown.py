@@ -119,21 +119,17 @@ class _Piece:
     list_cut: bool = False  # a long list is cut at this piece's end (see Segment.list_cut)
 
 
-def split_blocks(source: str) -> list[tuple[SegmentKind, str, str, int]]:
-    """Cut Markdown into ``(kind, source, info, end_line)`` pieces at top-level block boundaries.
+def _split(rest: list[str], resume: _Resume | None) -> list[_Piece]:
+    """Pieces of ``rest`` (lines) at top-level block boundaries; ``resume`` continues a block cut in an
+    earlier parse.
 
     Code fences are their own pieces, cut every ``CODE_CHUNK`` lines; tables are their own
     pieces, cut every ``TABLE_CHUNK`` body rows; prose is split at blank lines, long lists
     every ``LIST_CHUNK`` items or ``LIST_LINES`` lines (an ordered list's later chunks keep their numbers: CommonMark
     starts a list at its first number) and block quotes every ``QUOTE_CHUNK`` blocks, so that
-    while a reply streams only the last piece changes. ``end_line`` is the line index
-    (exclusive) where the piece ends.
+    while a reply streams only the last piece changes. A piece's ``end`` is the line index
+    (exclusive) where it ends.
     """
-    return [(p.kind, p.source, p.info, p.end) for p in _split(source.split("\n"), None)]
-
-
-def _split(rest: list[str], resume: _Resume | None) -> list[_Piece]:
-    """Pieces of ``rest`` (lines); ``resume`` continues a block cut in an earlier parse."""
     prefix = list(resume.prefix) if resume else []
     lines = prefix + rest
     tokens = _md.parse("\n".join(lines))

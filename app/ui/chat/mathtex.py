@@ -295,8 +295,9 @@ def _png_url(img: QImage) -> str:
     data = QByteArray()
     buf = QBuffer(data)
     buf.open(QIODevice.OpenModeFlag.WriteOnly)
-    img.save(buf, "PNG")
-    return "data:image/png;base64," + base64.b64encode(bytes(data)).decode("ascii")
+    # PySide6's stub wants the format as bytes, but the binding (6.11) takes only a str.
+    img.save(buf, "PNG")  # type: ignore[call-overload]
+    return "data:image/png;base64," + base64.b64encode(data.data()).decode("ascii")
 
 
 _warm: list[threading.Thread] = []
@@ -321,6 +322,7 @@ def _ziamath():  # type: ignore[no-untyped-def]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         import ziamath
+        from ziamath.config import config
 
-    ziamath.config.svg2 = False  # SVG 1.1 (no <symbol>): what QtSvg draws
+    config.svg2 = False  # SVG 1.1 (no <symbol>): what QtSvg draws
     return ziamath

@@ -24,7 +24,6 @@ DIVIDER = "#3b4250"
 BORDER = "#444a55"
 TABLE_BORDER = "#4a4f5a"
 QUOTE_BAR = "#5b6372"  # the bar left of a block quote
-BAR_MUTED = "#4b5563"  # a candidate the sampler removed
 SELECTED = "#1c2b45"
 
 # ----------------------------------------------------------------- text

@@ -51,19 +51,19 @@ class DownloadsTab(QWidget):
 
     Signals:
         load_requested(str): load this downloaded model.
-        notice(str, str): kind and text for the window's banner.
-        download_finished(object): a :class:`DownloadStatus` that just reached *done*.
+        notice(Severity, str): how serious and the text, for the window's banner.
+        download_finished(DownloadStatus): a download that just reached *done*.
         statuses_changed(): rows were updated (after a clock tick with news).
         active_count_changed(int): downloads queued, running or paused.
     """
 
     load_requested = Signal(str)
-    notice = Signal(str, str)
-    download_finished = Signal(object)
+    notice = Signal(Severity, str)
+    download_finished = Signal(DownloadStatus)
     statuses_changed = Signal()
     active_count_changed = Signal(int)
 
-    _status_arrived = Signal(object)  # internal: from the manager's threads, queued
+    _status_arrived = Signal(DownloadStatus)  # internal: from the manager's threads, queued
 
     def __init__(self, manager: DownloadManager, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -72,7 +72,7 @@ class DownloadsTab(QWidget):
         self.pending: dict[str, DownloadStatus] = {}
         self.ticks = 0  # clock ticks that repainted rows (tests check the clock, not events, drives repaints)
         self.events = 0  # statuses received
-        self.actions: dict[str, RowActions] = {}
+        self._row_actions: dict[str, RowActions] = {}  # by download id
         self._active = -1
         self._disk_checked = 0.0
 
@@ -197,10 +197,10 @@ class DownloadsTab(QWidget):
         if st.state is DownloadState.CANCELLED and self.model.row_of(st.id) < 0 and not initial:
             return  # a removed download's last word
         row, prev = self.model.upsert(st)
-        acts = self.actions.get(st.id)
+        acts = self._row_actions.get(st.id)
         if acts is None:
             acts = RowActions(self.act, st.id)
-            self.actions[st.id] = acts
+            self._row_actions[st.id] = acts
             self.view.setIndexWidget(self.model.index(row, DownloadColumn.ACTIONS), acts)
         acts.set_state(st.state)
         if initial:
@@ -312,7 +312,7 @@ class DownloadsTab(QWidget):
 
     def remove_row(self, download_id: str) -> None:
         self.pending.pop(download_id, None)
-        self.actions.pop(download_id, None)
+        self._row_actions.pop(download_id, None)
         self.model.remove(download_id)
         self._after_update()
 
@@ -328,4 +328,4 @@ class DownloadsTab(QWidget):
 
     def row_actions(self, download_id: str) -> RowActions | None:
         """The action buttons of a row (for tests and the window)."""
-        return self.actions.get(download_id)
+        return self._row_actions.get(download_id)

@@ -21,7 +21,7 @@ class EmptyLibraryPage(QWidget):
         open_file_requested(): "Open a GGUF file…" was clicked.
         import_requested(): "Import into the library…" was clicked.
         add_folder_requested(): "Add a folder…" was clicked.
-        folder_chosen(object): a suggested folder's link was clicked; its :class:`Path`.
+        folder_chosen(Path): a suggested folder's link was clicked; the folder.
 
     The starter models' list is :attr:`starters` (its own ``download_requested`` signal).
     """
@@ -29,7 +29,7 @@ class EmptyLibraryPage(QWidget):
     open_file_requested = Signal()
     import_requested = Signal()
     add_folder_requested = Signal()
-    folder_chosen = Signal(object)
+    folder_chosen = Signal(Path)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)

@@ -85,14 +85,14 @@ class HubTab(QWidget):
         get_saved_token, save_token: the token in Glassbox's settings.
 
     Signals:
-        download_requested(object): download this :class:`HubFile`.
+        download_requested(HubFile): download this file.
         load_requested(str): load this downloaded file.
-        notice(str, str): kind and text for the window's banner.
+        notice(Severity, str): how serious and the text, for the window's banner.
     """
 
-    download_requested = Signal(object)
+    download_requested = Signal(HubFile)
     load_requested = Signal(str)
-    notice = Signal(str, str)
+    notice = Signal(Severity, str)
 
     def __init__(
         self,
@@ -217,7 +217,7 @@ class HubTab(QWidget):
         self.files.selectionModel().currentRowChanged.connect(lambda *_: self._show_file_detail())
         for rows_replaced in (self.files_model.modelReset, self.files_model.rowsInserted, self.files_model.rowsRemoved):
             rows_replaced.connect(self._make_buttons)
-        self.files_model.dataChanged.connect(lambda *_: (self._show_file_detail(), self._update_buttons()))
+        self.files_model.dataChanged.connect(self._file_rows_changed)
         rl.addWidget(self.files, 1)
 
         self.file_detail = FileDetail()
@@ -470,6 +470,11 @@ class HubTab(QWidget):
     def set_download_statuses(self, statuses: dict[str, DownloadStatus]) -> None:
         """The downloads' latest statuses, keyed by the first part's destination path."""
         self.statuses = statuses
+        self._update_buttons()
+
+    def _file_rows_changed(self, *_: object) -> None:
+        """A listed file's row changed (its download state, its verdict): its detail and buttons follow."""
+        self._show_file_detail()
         self._update_buttons()
 
     def _update_buttons(self) -> None:

@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.models.hub import repo_page_url
+from app.core.models.hub import StarterModel, repo_page_url
 from app.core.models.importer import ImportResult, import_files
 from app.core.models.library import (
     SOURCE_FOLDER,
@@ -69,18 +69,18 @@ class LibraryTab(QWidget):
     Signals:
         load_requested(str): load this GGUF (the first part of a split model).
         open_file_requested(): the person wants to open a GGUF file from anywhere.
-        notice(str, str): kind ("info"/"warning"/"error") and text for the window's banner.
-        starter_download_requested(object): download this :class:`StarterModel`.
+        notice(Severity, str): how serious and the text, for the window's banner.
+        starter_download_requested(StarterModel): download this starter model.
         entries_changed(): a scan finished (the rows were replaced).
-        import_finished(object): an import ended; its :class:`~app.core.models.importer.ImportResult`.
+        import_finished(ImportResult): an import ended (:class:`~app.core.models.importer.ImportResult`).
     """
 
     load_requested = Signal(str)
     open_file_requested = Signal()
-    notice = Signal(str, str)
-    starter_download_requested = Signal(object)
+    notice = Signal(Severity, str)
+    starter_download_requested = Signal(StarterModel)
     entries_changed = Signal()
-    import_finished = Signal(object)
+    import_finished = Signal(ImportResult)
 
     _import_progressed = Signal(str, int, int)  # internal, from the worker: name, done, total
 
@@ -316,7 +316,8 @@ class LibraryTab(QWidget):
         rows = self.view.selectionModel().selectedRows()
         if not rows:
             return None
-        return rows[0].data(LibraryRole.ENTRY)
+        entry: ModelEntry | None = rows[0].data(LibraryRole.ENTRY)
+        return entry
 
     def select_path(self, path: str | os.PathLike[str]) -> bool:
         """Select the row of the model at ``path``; False when it is not listed (or filtered out)."""
@@ -492,12 +493,12 @@ class LibraryTab(QWidget):
             m.addSeparator()
             for f in folders:
                 sub = m.addMenu(str(f))
-                sub.addAction("Show in file manager", lambda f=f: dialogs.open_folder(f))
-                sub.addAction("Remove from the library", lambda f=f: self.remove_folder(f))
+                _add_folder_action(sub, "Show in file manager", dialogs.open_folder, f)
+                _add_folder_action(sub, "Remove from the library", self.remove_folder, f)
         m.addSeparator()
         for f in suggested_folders():
             if f not in folders:
-                m.addAction(f"Add {folder_label(f)} (found)", lambda f=f: self.add_folder(f))
+                _add_folder_action(m, f"Add {folder_label(f)} (found)", self.add_folder, f)
         m.addAction("Add a folder…", self.add_folder_dialog)
 
     def add_folder_dialog(self) -> None:
@@ -542,3 +543,8 @@ class LibraryTab(QWidget):
             return self.library.entries
 
         self.pool.submit(work, lambda entries: self._set_entries(entries) if self.scanned else None)
+
+
+def _add_folder_action(menu: QMenu, text: str, act: Callable[[Path], object], folder: Path) -> None:
+    """A menu entry that calls ``act(folder)`` when chosen."""
+    menu.addAction(text, lambda: act(folder))

@@ -39,12 +39,12 @@ class RemoteTab(QWidget):
         get_settings / store_settings: read and store :class:`RemoteSettings` (the settings own them).
 
     Signals:
-        use_requested(object): the person asked to use this :class:`RemoteEndpoint` as the engine.
+        use_requested(RemoteEndpoint): the person asked to use this server as the engine.
         tested(object): a connection test ended: :class:`RemoteFacts` or the :class:`RemoteError`.
     """
 
-    use_requested = Signal(object)
-    tested = Signal(object)
+    use_requested = Signal(RemoteEndpoint)
+    tested = Signal(object)  # RemoteFacts | RemoteError
 
     def __init__(
         self,

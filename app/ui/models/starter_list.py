@@ -22,10 +22,10 @@ class StarterList(QFrame):
         memory: this machine's memory (default: :func:`~app.core.hardware.fit.system_memory`).
 
     Signals:
-        download_requested(object): the :class:`StarterModel` to download.
+        download_requested(StarterModel): the starter model to download.
     """
 
-    download_requested = Signal(object)
+    download_requested = Signal(StarterModel)
 
     def __init__(self, parent: QWidget | None = None, memory: SystemMemory | None = None) -> None:
         super().__init__(parent)

@@ -42,6 +42,7 @@ from app.core.models.hub import (
 )
 from app.core.models.library import ModelLibrary
 from app.core.protocol import DeviceMemory
+from app.core.remote import RemoteEndpoint
 from app.paths import Paths
 from app.ui.common.severity import Severity
 from app.ui.common.tasks import TaskPool
@@ -100,15 +101,15 @@ class ModelsWindow(QWidget):
     Signals:
         load_requested(str): load this GGUF file (the first part of a split model).
         open_file_requested(): the person asked to open a GGUF file from anywhere.
-        notice(str, str): kind ("info", "warning" or "error") and text for the window's banner.
+        notice(Severity, str): how serious and the text, for the window's banner.
         download_finished(str): a model finished downloading (sha256 verified); its path.
-        remote_requested(object): use this :class:`~app.core.remote.RemoteEndpoint` as the engine (Remote tab).
+        remote_requested(RemoteEndpoint): use this server as the engine (Remote tab).
     """
 
     load_requested = Signal(str)
-    remote_requested = Signal(object)
+    remote_requested = Signal(RemoteEndpoint)
     open_file_requested = Signal()
-    notice = Signal(str, str)
+    notice = Signal(Severity, str)
     download_finished = Signal(str)
 
     def __init__(
@@ -188,7 +189,12 @@ class ModelsWindow(QWidget):
         self.library_tab.refresh()
         notices = [n for n in (self.manager.notice,) if n]
         if notices:
-            QTimer.singleShot(0, lambda: [self._notice(Severity.WARNING, n) for n in notices])
+
+            def show_notices() -> None:
+                for n in notices:
+                    self._notice(Severity.WARNING, n)
+
+            QTimer.singleShot(0, show_notices)
 
     # --- public API ------------------------------------------------------------------------------
     def refresh_library(self) -> None:
@@ -206,11 +212,6 @@ class ModelsWindow(QWidget):
     @property
     def n_ctx(self) -> int:
         return self._n_ctx
-
-    def set_memory(self, memory: SystemMemory | None) -> None:
-        """Fixed memory figures for fit verdicts (tests, or a figure the person chose); None measures."""
-        self._memory = memory
-        self.hub_tab.rejudge()
 
     def set_gpu_devices(self, devices: Sequence[DeviceMemory]) -> None:
         """The GPUs the engine can offload to (``EngineReady.devices``): their free memory joins
@@ -276,7 +277,7 @@ class ModelsWindow(QWidget):
     def _store_folders(self, folders: list[Path]) -> None:
         self._settings.apply(lambda s: s.with_library_folders(folders))
 
-    def _notice(self, kind: str, text: str) -> None:
+    def _notice(self, kind: Severity, text: str) -> None:
         self.notice.emit(kind, scrub(text, self._settings.settings.hub_token))
 
     # --- downloads ---------------------------------------------------------------------------------

@@ -87,14 +87,14 @@ class ModelPanel(QWidget):
     :attr:`load_settings_edited`; Apply asks for a reload with :attr:`reload_requested`.
 
     Signals:
-        load_settings_edited(object): the person changed a field; the :class:`LoadSettings` shown now
+        load_settings_edited(LoadSettings): the person changed a field; the load settings shown now
             (n_ctx, threads... apply with a reload; the context policy applies to the next reply).
-        reload_requested(object): apply these :class:`LoadSettings` (reload the model).
+        reload_requested(LoadSettings): apply these load settings (reload the model).
         template_requested(): the person asked for the chat template and the prompt as tokens.
     """
 
-    load_settings_edited = Signal(object)
-    reload_requested = Signal(object)
+    load_settings_edited = Signal(LoadSettings)
+    reload_requested = Signal(LoadSettings)
     template_requested = Signal()
 
     def __init__(self, settings: LoadSettings, parent: QWidget | None = None) -> None:
@@ -193,8 +193,8 @@ class ModelPanel(QWidget):
         self.type_v = QComboBox()
         self.type_v.setObjectName("field_type_v")
         for box in (self.type_k, self.type_v):
-            for t in KVCacheType:
-                box.addItem(t.value, t.value)
+            for kv_type in KVCacheType:
+                box.addItem(kv_type.value, kv_type.value)
         self.type_k.setToolTip(
             "Type of the keys in the KV cache. f16: 2 bytes a value; q8_0: 1.06 (about half the memory, "
             "nearly lossless); q4_0: 0.56 (a quarter, some quality lost). Each token's keys are rounded to it."

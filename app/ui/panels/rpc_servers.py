@@ -93,7 +93,7 @@ class RpcServersBox(QWidget):
     """
 
     edited = Signal()
-    _checked = Signal(object)  # internal: the check's lines, from its thread
+    _checked = Signal(object)  # internal: the check's lines (list[str]), from its thread
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)

@@ -4,7 +4,9 @@ logit bias, seed and stop strings. What the settings do to a token is the Funnel
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -32,6 +34,7 @@ from app.core.sampling.params import (
     SEED_MAX,
     ParamSpec,
     SamplerSettings,
+    SamplerStage,
     format_logit_bias,
     matching_preset,
     parse_logit_bias,
@@ -109,9 +112,14 @@ class ParamRow:
     (naming the value and the range) and the field shows the value before.
     """
 
-    def __init__(self, spec: ParamSpec, on_change, on_refused=None) -> None:
+    def __init__(
+        self,
+        spec: ParamSpec,
+        on_change: Callable[[], None],
+        on_refused: Callable[[ParamRow, str], None] | None = None,
+    ) -> None:
         self.spec = spec
-        self._scale = 10**spec.decimals
+        self._scale: int = 10**spec.decimals  # slider steps per unit of a linear parameter
         self.label = QLabel(spec.label)
         self.label.setObjectName("paramName")
         self.label.setToolTip(spec.help)
@@ -153,8 +161,10 @@ class ParamRow:
 
     TRACK = 1000  # slider positions of a kneed parameter
 
-    def value(self):
-        return self.spec.kind(self.field.value())
+    def value(self) -> float:
+        """The field's value as the parameter's kind (an ``int`` for a whole-number parameter)."""
+        value: float = self.spec.kind(self.field.value())
+        return value
 
     def position(self, v: float) -> int:
         """The slider position that shows value ``v``."""
@@ -181,11 +191,11 @@ class ParamRow:
             v = knee + (hi - knee) * (share - KNEE_AT) / (1 - KNEE_AT)
         return round(v, spec.decimals)
 
-    def set_value(self, v) -> None:
+    def set_value(self, v: float) -> None:
         self._sync = True
         self._good = v
         try:
-            self.field.setValue(v)
+            self._show(v)
             self.slider.setValue(self.position(v))
         finally:
             self._sync = False
@@ -217,14 +227,21 @@ class ParamRow:
             w.setToolTip(why or self.spec.help)
         self.off.setEnabled(why is None)
 
-    def _from_field(self, v) -> None:
+    def _show(self, v: float) -> None:
+        """Put ``v`` in the field (a whole-number field takes ``int(v)``, as Qt would truncate it)."""
+        if isinstance(self.field, QSpinBox):
+            self.field.setValue(int(v))
+        else:
+            self.field.setValue(v)
+
+    def _from_field(self, v: float) -> None:
         if self._sync:
             return
         spec = self.spec
         if not spec.minimum <= v <= spec.maximum:
             self._sync = True
             try:
-                self.field.setValue(self._good)
+                self._show(self._good)
             finally:
                 self._sync = False
             if self._on_refused is not None:
@@ -252,12 +269,12 @@ class SamplerPanel(QWidget):
     (:meth:`set_settings`) and reports the person's edits.
 
     Signals:
-        settings_changed(object): the person chose new :class:`SamplerSettings`.
-        stop_strings_edited(object): the extra stop strings field changed (the new tuple of strings).
+        settings_changed(SamplerSettings): the person chose new settings.
+        stop_strings_edited(tuple): the extra stop strings field changed (the new ``tuple[str, ...]``).
     """
 
-    settings_changed = Signal(object)
-    stop_strings_edited = Signal(object)
+    settings_changed = Signal(SamplerSettings)
+    stop_strings_edited = Signal(tuple)
 
     def __init__(self, settings: SamplerSettings, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -340,9 +357,9 @@ class SamplerPanel(QWidget):
         seed_label.setObjectName("paramName")
         self.seed_random = QRadioButton("random")
         self.seed_fixed = QRadioButton("fixed")
-        group = QButtonGroup(self)
-        group.addButton(self.seed_random)
-        group.addButton(self.seed_fixed)
+        seed_group = QButtonGroup(self)
+        seed_group.addButton(self.seed_random)
+        seed_group.addButton(self.seed_fixed)
         self.seed_field = QSpinBox()
         self.seed_field.setObjectName("field_seed")
         self.seed_field.setAccessibleName("fixed seed")
@@ -427,7 +444,7 @@ class SamplerPanel(QWidget):
         """Preset ``name``'s values; seed, max_tokens, logit bias and order stay the person's."""
         self.set_settings(with_preset(self._settings, name), emit=True)
 
-    def set_order(self, order) -> None:
+    def set_order(self, order: Sequence[SamplerStage]) -> None:
         """A new stage order (from the Funnel panel's Order… dialog), applied like a slider move."""
         self.set_settings(replace(self._settings, order=tuple(order)).validated(), emit=True)
 
@@ -437,7 +454,7 @@ class SamplerPanel(QWidget):
     def _changed(self) -> None:
         if self._loading:
             return
-        values = {name: row.value() for name, row in self.rows.items()}
+        values: dict[str, Any] = {name: row.value() for name, row in self.rows.items()}
         seed = None if self.seed_random.isChecked() else int(self.seed_field.value())
         self.seed_field.setEnabled(seed is not None)
         s = replace(self._settings, **values, seed=seed)

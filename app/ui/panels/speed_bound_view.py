@@ -14,7 +14,7 @@ import threading
 import time
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal, SignalInstance
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
@@ -35,11 +35,11 @@ class BandwidthProbe(QObject):
     """Runs :func:`~app.core.hardware.bandwidth.measure_bandwidth` on a thread and saves it to the cache.
 
     Signals:
-        measured(object): the new :class:`~app.core.hardware.bandwidth.Bandwidth` (on the UI thread).
+        measured(Bandwidth): the new :class:`~app.core.hardware.bandwidth.Bandwidth` (on the UI thread).
         failed(str): why it could not measure (no memory for the buffers, a cache write error).
     """
 
-    measured = Signal(object)
+    measured = Signal(Bandwidth)
     failed = Signal(str)
 
     def __init__(self, cache_dir: Path, parent: QObject | None = None) -> None:
@@ -87,9 +87,9 @@ class BandwidthProbe(QObject):
         self._emit(self.measured, bw)
 
     @staticmethod
-    def _emit(signal: Signal, value: object) -> None:
+    def _emit(signal: SignalInstance, value: object) -> None:
         with contextlib.suppress(RuntimeError):  # the window closed while the probe ran
-            signal.emit(value)  # type: ignore[attr-defined]
+            signal.emit(value)
 
 
 AUTO_PROBE_IDLE_MS = 5000  # idle time after a turn before the automatic bandwidth probe runs

@@ -81,10 +81,10 @@ class TemplateDialog(QDialog):
         chat_messages: the shown chat's messages as the engine gets them (empty: none shown).
 
     Signals:
-        override_changed(object): the loaded model's override was kept (its source) or removed (None).
+        override_changed(object): the loaded model's override was kept (its source, a ``str``) or removed (None).
     """
 
-    override_changed = Signal(object)
+    override_changed = Signal(object)  # str | None
 
     def __init__(
         self,

@@ -42,14 +42,14 @@ class ServerController(QObject):
 
     Signals:
         server_changed(): started, stopped, or failed to start (:attr:`url`, :attr:`error`).
-        entry_changed(object): an :class:`ApiLogEntry` was added or changed.
+        entry_changed(ApiLogEntry): a request's log entry was added or changed.
     """
 
     server_changed = Signal()
-    entry_changed = Signal(object)
+    entry_changed = Signal(ApiLogEntry)
 
-    _submitted = Signal(object)  # from the server thread (queued)
-    _cancel_asked = Signal(object)  # from the server thread (queued)
+    _submitted = Signal(ApiJob)  # from the server thread (queued)
+    _cancel_asked = Signal(ApiJob)  # from the server thread (queued)
 
     def __init__(self, engine: EngineClient, settings: SettingsController, parent: QObject | None = None) -> None:
         super().__init__(parent)
