@@ -181,7 +181,7 @@ class InspectToken:
 
     Answered with :class:`TokenInspected` or :class:`Failed` (kind ``not_in_context`` when the
     position no longer holds ``token_id``). The engine runs it on its own thread in a second
-    llama.cpp context (:mod:`app.engine.inspect_token`), so a reply, Stop and a new message go on.
+    llama.cpp context (:mod:`app.engine.inspection`), so a reply, Stop and a new message go on.
 
     Attributes:
         position: the context position (0-based, as the KV cache orders tokens).
