@@ -273,7 +273,7 @@ def test_the_temperature_slider_gives_most_of_its_track_to_0_to_2(qtbot, window)
 def test_narrow_panels_keep_the_chain_headers_and_dry_fields_readable(qtbot, window):
     from PySide6.QtWidgets import QGridLayout
 
-    from app.core.sampling.param_specs import GROUPS
+    from app.core.sampling.params import GROUPS
 
     # The DRY fields sit under their own heading, not under REPETITION.
     label = window.sampler_panel.rows["dry_multiplier"].label

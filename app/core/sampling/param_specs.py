@@ -283,5 +283,3 @@ PARAMS: tuple[ParamSpec, ...] = (
         group="length",
     ),
 )
-
-PARAM_BY_NAME: dict[str, ParamSpec] = {p.name: p for p in PARAMS}

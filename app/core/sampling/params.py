@@ -32,7 +32,11 @@ import random
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from app.core.sampling.param_specs import PARAMS
+# The Sampler panel's parameter catalogue, re-exported: the panel imports the settings and their ranges from here.
+from app.core.sampling.param_specs import GROUPS as GROUPS
+from app.core.sampling.param_specs import KNEE_AT as KNEE_AT
+from app.core.sampling.param_specs import PARAMS as PARAMS
+from app.core.sampling.param_specs import ParamSpec as ParamSpec
 
 SEED_MAX = 2**32 - 2  # llama.cpp treats 0xFFFFFFFF (LLAMA_DEFAULT_SEED) as "random"
 MAX_LOGIT_BIAS = 100.0  # |bias| above this is refused (a ban is -inf, written "ban")

@@ -56,11 +56,6 @@ class TokenInspector:
         computation) and refuse further ones: the model is about to be freed."""
         self._context.request_stop()
 
-    @property
-    def context_bytes(self) -> int:
-        """The inspect context's KV cache and (estimated) compute buffer, bytes (0 before the first use)."""
-        return self._context.context_bytes
-
     def close(self) -> None:
         """Free the inspect context (before the model is freed) and the tables."""
         self._context.close()

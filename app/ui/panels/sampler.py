@@ -23,11 +23,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.sampling.param_specs import GROUPS, KNEE_AT, PARAMS, ParamSpec
 from app.core.sampling.params import (
     DEFAULTS,
+    GROUPS,
+    KNEE_AT,
+    PARAMS,
     PRESETS,
     SEED_MAX,
+    ParamSpec,
     SamplerSettings,
     format_logit_bias,
     matching_preset,
