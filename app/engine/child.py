@@ -6,6 +6,7 @@ loads it by name), so llama_cpp and libllama are never loaded into the window pr
 
 from __future__ import annotations
 
+import enum
 import logging
 import queue
 import threading
@@ -13,6 +14,7 @@ import time
 import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
+from typing import Any
 
 import llama_cpp
 
@@ -89,6 +91,45 @@ def serve(conn: Connection, cancel: CancelFlag, t0: float) -> None:
         conn.close()
 
 
+class Lane(enum.Enum):
+    """Which thread runs a request (:data:`LANES`)."""
+
+    MAIN = "main"  #: the main loop, one at a time: loads, turns, resets, prompt renders and counts
+    READER = "reader"  #: the pipe reader, at once: a funnel is answered while a reply streams
+    INSPECT = "inspect"  #: the inspect thread, one at a time: an inspection has its own llama.cpp context
+
+
+#: The request types that do not run on the main loop.
+LANES: dict[type[Any], Lane] = {
+    P.ComputeFunnel: Lane.READER,
+    P.InspectToken: Lane.INSPECT,
+    P.PrepareInspect: Lane.INSPECT,
+}
+
+
+def _reset(session: Session, req: P.ResetContext) -> P.ContextReset:
+    session.reset()
+    return P.ContextReset(req.request_id)
+
+
+def _prepare_inspect(session: Session, _req: P.PrepareInspect) -> None:
+    session.prepare_inspect()  # no answer: the inspection that follows reports any failure
+
+
+#: Request type -> what runs it: the request's terminal event, or None for a request that gets no answer.
+#: (Shutdown is the main loop's own: it ends the loop.)
+HANDLERS: dict[type[Any], Callable[[Session, Any], object | None]] = {
+    P.LoadModel: lambda session, req: session.load(req),
+    P.Generate: lambda session, req: session.generate(req),
+    P.ComputeFunnel: lambda session, req: session.funnel(req),
+    P.RenderPrompt: lambda session, req: session.render_prompt(req),
+    P.CountPrompt: lambda session, req: session.count_prompt(req),
+    P.InspectToken: lambda session, req: session.inspect_token(req),
+    P.PrepareInspect: _prepare_inspect,
+    P.ResetContext: _reset,
+}
+
+
 def _read(
     conn: Connection,
     session: Session,
@@ -96,9 +137,8 @@ def _read(
     inbox: queue.SimpleQueue[object],
     inspections: queue.SimpleQueue[object],
 ) -> None:
-    """Receive requests: answer ComputeFunnel at once (here, so a funnel is answered while a
-    reply streams), queue InspectToken and PrepareInspect for the inspect thread and the rest for the main loop;
-    None when the pipe closes."""
+    """Receive requests and route them by :data:`LANES`: the reader's at once, the inspect thread's to
+    ``inspections``, the rest to the main loop's ``inbox``; None to both when the pipe closes."""
     while True:
         try:
             req = conn.recv()
@@ -106,10 +146,11 @@ def _read(
             inbox.put(None)
             inspections.put(None)
             return
-        if isinstance(req, P.InspectToken | P.PrepareInspect):
+        lane = LANES.get(type(req), Lane.MAIN)
+        if lane is Lane.INSPECT:
             inspections.put(req)
             continue
-        if isinstance(req, P.ComputeFunnel):
+        if lane is Lane.READER:
             try:
                 handle(session, req, emit)
             except ParentGone:
@@ -136,32 +177,21 @@ def _inspect(session: Session, emit: Callable[[object], None], inspections: queu
 
 
 def handle(session: Session, req: object, emit: Callable[[object], None]) -> None:
-    """Run one request and emit its terminal event (Failed for errors; bugs are logged, the engine lives on).
+    """Run one request by :data:`HANDLERS` and emit its terminal event (Failed for errors and for a
+    request the engine does not know; bugs are logged, the engine lives on).
 
     Raises:
         ParentGone: the UI end of the pipe closed.
     """
     rid = getattr(req, "request_id", -1)
+    handler = HANDLERS.get(type(req))
     try:
-        if isinstance(req, P.LoadModel):
-            emit(session.load(req))
-        elif isinstance(req, P.Generate):
-            emit(session.generate(req))
-        elif isinstance(req, P.ComputeFunnel):
-            emit(session.funnel(req))
-        elif isinstance(req, P.RenderPrompt):
-            emit(session.render_prompt(req))
-        elif isinstance(req, P.CountPrompt):
-            emit(session.count_prompt(req))
-        elif isinstance(req, P.InspectToken):
-            emit(session.inspect_token(req))
-        elif isinstance(req, P.PrepareInspect):
-            session.prepare_inspect()
-        elif isinstance(req, P.ResetContext):
-            session.reset()
-            emit(P.ContextReset(rid))
-        else:
+        if handler is None:
             emit(P.Failed(rid, P.FailureKind.INTERNAL, f"The engine does not know the request {type(req).__name__}."))
+            return
+        answer = handler(session, req)
+        if answer is not None:
+            emit(answer)
     except ParentGone:
         raise
     except EngineError as exc:

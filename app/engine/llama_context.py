@@ -13,7 +13,7 @@ K and V cache types go through ``Llama(type_k=, type_v=)`` as ``enum ggml_type``
 
 :attr:`GlassboxLlama.logits_position` says which context position the logits llama.cpp holds
 for the context's last output row belong to (``llama_get_logits_ith(ctx, -1)``), so "Inspect a
-token" can compare its lens with them (:func:`app.engine.inspect_token.take_chat_cache`).
+token" can compare its lens with them (:func:`app.engine.inspection.chat_cache.take_chat_cache`).
 llama.cpp keeps that buffer until the next ``llama_decode``: removing cells from the KV cache
 (``llama_memory_seq_rm``, a rewind) or restoring a sequence's state leaves it in place, stale.
 Every evaluation goes through :meth:`Llama.eval` and every rewind or restore sets ``n_tokens``

@@ -376,7 +376,7 @@ def test_no_model_loaded_is_a_clear_failure():
     host.start()
     try:
         assert isinstance(host.recv(60), P.EngineReady)
-        fail = host.request(P.Generate(host.next_id(), (P.ChatMessage("user", "hi"),), P.SamplerSettings()))
+        fail = host.request(P.Generate(host.next_id(), (ChatMessage("user", "hi"),), SamplerSettings()))
         assert (
             isinstance(fail, P.Failed) and fail.kind is P.FailureKind.NO_MODEL and "Open a GGUF model" in fail.message
         )

@@ -20,7 +20,9 @@ from app.core.chat.context import LoadSettings
 from app.core.gguf.gguf_info import check_loadable
 from app.core.inspection.token_inspection import InspectPath, TokenInspection
 from app.engine.errors import EngineError
-from app.engine.inspect_token import TokenInspector, take_chat_cache, wanted_tensor
+from app.engine.inspection.chat_cache import take_chat_cache
+from app.engine.inspection.evaluation import wanted_tensor
+from app.engine.inspection.token_inspector import TokenInspector
 from app.engine.llama_context import GlassboxLlama
 from app.engine.prefill import rewind_to_prefix
 from app.engine.vocab import Vocab

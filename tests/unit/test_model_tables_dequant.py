@@ -7,7 +7,7 @@ import gguf
 import numpy as np
 import pytest
 
-from app.engine.model_tables import _dequantize_chunk
+from app.engine.inspection.model_tables import _dequantize_chunk
 
 T = gguf.GGMLQuantizationType
 

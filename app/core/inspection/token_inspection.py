@@ -1,7 +1,7 @@
 """What "Inspect a token" found for one position of the context: logit lens, attention, embedding, experts.
 
 Plain values (they cross the pipe from the engine, which computes them in a second llama.cpp
-context with the eval callback, :mod:`app.engine.inspect_token`). Large per-layer tables are
+context with the eval callback, :mod:`app.engine.inspection`). Large per-layer tables are
 ``array.array('f')`` (float32, row-major, shapes given next to them) so they pickle compactly.
 """
 

@@ -8,9 +8,12 @@ Each file goes to ``<final name>.part``, is resumed with a ranged GET, hashed
 while written and checked against the Hub's size and sha256 before it is
 renamed into place, the first part of a split model last
 (:mod:`app.core.models.download_transfer` has the steps). The records and the saved
-queue are :mod:`app.core.models.download_items`. What stays here (about 630 lines) is
-one job: the queue's state machine (queued, running, paused, done, failed,
-cancelled) with its locks, listeners and worker threads.
+queue are :mod:`app.core.models.download_items`.
+
+Size: about 630 lines for one job, the queue's state machine (queued, running, paused, done,
+failed, cancelled) with its locks, listeners, worker threads and retries; every method reads or
+changes a download's state under the one lock and then tells the listeners in order, so a
+further split would hand that lock and that order to a second module.
 
 Dropped connections, read timeouts, 429 and 5xx are retried with exponential
 backoff (``retry_base`` doubling up to ``retry_max`` seconds, at most

@@ -1,7 +1,7 @@
 """The "Inspect a token" window: logit lens, attention, embedding and experts of one context position.
 
 Shows a :class:`~app.core.inspection.token_inspection.TokenInspection` (computed by the engine in a second
-llama.cpp context, :mod:`app.engine.inspect_token`) in four tabs. Heatmaps are drawn with QPainter
+llama.cpp context, :mod:`app.engine.inspection`) in four tabs. Heatmaps are drawn with QPainter
 from a QImage (:class:`Heatmap`); colours come from :mod:`app.ui.common.palette`.
 """
 

@@ -1,0 +1,115 @@
+"""Messages between the UI process and the engine process.
+
+Requests go to the engine; events come back. Both are frozen dataclasses of
+plain values (they are pickled over a pipe). Every request with a
+``request_id`` ends with exactly one terminal event for that id:
+:class:`Finished` or :class:`Failed` for :class:`Generate`,
+:class:`ModelLoaded` or :class:`Failed` for :class:`LoadModel`,
+:class:`ContextReset` for :class:`ResetContext`,
+:class:`FunnelComputed` or :class:`Failed` for :class:`ComputeFunnel`,
+:class:`PromptRendered` or :class:`Failed` for :class:`RenderPrompt`.
+:class:`PromptCounted` or :class:`Failed` for :class:`CountPrompt`.
+:class:`TokenInspected` or :class:`Failed` for :class:`InspectToken`.
+:class:`PrepareInspect` and :class:`Shutdown` carry no id and get no answer.
+
+Cancel is not a message: the UI sets a shared ``multiprocessing.Event`` that
+the engine checks between prefill chunks and decode steps (docs/architecture.md, principle 4).
+
+The messages live in three modules by their role: :mod:`~app.core.protocol.requests` (what the
+window asks), :mod:`~app.core.protocol.progress` (what the engine reports while it works) and
+:mod:`~app.core.protocol.answers` (the terminal event of each request). This package is their one
+public face: ``from app.core import protocol as P`` and ``P.Generate``, ``P.Finished``...
+"""
+
+from __future__ import annotations
+
+from app.core.protocol.answers import (
+    MAX_RENDERED_PIECES,
+    TERMINAL_EVENTS,
+    ContextReset,
+    Failed,
+    FailureKind,
+    Finished,
+    FunnelComputed,
+    ModelLoaded,
+    PromptCounted,
+    PromptPiece,
+    PromptRendered,
+    TemplateSource,
+    TokenInspected,
+)
+from app.core.protocol.progress import (
+    ContextShifted,
+    DeviceMemory,
+    EngineReady,
+    LogLine,
+    PrefillProgress,
+    PromptPrepared,
+    TokenBatch,
+    TokenEvent,
+)
+from app.core.protocol.requests import (
+    ComputeFunnel,
+    CountPrompt,
+    Generate,
+    InspectToken,
+    LoadModel,
+    PrepareInspect,
+    RenderPrompt,
+    Request,
+    ResetContext,
+    Shutdown,
+)
+
+Event = (
+    EngineReady
+    | ModelLoaded
+    | PromptPrepared
+    | PrefillProgress
+    | TokenEvent
+    | TokenBatch
+    | ContextShifted
+    | Finished
+    | Failed
+    | ContextReset
+    | FunnelComputed
+    | PromptRendered
+    | PromptCounted
+    | TokenInspected
+    | LogLine
+)
+
+__all__ = [
+    "MAX_RENDERED_PIECES",
+    "TERMINAL_EVENTS",
+    "ComputeFunnel",
+    "ContextReset",
+    "ContextShifted",
+    "CountPrompt",
+    "DeviceMemory",
+    "EngineReady",
+    "Event",
+    "Failed",
+    "FailureKind",
+    "Finished",
+    "FunnelComputed",
+    "Generate",
+    "InspectToken",
+    "LoadModel",
+    "LogLine",
+    "ModelLoaded",
+    "PrefillProgress",
+    "PrepareInspect",
+    "PromptCounted",
+    "PromptPiece",
+    "PromptPrepared",
+    "PromptRendered",
+    "RenderPrompt",
+    "Request",
+    "ResetContext",
+    "Shutdown",
+    "TemplateSource",
+    "TokenBatch",
+    "TokenEvent",
+    "TokenInspected",
+]

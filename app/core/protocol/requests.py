@@ -1,0 +1,219 @@
+"""Requests: what the window asks the engine process (:mod:`app.core.protocol` has the contract).
+
+Each carries a ``request_id`` that its one terminal answer (:mod:`app.core.protocol.answers`) repeats,
+except :class:`PrepareInspect` and :class:`Shutdown`, which get no answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import KW_ONLY, dataclass
+
+from app.core.chat.context import ChatMessage, ContextPolicy, LoadSettings
+from app.core.sampling.alternatives import StoredStep
+from app.core.sampling.params import SamplerSettings
+
+
+@dataclass(frozen=True)
+class LoadModel:
+    """Load a GGUF (replacing any loaded model).
+
+    Attributes:
+        path: the .gguf file (the first part of a split model).
+        settings: n_ctx, n_gpu_layers, n_threads, n_batch, context policy, swa_full, flash
+            attention, K / V cache types.
+    """
+
+    request_id: int
+    path: str
+    settings: LoadSettings
+
+
+@dataclass(frozen=True)
+class Generate:
+    """Reply to a conversation.
+
+    Attributes:
+        messages: the whole conversation, system prompt first, last one from the user
+            (or an assistant message to continue when ``continue_last`` is set).
+        sampler: a snapshot of the sampler settings.
+        stop_strings: extra stop strings (the template's end-of-turn text is added by the engine).
+        top_candidates: how many top next-token candidates to report per token (0 = none).
+        continue_last: continue the last (assistant) message instead of starting a new one.
+        context_policy: what to do when the conversation outgrows n_ctx (a
+            :class:`~app.core.chat.context.ContextPolicy` value); None: the one given at load.
+        raw_prompt: a prompt text to use as it is instead of rendering ``messages`` with the
+            chat template (the local API's ``/v1/completions``); special-token texts are parsed
+            and BOS is added when the tokenizer wants it. ``messages`` is then ignored.
+        candidates_every_token: report ``top_candidates`` on every token instead of at most
+            every 0.1 s (the local API's ``top_logprobs``).
+        external: a request from outside the person's chats (the local API): the engine keeps
+            the person's KV cache (copied out and back, :mod:`app.engine.kv_snapshot`) and what
+            it knows of their last turn (the sampled tokens their next prompt reuses,
+            :mod:`app.engine.kv_reuse`), so their next turn runs as if this request had not happened.
+        keep_logits: keep this reply's logits per step in the engine (top 64 and the
+            log-sum-exp per step, the full vocabulary for the latest steps) so that
+            :class:`ComputeFunnel` can re-run the sampler funnel on any of its tokens.
+        chat_template: the person's chat template (Jinja2 source) to render ``messages`` with
+            instead of the GGUF's (a per-model override); None: the GGUF's (or the plain
+            transcript for a model without one). One that does not compile or render fails
+            with kind ``template``, its line named.
+        alternatives: top candidates to keep per generated token and send back with
+            :class:`Finished` (:class:`~app.core.sampling.alternatives.ReplyAlternatives`, at most
+            :data:`~app.core.sampling.alternatives.MAX_PER_TOKEN`); 0 = none. Taken from the same per-step
+            logits store as ``keep_logits`` (the engine then keeps the reply's logits too).
+        reply_prefix: tokens the reply starts with, evaluated after the prompt before decoding
+            goes on (a branch from an alternative: the first k tokens of a reply and the
+            alternative chosen for token k, :mod:`app.engine.alternative`). The KV cache keeps
+            the prompt and the prefix's tokens it already holds, so only the changed token is
+            evaluated; the reply's text (events and :class:`Finished`) starts with the prefix's.
+    """
+
+    request_id: int
+    messages: tuple[ChatMessage, ...]
+    sampler: SamplerSettings
+    stop_strings: tuple[str, ...] = ()
+    top_candidates: int = 0
+    continue_last: bool = False
+    context_policy: str | None = None
+    _: KW_ONLY  # the later fields are named at every call (positional use put keep_logits into raw_prompt)
+    raw_prompt: str | None = None
+    candidates_every_token: bool = False
+    external: bool = False
+    keep_logits: bool = False
+    chat_template: str | None = None
+    alternatives: int = 0
+    reply_prefix: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class RenderPrompt:
+    """Render a conversation as the model would see it, without generating (the Template view).
+
+    Answered with :class:`PromptRendered` or :class:`Failed` (kind ``template`` naming the
+    template's line for a syntax error or an exception; ``no_model``). Queued behind a reply
+    in flight.
+
+    Attributes:
+        messages: the conversation, system prompt first; empty: a sample conversation with
+            system, user and assistant turns (:data:`app.core.chat.chat_template.SAMPLE_CONVERSATION`).
+        chat_template: a Jinja2 template to render with instead of the model's (an override
+            being edited or in use); None: the GGUF's.
+        continue_last: render the last (assistant) message to be continued.
+    """
+
+    request_id: int
+    messages: tuple[ChatMessage, ...] = ()
+    chat_template: str | None = None
+    continue_last: bool = False
+
+
+@dataclass(frozen=True)
+class CountPrompt:
+    """Count the tokens a conversation would be sent as (the composer's counter, while the person types).
+
+    Answered with :class:`PromptCounted` or :class:`Failed` (``no_model``; ``template``). Queued
+    behind a reply in flight, as :class:`RenderPrompt`.
+
+    Attributes:
+        messages: the conversation, system prompt first, the draft as its last (user) message.
+        chat_template: as :class:`RenderPrompt` (the override in use; None: the GGUF's).
+        policy: the context policy Send would use: over n_ctx, the prompt is fitted by it exactly as
+            :class:`Generate` fits it (the oldest turns dropped, or refused).
+    """
+
+    request_id: int
+    messages: tuple[ChatMessage, ...]
+    chat_template: str | None = None
+    policy: ContextPolicy = ContextPolicy.STOP
+
+
+@dataclass(frozen=True)
+class ComputeFunnel:
+    """Run the sampler funnel on a stored step of the latest reply kept with ``keep_logits``.
+
+    Answered with :class:`FunnelComputed` or :class:`Failed` (kind ``no_logits`` when the
+    step is not stored, ``bad_settings`` for settings out of range). The engine answers it
+    while a reply streams too (on its own thread), with no new generation.
+
+    Attributes:
+        reply_id: the Generate request id of the reply; -1 = the latest one stored.
+        step: 0-based token index in the reply; -1 = the newest.
+        sampler: the settings to run the funnel with; None = the reply's own.
+        rows: tokens to show.
+        stored: run on this stored step instead (a reply from the conversation store: its
+            kept top-N, :class:`~app.core.sampling.alternatives.StoredStep`); ``reply_id`` and ``step``
+            are then ignored, and ``sampler`` None means the stored reply's own settings.
+    """
+
+    request_id: int
+    reply_id: int = -1
+    step: int = -1
+    sampler: SamplerSettings | None = None
+    rows: int = 12
+    stored: StoredStep | None = None
+
+
+@dataclass(frozen=True)
+class InspectToken:
+    """Inspect one position of the chat's context: logit lens, attention, embedding, experts.
+
+    Answered with :class:`TokenInspected` or :class:`Failed` (kind ``not_in_context`` when the
+    position no longer holds ``token_id``). The engine runs it on its own thread in a second
+    llama.cpp context (:mod:`app.engine.inspection`), so a reply, Stop and a new message go on.
+
+    Attributes:
+        position: the context position (0-based, as the KV cache orders tokens).
+        token_id: the token expected there (checked).
+        turn_start: the turn's first position, for the expert load over the turn (-1: the span only).
+        radius: neighbours each side in the lens grid.
+        top_k: candidates per lens cell.
+        neighbours: nearest vocabulary tokens in the embedding view.
+        force_re_eval: evaluate everything again instead of reusing the chat's KV cache
+            (benchmarks and tests compare the two paths).
+    """
+
+    request_id: int
+    position: int
+    token_id: int
+    turn_start: int = -1
+    radius: int = 2
+    top_k: int = 5
+    neighbours: int = 10
+    force_re_eval: bool = False
+
+
+@dataclass(frozen=True)
+class PrepareInspect:
+    """Build what the first inspection needs ahead of it: the dequantized vocabulary tables
+    (0.74 s on Gemma 3's 262k x 640 embedding here, 320 MiB) and the inspect context.
+
+    Sent when the person shows they may inspect (hovers a token, opens a token's menu), so the
+    first :class:`InspectToken` does not wait for them. Runs on the engine's inspect thread, before
+    any inspection queued after it; no answer (a failure is logged, and the inspection that follows
+    reports it). Nothing is built twice for the same model.
+    """
+
+
+@dataclass(frozen=True)
+class ResetContext:
+    """Forget the KV cache ("New chat"): the next turn starts from an empty context."""
+
+    request_id: int
+
+
+@dataclass(frozen=True)
+class Shutdown:
+    """End the engine process."""
+
+
+Request = (
+    LoadModel
+    | Generate
+    | RenderPrompt
+    | CountPrompt
+    | ComputeFunnel
+    | InspectToken
+    | PrepareInspect
+    | ResetContext
+    | Shutdown
+)

@@ -1,0 +1,158 @@
+"""Answer ComputeFunnel: one step's kept candidates, live or stored, through one :func:`run_funnel` call.
+
+A step's candidates were kept in one of two places:
+
+- **live**: the reply just generated with the funnel on (:class:`~app.engine.funnel_store.ReplyLogits`,
+  the loaded model's ``store``): the whole vocabulary while the step is in the ring, else its top-M;
+- **stored**: a reply saved with its alternatives (:class:`~app.core.sampling.alternatives.StoredStep`,
+  sent with the request): its top-N with their texts (another model may have written them), never exact.
+
+Both become a :class:`KeptStep`; :func:`step_funnel` runs llama.cpp's samplers on it
+(:func:`app.engine.funnel.run_funnel`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from app.core import protocol as P
+from app.core.sampling.alternatives import StoredStep
+from app.core.sampling.params import SamplerSettings
+from app.engine.errors import EngineError
+from app.engine.funnel import run_funnel
+from app.engine.funnel_store import ReplyLogits
+from app.engine.vocab import Vocab
+
+MAX_ROWS = 50  # the most tokens a funnel shows
+
+
+@dataclass(frozen=True)
+class KeptStep:
+    """One step's candidates, wherever they were kept.
+
+    Attributes:
+        reply_id: the reply's id for the funnel's title (the Generate request id, or the stored message id).
+        step: 0-based token index in the reply.
+        ids, logits: the candidates (the whole vocabulary when ``exact``, else the kept top ones).
+        logsumexp: log-sum-exp over the whole vocabulary's logits at this step.
+        exact: whether ``ids`` is the whole vocabulary.
+        drawn: the token the reply drew.
+        history: the tokens before the step (prompt, then the reply so far), for penalties and DRY.
+        seed: the seed the reply used.
+        texts: the candidates' texts when kept with them (a stored reply); None: the vocabulary's.
+    """
+
+    reply_id: int
+    step: int
+    ids: npt.NDArray[np.int32]
+    logits: npt.NDArray[np.float32]
+    logsumexp: float
+    exact: bool
+    drawn: int
+    history: tuple[int, ...]
+    seed: int
+    texts: dict[int, str] | None = None
+
+
+def checked_sampler(asked: SamplerSettings | None, kept: SamplerSettings) -> SamplerSettings:
+    """The settings to run: ``asked`` (the funnel panel's), or the reply's own (``kept``) when None.
+
+    Raises:
+        EngineError: ``bad_settings`` (a value out of range).
+    """
+    settings = asked if asked is not None else kept
+    try:
+        settings.validated()
+    except ValueError as exc:
+        raise EngineError(P.FailureKind.BAD_SETTINGS, f"The sampler settings cannot be used: {exc}.") from None
+    return settings
+
+
+def live_reply(store: ReplyLogits | None, reply_id: int) -> ReplyLogits:
+    """The reply whose logits are kept, when it is the one asked for (``reply_id`` -1: whichever it is).
+
+    Raises:
+        EngineError: ``no_logits`` (no reply kept its logits, or another reply's id).
+    """
+    if store is None or (reply_id >= 0 and reply_id != store.reply_id):
+        raise EngineError(
+            P.FailureKind.NO_LOGITS,
+            "The funnel needs a reply generated with the funnel on; this one's logits were not kept.",
+        )
+    return store
+
+
+def live_step(store: ReplyLogits, step: int) -> KeptStep:
+    """Step ``step`` (-1: the newest) of the live reply.
+
+    Raises:
+        EngineError: ``no_logits`` (the step is not stored).
+    """
+    step = step if step >= 0 else store.n_steps - 1
+    data = store.step(step)
+    if data is None:
+        raise EngineError(P.FailureKind.NO_LOGITS, f"Token {step + 1} of the reply has no stored logits.")
+    return KeptStep(
+        reply_id=store.reply_id,
+        step=step,
+        ids=data.ids,
+        logits=data.logits,
+        logsumexp=data.logsumexp,
+        exact=data.exact,
+        drawn=data.drawn,
+        history=data.history,
+        seed=store.seed,
+    )
+
+
+def stored_step(stored: StoredStep) -> KeptStep:
+    """A stored reply's step (its top-N: the funnel is not exact beyond them).
+
+    Raises:
+        EngineError: ``no_logits`` (no candidates stored).
+    """
+    if not stored.ids:
+        raise EngineError(P.FailureKind.NO_LOGITS, f"Token {stored.step + 1} of the reply has no stored candidates.")
+    return KeptStep(
+        reply_id=stored.reply_id,
+        step=stored.step,
+        ids=np.asarray(stored.ids, dtype=np.int32),
+        logits=np.asarray(stored.logits, dtype=np.float32),
+        logsumexp=stored.logsumexp,
+        exact=False,
+        drawn=stored.drawn,
+        history=stored.history,
+        seed=stored.seed,
+        texts=stored.texts,
+    )
+
+
+def step_funnel(
+    req: P.ComputeFunnel, kept: KeptStep, settings: SamplerSettings, vocab: Vocab, n_ctx: int
+) -> P.FunnelComputed:
+    """The funnel of ``kept`` under ``settings`` (validated: :func:`checked_sampler`), ``req.rows`` rows (1 to 50).
+
+    Args:
+        vocab: a vocabulary the calling thread may use (the loaded model's ``funnel_vocab``).
+        n_ctx: the loaded context, tokens (penalties over the whole context: ``repeat_last_n`` -1).
+    """
+    funnel = run_funnel(
+        ids=kept.ids,
+        logits=kept.logits,
+        logsumexp=kept.logsumexp,
+        settings=settings,
+        seed=kept.seed,
+        history=kept.history,
+        vocab=vocab,
+        n_ctx=n_ctx,
+        drawn=kept.drawn,
+        reply_id=kept.reply_id,
+        step=kept.step,
+        exact=kept.exact,
+        n_rows=max(1, min(req.rows, MAX_ROWS)),
+        texts=kept.texts,
+    )
+    return P.FunnelComputed(req.request_id, funnel)
