@@ -96,23 +96,27 @@ def main(argv: list[str] | None = None) -> int:
 
 def internal_error_notice(window):
     """What shows an unexpected error to the person (:meth:`app.diagnostics.Diagnostics.set_notice`):
-    the window's banner, as an error, under its own topic."""
+    the window's notices, as an error, under its own topic."""
     from app.ui.common.severity import Severity
-    from app.ui.window.banner import BannerTopic
+    from app.ui.window.notices import NoticeTopic
 
-    return lambda text: window.banner.show_message(Severity.ERROR, text, topic=BannerTopic.INTERNAL_ERROR)
+    return lambda text: window.notices.show(NoticeTopic.INTERNAL_ERROR, Severity.ERROR, text)
 
 
 def _open_model(window, path: Path, *, explicit: bool) -> None:
     """Load ``path`` in ``window``; a missing file the person named (``explicit``) gets a banner."""
     from app.ui.common.severity import Severity
+    from app.ui.window.notices import NoticeTopic
+    from app.ui.window.pages import Page
 
     if path.exists():
-        window.show_page("chat")  # where the model's chat is (the Models page may be shown)
-        window.load_model(str(path))
+        window.show_page(Page.CHAT)  # where the model's chat is (the Models page may be shown)
+        window.loader.load_model(str(path))
     elif explicit:
-        window.banner.show_message(
-            Severity.ERROR, f"The model file {path} does not exist. Open a model with File → Open model."
+        window.notices.show(
+            NoticeTopic.GENERAL,
+            Severity.ERROR,
+            f"The model file {path} does not exist. Open a model with File → Open model.",
         )
 
 
@@ -185,8 +189,8 @@ def create_window(paths, engine=None):
     from app.core.settings import SettingsStore
     from app.ui.common.severity import Severity
     from app.ui.engine.client import EngineClient
-    from app.ui.window.banner import BannerTopic
     from app.ui.window.main_window import MainWindow
+    from app.ui.window.notices import NoticeTopic
     from app.ui.window.settings_controller import SettingsController
 
     store = SettingsStore(paths.settings_file)
@@ -197,7 +201,7 @@ def create_window(paths, engine=None):
     window = MainWindow(paths, settings, engine, conversations, build_models_page(paths, settings))
     notices = [n for n in (store.notice, history_notice) if n]
     if notices:
-        window.banner.show_message(Severity.WARNING, " ".join(notices), topic=BannerTopic.STARTUP)
+        window.notices.show(NoticeTopic.STARTUP, Severity.WARNING, " ".join(notices))
     recent = conversations.list_conversations()
     if recent:
         window.open_conversation(recent[0].id)

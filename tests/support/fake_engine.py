@@ -156,7 +156,6 @@ class FakeEngine(EngineClient):
         self._ids = itertools.count(1)
         self._scripts: deque[Script] = deque()
         self._load_faults: deque[tuple[str, str, str]] = deque()  # ("fail", message, kind) / ("crash", description, "")
-        self._last: tuple[str, LoadSettings] | None = None
         self._turn: _Turn | None = None
         self._load_rid: int | None = None
         self._kv: list[str] = []
@@ -224,12 +223,6 @@ class FakeEngine(EngineClient):
         self._enter(EngineState.STARTING)
         self._play(iter([P.EngineReady(FAKE_LLAMA_CPP_VERSION, "fake engine: no CPU features used", False)]))
 
-    def restart(self) -> None:
-        self.shutdown()
-        self.start()
-        if self._last is not None:
-            self.load_model(*self._last)
-
     def shutdown(self) -> None:
         self._timer.stop()
         self._events = iter(())
@@ -251,7 +244,6 @@ class FakeEngine(EngineClient):
             self.start()
         rid = next(self._ids)
         self._load_rid = rid
-        self._last = (path, settings)
         self.model = None
         self._enter(EngineState.LOADING)
         req = P.LoadModel(rid, path, settings)
@@ -362,7 +354,6 @@ class FakeEngine(EngineClient):
         elif isinstance(ev, P.Failed) and rid == self._load_rid:
             self._load_rid = None
             self.model = None
-            self._last = None
             self._enter(EngineState.NO_MODEL)
             self.model_load_failed.emit(ev)
         elif turn is None or rid != turn.request.request_id:
@@ -394,9 +385,6 @@ class FakeEngine(EngineClient):
         return EngineState.READY if self.model else EngineState.NO_MODEL
 
     def _crash(self, description: str) -> None:
-        if self._fake_state == EngineState.LOADING and self._last is not None:
-            description = f"{description} It happened while loading {self._last[0]}."
-            self._last = None
         self._timer.stop()
         self._events = iter(())
         self._running = False

@@ -127,7 +127,7 @@ def test_the_model_picker_lists_the_library_below_the_recent_models(qtbot, tiny_
         tab = win.models.library_tab
         qtbot.waitUntil(lambda: any(e.path.name == in_library.name for e in tab.model.entries), timeout=WAIT_MS)
         menu = QMenu()
-        fill_model_menu(win, menu)
+        fill_model_menu(menu, win.loader, win.models.library_tab.model.entries, lambda: win.show_page("models"))
         texts = [a.text() for a in menu.actions()]
         assert texts.index(tiny_model.name) < texts.index("In the library") < texts.index(in_library.name)
         lib_action = next(a for a in menu.actions() if a.text() == in_library.name)
@@ -137,7 +137,7 @@ def test_the_model_picker_lists_the_library_below_the_recent_models(qtbot, tiny_
         assert blocker.args[0].info.path == str(in_library.resolve())
         # The loaded model is marked, and choosing it again reloads nothing.
         menu = QMenu()
-        fill_model_menu(win, menu)
+        fill_model_menu(menu, win.loader, win.models.library_tab.model.entries, lambda: win.show_page("models"))
         [mark] = [a for a in menu.actions() if a.isChecked()]
         assert mark.text() == f"{in_library.name}  (loaded)"
         loads = len(win.engine.sent(P.LoadModel))
@@ -534,7 +534,7 @@ def test_the_shortcuts_sheet_lists_every_shortcut_from_the_actions(qtbot, window
 
     from app.ui.window.menus import COMPOSER_KEYS, shortcut_sheet
 
-    rows = shortcut_sheet(window)
+    rows = shortcut_sheet(window.menuBar())
     listed = " | ".join(f"{what}: {keys}" for what, keys in rows)
     actions = [a for a in window.findChildren(QAction) if a.shortcuts() and a.isVisible()]
     assert len(actions) >= 14

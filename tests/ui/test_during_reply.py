@@ -13,8 +13,8 @@ from PySide6.QtWidgets import QApplication
 from app.core import protocol as P
 from app.core.chat.context import ChatMessage, ContextPolicy, StopReason
 from app.ui.engine.client import EngineState
-from app.ui.window.banner import BannerTopic
-from app.ui.window.top_bar import Page
+from app.ui.window.notices import NoticeTopic
+from app.ui.window.pages import Page
 from tests.support.fake_engine import Endless, reply
 from tests.ui.conftest import WAIT_MS, banner_button, close_window, load, make_window, reply_over, send
 
@@ -79,7 +79,7 @@ def test_ctrl_n_during_a_reply_opens_a_new_chat_and_the_reply_goes_on_in_its_own
     assert window.chat.conversation_id is None and window.chat_view.messages == []
     assert window.engine.generating and window.chat.reply_conversation_id == conv
     # It says so, with a way back and a way to stop; the list marks the chat being written.
-    assert window.banner.isVisible() and window.banner.topic is BannerTopic.REPLY
+    assert window.banner.isVisible() and window.notices.topic is NoticeTopic.REPLY
     assert "goes on" in window.banner.text.text()
     assert _selected_id(window) is None
     row = _list_ids(window).index(conv)
@@ -97,7 +97,7 @@ def test_ctrl_n_during_a_reply_opens_a_new_chat_and_the_reply_goes_on_in_its_own
     qtbot.waitUntil(lambda: (window.chat.flush(), window.conversations.get_message(reply_id).content)[1] != grown)
     fin = _stop(qtbot, window)
     assert window.conversations.get_message(reply_id).content == fin.text
-    assert not window.banner.isVisible() or window.banner.topic is not BannerTopic.REPLY
+    assert not window.banner.isVisible() or window.notices.topic is not NoticeTopic.REPLY
 
 
 def test_browsing_other_chats_during_a_reply_keeps_list_and_view_in_step(qtbot, window):
@@ -201,7 +201,7 @@ def test_a_load_error_from_the_models_page_shows_on_the_models_page(qtbot, windo
     bad = tmp_path / "not-a-model.gguf"
     bad.write_bytes(b"hello, I am text")
     window.show_page(Page.MODELS)
-    window._load_from_library(str(bad))
+    window.models_actions.load_from_library(str(bad))
     assert window.pages.currentIndex() == 1
     assert window.banner.isVisible() and window.banner.severity.value == "error"
     load(qtbot, window, window.engine.model.info.path)  # a good model loads: the error goes
@@ -301,7 +301,7 @@ def test_editing_a_chats_system_prompt_leaves_the_default_alone_unless_asked(qtb
     window.system_bar.set_text("Answer like a pirate.")
     assert window.conversations.get_conversation(conv).system_prompt == "Answer like a pirate."
     assert window.settings.system_prompt == default
-    assert window.banner.topic is BannerTopic.SYSTEM_PROMPT and window.banner.isVisible()
+    assert window.notices.topic is NoticeTopic.SYSTEM_PROMPT and window.banner.isVisible()
     window.new_chat()
     assert window.system_bar.text() == default
     gen = send(qtbot, window, "Hi.")
@@ -332,14 +332,14 @@ def test_choosing_drop_oldest_turns_enables_continue_and_takes_the_context_full_
     send(qtbot, window, "Write a book.")
     w = window.chat_view.messages[-1]
     assert not w.continue_btn.isEnabled()
-    assert window.banner.isVisible() and window.banner.topic is BannerTopic.CONTEXT
+    assert window.banner.isVisible() and window.notices.topic is NoticeTopic.CONTEXT
     window.model_panel.policy.setCurrentIndex(window.model_panel.policy.findData(ContextPolicy.ROLLING.value))
     assert w.continue_btn.isEnabled() and not window.banner.isVisible()
     # The context-full advice is about this chat: it does not follow the person to another one.
     window.engine.script(reply("Too ", "long.", context_full=True))
     window.model_panel.policy.setCurrentIndex(window.model_panel.policy.findData(ContextPolicy.STOP.value))
     send(qtbot, window, "Another book.")
-    assert window.banner.isVisible() and window.banner.topic is BannerTopic.CONTEXT
+    assert window.banner.isVisible() and window.notices.topic is NoticeTopic.CONTEXT
     window.new_chat()
     assert not window.banner.isVisible()
 

@@ -21,7 +21,8 @@ from app.ui.common.repaint_clock import RepaintClock
 from app.ui.common.severity import Severity
 from app.ui.common.stacked_bar import BarMarker, BarSegment, StackedBar
 from app.ui.engine.client import EngineClient, EngineState
-from app.ui.window.banner import Banner, BannerTopic
+from app.ui.window.banner import Banner
+from app.ui.window.notices import Notices, NoticeTopic
 
 
 def _window(qtbot):
@@ -137,13 +138,14 @@ def test_the_context_bar_keeps_its_parts_and_paints_them_in_the_legend_colours(q
 def test_banner_actions_are_public_and_its_text_stays_out_of_the_log(qtbot, caplog):
     banner = Banner()
     qtbot.addWidget(banner)
+    notices = Notices(banner)
     pressed: list[str] = []
-    with caplog.at_level(logging.INFO, logger="app.ui.window.banner"):
-        banner.show_message(
+    with caplog.at_level(logging.INFO, logger="app.ui.window.notices"):
+        notices.show(
+            NoticeTopic.CHAT_MODEL,
             Severity.WARNING,
             "Deleted “My secret chat”.",
             [("Undo", lambda: pressed.append("undo")), ("Later", lambda: pressed.append("later"))],
-            topic=BannerTopic.CHAT_MODEL,
         )
     assert [label for label, _ in banner.action_buttons()] == ["Undo", "Later"]
     banner.trigger("Later")
@@ -154,20 +156,21 @@ def test_banner_actions_are_public_and_its_text_stays_out_of_the_log(qtbot, capl
     assert [r.levelno for r in caplog.records] == [logging.WARNING]
     assert "secret" not in caplog.text and "chat-model" in caplog.text
     caplog.clear()
-    with caplog.at_level(logging.DEBUG, logger="app.ui.window.banner"):
-        banner.show_message(Severity.ERROR, "Deleted “My secret chat”.")
+    with caplog.at_level(logging.DEBUG, logger="app.ui.window.notices"):
+        notices.show(NoticeTopic.GENERAL, Severity.ERROR, "Deleted “My secret chat”.")
     assert any(r.levelno == logging.DEBUG and "secret" in r.getMessage() for r in caplog.records)
     assert banner.action_buttons() == []  # the old buttons are gone
 
 
-def test_banner_clears_only_its_topic(qtbot):
+def test_notices_clear_only_their_topic(qtbot):
     banner = Banner()
     qtbot.addWidget(banner)
+    notices = Notices(banner)
     banner.show()
-    banner.show_message(Severity.ERROR, "bad file", topic=BannerTopic.MODEL)
-    banner.clear(BannerTopic.ENGINE)
+    notices.show(NoticeTopic.MODEL, Severity.ERROR, "bad file")
+    notices.clear(NoticeTopic.ENGINE)
     assert banner.isVisible()
-    banner.clear(BannerTopic.MODEL)
+    notices.clear(NoticeTopic.MODEL)
     assert not banner.isVisible()
 
 

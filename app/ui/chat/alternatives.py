@@ -20,7 +20,7 @@ from app.core.chat.context import Role
 from app.core.sampling.alternatives import ReplyAlternatives, TokenColour
 from app.ui.common.severity import Severity
 from app.ui.funnel.controller import StepTarget
-from app.ui.window.banner import BannerTopic
+from app.ui.window.notices import NoticeTopic
 
 if TYPE_CHECKING:
     from PySide6.QtCore import SignalInstance
@@ -168,7 +168,7 @@ class ChatAlternatives:
             return False
         alts = self.store.alternatives(message_id)
         if alts is None or not 0 <= step < alts.n_steps:
-            self.notice.emit(Severity.WARNING, "This reply kept no alternatives to continue from.", BannerTopic.GENERAL)
+            self.notice.emit(Severity.WARNING, "This reply kept no alternatives to continue from.", NoticeTopic.GENERAL)
             return False
         made_by = self.store.get_message(message_id).meta.model_path
         model = self.engine.model
@@ -177,7 +177,7 @@ class ChatAlternatives:
                 Severity.WARNING,
                 f"This reply was written by {Path(made_by).name}; load it to continue from one of its tokens "
                 "(token ids differ from model to model).",
-                BannerTopic.GENERAL,
+                NoticeTopic.GENERAL,
             )
             return False
         text = next((c.text for c in alts.view(step).candidates if c.token_id == token), "")

@@ -38,7 +38,7 @@ from app.ui.chat.view import ChatView
 from app.ui.common.severity import Severity
 from app.ui.common.stats_format import reply_details, reply_footer, stats_footer
 from app.ui.engine.client import EngineClient, EngineState
-from app.ui.window.banner import BannerTopic
+from app.ui.window.notices import NoticeTopic
 from app.ui.window.settings_controller import SettingsController
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class ChatController(QObject, ChatAlternatives):
     Signals:
         reply_finished(object): :class:`GenerationStats` of a finished reply.
         notice(object, str, object): a message for the banner (:class:`Severity`, text,
-            :class:`BannerTopic`, so a later event clears only its own kind of message).
+            :class:`NoticeTopic`, so a later event clears only its own kind of message).
         repair_offered(str, list): the model's template refused the conversation's turn order;
             the refusal and ``[(label, callback)]`` repairs for the banner (:meth:`repair_turns`).
         conversation_changed(object): the conversation shown changed (id or None).
@@ -403,7 +403,7 @@ class ChatController(QObject, ChatAlternatives):
         try:
             self.store.restore_messages(deleted)
         except (KeyError, ValueError) as exc:
-            self.notice.emit(Severity.WARNING, f"The message could not be restored: {exc}", BannerTopic.GENERAL)
+            self.notice.emit(Severity.WARNING, f"The message could not be restored: {exc}", NoticeTopic.GENERAL)
             return False
         if self.conversation_id == deleted.conversation_id:
             self.render()
@@ -418,7 +418,7 @@ class ChatController(QObject, ChatAlternatives):
         self.notice.emit(
             Severity.INFO,
             f"A reply is being written{where}. Wait for it or stop it (Esc); your text is kept.",
-            BannerTopic.REPLY,
+            NoticeTopic.REPLY,
         )
 
     def stop(self) -> None:
@@ -434,13 +434,13 @@ class ChatController(QObject, ChatAlternatives):
         if not quiet:
             if self.engine.state == EngineState.LOADING:
                 self.notice.emit(
-                    Severity.INFO, "The model is still loading; your message is kept in the box.", BannerTopic.NO_MODEL
+                    Severity.INFO, "The model is still loading; your message is kept in the box.", NoticeTopic.NO_MODEL
                 )
             else:
                 self.notice.emit(
                     Severity.WARNING,
                     "No model is loaded. Open a GGUF model first (File → Open model).",
-                    BannerTopic.NO_MODEL,
+                    NoticeTopic.NO_MODEL,
                 )
         return False
 
@@ -577,7 +577,7 @@ class ChatController(QObject, ChatAlternatives):
             Severity.INFO,
             f"The context was full: {self.turn.dropped_messages} oldest message(s) left out in this turn, and "
             f"{ev.dropped_reply_tokens} reply tokens left the context; the reply goes on.",
-            BannerTopic.CONTEXT,
+            NoticeTopic.CONTEXT,
         )
 
     def _end_reply(
@@ -606,14 +606,14 @@ class ChatController(QObject, ChatAlternatives):
                     badge = _CUT_BADGES.get(StopReason(old.meta.stats.stop_reason), badge)
             except Exception as exc:
                 log.exception("could not save reply %s", mid)
-                self.notice.emit(Severity.ERROR, f"The reply could not be saved: {exc}", BannerTopic.GENERAL)
+                self.notice.emit(Severity.ERROR, f"The reply could not be saved: {exc}", NoticeTopic.GENERAL)
         elif mid is not None:
             try:
                 meta = self._finished_meta(mid, stats)
                 meta = self.store.finish_message(mid, text, stats=stats, meta=meta, complete=complete).meta
             except Exception as exc:  # storage failure must not lose the on-screen reply
                 log.exception("could not save reply %s", mid)
-                self.notice.emit(Severity.ERROR, f"The reply could not be saved: {exc}", BannerTopic.GENERAL)
+                self.notice.emit(Severity.ERROR, f"The reply could not be saved: {exc}", NoticeTopic.GENERAL)
         if w is not None:
             w.set_text(text)
             w.refresh()
@@ -653,7 +653,7 @@ class ChatController(QObject, ChatAlternatives):
                 Severity.WARNING,
                 f"The context is full ({ev.stats.n_ctx:,} tokens, n_ctx). The reply so far is kept. Raise n_ctx in the "
                 'Model panel, start a new chat, or choose "Drop oldest turns and go on" as the context policy.',
-                BannerTopic.CONTEXT,
+                NoticeTopic.CONTEXT,
             )
         self.reply_finished.emit(ev.stats)
 
@@ -693,7 +693,7 @@ class ChatController(QObject, ChatAlternatives):
         else:
             self._end_reply(text, ev.stats, False, _CUT_OFF)
         self._sent_user = None
-        self.notice.emit(Severity.ERROR, ev.message, BannerTopic.GENERAL)
+        self.notice.emit(Severity.ERROR, ev.message, NoticeTopic.GENERAL)
 
     def _on_generation_ended(self, _request_id: int) -> None:
         """The reply is over. If neither Finished nor Failed closed it, the engine went away
@@ -732,7 +732,7 @@ class ChatController(QObject, ChatAlternatives):
         """
         if self.busy:
             self.notice.emit(
-                Severity.INFO, "Stop the reply in progress before repairing the conversation.", BannerTopic.GENERAL
+                Severity.INFO, "Stop the reply in progress before repairing the conversation.", NoticeTopic.GENERAL
             )
             return False
         try:
@@ -743,7 +743,7 @@ class ChatController(QObject, ChatAlternatives):
                 self.store.delete_keeping_replies(message_id)
         except (KeyError, ValueError) as exc:
             self.notice.emit(
-                Severity.WARNING, f"The conversation changed; nothing was repaired ({exc}).", BannerTopic.GENERAL
+                Severity.WARNING, f"The conversation changed; nothing was repaired ({exc}).", NoticeTopic.GENERAL
             )
             return False
         if msg.conversation_id != self.conversation_id:
@@ -752,12 +752,12 @@ class ChatController(QObject, ChatAlternatives):
         self.conversations_changed.emit()
         role = msg.role.value
         if how is TurnRepair.MERGE:
-            self.notice.emit(Severity.INFO, f"Merged the two {role} messages into one.", BannerTopic.GENERAL)
+            self.notice.emit(Severity.INFO, f"Merged the two {role} messages into one.", NoticeTopic.GENERAL)
         else:
             preview = " ".join(msg.content.split())
             preview = preview if len(preview) <= 60 else preview[:59] + "…"
             self.notice.emit(
-                Severity.INFO, f"Deleted the earlier {role} message: “{html.escape(preview)}”.", BannerTopic.GENERAL
+                Severity.INFO, f"Deleted the earlier {role} message: “{html.escape(preview)}”.", NoticeTopic.GENERAL
             )
         path = self.store.active_path(msg.conversation_id)
         if path and path[-1].role is Role.USER and self._engine_ready():

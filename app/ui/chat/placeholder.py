@@ -10,7 +10,7 @@ from pathlib import Path
 from app.core import protocol as P
 from app.core.gguf.gguf_info import SPLIT_RE, format_bytes
 from app.ui.common import palette
-from app.ui.window.top_bar import Page
+from app.ui.window.pages import Page
 
 # The placeholder's links: open a file, show the models page, or load:<path>.
 OPEN_LINK = "open"

@@ -163,7 +163,6 @@ class EngineClient(QObject):
         self._state = EngineState.DEAD
         self._load_id: int | None = None
         self._gen_id: int | None = None
-        self._last_load: tuple[str, LoadSettings] | None = None
         self._ids = itertools.count(1)  # request ids, unique across engine processes
         self._host_used = False  # a LoadModel went to the current engine process
         self._pending_load: P.LoadModel | None = None  # sent once the reply in flight has ended
@@ -238,14 +237,6 @@ class EngineClient(QObject):
         self._quiet_ready = self.ready_info is not None
         self._start_host()
 
-    def restart(self) -> None:
-        """End the engine and start a new one; reload the last model if there was one."""
-        self.shutdown()
-        self.start()
-        if self._last_load is not None:
-            path, settings = self._last_load
-            self.load_model(path, settings, remote=self._remote)
-
     def shutdown(self) -> None:
         """End the engine process and the reader thread (blocks up to a few seconds)."""
         self._drop_engine()
@@ -318,7 +309,6 @@ class EngineClient(QObject):
             self.start()
         rid = next(self._ids)
         self._load_id = rid
-        self._last_load = (path, settings)
         self.model = None
         self._set_state(EngineState.LOADING)
         self._pending_load = P.LoadModel(rid, path, settings)
@@ -683,7 +673,6 @@ class EngineClient(QObject):
             if ev.request_id == self._load_id:
                 self._load_id = None
                 self.model = None
-                self._last_load = None
                 self._set_state(EngineState.NO_MODEL)
                 self.model_load_failed.emit(ev)
                 self._fail_externals(f"The model could not be loaded: {ev.message}")
@@ -726,10 +715,6 @@ class EngineClient(QObject):
                 "stops the engine when one of them goes away or its connection breaks. Check that they run, "
                 "or load without them."
             )
-        if self._state == EngineState.LOADING and self._last_load is not None:
-            # Dying while loading: restarting must not load the same file into the same crash.
-            description = f"{description} It happened while loading {self._last_load[0]}."
-            self._last_load = None
         self._drop_engine(stop_timeout_s=1.0)
         self.engine_crashed.emit(description)
 

@@ -50,6 +50,7 @@ from app.ui.models.downloads_tab import DownloadsTab
 from app.ui.models.hub_tab import HubTab
 from app.ui.models.library_tab import LibraryTab
 from app.ui.models.remote_tab import RemoteTab
+from app.ui.window.model_change import ModelChange, ModelPhase
 from app.ui.window.settings_controller import SettingsController
 
 log = logging.getLogger(__name__)
@@ -234,6 +235,17 @@ class ModelsWindow(QWidget):
         return replace(
             ram, vram_total=total, vram_available=free, source=f"{ram.source}; VRAM of {names} from llama.cpp"
         )
+
+    def show_model(self, change: ModelChange) -> None:
+        """Follow the loaded model (:attr:`~app.ui.window.model_loader.ModelLoader.model_changed`): a
+        local one's row is marked and its n_ctx judges the fits; a server's model or none marks no row."""
+        ev = change.loaded
+        if change.phase is ModelPhase.LOADED and ev is not None:
+            self.set_loaded_model(ev.info.path if ev.remote is None else None)
+            if ev.remote is None:
+                self.set_n_ctx(ev.n_ctx)
+        elif change.phase is ModelPhase.UNLOADED:
+            self.set_loaded_model(None)
 
     def set_loaded_model(self, path: str | None) -> None:
         """Mark the loaded model's row (None: no model loaded) and record its last use."""

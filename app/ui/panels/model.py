@@ -31,6 +31,7 @@ from app.ui.common import palette
 from app.ui.common.wheel_guard import guard_wheel
 from app.ui.panels.architecture_view import ArchitectureView
 from app.ui.panels.rpc_servers import RpcServersBox
+from app.ui.window.model_change import ModelChange, ModelPhase
 
 
 def available_cpus() -> int:
@@ -347,6 +348,18 @@ class ModelPanel(QWidget):
 
     def set_loading(self, path: str) -> None:
         self.name.setText(f"Loading {Path(path).name} …")
+
+    def show_model(self, change: ModelChange) -> None:
+        """Follow the model's life (:attr:`~app.ui.window.model_loader.ModelLoader.model_changed`):
+        what loads, the model loaded with the load settings it was loaded with, or none."""
+        if change.phase is ModelPhase.LOADING and change.request is not None:
+            self.set_loading(change.request.shown)
+        elif change.phase is ModelPhase.LOADED and change.loaded is not None:
+            self.set_model(change.loaded)
+            if change.applied is not None:
+                self.set_load_settings(change.applied)
+        else:
+            self.set_model(None)
 
     def set_model(self, loaded: P.ModelLoaded | None) -> None:
         self.loaded = loaded

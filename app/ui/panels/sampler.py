@@ -43,6 +43,7 @@ from app.core.sampling.params import (
 from app.ui.common import palette
 from app.ui.common.wheel_guard import guard_wheel
 from app.ui.funnel.panel import visible_token
+from app.ui.window.model_change import ModelChange, ModelPhase
 
 __all__ = ["ParamRow", "SamplerPanel", "visible_token"]
 
@@ -406,6 +407,11 @@ class SamplerPanel(QWidget):
     def set_vocab_size(self, n_vocab: int) -> None:
         """The loaded model has ``n_vocab`` tokens: a logit bias for an id beyond them is refused."""
         self.n_vocab = n_vocab
+
+    def show_model(self, change: ModelChange) -> None:
+        """A model loaded (:attr:`~app.ui.window.model_loader.ModelLoader.model_changed`): its vocabulary size."""
+        if change.phase is ModelPhase.LOADED and change.loaded is not None:
+            self.set_vocab_size(change.loaded.info.n_vocab)
 
     def _refused(self, row: ParamRow, message: str) -> None:
         """A value typed out of range: say so under the sliders and at the field."""

@@ -16,6 +16,7 @@ from app.ui.common import palette
 from app.ui.common import stats_format as fmt
 from app.ui.common.stacked_bar import BarSegment, StackedBar
 from app.ui.panels.speed_bound_view import SpeedBoundView
+from app.ui.window.model_change import ModelChange, ModelPhase
 
 # The context bar's parts, left to right (the legend under the bar uses the same colours).
 REUSED_COLOR = palette.ACCENT  # reused from the KV cache
@@ -174,6 +175,13 @@ class StatsPanel(QWidget):
         if y_top > self._y_max * 0.95 or (not ys and self._y_max != 50.0):
             self._y_max = 50.0 if not ys else max(50.0, y_top * 1.3)
             self.plot.setYRange(0, self._y_max, padding=0)
+
+    def show_model(self, change: ModelChange) -> None:
+        """A model loaded (:attr:`~app.ui.window.model_loader.ModelLoader.model_changed`): its n_ctx,
+        KV cache layout (none for a server), GGUF facts and n_batch."""
+        ev = change.loaded
+        if change.phase is ModelPhase.LOADED and ev is not None:
+            self.set_model(ev.n_ctx, ev.kv_layout if ev.remote is None else None, ev.info, ev.n_batch)
 
     def set_model(
         self, n_ctx: int, layout: KVCacheLayout | None, info: GGUFInfo | None = None, n_batch: int = 512

@@ -2,27 +2,28 @@
 
 The sections and figures come from :func:`app.core.inspection.pipeline_guide.pipeline_guide`; this module
 draws them as rich text and turns a section's links into the window's own actions
-(:func:`open_live_view`): a dock's View-menu toggle then ``raise_``, the Models page action,
+(:meth:`HowItWorks.open_live_view`): a dock's View-menu toggle then ``raise_``, the Models page,
 and for Inspect the Tokens panel with a hint on the banner.
 """
 
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QUrl, Signal
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QDockWidget, QTextBrowser, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QTextBrowser, QVBoxLayout, QWidget
 
 from app.core.inspection.pipeline_guide import LIVE_LABELS, GuideSection, LiveView, pipeline_guide
 from app.core.protocol import ModelLoaded
 from app.core.sampling.params import SamplerSettings
 from app.ui.common import palette
 from app.ui.common.severity import Severity
-from app.ui.window.banner import BannerTopic
-
-if TYPE_CHECKING:
-    from app.ui.window.main_window import MainWindow
+from app.ui.window.docks import DockRegistry
+from app.ui.window.model_change import ModelChange
+from app.ui.window.model_loader import ModelLoader
+from app.ui.window.notices import Notices, NoticeTopic
+from app.ui.window.pages import Page, Pages
+from app.ui.window.settings_controller import SettingsController
 
 LIVE_SCHEME = "live"  # a section's link: live:<LiveView value>
 INSPECT_HINT = (
@@ -118,52 +119,70 @@ class HowItWorksWindow(QDialog):
         bar.setValue(at)
 
 
-def _dock_of(w: MainWindow, view: LiveView) -> QDockWidget | None:
-    return {
-        LiveView.TOKENS: w.tokens_dock,
-        LiveView.INSPECT: w.tokens_dock,
-        LiveView.STATS: w.stats_dock,
-        LiveView.TIMELINE: w.timeline_dock,
-        LiveView.FUNNEL: w.funnel_dock,
-        LiveView.SAMPLER: w.sampler_dock,
-        LiveView.MODEL: w.model_dock,
-        LiveView.SERVER: w.server_dock,
-    }.get(view)
+class HowItWorks:
+    """Help → How it works: its window (made on first use, then shown again), kept up to date with
+    the loaded model and the sampler settings, and where its "Live:" links lead.
 
+    Args:
+        parent: the guide window's parent.
+        loader: the model loader (the model whose figures are shown).
+        settings: the settings (the sampler chain shown).
+        docks: the window's docks (where each view is shown live).
+        pages: the window's pages.
+        notices: where the hint on inspecting a token is said.
+    """
 
-def open_live_view(w: MainWindow, view: LiveView) -> None:
-    """Bring forward where ``w`` shows ``view`` live, with the window's own actions: a dock's
-    View-menu toggle (when it is hidden) then raised, the Models page action, or for
-    :attr:`LiveView.INSPECT` the Tokens panel and the banner's hint on how to inspect a token."""
-    view = LiveView(view)
-    if view is LiveView.MODELS_PAGE:
-        w.menu_actions.models_page.trigger()
-        return
-    dock = _dock_of(w, view)
-    if dock is None:
-        return
-    toggle = dock.toggleViewAction()
-    if not toggle.isChecked():
-        toggle.trigger()
-    dock.raise_()
-    if view is LiveView.INSPECT:
-        w.menu_actions.chat_page.trigger()
-        w.banner.show_message(Severity.INFO, INSPECT_HINT, topic=BannerTopic.GENERAL)
+    def __init__(
+        self,
+        parent: QWidget,
+        loader: ModelLoader,
+        settings: SettingsController,
+        docks: DockRegistry,
+        pages: Pages,
+        notices: Notices,
+    ) -> None:
+        self._parent = parent
+        self._loader = loader
+        self._settings = settings
+        self._docks = docks
+        self._pages = pages
+        self._notices = notices
+        self.window: HowItWorksWindow | None = None
 
+    def open(self) -> HowItWorksWindow:
+        """Show the guide (made on first use) and bring it forward."""
+        win = self.window
+        if win is None:
+            win = self.window = HowItWorksWindow(
+                self._loader.engine.model, self._settings.settings.sampler, self._parent
+            )
+            # A failed load, an unload or a stopped engine leaves no model: the change carries none.
+            self._loader.model_changed.connect(lambda change: self._model_changed(win, change))
+            self._settings.changed.connect(lambda s: win.set_sampler(s.sampler))
+            win.live_view_chosen.connect(self.open_live_view)
+        win.show()
+        win.raise_()
+        win.activateWindow()
+        return win
 
-def show_how_it_works(w: MainWindow) -> HowItWorksWindow:
-    """Help → How it works: the window (made on first use, then shown again), kept up to date with
-    the loaded model (``w.model_changed``, and the engine's state for a failed load or a crash)
-    and the sampler settings."""
-    win = w.findChild(HowItWorksWindow)
-    if win is None:
-        win = HowItWorksWindow(w.engine.model, w.settings.sampler, w)
-        w.model_changed.connect(win.set_model)
-        # A failed load or a crashed engine leaves no model: the engine's state says so.
-        w.engine.state_changed.connect(lambda _state: win.set_model(w.engine.model))
-        w.settings_ctl.changed.connect(lambda s: win.set_sampler(s.sampler))
-        win.live_view_chosen.connect(lambda v: open_live_view(w, v))
-    win.show()
-    win.raise_()
-    win.activateWindow()
-    return win
+    def _model_changed(self, win: HowItWorksWindow, change: ModelChange) -> None:
+        win.set_model(change.loaded)
+
+    def open_live_view(self, view: LiveView) -> None:
+        """Bring forward where ``view`` is shown live: a dock's View-menu toggle (when it is hidden)
+        then raised, the Models page, or for :attr:`LiveView.INSPECT` the Tokens panel and the
+        notice's hint on how to inspect a token."""
+        view = LiveView(view)
+        if view is LiveView.MODELS_PAGE:
+            self._pages.show_page(Page.MODELS)
+            return
+        dock = self._docks.showing(view)
+        if dock is None:
+            return
+        toggle = dock.toggleViewAction()
+        if not toggle.isChecked():
+            toggle.trigger()
+        dock.raise_()
+        if view is LiveView.INSPECT:
+            self._pages.show_page(Page.CHAT)
+            self._notices.show(NoticeTopic.GENERAL, Severity.INFO, INSPECT_HINT)

@@ -1,26 +1,29 @@
 """The window's menu bar and shortcuts, and the menus filled just before they open
-(recent models, the model picker)."""
+(recent models, the model picker). The View menu lists the docks of the window's
+:class:`~app.ui.window.docks.DockRegistry`, each with its key."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QFontDatabase, QKeySequence
-from PySide6.QtWidgets import QMenu
+from PySide6.QtWidgets import QMainWindow, QMenu, QMenuBar
 
-from app import APP_NAME
+from app import APP_NAME, __version__
+from app.core.models.library import ModelEntry
 from app.ui.chat.export import ExportFormat
 from app.ui.common import dialogs
-from app.ui.window.how_it_works import show_how_it_works
-from app.ui.window.top_bar import Page
-
-if TYPE_CHECKING:
-    from app.ui.window.main_window import MainWindow
-
+from app.ui.common.severity import Severity
+from app.ui.engine.client import EngineClient
+from app.ui.window.chat_page import ChatPage
+from app.ui.window.docks import DockRegistry
+from app.ui.window.how_it_works import HowItWorks
+from app.ui.window.model_loader import ModelLoader
+from app.ui.window.notices import Notices, NoticeTopic
+from app.ui.window.pages import Page, Pages
 
 # Keys the prompt box handles itself (no QAction): listed in the shortcuts sheet too.
 COMPOSER_KEYS: tuple[tuple[str, str], ...] = (
@@ -29,7 +32,6 @@ COMPOSER_KEYS: tuple[tuple[str, str], ...] = (
     ("Stop the reply (from anywhere in the window)", "Esc"),
     ("Next / previous control", "Tab / Shift+Tab"),
 )
-DOCK_KEYS = tuple(f"Ctrl+Shift+{i}" for i in range(1, 9))
 
 
 @dataclass(frozen=True)
@@ -51,147 +53,141 @@ class MenuActions:
     how_it_works: QAction
 
 
-def build_menus(w: MainWindow) -> MenuActions:
-    """Fill ``w``'s menu bar (File, Engine, View, Help) with its shortcuts; Stop starts disabled."""
-    m = w.menuBar().addMenu("&File")
-    act_open = QAction("&Open model…", w)
-    act_open.setShortcut(QKeySequence.StandardKey.Open)
-    act_open.triggered.connect(w.open_model_dialog)
-    m.addAction(act_open)
-    recent_menu = m.addMenu("Open &recent")
-    recent_menu.aboutToShow.connect(lambda: fill_recent_menu(recent_menu, w.settings.recent_models, w.load_model))
-    m.addSeparator()
-    act_new_chat = QAction("&New chat", w)
-    act_new_chat.setShortcut(QKeySequence("Ctrl+N"))
-    act_new_chat.triggered.connect(w.new_chat)
-    m.addAction(act_new_chat)
-    act_export_md = QAction("Export chat as &Markdown…", w)
-    act_export_md.triggered.connect(lambda: w.export_conversation(w.chat.conversation_id, ExportFormat.MARKDOWN))
-    m.addAction(act_export_md)
-    act_export_json = QAction("Export chat as &JSON (all branches)…", w)
-    act_export_json.triggered.connect(lambda: w.export_conversation(w.chat.conversation_id, ExportFormat.JSON))
-    m.addAction(act_export_json)
-    act_import = QAction("&Import chat (JSON)…", w)
-    act_import.triggered.connect(w.import_conversation)
-    m.addAction(act_import)
-    m.addSeparator()
-    act_logs = QAction("Show &logs folder", w)
-    act_logs.triggered.connect(w.show_logs_folder)
-    m.addAction(act_logs)
-    act_quit = QAction("&Quit", w)
-    act_quit.setShortcut(QKeySequence.StandardKey.Quit)
-    act_quit.triggered.connect(w.close)
-    m.addAction(act_quit)
+class Menus:
+    """The window's menu bar (File, Engine, View, Help) and its shortcuts; Stop is enabled only
+    while a reply is in flight, and Esc stops it from anywhere in the window.
 
-    e = w.menuBar().addMenu("&Engine")
-    act_stop = QAction("&Stop reply", w)
-    act_stop.setShortcut(QKeySequence("Ctrl+."))
-    act_stop.setEnabled(w.engine.generating)
-    act_stop.triggered.connect(w.chat.stop)
-    e.addAction(act_stop)
-    act_restart = QAction("&Restart engine", w)
-    act_restart.triggered.connect(w.restart_engine)
-    e.addAction(act_restart)
-    act_unload = QAction("&Unload model", w)
-    act_unload.triggered.connect(w.unload_model)
-    e.addAction(act_unload)
+    Args:
+        main: the window whose menu bar is filled (the actions' parent; Quit closes it).
+        loader: the model commands (open, recent, restart, unload).
+        chats: the chat page's commands (new, export, import, next / previous, search, stop).
+        pages: the window's pages.
+        docks: the docks, each with its toggle (and key) in the View menu.
+        guide: Help → How it works.
+        engine: the engine client (a reply in flight; its build for About).
+        notices: where About is said.
+        logs_dir: the folder File → Show logs folder opens.
 
-    v = w.menuBar().addMenu("&View")
-    act_chat_page = _action(w, v, "&Chat page", ("Ctrl+1",), lambda: w.show_page(Page.CHAT))
-    act_models_page = _action(w, v, "&Models page", ("Ctrl+2", "Ctrl+M"), lambda: w.show_page(Page.MODELS))
-    v.addSeparator()
-    act_search = _action(w, v, "&Search chats", ("Ctrl+K", "Ctrl+F"), lambda: focus_chat_search(w))
-    act_next = _action(w, v, "N&ext chat", ("Ctrl+PgDown",), lambda: step_chat(w, 1))
-    act_prev = _action(w, v, "&Previous chat", ("Ctrl+PgUp",), lambda: step_chat(w, -1))
-    v.addSeparator()
-    for d, key in zip(
-        (
-            w.chats_dock,
-            w.model_dock,
-            w.stats_dock,
-            w.sampler_dock,
-            w.tokens_dock,
-            w.server_dock,
-            w.funnel_dock,
-            w.timeline_dock,
-        ),
-        DOCK_KEYS,
-        strict=True,
-    ):
-        toggle = d.toggleViewAction()
-        toggle.setText(f"{d.windowTitle()} panel")
-        toggle.setShortcut(QKeySequence(key))
-        v.addAction(toggle)
-    h = w.menuBar().addMenu("&Help")
-    act_keys = _action(w, h, "&Keyboard shortcuts", ("F1", "Ctrl+/"), lambda: show_shortcuts(w))
-    # F1 is the shortcuts sheet's: the guide takes Shift+F1 (Qt's "What's This?" key, unused here).
-    act_guide = _action(w, h, "&How it works", ("Shift+F1",), lambda: show_how_it_works(w))
-    about = QAction(f"About {APP_NAME}", w)
-    about.triggered.connect(w.show_about)
-    h.addAction(about)
-    return MenuActions(
-        act_open,
-        recent_menu,
-        act_new_chat,
-        act_stop,
-        act_restart,
-        act_unload,
-        act_search,
-        act_next,
-        act_prev,
-        act_chat_page,
-        act_models_page,
-        act_keys,
-        act_guide,
-    )
+    Attributes:
+        actions: the actions other code enables, triggers or reads.
+    """
+
+    def __init__(
+        self,
+        main: QMainWindow,
+        loader: ModelLoader,
+        chats: ChatPage,
+        pages: Pages,
+        docks: DockRegistry,
+        guide: HowItWorks,
+        engine: EngineClient,
+        notices: Notices,
+        logs_dir: Path,
+    ) -> None:
+        self._main = main
+        self._engine = engine
+        self._notices = notices
+        bar = main.menuBar()
+        m = bar.addMenu("&File")
+        act_open = _action(main, m, "&Open model…", (QKeySequence.StandardKey.Open,), loader.open_model_dialog)
+        recent_menu = m.addMenu("Open &recent")
+        recent_menu.aboutToShow.connect(lambda: fill_recent_menu(recent_menu, loader.recent_models, loader.load_model))
+        m.addSeparator()
+        act_new_chat = _action(main, m, "&New chat", ("Ctrl+N",), chats.new_chat)
+        _action(main, m, "Export chat as &Markdown…", (), lambda: chats.export_shown(ExportFormat.MARKDOWN))
+        _action(main, m, "Export chat as &JSON (all branches)…", (), lambda: chats.export_shown(ExportFormat.JSON))
+        _action(main, m, "&Import chat (JSON)…", (), chats.import_conversation)
+        m.addSeparator()
+        _action(main, m, "Show &logs folder", (), lambda: dialogs.open_folder(logs_dir))
+        _action(main, m, "&Quit", (QKeySequence.StandardKey.Quit,), main.close)
+
+        e = bar.addMenu("&Engine")
+        # Stop works from anywhere in the window, not only from the composer (Esc there is the
+        # composer's own; elsewhere the action takes it while a reply is in flight).
+        act_stop = _action(main, e, "&Stop reply", ("Ctrl+.", QKeySequence(Qt.Key.Key_Escape)), chats.chat.stop)
+        act_stop.setEnabled(engine.generating)
+        engine.generation_started.connect(lambda _rid: act_stop.setEnabled(True))
+        engine.generation_ended.connect(lambda _rid: act_stop.setEnabled(False))
+        act_restart = _action(main, e, "&Restart engine", (), loader.restart_engine)
+        act_unload = _action(main, e, "&Unload model", (), loader.unload_model)
+
+        v = bar.addMenu("&View")
+        act_chat_page = _action(main, v, "&Chat page", ("Ctrl+1",), lambda: pages.show_page(Page.CHAT))
+        act_models_page = _action(main, v, "&Models page", ("Ctrl+2", "Ctrl+M"), lambda: pages.show_page(Page.MODELS))
+        v.addSeparator()
+        act_search = _action(main, v, "&Search chats", ("Ctrl+K", "Ctrl+F"), chats.focus_chat_search)
+        act_next = _action(main, v, "N&ext chat", ("Ctrl+PgDown",), lambda: chats.step_chat(1))
+        act_prev = _action(main, v, "&Previous chat", ("Ctrl+PgUp",), lambda: chats.step_chat(-1))
+        v.addSeparator()
+        for dock in docks:
+            toggle = dock.toggleViewAction()
+            toggle.setText(f"{dock.windowTitle()} panel")
+            key = docks.shortcut(dock)
+            if key is not None:
+                toggle.setShortcut(key)
+            v.addAction(toggle)
+
+        h = bar.addMenu("&Help")
+        act_keys = _action(main, h, "&Keyboard shortcuts", ("F1", "Ctrl+/"), self.show_shortcuts)
+        # F1 is the shortcuts sheet's: the guide takes Shift+F1 (Qt's "What's This?" key, unused here).
+        act_guide = _action(main, h, "&How it works", ("Shift+F1",), guide.open)
+        _action(main, h, f"About {APP_NAME}", (), self.show_about)
+        self.actions = MenuActions(
+            act_open,
+            recent_menu,
+            act_new_chat,
+            act_stop,
+            act_restart,
+            act_unload,
+            act_search,
+            act_next,
+            act_prev,
+            act_chat_page,
+            act_models_page,
+            act_keys,
+            act_guide,
+        )
+
+    def show_shortcuts(self) -> dialogs.TextDialog:
+        """Help → Keyboard shortcuts: every shortcut, read from the menus' actions (:func:`shortcut_sheet`)."""
+        rows = shortcut_sheet(self._main.menuBar())
+        width = max(len(what) for what, _ in rows)
+        text = "\n".join(f"{what.ljust(width)}   {keys}" for what, keys in rows)
+        dlg = dialogs.show_text(self._main, "Keyboard shortcuts", text)
+        dlg.setObjectName("shortcutsDialog")
+        dlg.text_box.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        dlg.resize(760, 520)
+        return dlg
+
+    def show_about(self) -> None:
+        """Help → About: the version, and the engine's llama.cpp build once it has started."""
+        ready = self._engine.ready_info
+        info = f"llama-cpp-python {ready.llama_cpp_version}<br>{ready.system_info}" if ready else ""
+        self._notices.show(
+            NoticeTopic.GENERAL,
+            Severity.INFO,
+            f"<b>{APP_NAME} {__version__}</b> — local LLM chat that shows its work.<br>{info}",
+        )
 
 
-def _action(w: MainWindow, menu: QMenu, text: str, keys: tuple[str, ...], slot: Callable[[], object]) -> QAction:
+KeySpec = str | QKeySequence | QKeySequence.StandardKey
+
+
+def _action(
+    parent: QMainWindow, menu: QMenu, text: str, keys: tuple[KeySpec, ...], slot: Callable[[], object]
+) -> QAction:
     """A menu entry with its shortcuts (the first one is shown in the menu), active anywhere in the window."""
-    a = QAction(text, w)
-    a.setShortcuts([QKeySequence(k) for k in keys])
-    a.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+    a = QAction(text, parent)
+    if keys:
+        a.setShortcuts([QKeySequence(k) for k in keys])
+        a.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
     a.triggered.connect(slot)
     menu.addAction(a)
     return a
 
 
-def focus_chat_search(w: MainWindow) -> None:
-    """Show the Chats panel and put the cursor in its search box (Ctrl+K / Ctrl+F)."""
-    w.show_page(Page.CHAT)
-    w.chats_dock.show()
-    w.chats_dock.raise_()
-    w.chats_panel.search.setFocus(Qt.FocusReason.ShortcutFocusReason)
-    w.chats_panel.search.selectAll()
-
-
-def step_chat(w: MainWindow, step: int) -> None:
-    """Open the next (``step`` 1, older) or previous (-1, newer) chat in the Chats list's
-    order (Ctrl+PgDown / Ctrl+PgUp); from a new chat, the first or the last."""
-    ids = [c.id for c in w.conversations.list_conversations()]
-    if not ids:
-        return
-    cur = w.chat.conversation_id
-    i = ids.index(cur) + step if cur in ids else (0 if step > 0 else len(ids) - 1)
-    if 0 <= i < len(ids):
-        w.open_conversation(ids[i])
-        w.composer.box.setFocus()
-
-
-def show_shortcuts(w: MainWindow) -> dialogs.TextDialog:
-    """Help → Keyboard shortcuts: every shortcut, read from the menus' actions (:func:`shortcut_sheet`)."""
-    rows = shortcut_sheet(w)
-    width = max(len(what) for what, _ in rows)
-    text = "\n".join(f"{what.ljust(width)}   {keys}" for what, keys in rows)
-    dlg = dialogs.show_text(w, "Keyboard shortcuts", text)
-    dlg.setObjectName("shortcutsDialog")
-    dlg.text_box.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
-    dlg.resize(760, 520)
-    return dlg
-
-
-def shortcut_sheet(w: MainWindow) -> list[tuple[str, str]]:
-    """Every keyboard shortcut of the window, read from its menus' actions (so the sheet
+def shortcut_sheet(bar: QMenuBar) -> list[tuple[str, str]]:
+    """Every keyboard shortcut of a window, read from its menu ``bar``'s actions (so the sheet
     cannot drift from what the keys do), then the prompt box's own keys.
 
     Returns:
@@ -201,20 +197,22 @@ def shortcut_sheet(w: MainWindow) -> list[tuple[str, str]]:
 
     def walk(menu: QMenu, path: str) -> None:
         for a in menu.actions():
-            if a.menu() is not None:
-                walk(a.menu(), f"{path}{a.text().replace('&', '')} → ")
+            sub = a.menu()
+            if isinstance(sub, QMenu):
+                walk(sub, f"{path}{a.text().replace('&', '')} → ")
             elif a.shortcuts():
                 keys = " or ".join(k.toString(QKeySequence.SequenceFormat.NativeText) for k in a.shortcuts())
                 rows.append((path + a.text().replace("&", ""), keys))
 
-    for top in w.menuBar().actions():
-        if top.menu() is not None:
-            walk(top.menu(), f"{top.text().replace('&', '')} → ")
+    for top in bar.actions():
+        sub = top.menu()
+        if isinstance(sub, QMenu):
+            walk(sub, f"{top.text().replace('&', '')} → ")
     rows.extend(COMPOSER_KEYS)
     return rows
 
 
-def fill_recent_menu(menu: QMenu, recent: list[str], load: Callable[[str], object]) -> None:
+def fill_recent_menu(menu: QMenu, recent: Sequence[str], load: Callable[[str], object]) -> None:
     """File → Open recent: one entry per recent model (full path in the tooltip)."""
     menu.clear()
     if not recent:
@@ -229,13 +227,14 @@ def fill_recent_menu(menu: QMenu, recent: list[str], load: Callable[[str], objec
 LIBRARY_IN_PICKER = 20  # library models listed in the model picker (the rest: the Models page)
 
 
-def fill_model_menu(w: MainWindow, menu: QMenu) -> None:
-    """The model picker: up to 8 recent models (missing files disabled), then the library's
+def fill_model_menu(
+    menu: QMenu, loader: ModelLoader, library: Sequence[ModelEntry], show_models_page: Callable[[], object]
+) -> None:
+    """The model picker: up to 8 recent models (missing files disabled), then the ``library``'s
     other models (as last scanned; unloadable ones disabled, with the reason), open, browse, unload."""
     menu.clear()
-    recent = w.settings.recent_models
-    model = w.engine.model
-    loaded = str(Path(model.info.path)) if model is not None and model.remote is None else None
+    recent = loader.recent_models
+    loaded = loader.loaded_path
     for p in recent[:8]:
         exists = Path(p).exists()
         a = menu.addAction(Path(p).name + ("" if exists else "  (missing)"))
@@ -246,25 +245,25 @@ def fill_model_menu(w: MainWindow, menu: QMenu) -> None:
             a.setChecked(True)
             a.setText(f"{Path(p).name}  (loaded)")
             continue
-        a.triggered.connect(lambda _=False, path=p: w.load_model(path))
+        a.triggered.connect(lambda _=False, path=p: loader.load_model(path))
     if recent:
         menu.addSeparator()
     shown = {str(Path(p)) for p in recent[:8]}
-    library = [e for e in w.models.library_tab.model.entries if str(e.path) not in shown]
-    if library:
+    others = [e for e in library if str(e.path) not in shown]
+    if others:
         head = menu.addAction("In the library")
         head.setEnabled(False)
-        for e in library[:LIBRARY_IN_PICKER]:
+        for e in others[:LIBRARY_IN_PICKER]:
             label = e.file_name + (f"  ({e.error})" if e.error else "")
             a = menu.addAction(label)
             a.setEnabled(e.ok)
             a.setToolTip(f"{e.path}\n{e.source_label}")
-            a.triggered.connect(lambda _=False, path=str(e.path): w.load_model(path))
-        if len(library) > LIBRARY_IN_PICKER:
-            more = menu.addAction(f"{len(library) - LIBRARY_IN_PICKER} more in the library…")
-            more.triggered.connect(w.show_models_page)
+            a.triggered.connect(lambda _=False, path=str(e.path): loader.load_model(path))
+        if len(others) > LIBRARY_IN_PICKER:
+            more = menu.addAction(f"{len(others) - LIBRARY_IN_PICKER} more in the library…")
+            more.triggered.connect(show_models_page)
         menu.addSeparator()
-    menu.addAction("Open a GGUF file…", w.open_model_dialog)
-    menu.addAction("Browse models and the Hub…", w.show_models_page)
-    if w.engine.model is not None:
-        menu.addAction("Unload model", w.unload_model)
+    menu.addAction("Open a GGUF file…", loader.open_model_dialog)
+    menu.addAction("Browse models and the Hub…", show_models_page)
+    if loader.engine.model is not None:
+        menu.addAction("Unload model", loader.unload_model)

@@ -1,16 +1,23 @@
-"""The bars above the two pages: Chat / Models navigation, the model picker and the engine's state."""
+"""The bars above the two pages: Chat / Models navigation, the model picker and the engine's state.
+
+The chat page's bar follows the engine (:meth:`TopBar.follow_engine`) and the loaded model
+(:meth:`TopBar.show_model`, a slot for :attr:`~app.ui.window.model_loader.ModelLoader.model_changed`).
+"""
 
 from __future__ import annotations
-
-import enum
 
 from PySide6.QtCore import QEvent, QSize, Qt, Signal
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QMenu, QPushButton, QSizePolicy, QToolButton, QWidget
 
-from app.ui.engine.client import EngineState
+from app.core.gguf.gguf_info import format_bytes
+from app.ui.chat.placeholder import display_name
+from app.ui.engine.client import EngineClient, EngineState
+from app.ui.window.model_change import ModelChange, ModelPhase
+from app.ui.window.pages import Page
 
 NO_MODEL_TEXT = "Select a model to load  ▾"
+ENGINE_STOPPED_TEXT = "Engine stopped  ▾"
 MODEL_BUTTON_MAX_PX = 240  # the model picker's text, at most (elided in the middle)
 MODEL_BUTTON_MIN_PX = 110  # the picker's least width: the bar (and the window) may be this narrow
 _BUTTON_CHROME_PX = 44  # the picker's padding and menu arrow around its text
@@ -23,13 +30,6 @@ _STATE_TEXT = {
     EngineState.GENERATING: "generating",
     EngineState.DEAD: "engine stopped",
 }
-
-
-class Page(str, enum.Enum):
-    """The window's two pages."""
-
-    CHAT = "chat"
-    MODELS = "models"
 
 
 class _NavBar(QFrame):
@@ -196,3 +196,38 @@ class TopBar(_NavBar):
             text = "answering an API request" if api_requests == 1 else f"answering {api_requests} API requests"
         self.state_label.set_full_text(f"● {text}")
         self._elide_model_text()  # the picker gets what the state leaves
+
+    def follow_engine(self, engine: EngineClient) -> None:
+        """Show ``engine``'s state from now on, and the local API's requests it is answering."""
+
+        def show(*_args: object) -> None:
+            api = len(engine.external_queue) + (engine.external_in_flight is not None)
+            self.show_state(engine.state, api)
+
+        engine.state_changed.connect(show)
+        engine.external_queue_changed.connect(show)
+
+    def show_model(self, change: ModelChange) -> None:
+        """The model picker's label for a step of the model's life: loading, the model loaded
+        (name, n_ctx, quant and size in its tooltip), none, or the engine stopped."""
+        req, ev = change.request, change.loaded
+        if change.phase is ModelPhase.LOADING and req is not None:
+            busy = f"Connecting to {req.remote.base_url} …" if req.remote else f"Loading {display_name(req.shown)} …"
+            self.set_model_text(busy)
+        elif change.phase is ModelPhase.LOADED and ev is not None:
+            info = ev.info
+            if ev.remote is not None:
+                n_ctx = f"n_ctx {ev.n_ctx:,}" if ev.n_ctx else "n_ctx not reported by this server"
+                self.set_model_text(
+                    f"{display_name(info.path)} (remote)  ▾",
+                    f"{ev.remote.engine_label}\nmodel {ev.remote.model} · {n_ctx}",
+                )
+            else:
+                self.set_model_text(
+                    f"{display_name(info.path)}  ▾",
+                    f"{info.path}\nn_ctx {ev.n_ctx:,} · {info.quant_type} · {format_bytes(info.file_size)}",
+                )
+        elif change.phase is ModelPhase.ENGINE_STOPPED:
+            self.set_model_text(ENGINE_STOPPED_TEXT)
+        elif change.phase in (ModelPhase.FAILED, ModelPhase.UNLOADED):
+            self.set_model_text(NO_MODEL_TEXT)

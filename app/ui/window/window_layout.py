@@ -2,21 +2,21 @@
 
 :func:`initial_layout` is a pure function of the available geometry (pixels), so the layout
 at 1366x768, 1280x720 or 1920x1080 is tested without such a screen; :func:`fit_to_screen`
-and :func:`widen_docks` apply it to the window. :class:`DockScroll` keeps a dock's content
-reachable at any dock size.
+and :func:`widen_docks` apply it to a main window's docks, as its
+:class:`~app.ui.window.docks.DockRegistry` lists them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QEvent, QObject, QRect, Qt
+from PySide6.QtCore import QByteArray, QRect, Qt
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QFrame, QScrollArea, QSizePolicy, QWidget
+from PySide6.QtWidgets import QMainWindow
 
-if TYPE_CHECKING:
-    from app.ui.window.main_window import MainWindow
+from app.core.settings import Settings
+from app.ui.window.docks import DockRegistry
+from app.ui.window.settings_controller import SettingsController
 
 PREFERRED_SIZE = (1500, 940)  # the first window on a large screen, pixels
 FRAME_ALLOWANCE = (16, 40)  # the window manager's frame and title bar, pixels (not known before show)
@@ -74,66 +74,57 @@ def initial_layout(available: QRect) -> WindowLayout:
     return WindowLayout(QRect(x, y, w, h), left, right, _clamp(h * 0.17, *TOKENS_DOCK_HEIGHT))
 
 
-def fit_to_screen(w: MainWindow) -> None:
-    """Size and place the window for its screen's free area (the first window, before a
-    saved geometry is restored), with the docks sized for it."""
-    screen = w.screen() or QGuiApplication.primaryScreen()
+def fit_to_screen(main: QMainWindow, docks: DockRegistry) -> None:
+    """Size and place ``main`` for its screen's free area (the first window, before a saved
+    geometry is restored), with its docks sized for it: the side columns' widths from
+    :func:`dock_widths`, each column's height shared by its docks' ``share``, the bottom docks
+    at the Tokens height."""
+    screen = main.screen() or QGuiApplication.primaryScreen()
     lay = initial_layout(screen.availableGeometry())
-    w.setGeometry(lay.geometry)
+    main.setGeometry(lay.geometry)
     height = lay.geometry.height()
     horizontal, vertical = Qt.Orientation.Horizontal, Qt.Orientation.Vertical
-    w.resizeDocks([w.model_dock, w.stats_dock], [lay.left_width, lay.right_width], horizontal)
-    w.resizeDocks([w.chats_dock, w.model_dock], [height * 3 // 10, height * 7 // 10], vertical)
-    w.resizeDocks([w.stats_dock, w.sampler_dock], [height // 2, height // 2], vertical)
-    w.resizeDocks([w.tokens_dock], [lay.tokens_height], vertical)
+    area = Qt.DockWidgetArea
+    left, right = docks.column(area.LeftDockWidgetArea), docks.column(area.RightDockWidgetArea)
+    sides = [(col[0], width) for col, width in ((left, lay.left_width), (right, lay.right_width)) if col]
+    if sides:
+        main.resizeDocks([d for d, _ in sides], [w for _, w in sides], horizontal)
+    for col in (left, right):
+        total = sum(docks.spec(d).share for d in col)
+        if len(col) > 1 and total > 0:
+            main.resizeDocks(col, [height * docks.spec(d).share // total for d in col], vertical)
+    bottom = docks.column(area.BottomDockWidgetArea)
+    if bottom:
+        main.resizeDocks(bottom, [lay.tokens_height] * len(bottom), vertical)
 
 
-def widen_docks(w: MainWindow) -> None:
+def widen_docks(main: QMainWindow, docks: DockRegistry) -> None:
     """Give the side docks their share of a window made wider: Qt gives all new width to the
     centre, so docks squeezed by a smaller window stayed narrow, their labels clipped.
     A dock already at least as wide as its share keeps its width; floating docks are left alone."""
-    left, right = dock_widths(w.width())
+    left, right = dock_widths(main.width())
+    target = {Qt.DockWidgetArea.LeftDockWidgetArea: left, Qt.DockWidgetArea.RightDockWidgetArea: right}
     wanted = [
-        (d, target)
-        for d, target in ((w.chats_dock, left), (w.model_dock, left), (w.stats_dock, right), (w.sampler_dock, right))
-        if d.isVisible() and not d.isFloating() and d.width() < target
+        (d, target[main.dockWidgetArea(d)])
+        for d in docks
+        if main.dockWidgetArea(d) in target and d.isVisible() and not d.isFloating()
     ]
+    wanted = [(d, t) for d, t in wanted if d.width() < t]
     if wanted:
-        w.resizeDocks([d for d, _ in wanted], [t for _, t in wanted], Qt.Orientation.Horizontal)
+        main.resizeDocks([d for d, _ in wanted], [t for _, t in wanted], Qt.Orientation.Horizontal)
 
 
-class DockScroll(QScrollArea):
-    """A dock's scroll area: its panel takes the viewport's width (word-wrapped text wraps to it),
-    but never less than the width its layout needs; a narrower dock scrolls sideways to the rest,
-    and a shorter one up and down, so nothing of the panel is cut off at any dock size.
+def save_state(main: QMainWindow, settings: SettingsController) -> None:
+    """Record ``main``'s geometry and dock layout (which docks are where, shown, tabbed; by their
+    object names) in the settings."""
+    geo = bytes(main.saveGeometry().toBase64().data()).decode("ascii")
+    state = bytes(main.saveState().toBase64().data()).decode("ascii")
+    settings.update(window_geometry=geo, window_state=state)
 
-    The needed width follows the panel's content (its layout's minimum, asked again on each of
-    its layout requests).
-    """
 
-    def __init__(self, panel: QWidget, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setWidgetResizable(True)
-        self.setFrameShape(QFrame.Shape.NoFrame)
-        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
-        # Ignored: the panel's size hint (long unwrapped text) never widens it past the viewport;
-        # its explicit minimum width (below) is what it cannot go under.
-        panel.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.setWidget(panel)
-        panel.installEventFilter(self)
-        self.fit_panel()
-
-    def fit_panel(self) -> None:
-        """Make the panel's minimum width what its layout needs now (px)."""
-        panel = self.widget()
-        lay = panel.layout() if panel is not None else None
-        if panel is None or lay is None:
-            return
-        need = lay.minimumSize().width()
-        if panel.minimumWidth() != need:
-            panel.setMinimumWidth(need)
-
-    def eventFilter(self, obj: QObject, e: QEvent) -> bool:
-        if obj is self.widget() and e.type() == QEvent.Type.LayoutRequest:
-            self.fit_panel()
-        return False
+def restore_state(main: QMainWindow, settings: Settings) -> None:
+    """Give ``main`` the geometry and dock layout recorded in ``settings`` (none: as laid out)."""
+    if settings.window_geometry:
+        main.restoreGeometry(QByteArray.fromBase64(settings.window_geometry.encode("ascii")))
+    if settings.window_state:
+        main.restoreState(QByteArray.fromBase64(settings.window_state.encode("ascii")))

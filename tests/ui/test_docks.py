@@ -1,0 +1,70 @@
+"""The dock registry (app/ui/window/docks.py) on a bare main window: keys for the first ten docks
+and none past them, names unique, tab groups, the columns the layout sizes, refresh on the clock."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QMainWindow
+
+from app.core.inspection.pipeline_guide import LiveView
+from app.ui.window.docks import DockRegistry, DockSpec
+from app.ui.window.window_layout import fit_to_screen
+
+RIGHT = Qt.DockWidgetArea.RightDockWidgetArea
+LEFT = Qt.DockWidgetArea.LeftDockWidgetArea
+
+
+@pytest.fixture
+def main(qtbot):
+    win = QMainWindow()
+    win.setCentralWidget(QLabel("centre"))
+    qtbot.addWidget(win)
+    win.resize(1200, 800)
+    return win
+
+
+def test_the_first_ten_docks_get_keys_and_the_eleventh_none(main):
+    docks = DockRegistry(main)
+    added = [docks.add(DockSpec(f"P{i}", f"p{i}Dock", QLabel(str(i)), RIGHT)) for i in range(11)]
+    keys = [docks.shortcut(d) for d in added]
+    assert [k.toString() for k in keys[:10] if k is not None] == [f"Ctrl+Shift+{i}" for i in (*range(1, 10), 0)]
+    assert keys[10] is None
+    assert list(docks) == added and len(docks) == 11
+    assert docks.named("p10Dock") is added[10] and docks.panel("p3Dock").text() == "3"
+    with pytest.raises(ValueError):
+        docks.add(DockSpec("Again", "p0Dock", QLabel(), RIGHT))
+    with pytest.raises(KeyError):
+        docks.named("nope")
+
+
+def test_tabs_columns_and_the_live_views(qtbot, main):
+    docks = DockRegistry(main)
+    a = docks.add(DockSpec("A", "aDock", QLabel(), LEFT, share=3))
+    b = docks.add(DockSpec("B", "bDock", QLabel(), LEFT, share=7, shows=(LiveView.MODEL,)))
+    c = docks.add(DockSpec("C", "cDock", QLabel(), LEFT, tab_with="aDock"))
+    d = docks.add(DockSpec("D", "dDock", QLabel(), LEFT, hidden=True))
+    with pytest.raises(KeyError):
+        docks.add(DockSpec("E", "eDock", QLabel(), LEFT, tab_with="nope"))
+    assert docks.tab_groups() == [(a, c)] and main.tabifiedDockWidgets(a) == [c]
+    assert docks.column(LEFT) == [a, b] and d.isHidden()
+    assert docks.showing(LiveView.MODEL) is b and docks.showing(LiveView.FUNNEL) is None
+    docks.raise_fronts()
+    fit_to_screen(main, docks)  # before the window is shown, as the window does
+    main.show()
+    qtbot.waitUntil(lambda: b.height() > 2 * a.height(), timeout=2_000)  # 7 shares against 3
+
+
+def test_refresh_reaches_docks_on_screen_and_those_refreshed_hidden(qtbot, main):
+    docks = DockRegistry(main)
+    ticks: dict[str, list[bool]] = {"shown": [], "hidden": [], "hidden_too": []}
+    docks.add(DockSpec("S", "sDock", QLabel(), RIGHT, refresh=ticks["shown"].append))
+    docks.add(DockSpec("H", "hDock", QLabel(), RIGHT, hidden=True, refresh=ticks["hidden"].append))
+    docks.add(
+        DockSpec("T", "tDock", QLabel(), RIGHT, hidden=True, refresh=ticks["hidden_too"].append, refresh_hidden=True)
+    )
+    main.show()
+    qtbot.waitExposed(main)
+    docks.refresh(True)
+    docks.refresh(False)
+    assert ticks == {"shown": [True, False], "hidden": [], "hidden_too": [True, False]}
