@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 #: Environment variable the test suite uses for the starter-size model (SmolLM2-135M-Instruct).
-TEST_MODEL_ENV = "GLASSBOX_TEST_SMOLLM2"
+from app.cli import TEST_MODEL_ENV
+
 REPLY_TOKENS = 8
 PROMPT = "Say hello in one short sentence."
 ENGINE_START_S = 120.0  # spawn + import llama_cpp: seconds on a slow, busy machine
@@ -151,8 +152,8 @@ def _run(model: Path | None, home: Path) -> dict[str, Any]:
     from PySide6.QtWidgets import QApplication
 
     from app import APP_ID, logfiles
+    from app.compose import create_window, listen_for_second_starts
     from app.core import protocol as P
-    from app.main import create_window, listen_for_second_starts
     from app.paths import default_paths
     from app.ui.theme import apply_theme
     from app.ui.window.single_instance import SingleInstance
@@ -186,8 +187,10 @@ def _run(model: Path | None, home: Path) -> dict[str, Any]:
         if failed:
             raise SelfTestFailed("engine", failed[0])
         out["engine_start_s"] = round(time.monotonic() - t, 2)
-        out["llama_cpp_version"] = engine.ready_info.llama_cpp_version
-        out["system_info"] = engine.ready_info.system_info
+        ready = engine.ready_info
+        assert ready is not None  # the wait above returned on it
+        out["llama_cpp_version"] = ready.llama_cpp_version
+        out["system_info"] = ready.system_info
         pid = engine.pid
         out["engine_process_name"] = process_name(pid) if pid else ""
         if sys.platform.startswith("linux") and out["engine_process_name"] != ENGINE_PROCESS_NAME[:15]:
@@ -215,6 +218,7 @@ def _run(model: Path | None, home: Path) -> dict[str, Any]:
         if failed:
             raise SelfTestFailed("load", failed[0])
         loaded = engine.model
+        assert loaded is not None  # the wait above returned on it
         out["load_s"] = round(loaded.load_s, 3)
         out["n_ctx"] = loaded.n_ctx
 

@@ -203,8 +203,8 @@ def main() -> int:
     from PySide6.QtGui import QKeyEvent, QWheelEvent
     from PySide6.QtWidgets import QApplication
 
+    from app.compose import create_window
     from app.core.conversations import ConversationStore
-    from app.main import create_window
     from app.paths import default_paths
     from app.ui.theme import apply_theme
     from tests.support.fake_engine import FakeEngine

@@ -182,8 +182,8 @@ def main() -> int:
     from PySide6.QtCore import QElapsedTimer, Qt, QTimer
     from PySide6.QtWidgets import QApplication
 
+    from app.compose import create_window
     from app.core import protocol as P
-    from app.main import create_window
     from app.paths import default_paths
     from app.ui.theme import apply_theme
 

@@ -55,7 +55,7 @@ def main() -> int:
     from PySide6.QtCore import QElapsedTimer, Qt, QTimer
     from PySide6.QtWidgets import QApplication
 
-    from app.main import create_window
+    from app.compose import create_window
     from app.paths import default_paths
     from app.ui.theme import apply_theme
 

@@ -32,7 +32,7 @@ def open_window(argv: list[str], default_size: tuple[int, int]):
     os.environ.setdefault("GLASSBOX_HOME", tempfile.mkdtemp(prefix="glassbox-shot-"))
     from PySide6.QtWidgets import QApplication
 
-    from app.main import create_window
+    from app.compose import create_window
     from app.paths import default_paths
     from app.ui.theme import apply_theme
 

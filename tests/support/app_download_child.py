@@ -16,7 +16,7 @@ def main(argv: list[str]) -> int:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from app.main import create_window
+    from app.compose import create_window
     from app.paths import default_paths
     from app.ui.theme import apply_theme
 

@@ -12,8 +12,8 @@ from dataclasses import replace
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
+from app.compose import create_window
 from app.core import protocol as P
-from app.main import create_window
 from app.paths import default_paths
 from app.ui.engine.client import EngineClient, EngineState
 from app.ui.theme import apply_theme

@@ -21,13 +21,13 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
 from PySide6.QtWidgets import QApplication, QLabel, QLineEdit, QPushButton
 
+from app.compose import build_models_page
 from app.core.gguf.gguf_info import format_bytes, read_gguf_info
 from app.core.hardware.fit import SystemMemory
 from app.core.hardware.memory import estimate_memory
 from app.core.models.downloads import DownloadState, dest_dir_for
 from app.core.models.hub import STARTER_MODELS
 from app.core.settings import Settings, SettingsStore
-from app.main import build_models_page
 from app.paths import Paths, default_paths
 from app.ui.common import dialogs
 from app.ui.models import ModelsWindow

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from app.compose import listen_for_second_starts
 from app.core import protocol as P
-from app.main import listen_for_second_starts
 from app.paths import default_paths
 from app.ui.engine.client import EngineState
 from app.ui.window.single_instance import LOCK_FILE_NAME, SingleInstance, server_name

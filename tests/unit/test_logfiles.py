@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from app import logfiles
+from app.cli import parse_args
+from app.compose import open_conversations
 from app.core.settings import Settings, SettingsStore
-from app.main import open_conversations, parse_args
 from app.paths import FOLDER_MODE, Paths, default_paths
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")

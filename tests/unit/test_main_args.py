@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app import APP_ID
-from app.main import parse_args
+from app.cli import parse_args
 
 
 def test_a_bare_file_argument_is_the_model_to_open():
