@@ -11,8 +11,8 @@ from PySide6.QtWidgets import QDialog
 
 from app.core import protocol as P
 from app.core.sampling.params import DEFAULT_ORDER, ORDER_NOTE, SamplerStage
+from app.ui.funnel import panel as funnel_panel
 from app.ui.funnel.panel import wrappable
-from app.ui.panels import funnel as funnel_panel
 from tests.support.fake_engine import reply
 from tests.ui.conftest import send
 

@@ -244,7 +244,9 @@ def test_one_space_marker_everywhere():
     menus) it is also isolated (FSI…PDI: a right-to-left token keeps its place)."""
     from app.ui.common import token_alts
     from app.ui.common.token_label import isolate
-    from app.ui.panels import funnel, inspect, timeline, tokens
+    from app.ui.funnel import panel as funnel
+    from app.ui.inspect import panel as inspect
+    from app.ui.panels import timeline, tokens
 
     piece = " a\tb\n"
     want = "·a→b⏎"

@@ -103,11 +103,8 @@ def message_deleted(w: MainWindow, deleted: DeletedMessages) -> None:
 
 def system_prompt_edited(w: MainWindow, text: str) -> None:
     """The person edited the system prompt: it applies to the chat shown (or the new chat about
-    to start), never silently to every new chat; the banner offers "Use for new chats too"."""
-    if w.chat.conversation_id is not None:
-        w.conversations.update_conversation(w.chat.conversation_id, system_prompt=text)
-    else:
-        w.chat.pending_system_prompt = text
+    to start: :class:`~app.ui.chat.chat_settings.ChatSettingsController`), never silently to every
+    new chat; the banner offers "Use for new chats too"."""
     if text == w.settings.system_prompt:
         w.banner.clear(BannerTopic.SYSTEM_PROMPT)
     elif not (w.banner.isVisible() and w.banner.topic is BannerTopic.SYSTEM_PROMPT):
@@ -121,5 +118,5 @@ def system_prompt_edited(w: MainWindow, text: str) -> None:
 
 def use_system_prompt_for_new_chats(w: MainWindow) -> None:
     """Make the system prompt shown the default of every new chat."""
-    w.settings_ctl.update(system_prompt=w.system_bar.text())
+    w.chat_settings.use_system_prompt_for_new_chats()
     w.banner.clear(BannerTopic.SYSTEM_PROMPT)

@@ -157,11 +157,11 @@ def show_how_it_works(w: MainWindow) -> HowItWorksWindow:
     and the sampler settings."""
     win = w.findChild(HowItWorksWindow)
     if win is None:
-        win = HowItWorksWindow(w.engine.model, w.settings.sampler, w)
+        win = HowItWorksWindow(w.engine.model, w.chat_settings.current.sampler, w)
         w.model_changed.connect(win.set_model)
         # A failed load or a crashed engine leaves no model: the engine's state says so.
         w.engine.state_changed.connect(lambda _state: win.set_model(w.engine.model))
-        w.settings_ctl.changed.connect(lambda s: win.set_sampler(s.sampler))
+        w.chat_settings.changed.connect(lambda cs: win.set_sampler(cs.sampler))
         win.live_view_chosen.connect(lambda v: open_live_view(w, v))
     win.show()
     win.raise_()

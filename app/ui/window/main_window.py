@@ -39,10 +39,10 @@ from app.core.chat.context import LoadSettings
 from app.core.conversations import ConversationStore
 from app.core.gguf.gguf_info import GGUFError, MissingSplitParts, check_loadable, format_bytes
 from app.core.remote import RemoteEndpoint
-from app.core.sampling.params import SamplerSettings
 from app.core.settings import DialogFolder, Settings
 from app.paths import Paths
 from app.ui.chat import export as conversation_export
+from app.ui.chat.chat_settings import ChatSettingsController
 from app.ui.chat.composer import Composer
 from app.ui.chat.controller import ChatController
 from app.ui.chat.conversations import ConversationsPanel
@@ -56,6 +56,7 @@ from app.ui.chat.placeholder import (
     display_name,
     placeholder_html,
 )
+from app.ui.chat.shown import ShownChat
 from app.ui.chat.system_prompt import SystemPromptBar
 from app.ui.chat.turn import LiveTurn
 from app.ui.chat.view import ChatView
@@ -75,7 +76,7 @@ from app.ui.panels.sampler import SamplerPanel
 from app.ui.panels.speed_bound_view import SpeedBoundView
 from app.ui.panels.stats import StatsPanel
 from app.ui.panels.template import TemplateDialog
-from app.ui.panels.timeline import TimelinePanel, reply_items
+from app.ui.panels.timeline import TimelinePanel
 from app.ui.panels.tokens import TokensPanel
 from app.ui.server.controller import ServerController
 from app.ui.server.panel import ServerPanel
@@ -132,6 +133,7 @@ class MainWindow(QMainWindow):
         settings.save_failed.connect(lambda text: self.banner.show_message(Severity.ERROR, text))
         self.engine = engine
         self.turn = LiveTurn()
+        self.shown = ShownChat(self.turn, conversations, self)  # the chat and turn shown: the panels follow it
         self.setWindowTitle(APP_NAME)
         self.setAcceptDrops(True)
         # Centre: top bar, banner, chat, composer
@@ -176,10 +178,10 @@ class MainWindow(QMainWindow):
         self.file_drop = FileDrop(self, self.load_model, self.banner.show_message)
 
         # Panels
-        self.stats_panel = StatsPanel(self.turn, SpeedBoundView(self.paths.cache_dir))
+        self.stats_panel = StatsPanel(self.shown, SpeedBoundView(self.paths.cache_dir))
         self.sampler_panel = SamplerPanel(settings_now.sampler)
         self.model_panel = ModelPanel(settings_now.load)
-        self.tokens_panel = TokensPanel(self.turn)
+        self.tokens_panel = TokensPanel(self.shown)
         self.chats_panel = ConversationsPanel(conversations)
         self.chats_dock = _dock("Chats", "chatsDock", self.chats_panel, scroll=False)
         self.model_dock = _dock("Model", "modelDock", self.model_panel)
@@ -188,7 +190,7 @@ class MainWindow(QMainWindow):
         self.tokens_dock = _dock("Tokens", "tokensDock", self.tokens_panel, scroll=False)
         self.funnel_panel = FunnelPanel()
         self.funnel_dock = _dock("Funnel", "funnelDock", self.funnel_panel)
-        self.timeline_panel = TimelinePanel(self.turn)
+        self.timeline_panel = TimelinePanel(self.shown)
         self.timeline_dock = _dock("Timeline", "timelineDock", self.timeline_panel, scroll=False)
         for dock in (self.stats_dock, self.sampler_dock, self.funnel_dock):
             dock.setMinimumWidth(window_layout.RIGHT_DOCK_LEAST)
@@ -216,7 +218,11 @@ class MainWindow(QMainWindow):
         self.stats_dock.raise_()
         window_layout.fit_to_screen(self)
 
-        self.chat = ChatController(engine, self.chat_view, self.composer, self.turn, conversations, settings)
+        self.chat_settings = ChatSettingsController(settings, conversations, self.shown, self)
+        self.chat_settings.attach(self.sampler_panel, self.system_bar)
+        self.chat = ChatController(
+            engine, self.chat_view, self.composer, self.shown, conversations, settings, self.chat_settings
+        )
         self.draft_counter = DraftCounter(
             engine,
             self.composer,
@@ -232,8 +238,8 @@ class MainWindow(QMainWindow):
         self.settings_ctl.changed.connect(lambda _s: self.draft_counter.settings_changed())
         self._inspectors_shown: set[QDockWidget] = set()
         self.chat.top_candidates = 0
-        self.funnel = FunnelController(engine, self.funnel_panel, settings_now.sampler, self)
-        self.token_inspect = InspectController(engine, self.tokens_panel, self)
+        self.funnel = FunnelController(engine, self.funnel_panel, self.chat_settings.current.sampler, self)
+        self.token_inspect = InspectController(engine, self.tokens_panel, self.shown, self)
         self.menu_actions = build_menus(self)
         self.act_stop = self.menu_actions.stop
         # Stop works from anywhere in the window, not only from the composer (Esc there
@@ -245,7 +251,6 @@ class MainWindow(QMainWindow):
         name_widgets(self)
 
         # Repaint on a clock, not per event (docs/architecture.md, principle 6).
-        self._applying_conversation = False
         self.clock = RepaintClock(self.turn, self)
         self.clock.text_due.connect(self.chat_view.refresh)
         self.clock.flush_due.connect(self.chat.flush)  # a streaming reply reaches the disk at least once a second
@@ -276,18 +281,14 @@ class MainWindow(QMainWindow):
         )
         self.chat.reply_conversation_changed.connect(lambda _conv: chat_notices.show_reply_elsewhere(self))
         self.chat.message_deleted.connect(lambda deleted: chat_notices.message_deleted(self, deleted))
-        self.chat.message_deleted.connect(lambda _d: self._show_last_reply_stats(self.chat.conversation_id))
         self.chat.reply_finished.connect(lambda stats: self.sampler_panel.show_seed_used(stats.seed))
-        self.settings_ctl.changed.connect(self._settings_changed)
-        self.sampler_panel.settings_changed.connect(self._sampler_edited)
-        self.sampler_panel.stop_strings_edited.connect(self._stop_strings_edited)
-        self.system_bar.changed.connect(self._system_prompt_changed)
+        self.chat_settings.system_prompt_edited.connect(lambda text: chat_notices.system_prompt_edited(self, text))
         self.model_panel.reload_requested.connect(self._reload_with)
         self.model_panel.load_settings_edited.connect(self._load_settings_edited)
         self.engine.generation_finished.connect(lambda ev: self.model_panel.rpc.show_turn(ev.stats))
         self.tokens_dock.visibilityChanged.connect(lambda shown: self._inspector_visibility(self.tokens_dock, shown))
         self.funnel_dock.visibilityChanged.connect(self._funnel_visibility)
-        self.sampler_panel.settings_changed.connect(self.funnel.set_settings)
+        self.chat_settings.changed.connect(lambda cs: self.funnel.set_settings(cs.sampler))
         self.funnel_panel.order_chosen.connect(self.sampler_panel.set_order)
         self._wire_alternatives()
         self.models.load_requested.connect(self._load_from_library)
@@ -310,8 +311,6 @@ class MainWindow(QMainWindow):
         self.chat.conversation_changed.connect(self._conversation_changed)
         self.tokens_panel.template_requested.connect(self.show_template)
         self.model_panel.template_requested.connect(self.show_template)
-        for sig in (self.chat.conversation_changed, self.chat.conversations_changed, eng.generation_started):
-            sig.connect(lambda *_: self._list_timelines())
 
     # ------------------------------------------------------------------------------ pages
     def show_page(self, page: Page | str) -> None:
@@ -465,23 +464,9 @@ class MainWindow(QMainWindow):
             BannerTopic.DELETED_MESSAGE,
         ):
             self.banner.clear(topic)  # about the chat that was shown
-        self.chat.pending_system_prompt = None
         if conv_id is None:
-            self._applying_conversation = True
-            try:
-                self.system_bar.set_text(self.settings.system_prompt)
-            finally:
-                self._applying_conversation = False
             return
         conv = self.conversations.get_conversation(conv_id)
-        self._show_last_reply_stats(conv_id)
-        self._applying_conversation = True
-        try:
-            self.system_bar.set_text(conv.system_prompt)
-            # The chat's sampler is the one in effect while it is shown (the panel follows).
-            self.settings_ctl.update(sampler=conv.sampler)
-        finally:
-            self._applying_conversation = False
         model = self.engine.model
         # Offer the chat's model when another one (or none) is in place; not while starting or
         # loading (start-up opens the last chat before it loads the last model).
@@ -545,12 +530,8 @@ class MainWindow(QMainWindow):
 
     def _on_model_loaded(self, ev: P.ModelLoaded) -> None:
         info = ev.info
-        # The KV cache is new: the last turn's live figures no longer describe it; the chat on
-        # screen shows its last stored reply's figures, as when it is opened.
-        self._show_last_reply_stats(self.chat.conversation_id)
         for topic in (BannerTopic.CHAT_MODEL, BannerTopic.MODEL, BannerTopic.NO_MODEL, BannerTopic.MODELS_PAGE):
             self.banner.clear(topic)  # messages about a model that is now loaded
-        self.chat.refresh_continue()  # a larger n_ctx may make a context-full reply continuable
         self.model_panel.set_model(ev)
         self.sampler_panel.set_vocab_size(ev.info.n_vocab)
         # What was loaded becomes the load settings (threads and GPU layers stay as asked:
@@ -606,12 +587,6 @@ class MainWindow(QMainWindow):
         """The current settings (owned by :attr:`settings_ctl`)."""
         return self.settings_ctl.settings
 
-    def _settings_changed(self, s: Settings) -> None:
-        """The panels show what the settings controller holds."""
-        if s.sampler != self.sampler_panel.settings():
-            self.sampler_panel.set_settings(s.sampler)
-        self.funnel.set_settings(s.sampler)
-
     def _load_settings_edited(self, s: LoadSettings) -> None:
         # n_ctx, threads... apply with a reload; the context policy applies to the next reply.
         policy_changed = s.context_policy != self.settings.load.context_policy
@@ -621,14 +596,6 @@ class MainWindow(QMainWindow):
             self.chat.refresh_continue()
         self.models.set_n_ctx(s.n_ctx or 4096)
 
-    def _sampler_edited(self, s: SamplerSettings) -> None:
-        self.settings_ctl.update(sampler=s)
-        if self.chat.conversation_id is not None and not self._applying_conversation:
-            self.conversations.update_conversation(self.chat.conversation_id, sampler=s)
-
-    def _stop_strings_edited(self, stops: tuple[str, ...]) -> None:
-        self.chat.stop_strings = stops
-
     def _wire_alternatives(self) -> None:
         """Every token's alternatives: a token clicked in the chat or the Tokens panel opens its funnel
         step (the Funnel tab comes to the front) or starts a branch; the panel's two settings."""
@@ -636,11 +603,11 @@ class MainWindow(QMainWindow):
         tp.set_colour(self.settings.token_colour)
         tp.set_per_token(self.settings.alternatives_per_token)
         tp.colour_changed.connect(lambda mode: self.settings_ctl.update(token_colour=mode))
-        tp.colour_changed.connect(self.chat.set_token_colour)  # the chat's token views, at once
+        tp.colour_changed.connect(self.chat.alternatives.set_token_colour)  # the chat's token views, at once
         tp.per_token_changed.connect(lambda n: self.settings_ctl.update(alternatives_per_token=n))
 
         def turn_message() -> int | None:
-            return self.chat.turn_reply[0] if self.chat.turn_reply is not None else None
+            return self.turn.message_id
 
         tp.funnel_requested.connect(
             lambda step: (mid := turn_message()) is not None and self.chat.open_token_funnel(mid, step)
@@ -649,11 +616,8 @@ class MainWindow(QMainWindow):
             lambda step, tok: (mid := turn_message()) is not None and self.chat.branch_from_alternative(mid, step, tok)
         )
         self.chat.funnel_step_requested.connect(self._open_funnel_step)
-        self.funnel.step_lookup = self.chat.step_target
-        self.funnel.newest_lookup = self.chat.newest_step_target
-        self.funnel.offset_lookup = lambda: self.turn.alternatives_offset
-        self.funnel.turn_message = turn_message
-        self.chat.path_rendered.connect(lambda ids: self.funnel.follow_path(ids, self.chat.turn_reply))
+        alts = self.chat.alternatives
+        self.funnel.follow(self.shown, alts.step_target, alts.newest_step_target)
 
     def _open_funnel_step(self, target: StepTarget) -> None:
         """Bring the Funnel panel to the front and show ``target``'s step in it."""
@@ -677,10 +641,6 @@ class MainWindow(QMainWindow):
         self.funnel.set_enabled(shown)
         self.chat.keep_logits = shown
 
-    def _system_prompt_changed(self, text: str) -> None:
-        if not self._applying_conversation:
-            chat_notices.system_prompt_edited(self, text)
-
     def save_settings(self) -> None:
         """Record the window's geometry and dock layout, and write the settings file now."""
         geo = bytes(self.saveGeometry().toBase64()).decode("ascii")
@@ -703,13 +663,6 @@ class MainWindow(QMainWindow):
         if self.timeline_dock.isVisible():
             self.timeline_panel.refresh()
 
-    def _list_timelines(self) -> None:
-        """The Timeline panel's replies: the shown chat's, and the one in flight when it is in this chat."""
-        conv = self.chat.conversation_id
-        live = self.engine.generating and self.chat.reply_conversation_id == conv
-        path = [] if conv is None else self.conversations.active_path(conv)
-        self.timeline_panel.set_replies(reply_items(path, live), live)
-
     def show_template(self) -> TemplateDialog | None:
         """Open the chat template and the prompt the model sees, with the per-model override (a
         dialog, returned); None with no model loaded (the banner says so)."""
@@ -724,18 +677,6 @@ class MainWindow(QMainWindow):
         dialog.resize(min(1200, self.width() - 80), min(700, self.height() - 80))
         dialog.show()
         return dialog
-
-    def _show_last_reply_stats(self, conv_id: int | None) -> None:
-        """The Stats panel shows the chat's last reply (stored) until a new turn starts; nothing
-        when it has none (a deleted reply's figures are not left on screen)."""
-        if self.engine.generating:
-            return  # the panels show the reply in flight
-        replies = [] if conv_id is None else self.conversations.active_path(conv_id)
-        stats = [m.meta.stats for m in replies if m.meta.stats is not None]
-        if stats:
-            self.turn.show_stored(stats[-1])
-        else:
-            self.turn.reset()
 
     def _update_placeholder(self) -> None:
         self.chat_view.set_placeholder(
