@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from app.core.chat.chat_settings import ChatSettings, clean_stop_strings
 from app.core.chat.context import LoadSettings
 from app.core.remote import RemoteSettings
 from app.core.sampling.alternatives import DEFAULT_PER_TOKEN, MAX_PER_TOKEN, TokenColour
@@ -51,9 +52,10 @@ class Settings:
     """Everything remembered between runs.
 
     Attributes:
-        sampler: the Sampler panel's values.
+        sampler: the sampler settings of new chats (a chat keeps its own: :mod:`app.core.chat.chat_settings`).
         load: how models are loaded (n_ctx, n_gpu_layers, ...).
         system_prompt: the system message of new chats.
+        stop_strings: the extra stop strings of new chats.
         recent_models: most recent first, absolute paths.
         window_geometry, window_state: Qt's saveGeometry/saveState, base64.
         library_folders: folders the person added to the model library, as typed
@@ -100,6 +102,18 @@ class Settings:
     remote: RemoteSettings = field(default_factory=RemoteSettings)
     alternatives_per_token: int = DEFAULT_PER_TOKEN
     token_colour: TokenColour = TokenColour.PROBABILITY
+    stop_strings: tuple[str, ...] = ()
+
+    @property
+    def new_chat(self) -> ChatSettings:
+        """What a new chat starts with (the defaults)."""
+        return ChatSettings(self.sampler, self.system_prompt, self.stop_strings)
+
+    def with_new_chat(self, defaults: ChatSettings) -> Settings:
+        """These settings with ``defaults`` as what new chats start with."""
+        return replace(
+            self, sampler=defaults.sampler, system_prompt=defaults.system_prompt, stop_strings=defaults.stop_strings
+        )
 
     def last_folder(self, kind: DialogFolder) -> str:
         """The folder the last dialog of ``kind`` was used in ("" if none yet)."""
@@ -138,6 +152,7 @@ class Settings:
             "sampler": self.sampler.to_dict(),
             "load": self.load.to_dict(),
             "system_prompt": self.system_prompt,
+            "stop_strings": list(self.stop_strings),
             "recent_models": list(self.recent_models),
             "window_geometry": self.window_geometry,
             "window_state": self.window_state,
@@ -163,6 +178,7 @@ class Settings:
             sampler=SamplerSettings.from_dict(data.get("sampler")),
             load=LoadSettings.from_dict(data.get("load")),
             system_prompt=str(data.get("system_prompt", DEFAULT_SYSTEM_PROMPT)),
+            stop_strings=clean_stop_strings(data.get("stop_strings")),
             recent_models=tuple(str(r) for r in recent if isinstance(r, str))[:MAX_RECENT],
             window_geometry=str(data.get("window_geometry", "")),
             window_state=str(data.get("window_state", "")),

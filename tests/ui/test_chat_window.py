@@ -69,7 +69,7 @@ def test_opening_a_chat_shows_its_last_reply_in_the_stats_panel(qtbot, window):
     assert window.stats_panel.phase.text().startswith("✓ Last reply in this chat (stored)")
     ttft = window.stats_panel.tiles["ttft"][0].text()
     assert _number(ttft) == round(fin_a.stats.ttft_s * 1000)
-    assert window.turn.generated == fin_a.stats.generated_tokens == 3
+    assert window.stats_panel.turn.generated == fin_a.stats.generated_tokens == 3
     s = fin_a.stats
     assert window.stats_panel.tiles["tokens"][0].text() == f"{s.prompt_tokens} → 3" and s.prompt_tokens > 0
     assert window.stats_panel.ctx_bar.parts[:3] == (s.cached_tokens, s.evaluated_tokens, 3)

@@ -373,7 +373,7 @@ def test_deleting_the_last_reply_takes_its_figures_off_the_stats_panel(qtbot, wi
     window.stats_panel.refresh()
     # the panel now shows the chat's last reply still there (the first), stored
     assert window.stats_panel.phase.text().startswith("✓ Last reply in this chat (stored)")
-    assert window.turn.generated == first.stats.generated_tokens == 2
+    assert window.stats_panel.turn.generated == first.stats.generated_tokens == 2
     only_q = window.chat_view.messages[0]
     only_q.action_requested.emit("delete", only_q.message_id, None)
     window.stats_panel.refresh()

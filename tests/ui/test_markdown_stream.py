@@ -14,7 +14,8 @@ from PySide6.QtWidgets import QApplication, QLabel
 
 from app.ui.chat import highlight, markdown
 from app.ui.chat.markdown import SegmentKind, StreamingDocument
-from app.ui.chat.message import CodeBlock, MarkdownView, MessageWidget
+from app.ui.chat.markdown_view import CodeBlock, MarkdownView
+from app.ui.chat.message import MessageWidget
 from bench.stream_render import code_doc, latex_doc, list_doc, table_doc, tokens_of
 
 
@@ -262,7 +263,7 @@ def test_the_reply_end_does_not_measure_the_reply_again(qtbot):
     """Showing Continue, Edit... at a reply's end changed the message's minimum width (the header
     row's), and the layout measured every label of the reply again at that width: 130-240 ms
     on the UI thread for a 2,500-token table (Esc 'settled' up to 0.5 s)."""
-    from app.ui.chat import message as message_mod
+    from app.ui.chat import markdown_view as message_mod
     from app.ui.chat.view import ChatView
 
     view = ChatView()
@@ -328,7 +329,8 @@ def test_a_long_list_cut_in_chunks_keeps_its_spacing_across_the_cuts(qtbot):
     """A long list is shown as chunks of LIST_CHUNK items; across a cut the items keep the spacing
     they have inside a chunk: the chunks are joined (no gap, no list margins at the cut), so the
     whole list is as tall as the same list in one label."""
-    from app.ui.chat.message import TEXT_CSS, _rich_label
+    from app.ui.chat.markdown import TEXT_CSS
+    from app.ui.chat.markdown_view import rich_label as _rich_label
     from app.ui.theme import apply_theme
 
     apply_theme(QApplication.instance())

@@ -152,7 +152,7 @@ def test_stats_show_the_last_stored_reply_at_first_start(qtbot, tiny_model):
         assert again.chat.conversation_id is not None
         again.stats_panel.refresh()
         assert again.stats_panel.phase.text().startswith("✓ Last reply in this chat (stored)")
-        assert again.turn.generated == fin.stats.generated_tokens
+        assert again.stats_panel.turn.generated == fin.stats.generated_tokens
         qtbot.wait(300)  # the repaint clock and the library's first scan have run
         assert again.stats_panel.phase.text().startswith("✓ Last reply in this chat (stored)")
         load(qtbot, again, tiny_model)  # the model of the last session loads at start

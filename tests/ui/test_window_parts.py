@@ -301,7 +301,7 @@ def test_panel_edits_go_to_the_settings_controller_and_the_chat_reads_it(qtbot):
         win.settings_ctl.update(sampler=replace(win.settings.sampler, top_k=7))
         assert panel.settings().top_k == 7  # the panel shows what the controller holds
         panel.stop_field.setText("END, \\n")
-        assert win.chat.stop_strings == ("END", "\n")
+        assert win.chat_settings.current.stop_strings == ("END", "\n")
         sent: list = []
         win.engine._state = EngineState.READY
         win.engine.generate = lambda messages, sampler, **kw: (sent.append((sampler, kw)), None)[1]

@@ -9,12 +9,14 @@ import use them on connections of their own.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from app.core.chat.chat_settings import clean_stop_strings
 from app.core.chat.context import Role
 from app.core.conversations.model import Conversation, Message, MessageMeta, json_dict, make_title
 from app.core.conversations.schema import MSG_SELECT
@@ -75,7 +77,7 @@ def lastrowid(cur: sqlite3.Cursor) -> int:
 
 def conversation_from_row(row: Row) -> Conversation:
     """A :class:`Conversation` from a row selected with ``CONV_SELECT``."""
-    cid, created, updated, deleted, custom, leaf, title, model, system, sampler = row
+    cid, created, updated, deleted, custom, leaf, title, model, system, sampler, stops = row
     return Conversation(
         id=cid,
         title=title,
@@ -87,7 +89,17 @@ def conversation_from_row(row: Row) -> Conversation:
         model_path=model,
         sampler=SamplerSettings.from_dict(json_dict(sampler)),
         current_leaf_id=leaf,
+        stop_strings=stop_strings_from_cell(stops),
     )
+
+
+def stop_strings_from_cell(raw: object) -> tuple[str, ...]:
+    """A chat's stop strings from their stored JSON list (anything else reads as none)."""
+    try:
+        data = json.loads(raw) if isinstance(raw, (str, bytes)) else None
+    except ValueError:
+        return ()
+    return clean_stop_strings(data)
 
 
 class StoreBase:

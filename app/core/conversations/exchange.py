@@ -5,13 +5,14 @@ branch with its settings and stats::
 
     {"format": "glassbox.conversation", "version": 1, "exported_at": <s>,
      "conversation": {title, title_is_custom, created_at, updated_at, system_prompt,
-                      model_path, sampler, current_leaf_id},
+                      model_path, sampler, stop_strings?, current_leaf_id},
      "messages": [{id, parent_id, role, content, created_at, complete, selected_seq, meta,
                    alternatives?}]}
 
 Times are seconds since the epoch; parents come before their children. ``alternatives``
 (a reply's kept top-N per token, :mod:`app.core.sampling.alternatives`) is the stored binary form in
-base64, present only on replies that kept them; a Glassbox that does not know the key ignores
+base64, present only on replies that kept them; ``stop_strings`` (the chat's extra stop
+strings, a list of text) reads as none when absent. A Glassbox that does not know a key ignores
 it, so the format version stays 1. An import is checked completely (:func:`read_export`)
 before anything is written.
 """
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.core.chat.chat_settings import clean_stop_strings, typed_stop_string
 from app.core.chat.context import Role
 from app.core.conversations.base import descend, lastrowid
 from app.core.conversations.model import DEFAULT_TITLE, Conversation, Message, MessageMeta, as_float, as_int
@@ -49,6 +51,7 @@ class ImportedConversation:
     model_path: str
     sampler: SamplerSettings
     current_leaf_id: int | None
+    stop_strings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,8 @@ def conversation_markdown(conv: Conversation, path: list[Message]) -> str:
     lines += ["*Glassbox conversation · " + " · ".join(info) + "*", ""]
     if conv.system_prompt:
         lines += ["**System prompt:**", "", _quote(conv.system_prompt), ""]
+    if conv.stop_strings:
+        lines += ["*" + stop_strings_line(conv.stop_strings) + "*", ""]
     names = {Role.USER: "You", Role.ASSISTANT: "Assistant", Role.SYSTEM: "System"}
     for m in path:
         lines += [f"### {names[m.role]}", "", m.content.rstrip() or "*(empty)*", ""]
@@ -123,6 +128,7 @@ def export_dict(
             "system_prompt": conv.system_prompt,
             "model_path": conv.model_path,
             "sampler": conv.sampler.to_dict(),
+            "stop_strings": list(conv.stop_strings),
             "current_leaf_id": current_leaf_id,
         },
         "messages": [
@@ -140,6 +146,11 @@ def export_dict(
             for m in messages
         ],
     }
+
+
+def stop_strings_line(stops: tuple[str, ...]) -> str:
+    """``stop strings `END`, `\\n\\n``` (each as typed in the Sampler panel)."""
+    return "stop strings " + ", ".join(f"`{typed_stop_string(s)}`" for s in stops)
 
 
 def _quote(text: str) -> str:
@@ -200,7 +211,7 @@ def insert_import(
     """
     cur = conn.execute(
         "INSERT INTO conversations (created_at, updated_at, title_custom, title, model_path, system_prompt, "
-        "sampler_json) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "sampler_json, stop_strings_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (
             conv.created_at,
             now,
@@ -209,6 +220,7 @@ def insert_import(
             conv.model_path,
             conv.system_prompt,
             json.dumps(conv.sampler.to_dict()),
+            json.dumps(list(conv.stop_strings)),
         ),
     )
     cid = lastrowid(cur)
@@ -273,6 +285,9 @@ def validate_export(data: object) -> tuple[ImportedConversation, list[ImportedMe
     sampler = c.get("sampler")
     if sampler is not None and not isinstance(sampler, dict):
         raise ValueError("conversation.sampler is not an object")
+    stops = c.get("stop_strings", [])
+    if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
+        raise ValueError("conversation.stop_strings is not a list of text")
     leaf = c.get("current_leaf_id")
     if leaf is not None and as_int(leaf) is None:
         raise ValueError("conversation.current_leaf_id is not a message id")
@@ -284,6 +299,7 @@ def validate_export(data: object) -> tuple[ImportedConversation, list[ImportedMe
         model_path=text["model_path"],
         sampler=SamplerSettings.from_dict(sampler),
         current_leaf_id=as_int(leaf),
+        stop_strings=clean_stop_strings(stops),
     )
 
     raw_msgs = data.get("messages")

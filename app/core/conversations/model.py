@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from app.core.chat.chat_settings import ChatSettings, clean_stop_strings
 from app.core.chat.context import ChatMessage, GenerationStats, LoadSettings, Role, StopReason
 from app.core.inspection.timeline import TurnTimeline
 from app.core.sampling.params import SamplerSettings
@@ -54,6 +55,8 @@ class MessageMeta:
             override), or None: the GGUF's (or the plain transcript).
         timeline: the turn on the engine's clock (:class:`~app.core.inspection.timeline.TurnTimeline`;
             for a continued reply, its last part), None when not recorded.
+        stop_strings: the extra stop strings the reply was asked with (the chat template's end of
+            turn is the engine's own); replies stored before they were recorded read as none.
     """
 
     model_path: str = ""
@@ -70,6 +73,7 @@ class MessageMeta:
     earlier_tokens: int = 0
     chat_template: str | None = None
     timeline: TurnTimeline | None = None
+    stop_strings: tuple[str, ...] = ()
 
     @property
     def seed_used(self) -> int | None:
@@ -129,6 +133,7 @@ class MessageMeta:
             "endpoint": self.endpoint,
             "edited": self.edited,
             "earlier_tokens": self.earlier_tokens,
+            "stop_strings": list(self.stop_strings),
         }
         if self.chat_template is not None:
             out["chat_template"] = self.chat_template
@@ -170,6 +175,7 @@ class MessageMeta:
             earlier_tokens=max(0, earlier) if isinstance(earlier, int) and not isinstance(earlier, bool) else 0,
             chat_template=template if isinstance(template, str) else None,
             timeline=TurnTimeline.from_dict(data.get("timeline")),
+            stop_strings=clean_stop_strings(data.get("stop_strings")),
         )
 
 
@@ -239,6 +245,7 @@ class Conversation:
         model_path: the model last used in it.
         sampler: sampler settings for new replies.
         current_leaf_id: the last message of the selected branch (None when empty).
+        stop_strings: extra stop strings for new replies.
     """
 
     id: int
@@ -251,6 +258,12 @@ class Conversation:
     model_path: str
     sampler: SamplerSettings
     current_leaf_id: int | None
+    stop_strings: tuple[str, ...] = ()
+
+    @property
+    def chat_settings(self) -> ChatSettings:
+        """What applies to this chat's new replies (:mod:`app.core.chat.chat_settings`)."""
+        return ChatSettings(self.sampler, self.system_prompt, self.stop_strings)
 
 
 @dataclass(frozen=True)

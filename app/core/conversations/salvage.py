@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core.chat.context import Role
-from app.core.conversations.base import descend
+from app.core.conversations.base import descend, stop_strings_from_cell
 from app.core.conversations.model import DEFAULT_TITLE, RecoveryReport, as_float, as_int, as_text, json_dict
 from app.core.conversations.schema import CONV_COLS, MSG_COLS, connect, prepare
 
@@ -304,13 +304,14 @@ class _Salvage:
         for cid, raw in convs.items():
             created = as_float(raw.get("created_at"), now)
             sampler = json_dict(raw.get("sampler_json"))
+            stops = stop_strings_from_cell(raw.get("stop_strings_json"))
             custom = bool(as_int(raw.get("title_custom")))
             title = raw.get("title") if isinstance(raw.get("title"), str) else ""
             if raw.get("_placeholder"):
                 title, custom = "Recovered conversation", True
             conn.execute(
                 "INSERT INTO conversations (id, created_at, updated_at, deleted_at, title_custom, title, model_path, "
-                "system_prompt, sampler_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "system_prompt, sampler_json, stop_strings_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     cid,
                     created,
@@ -321,6 +322,7 @@ class _Salvage:
                     as_text(raw.get("model_path")),
                     as_text(raw.get("system_prompt")),
                     json.dumps(sampler),
+                    json.dumps(list(stops)),
                 ),
             )
         for mid, raw in msgs.items():

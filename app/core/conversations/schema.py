@@ -93,9 +93,15 @@ def _migrate_v2(conn: sqlite3.Connection) -> None:
     )
 
 
+def _migrate_v3(conn: sqlite3.Connection) -> None:
+    # A chat's extra stop strings (a JSON list of text), kept with it as its sampler is
+    # (app.core.chat.chat_settings); chats stored before read as none.
+    conn.execute("ALTER TABLE conversations ADD COLUMN stop_strings_json TEXT NOT NULL DEFAULT '[]'")
+
+
 # Step i (0-based) takes a database from user_version i to i + 1, inside one
 # transaction. Append steps; never change a released one.
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_migrate_v1, _migrate_v2]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_migrate_v1, _migrate_v2, _migrate_v3]
 
 CONV_COLS = (
     "id",
@@ -108,6 +114,7 @@ CONV_COLS = (
     "model_path",
     "system_prompt",
     "sampler_json",
+    "stop_strings_json",
 )
 MSG_COLS = (
     "id",

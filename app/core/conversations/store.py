@@ -249,6 +249,7 @@ class ConversationStore(MessagesMixin, AlternativesMixin):
         model_path: str = "",
         sampler: SamplerSettings | None = None,
         title: str | None = None,
+        stop_strings: tuple[str, ...] = (),
     ) -> int:
         """Start an empty conversation.
 
@@ -257,6 +258,7 @@ class ConversationStore(MessagesMixin, AlternativesMixin):
             model_path: the model in use.
             sampler: sampler settings for its replies (defaults if None).
             title: a title; None = made from the first user message later.
+            stop_strings: extra stop strings for its replies.
 
         Returns:
             The new conversation's id.
@@ -266,7 +268,7 @@ class ConversationStore(MessagesMixin, AlternativesMixin):
         with self._write() as conn:
             cur = conn.execute(
                 "INSERT INTO conversations (created_at, updated_at, title_custom, title, model_path, "
-                "system_prompt, sampler_json) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "system_prompt, sampler_json, stop_strings_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     now,
                     now,
@@ -275,6 +277,7 @@ class ConversationStore(MessagesMixin, AlternativesMixin):
                     model_path,
                     system_prompt,
                     json.dumps((sampler or SamplerSettings()).to_dict()),
+                    json.dumps(list(stop_strings)),
                 ),
             )
             return lastrowid(cur)
@@ -305,6 +308,7 @@ class ConversationStore(MessagesMixin, AlternativesMixin):
         system_prompt: str | None = None,
         model_path: str | None = None,
         sampler: SamplerSettings | None = None,
+        stop_strings: tuple[str, ...] | None = None,
     ) -> None:
         """Change a conversation's settings (arguments left as None stay as they are).
 
@@ -317,6 +321,7 @@ class ConversationStore(MessagesMixin, AlternativesMixin):
             ("system_prompt", system_prompt),
             ("model_path", model_path),
             ("sampler_json", json.dumps(sampler.to_dict()) if sampler is not None else None),
+            ("stop_strings_json", json.dumps(list(stop_strings)) if stop_strings is not None else None),
         ):
             if value is not None:
                 sets.append(f"{column} = ?")

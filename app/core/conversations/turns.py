@@ -11,10 +11,12 @@ offer to repair it (:meth:`~app.core.conversations.ConversationStore.merge_with_
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.core.chat.context import Role
+from app.core.conversations.model import Message
 
 
 @dataclass(frozen=True)
@@ -55,3 +57,23 @@ def repeated_roles(roles: Sequence[Role | str]) -> list[RepeatedRole]:
         if r not in (Role.USER, Role.ASSISTANT):
             raise ValueError(f"a {r.value} message is not a turn of the conversation")
     return [RepeatedRole(parsed[i], i - 1, i) for i in range(1, len(parsed)) if parsed[i] == parsed[i - 1]]
+
+
+class TurnRepair(str, enum.Enum):
+    """How two messages in a row with the same role are repaired (the window's banner offers both)."""
+
+    MERGE = "merge"  # append the later message to the earlier one
+    DELETE_EARLIER = "delete_earlier"  # delete the earlier message, keep what followed it
+
+
+def first_repeat(path: Sequence[Message]) -> tuple[int, int] | None:
+    """``(earlier id, later id)`` of the first two messages in a row with the same role on ``path`` (a
+    conversation's active path, without its system prompt); None when the turns alternate, or when a
+    system message inside the path makes it no turn-order problem a repair can fix."""
+    try:
+        repeated = repeated_roles([m.role for m in path])
+    except ValueError:
+        return None
+    if not repeated:
+        return None
+    return path[repeated[0].first].id, path[repeated[0].second].id

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from PySide6.QtCore import QEvent, Qt, Signal
-from PySide6.QtGui import QFontMetricsF, QKeyEvent, QResizeEvent, QShowEvent, QTextOption
+from PySide6.QtGui import QFontMetricsF, QKeyEvent, QResizeEvent, QShowEvent, QTextCursor, QTextOption
 from PySide6.QtWidgets import QFrame, QGridLayout, QPlainTextEdit, QPushButton, QWidget
 
 from app.ui.common.elided_label import ElidedLabel
@@ -85,7 +85,9 @@ class Composer(QFrame):
 
     The button shows Stop while a reply is in flight; it does not decide that itself:
     :meth:`set_generating` follows the engine client's ``generation_started`` /
-    ``generation_ended`` (wired by the chat controller).
+    ``generation_ended`` (wired by the chat controller). What the chat does with the draft:
+    :meth:`take_draft` (it was sent), :meth:`restore_draft` (it could not be answered); the
+    composer takes the focus for its box.
 
     Signals:
         submitted(str), stop_requested(): as :class:`PromptBox`, also from the button.
@@ -118,7 +120,27 @@ class Composer(QFrame):
         self.box.submitted.connect(self.submitted)
         self.box.stop_requested.connect(self.stop_requested)
         self.button.clicked.connect(self._clicked)
+        self.setFocusProxy(self.box)
         self._generating = False
+
+    @property
+    def draft(self) -> str:
+        """The text in the box."""
+        return self.box.toPlainText()
+
+    def take_draft(self) -> str:
+        """The text in the box, which is emptied (it was sent)."""
+        text = self.box.toPlainText()
+        self.box.clear()
+        return text
+
+    def restore_draft(self, text: str) -> None:
+        """Give ``text`` back in the box (a message that could not be answered), unless the person
+        has typed something else since; typing on adds to its end."""
+        if self.box.toPlainText().strip():
+            return
+        self.box.setPlainText(text)
+        self.box.moveCursor(QTextCursor.MoveOperation.End)
 
     def set_generating(self, on: bool) -> None:
         self._generating = on

@@ -7,6 +7,7 @@ the UI happened to receive or paint them.
 from __future__ import annotations
 
 import enum
+import itertools
 from dataclasses import dataclass, field, fields
 
 from app.core import protocol as P
@@ -34,6 +35,11 @@ class TokenRecord:
 
 
 RATE_WINDOW = 8  # tokens in the moving window of the decode-speed plot
+
+# Versions and serials are drawn from one counter for every LiveTurn: a panel that switches from one
+# turn to another (the chat shown changed: app/ui/chat/shown.py) never mistakes the new one for
+# the one it drew.
+_COUNTER = itertools.count(1)
 
 
 @dataclass
@@ -63,7 +69,11 @@ class LiveTurn:
             reply: a continued or branched reply's earlier steps too).
         alternatives_offset: the step of ``tokens[0]`` in ``alternatives`` (the steps before it
             were generated earlier: the part a reply continues, a branch's prefix).
-        version: bumps on every change, so views repaint only when needed.
+        message_id: the stored reply this turn is of (None: none, or a stored reply's figures).
+        request_id: its engine request (None until it was sent).
+        serial: a new value on every :meth:`reset` (another turn), unique over every LiveTurn.
+        version: a new value on every change, unique over every LiveTurn, so views repaint only
+            when needed.
     """
 
     phase: TurnPhase = TurnPhase.IDLE
@@ -90,18 +100,24 @@ class LiveTurn:
     timeline: TimelineRecorder = field(default_factory=TimelineRecorder)
     alternatives: ReplyAlternatives | None = None
     alternatives_offset: int = 0
-    version: int = 0
+    message_id: int | None = None
+    request_id: int | None = None
+    serial: int = field(default_factory=lambda: next(_COUNTER))
+    version: int = field(default_factory=lambda: next(_COUNTER))
     _rate: tuple[list[float], list[float]] = field(default_factory=lambda: ([], []), repr=False)
     _rate_from: int = field(default=1, repr=False)  # the next token index rate_series has not covered
 
     def reset(self, phase: TurnPhase = TurnPhase.IDLE) -> None:
         """Forget the last turn (a new model, another chat); ``phase`` is the new phase."""
-        version = self.version
         fresh = LiveTurn()
         for f in fields(self):
             setattr(self, f.name, getattr(fresh, f.name))
         self.phase = phase
-        self.version = version + 1
+        self.serial = next(_COUNTER)
+        self._bump()
+
+    def _bump(self) -> None:
+        self.version = next(_COUNTER)
 
     def show_stored(self, stats: GenerationStats) -> None:
         """Show a stored reply's figures (the last reply of the chat just opened)."""
@@ -110,16 +126,21 @@ class LiveTurn:
         self.stored = True
         self.n_past = stats.context_used
 
-    def start(self) -> None:
-        """Reset for a new turn (prefill begins)."""
+    def start(self, message_id: int | None = None) -> None:
+        """Reset for a new turn (prefill begins) of stored reply ``message_id``."""
         self.reset(TurnPhase.PREFILL)
+        self.message_id = message_id
+
+    def sent(self, request_id: int) -> None:
+        """The turn's request went to the engine as ``request_id``."""
+        self.request_id = request_id
 
     def on_prompt(self, ev: P.PromptPrepared) -> None:
         self.timeline.on_prompt(ev)
         self.prompt = ev
         self.prefill_total = ev.to_evaluate
         self.n_past = ev.cached_tokens
-        self.version += 1
+        self._bump()
 
     def on_prefill(self, ev: P.PrefillProgress) -> None:
         self.timeline.on_prefill(ev)
@@ -127,14 +148,14 @@ class LiveTurn:
             self.rebuilding = True
             self.rebuild_done = ev.done
             self.rebuild_total = ev.total
-            self.version += 1
+            self._bump()
             return
         self.prefill_done = ev.done
         self.prefill_total = ev.total
         start = self.prompt.elapsed_s if self.prompt else 0.0
         self.prefill_elapsed_s = max(0.0, ev.elapsed_s - start)
         self.n_past = (self.prompt.cached_tokens if self.prompt else 0) + ev.done
-        self.version += 1
+        self._bump()
 
     def on_token(self, ev: P.TokenEvent) -> None:
         self.timeline.on_token(ev)
@@ -145,13 +166,13 @@ class LiveTurn:
             self.candidates = ev.candidates
             self.candidates_lse = ev.logsumexp
             self.chosen_token = ev.token_id
-        self.version += 1
+        self._bump()
 
     def on_alternatives(self, alts: ReplyAlternatives | None, offset: int) -> None:
         """The reply's alternatives arrived (it ended); ``offset``: the step of its first token of this turn."""
         self.alternatives = alts
         self.alternatives_offset = offset
-        self.version += 1
+        self._bump()
 
     def on_shift(self, ev: P.ContextShifted) -> None:
         self.shifts += 1
@@ -162,7 +183,7 @@ class LiveTurn:
         self.kept_tokens = ev.kept_tokens
         self.last_rebuild_tokens = ev.evaluated_tokens
         self.shift_dropped_messages += ev.dropped_messages
-        self.version += 1
+        self._bump()
 
     def on_finished(self, stats: GenerationStats | None, end_s: float = 0.0) -> None:
         """The turn ended (``stats`` None: it failed or the engine went away); ``end_s``: when,
@@ -173,7 +194,7 @@ class LiveTurn:
         self.rebuilding = False
         if stats is not None:
             self.n_past = stats.context_used
-        self.version += 1
+        self._bump()
 
     # -------------------------------------------------------------- live figures
     @property

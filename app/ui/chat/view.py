@@ -33,65 +33,28 @@ messages are left under the view; adding below what is shown moves nothing). Wha
 a newer message (:meth:`ChatView.widget_for`, a new message appended) builds every message
 down to it at once.
 
-The module is a little over 700 lines for one job: the column of messages on screen, which
-the lazy building (above and below), the blank block and keeping what is shown in place belong to.
+The scroll area's parts (the column, its pages, keeping what is shown in place, freeing a
+closed chat's widgets) are in :mod:`app.ui.chat.column`; Tab's order in :mod:`app.ui.chat.tab_order`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import gc
 from collections.abc import Callable, Sequence
 
-from PySide6.QtCore import QCoreApplication, QEvent, QPoint, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QResizeEvent, QShowEvent
-from PySide6.QtWidgets import QApplication, QFrame, QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from app.core.chat.context import Role
-from app.ui.chat.message import CodeBlock, MessageAction, MessageWidget, discard
-from app.ui.common.highlight import highlight_html
+from app.core.sampling.alternatives import TokenColour
+from app.ui.chat.column import Column, Graveyard, KeepInPlace, Page
+from app.ui.chat.markdown_view import CodeBlock, discard
+from app.ui.chat.message import MessageAction, MessageWidget
+from app.ui.chat.search_marks import SearchMarks
+from app.ui.chat.tab_order import move_focus
 
 __all__ = ["ChatView", "CodeBlock", "MessageAction", "MessageWidget"]
-
-
-class _Column(QWidget):
-    """The scroll area's content: its size hint is its height at the viewport's width.
-
-    QScrollArea asks a height-for-width layout for the height at the *size hint's*
-    width; word-wrapped labels hint a narrow width, so the column came out twice as
-    tall as its messages and the view scrolled into blank space. Answering with the
-    viewport's width makes the column exactly as tall as what it shows.
-    """
-
-    def __init__(self, area: QScrollArea) -> None:
-        super().__init__()
-        self._area = area
-
-    def sizeHint(self) -> QSize:
-        lay = self.layout()
-        w = self._area.viewport().width()
-        if lay is not None and lay.hasHeightForWidth() and w > 0:
-            return QSize(w, lay.heightForWidth(w))
-        return super().sizeHint()
-
-    def minimumSizeHint(self) -> QSize:
-        # The children's minimum heights are measured at their narrowest width (far too
-        # tall for word-wrapped text): the minimum height is the one at the viewport's
-        # width, and the width may shrink (the window must stay resizable).
-        return QSize(200, self.sizeHint().height())
-
-
-class _Page(QWidget):
-    """Up to :attr:`ChatView.PAGE_SIZE` messages built in the background, in their own layout:
-    a message added to a page lays out that page and the column's pages, not every message."""
-
-    def __init__(self, spacing: int, parent: QWidget) -> None:
-        super().__init__(parent)
-        self.setObjectName("chatPage")
-        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # as MessageWidget's
-        self.lay = QVBoxLayout(self)
-        self.lay.setContentsMargins(0, 0, 0, 0)
-        self.lay.setSpacing(spacing)
 
 
 class ChatView(QScrollArea):
@@ -116,7 +79,7 @@ class ChatView(QScrollArea):
     OPEN_AT_LEAST = 3
     # The blank block above the built messages is made this many viewport heights high when it runs out.
     BLANK_VIEWPORTS = 3.0
-    # Messages built in the background are laid out in pages of this many (see _Page).
+    # Messages built in the background are laid out in pages of this many (see Page).
     PAGE_SIZE = 16
     # A message built in the background renders this many characters of its text (to the next
     # paragraph break) per event-loop turn: a long reply costs several short turns, not one long one.
@@ -128,7 +91,7 @@ class ChatView(QScrollArea):
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self._inner = _Column(self)
+        self._inner = Column(self)
         self._inner.setObjectName("chatInner")
         self._col = QVBoxLayout(self._inner)
         self._col.setContentsMargins(24, 16, 24, 16)
@@ -163,19 +126,15 @@ class ChatView(QScrollArea):
         # Built in the background, not placed yet, its text rendered a part per turn (all of it: _rendered).
         self._partial: MessageWidget | None = None
         self._rendered = False
-        self._pages: list[_Page] = []  # pages of messages built in the background, the top one last
-        self._below_pages: list[_Page] = []  # pages of newer messages built at once (_build_below_to)
+        self._pages: list[Page] = []  # pages of messages built in the background, the top one last
+        self._below_pages: list[Page] = []  # pages of newer messages built at once (_build_below_to)
         self._dropping = False  # taking the blank block away (its scroll is not the person's)
-        self._graveyard: list[QWidget] = []  # hidden, freed one per turn (_reap)
-        self._reaper = QTimer(self)
-        self._reaper.setSingleShot(True)
-        self._reaper.setInterval(0)
-        self._reaper.timeout.connect(self._reap)
+        self._graveyard = Graveyard(self)  # what a closed chat showed, freed one widget per turn
         self._grow_timer = QTimer(self)
         self._grow_timer.setSingleShot(True)
         self._grow_timer.setInterval(0)
         self._grow_timer.timeout.connect(self._grow)
-        self._highlighted: list[tuple[QLabel, str]] = []  # labels showing search matches, their own HTML
+        self._marks = SearchMarks()  # the labels showing search matches
         # A search match to keep in view while the chat just opened settles (layout passes move it).
         self._scroll_target: QWidget | None = None
         self._target_timer = QTimer(self)
@@ -266,6 +225,29 @@ class ChatView(QScrollArea):
             w = self.messages[-1]
         return w
 
+    def built_messages(self) -> tuple[MessageWidget, ...]:
+        """The message widgets built, oldest first (see the module docstring)."""
+        return tuple(self.messages)
+
+    def last_message_id(self) -> int | None:
+        """The stored id of the last message shown (None: none, or not stored)."""
+        return self.messages[-1].message_id if self.messages and not self._below else None
+
+    def remove_message(self, message_id: int) -> None:
+        """Take message ``message_id``'s widget away (it was deleted)."""
+        self.remove_widget(next((w for w in self.messages if w.message_id == message_id), None))
+
+    def note_under_last(self, text: str) -> None:
+        """Show ``text`` (what went wrong) under the last message shown."""
+        if self.messages:
+            self.messages[-1].set_footer(text)
+
+    def set_token_colour(self, colour: TokenColour) -> None:
+        """Colour every reply shown as its tokens by ``colour``."""
+        for w in self.messages:
+            if w.token_text is not None:
+                w.token_text.set_colour(colour)
+
     def remove_widget(self, w: MessageWidget | None) -> None:
         if w is not None and w in self.messages:
             self.messages.remove(w)
@@ -291,17 +273,7 @@ class ChatView(QScrollArea):
         w = self.widget_for(message_id)
         if w is None:
             return 0
-        labels = [w.body] if isinstance(w.body, QLabel) else w.body.findChildren(QLabel)
-        total = 0
-        first: QLabel | None = None
-        for label in labels:
-            original = label.text()
-            marked, n = highlight_html(original, terms)
-            if n:
-                self._highlighted.append((label, original))
-                label.setText(marked)
-                total += n
-                first = first or label
+        total, first = self._marks.mark(w, terms)
         self._follow = False
         self._scroll_target = first or w
         self._target_timer.start()
@@ -310,13 +282,7 @@ class ChatView(QScrollArea):
 
     def clear_highlight(self) -> None:
         """Remove the search marks (labels whose text changed since keep their new text)."""
-        for label, original in self._highlighted:
-            try:
-                if label.text().count("background-color") > original.count("background-color"):
-                    label.setText(original)
-            except RuntimeError:  # the label was deleted with its message
-                pass
-        self._highlighted = []
+        self._marks.clear()
 
     def _scroll_to_target(self) -> None:
         """Bring the search match into view (again after each layout change while the chat
@@ -333,7 +299,7 @@ class ChatView(QScrollArea):
         """Take every message away (their widgets are freed a page per event-loop turn)."""
         self.clear_highlight()
         for w in self.messages:
-            if not isinstance(w.parentWidget(), _Page):
+            if not isinstance(w.parentWidget(), Page):
                 self._bury(w)
         for page in self._pages + self._below_pages:
             self._bury(page)
@@ -352,19 +318,7 @@ class ChatView(QScrollArea):
 
     def _bury(self, w: QWidget) -> None:
         """Hide ``w`` now and free it later, one a turn (freeing a long chat's widgets at once stalls)."""
-        w.hide()
-        self._col.removeWidget(w)
-        self._graveyard.append(w)
-        if not self._reaper.isActive():
-            self._reaper.start()
-
-    def _reap(self) -> None:
-        if self._graveyard:
-            w = self._graveyard.pop()
-            with contextlib.suppress(RuntimeError):  # already freed with the window
-                w.deleteLater()
-        if self._graveyard:
-            self._reaper.start()
+        self._graveyard.bury(w, self._col)
 
     def refresh(self) -> None:
         """Render pending text of every message (called by the window's repaint clock)."""
@@ -387,14 +341,14 @@ class ChatView(QScrollArea):
 
     def _place_above(self, w: MessageWidget, paged: bool = False) -> None:
         """Show ``w`` (the message before ``messages[0]``) above the built messages; ``paged``: in
-        the top :class:`_Page` (a message built in the background), else in the column itself."""
+        the top :class:`Page` (a message built in the background), else in the column itself."""
         w.action_requested.connect(self.action_requested)
         shown: QWidget = w
         if not paged:
             self._col.insertWidget(self._col.indexOf(self._blank) + 1, w)
         else:
             parent = w.parentWidget()
-            page = parent if isinstance(parent, _Page) else self._page_for_next()
+            page = parent if isinstance(parent, Page) else self._page_for_next()
             if self._col.indexOf(page) < 0:
                 self._col.insertWidget(self._col.indexOf(self._blank) + 1, page)
                 shown = page
@@ -443,13 +397,13 @@ class ChatView(QScrollArea):
         finally:
             self.setUpdatesEnabled(True)
 
-    def _new_pages(self, ids: list[int]) -> tuple[list[_Page], list[MessageWidget]]:
+    def _new_pages(self, ids: list[int]) -> tuple[list[Page], list[MessageWidget]]:
         """Messages ``ids`` built into new hidden pages of ``PAGE_SIZE``, oldest first, and the widgets."""
         assert self._build is not None
-        pages: list[_Page] = []
+        pages: list[Page] = []
         built: list[MessageWidget] = []
         for start in range(0, len(ids), self.PAGE_SIZE):
-            page = _Page(self._col.spacing(), self._inner)
+            page = Page(self._col.spacing(), self._inner)
             page.hide()
             for mid in ids[start : start + self.PAGE_SIZE]:
                 w = self._build(mid)
@@ -468,13 +422,13 @@ class ChatView(QScrollArea):
         bottom = last.mapTo(self._inner, QPoint(0, 0)).y() + last.height()
         return bottom - (self.verticalScrollBar().value() + self.viewport().height())
 
-    def _page_for_next(self) -> _Page:
+    def _page_for_next(self) -> Page:
         """The page the next message built in the background goes into (a new one, not yet in the
         column, when the top one is full). A message is made its page's child as soon as it is built,
         so that it is styled once (a new parent styles a widget again)."""
         page = self._pages[-1] if self._pages else None
         if page is None or page.lay.count() >= self.PAGE_SIZE:
-            page = _Page(self._col.spacing(), self._inner)
+            page = Page(self._col.spacing(), self._inner)
             page.hide()
             self._pages.append(page)
         return page
@@ -492,7 +446,7 @@ class ChatView(QScrollArea):
         pages, built = self._new_pages(ids)  # oldest first
         self.setUpdatesEnabled(False)
         try:
-            with _KeepInPlace(self):
+            with self._keep_in_place():
                 first = self._col.indexOf(self._blank) + 1
                 for i, page in enumerate(pages):
                     self._col.insertWidget(first + i, page)
@@ -515,7 +469,7 @@ class ChatView(QScrollArea):
         """Render the rest of the message being built in the background, and show it."""
         w, self._partial = self._partial, None
         if w is not None:
-            with _KeepInPlace(self):
+            with self._keep_in_place():
                 w.refresh()
                 self._place_above(w, paged=True)
                 self._absorb(w.heightForWidth(self._message_width()) + self._col.spacing())
@@ -554,7 +508,7 @@ class ChatView(QScrollArea):
         (the next ones come in above them, what is shown kept in place)."""
         self._dropping = True
         try:
-            with _KeepInPlace(self):
+            with self._keep_in_place():
                 self._set_blank(0)
         finally:
             self._dropping = False
@@ -597,7 +551,7 @@ class ChatView(QScrollArea):
             w.heightForWidth(self._message_width())  # the labels keep their text laid out
         else:  # show it
             self._partial = None
-            with _KeepInPlace(self):
+            with self._keep_in_place():
                 self._place_above(w, paged=True)
                 self._absorb(w.heightForWidth(self._message_width()) + self._col.spacing())
             # The message's objects live as long as the chat is shown: out of the collector's
@@ -608,44 +562,14 @@ class ChatView(QScrollArea):
 
     # ------------------------------------------------------------------ keyboard
     def focusNextPrevChild(self, next: bool) -> bool:
-        """Tab and Shift+Tab go through the messages in the order they are shown. (The window's
-        focus chain is the order widgets were made in: an older message built later would come
-        after the newest.) Past the first or last message, focus leaves the chat."""
-        focus = QApplication.focusWidget()
-        msg = next_msg = None
-        p = focus
-        while p is not None and p is not self._inner:
-            if isinstance(p, MessageWidget):
-                msg = p
-            p = p.parentWidget()
-        if focus is None or msg is None or msg not in self.messages:
-            return super().focusNextPrevChild(next)
-        reason = Qt.FocusReason.TabFocusReason if next else Qt.FocusReason.BacktabFocusReason
-        i = self.messages.index(msg)
-        step = 1 if next else -1
-        stops = _tab_stops(msg)
-        j = stops.index(focus) + step if focus in stops else -1
-        if 0 <= j < len(stops):
-            next_msg = stops[j]
-        else:
-            i += step
-            while next_msg is None and 0 <= i < len(self.messages):
-                found = _tab_stops(self.messages[i])
-                next_msg = (found[0] if next else found[-1]) if found else None
-                i += step
-        if next_msg is not None:
-            next_msg.setFocus(reason)
-            self.ensureWidgetVisible(next_msg, 0, 40)
-            return True
-        w = focus  # out of the chat: the window's chain from here, past the chat's widgets
-        for _ in range(10_000):
-            w = w.nextInFocusChain() if next else w.previousInFocusChain()
-            if w is focus:
-                break
-            if not self._inner.isAncestorOf(w) and _takes_tab(w):
-                w.setFocus(reason)
-                return True
-        return super().focusNextPrevChild(next)
+        """Tab and Shift+Tab go through the messages in the order they are shown (:mod:`app.ui.chat.tab_order`);
+        past the first or last message, focus leaves the chat."""
+        return bool(move_focus(self, self._inner, self.messages, next)) or super().focusNextPrevChild(next)
+
+    def _keep_in_place(self) -> KeepInPlace:
+        """Keeps what the viewport shows in place while messages are built above it (unless the view
+        follows the newest text or keeps a search match in view)."""
+        return KeepInPlace(self, self.messages, not self._follow and self._scroll_target is None)
 
     def showEvent(self, e: QShowEvent) -> None:
         super().showEvent(e)
@@ -667,54 +591,3 @@ class ChatView(QScrollArea):
         if self.messages and not self._dropping and self._blank_on_screen():
             self._drop_blank()
         self._schedule_growth()
-
-
-def _takes_tab(w: QWidget) -> bool:
-    return w.isVisible() and w.isEnabled() and bool(w.focusPolicy() & Qt.FocusPolicy.TabFocus)
-
-
-def _tab_stops(msg: MessageWidget) -> list[QWidget]:
-    """The widgets of a message that Tab stops at, in the order they were made (header, text, footer)."""
-    return [c for c in msg.findChildren(QWidget) if _takes_tab(c)]
-
-
-class _KeepInPlace:
-    """While messages are built above the shown ones, keep what the viewport shows where it is
-    on screen (unless the view follows the newest text or keeps a search match in view)."""
-
-    def __init__(self, view: ChatView) -> None:
-        self._view = view
-        self._anchor: QWidget | None = None
-        self._offset = 0
-
-    def __enter__(self) -> None:
-        v = self._view
-        if v.messages and not v._follow and v._scroll_target is None:
-            top = v.verticalScrollBar().value()
-            # The first message reaching into the viewport (what the person looks at).
-            lo, hi = 0, len(v.messages) - 1
-            while lo < hi:
-                mid = (lo + hi) // 2
-                w = v.messages[mid]
-                if self._y(w) + w.height() > top:
-                    hi = mid
-                else:
-                    lo = mid + 1
-            self._anchor = v.messages[lo]
-            self._offset = self._y(self._anchor) - top
-
-    def _y(self, w: QWidget) -> int:
-        """``w``'s top in the column (a message may sit in a page)."""
-        return w.mapTo(self._view.widget(), QPoint(0, 0)).y()
-
-    def __exit__(self, *exc: object) -> None:
-        if self._anchor is None:
-            return
-        # Lay the column out now (the layouts' requests are posted events), then scroll by
-        # what moved above the anchor (nothing, when the blank block took it).
-        for _ in range(2):
-            QCoreApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
-        bar = self._view.verticalScrollBar()
-        value = self._y(self._anchor) - self._offset
-        if value != bar.value():
-            bar.setValue(value)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from app.core.chat.chat_settings import typed_stop_string
 from app.core.chat.context import ContextPolicy, GenerationStats, StopReason
 from app.core.conversations import MessageMeta
 from app.core.sampling.params import order_text
@@ -76,7 +77,7 @@ def stats_footer(meta: MessageMeta) -> str:
 
 
 def reply_details(meta: MessageMeta) -> str:
-    """The Details tooltip of a reply (lines): model, quant, load, sampler, seed, tokens, speeds, engine.
+    """The Details tooltip of a reply (lines): model, quant, load, sampler, seed, stop strings, tokens, speeds, engine.
 
     Empty when the reply has no record of how it was made.
     """
@@ -97,6 +98,8 @@ def reply_details(meta: MessageMeta) -> str:
         )
         lines.append(f"sampler order: {', '.join(st.value for st in s.order)} (chain as it ran: {order_text(s)})")
         lines.append(f"seed {s.seed if s.seed is not None else 'random'}")
+    if meta.stop_strings:
+        lines.append("stop strings: " + ", ".join(f"“{typed_stop_string(x)}”" for x in meta.stop_strings))
     st = meta.stats
     if st is not None:
         lines.append(

@@ -12,6 +12,11 @@ for the latest steps, the top 64 before); for an older or stored reply, the top-
 (:class:`~app.core.sampling.alternatives.StoredStep`, sent with the request: exact on those N, and the
 panel says so). The sliders then re-run that step.
 
+It follows the chat shown (:meth:`FunnelController.follow`, :class:`~app.ui.chat.shown.ShownChat`): a
+token of a message no longer shown gives way to the newest token of the path shown, and with no reply
+whose logits the engine keeps (another model loaded, a restart) that newest token comes from the
+candidates stored with the chat.
+
 Slider move → repaint latency: from the settings change to the end of the synchronous
 repaint that shows its funnel, in :attr:`latencies_s` (seconds; tests and the bench read it).
 """
@@ -28,6 +33,7 @@ from app.core import protocol as P
 from app.core.sampling.alternatives import StoredStep
 from app.core.sampling.funnel import same_chain
 from app.core.sampling.params import SamplerSettings, SamplerStage
+from app.ui.chat.shown import Shown, ShownChat
 from app.ui.engine.client import EngineClient
 from app.ui.funnel.panel import FunnelPanel
 
@@ -94,22 +100,35 @@ class FunnelController(QObject):
         # The settings the engine's kept reply was drawn with (the Sampler panel's when it started).
         self.reply_settings: SamplerSettings | None = None
         self.use_reply_settings = False  # "Use the reply's settings": run the reply's own, not the sliders'
-        self.step_lookup: StepLookup | None = None  # another token of a stored reply (set by the window)
-        self.newest_lookup: NewestLookup | None = None  # the newest reply's last token (set by the window)
+        self.step_lookup: StepLookup | None = None  # another token of a stored reply (follow)
+        self.newest_lookup: NewestLookup | None = None  # the newest reply's last token (follow)
         # The reply's tokens before the engine's step 0 (a branch's prefix, the part a reply continues):
         # the panel counts the reply's tokens from 1, as the Tokens panel and the Timeline do.
         self.offset = 0
-        self.offset_lookup: Callable[[], int] | None = None  # the new reply's offset (set by the window)
-        self.turn_message: Callable[[], int | None] | None = None  # the latest reply's message id (window)
+        self.offset_lookup: Callable[[], int] | None = None  # the new reply's offset (follow)
+        self.turn_message: Callable[[], int | None] | None = None  # the latest reply's message id (follow)
         engine.generation_started.connect(self._reply_started)
         engine.token_received.connect(self._token)
         engine.funnel_computed.connect(self._computed)
         engine.funnel_failed.connect(self._failed)
         engine.model_loaded.connect(self._forget)
-        engine.engine_crashed.connect(lambda _text: self._forget())
+        engine.engine_crashed.connect(lambda _text: self._forget(newest=False))
         panel.step_chosen.connect(self.choose_step)
         panel.reply_settings_requested.connect(self.use_reply_own)
         panel.set_settings(settings)
+
+    def follow(self, shown: ShownChat, step_lookup: StepLookup, newest_lookup: NewestLookup) -> None:
+        """Follow the chat and turn shown; ``step_lookup`` and ``newest_lookup`` name a stored reply's
+        token and the newest one of the path shown."""
+        self.step_lookup = step_lookup
+        self.newest_lookup = newest_lookup
+        self.offset_lookup = lambda: shown.live.alternatives_offset
+        self.turn_message = lambda: shown.live.message_id
+
+        def shown_changed(state: Shown) -> None:
+            self.follow_path(state.message_ids, shown.live_reply)
+
+        shown.changed.connect(shown_changed)
 
     @property
     def keep_logits(self) -> bool:
@@ -226,7 +245,11 @@ class FunnelController(QObject):
         shown = self.message_id
         if shown is None and self.stored is None and turn_reply is not None and turn_reply[1] == self.reply_id:
             shown = turn_reply[0]
-        if shown is None or shown in message_ids:
+        if shown is None:
+            if self.enabled and self.stored is None and self.reply_id is None:
+                self._show_newest()  # nothing shown yet (a chat opened at start, or after a reload)
+            return
+        if shown in message_ids:
             return
         target = self.newest_lookup() if self.newest_lookup is not None else None
         if target is not None:
@@ -241,9 +264,15 @@ class FunnelController(QObject):
 
     def _show_following(self, on: bool) -> None:
         """Set the panel's "newest" box without it asking for a step."""
-        self.panel.follow.blockSignals(True)
-        self.panel.follow.setChecked(on)
-        self.panel.follow.blockSignals(False)
+        self.panel.set_following(on)
+
+    def _show_newest(self) -> None:
+        """Show the newest token of the chat shown that kept its candidates (or say there is none)."""
+        target = self.newest_lookup() if self.newest_lookup is not None else None
+        if target is not None:
+            self.open_step(target, following=True)
+        else:
+            self.panel.show_message(NO_REPLY)
 
     def tick(self) -> None:
         """The repaint clock's panel tick: while following a streaming reply, ask for the newest token's funnel."""
@@ -271,14 +300,19 @@ class FunnelController(QObject):
         if ev.request_id == self.reply_id:
             self.n_steps = ev.index + 1
 
-    def _forget(self, *_args: object) -> None:
+    def _forget(self, *_args: object, newest: bool = True) -> None:
+        """The engine kept no logits any more (a model loaded, the engine stopped). After a load (``newest``)
+        the chat shown's newest stored token is shown instead, when the panel is on screen."""
         self.stored = None
         self.reply_id = None
         self.message_id = None
         self.n_steps = 0
         self._in_flight = None
         self._last_shown = None
-        self.panel.show_message(NO_REPLY)
+        if newest and self.enabled:
+            self._show_newest()
+        else:
+            self.panel.show_message(NO_REPLY)
 
     def _send(self) -> None:
         if not (self.enabled and self._due) or self._in_flight is not None:

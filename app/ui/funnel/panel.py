@@ -503,6 +503,12 @@ class FunnelPanel(QWidget):
             "the stages renormalise over those tokens."
         )
 
+    def set_following(self, on: bool) -> None:
+        """Tick (or untick) the "newest" box without asking for a step."""
+        self.follow.blockSignals(True)
+        self.follow.setChecked(on)
+        self.follow.blockSignals(False)
+
     def show_message(self, text: str) -> None:
         self.view.show_funnel(None, text)
         self.status.setText("")

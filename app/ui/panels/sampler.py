@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.core.chat.chat_settings import typed_stop_string
 from app.core.sampling.params import (
     DEFAULTS,
     GROUPS,
@@ -403,6 +404,15 @@ class SamplerPanel(QWidget):
         """The stop strings typed in the field (``\\n`` stands for a newline)."""
         raw = self.stop_field.text()
         return tuple(s.replace("\\n", "\n") for s in (x.strip() for x in raw.split(",")) if s)
+
+    def set_stop_strings(self, stops: tuple[str, ...]) -> None:
+        """Show ``stops`` in the field (a newline as ``\\n``), without emitting :attr:`stop_strings_edited`;
+        nothing changes when the field already says them (the person may be typing)."""
+        if self.stop_strings() == tuple(stops):
+            return
+        self.stop_field.blockSignals(True)
+        self.stop_field.setText(", ".join(typed_stop_string(x) for x in stops))
+        self.stop_field.blockSignals(False)
 
     def set_vocab_size(self, n_vocab: int) -> None:
         """The loaded model has ``n_vocab`` tokens: a logit bias for an id beyond them is refused."""

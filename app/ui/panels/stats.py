@@ -11,6 +11,7 @@ from app.core.chat.context import StopReason
 from app.core.gguf.gguf_info import GGUFInfo, format_bytes
 from app.core.hardware.memory import KVCacheLayout
 from app.core.remote import NOT_REPORTED
+from app.ui.chat.shown import ShownChat
 from app.ui.chat.turn import LiveTurn, TurnPhase
 from app.ui.common import palette
 from app.ui.common import stats_format as fmt
@@ -65,12 +66,13 @@ def _tile(title: str) -> tuple[QFrame, QLabel, QLabel]:
 
 
 class StatsPanel(QWidget):
-    """Live figures of the turn in flight (refreshed by the window's repaint clock)."""
+    """Figures of the turn shown: the turn in flight, or the chat shown's last stored reply
+    (:attr:`ShownChat.turn <app.ui.chat.shown.ShownChat.turn>`; refreshed by the window's repaint clock)."""
 
-    def __init__(self, turn: LiveTurn, speed: SpeedBoundView | None = None, parent: QWidget | None = None) -> None:
+    def __init__(self, shown: ShownChat, speed: SpeedBoundView | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("statsPanel")
-        self.turn = turn
+        self._chat_shown = shown
         self.layout_kv: KVCacheLayout | None = None
         self.remote = False  # the engine is a remote server (set_model without a layout)
         self.n_ctx = 0
@@ -162,6 +164,11 @@ class StatsPanel(QWidget):
         self.speed = speed if speed is not None else SpeedBoundView()
         lay.addWidget(self.speed)
         lay.addStretch(1)
+
+    @property
+    def turn(self) -> LiveTurn:
+        """The turn the panel shows (the chat shown's)."""
+        return self._chat_shown.turn
 
     def _update_plot(self, t: LiveTurn) -> None:
         xs, ys = t.rate_series()

@@ -7,8 +7,8 @@ latency (ms). Steps slower than twice the median are red; the median is a dashed
 Hovering a step names its token. The list on the right gives the numbers.
 
 It follows the reply in flight, or the reply picked in its list (the shown chat's replies,
-the last one first picked); a stored reply's timeline comes from its provenance
-(``MessageMeta.timeline``), so it shows after a restart too.
+the last one first picked: it follows :class:`~app.ui.chat.shown.ShownChat`); a stored reply's
+timeline comes from its provenance (``MessageMeta.timeline``), so it shows after a restart too.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from PySide6.QtWidgets import QComboBox, QFrame, QHBoxLayout, QLabel, QSizePolic
 from app.core.chat.context import Role
 from app.core.conversations import Message
 from app.core.inspection.timeline import SLOW_STEP_FACTOR, TurnTimeline
+from app.ui.chat.shown import Shown, ShownChat
 from app.ui.chat.turn import LiveTurn, TurnPhase
 from app.ui.common import palette
 from app.ui.common.pieces import visible_piece
@@ -101,13 +102,13 @@ class TimelinePanel(QWidget):
     """The time axis of one reply (refreshed by the window's repaint clock while visible).
 
     Args:
-        turn: the live turn (its ``timeline`` recorder) for the reply in flight.
+        shown: the chat shown: its replies, and its turn (the ``timeline`` recorder of the reply in flight).
     """
 
-    def __init__(self, turn: LiveTurn, parent: QWidget | None = None) -> None:
+    def __init__(self, shown: ShownChat, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("timelinePanel")
-        self.turn = turn
+        self._chat_shown = shown
         self._stored: dict[int, TurnTimeline | None] = {}
         self._shown: TurnTimeline | None = None
         self._seen_version = -1
@@ -190,6 +191,15 @@ class TimelinePanel(QWidget):
         column.setMinimumWidth(280)
         column.setMaximumWidth(440)
         lay.addWidget(column)
+        shown.changed.connect(self._shown_changed)
+
+    @property
+    def turn(self) -> LiveTurn:
+        """The turn shown (the reply in flight's, when it is on the chat shown)."""
+        return self._chat_shown.turn
+
+    def _shown_changed(self, state: Shown) -> None:
+        self.set_replies(reply_items(state.path, state.writing), state.writing)
 
     # ------------------------------------------------------------------ what is shown
     def set_replies(self, replies: Sequence[tuple[int, str, TurnTimeline | None]], live: bool) -> None:

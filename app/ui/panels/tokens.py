@@ -10,6 +10,10 @@ funnel for that step and a new branch from any alternative (:attr:`TokensPanel.f
 keeps per token (the setting; the engine sends them when the reply ends). Clicking a prompt token
 asks to inspect it (:attr:`TokensPanel.inspect_requested`, handled by :mod:`app.ui.inspect.controller`);
 a generated token's menu offers that too.
+
+It shows the turn of the chat shown (:attr:`ShownChat.turn <app.ui.chat.shown.ShownChat.turn>`):
+another chat opened, or its reply deleted, takes the chips away (a stored reply keeps no prompt
+tokens: the panel is empty until the next turn).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from PySide6.QtWidgets import (
 
 from app.core.chat.context import StopReason
 from app.core.sampling.alternatives import DEFAULT_PER_TOKEN, MAX_PER_TOKEN, StepView, TokenColour
+from app.ui.chat.shown import ShownChat
 from app.ui.chat.turn import LiveTurn
 from app.ui.common import palette
 from app.ui.common.token_alts import (
@@ -45,6 +50,7 @@ from app.ui.common.token_alts import (
 from app.ui.common.token_label import visible_html
 
 MAX_PROMPT_CHIPS = 400
+EMPTY = "Tokens of the current turn appear here."
 CHIPS_PER_REFRESH = 500  # generated chips added per refresh at most (see TokensPanel.refresh)
 BLOCK_CHIPS = 64  # generated chips per paragraph at most (see TokensPanel._append_generated)
 
@@ -88,15 +94,15 @@ class TokensPanel(QWidget):
     colour_changed = Signal(object)
     per_token_changed = Signal(int)
 
-    def __init__(self, turn: LiveTurn, parent: QWidget | None = None) -> None:
+    def __init__(self, shown: ShownChat, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("tokensPanel")
-        self.turn = turn
+        self._chat_shown = shown
         lay = QVBoxLayout(self)
         lay.setContentsMargins(8, 4, 8, 6)
         lay.setSpacing(4)
         top = QHBoxLayout()
-        self.summary = QLabel("Tokens of the current turn appear here.")
+        self.summary = QLabel(EMPTY)
         self.summary.setObjectName("detailLabel")
         self.summary.setWordWrap(True)
         self.summary.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
@@ -140,6 +146,8 @@ class TokensPanel(QWidget):
         lay.addWidget(self.view)
         self.menu: QMenu | None = None  # the last token menu shown
         self._seen_version = -1
+        self._serial_shown = -1  # the turn drawn (LiveTurn.serial): another turn is drawn from nothing
+        self._empty = True  # nothing is drawn
         self._prompt_shown = None
         self._gen_shown = 0
         self._alts_shown: object | None = None  # the alternatives the generated chips are coloured with
@@ -152,6 +160,11 @@ class TokensPanel(QWidget):
         if href:
             chip = f"<a href='{href}' style='text-decoration:none'>{chip}</a>"
         return f"{chip}{ids} "
+
+    @property
+    def turn(self) -> LiveTurn:
+        """The turn shown (the chat shown's)."""
+        return self._chat_shown.turn
 
     # -------------------------------------------------------------------- alternatives
     @property
@@ -295,8 +308,19 @@ class TokensPanel(QWidget):
         if t.version == self._seen_version:
             return
         self._seen_version = t.version
+        if t.serial != self._serial_shown:  # another turn (a new one, another chat's, none): nothing of the last
+            self._serial_shown = t.serial
+            self._prompt_shown = None
+            self._gen_shown = 0
+            self._drawn_bg = []
+            self._alts_shown = None
+            if not self._empty:
+                self.view.clear()
+                self._empty = True
+            self.summary.setText(EMPTY)
+            self.summary.setToolTip("")
         if t.prompt is None and self._prompt_shown is not None:
-            self.summary.setText("Tokens of the current turn appear here.")
+            self.summary.setText(EMPTY)
         if t.alternatives is not self._alts_shown:
             # The reply ended with its alternatives: its tokens are drawn again only when that changes
             # a colour (by entropy; a probability the stream did not have). A 5,000-token reply's
@@ -310,7 +334,9 @@ class TokensPanel(QWidget):
             self._gen_shown = 0
             self._drawn_bg = []
             self.view.clear()
+            self._empty = True
             if t.prompt is not None:
+                self._empty = False
                 parts = []
                 if t.prompt.cached_tokens:
                     parts.append(
@@ -339,6 +365,7 @@ class TokensPanel(QWidget):
             # in over a few ticks of the repaint clock instead of stalling the window (0.1 s for 5,000).
             end = min(len(t.tokens), self._gen_shown + CHIPS_PER_REFRESH)
             self._append_generated(range(self._gen_shown, end))
+            self._empty = False
             self._gen_shown = end
             if end < len(t.tokens):
                 self._seen_version = -1  # the rest on the next ticks

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QDialog, QDialogButtonBox, QTextBrowser, QVBoxLayo
 from app.core.inspection.pipeline_guide import LIVE_LABELS, GuideSection, LiveView, pipeline_guide
 from app.core.protocol import ModelLoaded
 from app.core.sampling.params import SamplerSettings
+from app.ui.chat.chat_settings import ChatSettingsController
 from app.ui.common import palette
 from app.ui.common.severity import Severity
 from app.ui.window.docks import DockRegistry
@@ -23,7 +24,6 @@ from app.ui.window.model_change import ModelChange
 from app.ui.window.model_loader import ModelLoader
 from app.ui.window.notices import Notices, NoticeTopic
 from app.ui.window.pages import Page, Pages
-from app.ui.window.settings_controller import SettingsController
 
 LIVE_SCHEME = "live"  # a section's link: live:<LiveView value>
 INSPECT_HINT = (
@@ -126,7 +126,7 @@ class HowItWorks:
     Args:
         parent: the guide window's parent.
         loader: the model loader (the model whose figures are shown).
-        settings: the settings (the sampler chain shown).
+        chat_settings: what applies to the chat shown (the sampler chain shown).
         docks: the window's docks (where each view is shown live).
         pages: the window's pages.
         notices: where the hint on inspecting a token is said.
@@ -136,14 +136,14 @@ class HowItWorks:
         self,
         parent: QWidget,
         loader: ModelLoader,
-        settings: SettingsController,
+        chat_settings: ChatSettingsController,
         docks: DockRegistry,
         pages: Pages,
         notices: Notices,
     ) -> None:
         self._parent = parent
         self._loader = loader
-        self._settings = settings
+        self._chat_settings = chat_settings
         self._docks = docks
         self._pages = pages
         self._notices = notices
@@ -154,11 +154,11 @@ class HowItWorks:
         win = self.window
         if win is None:
             win = self.window = HowItWorksWindow(
-                self._loader.engine.model, self._settings.settings.sampler, self._parent
+                self._loader.engine.model, self._chat_settings.current.sampler, self._parent
             )
             # A failed load, an unload or a stopped engine leaves no model: the change carries none.
             self._loader.model_changed.connect(lambda change: self._model_changed(win, change))
-            self._settings.changed.connect(lambda s: win.set_sampler(s.sampler))
+            self._chat_settings.changed.connect(lambda cs: win.set_sampler(cs.sampler))
             win.live_view_chosen.connect(self.open_live_view)
         win.show()
         win.raise_()

@@ -2,10 +2,11 @@
 panels in their docks, the controllers, the menus and the repaint clock. It does not mediate:
 each part it builds owns its concern and subscribes to what it follows (the loaded model through
 :attr:`ModelLoader.model_changed <app.ui.window.model_loader.ModelLoader.model_changed>`, the chat
-shown through the chat controller, the settings through the settings controller).
+and turn shown through :class:`~app.ui.chat.shown.ShownChat`, the settings through the settings controller).
 
 Settings are owned by the SettingsController, "a reply is in flight" by the EngineClient, what is
-loading by the ModelLoader, what the banner says by Notices, the docks by the DockRegistry.
+loading by the ModelLoader, what the banner says by Notices, the docks by the DockRegistry, the chat
+and turn shown by ShownChat, what applies to that chat by the ChatSettingsController.
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ from app.core.chat.context import ContextPolicy
 from app.core.conversations import ConversationStore
 from app.core.settings import Settings
 from app.paths import Paths
+from app.ui.chat.chat_settings import ChatSettingsController
 from app.ui.chat.composer import Composer
 from app.ui.chat.controller import ChatController
 from app.ui.chat.draft_counter import DraftCounter
 from app.ui.chat.placeholder import display_name
+from app.ui.chat.shown import ShownChat
 from app.ui.chat.system_prompt import SystemPromptBar
 from app.ui.chat.turn import LiveTurn
 from app.ui.chat.view import ChatView
@@ -55,7 +58,6 @@ from app.ui.window.pages import Page, Pages
 from app.ui.window.panels import Panels
 from app.ui.window.per_chat import PerChatSettings
 from app.ui.window.settings_controller import SettingsController
-from app.ui.window.shown_reply import ShownReply
 from app.ui.window.token_panels import TokenPanels
 from app.ui.window.top_bar import ModelsBar, TopBar
 
@@ -80,6 +82,7 @@ class MainWindow(QMainWindow):
         super().__init__()
         self.paths, self.settings_ctl, self.engine, self.conversations = paths, settings, engine, conversations
         self.models, self.turn = models_page, LiveTurn()
+        self.shown = ShownChat(self.turn, conversations, self)  # the chat and turn shown: the panels follow it
         self.setWindowTitle(APP_NAME)
         self.setAcceptDrops(True)
         # The pages: the chat (top bar, system prompt, notices, chat, composer) and the Models page.
@@ -107,7 +110,7 @@ class MainWindow(QMainWindow):
         self.docks = DockRegistry(self)
         tick = self._funnel_tick
         self.panels = p = Panels(
-            self.docks, self.turn, self.settings, settings, conversations, paths.cache_dir, self.server, tick
+            self.docks, self.shown, self.settings, settings, conversations, paths.cache_dir, self.server, tick
         )
         self.docks.raise_fronts()
         self.chats_panel, self.chats_dock = p.chats_panel, p.chats_dock
@@ -121,7 +124,9 @@ class MainWindow(QMainWindow):
         window_layout.fit_to_screen(self, self.docks)
 
         # The controllers and the parts that own each concern, each subscribing to what it follows.
-        self.chat = chat = ChatController(engine, view, composer, self.turn, conversations, settings)
+        self.chat_settings = chat_settings = ChatSettingsController(settings, conversations, self.shown, self)
+        chat_settings.attach(self.sampler_panel, self.system_bar)  # what applies to the chat shown
+        self.chat = chat = ChatController(engine, view, composer, self.shown, conversations, settings, chat_settings)
         self.draft_counter = DraftCounter(
             engine, composer, chat.messages_with_draft, lambda: chat.chat_template, self._policy, self
         )
@@ -130,8 +135,8 @@ class MainWindow(QMainWindow):
         chat.conversations_changed.connect(self.draft_counter.recount)  # a message deleted, edited, sent
         # The context policy or this model's chat template override (both settings) changed.
         settings.changed.connect(lambda _s: self.draft_counter.settings_changed())
-        self.funnel = FunnelController(engine, self.funnel_panel, self.settings.sampler, self)
-        self.token_inspect = InspectController(engine, self.tokens_panel, self)
+        self.funnel = FunnelController(engine, self.funnel_panel, chat_settings.current.sampler, self)
+        self.token_inspect = InspectController(engine, self.tokens_panel, self.shown, self)
         self.files = FileDialogs(self, settings, conversations, paths.models_dir)
         self.loader = loader = ModelLoader(
             engine, settings, notices, stop_reply=chat.stop, choose_file=self.files.choose_model, own_api_url=self._api
@@ -144,9 +149,8 @@ class MainWindow(QMainWindow):
         self.export_conversation, self.import_conversation = page.export_conversation, page.import_conversation
         self.chat_notices = ChatNotices(page, chats, conversations, engine, notices, self.load_model)
         sampler = self.sampler_panel
-        self.per_chat = PerChatSettings(chat, conversations, settings, self.system_bar, sampler, self.funnel, notices)
-        self.shown_reply = ShownReply(chat, engine, conversations, self.turn, self.timeline_panel)
-        self.token_panels = TokenPanels(chat, self.funnel, p, settings, self.turn)
+        self.per_chat = PerChatSettings(chat, chat_settings, settings, sampler, self.funnel, notices)
+        self.token_panels = TokenPanels(chat, self.funnel, p, settings, self.shown)
         self.models_actions = ModelsPageActions(self.models, loader, pages, notices, self.top_bar.model_menu)
         self.empty_chat = EmptyChat(view, chat, loader, self.models.library_tab, self.show_page)
         self.model_panel.reload_requested.connect(loader.reload_with)
@@ -155,14 +159,14 @@ class MainWindow(QMainWindow):
         engine.generation_finished.connect(lambda ev: self.model_panel.rpc.show_turn(ev.stats))
         for panel in (self.tokens_panel, self.model_panel):
             panel.template_requested.connect(self.show_template)
-        followers = (self.shown_reply, page, self.model_panel, sampler, self.top_bar, self.models, self.stats_panel)
+        followers = (page, self.model_panel, sampler, self.top_bar, self.models, self.stats_panel)
         for follower in (*followers, self.empty_chat, self.models_actions):
             loader.model_changed.connect(follower.show_model)
         loader.model_changed.connect(self._model_changed)
         self.file_drop = FileDrop(
             self, self.load_model, lambda kind, text: notices.show(NoticeTopic.GENERAL, kind, text)
         )
-        self.guide = HowItWorks(self, loader, settings, self.docks, pages, notices)
+        self.guide = HowItWorks(self, loader, chat_settings, self.docks, pages, notices)
         self.menus = Menus(self, loader, page, pages, self.docks, self.guide, engine, notices, paths.logs_dir)
         self.menu_actions, self.act_stop = self.menus.actions, self.menus.actions.stop
         window_layout.restore_state(self, self.settings)

@@ -17,7 +17,7 @@ from app.core.conversations import ConversationStore
 from app.core.inspection.pipeline_guide import LiveView
 from app.core.settings import Settings
 from app.ui.chat.conversations import ConversationsPanel
-from app.ui.chat.turn import LiveTurn
+from app.ui.chat.shown import ShownChat
 from app.ui.funnel.panel import FunnelPanel
 from app.ui.panels.model import ModelPanel
 from app.ui.panels.sampler import SamplerPanel
@@ -43,7 +43,7 @@ class Panels:
 
     Args:
         docks: the window's docks.
-        turn: the turn the live panels read on the repaint clock.
+        shown: the chat and turn shown, which the live panels follow (they read its turn on the repaint clock).
         settings: the settings at start (the load and sampler settings the panels show first).
         settings_ctl: the settings' owner (the Server panel edits the local API's settings).
         conversations: the stored chats (the Chats panel).
@@ -59,7 +59,7 @@ class Panels:
     def __init__(
         self,
         docks: DockRegistry,
-        turn: LiveTurn,
+        shown: ShownChat,
         settings: Settings,
         settings_ctl: SettingsController,
         conversations: ConversationStore,
@@ -69,12 +69,12 @@ class Panels:
     ) -> None:
         self.chats_panel = ConversationsPanel(conversations)
         self.model_panel = ModelPanel(settings.load)
-        self.stats_panel = StatsPanel(turn, SpeedBoundView(cache_dir))
+        self.stats_panel = StatsPanel(shown, SpeedBoundView(cache_dir))
         self.sampler_panel = SamplerPanel(settings.sampler)
-        self.tokens_panel = TokensPanel(turn)
+        self.tokens_panel = TokensPanel(shown)
         self.server_panel = ServerPanel(server, settings_ctl)
         self.funnel_panel = FunnelPanel()
-        self.timeline_panel = TimelinePanel(turn)
+        self.timeline_panel = TimelinePanel(shown)
         stats, tokens, timeline = self.stats_panel, self.tokens_panel, self.timeline_panel
         add = docks.add
         self.chats_dock = add(DockSpec("Chats", "chatsDock", self.chats_panel, LEFT, False, LEFT_DOCK_LEAST, 3))

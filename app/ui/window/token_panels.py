@@ -13,7 +13,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import QDockWidget
 
 from app.ui.chat.controller import ChatController
-from app.ui.chat.turn import LiveTurn
+from app.ui.chat.shown import ShownChat
 from app.ui.funnel.controller import FunnelController, StepTarget
 from app.ui.window.panels import Panels
 from app.ui.window.settings_controller import SettingsController
@@ -30,7 +30,7 @@ class TokenPanels:
         panels: the panels (Tokens and Funnel in their docks; the Sampler, where the Funnel's
             order chosen goes).
         settings: the settings (the Tokens panel's colour and alternatives per token).
-        turn: the turn in flight (its alternatives' offset).
+        shown: the chat and turn shown (the Funnel follows it; the live turn's reply is the Tokens panel's).
     """
 
     def __init__(
@@ -39,10 +39,11 @@ class TokenPanels:
         funnel: FunnelController,
         panels: Panels,
         settings: SettingsController,
-        turn: LiveTurn,
+        shown: ShownChat,
     ) -> None:
         tokens, tokens_dock, funnel_dock = panels.tokens_panel, panels.tokens_dock, panels.funnel_dock
         self._chat = chat
+        self._shown = shown
         self._funnel = funnel
         self._funnel_dock = funnel_dock
         self._inspectors_shown: set[QDockWidget] = set()
@@ -53,20 +54,16 @@ class TokenPanels:
         tokens.set_colour(settings.settings.token_colour)
         tokens.set_per_token(settings.settings.alternatives_per_token)
         tokens.colour_changed.connect(lambda mode: settings.update(token_colour=mode))
-        tokens.colour_changed.connect(chat.set_token_colour)  # the chat's token views, at once
+        tokens.colour_changed.connect(chat.alternatives.set_token_colour)  # the chat's token views, at once
         tokens.per_token_changed.connect(lambda n: settings.update(alternatives_per_token=n))
         tokens.funnel_requested.connect(self._open_funnel)
         tokens.branch_requested.connect(self._branch)
         chat.funnel_step_requested.connect(self.open_funnel_step)
-        funnel.step_lookup = chat.step_target
-        funnel.newest_lookup = chat.newest_step_target
-        funnel.offset_lookup = lambda: turn.alternatives_offset
-        funnel.turn_message = self.turn_message
-        chat.path_rendered.connect(lambda ids: funnel.follow_path(ids, chat.turn_reply))
+        funnel.follow(shown, chat.alternatives.step_target, chat.alternatives.newest_step_target)
 
     def turn_message(self) -> int | None:
-        """The message id of the reply the turn shows (None: none)."""
-        return self._chat.turn_reply[0] if self._chat.turn_reply is not None else None
+        """The message id of the live turn's reply, whose tokens the Tokens panel shows (None: none)."""
+        return self._shown.live.message_id
 
     def _open_funnel(self, step: int) -> None:
         """The Tokens panel's step of the turn's reply, in the Funnel."""
