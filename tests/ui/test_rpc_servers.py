@@ -12,7 +12,7 @@ from app.core.chat.context import GenerationStats, LoadSettings
 from app.core.rpc import DevicePlacement
 from app.ui.panels.model import ModelPanel
 from app.ui.panels.rpc_servers import RpcServersBox, placement_lines, traffic_text
-from tests.ui.conftest import WAIT_MS
+from tests.support.window import WAIT_MS
 
 MIB = 1024 * 1024
 
