@@ -5,7 +5,7 @@
 :class:`app.ui.engine.client.EngineClient` drives it as it drives its engine process: its request
 table, the API queue, model switches (a fresh host per load), Stop and crash detection all run.
 Plain Python, no Qt: a worker thread plays the engine's main loop (loads, replies, counts, context
-resets in the order they were sent, one event every :data:`TICK_S`; the person's reply's tokens no
+resets in the order they were sent, one event every :attr:`ScriptBook.tick_s`; the person's reply's tokens no
 faster than the window shows them, when :attr:`ScriptBook.paced`), and ComputeFunnel,
 RenderPrompt and InspectToken are answered at once, as the engine answers a funnel or an
 inspection while a reply streams.
@@ -122,6 +122,8 @@ class ScriptBook:
         token_s: engine time per decoded token, seconds (1 / tok/s).
         seed_when_random: the seed reported when the sampler asks for a random one.
         vocab: every token id the fake named, with its text.
+        tick_s: wall time between two events of the main loop, seconds (:data:`TICK_S`; a benchmark
+            sets its token rate with it).
 
     Thread-safety: the test sets it up from the UI thread; the hosts' worker threads read it.
     """
@@ -131,6 +133,7 @@ class ScriptBook:
         self.token_s = 0.02
         self.seed_when_random = 1234
         self.vocab: dict[int, str] = {}
+        self.tick_s = TICK_S
         self._scripts: collections.deque[Script] = collections.deque()
         # ("fail", message, kind) / ("crash", description, "")
         self._load_faults: collections.deque[tuple[str, str, str]] = collections.deque()
@@ -340,7 +343,7 @@ class ScriptedHost:
             for ev in job:
                 if not self._book.wait_while_paused(self._closed):
                     return
-                time.sleep(TICK_S)
+                time.sleep(self._book.tick_s)
                 if isinstance(ev, _PersonsTokens):
                     # Paced too: sent once the token before the last one was shown, so the window always
                     # has one to take and never a growing backlog.

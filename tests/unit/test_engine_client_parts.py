@@ -136,3 +136,17 @@ def test_the_table_and_the_queue_load_no_qt():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "[]"
+
+
+# ------------------------------------------------------------------ what a death means
+def test_a_death_names_the_rpc_servers_and_the_file_being_loaded():
+    from app.engine.host import EngineDied
+    from app.ui.engine.host_link import crash_description
+
+    died = EngineDied(-6)
+    assert crash_description(died, (), None) == died.description
+    assert died.description.startswith("The engine was killed by SIGABRT")
+    text = crash_description(died, ("10.0.0.2:50052", "10.0.0.3:50052"), "/models/big.gguf")
+    assert text.startswith(died.description)
+    assert "RPC server(s) 10.0.0.2:50052, 10.0.0.3:50052" in text and "goes away" in text
+    assert text.endswith("It happened while loading /models/big.gguf.")

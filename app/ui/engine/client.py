@@ -578,7 +578,8 @@ class EngineClient(QObject):
         loading = self._last_load[0] if self._state == EngineState.LOADING and self._last_load is not None else None
         if loading is not None:  # restarting must not load the same file into the same crash
             self._last_load = None
-        description = crash_description(died, self.model, loading)
+        servers = self.model.settings.rpc_servers if self.model is not None else ()
+        description = crash_description(died, servers, loading)
         self._drop_engine(stop_timeout_s=1.0)
         self.engine_crashed.emit(description)
 

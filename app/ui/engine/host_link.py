@@ -32,7 +32,6 @@ from typing import Any, Protocol
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
-from app.core import protocol as P
 from app.core.remote import RemoteEndpoint
 from app.engine.host import EngineDied, EngineHost
 from app.remote.host import RemoteClosed, RemoteHost
@@ -80,20 +79,19 @@ def default_hosts(log_path: str | None) -> HostFactory:
     return make
 
 
-def crash_description(died: BaseException, model: P.ModelLoaded | None, loading: str | None) -> str:
+def crash_description(died: BaseException, rpc_servers: tuple[str, ...], loading: str | None) -> str:
     """What the person reads when the engine died: the exit's meaning, and the likeliest cause.
 
     Args:
         died: what :meth:`Host.recv_raw` raised (its ``description``).
-        model: the model loaded when it died; layers on RPC servers are named as the likeliest cause
-            (llama.cpp aborts when an RPC server goes away).
+        rpc_servers: the RPC servers (``host:port``) the loaded model had layers on; named as the
+            likeliest cause (llama.cpp aborts when an RPC server goes away).
         loading: the path being loaded when it died (None: no load in flight).
     """
     description = str(getattr(died, "description", died))
-    servers = model.settings.rpc_servers if model is not None else ()
-    if servers:
+    if rpc_servers:
         description = (
-            f"{description} The model had layers on the RPC server(s) {', '.join(servers)}: llama.cpp "
+            f"{description} The model had layers on the RPC server(s) {', '.join(rpc_servers)}: llama.cpp "
             "stops the engine when one of them goes away or its connection breaks. Check that they run, "
             "or load without them."
         )
