@@ -62,8 +62,8 @@ class FakeEngine(EngineClient):
         book = ScriptBook()
         super().__init__(log_path, parent, host_factory=book.host)
         self.book = book
-        book.paced = True  # the person's reply streams no faster than this client shows it
-        self.token_received.connect(book.token_shown)
+        book.paced = True  # the scripted engine runs no faster than this client handles its events
+        self._link.event_received.connect(book.handled)  # after the client's own handler
         self.requests: list[object] = []
         self.request_sent.connect(self.requests.append)
 

@@ -5,8 +5,8 @@
 :class:`app.ui.engine.client.EngineClient` drives it as it drives its engine process: its request
 table, the API queue, model switches (a fresh host per load), Stop and crash detection all run.
 Plain Python, no Qt: a worker thread plays the engine's main loop (loads, replies, counts, context
-resets in the order they were sent, one event every :attr:`ScriptBook.tick_s`; the person's reply's tokens no
-faster than the window shows them, when :attr:`ScriptBook.paced`), and ComputeFunnel,
+resets in the order they were sent, one event every :attr:`ScriptBook.tick_s`, and, when
+:attr:`ScriptBook.paced`, no faster than the client handles them), and ComputeFunnel,
 RenderPrompt and InspectToken are answered at once, as the engine answers a funnel or an
 inspection while a reply streams.
 
@@ -139,8 +139,8 @@ class ScriptBook:
         self._load_faults: collections.deque[tuple[str, str, str]] = collections.deque()
         self._paused = False
         self._cv = threading.Condition()
-        self.paced = False  # a person's reply waits for each token to be shown (:meth:`token_shown`)
-        self._shown = 0
+        self.paced = False  # the main loop waits for the client to handle its events (:meth:`handled`)
+        self._watched: set[int] = set()  # ids of events sent and not handled yet
 
     def host(self, remote: RemoteEndpoint | None) -> ScriptedHost | RemoteHost:
         """The :data:`~app.ui.engine.host_link.HostFactory`: a scripted host, or the real remote one for a server."""
@@ -174,25 +174,30 @@ class ScriptBook:
             self._paused = False
             self._cv.notify_all()
 
-    def token_shown(self, _token: object = None) -> None:
-        """The client emitted a token of the person's reply (FakeEngine connects ``token_received`` here)."""
+    def watch(self, event: object) -> None:
+        """``event`` is about to be sent: :meth:`wait_handled` can wait for it."""
+        if self.paced:
+            with self._cv:
+                self._watched.add(id(event))
+
+    def handled(self, event: object) -> None:
+        """The client handled ``event`` (FakeEngine connects its host link's ``event_received`` here)."""
         with self._cv:
-            self._shown += 1
+            self._watched.discard(id(event))
             self._cv.notify_all()
 
-    def shown(self) -> int:
-        with self._cv:
-            return self._shown
+    def wait_handled(self, event: object, closed: threading.Event) -> None:
+        """When :attr:`paced`: block until the client handled ``event``; at most 1 s, in case it never reaches it.
 
-    def wait_shown(self, mark: int, closed: threading.Event) -> None:
-        """When :attr:`paced`: block until a token was shown since ``mark`` (a :meth:`shown` count), so a
-        reply streams no faster than the window takes it; at most 1 s, in case the client dropped one."""
-        if not self.paced:
-            return
+        So the main loop runs no faster than the window takes its events, and what the window does
+        on one event (a Stop right after a Send) happens before the loop goes two events further,
+        as when the fake ran on the Qt event loop.
+        """
         deadline = time.monotonic() + 1.0
         with self._cv:
-            while self._shown <= mark and not closed.is_set() and time.monotonic() < deadline:
+            while id(event) in self._watched and not closed.is_set() and time.monotonic() < deadline:
                 self._cv.wait(0.05)
+            self._watched.discard(id(event))
 
     def wait_while_paused(self, closed: threading.Event) -> bool:
         """Block while paused; False when ``closed`` was set meanwhile."""
@@ -206,13 +211,6 @@ class ScriptBook:
 @dataclass(frozen=True)
 class _Crash:
     description: str
-
-
-@dataclass(frozen=True)
-class _PersonsTokens:
-    """A token of the person's reply: sent, then paced (:meth:`ScriptBook.wait_shown`)."""
-
-    batch: P.TokenBatch
 
 
 class ScriptedDeath(EngineDied):
@@ -248,6 +246,7 @@ class ScriptedHost:
         self._model: P.ModelLoaded | None = None
         self._kv: list[str] = []  # the KV cache, in words
         self._kept: tuple[int, SamplerSettings, list[tuple[int, str]]] | None = None  # the reply keeping logits
+        self._sent: collections.deque[object] = collections.deque()  # main-loop events maybe not handled yet
         self._handlers: dict[type, Callable[[Any], None]] = {
             P.LoadModel: lambda r: self._queue(self._load_events(r)),
             P.Generate: self._generate,
@@ -339,27 +338,29 @@ class ScriptedHost:
                 if self._closed.is_set():
                     return
                 job = self._jobs.popleft()
-            before_last: int | None = None  # tokens shown before the person's last token was sent
-            for ev in job:
-                if not self._book.wait_while_paused(self._closed):
-                    return
+            for ev in self._paced(job):
                 time.sleep(self._book.tick_s)
-                if isinstance(ev, _PersonsTokens):
-                    # Paced too: sent once the token before the last one was shown, so the window always
-                    # has one to take and never a growing backlog.
-                    mark = self._book.shown()
-                    self._out.put(ev.batch)
-                    if before_last is not None:
-                        self._book.wait_shown(before_last, self._closed)
-                    before_last = mark
-                    continue
                 if self._closed.is_set():
                     return
                 if isinstance(ev, _Crash):
                     self._alive = False
-                self._out.put(ev)
-                if isinstance(ev, _Crash):
+                    self._out.put(ev)
                     return
+                self._book.watch(ev)
+                self._out.put(ev)
+                self._sent.append(ev)
+
+    def _paced(self, job: Iterator[object]) -> Iterator[object]:
+        """``job``'s events, each made only once the one sent two before it was handled (and not while paused)."""
+        while True:
+            while len(self._sent) >= 2:
+                self._book.wait_handled(self._sent.popleft(), self._closed)
+            if not self._book.wait_while_paused(self._closed):
+                return
+            ev = next(job, None)
+            if ev is None:
+                return
+            yield ev
 
     def _load_events(self, req: P.LoadModel) -> Iterator[object]:
         rid, path, settings = req.request_id, req.path, req.settings
@@ -444,8 +445,7 @@ class ScriptedHost:
             ev = self._token(req, piece, n)
             if n == 0 and head:
                 ev = P.TokenEvent(**{**ev.__dict__, "text": head + ev.text})
-            batch = P.TokenBatch(rid, (ev,))
-            yield batch if req.external else _PersonsTokens(batch)
+            yield P.TokenBatch(rid, (ev,))
             n += 1
         else:
             if isinstance(script, Reply) and script.context_full:
