@@ -27,7 +27,7 @@ Per kind it reports:
   the UI thread; each gap between its ticks beyond 1 ms is time the thread was
   busy (as bench/ui_stall.py measures);
 * the window process's CPU use, % of one core, while the reply streams (fake:
-  the scripted engine is in the same process, one timer tick per token; real:
+  the scripted engine host is in the same process, one tick of its thread per token; real:
   the engine is another process and is not counted);
 * Esc to ``generation_finished``, ms: a second stream of the same text is
   stopped with Esc at 25 %, 50 % and 90 % of it, the focus on the chat view (not
@@ -230,7 +230,7 @@ def main() -> int:
     panel = win.sampler_panel
     panel.set_settings(replace(panel.settings(), max_tokens=args.tokens + (0 if real else 10)), emit=True)
     if not real:
-        engine._timer.setInterval(max(1, round(1000 / args.rate)))
+        engine.book.tick_s = 1 / args.rate  # the scripted engine's main loop: one token per tick
     headless = Headless(model, win.settings.load) if real else None
 
     clock = QElapsedTimer()

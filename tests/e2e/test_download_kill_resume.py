@@ -21,7 +21,7 @@ import pytest
 
 from tests.support.fixtures import point_hub_at
 from tests.support.hub_server import FakeHub
-from tests.ui_model.conftest import make_window, send
+from tests.support.window import WindowEngine, make_window, send
 
 REPO = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,7 +99,7 @@ def test_search_download_kill_restart_resume_load_and_answer(qtbot, hub, smollm2
     monkeypatch.setenv("HF_HOME", str(hf_home))
     monkeypatch.setenv("HF_HUB_CACHE", str(hf_home / "hub"))
     point_hub_at(monkeypatch, hub.url)
-    win = make_window(qtbot)
+    win = make_window(qtbot, WindowEngine.REAL)
     try:
         with qtbot.waitSignal(win.models.download_finished, timeout=90_000) as done:
             pass  # the download manager resumes interrupted downloads on start

@@ -19,7 +19,7 @@ from app.core import protocol as P
 from app.core.chat.context import ChatMessage, StopReason
 from app.core.hardware.memory import n_ubatch_for
 from app.core.sampling.params import SamplerSettings
-from tests.engine.conftest import SYSTEM
+from tests.support.engine import SYSTEM
 
 N_CTX = 2048
 N_BATCH = 512
@@ -47,7 +47,7 @@ def _tokens(events) -> list[P.TokenEvent]:
 
 @pytest.fixture(scope="module")
 def eng(smollm2):
-    from tests.engine.conftest import start_engine
+    from tests.support.engine import start_engine
 
     e = start_engine(smollm2, n_ctx=N_CTX, n_batch=N_BATCH)
     yield e

@@ -8,7 +8,7 @@ import pytest
 
 from app.core import protocol as P
 from app.core.chat.chat_template import SAMPLE_CONVERSATION
-from tests.engine.conftest import SYSTEM, start_engine
+from tests.support.engine import SYSTEM, start_engine
 
 # Gemma 3's format, as its instruction-tuned models' template writes it (system folded into the first user turn).
 GEMMA_TEMPLATE = """{{ bos_token }}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from app.core import protocol as P
 from app.ui.chat.turn import LiveTurn
-from tests.engine.conftest import ROLLING_POLICY, SYSTEM
+from tests.support.engine import ROLLING_POLICY, SYSTEM
 
 
 def test_a_context_rebuild_keeps_the_prefill_figures_and_the_dropped_counts_true(fresh_engine):

@@ -11,7 +11,7 @@ import pytest
 
 from app.core import protocol as P
 from app.engine.host import EngineDied, EngineHost
-from tests.engine.conftest import SYSTEM, start_engine
+from tests.support.engine import SYSTEM, start_engine
 
 
 def test_sigill_at_start_is_named_and_explained(monkeypatch):

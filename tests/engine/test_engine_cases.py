@@ -13,7 +13,7 @@ from app.core.chat.context import ChatMessage, LoadSettings, StopReason
 from app.core.gguf.gguf_info import MissingSplitParts, check_loadable
 from app.core.sampling.params import SamplerSettings
 from app.engine.host import EngineHost
-from tests.engine.conftest import ROLLING_POLICY, STOP_POLICY, SYSTEM
+from tests.support.engine import ROLLING_POLICY, STOP_POLICY, SYSTEM
 from tests.support.models import write_split_model
 
 
@@ -387,7 +387,7 @@ def test_no_model_loaded_is_a_clear_failure():
 def test_greedy_replies_repeat_after_new_chat_even_on_gemma(gemma):
     """Fresh prefills cut the prompt the same way every time, so a greedy reply repeats
     exactly after "New chat" too (Gemma 3 is sensitive to how a prompt is batched)."""
-    from tests.engine.conftest import start_engine
+    from tests.support.engine import start_engine
 
     eng = start_engine(gemma, n_ctx=2048, n_batch=256)
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from app.core import protocol as P
 from app.core.chat.context import StopReason
 from app.engine.forced import ENV, ForcedTokens
-from tests.engine.conftest import SYSTEM, start_engine
+from tests.support.engine import SYSTEM, start_engine
 
 TEXT = "| # | Name |\n|---|---|\n| 1 | alpha `beta` |\n| 2 | gamma |\n\n```python\ndef f(x):\n    return x * 2\n```\n"
 

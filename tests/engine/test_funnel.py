@@ -23,7 +23,7 @@ from app.core.sampling.params import DEFAULT_ORDER, SamplerSettings
 from app.engine.funnel import as_cur_p, make_chain, read_cur_p, run_funnel, token_array
 from app.engine.funnel_store import TOP_M, reduce_logits
 from app.engine.vocab import Vocab
-from tests.engine.conftest import SYSTEM, start_engine
+from tests.support.engine import SYSTEM, start_engine
 
 PROMPT = "Once upon a time, in a small village by the sea, there lived an old fisherman who"
 

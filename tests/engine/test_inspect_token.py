@@ -26,7 +26,7 @@ from app.engine.inspection.token_inspector import TokenInspector
 from app.engine.llama_context import GlassboxLlama
 from app.engine.prefill import rewind_to_prefix
 from app.engine.vocab import Vocab
-from tests.engine.conftest import SYSTEM, start_engine
+from tests.support.engine import SYSTEM, start_engine
 from tests.support.moe_model import MoEShape, write_moe_gguf
 
 # The lens reads float16 copies of the dequantized tables and rounds its activations the way

@@ -14,7 +14,7 @@ from app.core.gguf.architecture import describe_architecture
 from app.core.gguf.gguf_info import read_gguf_info
 from app.core.hardware.memory import KVCacheType, compute_buffer_estimate, kv_cache_layout, n_ubatch_for
 from app.engine.llama_context import GlassboxLlama
-from tests.engine.conftest import SYSTEM, start_engine
+from tests.support.engine import SYSTEM, start_engine
 
 MIB = 1024 * 1024
 ROUNDING = 0.006 * MIB  # llama.cpp logs each KV buffer in MiB with two decimals

@@ -6,7 +6,7 @@ import pytest
 
 from app.core import protocol as P
 from app.core.hardware.memory import compute_buffer_estimate, kv_cache_layout, n_ubatch_for
-from tests.engine.conftest import SYSTEM, start_engine
+from tests.support.engine import SYSTEM, start_engine
 
 MIB = 1024 * 1024
 # llama.cpp logs buffer sizes in MiB with two decimals: allow that rounding per buffer.

@@ -11,7 +11,7 @@ import pytest
 
 from app.core import protocol as P
 from app.core.chat.context import StopReason
-from tests.engine.conftest import SYSTEM
+from tests.support.engine import SYSTEM
 
 SEEDS = (1, 2, 3, 4, 5, 6)
 
@@ -89,7 +89,7 @@ def test_a_plain_transcript_reply_is_reused_too(gemma):
     The reply is sampled after ``Assistant:`` with its own leading space; the transcript
     renders it back the same way, so the whole reply is reused.
     """
-    from tests.engine.conftest import start_engine
+    from tests.support.engine import start_engine
 
     eng = start_engine(gemma, n_ctx=2048)
     try:

@@ -1,4 +1,4 @@
-"""The rooms' doors: the window process never loads llama.cpp, and only the engine client imports the engine."""
+"""The rooms' doors: the window process never loads llama.cpp, and only the engine client's host link imports the engine."""
 
 from __future__ import annotations
 
@@ -39,4 +39,4 @@ def test_only_the_engine_client_imports_the_engine():
                 names = [node.module]
             if any(n == "app.engine" or n.startswith("app.engine.") for n in names):
                 importers.add(path.relative_to(root).as_posix())
-    assert importers == {"engine_client.py"}
+    assert importers == {"engine/host_link.py"}

@@ -26,7 +26,7 @@ import pytest
 
 from app.core import protocol as P
 from app.core.rpc import PROTO_MAJOR, PROTO_MINOR, PROTO_PATCH, RpcError, RpcFailure, check_server
-from tests.engine.conftest import SYSTEM, Engine, start_engine
+from tests.support.engine import SYSTEM, Engine, start_engine
 
 RPC_ENV = "GLASSBOX_TEST_RPC_SERVER"
 PROMPT = [SYSTEM, ("user", "Name three colours of the rainbow and one fruit of each colour.")]

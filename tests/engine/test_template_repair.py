@@ -14,7 +14,7 @@ import pytest
 from app.core import protocol as P
 from app.core.chat.context import Role
 from app.core.conversations import ConversationStore
-from tests.engine.conftest import start_engine
+from tests.support.engine import start_engine
 from tests.support.models import STRICT_CHATML_TEMPLATE, with_chat_template
 
 

@@ -20,8 +20,8 @@ from app.core.remote import ConnectionFailure, RemoteEndpoint, ServerKind, api_b
 from app.core.sampling.params import SamplerSettings
 from app.remote.http import RemoteError
 from app.remote.probe import probe
-from tests.remote.conftest import API_KEY, SERVER_N_CTX, free_port
 from tests.remote.support import GREEDY, chat, connect, openai_messages, request
+from tests.support.servers import API_KEY, SERVER_N_CTX, free_port
 
 QUESTION = "What is the capital of France? Answer in one sentence."
 

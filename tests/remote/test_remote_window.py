@@ -18,7 +18,7 @@ from app.core import protocol as P
 from app.core.chat.context import StopReason
 from app.core.remote import NOT_REPORTED, ServerKind
 from app.ui.engine.client import EngineState
-from tests.remote.conftest import API_KEY, SERVER_N_CTX
+from tests.support.servers import API_KEY, SERVER_N_CTX
 from tests.support.window import close_window, open_window, reply_over, send
 
 TIMEOUT_MS = 60_000

@@ -1,16 +1,21 @@
-"""Driving the real window in pytest-qt, on the fake engine (tests/ui) or the real one (tests/ui_model).
+"""Driving the real window in pytest-qt, on a scripted engine host or the real engine.
 
-The two folders' conftests give these their own timeouts and engines; what a test does
-with the window (load a model, type and send, wait until the reply shows as over) is
-the same, so it is written once here.
+The window is built as app.main builds it (same wiring). Its engine is the real
+:class:`~app.ui.engine.client.EngineClient`, with either a scripted host
+(:class:`~tests.support.fake_engine.FakeEngine`, :attr:`WindowEngine.SCRIPTED`: no process, no
+weights, answers in milliseconds) or its own engine process (:attr:`WindowEngine.REAL`: the real
+model). What a test does with the window (load a model, type and send, wait until the reply shows
+as over) is the same on both, so it is written once here; each wait's budget follows the engine
+(:func:`wait_ms`). The pytest fixtures over these are in :mod:`tests.support.window_fixtures`.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QAbstractButton, QApplication
 
 from app.compose import create_window
 from app.core import protocol as P
@@ -18,8 +23,40 @@ from app.paths import default_paths
 from app.ui.engine.client import EngineClient, EngineState
 from app.ui.theme import apply_theme
 from app.ui.window.main_window import MainWindow
+from tests.support.fake_engine import FakeEngine
+from tests.support.window_fixtures import WindowEngine, both_engines
+
+__all__ = [
+    "LOAD_TIMEOUT_MS",
+    "REPLY_TIMEOUT_MS",
+    "SHORT_REPLY_TOKENS",
+    "TINY_TEMPLATE",
+    "WAIT_MS",
+    "WindowEngine",
+    "banner_button",
+    "both_engines",
+    "capture_requests",
+    "close_window",
+    "load",
+    "make_window",
+    "open_window",
+    "reply_over",
+    "send",
+    "short_replies",
+    "stats_shown_done",
+    "wait_ms",
+]
 
 SHORT_REPLY_TOKENS = 48  # short replies keep the suites fast on a 2-core machine
+WAIT_MS = 5_000  # the scripted engine answers in milliseconds; this is only a guard
+LOAD_TIMEOUT_MS = 60_000  # the real engine: a process start and a model load on a busy machine
+REPLY_TIMEOUT_MS = 60_000  # the real engine: a reply of SHORT_REPLY_TOKENS tokens
+TINY_TEMPLATE = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}<|assistant|>"
+
+
+def wait_ms(win: MainWindow) -> int:
+    """The budget for one engine round trip (a load, a reply) on ``win``'s engine, milliseconds."""
+    return WAIT_MS if isinstance(win.engine, FakeEngine) else REPLY_TIMEOUT_MS
 
 
 def open_window(qtbot, engine: EngineClient | None = None, ready_timeout_ms: int | None = None) -> MainWindow:
@@ -41,14 +78,27 @@ def open_window(qtbot, engine: EngineClient | None = None, ready_timeout_ms: int
     return win
 
 
+def make_window(qtbot, engine: EngineClient | WindowEngine = WindowEngine.SCRIPTED) -> MainWindow:
+    """The window on ``engine``: a scripted one waits until its engine is ready, the real one does not.
+
+    ``engine``: :attr:`WindowEngine.SCRIPTED` (a new FakeEngine), :attr:`WindowEngine.REAL` (a new
+    engine process), or an engine client the test made.
+    """
+    if engine is WindowEngine.REAL:
+        return open_window(qtbot)
+    client = FakeEngine() if engine is WindowEngine.SCRIPTED else engine
+    assert isinstance(client, EngineClient)
+    return open_window(qtbot, client, ready_timeout_ms=WAIT_MS if isinstance(client, FakeEngine) else None)
+
+
 def close_window(win: MainWindow) -> None:
     win.close()
     win.conversations.close()
 
 
-def load(qtbot, win: MainWindow, path, timeout: int) -> None:
+def load(qtbot, win: MainWindow, path: Path | str, timeout: int | None = None) -> None:
     """Load ``path`` through the window and wait until the engine is READY with it."""
-    with qtbot.waitSignal(win.engine.model_loaded, timeout=timeout):
+    with qtbot.waitSignal(win.engine.model_loaded, timeout=timeout or wait_ms(win)):
         assert win.load_model(str(path))
     assert win.engine.state == EngineState.READY
 
@@ -69,8 +119,9 @@ def stats_shown_done(win: MainWindow) -> bool:
     return win.stats_panel.phase.text().startswith("✓ Done")
 
 
-def send(qtbot, win: MainWindow, text: str, timeout: int) -> P.Finished:
+def send(qtbot, win: MainWindow, text: str, timeout: int | None = None) -> P.Finished:
     """Type ``text`` and press Enter; returns the Finished event once the window shows the reply as over."""
+    timeout = timeout or wait_ms(win)
     box = win.composer.box
     box.setFocus()
     qtbot.keyClicks(box, text)
@@ -82,3 +133,17 @@ def send(qtbot, win: MainWindow, text: str, timeout: int) -> P.Finished:
         timeout=timeout,
     )
     return fin
+
+
+def banner_button(win: MainWindow, text: str) -> QAbstractButton:
+    """The banner's action button labelled ``text`` (the one shown now)."""
+    found = [b for b in win.banner.findChildren(QAbstractButton) if b.text() == text and b.isVisible()]
+    assert found, f"no {text!r} button on the banner: {win.banner.text.text()!r}"
+    return found[-1]
+
+
+def capture_requests(win: MainWindow) -> list:
+    """Every request the window sends to the engine from now on (EngineClient.request_sent)."""
+    sent: list = []
+    win.engine.request_sent.connect(sent.append)
+    return sent

@@ -17,7 +17,7 @@ from app.ui.chat.message import MessageAction
 from app.ui.common import palette
 from app.ui.common.token_alts import step_anchor
 from tests.support.fake_engine import reply
-from tests.ui.conftest import send
+from tests.support.window import send
 
 
 def _reply_widget(window):

@@ -13,7 +13,7 @@ from app.core.hardware.speed_bound import decode_traffic
 from app.paths import default_paths
 from app.ui.panels.architecture_view import ArchitectureView, block_kinds, block_tooltip
 from tests.support.fake_engine import reply
-from tests.ui.conftest import close_window, load, make_window, send
+from tests.support.window import close_window, load, make_window, send
 
 
 def test_the_model_panel_draws_gemma3_with_its_two_kinds_of_blocks(qtbot, gemma):

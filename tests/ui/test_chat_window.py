@@ -1,5 +1,6 @@
-"""The window's own logic on the FakeEngine: chat, live stats, sampler requests, Stop, errors,
-crash banner and Restart, context full, settings. (Real tokens and timings: tests/ui_model.)"""
+"""The window's own logic on the scripted engine: chat, live stats, sampler requests, Stop, errors,
+context full, settings. (A reply with its stats, a crash and Restart, a dying load and a message longer
+than n_ctx run on both engines in tests/ui_model/test_chat_window_model.py; real tokens and timings there too.)"""
 
 from __future__ import annotations
 
@@ -12,47 +13,13 @@ from PySide6.QtGui import QDropEvent
 from app.core import protocol as P
 from app.core.chat.context import StopReason
 from app.ui.chat.view import CodeBlock, MessageWidget
-from app.ui.common.stats_format import reply_footer
 from app.ui.engine.client import EngineState
-from tests.support.fake_engine import CrashMidReply, Endless, FakeEngine, Refuse, reply
-from tests.ui.conftest import banner_button, close_window, load, make_window, reply_over, send
+from tests.support.fake_engine import Endless, Refuse, reply
+from tests.support.window import banner_button, close_window, load, make_window, reply_over, send
 
 
 def _number(label: str) -> float:
     return float(label.split()[0].replace(",", ""))
-
-
-def test_a_message_gets_a_streamed_reply_and_live_stats(qtbot, window):
-    pieces = ("Hello", " there", ",", " friend", "!")
-    window.engine.script(reply(*pieces))
-    window.funnel_dock.raise_()  # the Funnel tab on screen: the reply keeps its logits
-    tokens: list = []
-    window.engine.token_received.connect(tokens.append)
-    fin = send(qtbot, window, "Say hello to me in one short sentence.")
-    assert isinstance(fin, P.Finished) and fin.text == "".join(pieces)
-    msgs = window.chat_view.messages
-    assert [m.role for m in msgs] == ["user", "assistant"]
-    assert msgs[0].text == "Say hello to me in one short sentence." and msgs[1].text == fin.text
-    assert tuple(t.text for t in tokens) == pieces, "the reply was not streamed token by token"
-    # Stats panel: the engine's TTFT and tok/s, as the engine measured them.
-    ttft = window.stats_panel.tiles["ttft"][0].text()
-    decode = window.stats_panel.tiles["decode"][0].text()
-    assert ttft.endswith("ms") and _number(ttft) == round(fin.stats.ttft_s * 1000)
-    assert decode.endswith("tok/s") and abs(_number(decode) - fin.stats.decode_tok_s) < 0.5
-    assert msgs[1].footer.text() == reply_footer(fin.stats)
-    cached, evaluated, generated = window.stats_panel.ctx_bar.parts
-    assert cached == fin.stats.cached_tokens and evaluated == fin.stats.evaluated_tokens
-    assert generated == fin.stats.generated_tokens == len(pieces)
-    assert "reused" in window.stats_panel.ctx_label.text()
-    # Tokens panel shows the prompt tokens the engine evaluated.
-    assert "<user>" in window.tokens_panel.view.toPlainText()
-    # The Funnel panel shows the last token's funnel; the seed used is the engine's.
-    qtbot.waitUntil(lambda: window.funnel_panel.view.funnel is not None, timeout=5000)
-    qtbot.waitUntil(lambda: window.funnel_panel.view.funnel.drawn == tokens[-1].token_id, timeout=5000)
-    assert window.sampler_panel.seed_used.text() == "seed used by the last reply: " + str(fin.stats.seed)
-    # The reply is stored as it was shown.
-    stored = window.conversations.get_message(msgs[1].message_id)
-    assert stored.content == fin.text and stored.meta.stats.generated_tokens == len(pieces)
 
 
 def test_opening_a_chat_shows_its_last_reply_in_the_stats_panel(qtbot, window):
@@ -190,33 +157,6 @@ def test_dropping_a_gguf_loads_it(qtbot, window, tiny_model):
     assert window.engine.sent(P.LoadModel)[-1].path == str(tiny_model.resolve())
 
 
-def test_engine_crash_keeps_the_conversation_and_restarts(qtbot, window, tiny_model):
-    window.engine.script(CrashMidReply(("Partial ", "reply"), "The engine process was killed (SIGKILL)."))
-    box = window.composer.box
-    qtbot.keyClicks(box, "Tell me a story.")
-    with qtbot.waitSignal(window.engine.engine_crashed):
-        qtbot.keyClick(box, Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: reply_over(window))
-    msgs = window.chat_view.messages
-    assert [m.role for m in msgs] == ["user", "assistant"]
-    assert msgs[1].text == "Partial reply", "the partial reply was lost"
-    assert msgs[1].badge.text() == "engine stopped"
-    assert window.conversations.get_message(msgs[1].message_id).content == "Partial reply"
-    assert window.engine.state == EngineState.DEAD
-    text = window.banner.text.text()
-    assert "SIGKILL" in text and "conversation is kept" in text
-    # The banner's button restarts the engine and reloads the model; chatting goes on.
-    with qtbot.waitSignal(window.engine.model_loaded):
-        banner_button(window, "Restart engine").click()
-    assert window.engine.sent(P.LoadModel)[-1].path == str(tiny_model)
-    fin = send(qtbot, window, "Hello again.")
-    assert fin.text.strip()
-    assert len(window.chat_view.messages) == 4
-    # The conversation sent after the restart still holds the partial reply.
-    gen = window.engine.sent(P.Generate)[-1]
-    assert [m.content for m in gen.messages if m.role == "assistant"] == ["Partial reply"]
-
-
 def test_new_chat_empties_the_view_and_the_context(qtbot, window):
     send(qtbot, window, "My name is Zanzibar.")
     first = window.chat.conversation_id
@@ -266,47 +206,6 @@ def test_markdown_and_code_blocks_render(qtbot):
     assert len(blocks) == 1 and blocks[0].code == "print('hi')" and blocks[0].lang.text() == "python"
     labels = [lbl.text() for lbl in w.body.findChildren(type(w.footer)) if "bold" in lbl.text()]
     assert labels and "<strong>bold</strong>" in labels[-1]
-
-
-def test_e4_a_message_longer_than_the_context_is_given_back_and_the_next_works(qtbot, window):
-    message = "Your message alone takes 700 tokens. Raise n_ctx in the Model panel (512 now)."
-    window.engine.script(Refuse(P.FailureKind.CONTEXT_OVERFLOW, message))
-    long_msg = " ".join(f"word{i}" for i in range(350))
-    box = window.composer.box
-    box.setPlainText(long_msg)
-    with qtbot.waitSignal(window.engine.generation_failed):
-        qtbot.keyClick(box, Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: reply_over(window) and window.banner.isVisible())
-    assert window.banner.text.text() == message
-    assert box.toPlainText() == long_msg  # nothing lost
-    assert window.chat_view.messages == []
-    cid = window.chat.conversation_id
-    assert cid is None or window.conversations.active_path(cid) == []
-    box.clear()
-    fin = send(qtbot, window, "Say hi.")
-    assert isinstance(fin, P.Finished) and fin.text.strip()
-    assert [m.role for m in window.chat_view.messages] == ["user", "assistant"]
-    # The refused message is not part of the conversation the engine is asked about next.
-    gen = window.engine.sent(P.Generate)[-1]
-    assert [m.content for m in gen.messages if m.role == "user"] == ["Say hi."]
-
-
-def test_engine_dying_while_loading_is_not_restarted_into_the_same_crash(qtbot, tiny_model):
-    engine = FakeEngine()
-    win = make_window(qtbot, engine)
-    try:
-        engine.crash_next_load("The engine process was killed (SIGKILL).")
-        with qtbot.waitSignal(engine.engine_crashed):
-            win.load_model(str(tiny_model))
-        text = win.banner.text.text()
-        assert "SIGKILL" in text and "while loading" in text and tiny_model.name in text
-        loads = len(engine.sent(P.LoadModel))
-        with qtbot.waitSignal(engine.engine_ready):
-            win.restart_engine()
-        qtbot.waitUntil(lambda: engine.state == EngineState.NO_MODEL)
-        assert engine.model is None and len(engine.sent(P.LoadModel)) == loads
-    finally:
-        close_window(win)
 
 
 def test_e5_context_full_then_the_policy_applies_to_the_next_reply_without_a_reload(qtbot, window):
@@ -468,7 +367,7 @@ def test_a_stored_reply_keeps_showing_after_a_reload_against_its_own_n_ctx(qtbot
     "No reply yet"), and its context bar is drawn against the n_ctx that reply ran with."""
     from dataclasses import replace as dc_replace
 
-    from tests.ui.conftest import load
+    from tests.support.window import load
 
     window.engine.script(reply("First", " chat", "."))
     fin = send(qtbot, window, "Chat A, please.")

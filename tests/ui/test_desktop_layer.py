@@ -116,7 +116,7 @@ def test_the_model_picker_lists_the_library_below_the_recent_models(qtbot, tiny_
 
     from app.core import protocol as P
     from app.ui.window.menus import fill_model_menu
-    from tests.ui.conftest import WAIT_MS, close_window, make_window
+    from tests.support.window import WAIT_MS, close_window, make_window
 
     win = make_window(qtbot)
     try:
@@ -206,7 +206,7 @@ def test_details_opens_how_the_reply_was_made_selectable_with_copy(qtbot, window
     from PySide6.QtGui import QGuiApplication
 
     from tests.support.fake_engine import reply
-    from tests.ui.conftest import send
+    from tests.support.window import send
 
     window.engine.script(reply("Good ", "morning", "!"))
     send(qtbot, window, "Say good morning.")
@@ -241,7 +241,7 @@ def _drag_events(paths, proposed=Qt.DropAction.MoveAction):
 
 
 def test_a_drop_is_accepted_as_a_copy_with_a_highlight_and_skipped_files_named(qtbot, tiny_model, tmp_path):
-    from tests.ui.conftest import WAIT_MS, close_window, make_window
+    from tests.support.window import WAIT_MS, close_window, make_window
 
     win = make_window(qtbot)
     try:
@@ -264,7 +264,7 @@ def test_a_drop_is_accepted_as_a_copy_with_a_highlight_and_skipped_files_named(q
 
 
 def test_dropping_only_other_files_says_they_were_skipped(qtbot, tmp_path):
-    from tests.ui.conftest import close_window, make_window
+    from tests.support.window import close_window, make_window
 
     win = make_window(qtbot)
     try:
@@ -344,7 +344,7 @@ def test_the_window_chat_fits_at_real_window_sizes_and_docks_grow_back(qtbot, wi
 
     for i in range(3):
         window.engine.script(reply(*[w + " " for w in REPLY.split(" ")]))
-        from tests.ui.conftest import send
+        from tests.support.window import send
 
         send(qtbot, window, f"Question {i}: something long, please.")
     sizes = [(1280, 720), (1024, 640), (1100, 700), (1366, 768), (1920, 1080)]
@@ -418,7 +418,7 @@ def test_highlight_marks_text_not_tags_or_entities():
 def test_opening_a_search_hit_marks_the_words_and_scrolls_to_them(qtbot, window):
     from app.ui.common.highlight import HIT_OPEN
     from tests.support.fake_engine import reply
-    from tests.ui.conftest import send
+    from tests.support.window import send
 
     window.resize(1280, 720)
     filler = "\n\n".join(PARAGRAPH * 2 for _ in range(4))
@@ -486,7 +486,7 @@ def test_tab_leaves_the_composer_and_shift_enter_still_adds_a_line(qtbot, window
 
 def test_shortcuts_reach_search_chats_pages_and_panels(qtbot, window):
     from tests.support.fake_engine import reply
-    from tests.ui.conftest import send
+    from tests.support.window import send
 
     _active(qtbot, window)
     ids = []
@@ -572,7 +572,7 @@ def test_every_actionable_widget_has_a_name_a_screen_reader_can_read(qtbot, wind
 
     from app.ui.common.accessibility import needs_name
     from tests.support.fake_engine import reply
-    from tests.ui.conftest import send
+    from tests.support.window import send
 
     window.engine.script(reply("A ", "reply."))
     send(qtbot, window, "Hello")
@@ -636,7 +636,7 @@ def test_the_engine_state_and_the_swa_cache_box_are_not_cut_on_small_screens(qtb
     from app.ui.window.top_bar import _STATE_TEXT
     from app.ui.window.window_layout import FRAME_ALLOWANCE
     from tests.support.models import llama_metadata, llama_tensors, write_gguf
-    from tests.ui.conftest import TINY_TEMPLATE, close_window, load, make_window
+    from tests.support.window import TINY_TEMPLATE, close_window, load, make_window
 
     swa_model = write_gguf(
         tmp_path / "Tiny-SWA-Q4_1.gguf",

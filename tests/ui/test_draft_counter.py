@@ -10,7 +10,7 @@ from app.core.chat.context import ContextPolicy, Role
 from app.ui.chat.draft_counter import WAITING, count_text
 from app.ui.common.severity import Severity
 from tests.support.fake_engine import reply
-from tests.ui.conftest import send
+from tests.support.window import send
 
 
 def _counted(window):

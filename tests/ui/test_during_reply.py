@@ -16,7 +16,7 @@ from app.ui.engine.client import EngineState
 from app.ui.window.notices import NoticeTopic
 from app.ui.window.pages import Page
 from tests.support.fake_engine import Endless, reply
-from tests.ui.conftest import WAIT_MS, banner_button, close_window, load, make_window, reply_over, send
+from tests.support.window import WAIT_MS, banner_button, close_window, load, make_window, reply_over, send
 
 
 def _start_endless(qtbot, window, text: str = "Count to a million.", n_tokens: int = 5) -> int:

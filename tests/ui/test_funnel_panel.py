@@ -14,7 +14,7 @@ from app.core.sampling.params import DEFAULT_ORDER, ORDER_NOTE, SamplerStage
 from app.ui.funnel import panel as funnel_panel
 from app.ui.funnel.panel import wrappable
 from tests.support.fake_engine import reply
-from tests.ui.conftest import send
+from tests.support.window import send
 
 
 def test_hidden_funnel_keeps_nothing_and_asks_nothing(qtbot, window):

@@ -12,7 +12,7 @@ from app.core.sampling.params import SamplerSettings
 from app.ui.common import palette
 from app.ui.funnel.panel import AS_DRAWN, LEGEND, WHAT_IF, visible_token, wrappable
 from tests.support.fake_engine import reply
-from tests.ui.conftest import send
+from tests.support.window import send
 
 
 def _reply_id(window) -> int:

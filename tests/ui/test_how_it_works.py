@@ -18,7 +18,7 @@ from app.ui.window.how_it_works import INSPECT_HINT, LIVE_SCHEME, HowItWorksWind
 from app.ui.window.main_window import MainWindow
 from app.ui.window.menus import shortcut_sheet
 from tests.support.moe_model import write_moe_gguf
-from tests.ui.conftest import close_window, load, make_window
+from tests.support.window import close_window, load, make_window
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support raise")  # the guide window raised, offscreen
 

@@ -13,7 +13,7 @@ from app.ui.inspect.panel import CAUSATION_NOTE, InspectWindow
 from tests.support.fake_engine import reply
 from tests.support.inspection import synthetic_inspection
 from tests.support.models import llama_metadata, llama_tensors, write_gguf
-from tests.ui.conftest import TINY_TEMPLATE, load, send
+from tests.support.window import TINY_TEMPLATE, load, send
 
 
 def _anchors(view) -> list[tuple[str, int]]:

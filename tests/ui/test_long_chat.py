@@ -164,7 +164,7 @@ def test_a_reply_streams_into_a_long_chat_and_the_view_follows_it(qtbot, window,
     from dataclasses import replace
 
     from tests.support.fake_engine import reply
-    from tests.ui.conftest import load, send
+    from tests.support.window import load, send
 
     # n_ctx for the whole chat (the fake engine's tokens are words).
     window.settings_ctl.update(load=replace(window.settings.load, n_ctx=65536))

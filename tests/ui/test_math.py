@@ -13,7 +13,7 @@ from app.ui.chat import mathtex
 from app.ui.chat.markdown import render_text
 from app.ui.chat.mathtex import current_style, protect, render_formula
 from tests.support.fake_engine import reply
-from tests.ui.conftest import send
+from tests.support.window import send
 
 
 @pytest.mark.parametrize(

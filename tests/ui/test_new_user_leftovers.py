@@ -27,7 +27,7 @@ from app.ui.models.window import ModelsTab
 from app.ui.theme import apply_theme
 from app.ui.window.first_start import HINT
 from tests.support.fake_engine import Endless, FakeEngine
-from tests.ui.conftest import close_window, load, make_window, reply_over, send
+from tests.support.window import close_window, load, make_window, reply_over, send
 from tests.ui.test_long_chat import N_MESSAGES, OLD_WORD, _long_chat, _on_screen
 
 

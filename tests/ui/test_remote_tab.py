@@ -11,7 +11,7 @@ from app.core import protocol as P
 from app.core.remote import ConnectionFailure
 from app.remote.http import RemoteError
 from app.ui.models.window import ModelsTab
-from tests.ui.conftest import WAIT_MS
+from tests.support.window import WAIT_MS
 
 
 def _closed_port() -> int:

@@ -12,7 +12,7 @@ from app.core.chat.context import GenerationStats, LoadSettings
 from app.core.rpc import DevicePlacement
 from app.ui.panels.model import ModelPanel
 from app.ui.panels.rpc_servers import RpcServersBox, placement_lines, traffic_text
-from tests.ui.conftest import WAIT_MS
+from tests.support.window import WAIT_MS
 
 MIB = 1024 * 1024
 
@@ -144,12 +144,16 @@ def test_an_engine_that_dies_with_rpc_servers_in_use_names_them(qtbot, window):
     instead of only blaming the model."""
     from dataclasses import replace
 
-    from app.engine.host import EngineDied
+    from app.core.chat.context import ChatMessage
+    from app.core.exitinfo import describe_exit
+    from app.core.sampling.params import SamplerSettings
+    from tests.support.fake_engine import CrashMidReply
 
     eng = window.engine
     eng.model = replace(eng.model, settings=replace(eng.model.settings, rpc_servers=("127.0.0.1:50391",)))
-    with qtbot.waitSignal(eng.engine_crashed) as crashed:
-        eng._on_died(eng._host, EngineDied(-6))
+    eng.script(CrashMidReply((), describe_exit(-6)))  # the engine process ends with SIGABRT
+    with qtbot.waitSignal(eng.engine_crashed, timeout=WAIT_MS) as crashed:
+        eng.generate((ChatMessage("user", "Hi."),), SamplerSettings())
     text = crashed.args[0]
     assert text.startswith("The engine was killed by SIGABRT") and "127.0.0.1:50391" in text
     assert "goes away" in text

@@ -16,7 +16,7 @@ from app.ui.inspect.panel import InspectWindow, lens_cell_text
 from tests.support.bidi import drawn_before, plain
 from tests.support.fake_engine import reply
 from tests.support.inspection import synthetic_inspection
-from tests.ui.conftest import send
+from tests.support.window import send
 
 ARABIC = "مرحبا"  # "hello"
 HEBREW = "שלום"  # "peace"

@@ -20,7 +20,7 @@ from app.core import protocol as P
 from app.paths import default_paths
 from app.ui.engine.client import EngineState
 from app.ui.window.single_instance import LOCK_FILE_NAME, SingleInstance, server_name
-from tests.ui.conftest import close_window, make_window
+from tests.support.window import close_window, make_window
 
 REPO = Path(__file__).resolve().parents[2]
 START_S = 120  # a Python start with PySide6 on a loaded 2-CPU machine

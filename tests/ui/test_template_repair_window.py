@@ -15,7 +15,7 @@ from app.core import protocol as P
 from app.core.chat.context import Role
 from app.ui.chat.message import MessageAction
 from tests.support.fake_engine import Refuse, reply
-from tests.ui.conftest import banner_button, reply_over, send
+from tests.support.window import banner_button, reply_over, send
 
 REFUSAL = (
     "The model's chat template rejected this conversation: Conversation roles must alternate "

@@ -10,7 +10,7 @@ from app.core.chat.context import StopReason
 from app.core.inspection.timeline import PrefillSlice, TurnTimeline
 from app.ui.panels.timeline import LIVE_ITEM
 from tests.support.fake_engine import reply
-from tests.ui.conftest import TINY_TEMPLATE, close_window, load, make_window, send
+from tests.support.window import TINY_TEMPLATE, close_window, load, make_window, send
 
 OVERRIDE = "{% for m in messages %}[{{ m.role }}]{{ m.content }}\n{% endfor %}[assistant]"
 BROKEN = "{% for m in messages %}\n{{ m.content | nosuchfilter }}\n{% endfor %}"

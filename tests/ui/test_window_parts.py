@@ -20,7 +20,7 @@ from app.ui.common import stats_format as fmt
 from app.ui.common.repaint_clock import RepaintClock
 from app.ui.common.severity import Severity
 from app.ui.common.stacked_bar import BarMarker, BarSegment, StackedBar
-from app.ui.engine.client import EngineClient, EngineState
+from app.ui.engine.client import EngineState
 from app.ui.window.banner import Banner
 from app.ui.window.notices import Notices, NoticeTopic
 
@@ -260,19 +260,31 @@ def test_message_buttons_emit_message_actions(qtbot):
 
 
 # ------------------------------------------------------------------ one owner: the reply in flight
-def test_shutting_down_mid_reply_ends_the_reply_once(qtbot):
-    client = EngineClient()
+def test_shutting_down_mid_reply_ends_the_reply_once(qtbot, tiny_model):
+    from app.core.chat.context import ChatMessage, LoadSettings
+    from tests.support.fake_engine import Endless, FakeEngine
+
+    client = FakeEngine()  # the real client on a scripted host
+    with qtbot.waitSignal(client.model_loaded, timeout=5000):
+        client.load_model(str(tiny_model), LoadSettings())
+    client.script(Endless())
     states: list = []
     ended: list[int] = []
     client.state_changed.connect(states.append)
     client.generation_ended.connect(ended.append)
-    client._gen_id = 41  # a reply in flight, as generate() leaves it
-    client._load_id = 3
+    with qtbot.waitSignal(client.token_received, timeout=5000):
+        rid = client.generate((ChatMessage("user", "Count."),), DEFAULTS)
+    client.load_model(str(tiny_model), LoadSettings())  # a load waits for the reply to end
     client.shutdown()
-    assert ended == [41] and not client.generating and client._load_id is None
-    assert client.state is EngineState.DEAD and states == []  # it started DEAD: no change to announce
+    assert ended == [rid] and not client.generating and client.model is None
+    assert client.state is EngineState.DEAD and states == [
+        EngineState.GENERATING,
+        EngineState.LOADING,
+        EngineState.DEAD,
+    ]
+    assert client.generate((ChatMessage("user", "Again?"),), DEFAULTS) is None  # nothing in flight, nothing sent
     client.shutdown()
-    assert ended == [41]
+    assert ended == [rid] and states[-1] is EngineState.DEAD and len(states) == 3
 
 
 def test_send_stop_and_the_stop_action_follow_the_engine(qtbot):

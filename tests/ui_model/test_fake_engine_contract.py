@@ -1,7 +1,8 @@
-"""The FakeEngine keeps faith with the real engine client: for the same commands, the same
-signals in the same order, the same states, the same kinds of requests sent.
+"""The scripted engine host keeps faith with the real engine process: behind the same EngineClient, the
+same commands give the same signals in the same order, the same states, the same kinds of requests sent.
 
-tests/ui runs the window on the FakeEngine; this is what makes those tests mean
+tests/ui runs the window on the scripted host (FakeEngine: the real client on a
+:class:`~tests.support.scripted_host.ScriptedHost`); this is what makes those tests mean
 something about the real app.
 """
 
@@ -48,9 +49,9 @@ def _record(engine: EngineClient) -> tuple[list, list]:
 
 
 def _drive(qtbot, engine: EngineClient, model, bad, before_long=None, before_bad_load=None) -> list:
-    """The same commands on either client; returns the Finished stop reasons.
+    """The same commands on the client with either host; returns the Finished stop reasons.
 
-    ``before_long`` / ``before_bad_load``: the FakeEngine's script for what the real engine
+    ``before_long`` / ``before_bad_load``: the scripted host's script for what the real engine
     does on its own (a reply that runs on; a file llama.cpp refuses).
     """
     reasons = []

@@ -14,12 +14,12 @@ from dataclasses import replace
 import pytest
 
 from app.core import protocol as P
-from tests.ui_model.conftest import capture_requests, close_window, load, make_window, reply_over, send
+from tests.support.window import WindowEngine, capture_requests, close_window, load, make_window, reply_over, send
 
 
 @pytest.fixture(params=["smollm2", "gemma"])
 def model_window(request, qtbot):
-    win = make_window(qtbot)
+    win = make_window(qtbot, WindowEngine.REAL)
     load(qtbot, win, request.getfixturevalue(request.param))
     yield request.param, win
     close_window(win)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from app.core import protocol as P
 from app.core.inspection.token_inspection import InspectPath
+from tests.support.window import send
 from tests.ui.test_inspect_window import _anchors
-from tests.ui_model.conftest import send
 
 
 def _inspect_link(qtbot, window, href: str) -> P.TokenInspected:

@@ -20,8 +20,7 @@ import pytest
 from app.core.chat.context import StopReason
 from app.core.server_settings import BusyPolicy
 from app.ui.server.request_log import RequestStatus
-from tests.support.window import short_replies
-from tests.ui_model.conftest import REPLY_TIMEOUT_MS, send
+from tests.support.window import REPLY_TIMEOUT_MS, send, short_replies
 
 MODEL_ID = "SmolLM2-135M-Instruct.Q4_1"
 COUNTING = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,"  # SmolLM2 goes on counting: a long greedy completion

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import socket
 
-from tests.ui_model.conftest import close_window, load, make_window, send
+from tests.support.window import WindowEngine, close_window, load, make_window, send
 
 HOOK = """
 import os, socket
@@ -45,7 +45,7 @@ def test_starting_the_app_and_chatting_opens_no_network_connection(qtbot, smollm
         return real(self, addr, *a)
 
     monkeypatch.setattr(socket.socket, "connect", connect)
-    win = make_window(qtbot)
+    win = make_window(qtbot, WindowEngine.REAL)
     try:
         load(qtbot, win, smollm2)
         fin = send(qtbot, win, "Hello!")

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from app.core.chat.context import StopReason
 from tests.engine.test_chat_template import GEMMA_TEMPLATE
-from tests.ui_model.conftest import close_window, load, make_window, send
+from tests.support.window import WindowEngine, close_window, load, make_window, send
 
 
 def test_a_real_reply_keeps_its_timeline(qtbot, window):
@@ -30,7 +30,7 @@ def test_a_real_reply_keeps_its_timeline(qtbot, window):
 
 
 def test_a_gemma_override_is_checked_kept_and_used_by_the_reply(qtbot, gemma):
-    win = make_window(qtbot)
+    win = make_window(qtbot, WindowEngine.REAL)
     try:
         load(qtbot, win, gemma)
         dialog = win.show_template()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from app.core.chat.context import StopReason
-from tests.ui_model.conftest import send
+from tests.support.window import send
 
 
 def test_a_follow_up_evaluates_only_the_new_message(qtbot, window):

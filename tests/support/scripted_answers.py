@@ -1,0 +1,147 @@
+"""The scripted engine's answers that need no state of a reply: prompts rendered and counted, made-up funnels.
+
+Pure functions of a request and the loaded model (:mod:`tests.support.scripted_host` calls them):
+
+- :func:`render`: the prompt rendered with jinja2's sandbox as llama-cpp-python sets it up
+  (``chat_template``, else the GGUF's, else a plain transcript); "tokens" are special-token texts and
+  words. A template that does not compile or render fails with kind ``template`` naming its line.
+- :func:`count`: the fake's tokens of the rendered prompt and of the last message; over n_ctx, fitted
+  as the engine fits (ROLLING: the oldest non-system messages dropped until it fits what the reserve
+  leaves; else refused).
+- :func:`funnel`: the step's 6 fake candidates (logits 10, 9, ...), top_k and temperature applied when
+  on, greedy at temperature 0; :func:`stored_funnel`: a stored step's candidates, the model column
+  only, and the draw (greedy: the best).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from app.core import protocol as P
+from app.core.chat.chat_template import SAMPLE_CONVERSATION
+from app.core.chat.context import ROLLING_RESERVE_FRACTION, ChatMessage, ContextPolicy, Role
+from app.core.sampling.alternatives import StoredStep
+from app.core.sampling.funnel import Funnel, FunnelStage, FunnelStageKind
+from app.core.sampling.params import SamplerSettings
+
+_SPECIAL = re.compile(r"<[^<>\s]+>")
+
+
+def prompt_pieces(text: str) -> list[str]:
+    """The fake's tokens: special-token texts and words with their leading space."""
+    return [p for p in re.split(r"(<[^<>\s]+>|\s*\S+)", text) if p]
+
+
+def _render_text(
+    rid: int, msgs: tuple[ChatMessage, ...], chat_template: str | None, model: P.ModelLoaded
+) -> tuple[str, P.TemplateSource] | P.Failed:
+    """The prompt text and its format's source, or Failed (kind ``template``)."""
+    source_text = chat_template if chat_template is not None else model.chat_template
+    if source_text is None:
+        text = "".join(f"{m.role.value.title()}: {m.content}\n" for m in msgs) + "Assistant:"
+        source = P.TemplateSource.PLAIN
+    else:
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        try:
+            text = env.from_string(source_text).render(
+                messages=[{"role": m.role.value, "content": m.content} for m in msgs],
+                bos_token=model.bos_text,
+                eos_token=model.eos_text,
+                add_generation_prompt=True,
+            )
+        except jinja2.TemplateSyntaxError as exc:
+            return P.Failed(
+                rid, P.FailureKind.TEMPLATE, f"The chat template does not compile: line {exc.lineno}: {exc.message}"
+            )
+        except Exception as exc:
+            return P.Failed(rid, P.FailureKind.TEMPLATE, f"The chat template does not render: {exc}")
+        source = P.TemplateSource.OVERRIDE if chat_template is not None else P.TemplateSource.GGUF
+    if not text.strip():
+        return P.Failed(rid, P.FailureKind.TEMPLATE, "The chat template renders no text.")
+    return text, source
+
+
+def render(req: P.RenderPrompt, model: P.ModelLoaded) -> P.PromptRendered | P.Failed:
+    """The answer to RenderPrompt (see the module docstring); no messages: the sample conversation."""
+    sample = not req.messages
+    msgs = SAMPLE_CONVERSATION if sample else req.messages
+    out = _render_text(req.request_id, msgs, req.chat_template, model)
+    if isinstance(out, P.Failed):
+        return out
+    text, source = out
+    source_text = req.chat_template if req.chat_template is not None else model.chat_template
+    pieces = tuple(P.PromptPiece(1000 + i, p, bool(_SPECIAL.fullmatch(p))) for i, p in enumerate(prompt_pieces(text)))
+    return P.PromptRendered(req.request_id, text, pieces, len(pieces), source, source_text, model.chat_template, sample)
+
+
+def count(req: P.CountPrompt, model: P.ModelLoaded) -> P.PromptCounted | P.Failed:
+    """The answer to CountPrompt (see the module docstring)."""
+    out = _render_text(req.request_id, req.messages, req.chat_template, model)
+    if isinstance(out, P.Failed):
+        return out
+    n_ctx = model.n_ctx
+    n = len(prompt_pieces(out[0]))
+    dropped, fitted = 0, n
+    if n >= n_ctx:
+        dropped, fitted = -1, 0
+        if req.policy is ContextPolicy.ROLLING:
+            system = [m for m in req.messages[:1] if m.role is Role.SYSTEM]
+            rest = list(req.messages[len(system) :])
+            k = 0
+            while len(rest) > 1:
+                rest, k = rest[1:], k + 1
+                kept = _render_text(req.request_id, (*system, *rest), req.chat_template, model)
+                size = len(prompt_pieces(kept[0])) if not isinstance(kept, P.Failed) else n_ctx
+                if size <= int(n_ctx * (1 - ROLLING_RESERVE_FRACTION)):
+                    dropped, fitted = k, size
+                    break
+    last = prompt_pieces(req.messages[-1].content) if req.messages else []
+    return P.PromptCounted(req.request_id, n, len(last), n_ctx, dropped, fitted)
+
+
+def funnel(
+    req: P.ComputeFunnel, kept: tuple[int, SamplerSettings, list[tuple[int, str]]] | None
+) -> P.FunnelComputed | P.Failed:
+    """A made-up funnel for a step of the reply whose (token, piece) steps were ``kept`` (see the module docstring)."""
+    rid, reply_id, step = req.request_id, req.reply_id, req.step
+    if kept is None or (reply_id >= 0 and reply_id != kept[0]) or not kept[2] or step >= len(kept[2]):
+        return P.Failed(rid, P.FailureKind.NO_LOGITS, "The funnel needs a reply generated with the funnel on.")
+    s = req.sampler or kept[1]
+    step = step if step >= 0 else len(kept[2]) - 1
+    token, piece = kept[2][step]
+    row_ids = tuple((token + k, piece if k == 0 else f"alt{k}") for k in range(6))
+    logits = [10.0 - k for k in range(6)]
+
+    def column(kind: FunnelStageKind, alive: list[float | None], picked: int = -1) -> FunnelStage:
+        finite = [x for x in alive if x is not None]
+        z = sum(math.exp(x - finite[0]) for x in finite)
+        probs = tuple(0.0 if x is None else math.exp(x - finite[0]) / z for x in alive)
+        h = -sum(q * math.log2(q) for q in probs if q > 0)
+        return FunnelStage(kind, probs, len(finite), h, 0.0, picked)
+
+    alive: list[float | None] = list(logits)
+    stages = [column(FunnelStageKind.MODEL, alive)]
+    if s.is_greedy:
+        stages.append(FunnelStage(FunnelStageKind.GREEDY, (1.0,) + (0.0,) * 5, 1, 0.0, 0.0, token))
+    else:
+        if s.top_k > 0:
+            alive = [x if i < s.top_k else None for i, x in enumerate(alive)]
+            stages.append(column(FunnelStageKind.TOP_K, alive))
+        alive = [None if x is None else x / s.temperature for x in alive]
+        stages.append(column(FunnelStageKind.TEMPERATURE, alive))
+        stages.append(column(FunnelStageKind.DIST, alive, token))
+    return P.FunnelComputed(rid, Funnel(kept[0], step, row_ids, tuple(stages), token, s, 0, 6, False, 0.0))
+
+
+def stored_funnel(st: StoredStep, sampler: SamplerSettings | None) -> Funnel:
+    """The funnel of a stored step: its candidates (the model column) and the greedy draw."""
+    s = sampler or st.settings
+    probs = tuple(math.exp(x - st.logsumexp) for x in st.logits)
+    rows = tuple((t, st.texts.get(t, "")) for t in st.ids)
+    model = FunnelStage(FunnelStageKind.MODEL, probs, len(st.ids), 1.0, max(0.0, 1 - sum(probs)))
+    draw = FunnelStage(FunnelStageKind.GREEDY, (1.0,) + (0.0,) * (len(st.ids) - 1), 1, 0.0, 0.0, st.ids[0])
+    return Funnel(st.reply_id, st.step, rows, (model, draw), st.drawn, s, st.seed, len(st.ids), False, 0.0)
