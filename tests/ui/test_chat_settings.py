@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QFileDialog
 
 from app.core import protocol as P
 from tests.support.fake_engine import reply
-from tests.ui.conftest import close_window, load, make_window, send
+from tests.support.window import close_window, load, make_window, send
 
 
 def _set_temperature(window, t: float) -> None:

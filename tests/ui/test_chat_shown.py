@@ -6,7 +6,7 @@ from __future__ import annotations
 from app.core import protocol as P
 from app.core.chat.context import Role
 from tests.support.fake_engine import reply
-from tests.ui.conftest import banner_button, close_window, load, make_window, send, short_replies
+from tests.support.window import banner_button, close_window, load, make_window, send, short_replies
 
 
 def _last_reply(window) -> int:
