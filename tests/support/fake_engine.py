@@ -80,6 +80,13 @@ class FakeEngine(EngineClient):
         """Let the engine's main loop go on: the held reply streams on, held counts are answered."""
         self.book.resume()
 
+    def hold_loads(self) -> None:
+        """Answer no load until :meth:`release_loads` (a reply and everything else go on)."""
+        self.book.hold_loads()
+
+    def release_loads(self) -> None:
+        self.book.release_loads()
+
     def fail_next_load(self, message: str, kind: P.FailureKind = P.FailureKind.LOAD) -> None:
         """The next load ends with Failed(kind, message)."""
         self.book.fail_next_load(message, kind)

@@ -138,6 +138,7 @@ class ScriptBook:
         # ("fail", message, kind) / ("crash", description, "")
         self._load_faults: collections.deque[tuple[str, str, str]] = collections.deque()
         self._paused = False
+        self._loads_held = False
         self._cv = threading.Condition()
         self.paced = False  # the main loop waits for the client to handle its events (:meth:`handled`)
         self._watched: set[int] = set()  # ids of events sent and not handled yet
@@ -173,6 +174,23 @@ class ScriptBook:
         with self._cv:
             self._paused = False
             self._cv.notify_all()
+
+    def hold_loads(self) -> None:
+        """Loads are answered only after :meth:`release_loads` (replies and the rest go on)."""
+        with self._cv:
+            self._loads_held = True
+
+    def release_loads(self) -> None:
+        with self._cv:
+            self._loads_held = False
+            self._cv.notify_all()
+
+    def wait_while_loads_held(self, closed: threading.Event) -> bool:
+        """Block while loads are held; False when ``closed`` was set meanwhile."""
+        with self._cv:
+            while self._loads_held and not closed.is_set():
+                self._cv.wait(0.05)
+        return not closed.is_set()
 
     def watch(self, event: object) -> None:
         """``event`` is about to be sent: :meth:`wait_handled` can wait for it."""
@@ -364,6 +382,8 @@ class ScriptedHost:
 
     def _load_events(self, req: P.LoadModel) -> Iterator[object]:
         rid, path, settings = req.request_id, req.path, req.settings
+        if not self._book.wait_while_loads_held(self._closed):
+            return
         fault = self._book.next_load_fault()
         if fault is not None and fault[0] == "crash":
             yield _Crash(fault[1])

@@ -155,7 +155,9 @@ def test_a_new_reply_follows_its_newest_token_after_a_stored_one_was_shown(qtbot
     assert window.funnel.stored is not None and not window.funnel_panel.follow.isChecked()
     send(qtbot, window, "third")
     assert window.funnel.stored is None and window.funnel.step == -1 and window.funnel_panel.follow.isChecked()
-    qtbot.waitUntil(lambda: window.funnel_panel.view.funnel.step == 3, timeout=5000)
+    qtbot.waitUntil(
+        lambda: window.funnel_panel.view.funnel is not None and window.funnel_panel.view.funnel.step == 3, timeout=5000
+    )
 
 
 def _chips_per_block(doc) -> list[int]:

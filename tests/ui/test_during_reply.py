@@ -146,6 +146,7 @@ def test_switching_model_during_a_reply_shows_loading_refuses_enter_and_records_
     reply_id = _start_endless(qtbot, window)
     states: list = []
     window.engine.state_changed.connect(states.append)
+    window.engine.hold_loads()  # the scripted host answers in milliseconds: hold the load to look at "loading"
     with qtbot.waitSignal(window.engine.generation_ended, timeout=WAIT_MS):
         assert window.load_model(str(tiny_model))
     # The reply is over, the new model is not loaded yet: "loading", never "ready" in between.
@@ -157,6 +158,7 @@ def test_switching_model_during_a_reply_shows_loading_refuses_enter_and_records_
     assert window.chat_view.messages[-1].message_id == reply_id  # nothing was added
     stopped = window.conversations.get_message(reply_id)
     assert stopped.meta.model_path == str(tiny_model) and stopped.content
+    window.engine.release_loads()
     qtbot.waitUntil(lambda: window.engine.state == EngineState.READY, timeout=WAIT_MS)
     window.composer.box.clear()
     send(qtbot, window, "Now?")
