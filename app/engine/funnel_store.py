@@ -237,8 +237,3 @@ class ReplyLogits:
         (after :meth:`close`, every recorded step)."""
         with self._lock:
             return list(self._ids), list(self._logits), list(self._lse), list(self._entropy)
-
-    def stored_bytes(self) -> int:
-        """Bytes held for the reduced steps (the arrays' data; the ring not counted)."""
-        with self._lock:
-            return sum(a.nbytes for a in self._ids) + sum(a.nbytes for a in self._logits) + 8 * len(self._lse)

@@ -21,12 +21,10 @@ class StreamResult:
     Attributes:
         text: text safe to show now (may be empty).
         stopped: a stop string was found; ``text`` ends just before it.
-        stop_string: which one.
     """
 
     text: str
     stopped: bool = False
-    stop_string: str | None = None
 
 
 class TextStream:
@@ -68,12 +66,12 @@ class TextStream:
         if self._stops:
             hit = _first_stop(buf, self._stops)
             if hit is not None:
-                idx, s = hit
+                idx, _stop = hit
                 out = buf[:idx]
                 self._held = ""
                 self._shown.append(out)
                 self.stopped = True
-                return StreamResult(out, True, s)
+                return StreamResult(out, True)
             keep = 0 if final else _longest_stop_prefix_suffix(buf, self._stops)
         else:
             keep = 0

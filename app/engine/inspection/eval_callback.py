@@ -60,16 +60,8 @@ class GGMLTensor(ctypes.Structure):
 _lib = _ggml.libggml
 _lib.ggml_backend_tensor_get.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t]
 _lib.ggml_backend_tensor_get.restype = None
-_lib.ggml_get_name.argtypes = [ctypes.c_void_p]
-_lib.ggml_get_name.restype = ctypes.c_char_p
 _lib.ggml_tensor_overhead.argtypes = []
 _lib.ggml_tensor_overhead.restype = ctypes.c_size_t
-
-
-def tensor_name(ptr: int) -> str:
-    """ggml's own ``ggml_get_name`` of a tensor (to check :class:`GGMLTensor` against the library)."""
-    raw = _lib.ggml_get_name(ptr)
-    return raw.decode("utf-8", errors="replace") if raw else ""
 
 
 def read_tensor(ptr: int) -> npt.NDArray[Any]:

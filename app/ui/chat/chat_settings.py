@@ -44,7 +44,7 @@ class ChatSettingsController(QObject):
             it the default of new chats).
     """
 
-    changed = Signal(object)
+    changed = Signal(object)  # ChatSettings
     system_prompt_edited = Signal(str)
 
     def __init__(

@@ -78,14 +78,14 @@ class ChatController(QObject):
             :class:`~app.ui.funnel.controller.StepTarget` for the Funnel panel.
     """
 
-    reply_finished = Signal(object)
-    notice = Signal(object, str, object)
+    reply_finished = Signal(object)  # GenerationStats
+    notice = Signal(object, str, object)  # (Severity, text, NoticeTopic)
     repair_offered = Signal(str, list)
-    conversation_changed = Signal(object)
+    conversation_changed = Signal(object)  # int | None
     conversations_changed = Signal()
-    reply_conversation_changed = Signal(object)
-    message_deleted = Signal(object)
-    funnel_step_requested = Signal(object)
+    reply_conversation_changed = Signal(object)  # int | None
+    message_deleted = Signal(object)  # DeletedMessages
+    funnel_step_requested = Signal(object)  # StepTarget
 
     def __init__(
         self,

@@ -85,10 +85,10 @@ class ConversationsPanel(QWidget):
     export_requested(int, object): export conversation ``id`` in an :class:`ExportFormat`.
     """
 
-    open_requested = Signal(int, object)
+    open_requested = Signal(int, object)  # (chat id, message id | None)
     new_requested = Signal()
     deleted = Signal(int, str)
-    export_requested = Signal(int, object)
+    export_requested = Signal(int, object)  # (chat id, ExportFormat)
 
     def __init__(self, store: ConversationStore, parent: QWidget | None = None) -> None:
         super().__init__(parent)

@@ -65,7 +65,7 @@ class MessageWidget(QFrame):
             payload is described on :class:`MessageAction`.
     """
 
-    action_requested = Signal(object, int, object)
+    action_requested = Signal(object, int, object)  # (MessageAction, message id, payload: str | int | bool | None)
 
     def __init__(
         self,

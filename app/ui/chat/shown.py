@@ -64,7 +64,7 @@ class ShownChat(QObject):
         changed(object): the new :class:`Shown`, after the chat, its path or its turn changed.
     """
 
-    changed = Signal(object)
+    changed = Signal(object)  # Shown
 
     def __init__(self, live: LiveTurn, store: ConversationStore, parent: QObject | None = None) -> None:
         super().__init__(parent)

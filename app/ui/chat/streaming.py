@@ -64,10 +64,10 @@ class ReplyStreaming(QObject):
         conversations_changed(): the reply ended (stored), or its question was taken out.
     """
 
-    notice = Signal(object, str, object)
-    reply_finished = Signal(object)
+    notice = Signal(object, str, object)  # (Severity, text, NoticeTopic)
+    reply_finished = Signal(object)  # GenerationStats
     repair_offered = Signal(str, list)
-    reply_conversation_changed = Signal(object)
+    reply_conversation_changed = Signal(object)  # int | None
     conversations_changed = Signal()
 
     def __init__(

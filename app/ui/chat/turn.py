@@ -85,8 +85,6 @@ class LiveTurn:
     n_past: int = 0
     final: GenerationStats | None = None
     candidates: tuple[tuple[int, str, float], ...] = ()
-    candidates_lse: float | None = None
-    chosen_token: int | None = None
     shifts: int = 0
     rebuilding: bool = False
     rebuild_done: int = 0
@@ -164,8 +162,6 @@ class LiveTurn:
         self.n_past = ev.n_past
         if ev.candidates:
             self.candidates = ev.candidates
-            self.candidates_lse = ev.logsumexp
-            self.chosen_token = ev.token_id
         self._bump()
 
     def on_alternatives(self, alts: ReplyAlternatives | None, offset: int) -> None:

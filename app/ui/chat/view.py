@@ -69,7 +69,7 @@ class ChatView(QScrollArea):
         link_activated(str): a link in the placeholder was clicked (``open``, ``models``).
     """
 
-    action_requested = Signal(object, int, object)
+    action_requested = Signal(object, int, object)  # (MessageAction, message id, payload: str | int | bool | None)
     link_activated = Signal(str)
 
     # Built messages kept above the viewport's top, in viewport heights (older ones are built

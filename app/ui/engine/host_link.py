@@ -113,13 +113,13 @@ class HostLink(QObject):
         stop_timed_out(): :meth:`watch_stop` ran out before :meth:`unwatch_stop`.
     """
 
-    event_received = Signal(object)
-    host_died = Signal(object)
+    event_received = Signal(object)  # any event of app.core.protocol
+    host_died = Signal(object)  # EngineDied | BaseException (what recv_raw raised)
     stop_timed_out = Signal()
 
     # Internal: from a reader thread to the UI thread (queued), with the host it read from.
-    _event = Signal(object, object)
-    _ended = Signal(object, object)
+    _event = Signal(object, object)  # (the host it came from, an event of app.core.protocol)
+    _ended = Signal(object, object)  # (the host, EngineDied | BaseException)
 
     def __init__(self, factory: HostFactory, parent: QObject | None = None) -> None:
         super().__init__(parent)

@@ -32,7 +32,7 @@ from PySide6.QtCore import QObject
 from app.core import protocol as P
 from app.core.sampling.alternatives import StoredStep
 from app.core.sampling.funnel import same_chain
-from app.core.sampling.params import SamplerSettings, SamplerStage
+from app.core.sampling.params import SamplerSettings
 from app.ui.chat.shown import Shown, ShownChat
 from app.ui.engine.client import EngineClient
 from app.ui.funnel.panel import FunnelPanel
@@ -362,12 +362,3 @@ class FunnelController(QObject):
         self._in_flight = None
         self.panel.show_message(ev.message)
         self._send()
-
-
-def order_changed(settings: SamplerSettings, order: tuple[SamplerStage, ...]) -> SamplerSettings:
-    """``settings`` with the stage order the person chose (validated: a permutation of the stages).
-
-    Raises:
-        ValueError: the order is not a permutation of the stages.
-    """
-    return replace(settings, order=tuple(order)).validated()

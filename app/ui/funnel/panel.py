@@ -388,7 +388,7 @@ class FunnelPanel(QWidget):
     """
 
     step_chosen = Signal(int)
-    order_chosen = Signal(object)
+    order_chosen = Signal(object)  # tuple[SamplerStage, ...]
     reply_settings_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:

@@ -91,7 +91,7 @@ class TokensPanel(QWidget):
     funnel_requested = Signal(int)
     branch_requested = Signal(int, int)
     token_hovered = Signal()
-    colour_changed = Signal(object)
+    colour_changed = Signal(object)  # TokenColour
     per_token_changed = Signal(int)
 
     def __init__(self, shown: ShownChat, parent: QWidget | None = None) -> None:

@@ -68,7 +68,7 @@ class HowItWorksWindow(QDialog):
         sections: the sections shown now.
     """
 
-    live_view_chosen = Signal(object)
+    live_view_chosen = Signal(object)  # LiveView
 
     def __init__(self, loaded: ModelLoaded | None, sampler: SamplerSettings, parent: QWidget | None = None) -> None:
         super().__init__(parent)

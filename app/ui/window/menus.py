@@ -42,15 +42,9 @@ class MenuActions:
     recent_menu: QMenu
     new_chat: QAction
     stop: QAction
-    restart: QAction
     unload: QAction
-    search_chats: QAction
-    next_chat: QAction
-    previous_chat: QAction
-    chat_page: QAction
     models_page: QAction
     shortcuts: QAction
-    how_it_works: QAction
 
 
 class Menus:
@@ -108,16 +102,16 @@ class Menus:
         act_stop.setEnabled(engine.generating)
         engine.generation_started.connect(lambda _rid: act_stop.setEnabled(True))
         engine.generation_ended.connect(lambda _rid: act_stop.setEnabled(False))
-        act_restart = _action(main, e, "&Restart engine", (), loader.restart_engine)
+        _action(main, e, "&Restart engine", (), loader.restart_engine)
         act_unload = _action(main, e, "&Unload model", (), loader.unload_model)
 
         v = bar.addMenu("&View")
-        act_chat_page = _action(main, v, "&Chat page", ("Ctrl+1",), lambda: pages.show_page(Page.CHAT))
+        _action(main, v, "&Chat page", ("Ctrl+1",), lambda: pages.show_page(Page.CHAT))
         act_models_page = _action(main, v, "&Models page", ("Ctrl+2", "Ctrl+M"), lambda: pages.show_page(Page.MODELS))
         v.addSeparator()
-        act_search = _action(main, v, "&Search chats", ("Ctrl+K", "Ctrl+F"), chats.focus_chat_search)
-        act_next = _action(main, v, "N&ext chat", ("Ctrl+PgDown",), lambda: chats.step_chat(1))
-        act_prev = _action(main, v, "&Previous chat", ("Ctrl+PgUp",), lambda: chats.step_chat(-1))
+        _action(main, v, "&Search chats", ("Ctrl+K", "Ctrl+F"), chats.focus_chat_search)
+        _action(main, v, "N&ext chat", ("Ctrl+PgDown",), lambda: chats.step_chat(1))
+        _action(main, v, "&Previous chat", ("Ctrl+PgUp",), lambda: chats.step_chat(-1))
         v.addSeparator()
         for dock in docks:
             toggle = dock.toggleViewAction()
@@ -130,22 +124,16 @@ class Menus:
         h = bar.addMenu("&Help")
         act_keys = _action(main, h, "&Keyboard shortcuts", ("F1", "Ctrl+/"), self.show_shortcuts)
         # F1 is the shortcuts sheet's: the guide takes Shift+F1 (Qt's "What's This?" key, unused here).
-        act_guide = _action(main, h, "&How it works", ("Shift+F1",), guide.open)
+        _action(main, h, "&How it works", ("Shift+F1",), guide.open)
         _action(main, h, f"About {APP_NAME}", (), self.show_about)
         self.actions = MenuActions(
             act_open,
             recent_menu,
             act_new_chat,
             act_stop,
-            act_restart,
             act_unload,
-            act_search,
-            act_next,
-            act_prev,
-            act_chat_page,
             act_models_page,
             act_keys,
-            act_guide,
         )
 
     def show_shortcuts(self) -> dialogs.TextDialog:

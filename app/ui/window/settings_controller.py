@@ -36,7 +36,7 @@ class SettingsController(QObject):
         save_failed(str): saving failed; the text names the file and the reason.
     """
 
-    changed = Signal(object)
+    changed = Signal(object)  # Settings
     save_failed = Signal(str)
 
     def __init__(self, store: SettingsStore, settings: Settings, parent: QObject | None = None) -> None:
@@ -74,11 +74,6 @@ class SettingsController(QObject):
         self._settings = new
         self.changed.emit(new)
         self._timer.start()
-
-    @property
-    def save_pending(self) -> bool:
-        """True while a change waits for its debounced save."""
-        return self._timer.isActive()
 
     def save_now(self) -> None:
         """Write the settings now (atomically); a failure is logged and announced by :attr:`save_failed`."""

@@ -39,7 +39,7 @@ class _NavBar(QFrame):
         page_requested(object): a nav button was pressed (the :class:`Page`).
     """
 
-    page_requested = Signal(object)
+    page_requested = Signal(object)  # Page
 
     def __init__(self, current: Page, parent: QWidget | None = None) -> None:
         super().__init__(parent)
