@@ -4,6 +4,7 @@ message does working on one built late: search jump and marks, branch â€¹ n/m â€
 
 from __future__ import annotations
 
+import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QApplication, QLabel
 
@@ -13,7 +14,7 @@ from app.ui.chat.message import MessageWidget
 from app.ui.common.highlight import HIT_OPEN
 from tests.support.chat_view import building_stopped, settled
 
-N_MESSAGES = 500
+N_MESSAGES = 200  # over three times what a view builds around it (at most 60); more only makes the tests slower
 OLD_WORD = "quetzalcoatlus"  # only in the oldest message
 
 
@@ -131,6 +132,7 @@ def test_a_search_hit_in_the_oldest_message_is_built_marked_and_shown(qtbot, win
     assert [w.message_id for w in view.messages] == ids
 
 
+@pytest.mark.timeout(90)  # 18 s in the suite on this machine (tests/ durations, 2 cores)
 def test_actions_work_on_a_message_built_while_scrolling(qtbot, window):
     conv, ids = _long_chat(window)
     window.open_conversation(conv)
