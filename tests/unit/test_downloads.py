@@ -413,6 +413,7 @@ def test_h2_real_full_disk(smol: HubFile, managers, small_disk: Path, monkeypatc
 
 
 # --- H3, H4: offline and gated ----------------------------------------------------------------------------
+@pytest.mark.timing
 def test_h3_offline_download_fails_at_once(
     smol: HubFile, managers, hub_endpoint: FakeHub, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -34,6 +34,7 @@ def test_gemma3_sliding_window_layers(gemma_twin):
     assert not info.has_chat_template
 
 
+@pytest.mark.timing
 def test_reading_is_fast_even_with_a_large_vocabulary(gemma_twin):
     import time
 

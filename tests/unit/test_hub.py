@@ -367,6 +367,7 @@ def test_system_memory_reads_meminfo(tmp_path: Path) -> None:
 
 
 # --- H3: offline ------------------------------------------------------------------------------------------
+@pytest.mark.timing
 def test_h3_offline_mode_fails_at_once_without_network(
     client: HubClient, smol_repo: FakeHub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -381,6 +382,7 @@ def test_h3_offline_mode_fails_at_once_without_network(
     assert len(smol_repo.requests) == n_before  # nothing reached the server
 
 
+@pytest.mark.timing
 def test_h3_unreachable_hub_says_offline_quickly(
     hf_isolated: Path, monkeypatch: pytest.MonkeyPatch, no_leaks: None
 ) -> None:
@@ -398,6 +400,7 @@ def test_h3_unreachable_hub_says_offline_quickly(
     assert "offline" in str(exc.value).lower() and f"127.0.0.1:{port}" in str(exc.value)
 
 
+@pytest.mark.timing
 def test_h3_a_network_that_drops_packets_times_out_quickly_without_retries(
     hf_isolated: Path, monkeypatch: pytest.MonkeyPatch, no_leaks: None
 ) -> None:
