@@ -175,9 +175,9 @@ def _chips_per_block(doc) -> list[int]:
     return out
 
 
-# The fake engine plays one token per tick of its clock and the window takes each in turn: a long
-# reply streams in about 4 ms a token here (1,050 tokens: 3.5-4.9 s alone on this 2-core machine).
-STREAM_MS_PER_TOKEN = 5
+# The fake engine makes each token once the window has handled the one before: a long reply streams
+# in 3.5-7 ms a token here (1,050 tokens: 3.5-4.9 s alone on this 2-core machine, 6-7 s under load).
+STREAM_MS_PER_TOKEN = 6
 
 
 def _send_long(qtbot, window, text: str, n_tokens: int) -> None:
