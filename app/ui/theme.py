@@ -24,8 +24,13 @@ def resource_path(name: str) -> Path:
 
 
 def apply_theme(app: QApplication) -> None:
-    """Fusion style, the dark palette built from :mod:`app.ui.common.palette`, the font, the stylesheet and the icon."""
-    app.setStyle("Fusion")
+    """Fusion style, the dark palette built from :mod:`app.ui.common.palette`, the font, the stylesheet and the icon.
+
+    Applying it again is cheap: the style and the stylesheet are set only when they differ (setting
+    either polishes every widget alive again, a quarter of a second with a window open).
+    """
+    if app.style().name().lower() != "fusion":
+        app.setStyle("Fusion")
     pal = QPalette()
     c = {
         QPalette.ColorRole.Window: palette.WINDOW,
@@ -51,8 +56,8 @@ def apply_theme(app: QApplication) -> None:
     font.setPointSizeF(10)
     app.setFont(font)
     qss = resource_path("style.qss")
-    if qss.exists():
-        app.setStyleSheet(qss.read_text(encoding="utf-8"))
+    if qss.exists() and app.styleSheet() != (text := qss.read_text(encoding="utf-8")):
+        app.setStyleSheet(text)
     icon = resource_path("glassbox.svg")
     if icon.exists():
         app.setWindowIcon(QIcon(str(icon)))

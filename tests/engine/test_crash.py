@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 
 import pytest
 
@@ -30,9 +29,16 @@ def test_sigill_at_start_is_named_and_explained(monkeypatch):
 def test_killed_mid_reply_reports_sigkill_and_keeps_the_partial_text(smollm2):
     eng = start_engine(smollm2, n_ctx=2048)
     got: list[str] = []
+    streaming = threading.Event()
+
+    def on_event(ev) -> None:
+        if isinstance(ev, P.TokenEvent):
+            got.append(ev.text)
+            if len(got) >= 8:
+                streaming.set()
 
     def killer():
-        time.sleep(1.0)
+        streaming.wait(60)  # mid-reply: a few tokens have streamed
         os.kill(eng.host.process.pid, signal.SIGKILL)
 
     t = threading.Thread(target=killer)
@@ -43,7 +49,7 @@ def test_killed_mid_reply_reports_sigkill_and_keeps_the_partial_text(smollm2):
                 [SYSTEM, ("user", "Count to one thousand.")],
                 temperature=0.0,
                 max_tokens=-1,
-                on_event=lambda ev: got.append(ev.text) if isinstance(ev, P.TokenEvent) else None,
+                on_event=on_event,
             )
         assert "SIGKILL" in e.value.description and "memory" in e.value.description
         assert "".join(got), "tokens streamed before the kill are kept by the caller"

@@ -255,6 +255,7 @@ def test_e5_context_fills_during_the_reply_rolling_policy(fresh_engine):
 
 
 # ---------------------------------------------------------------------------------- E10, E11
+@pytest.mark.timeout(180)  # 49 s in the suite on this machine (tests/ durations, 2 cores)
 def test_e10_decode_speed_is_shown_honestly(fresh_engine):
     """Decode speed = (generated - 1) / (t_last - t_first); prefill and TTFT are separate.
 
@@ -384,6 +385,7 @@ def test_no_model_loaded_is_a_clear_failure():
         host.stop()
 
 
+@pytest.mark.timeout(90)  # 28 s in the suite on this machine (tests/ durations, 2 cores)
 def test_greedy_replies_repeat_after_new_chat_even_on_gemma(gemma):
     """Fresh prefills cut the prompt the same way every time, so a greedy reply repeats
     exactly after "New chat" too (Gemma 3 is sensitive to how a prompt is batched)."""

@@ -192,6 +192,7 @@ def test_the_self_check_compares_with_the_inspect_contexts_logits_and_the_chats_
     assert other.inspection.lens.chat_max_abs_diff is None and other.inspection.lens.contexts_max_abs_diff is None
 
 
+@pytest.mark.timeout(150)  # 44 s in the suite on this machine (tests/ durations, 2 cores)
 def test_chat_goes_on_while_an_inspection_runs(smol):
     long_text = " ".join(f"Item {i} is a word." for i in range(150))
     prompt, tokens = _turn(smol, long_text, max_tokens=2)
@@ -220,6 +221,7 @@ def test_chat_goes_on_while_an_inspection_runs(smol):
     assert order.index("prompt") < order.index("inspected"), order
 
 
+@pytest.mark.timeout(75)  # 24 s in the suite on this machine (tests/ durations, 2 cores)
 def test_a_model_load_stops_an_inspection_in_progress(smollm2):
     eng = start_engine(smollm2, n_ctx=2048)
     try:
@@ -269,6 +271,7 @@ def test_gemma_sliding_window_layers_and_tied_lens(gemma):
         eng.host.stop()
 
 
+@pytest.mark.timeout(90)  # 30 s in the suite on this machine (tests/ durations, 2 cores)
 def test_gemma_without_swa_full_re_evaluates_and_keeps_what_it_evaluated(gemma):
     eng = start_engine(gemma, n_ctx=2048, swa_full=False)
     try:

@@ -55,6 +55,7 @@ def test_gemma3_sliding_window_kv_allocation_matches_llama_cpp(gemma, swa_full):
         eng.host.stop()
 
 
+@pytest.mark.timeout(65)  # 21 s in the suite on this machine (tests/ durations, 2 cores)
 def test_gemma3_prefix_reuse_without_full_swa_cache(gemma):
     """Without swa_full, a prefix longer than the window cannot be kept: the engine starts over cleanly."""
     eng = start_engine(gemma, n_ctx=2048, swa_full=False)

@@ -251,6 +251,7 @@ def test_greedy_replies_match_the_local_ones_token_for_token(split_engine, local
     )
 
 
+@pytest.mark.timing
 def test_a_server_in_use_is_busy_not_a_hang(split_engine, rpc_server: str) -> None:
     # rpc-server serves one client at a time, and the loaded model is that client.
     t0 = time.monotonic()

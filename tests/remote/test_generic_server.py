@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 import openai
+import pytest
 
 from app.core import protocol as P
 from app.core.chat.context import StopReason
@@ -56,6 +57,7 @@ def test_a_greedy_reply_equals_the_servers_own_and_counts_come_from_the_server(l
     assert out.prompt.prompt_tokens == 0 and out.prompt.prompt_text == ""  # no /tokenize: not shown
 
 
+@pytest.mark.timing
 def test_stop_works_on_a_generic_server(llama_cpp_python_server) -> None:
     host, _loaded = connect(RemoteEndpoint(llama_cpp_python_server.base_url))
     long = SamplerSettings(temperature=0.0, repeat_penalty=1.0, max_tokens=900, seed=1)  # within GENERIC_N_CTX

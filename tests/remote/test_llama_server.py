@@ -158,6 +158,7 @@ def test_a_follow_up_turn_reuses_the_servers_kv_cache(llama_server) -> None:
     assert again.stats.evaluated_tokens < first.stats.evaluated_tokens
 
 
+@pytest.mark.timing
 def test_stop_cuts_the_stream_and_the_reply_ends_cancelled_within_a_second(llama_server) -> None:
     host, _loaded = connect(endpoint(llama_server))
     long = SamplerSettings(temperature=0.0, repeat_penalty=1.0, max_tokens=1500, seed=1)

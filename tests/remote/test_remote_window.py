@@ -102,6 +102,7 @@ def test_a_greedy_reply_through_the_window_equals_the_servers_own(qtbot, window,
     assert f"remote 127.0.0.1:{llama_server.port}" in reply.meta.stats_line()
 
 
+@pytest.mark.timing
 def test_stop_in_the_window_ends_a_remote_reply_within_a_second(qtbot, window, llama_server) -> None:
     use_server(qtbot, window, llama_server)
     panel = window.sampler_panel

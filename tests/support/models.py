@@ -1,12 +1,8 @@
 """Model files for tests: the real SmolLM2 and small synthetic GGUF files.
 
-``smollm2_path()`` is the one place that knows where the real test model lives
+``smollm2_path()`` says where the real test model lives for the benches
 (``GLASSBOX_TEST_SMOLLM2``, else ``/tmp/models/SmolLM2-135M-Instruct.Q4_1.gguf``);
-a conftest fixture can wrap it::
-
-    @pytest.fixture(scope="session")
-    def smollm2() -> Path:
-        return require_smollm2()
+the tests take it from tests/conftest.py's ``smollm2`` fixture, which fails without it.
 
 ``write_gguf`` writes a valid GGUF v3 file from plain values (no llama.cpp, no
 numpy): tiny models, split models named like llama.cpp's ``gguf-split``, and
@@ -35,16 +31,6 @@ def smollm2_path() -> Path:
     """Where the SmolLM2 135M Instruct Q4_1 test model should be (it may be absent)."""
     env = os.environ.get(SMOLLM2_ENV)
     return Path(env) if env else SMOLLM2_DEFAULT
-
-
-def require_smollm2() -> Path:
-    """The SmolLM2 path, or skip the calling test with the reason."""
-    import pytest
-
-    p = smollm2_path()
-    if not p.is_file():
-        pytest.skip(f"the SmolLM2 test model is not at {p} (set {SMOLLM2_ENV} to its path)")
-    return p
 
 
 def sha256_file(path: Path, chunk: int = 4 << 20) -> str:
@@ -99,6 +85,27 @@ def tensor_nbytes(type_name: str, shape: Iterable[int]) -> int:
     return n // block * size
 
 
+def gguf_header(
+    metadata: dict[str, Any], tensors: Iterable[tuple[str, tuple[int, ...], str]] = (), *, alignment: int = 32
+) -> tuple[bytearray, int]:
+    """The header :func:`write_gguf` writes for these (before the padding that aligns the data),
+    and the size of the tensor data after it, bytes (each tensor aligned to ``alignment``)."""
+    tensors = list(tensors)
+    out = bytearray(b"GGUF")
+    out += struct.pack("<IQQ", 3, len(tensors), len(metadata))
+    for key, value in metadata.items():
+        vtype, body = _enc_value(value)
+        out += _enc_str(key) + struct.pack("<I", vtype) + body
+    offset = 0
+    for name, shape, type_name in tensors:
+        out += _enc_str(name) + struct.pack("<I", len(shape))
+        out += b"".join(struct.pack("<Q", d) for d in shape)
+        out += struct.pack("<IQ", gguf.GGMLQuantizationType[type_name], offset)
+        offset += tensor_nbytes(type_name, shape)
+        offset = (offset + alignment - 1) // alignment * alignment
+    return out, offset
+
+
 def write_gguf(
     path: Path,
     metadata: dict[str, Any],
@@ -120,19 +127,7 @@ def write_gguf(
     Returns:
         ``path``.
     """
-    tensors = list(tensors)
-    out = bytearray(b"GGUF")
-    out += struct.pack("<IQQ", 3, len(tensors), len(metadata))
-    for key, value in metadata.items():
-        vtype, body = _enc_value(value)
-        out += _enc_str(key) + struct.pack("<I", vtype) + body
-    offset = 0
-    for name, shape, type_name in tensors:
-        out += _enc_str(name) + struct.pack("<I", len(shape))
-        out += b"".join(struct.pack("<Q", d) for d in shape)
-        out += struct.pack("<IQ", gguf.GGMLQuantizationType[type_name], offset)
-        offset += tensor_nbytes(type_name, shape)
-        offset = (offset + alignment - 1) // alignment * alignment
+    out, offset = gguf_header(metadata, tensors, alignment=alignment)
     header_end = (len(out) + alignment - 1) // alignment * alignment
     out += b"\0" * (header_end - len(out))
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -177,6 +177,17 @@ def _chips_per_block(doc) -> list[int]:
     return out
 
 
+# The fake engine makes each token once the window has handled the one before: a long reply streams
+# in 3.5-7 ms a token here (1,050 tokens: 3.5-4.9 s alone on this 2-core machine, 6-7 s under load).
+STREAM_MS_PER_TOKEN = 6
+
+
+def _send_long(qtbot, window, text: str, n_tokens: int) -> None:
+    """Send ``text`` and wait until the window shows the reply of ``n_tokens`` as over: the budget is
+    3x the time such a reply normally takes to stream, not the fixed guard of a short reply."""
+    send(qtbot, window, text, timeout=3 * STREAM_MS_PER_TOKEN * n_tokens + 1_000)
+
+
 def _no_max_tokens(window) -> None:
     panel = window.sampler_panel
     panel.set_settings(replace(panel.settings(), max_tokens=-1), emit=True)
@@ -220,9 +231,9 @@ def test_tokens_panel_draws_a_long_reply_again_over_several_ticks(qtbot, window)
     _no_max_tokens(window)
     n = CHIPS_PER_REFRESH * 2 + 50
     window.engine.script(reply(*[f" t{i}" for i in range(n)]))
-    send(qtbot, window, "go")
+    _send_long(qtbot, window, "go", n)
     panel = window.tokens_panel
-    qtbot.waitUntil(lambda: window.turn.alternatives is not None, timeout=20000)
+    assert window.turn.alternatives is not None  # they come with Finished: the reply is over, drawn
     window.clock.stop()  # the test ticks it
     panel.by_entropy.setChecked(True)
     assert sum(_chips_per_block(panel.view.document())) == CHIPS_PER_REFRESH

@@ -194,9 +194,11 @@ def test_a_search_typed_just_before_the_history_closes_leaves_the_list_alone(qtb
     (the window quitting) must not make that refresh read the closed database."""
     panel = window.chats_panel
     before = [panel.list.item(i).text() for i in range(panel.list.count())]
-    panel.search.setText("zebras")
-    window.conversations.close()
-    qtbot.wait(400)  # past the debounce: an exception in the slot fails the test (pytest-qt)
+    # The debounce fires and its refresh runs (connected first, it runs before the wait ends);
+    # an exception in the slot fails the test (pytest-qt).
+    with qtbot.waitSignal(panel._search_timer.timeout, timeout=3000):
+        panel.search.setText("zebras")
+        window.conversations.close()
     assert [panel.list.item(i).text() for i in range(panel.list.count())] == before
 
 

@@ -11,6 +11,7 @@ from app.core.chat.context import LoadSettings
 from app.core.sampling.params import SamplerSettings
 from app.ui.panels.model import ModelPanel, available_cpus, threads_warning
 from app.ui.panels.sampler import SamplerPanel
+from tests.support.chat_view import settled
 
 
 def _wheel(widget, steps: int = -3) -> None:
@@ -115,6 +116,7 @@ def test_the_model_picker_lists_the_library_below_the_recent_models(qtbot, tiny_
     from PySide6.QtWidgets import QMenu
 
     from app.core import protocol as P
+    from app.ui.engine.client import EngineState
     from app.ui.window.menus import fill_model_menu
     from tests.support.window import WAIT_MS, close_window, make_window
 
@@ -141,9 +143,9 @@ def test_the_model_picker_lists_the_library_below_the_recent_models(qtbot, tiny_
         [mark] = [a for a in menu.actions() if a.isChecked()]
         assert mark.text() == f"{in_library.name}  (loaded)"
         loads = len(win.engine.sent(P.LoadModel))
-        mark.trigger()
-        qtbot.wait(100)
+        mark.trigger()  # a menu action loads at once (load_model sends LoadModel before it returns)
         assert len(win.engine.sent(P.LoadModel)) == loads
+        assert win.engine.state == EngineState.READY  # not LOADING: nothing was asked
     finally:
         close_window(win)
 
@@ -452,7 +454,7 @@ def test_opening_a_search_hit_marks_the_words_and_scrolls_to_them(qtbot, window)
 
     qtbot.waitUntil(lambda: view.verticalScrollBar().maximum() > view.viewport().height())
     qtbot.waitUntil(label_on_screen)
-    qtbot.wait(700)  # the view settled: the match stays on screen
+    qtbot.waitUntil(lambda: settled(view))  # the match stays on screen once the view is done
     assert label_on_screen()
     assert 0 < view.verticalScrollBar().value() < view.verticalScrollBar().maximum()  # neither top nor bottom
 

@@ -17,6 +17,11 @@ def _counted(window):
     return window.draft_counter.last
 
 
+def _debounce_over(qtbot, window) -> None:
+    """Wait until the counter's debounce is not running: what it does when it ends (ask, or clear) is done."""
+    qtbot.waitUntil(lambda: not window.draft_counter._timer.isActive(), timeout=3000)
+
+
 def test_the_draft_is_counted_while_typing_with_what_send_would_evaluate(qtbot, window):
     box = window.composer.box
     qtbot.keyClicks(box, "hello there world")
@@ -36,7 +41,7 @@ def test_the_draft_is_counted_while_typing_with_what_send_would_evaluate(qtbot, 
 
     sampler = window.settings_ctl.settings.sampler
     window.settings_ctl.update(sampler=replace(sampler, temperature=sampler.temperature + 0.1))
-    qtbot.wait(350)
+    _debounce_over(qtbot, window)  # a recount would have started the debounce, and asked when it ended
     assert len(window.engine.sent(P.CountPrompt)) == 1
     # Emptied: no count shown.
     box.clear()
@@ -55,7 +60,8 @@ def test_typing_during_a_reply_is_counted_after_it_with_the_chat_before_the_draf
     window.engine.pause()
     n_before = len(window.engine.sent(P.CountPrompt))
     qtbot.keyClicks(box, "a follow up")
-    qtbot.wait(400)  # past the debounce: nothing is asked while the reply streams
+    # Past the debounce the counter says when it will count, and asks nothing while the reply streams.
+    qtbot.waitUntil(lambda: window.composer.count.text() == WAITING, timeout=3000)
     assert window.engine.generating
     assert len(window.engine.sent(P.CountPrompt)) == n_before
     assert window.composer.count.text() == WAITING  # says when it will count
@@ -126,9 +132,9 @@ def test_an_answer_for_text_since_deleted_never_shows_under_an_empty_box(qtbot, 
     qtbot.keyClicks(box, "some words here")
     qtbot.waitUntil(lambda: len(window.engine.sent(P.CountPrompt)) == 1, timeout=3000)
     box.clear()  # before the answer comes
-    qtbot.wait(350)  # past the debounce: the empty box is settled
-    window.engine.resume()  # then the late answer for the deleted text arrives
-    qtbot.wait(100)
+    _debounce_over(qtbot, window)  # the empty box is settled
+    with qtbot.waitSignal(window.engine.prompt_counted, timeout=3000):  # the counter's slot runs first
+        window.engine.resume()  # then the late answer for the deleted text arrives
     assert window.composer.count.text() == "" and _counted(window) is None
 
 
@@ -151,6 +157,12 @@ def test_the_count_line_takes_its_colour_from_the_severity(qtbot, window):
     assert window.composer.count.property("kind") == "info"
 
 
+def _height_applied(qtbot, box) -> None:
+    """Wait until the window's layout gave the box the height it fixed for its lines (the resize,
+    and the scroll bar's range with it, follow on the next layout pass)."""
+    qtbot.waitUntil(lambda: box.height() == box.maximumHeight(), timeout=3000)
+
+
 def test_the_box_grows_with_its_wrapped_lines_and_scrolls_only_past_eight(qtbot, window):
     box = window.composer.box
     window.resize(1366, 768)
@@ -159,7 +171,7 @@ def test_the_box_grows_with_its_wrapped_lines_and_scrolls_only_past_eight(qtbot,
     heights = []
     for words in (1, 40, 400):
         box.setPlainText("word " * words)
-        qtbot.wait(20)
+        _height_applied(qtbot, box)
         lines = int(box.document().size().height())
         heights.append(box.height())
         # Every line shows (no scroll bar) up to 8 lines; past that it scrolls.
@@ -167,5 +179,5 @@ def test_the_box_grows_with_its_wrapped_lines_and_scrolls_only_past_eight(qtbot,
     assert heights[0] < heights[1] < heights[2]
     one_line = heights[0]
     box.clear()
-    qtbot.wait(20)
+    _height_applied(qtbot, box)
     assert box.height() == one_line and box.verticalScrollBar().maximum() == 0

@@ -114,7 +114,12 @@ def test_browsing_other_chats_during_a_reply_keeps_list_and_view_in_step(qtbot, 
     assert window.chat.conversation_id == first and _selected_id(window) == first
     texts = [w.text for w in window.chat_view.messages]
     assert texts == ["Capital of France?", "Paris is the capital."]
-    qtbot.wait(60)  # tokens keep coming: none of them reaches the chat shown
+    # Tokens keep coming, and the chat's text is repainted after them: none of them reaches the chat shown.
+    tokens: list = []
+    window.engine.token_received.connect(tokens.append)
+    repainted_after: list[int] = []
+    window.clock.text_due.connect(lambda: repainted_after.append(len(tokens)))
+    qtbot.waitUntil(lambda: any(n >= 3 for n in repainted_after), timeout=3000)
     assert [w.text for w in window.chat_view.messages] == texts
     assert window.engine.generating
     # Back to the reply through the banner: it is shown streaming, with what came meanwhile.

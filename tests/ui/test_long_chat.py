@@ -4,6 +4,7 @@ message does working on one built late: search jump and marks, branch â€¹ n/m â€
 
 from __future__ import annotations
 
+import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QApplication, QLabel
 
@@ -11,8 +12,9 @@ from app.core.chat.context import Role
 from app.ui.chat.conversations import ROLE_MESSAGE
 from app.ui.chat.message import MessageWidget
 from app.ui.common.highlight import HIT_OPEN
+from tests.support.chat_view import building_stopped, settled
 
-N_MESSAGES = 500
+N_MESSAGES = 200  # over three times what a view builds around it (at most 60); more only makes the tests slower
 OLD_WORD = "quetzalcoatlus"  # only in the oldest message
 
 
@@ -61,7 +63,7 @@ def test_a_long_chat_opens_with_only_the_messages_near_the_view_built(qtbot, win
     conv, ids = _long_chat(window)
     window.open_conversation(conv)
     view = window.chat_view
-    qtbot.wait(400)  # the background building fills its margin above the view, and stops
+    qtbot.waitUntil(lambda: building_stopped(view))  # the background building fills its margin above the view
     built = view.findChildren(MessageWidget)
     assert 3 <= len(built) <= 60, len(built)
     assert [w.message_id for w in view.messages] == ids[-len(view.messages) :]
@@ -85,7 +87,7 @@ def test_scrolling_up_builds_older_messages_in_place_down_to_the_first(qtbot, wi
     y0 = anchor.mapTo(view.viewport(), QPoint(0, 0)).y()
     built0 = len(view.messages)
     qtbot.waitUntil(lambda: len(view.messages) > built0 + 3)
-    qtbot.wait(100)
+    qtbot.waitUntil(lambda: building_stopped(view))
     assert anchor.mapTo(view.viewport(), QPoint(0, 0)).y() == y0
     _scroll_to_the_first(qtbot, view, ids[0])
     assert view.unbuilt_count == 0
@@ -122,7 +124,7 @@ def test_a_search_hit_in_the_oldest_message_is_built_marked_and_shown(qtbot, win
     marked = [lab for lab in [oldest.body, *oldest.body.findChildren(QLabel)] if HIT_OPEN in lab.text()]
     assert marked and f"{HIT_OPEN}{OLD_WORD}</span>" in marked[0].text()
     qtbot.waitUntil(lambda: _on_screen(view, marked[0]))
-    qtbot.wait(700)  # settled: the match stays on screen
+    qtbot.waitUntil(lambda: settled(view))  # the match stays on screen once the view is done
     assert _on_screen(view, marked[0])
     # The chat's newest message is there when asked for (an action on it, a reply).
     newest = view.widget_for(ids[-1])
@@ -130,6 +132,7 @@ def test_a_search_hit_in_the_oldest_message_is_built_marked_and_shown(qtbot, win
     assert [w.message_id for w in view.messages] == ids
 
 
+@pytest.mark.timeout(90)  # 18 s in the suite on this machine (tests/ durations, 2 cores)
 def test_actions_work_on_a_message_built_while_scrolling(qtbot, window):
     conv, ids = _long_chat(window)
     window.open_conversation(conv)
@@ -172,7 +175,7 @@ def test_a_reply_streams_into_a_long_chat_and_the_view_follows_it(qtbot, window,
     conv, ids = _long_chat(window)
     window.open_conversation(conv)
     view = window.chat_view
-    qtbot.wait(300)
+    qtbot.waitUntil(lambda: building_stopped(view))
     window.engine.script(reply("A new ", "answer ", "at the end."))
     send(qtbot, window, "One more question.")
     assert [w.text for w in view.messages[-2:]] == ["One more question.", "A new answer at the end."]

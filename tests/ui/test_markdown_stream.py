@@ -277,7 +277,7 @@ def test_the_reply_end_does_not_measure_the_reply_again(qtbot):
     w.set_text("Here is the table.\n\n| # | Name | Value | Note |\n|---:|---|---:|---|\n" + rows + "\n")
     w.refresh()
     w.set_streaming(False)
-    qtbot.wait(100)  # laid out, the scroll bar shown
+    qtbot.waitUntil(view.verticalScrollBar().isVisible)  # laid out, the scroll bar shown
     QApplication.processEvents()
     labels = w.findChildren(message_mod.RichLabel)
     assert len(labels) > 10

@@ -592,6 +592,7 @@ def test_a_gated_repo_says_token_and_licence_with_a_link_and_never_shows_the_tok
 
 
 # Case H3 (docs/field-cases.md).
+@pytest.mark.timing
 def test_offline_says_so_at_once_and_uses_no_network(
     qtbot, windows, hub_endpoint: FakeHub, monkeypatch, tmp_path: Path
 ) -> None:
@@ -776,6 +777,7 @@ def test_rows_repaint_on_the_clock_not_per_event(qtbot, windows) -> None:
 
 
 # Case H1 (docs/field-cases.md).
+@pytest.mark.timing
 def test_shutdown_leaves_no_thread_and_a_restart_resumes_the_download(
     qtbot, windows, gb_paths: Paths, hub_endpoint: FakeHub, tmp_path: Path
 ) -> None:

@@ -118,13 +118,19 @@ def test_the_more_menu_opens_from_the_keyboard_and_its_entries_work(qtbot):
     qtbot.waitUntil(w.header.more.hasFocus)
     opened: list[bool] = []
 
-    def close_menu() -> None:  # the menu runs its own event loop until closed
-        opened.append(w.header.menu.isVisible())
-        w.header.menu.close()
+    def close_menu_once_shown() -> None:  # the menu runs its own event loop until closed
+        if w.header.menu.isVisible():
+            poll.stop()
+            opened.append(True)
+            w.header.menu.close()
 
-    QTimer.singleShot(300, close_menu)
+    poll = QTimer()
+    poll.setInterval(20)
+    poll.timeout.connect(close_menu_once_shown)
+    poll.start()
     qtbot.keyClick(w.header.more, Qt.Key.Key_Space)
-    qtbot.waitUntil(lambda: bool(opened))
+    qtbot.waitUntil(lambda: bool(opened))  # Space opened the menu
+    poll.stop()
     assert opened == [True]
 
 
@@ -153,7 +159,10 @@ def test_stats_show_the_last_stored_reply_at_first_start(qtbot, tiny_model):
         again.stats_panel.refresh()
         assert again.stats_panel.phase.text().startswith("✓ Last reply in this chat (stored)")
         assert again.stats_panel.turn.generated == fin.stats.generated_tokens
-        qtbot.wait(300)  # the repaint clock and the library's first scan have run
+        # The library's first scan has run, and then the repaint clock's panel tick (its slot runs first).
+        qtbot.waitUntil(lambda: again.models.library_tab.scanned)
+        with qtbot.waitSignal(again.clock.panels_due):
+            pass
         assert again.stats_panel.phase.text().startswith("✓ Last reply in this chat (stored)")
         load(qtbot, again, tiny_model)  # the model of the last session loads at start
         qtbot.waitUntil(lambda: again.stats_panel.phase.text().startswith("✓ Last reply in this chat (stored)"))
@@ -326,8 +335,9 @@ def test_a_first_start_with_a_recent_model_stays_on_the_chat(qtbot, tiny_model):
     close_window(first)
     win = make_window(qtbot)
     try:
+        # The first page is decided in the slot that marks the scan done (FirstStart, on entries_changed),
+        # so once the scan shows as done the decision is made.
         qtbot.waitUntil(lambda: win.models.library_tab.scanned)
-        qtbot.wait(100)
         assert win.pages.currentIndex() == 0 and win.banner.text.text() != HINT
     finally:
         close_window(win)

@@ -194,6 +194,7 @@ def _raw_post(url: str, key: str, body: dict) -> socket.socket:
 
 
 @pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.timing
 def test_closing_the_connection_cancels_the_generation(qtbot, window, stream):
     url, key = serve(window)
     s = _raw_post(url, key, {"prompt": COUNTING, "max_tokens": 2000, "temperature": 0, "stream": stream})

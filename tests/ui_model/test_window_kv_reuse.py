@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from app.core.chat.context import StopReason
 from tests.support.window import send
 
 
+@pytest.mark.timeout(90)  # 29 s in the suite on this machine (tests/ durations, 2 cores)
 def test_a_follow_up_evaluates_only_the_new_message(qtbot, window):
     panel = window.sampler_panel
     for seed in (1, 2, 3, 4, 5, 6):

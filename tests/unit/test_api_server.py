@@ -116,6 +116,7 @@ def test_port_in_use_is_a_clear_error(serve):
         ServerThread(ScriptedGateway(REPLY), KEY, "127.0.0.1", s.port).start()
 
 
+@pytest.mark.timing
 def test_switching_off_answers_and_cancels_open_requests(serve):
     s, gw = serve(None)  # requests stay open
     socks = []

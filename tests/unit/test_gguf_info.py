@@ -1,47 +1,18 @@
-"""GGUF header reading and validation (case E6), held against the llama.cpp project's GGUFReader."""
+"""GGUF header reading and validation (case E6), on the header twins of the real test models
+(tests/support/model_twins.py; held against the llama.cpp project's GGUFReader on the real files
+in tests/engine/test_model_twins.py)."""
 
 from __future__ import annotations
 
 import struct
 
-import gguf
 import pytest
 
 from app.core.gguf.gguf_info import GGUFError, read_gguf_info, split_part_paths
 
 
-@pytest.mark.parametrize("which", ["smollm2", "gemma"])
-def test_fields_and_tensors_match_gguf_reader(which, request):
-    path = request.getfixturevalue(which)
-    ours = read_gguf_info(path)
-    ref = gguf.GGUFReader(path)
-    # Every scalar and short-array field, and the length of every long array.
-    for key, field in ref.fields.items():
-        if key.startswith("GGUF."):
-            continue
-        if field.types and field.types[0] == gguf.GGUFValueType.ARRAY:
-            n = len(field.data)
-            if n > 64:
-                assert ours.array_lengths[key] == n, key
-            else:
-                assert ours.metadata[key] == field.contents(), key
-        else:
-            assert (
-                ours.metadata[key] == pytest.approx(field.contents())
-                if isinstance(field.contents(), float)
-                else ours.metadata[key] == field.contents()
-            ), key
-    assert len(ours.tensors) == len(ref.tensors)
-    for t_ours, t_ref in zip(ours.tensors, ref.tensors, strict=True):
-        assert t_ours.name == t_ref.name
-        assert t_ours.shape == tuple(int(x) for x in t_ref.shape)
-        assert t_ours.type_name == t_ref.tensor_type.name
-        assert t_ours.n_bytes == int(t_ref.n_bytes)
-        assert ours.data_offset + t_ours.offset == int(t_ref.data_offset)
-
-
-def test_smollm2_facts(smollm2):
-    info = read_gguf_info(smollm2)
+def test_smollm2_facts(smollm2_twin):
+    info = read_gguf_info(smollm2_twin.path)
     assert info.architecture == "llama"
     assert info.quant_type == "Q4_1"
     assert info.n_params == 134_515_008
@@ -53,8 +24,8 @@ def test_smollm2_facts(smollm2):
     assert 5.5 < info.bits_per_weight < 6.0
 
 
-def test_gemma3_sliding_window_layers(gemma):
-    info = read_gguf_info(gemma)
+def test_gemma3_sliding_window_layers(gemma_twin):
+    info = read_gguf_info(gemma_twin.path)
     assert info.architecture == "gemma3" and info.quant_type == "Q4_K_M"
     assert info.sliding_window == 512 and info.n_vocab == 262144
     swa = info.swa_layers()
@@ -63,11 +34,12 @@ def test_gemma3_sliding_window_layers(gemma):
     assert not info.has_chat_template
 
 
-def test_reading_is_fast_even_with_a_large_vocabulary(gemma):
+@pytest.mark.timing
+def test_reading_is_fast_even_with_a_large_vocabulary(gemma_twin):
     import time
 
     t = time.perf_counter()
-    read_gguf_info(gemma)
+    read_gguf_info(gemma_twin.path)
     assert time.perf_counter() - t < 2.0  # GGUFReader takes ~19 s on this file
 
 
@@ -87,10 +59,10 @@ def test_e6_empty_file(tmp_path):
         read_gguf_info(p)
 
 
-def test_e6_real_gguf_cut_in_half(tmp_path, smollm2):
+def test_e6_real_gguf_cut_in_half(tmp_path, smollm2_twin):
     p = tmp_path / "half.gguf"
-    size = smollm2.stat().st_size
-    with open(smollm2, "rb") as f:
+    size = smollm2_twin.path.stat().st_size
+    with open(smollm2_twin.path, "rb") as f:
         p.write_bytes(f.read(size // 2))
     with pytest.raises(GGUFError) as e:
         read_gguf_info(p)
@@ -98,9 +70,9 @@ def test_e6_real_gguf_cut_in_half(tmp_path, smollm2):
     assert "half.gguf" in msg and "cut short" in msg and f"{size // 2:,} bytes" in msg and "download" in msg
 
 
-def test_e6_gguf_cut_inside_its_header(tmp_path, smollm2):
+def test_e6_gguf_cut_inside_its_header(tmp_path, smollm2_twin):
     p = tmp_path / "head.gguf"
-    with open(smollm2, "rb") as f:
+    with open(smollm2_twin.path, "rb") as f:
         p.write_bytes(f.read(100_000))
     with pytest.raises(GGUFError, match="ends inside its header"):
         read_gguf_info(p)
@@ -144,9 +116,9 @@ def test_split_names():
     assert split_part_paths(Path("/m/model.gguf")) == []
 
 
-def test_a_damaged_length_in_a_whole_file_is_not_called_a_truncated_download(tmp_path, smollm2):
+def test_a_damaged_length_in_a_whole_file_is_not_called_a_truncated_download(tmp_path, smollm2_twin):
     p = tmp_path / "mid.gguf"
-    data = bytearray(smollm2.read_bytes()[:3_000_000])
+    data = bytearray(smollm2_twin.path.read_bytes()[:3_000_000])
     # the length of the first metadata key's string (right after the 24-byte preamble)
     data[24:32] = (2**62).to_bytes(8, "little")
     p.write_bytes(bytes(data))

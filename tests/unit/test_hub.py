@@ -33,11 +33,10 @@ from app.core.models.hub import (
 from app.core.settings import Settings, SettingsStore
 from tests.support.fixtures import point_hub_at
 from tests.support.hub_server import FakeHub
+from tests.support.model_twins import TwinFile
 from tests.support.models import (
-    SMOLLM2_SHA256,
     llama_metadata,
     llama_tensors,
-    require_smollm2,
     write_gguf,
     write_huge_header,
     write_split_model,
@@ -58,11 +57,12 @@ def client(hub_endpoint: FakeHub) -> HubClient:
 
 
 @pytest.fixture
-def smol_repo(hub_endpoint: FakeHub) -> FakeHub:
+def smol_repo(hub_endpoint: FakeHub, smollm2_twin: TwinFile) -> FakeHub:
+    """SmolLM2's repository on the fake Hub, its file the twin (the same header and size)."""
     hub_endpoint.add_repo(
         SMOL_REPO,
-        {SMOL_FILE: require_smollm2(), "README.md": b"# SmolLM2\n"},
-        sha256s={SMOL_FILE: SMOLLM2_SHA256},
+        {SMOL_FILE: smollm2_twin.path, "README.md": b"# SmolLM2\n"},
+        sha256s={SMOL_FILE: smollm2_twin.sha256},
         downloads=500,
         likes=5,
     )
@@ -134,8 +134,8 @@ def test_scrub_removes_tokens() -> None:
 
 
 # --- GGUF header from bytes (one parser) -------------------------------------------------------------
-def test_header_from_bytes_equals_header_from_file(tmp_path: Path) -> None:
-    smol = require_smollm2()
+def test_header_from_bytes_equals_header_from_file(tmp_path: Path, smollm2_twin: TwinFile) -> None:
+    smol = smollm2_twin.path
     want = read_gguf_info(smol)
     size = smol.stat().st_size
     with open(smol, "rb") as fh:
@@ -208,20 +208,24 @@ def test_search_sorts_filters_and_limits(client: HubClient, hub_endpoint: FakeHu
 
 
 # --- files and headers -----------------------------------------------------------------------------------
-def test_repo_files_lists_gguf_files_with_size_sha256_and_quant(client: HubClient, smol_repo: FakeHub) -> None:
+def test_repo_files_lists_gguf_files_with_size_sha256_and_quant(
+    client: HubClient, smol_repo: FakeHub, smollm2_twin: TwinFile
+) -> None:
     rf = client.repo_files(SMOL_REPO)
     assert rf.revision == smol_repo.repos[SMOL_REPO].sha
     assert rf.repo.repo_id == SMOL_REPO
     [f] = rf.files
-    assert f.parts == (HubFilePart(SMOL_FILE, 98_362_432, SMOLLM2_SHA256),)
+    assert f.parts == (HubFilePart(SMOL_FILE, 98_362_432, smollm2_twin.sha256),)
     assert (f.quant, f.size, f.revision) == ("Q4_1", 98_362_432, rf.revision)
 
 
-def test_fit_fetches_only_the_header_and_uses_the_one_memory_formula(client: HubClient, smol_repo: FakeHub) -> None:
+def test_fit_fetches_only_the_header_and_uses_the_one_memory_formula(
+    client: HubClient, smol_repo: FakeHub, smollm2_twin: TwinFile
+) -> None:
     f = client.repo_files(SMOL_REPO).files[0]
     report = client.fit(f, 4096, memory=BIG_MEM)
     assert report.verdict is Verdict.FITS
-    local = read_gguf_info(require_smollm2())
+    local = read_gguf_info(smollm2_twin.path)
     assert report.estimate == estimate_memory(local, 4096)
     text = report.breakdown()
     for word in ("weights", "KV cache", "compute", "16.0 GiB free RAM", "4,096"):
@@ -363,6 +367,7 @@ def test_system_memory_reads_meminfo(tmp_path: Path) -> None:
 
 
 # --- H3: offline ------------------------------------------------------------------------------------------
+@pytest.mark.timing
 def test_h3_offline_mode_fails_at_once_without_network(
     client: HubClient, smol_repo: FakeHub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -377,6 +382,7 @@ def test_h3_offline_mode_fails_at_once_without_network(
     assert len(smol_repo.requests) == n_before  # nothing reached the server
 
 
+@pytest.mark.timing
 def test_h3_unreachable_hub_says_offline_quickly(
     hf_isolated: Path, monkeypatch: pytest.MonkeyPatch, no_leaks: None
 ) -> None:
@@ -394,6 +400,7 @@ def test_h3_unreachable_hub_says_offline_quickly(
     assert "offline" in str(exc.value).lower() and f"127.0.0.1:{port}" in str(exc.value)
 
 
+@pytest.mark.timing
 def test_h3_a_network_that_drops_packets_times_out_quickly_without_retries(
     hf_isolated: Path, monkeypatch: pytest.MonkeyPatch, no_leaks: None
 ) -> None:

@@ -23,7 +23,8 @@ from app.core.models.library import (
 )
 from app.core.settings import Settings, SettingsStore
 from app.paths import Paths, default_paths
-from tests.support.models import SMOLLM2_SIZE, require_smollm2, write_split_model, write_tiny_model
+from tests.support.model_twins import TwinFile
+from tests.support.models import SMOLLM2_SIZE, write_split_model, write_tiny_model
 
 SMOL_PARAMS = 134_515_008
 
@@ -47,8 +48,8 @@ def _by_name(entries) -> dict:
     return {e.path.name: e for e in entries}
 
 
-def test_scan_lists_models_with_their_facts(gb_paths: Paths) -> None:
-    smol = _link(require_smollm2(), gb_paths.models_dir / "SmolLM2-135M-Instruct.Q4_1.gguf")
+def test_scan_lists_models_with_their_facts(gb_paths: Paths, smollm2_twin: TwinFile) -> None:
+    smol = _link(smollm2_twin.path, gb_paths.models_dir / "SmolLM2-135M-Instruct.Q4_1.gguf")
     tiny = write_tiny_model(gb_paths.models_dir / "owner" / "Tiny-GGUF" / "tiny-Q4_0.gguf", name="Tiny Test")
     entries = _by_name(_lib(gb_paths).scan())
     assert set(entries) == {smol.name, tiny.name}
@@ -67,12 +68,14 @@ def test_scan_lists_models_with_their_facts(gb_paths: Paths) -> None:
     assert t.ok and t.name == "Tiny Test" and t.repo_id == "owner/Tiny-GGUF" and t.quant == "Q4_0"
 
 
-def test_bad_files_are_entries_with_errors_and_part_files_are_never_listed(gb_paths: Paths) -> None:
+def test_bad_files_are_entries_with_errors_and_part_files_are_never_listed(
+    gb_paths: Paths, smollm2_twin: TwinFile
+) -> None:
     md = gb_paths.models_dir
     (md / "notes.gguf").write_text("these are my notes, not a model\n" * 4)
     (md / "empty.gguf").write_bytes(b"")
     (md / "old-ggml.gguf").write_bytes(b"tjgg" + b"\0" * 200)
-    with open(require_smollm2(), "rb") as fh:
+    with open(smollm2_twin.path, "rb") as fh:
         (md / "cut-short.gguf").write_bytes(fh.read(3_000_000))
         (md / "download.gguf.part").write_bytes(fh.read(1000))  # an incomplete download (H1)
     write_tiny_model(md / "mmproj-vision-F16.gguf")  # a projector, not a model
@@ -242,8 +245,8 @@ def test_delete_from_the_hf_cache_removes_link_and_blob(gb_paths: Paths, tmp_pat
     assert lib.scan() == []
 
 
-def test_import_copies_atomically_and_validates(gb_paths: Paths, tmp_path: Path) -> None:
-    src = _link(require_smollm2(), tmp_path / "Downloads" / "SmolLM2-135M-Instruct.Q4_1.gguf")
+def test_import_copies_atomically_and_validates(gb_paths: Paths, tmp_path: Path, smollm2_twin: TwinFile) -> None:
+    src = _link(smollm2_twin.path, tmp_path / "Downloads" / "SmolLM2-135M-Instruct.Q4_1.gguf")
     dest = gb_paths.models_dir / src.name
     seen_mid_copy: list[list] = []
 
@@ -264,8 +267,8 @@ def test_import_copies_atomically_and_validates(gb_paths: Paths, tmp_path: Path)
         lib.import_file(bad)
 
 
-def test_import_that_fails_half_way_leaves_nothing(gb_paths: Paths, tmp_path: Path) -> None:
-    src = _link(require_smollm2(), tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf")
+def test_import_that_fails_half_way_leaves_nothing(gb_paths: Paths, tmp_path: Path, smollm2_twin: TwinFile) -> None:
+    src = _link(smollm2_twin.path, tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf")
 
     def boom(done: int, total: int) -> None:
         if done > 16 << 20:

@@ -25,8 +25,8 @@ def test_row_sizes():
         ggml_row_size("f17", 32)
 
 
-def test_smollm2_kv_by_hand(smollm2):
-    info = read_gguf_info(smollm2)
+def test_smollm2_kv_by_hand(smollm2_twin):
+    info = read_gguf_info(smollm2_twin.path)
     lay = kv_cache_layout(info, 4096)
     # 30 layers x 3 KV heads x 64 dims x (K + V) x 2 bytes (f16) per token
     assert lay.bytes_per_token == 30 * 3 * 64 * 2 * 2 == 23040
@@ -36,8 +36,8 @@ def test_smollm2_kv_by_hand(smollm2):
     assert kv_cache_layout(info, 1000).n_ctx == 1024  # llama.cpp pads n_ctx to 256
 
 
-def test_gemma_kv_with_and_without_full_swa_cache(gemma):
-    info = read_gguf_info(gemma)
+def test_gemma_kv_with_and_without_full_swa_cache(gemma_twin):
+    info = read_gguf_info(gemma_twin.path)
     full = kv_cache_layout(info, 4096, swa_full=True)
     small = kv_cache_layout(info, 4096, swa_full=False, n_ubatch=512)
     per_layer = 256 * 1 * 2 * 2  # head dim 256, 1 KV head, K+V, f16
@@ -48,8 +48,8 @@ def test_gemma_kv_with_and_without_full_swa_cache(gemma):
     assert small.n_swa_layers == 15
 
 
-def test_memory_estimate_and_compute(smollm2):
-    info = read_gguf_info(smollm2)
+def test_memory_estimate_and_compute(smollm2_twin):
+    info = read_gguf_info(smollm2_twin.path)
     est = estimate_memory(info, 4096)
     assert est.weights == info.tensor_bytes
     assert est.kv_cache == 90 * MIB
@@ -78,15 +78,15 @@ def test_cache_types_are_llama_cpps_with_ggmls_block_sizes():
     assert f"{KVCacheType.Q8_0}" == "q8_0"
 
 
-def test_quantized_kv_cache_bytes_by_hand(smollm2, gemma):
-    info = read_gguf_info(smollm2)
+def test_quantized_kv_cache_bytes_by_hand(smollm2_twin, gemma_twin):
+    info = read_gguf_info(smollm2_twin.path)
     # A row of 3 KV heads x 64 = 192 values: 6 blocks of 32; q8_0 blocks are 34 bytes, q4_0 18.
     q8 = kv_cache_layout(info, 4096, type_k="q8_0", type_v=KVCacheType.Q8_0)
     assert q8.bytes_per_token == 30 * 2 * 6 * 34 and q8.allocated_bytes == 4096 * 30 * 2 * 204
     assert (q8.type_k, q8.type_v) == (KVCacheType.Q8_0, KVCacheType.Q8_0)
     mixed = kv_cache_layout(info, 4096, type_k="q4_0", type_v="f16")
     assert mixed.bytes_per_token == 30 * (6 * 18 + 192 * 2)
-    g = kv_cache_layout(read_gguf_info(gemma), 4096, swa_full=False, type_k="q8_0", type_v="q8_0")
+    g = kv_cache_layout(read_gguf_info(gemma_twin.path), 4096, swa_full=False, type_k="q8_0", type_v="q8_0")
     # 1 KV head of 256: 8 blocks of 34 bytes each for K and V; 3 full layers x 4096 + 15 SWA x 1024 cells
     assert g.allocated_bytes == (3 * 4096 + 15 * 1024) * 2 * 8 * 34
     assert estimate_memory(info, 4096, type_k="q8_0", type_v="q8_0").kv_cache == q8.allocated_bytes
@@ -96,14 +96,14 @@ def test_quantized_kv_cache_bytes_by_hand(smollm2, gemma):
         ggml_row_size("q8_0", 48)
 
 
-def test_what_the_kv_cache_would_take_with_one_kv_head_per_query_head(smollm2, gemma):
+def test_what_the_kv_cache_would_take_with_one_kv_head_per_query_head(smollm2_twin, gemma_twin):
     # SmolLM2: 9 query heads share 3 KV heads (GQA 3:1): multi-head attention would take 3x.
-    info = read_gguf_info(smollm2)
+    info = read_gguf_info(smollm2_twin.path)
     lay = kv_cache_layout(info, 4096)
     assert mha_kv_bytes(info, lay) == 30 * 9 * 64 * 2 * 2 * 4096 == 3 * lay.allocated_bytes
     q8 = kv_cache_layout(info, 4096, type_k=KVCacheType.Q8_0, type_v=KVCacheType.Q8_0)
     assert mha_kv_bytes(info, q8) == 3 * q8.allocated_bytes  # the same types, the same cells
     # Gemma 3 270M: 4 query heads, 1 KV head (multi-query), sliding-window layers keep their cells.
-    g = read_gguf_info(gemma)
+    g = read_gguf_info(gemma_twin.path)
     small = kv_cache_layout(g, 4096, swa_full=False, n_ubatch=512)
     assert g.n_head == 4 and mha_kv_bytes(g, small) == 4 * small.allocated_bytes

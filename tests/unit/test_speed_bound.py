@@ -27,10 +27,10 @@ from tests.unit.test_architecture import _moe_model
 MIB = 1024 * 1024
 
 
-@pytest.mark.parametrize("which", ["smollm2", "gemma"])
+@pytest.mark.parametrize("which", ["smollm2_twin", "gemma_twin"])
 def test_decode_reads_every_tensor_and_one_embedding_row_plus_the_tied_head(which, request):
     """Held against the GGUF's own tensor sizes: both test models tie their head to token_embd."""
-    info = read_gguf_info(request.getfixturevalue(which))
+    info = read_gguf_info(request.getfixturevalue(which).path)
     embd = info.embedding_tensor
     assert embd is not None and not any(t.name == "output.weight" for t in info.tensors)
     row = embd.n_bytes // info.n_vocab
@@ -50,8 +50,8 @@ def test_an_untied_moe_model_reads_one_row_and_the_used_experts_only(tmp_path):
     assert decode_weight_bytes(tied) == rest - by["output.weight"].n_bytes + exps // 2 + row + t_embd.n_bytes
 
 
-def test_kv_read_is_the_padded_view_of_each_layer(smollm2, gemma):
-    info = read_gguf_info(smollm2)
+def test_kv_read_is_the_padded_view_of_each_layer(smollm2_twin, gemma_twin):
+    info = read_gguf_info(smollm2_twin.path)
     lay = kv_cache_layout(info, 4096)
     per_cell = 30 * 3 * 64 * 2 * 2  # 30 layers, 3 KV heads of 64, K + V, f16
     assert kv_read_bytes(lay, 1) == 256 * per_cell
@@ -61,14 +61,14 @@ def test_kv_read_is_the_padded_view_of_each_layer(smollm2, gemma):
     for first, n in ((1, 1), (200, 100), (255, 2), (256, 1), (700, 900)):
         brute = sum(kv_read_bytes(lay, u) for u in range(first, first + n)) / n
         assert mean_kv_read_bytes(lay, first, n) == pytest.approx(brute)
-    g = kv_cache_layout(read_gguf_info(gemma), 4096, swa_full=False)
+    g = kv_cache_layout(read_gguf_info(gemma_twin.path), 4096, swa_full=False)
     # SWA layers hold pad(512 + 512, 256) = 1024 cells: their view stops there.
     per_layer_cell = 256 * 1 * 2 * 2
     assert kv_read_bytes(g, 3000) == 3 * pad(3000, 256) * per_layer_cell + 15 * 1024 * per_layer_cell
 
 
-def test_decode_traffic_of_a_turn(smollm2):
-    info = read_gguf_info(smollm2)
+def test_decode_traffic_of_a_turn(smollm2_twin):
+    info = read_gguf_info(smollm2_twin.path)
     lay = kv_cache_layout(info, 4096)
     stats = GenerationStats(
         prompt_tokens=250, evaluated_tokens=250, prefill_s=2.0, generated_tokens=21, decode_s=0.5, context_used=270
@@ -82,10 +82,10 @@ def test_decode_traffic_of_a_turn(smollm2):
     assert decode_traffic(info, lay, GenerationStats(generated_tokens=1, decode_s=0.0)) is None
 
 
-def test_capped_sum_and_prefill_flops_by_brute_force(gemma):
+def test_capped_sum_and_prefill_flops_by_brute_force(gemma_twin):
     for a, b, w in ((1, 10, 4), (3, 3, 5), (1, 600, 512), (600, 700, 512), (500, 520, 512)):
         assert _capped_sum(a, b, w) == sum(min(s, w) for s in range(a, b + 1))
-    arch = describe_architecture(read_gguf_info(gemma))
+    arch = describe_architecture(read_gguf_info(gemma_twin.path))
     start, n = 100, 700
     body = 2 * sum(b.n_params for b in arch.blocks) * n
     attn = 0
@@ -98,8 +98,8 @@ def test_capped_sum_and_prefill_flops_by_brute_force(gemma):
     assert prefill_flops(arch, 0, 0) == 0.0
 
 
-def test_the_sentences_carry_the_figures(smollm2):
-    info = read_gguf_info(smollm2)
+def test_the_sentences_carry_the_figures(smollm2_twin):
+    info = read_gguf_info(smollm2_twin.path)
     arch = describe_architecture(info)
     lay = kv_cache_layout(info, 4096)
     stats = GenerationStats(
