@@ -236,8 +236,8 @@ def test_a_code_block_shows_all_its_lines(qtbot):
     view.show()
     qtbot.waitExposed(view)
     (block,) = view.findChildren(CodeBlock)
-    assert block.scroll.horizontalScrollBar().isVisible()
-    assert block.scroll.viewport().height() >= block.body.sizeHint().height()
+    assert block.code_scroll.horizontalScrollBar().isVisible()
+    assert block.code_scroll.viewport().height() >= block.body.sizeHint().height()
 
 
 def test_warm_up_loads_the_common_code_lexers_on_a_background_thread():

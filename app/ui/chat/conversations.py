@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 import time
 
-from PySide6.QtCore import QEvent, QModelIndex, QObject, QPersistentModelIndex, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QModelIndex, QObject, QPersistentModelIndex, QPoint, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import (
     QApplication,
@@ -45,30 +45,32 @@ class LinesDelegate(QStyledItemDelegate):
         return self._fit(opt)
 
     def _widget_style(self, opt: QStyleOptionViewItem) -> tuple[QWidget | None, QStyle]:
-        widget = opt.widget or self.parent()  # type: ignore[attr-defined]
-        return widget, widget.style() if isinstance(widget, QWidget) else QApplication.style()
+        widget = opt.widget or self.parent()
+        if isinstance(widget, QWidget):
+            return widget, widget.style()
+        return None, QApplication.style()
 
     def _fit(self, opt: QStyleOptionViewItem) -> str:
         widget, style = self._widget_style(opt)
         rect = style.subElementRect(QStyle.SubElement.SE_ItemViewItemText, opt, widget)
         margin = style.pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin, None, widget) + 1
-        return elide_once(opt.fontMetrics, opt.text, rect.width() - 2 * margin)  # type: ignore[attr-defined]
+        return elide_once(opt.fontMetrics, opt.text, rect.width() - 2 * margin)
 
     def paint(
         self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
     ) -> None:
         opt = QStyleOptionViewItem(option)
         self.initStyleOption(opt, index)
-        opt.text = self._fit(opt)  # type: ignore[attr-defined]
-        opt.textElideMode = Qt.TextElideMode.ElideNone  # type: ignore[attr-defined]
-        opt.features &= ~QStyleOptionViewItem.ViewItemFeature.WrapText  # type: ignore[attr-defined]
+        opt.text = self._fit(opt)
+        opt.textElideMode = Qt.TextElideMode.ElideNone
+        opt.features &= ~QStyleOptionViewItem.ViewItemFeature.WrapText
         widget, style = self._widget_style(opt)
         style.drawControl(QStyle.ControlElement.CE_ItemViewItem, opt, painter, widget)
 
     def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> QSize:
         opt = QStyleOptionViewItem(option)
         self.initStyleOption(opt, index)
-        opt.features &= ~QStyleOptionViewItem.ViewItemFeature.WrapText  # type: ignore[attr-defined]
+        opt.features &= ~QStyleOptionViewItem.ViewItemFeature.WrapText
         widget, style = self._widget_style(opt)
         hint = style.sizeFromContents(QStyle.ContentsType.CT_ItemViewItem, opt, QSize(), widget)
         # As wide as the list shows (never wider: a line too long for it is elided, not scrolled to).
@@ -163,7 +165,8 @@ class ConversationsPanel(QWidget):
                 self.list.addItem(item)
             return
         now = time.time()
-        self.list.setCurrentItem(None)
+        # PySide6's stubs omit None here; Qt takes a null item (no current item).
+        self.list.setCurrentItem(None)  # type: ignore[call-overload]
         for c in self.store.list_conversations():
             when = "● writing a reply…" if c.id == self.replying_id else ago(c.updated_at, now)
             item = QListWidgetItem(f"{c.title}\n{when}")
@@ -208,7 +211,7 @@ class ConversationsPanel(QWidget):
         if cid is not None:
             self.open_requested.emit(int(cid), item.data(ROLE_MESSAGE))
 
-    def _menu(self, pos) -> None:
+    def _menu(self, pos: QPoint) -> None:
         item = self.list.itemAt(pos)
         if item is None or item.data(ROLE_ID) is None:
             return

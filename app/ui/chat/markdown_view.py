@@ -94,13 +94,13 @@ class CodeBlock(QFrame):
         self._chunks: list[QLabel] = []
         self._codes: list[str] = []
         self._heights: list[int] = []  # each chunk label's sizeHint height, px (so _fit asks only the changed one)
-        self.scroll = QScrollArea()
-        self.scroll.setObjectName("codeScroll")
-        self.scroll.setWidget(self.body)
-        self.scroll.setWidgetResizable(True)
-        self.scroll.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
-        lay.addWidget(self.scroll)
+        self.code_scroll = QScrollArea()
+        self.code_scroll.setObjectName("codeScroll")
+        self.code_scroll.setWidget(self.body)
+        self.code_scroll.setWidgetResizable(True)
+        self.code_scroll.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.code_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        lay.addWidget(self.code_scroll)
         self.add_chunk(seg)
 
     @property
@@ -161,8 +161,8 @@ class CodeBlock(QFrame):
 
     def _fit(self) -> None:
         height = sum(self._heights)
-        bar = self.scroll.horizontalScrollBar().sizeHint().height()
-        self.scroll.setFixedHeight(height + bar + self.SCROLL_PADDING + 4)
+        bar = self.code_scroll.horizontalScrollBar().sizeHint().height()
+        self.code_scroll.setFixedHeight(height + bar + self.SCROLL_PADDING + 4)
 
     def _copy(self) -> None:
         QGuiApplication.clipboard().setText(self.code)

@@ -9,6 +9,7 @@ comes out as :attr:`MessageWidget.action_requested`.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QGuiApplication
@@ -85,6 +86,7 @@ class MessageWidget(QFrame):
         # than the column made the body's height be measured too wide and its last lines cut.
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         lay = QVBoxLayout(self)
+        self._lay = lay  # typed: self.layout() is QLayout | None (the token view and the editor go in here)
         lay.setContentsMargins(14, 10, 14, 10)
         lay.setSpacing(6)
         self.title = ElidedLabel(title or ("You" if role is Role.USER else "Assistant"))  # "…" where cut
@@ -154,7 +156,7 @@ class MessageWidget(QFrame):
         h.add_item((self.delete_btn,), ((self.delete_btn, lambda: "Delete"),), priority=7, offered=stored)
         lay.addWidget(self.header)
         if role is Role.USER:
-            self.body: QWidget = rich_label(plain_to_html(text), "userText")
+            self.body: QLabel | MarkdownView = rich_label(plain_to_html(text), "userText")
         else:
             self.body = MarkdownView()
             if text:
@@ -172,7 +174,7 @@ class MessageWidget(QFrame):
         self._shown = text
         self._streaming = False
 
-    def _action_button(self, text: str, tip: str, slot=None) -> QToolButton:
+    def _action_button(self, text: str, tip: str, slot: Callable[[], object] | None = None) -> QToolButton:
         b = QToolButton()
         b.setObjectName("msgAction")
         b.setText(text)
@@ -322,7 +324,7 @@ class MessageWidget(QFrame):
         view = TokenText(alts, colour)
         view.funnel_requested.connect(lambda step: self._emit(MessageAction.TOKEN_FUNNEL, step))
         view.branch_requested.connect(lambda step, tok: self._emit(MessageAction.BRANCH_FROM, (step, tok)))
-        lay = self.layout()
+        lay = self._lay
         lay.insertWidget(lay.indexOf(self.body) + 1, view)
         self.body.hide()
         view.show()
@@ -378,7 +380,7 @@ class MessageWidget(QFrame):
         row.addWidget(cancel)
         row.addWidget(save)
         self._edit_bar = bar
-        lay = self.layout()
+        lay = self._lay
         idx = lay.indexOf(self.body)
         self.body.hide()
         lay.insertWidget(idx + 1, self.editor)

@@ -345,8 +345,8 @@ class OrderDialog(QDialog):
         lay.addWidget(self.list)
         row = QHBoxLayout()
         up, down, reset = QPushButton("Up"), QPushButton("Down"), QPushButton("llama.cpp default")
-        up.clicked.connect(lambda: self.move(-1))
-        down.clicked.connect(lambda: self.move(1))
+        up.clicked.connect(lambda: self.move_selected(-1))
+        down.clicked.connect(lambda: self.move_selected(1))
         reset.clicked.connect(lambda: self._fill(DEFAULT_ORDER))
         for b in (up, down, reset):
             row.addWidget(b)
@@ -364,7 +364,7 @@ class OrderDialog(QDialog):
             self.list.addItem(item)
         self.list.setCurrentRow(0)
 
-    def move(self, delta: int) -> None:
+    def move_selected(self, delta: int) -> None:
         """Move the selected stage up (-1) or down (+1)."""
         row = self.list.currentRow()
         to = row + delta

@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.core import protocol as P
 from app.core.chat.context import StopReason
 from app.core.sampling.alternatives import DEFAULT_PER_TOKEN, MAX_PER_TOKEN, StepView, TokenColour
 from app.ui.chat.shown import ShownChat
@@ -148,7 +149,7 @@ class TokensPanel(QWidget):
         self._seen_version = -1
         self._serial_shown = -1  # the turn drawn (LiveTurn.serial): another turn is drawn from nothing
         self._empty = True  # nothing is drawn
-        self._prompt_shown = None
+        self._prompt_shown: P.PromptPrepared | None = None  # the prompt whose chips are drawn
         self._gen_shown = 0
         self._alts_shown: object | None = None  # the alternatives the generated chips are coloured with
         self._drawn_bg: list[str] = []  # the background of each generated chip drawn
