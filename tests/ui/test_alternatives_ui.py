@@ -16,6 +16,7 @@ from app.core.sampling.alternatives import TokenColour
 from app.ui.chat.message import MessageAction
 from app.ui.common import palette
 from app.ui.common.token_alts import step_anchor
+from tests.support.budgets import stream_budget_ms
 from tests.support.fake_engine import reply
 from tests.support.window import send
 
@@ -177,15 +178,10 @@ def _chips_per_block(doc) -> list[int]:
     return out
 
 
-# The fake engine makes each token once the window has handled the one before: a long reply streams
-# in 3.5-7 ms a token here (1,050 tokens: 3.5-4.9 s alone on this 2-core machine, 6-7 s under load).
-STREAM_MS_PER_TOKEN = 6
-
-
 def _send_long(qtbot, window, text: str, n_tokens: int) -> None:
     """Send ``text`` and wait until the window shows the reply of ``n_tokens`` as over: the budget is
     3x the time such a reply normally takes to stream, not the fixed guard of a short reply."""
-    send(qtbot, window, text, timeout=3 * STREAM_MS_PER_TOKEN * n_tokens + 1_000)
+    send(qtbot, window, text, timeout=stream_budget_ms(n_tokens))
 
 
 def _no_max_tokens(window) -> None:

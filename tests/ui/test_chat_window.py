@@ -14,6 +14,7 @@ from app.core import protocol as P
 from app.core.chat.context import StopReason
 from app.ui.chat.view import CodeBlock, MessageWidget
 from app.ui.engine.client import EngineState
+from tests.support.budgets import stream_budget_ms
 from tests.support.fake_engine import Endless, Refuse, reply
 from tests.support.window import banner_button, close_window, load, make_window, reply_over, send
 
@@ -286,7 +287,7 @@ def test_a_reply_that_fills_n_ctx_ends_with_context_full_and_can_be_continued(qt
         assert win.engine.model.n_ctx == 256
         win.engine.script(Endless("word "))
         win.sampler_panel.set_settings(replace(win.sampler_panel.settings(), max_tokens=-1), emit=True)
-        fin = send(qtbot, win, "Tell me a very long story.")
+        fin = send(qtbot, win, "Tell me a very long story.", timeout=stream_budget_ms(256))  # until n_ctx is full
         assert fin.stats.stop_reason == StopReason.CONTEXT_FULL.value and fin.stats.context_used == 256
         reply_w = win.chat_view.messages[-1]
         assert reply_w.badge.text() == "context full" and reply_w.continue_btn.isVisible()
