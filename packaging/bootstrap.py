@@ -824,25 +824,51 @@ def cmd_test(args: argparse.Namespace) -> int:
 VALIDATORS = {"desktop-file-validate": "desktop-file-utils", "appstreamcli": "appstream"}
 
 
+def apt_install(packages: Sequence[str], what: str) -> bool:
+    """``apt-get install`` of Debian ``packages`` when we are root on a system with apt-get (a stale package
+    list is updated once); one line says what happened. Returns False when it could not run or failed."""
+    if not (hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get")):
+        return False
+    t0 = time.monotonic()
+    cmd = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *packages]
+    r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if r.returncode != 0:  # a stale package list: update once, then try again
+        subprocess.run(["apt-get", "update", "-q"], capture_output=True, check=False)
+        r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    say(f"{what}: apt-get install {' '.join(packages)}: exit {r.returncode} {took(t0)}")
+    return r.returncode == 0
+
+
 def ensure_validators() -> None:
     """The desktop-file validators ``bundle`` runs: installed with apt-get when we are root, else a loud warning."""
     missing = {tool: pkg for tool, pkg in VALIDATORS.items() if not shutil.which(tool)}
     if not missing or not sys.platform.startswith("linux"):
         return
-    if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
-        t0 = time.monotonic()
-        cmd = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing.values()]
-        r = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if r.returncode != 0:  # a stale package list: update once, then try again
-            subprocess.run(["apt-get", "update", "-q"], capture_output=True, check=False)
-            r = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        say(f"validators: apt-get install {' '.join(missing.values())}: exit {r.returncode} {took(t0)}")
+    apt_install(list(missing.values()), "validators")
     still = [f"{t} ({p})" for t, p in missing.items() if not shutil.which(t)]
     if still:
         say("!" * 70)
         say(f"WARNING: {', '.join(still)} missing: the .desktop and metainfo files will NOT be validated")
         say(f"         install them: sudo apt-get install {' '.join(missing.values())}")
         say("!" * 70)
+
+
+def ensure_qt_xcb_libraries(venv: Path) -> None:
+    """The system libraries Qt's xcb platform plugin links to and this machine lacks (minimal installs lack
+    libxcb-icccm4, libxcb-keysyms1, libxcb-cursor0): installed with apt-get when we are root, so the
+    bundle's check that every library it needs is found (packaging/bundle.py) can pass; else the bundle
+    names them. Linux only; best effort (nothing to do without ldd or the plugin)."""
+    if not sys.platform.startswith("linux") or not shutil.which("ldd"):
+        return
+    plugins = list(venv.glob("lib/python3*/site-packages/PySide6/Qt/plugins/platforms/libqxcb.so"))
+    if not plugins:
+        return
+    qt_lib = plugins[0].parents[2] / "lib"
+    env = {**os.environ, "LD_LIBRARY_PATH": str(qt_lib)}
+    r = subprocess.run(["ldd", str(plugins[0])], capture_output=True, text=True, env=env, check=False)
+    missing = sorted(set(re.findall(r"^\s*(\S+) => not found", r.stdout, re.M)))
+    if missing:
+        apt_install(sorted({debian_package(m) for m in missing}), "Qt's xcb libraries")
 
 
 # The bundle runs on CPUs we do not know: every x86-64 variant of ggml's CPU backend, the best chosen at
@@ -862,6 +888,7 @@ def cmd_bundle(args: argparse.Namespace) -> int:
         os.environ["CMAKE_ARGS"] = BUNDLE_CMAKE_ARGS
     py = setup(["bundle"], args.verbose)
     ensure_validators()
+    ensure_qt_xcb_libraries(BUNDLE_VENV)
     say("building the bundle: packaging/bundle.py " + " ".join(args.rest))
     return exec_in_venv(py, [str(ROOT / "packaging" / "bundle.py"), *args.rest], dict(os.environ), args.dry_run)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import subprocess
 import sys
 import zipfile
 from collections.abc import Iterator
@@ -399,3 +400,21 @@ def test_install_gives_the_menu_entry_a_tryexec_on_the_venvs_python(
     assert argv[0].endswith("packaging/desktop.py") and argv[1] == "install"
     assert argv[argv.index("--exec") + 1] == f'"{py}" -m app'
     assert argv[argv.index("--try-exec") + 1] == str(py)
+
+
+def test_the_bundle_installs_the_xcb_libraries_qt_lacks_with_apt_get(
+    bootstrap: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A minimal Debian lacks libxcb-icccm4 / libxcb-keysyms1, which Qt's xcb plugin links to: the bundle's
+    library check failed on a fresh machine. ``bundle`` installs what ldd says is missing (as root)."""
+    plugin = tmp_path / "lib/python3.11/site-packages/PySide6/Qt/plugins/platforms/libqxcb.so"
+    plugin.parent.mkdir(parents=True)
+    plugin.write_bytes(b"")
+    ldd_out = "\tlibxcb-icccm.so.4 => not found\n\tlibxcb-keysyms.so.1 => not found\n\tlibc.so.6 => /lib/libc.so.6\n"
+    monkeypatch.setattr(bootstrap.shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(bootstrap.sys, "platform", "linux")
+    monkeypatch.setattr(bootstrap.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a[0], 0, ldd_out, ""))
+    asked: list[list[str]] = []
+    monkeypatch.setattr(bootstrap, "apt_install", lambda packages, what: asked.append(list(packages)) or True)
+    bootstrap.ensure_qt_xcb_libraries(tmp_path)
+    assert asked == [["libxcb-icccm4", "libxcb-keysyms1"]]
