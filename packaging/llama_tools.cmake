@@ -1,7 +1,8 @@
-# llama.cpp's tools (llama-server, ggml-rpc-server) built by llama-cpp-python's own wheel build.
+# llama.cpp's tools (llama-server, ggml-rpc-server; llama-quantize, llama-perplexity, llama-bench) built by
+# llama-cpp-python's own wheel build, so that llama.cpp is compiled once.
 #
 # packaging/llama_tools.py (wheel_cmake_args) adds to the wheel's CMAKE_ARGS
-#     -DCMAKE_PROJECT_INCLUDE=<this file> -DGLASSBOX_LLAMA_TOOLS=llama-server;ggml-rpc-server
+#     -DCMAKE_PROJECT_INCLUDE=<this file> -DGLASSBOX_LLAMA_TOOLS=llama-server;ggml-rpc-server;...
 # CMake includes this file after every project() call (CMake's documented way to inject code into a
 # project one does not own). It acts at two of them:
 #
@@ -30,7 +31,7 @@ if(NOT DEFINED SKBUILD_PLATLIB_DIR)
     message(FATAL_ERROR "glassbox: packaging/llama_tools.cmake is for llama-cpp-python's wheel build (scikit-build-core)")
 endif()
 if(NOT GLASSBOX_LLAMA_TOOLS)
-    message(FATAL_ERROR "glassbox: set GLASSBOX_LLAMA_TOOLS to the tools to build (e.g. llama-server;ggml-rpc-server)")
+    message(FATAL_ERROR "glassbox: set GLASSBOX_LLAMA_TOOLS to the tools' targets (e.g. llama-server;ggml-rpc-server)")
 endif()
 
 set(LLAMA_BUILD_TOOLS ON)
@@ -73,14 +74,32 @@ function(glassbox_llama_tools)
         endif()
     endforeach()
 
-    # Installed beside libllama.so: the tools, and the shared libraries they load that the sdist does not ship there.
-    set(libs mtmd llama-common)
-    if(TARGET llama-server-impl)
-        get_target_property(kind llama-server-impl TYPE)
-        if(kind STREQUAL "SHARED_LIBRARY")
-            list(APPEND libs llama-server-impl)
+    # Installed beside libllama.so: the tools and the shared libraries of llama.cpp's they load that the
+    # sdist does not ship there (libllama-common, the tools' own *-impl libraries; it ships libllama and
+    # libggml*), and libmtmd, which the sdist ships but, with LLAVA_BUILD off, does not install itself.
+    set(libs mtmd)
+    set(queue ${tools})
+    set(seen "")
+    while(queue)
+        list(POP_FRONT queue target)
+        if(target IN_LIST seen OR NOT TARGET ${target})
+            continue()
         endif()
-    endif()
+        list(APPEND seen ${target})
+        get_target_property(kind ${target} TYPE)
+        get_target_property(imported ${target} IMPORTED)
+        if(imported OR kind STREQUAL "INTERFACE_LIBRARY")
+            continue()
+        endif()
+        if(kind STREQUAL "SHARED_LIBRARY" AND NOT target MATCHES "^(llama|ggml|ggml-.*)$")
+            list(APPEND libs ${target})
+        endif()
+        get_target_property(deps ${target} LINK_LIBRARIES)
+        if(deps)
+            list(APPEND queue ${deps})
+        endif()
+    endwhile()
+    list(REMOVE_DUPLICATES libs)
     set(lib "${GLASSBOX_LLAMA_LIB}")
     install(TARGETS ${libs} LIBRARY DESTINATION "${lib}" RUNTIME DESTINATION "${lib}" ARCHIVE DESTINATION "${lib}")
     list(REMOVE_ITEM wanted llama-server)  # tools/server installs it itself (CMAKE_INSTALL_BINDIR above)

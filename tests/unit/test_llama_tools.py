@@ -112,8 +112,9 @@ def test_the_wheel_build_gets_the_hook_and_the_tool_names(tools: ModuleType, tmp
     # As scikit-build-core reads CMAKE_ARGS (shlex.split): two arguments, whatever the path holds.
     assert shlex.split(tools.wheel_cmake_args(hook)) == [
         f"-DCMAKE_PROJECT_INCLUDE={hook.as_posix()}",
-        "-DGLASSBOX_LLAMA_TOOLS=llama-server;ggml-rpc-server",
+        "-DGLASSBOX_LLAMA_TOOLS=llama-server;ggml-rpc-server;llama-quantize;llama-perplexity;llama-bench",
     ]
+    assert set(tools.TARGETS) <= set(tools.WHEEL_TOOLS)  # the tests' two come from the wheel
 
 
 def test_the_wheel_key_follows_the_hooks_content_not_its_path(
@@ -125,7 +126,7 @@ def test_the_wheel_key_follows_the_hooks_content_not_its_path(
         (tmp_path / where / "llama_tools.cmake").write_text(text, encoding="utf-8")
     ident = tools.wheel_tools_ident(tmp_path / "a" / "llama_tools.cmake")
     assert ident == tools.wheel_tools_ident(tmp_path / "b" / "llama_tools.cmake") == tools.wheel_tools_ident()
-    assert "llama-server" in ident and "ggml-rpc-server" in ident
+    assert all(name in ident for name in tools.WHEEL_TOOLS)
     (tmp_path / "b" / "llama_tools.cmake").write_text(text + "# edited\n", encoding="utf-8")
     assert tools.wheel_tools_ident(tmp_path / "b" / "llama_tools.cmake") != ident
     args = "-DGGML_NATIVE=OFF -DGGML_RPC=ON"
