@@ -498,7 +498,7 @@ def ensure_llama_wheel(py: Path, version: str, cmake_args: str, key: str, verbos
     cache = build_cache_root() / "llama-wheels"
     key_dir = cache / key
     wheel = cached_wheel(key_dir, version)
-    with_tools = " with llama-server and ggml-rpc-server" if tool_args else ""
+    with_tools = " with llama.cpp's tools (llama-server, ggml-rpc-server...)" if tool_args else ""
     if wheel is not None:
         say(
             f"llama-cpp-python {version}: cached wheel{with_tools} for CMAKE_ARGS='{cmake_args}' ({key_dir}) {took(t0)}"
@@ -528,7 +528,7 @@ def ensure_llama_wheel(py: Path, version: str, cmake_args: str, key: str, verbos
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     say(
         f"llama-cpp-python {version}: building from source{with_tools} with CMAKE_ARGS='{cmake_args}'. "
-        f"This takes about 5-10 minutes on 2 cores (more for CUDA), once; log: {log}"
+        f"This takes about 5-10 minutes on 2 idle cores (more when busy, more for CUDA), once; log: {log}"
     )
 
     cmd = [
