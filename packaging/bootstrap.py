@@ -14,9 +14,12 @@ Both commands set up the same way, and do nothing that is already done:
    into a wheel with ``CMAKE_ARGS`` (default ``-DGGML_NATIVE=OFF -DGGML_RPC=ON``: a
    portable build, since a native one dies with SIGILL on machines whose CPU advertises
    instructions the hypervisor forbids, with llama.cpp's RPC backend for a model split
-   across machines). pip's wheel cache does not know about
-   CMAKE_ARGS, so the wheel is kept in our own cache, keyed by
-   sha256(version, CMAKE_ARGS, Python, platform), and built only once per key.
+   across machines). The same build also yields llama.cpp's llama-server and
+   ggml-rpc-server, installed beside libllama.so in the wheel (packaging/llama_tools.py
+   and llama_tools.cmake: for the tests; not for ``bundle``), so llama.cpp is compiled
+   once. pip's wheel cache does not know about CMAKE_ARGS, so the wheel is kept in our
+   own cache, keyed by sha256(version, CMAKE_ARGS, the tools, Python, platform), and
+   built only once per key.
 3. The wheel installed into the venv, then ``pip install -e .`` (``.[test]`` for
    ``test``), then a check that ``import llama_cpp`` works in the venv.
    A stamp in ``.venv`` (hash of pyproject.toml + the wheel key + the extras)
@@ -28,16 +31,16 @@ Both commands set up the same way, and do nothing that is already done:
    ``mypy``, ``lint-imports``, from the venv, configured in pyproject.toml); the
    first that fails stops us with its output, the command that reproduces it and
    exit code 1. ``--no-checks`` (anywhere after ``test``) skips them. Then the
-   test models (SmolLM2 and Gemma 3 270M) go into a cache, llama.cpp's
-   llama-server and ggml-rpc-server are built once into the cache
-   (packaging/llama_tools.py; their paths go to the tests), and
+   test models (SmolLM2 and Gemma 3 270M) go into a cache, the paths of the
+   wheel's llama-server and ggml-rpc-server go to the tests (built on their own
+   into the cache only when the wheel lacks one, e.g. with -DGGML_RPC=OFF), and
    ``python -m pytest`` runs headless (QT_QPA_PLATFORM=offscreen); its exit
    code is ours.
 
 Standard library only: this runs before any virtual environment exists. One file
 (over 600 lines) for one job, bare machine to running app or passing checks: a
 person runs it by path with nothing installed, so it cannot lean on sibling modules
-(but for packaging/llama_tools.py, loaded from its file for ``test`` only).
+(but for packaging/llama_tools.py, loaded from its file: the tools' part of the build).
 
 Environment:
     CMAKE_ARGS               llama.cpp build options (e.g. ``-DGGML_CUDA=on``,
@@ -47,6 +50,8 @@ Environment:
                              choice of the last setup is kept (the earlier default
                              ``-DGGML_NATIVE=OFF`` becomes today's, with RPC).
     GLASSBOX_BUILD_CACHE     our build cache (default: <user cache>/glassbox-build)
+    GLASSBOX_NO_WHEEL_TOOLS  when set (e.g. to 1): the wheel without llama-server and
+                             ggml-rpc-server (``test`` then builds them on their own)
     GLASSBOX_TEST_MODELS_DIR where the test models go (default: <build cache>/test-models)
     GLASSBOX_HOME            passed to the app: puts its files under one folder
 """
@@ -78,7 +83,9 @@ import time
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
@@ -90,6 +97,7 @@ PORTABLE_CMAKE_ARGS = "-DGGML_NATIVE=OFF"
 # remembered with an earlier default is rebuilt once with this one.
 DEFAULT_CMAKE_ARGS = "-DGGML_NATIVE=OFF -DGGML_RPC=ON"
 EARLIER_DEFAULTS = ("-DGGML_NATIVE=OFF",)
+NO_WHEEL_TOOLS = "GLASSBOX_NO_WHEEL_TOOLS"
 LLAMA = "llama-cpp-python"
 IS_WINDOWS = os.name == "nt"
 STAMP_VERSION = 1
@@ -197,17 +205,33 @@ def effective_cmake_args(remembered: str | None) -> tuple[str, str]:
     return DEFAULT_CMAKE_ARGS, "the portable default; set CMAKE_ARGS to change"
 
 
-def wheel_key(version: str, cmake_args: str) -> str:
-    """Our wheel-cache key: what changes the binary pip would build."""
-    ident = "\n".join(
-        [
-            f"{LLAMA}=={version}",
-            f"CMAKE_ARGS={cmake_args}",
-            f"python={sys.implementation.cache_tag}",
-            f"platform={sysconfig.get_platform()}/{platform.machine()}",
-        ]
-    )
-    return hashlib.sha256(ident.encode()).hexdigest()[:20]
+def wheel_key(version: str, cmake_args: str, tools: str = "") -> str:
+    """Our wheel-cache key: what changes the binary pip would build.
+
+    ``tools`` is :func:`llama_tools`'s ``wheel_tools_ident()`` when the build also yields llama.cpp's
+    tools, "" when not (the key of such a wheel is the one it had before the tools joined the build).
+    """
+    ident = [
+        f"{LLAMA}=={version}",
+        f"CMAKE_ARGS={cmake_args}",
+        f"python={sys.implementation.cache_tag}",
+        f"platform={sysconfig.get_platform()}/{platform.machine()}",
+    ]
+    if tools:
+        ident.append(tools)
+    return hashlib.sha256("\n".join(ident).encode()).hexdigest()[:20]
+
+
+@cache
+def llama_tools() -> ModuleType:
+    """packaging/llama_tools.py, loaded from its file (this script is run by path, not as a package)."""
+    path = ROOT / "packaging" / "llama_tools.py"
+    spec = importlib.util.spec_from_file_location("glassbox_llama_tools", path)
+    if spec is None or spec.loader is None:
+        raise SetupError(f"cannot load {path}", "restore it from git: git checkout -- packaging/llama_tools.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def file_sha256(path: Path) -> str:
@@ -447,6 +471,12 @@ def cached_wheel(key_dir: Path, version: str) -> Path | None:
 
 def build_failure_hint(log: Path, cmake_args: str) -> str:
     text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+    if re.search(r"FAILED: \S*tools/(server|rpc|ui)/|CMake Error at \S*llama_tools\.cmake", text):
+        return (
+            "llama.cpp's tools (llama-server, ggml-rpc-server), which packaging/llama_tools.cmake adds to the "
+            f"wheel's build for the tests, failed to build: read the log above. {NO_WHEEL_TOOLS}=1 builds the "
+            "library alone (the tests then build the tools on their own)"
+        )
     if re.search(r"CMAKE_(C|CXX)_COMPILER|No CMAKE_.*COMPILER|compiler.*not found", text, re.I):
         return "the C/C++ compiler was not usable: install build-essential (Linux), xcode-select --install (macOS) or the VS Build Tools (Windows)"
     if "CUDA" in cmake_args.upper() and re.search(r"CUDA|nvcc", text):
@@ -458,14 +488,21 @@ def build_failure_hint(log: Path, cmake_args: str) -> str:
     return "read the log above; if it is a compiler error, try a different CMAKE_ARGS or report it"
 
 
-def ensure_llama_wheel(py: Path, version: str, cmake_args: str, key: str, verbose: bool) -> Path:
-    """Step 2: our cached llama-cpp-python wheel for this key, built once."""
+def ensure_llama_wheel(py: Path, version: str, cmake_args: str, key: str, verbose: bool, tool_args: str = "") -> Path:
+    """Step 2: our cached llama-cpp-python wheel for this key, built once.
+
+    ``tool_args`` (llama_tools' ``wheel_cmake_args()``, or "") go after ``cmake_args`` in the build's
+    CMAKE_ARGS: the same build then also yields llama-server and ggml-rpc-server in the wheel.
+    """
     t0 = time.monotonic()
     cache = build_cache_root() / "llama-wheels"
     key_dir = cache / key
     wheel = cached_wheel(key_dir, version)
+    with_tools = " with llama.cpp's tools (llama-server, ggml-rpc-server...)" if tool_args else ""
     if wheel is not None:
-        say(f"llama-cpp-python {version}: cached wheel for CMAKE_ARGS='{cmake_args}' ({key_dir}) {took(t0)}")
+        say(
+            f"llama-cpp-python {version}: cached wheel{with_tools} for CMAKE_ARGS='{cmake_args}' ({key_dir}) {took(t0)}"
+        )
         return wheel
 
     check_toolchain()
@@ -486,12 +523,12 @@ def ensure_llama_wheel(py: Path, version: str, cmake_args: str, key: str, verbos
     log = cache / f"build-{key}.log"
     log.unlink(missing_ok=True)
     env = dict(os.environ)
-    env["CMAKE_ARGS"] = cmake_args
+    env["CMAKE_ARGS"] = f"{cmake_args} {tool_args}".strip()
     env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     say(
-        f"llama-cpp-python {version}: building from source with CMAKE_ARGS='{cmake_args}'. "
-        f"This takes about 5-10 minutes on 2 cores (more for CUDA), once; log: {log}"
+        f"llama-cpp-python {version}: building from source{with_tools} with CMAKE_ARGS='{cmake_args}'. "
+        f"This takes about 5-10 minutes on 2 idle cores (more when busy, more for CUDA), once; log: {log}"
     )
 
     cmd = [
@@ -512,6 +549,7 @@ def ensure_llama_wheel(py: Path, version: str, cmake_args: str, key: str, verbos
         info = {
             "version": version,
             "cmake_args": cmake_args,
+            "tool_args": tool_args,
             "python": sys.version.split()[0],
             "platform": sysconfig.get_platform(),
             "machine": platform.machine(),
@@ -575,7 +613,9 @@ def setup(extras: Sequence[str], verbose: bool) -> Path:
     version = llama_pin(PYPROJECT)
     stamp = read_stamp()
     cmake_args, origin = effective_cmake_args(stamp.get("cmake_args"))
-    key = wheel_key(version, cmake_args)
+    # The checkout's venv gets llama.cpp's tools in its wheel (the tests run them); the bundle does not ship them.
+    tools = llama_tools() if "bundle" not in extras and not os.environ.get(NO_WHEEL_TOOLS) else None
+    key = wheel_key(version, cmake_args, tools.wheel_tools_ident() if tools else "")
     want = wanted_stamp(version, key, PYPROJECT)
     py = venv_python(VENV)
     if py.exists() and stamp_is_current(stamp, want, extras):
@@ -588,7 +628,7 @@ def setup(extras: Sequence[str], verbose: bool) -> Path:
     # CMAKE_ARGS, so a failed attempt with other options does not forget them.
     remembered = {"cmake_args": stamp["cmake_args"]} if stamp.get("cmake_args") else {}
     STAMP.write_text(json.dumps(remembered), encoding="utf-8")
-    wheel = ensure_llama_wheel(py, version, cmake_args, key, verbose)
+    wheel = ensure_llama_wheel(py, version, cmake_args, key, verbose, tools.wheel_cmake_args() if tools else "")
 
     t0 = time.monotonic()
     pip(
@@ -786,12 +826,23 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def llama_tools_env(py: Path, verbose: bool) -> dict[str, str]:
-    """llama-server and ggml-rpc-server for the remote-engine and RPC tests, built once and cached
-    (packaging/llama_tools.py); returns ``GLASSBOX_TEST_LLAMA_SERVER`` / ``GLASSBOX_TEST_RPC_SERVER``."""
-    spec = importlib.util.spec_from_file_location("glassbox_llama_tools", ROOT / "packaging" / "llama_tools.py")
-    assert spec is not None and spec.loader is not None
-    tools_mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tools_mod)
+    """llama-server and ggml-rpc-server for the remote-engine and RPC tests; returns
+    ``GLASSBOX_TEST_LLAMA_SERVER`` / ``GLASSBOX_TEST_RPC_SERVER``.
+
+    The wheel's own (step 2 builds them with it); when it lacks one (CMAKE_ARGS without the RPC
+    backend, say), both are built on their own once into the build cache (packaging/llama_tools.py).
+    """
+    t0 = time.monotonic()
+    tools_mod = llama_tools()
+    found, missing, lib = tools_mod.wheel_tools(py)
+    if not missing:
+        say(f"llama.cpp tools: {', '.join(found)} from the wheel ({shown(str(lib))}) {took(t0)}")
+        return tools_mod.tool_env(found)
+    why = " (CMAKE_ARGS without -DGGML_RPC=ON leave it out)" if missing == ["ggml-rpc-server"] else ""
+    say(
+        f"llama.cpp tools: the wheel in {shown(str(VENV))} has no {', '.join(missing)}{why}; "
+        "building llama-server and ggml-rpc-server on their own (packaging/llama_tools.py), once"
+    )
     tools = tools_mod.ensure_llama_tools(
         py, llama_pin(PYPROJECT), build_cache_root(), SetupError, say,
         verbose=verbose, heartbeat=every_minute("building llama-server and ggml-rpc-server"),

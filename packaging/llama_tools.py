@@ -1,16 +1,25 @@
 #!/usr/bin/env python3
-"""llama.cpp's ``llama-server`` and ``ggml-rpc-server``, built once from the sources llama-cpp-python vendors.
-
-    python3 packaging/llama_tools.py [--verbose]     # build (or find in the cache); prints the two paths
+"""llama.cpp's ``llama-server`` and ``ggml-rpc-server``, from the very llama.cpp of the llama-cpp-python wheel.
 
 The remote-engine tests run a real llama-server, and the RPC split needs an rpc-server of the very
-same llama.cpp as the wheel (the RPC protocol is versioned: a mismatch is refused). Both come from
-the llama-cpp-python sdist of the pinned version (``pip download --no-binary :all:``, its
-``vendor/llama.cpp``), configured with :data:`TOOL_CMAKE_ARGS` (portable CPU code, the RPC backend,
-no web UI, no OpenSSL, static libraries so the binaries stand alone) and built for those two
-targets only. The result is cached like the wheel: ``<build cache>/llama-tools/<key>/`` with
-``key`` = sha256(version, CMake options, platform), the entry made whole in a temporary folder and
-renamed into place, so a killed build never leaves a half entry behind.
+same llama.cpp as the wheel (the RPC protocol is versioned: a mismatch is refused). Two ways:
+
+- **In the wheel** (what ``packaging/bootstrap.py`` does for the checkout's venv): the wheel's own
+  build also builds the two tools. :func:`wheel_cmake_args` gives the options bootstrap appends to the
+  wheel's ``CMAKE_ARGS`` (``packaging/llama_tools.cmake``, a CMake project include: llama.cpp's
+  ``LLAMA_BUILD_TOOLS``/``LLAMA_BUILD_SERVER`` on, every other tool out of the default build, the two
+  installed beside ``libllama.so`` in ``llama_cpp/lib`` with an RPATH of ``$ORIGIN``), and
+  :func:`wheel_tools_ident` what the wheel's cache key adds for them. llama.cpp is compiled once:
+  the two add 15 compile units to the wheel's 180 (:data:`WHEEL_TOOLS` adds three more tools, for
+  measuring quantized models). :func:`wheel_tools` finds them in a venv.
+- **On their own**, ``python3 packaging/llama_tools.py [--verbose]`` (and bootstrap's fallback when
+  the wheel has no such tool, e.g. built with ``-DGGML_RPC=OFF``): the pinned llama-cpp-python sdist
+  (``pip download --no-binary :all:``, its ``vendor/llama.cpp``) configured with
+  :data:`TOOL_CMAKE_ARGS` (portable CPU code, the RPC backend, no web UI, no OpenSSL, static
+  libraries so the binaries stand alone and can be copied to another machine) and built for those two
+  targets only; cached in ``<build cache>/llama-tools/<key>/`` with ``key`` = sha256(version, CMake
+  options, platform), the entry made whole in a temporary folder and renamed into place, so a killed
+  build never leaves a half entry behind. It prints the two paths.
 
 Standard library only (``packaging/bootstrap.py`` loads this file before any venv package is usable).
 Raises ``SetupError`` (given by the caller) with what failed and what to do.
@@ -22,6 +31,7 @@ import hashlib
 import json
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -48,6 +58,55 @@ TOOL_CMAKE_ARGS = (
 )
 ENV_SERVER = "GLASSBOX_TEST_LLAMA_SERVER"
 ENV_RPC = "GLASSBOX_TEST_RPC_SERVER"
+# The CMake project include that makes the wheel's build yield the tools too (see its header).
+HOOK = Path(__file__).resolve().with_name("llama_tools.cmake")
+# What the wheel's build adds to llama_cpp/lib: the tests' two, and three for measuring quantized models
+# (quantization, perplexity and KL divergence, speed): 6 more compile units, 18 s of CPU against 148 s
+# for the two and 487 s for the wheel without tools (measured on this 2-core VM).
+WHEEL_TOOLS = (*TARGETS, "llama-quantize", "llama-perplexity", "llama-bench")
+
+
+# --------------------------------------------------------------------------- in the wheel
+
+
+def wheel_cmake_args(hook: Path = HOOK) -> str:
+    """What bootstrap appends to the wheel's ``CMAKE_ARGS`` so that its build also yields :data:`WHEEL_TOOLS`.
+
+    A string of shell words, as scikit-build-core reads ``CMAKE_ARGS`` (``shlex.split``): the hook's path
+    with forward slashes (CMake takes them everywhere; a backslash would be an escape), quoted.
+    """
+    args = (f"-DCMAKE_PROJECT_INCLUDE={hook.as_posix()}", "-DGLASSBOX_LLAMA_TOOLS=" + ";".join(WHEEL_TOOLS))
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def wheel_tools_ident(hook: Path = HOOK) -> str:
+    """What the wheel's cache key adds for the tools: their names and the hook's content (not its path,
+    so every checkout shares the entry, and an edited hook is a new entry)."""
+    return f"tools={','.join(WHEEL_TOOLS)};hook={hashlib.sha256(hook.read_bytes()).hexdigest()[:16]}"
+
+
+def wheel_tools(py: Path, names: tuple[str, ...] = tuple(TARGETS)) -> tuple[dict[str, Path], list[str], Path | None]:
+    """The tools ``names`` (of :data:`WHEEL_TOOLS`) installed with the wheel in ``py``'s environment (``llama_cpp/lib``).
+
+    Returns ``({name: binary}, [missing names], llama_cpp/lib or None)``; the folder is None when
+    ``py`` cannot tell where llama_cpp is (not installed, or ``py`` does not run). llama_cpp is located,
+    not imported, so this loads no library.
+    """
+    code = "import importlib.util as u, os; s = u.find_spec('llama_cpp'); print(os.path.dirname(s.origin) if s else '')"
+    try:
+        r = subprocess.run([str(py), "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return {}, list(names), None
+    where = r.stdout.strip().splitlines()[-1:] if r.returncode == 0 else []
+    if not where or not where[0]:
+        return {}, list(names), None
+    lib = Path(where[0]) / "lib"
+    found = {name: lib / exe(name) for name in names}
+    ok = {name: p for name, p in found.items() if p.is_file() and os.access(p, os.X_OK)}
+    return ok, [name for name in names if name not in ok], lib
+
+
+# --------------------------------------------------------------------------- on their own
 
 
 def tools_key(version: str, cmake_args: tuple[str, ...] = TOOL_CMAKE_ARGS) -> str:

@@ -418,3 +418,67 @@ def test_the_bundle_installs_the_xcb_libraries_qt_lacks_with_apt_get(
     monkeypatch.setattr(bootstrap, "apt_install", lambda packages, what: asked.append(list(packages)) or True)
     bootstrap.ensure_qt_xcb_libraries(tmp_path)
     assert asked == [["libxcb-icccm4", "libxcb-keysyms1"]]
+
+
+@pytest.mark.parametrize(
+    ("extras", "opt_out", "with_tools"),
+    [([], "", True), (["test"], "", True), (["bundle"], "", False), (["test"], "1", False)],
+)
+def test_the_checkouts_wheel_also_builds_llama_cpps_tools_and_the_bundles_does_not(
+    bootstrap: ModuleType,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    extras: list[str],
+    opt_out: str,
+    with_tools: bool,
+) -> None:
+    """One build of llama.cpp for the checkout: the wheel's own build yields the tools (unless opted out)."""
+    venv = tmp_path / ".venv"
+    monkeypatch.setattr(bootstrap, "VENV", venv)
+    monkeypatch.setattr(bootstrap, "STAMP", venv / "glassbox-setup.json")
+    monkeypatch.setattr(bootstrap, "SETUP_LOG", venv / "glassbox-setup.log")
+    monkeypatch.delenv("CMAKE_ARGS", raising=False)
+    monkeypatch.setenv(bootstrap.NO_WHEEL_TOOLS, opt_out)
+    builds: list[tuple] = []
+
+    def fake_venv(verbose: bool) -> Path:
+        py = bootstrap.venv_python(venv)
+        py.parent.mkdir(parents=True, exist_ok=True)
+        for tool in ("ruff", "mypy", "lint-imports"):
+            bootstrap.venv_tool(tool, venv).touch()
+        return py
+
+    def fake_wheel(py, version, cmake_args, key, verbose, tool_args=""):
+        builds.append((cmake_args, key, tool_args))
+        return tmp_path / f"llama_cpp_python-{version}-x.whl"
+
+    monkeypatch.setattr(bootstrap, "ensure_venv", fake_venv)
+    monkeypatch.setattr(bootstrap, "ensure_llama_wheel", fake_wheel)
+    monkeypatch.setattr(bootstrap, "pip", lambda *a, **k: None)
+    monkeypatch.setattr(bootstrap, "check_llama", lambda *a: "CPU-only build")
+    bootstrap.setup(extras, False)
+    ((cmake_args, key, tool_args),) = builds
+    tools = bootstrap.llama_tools()
+    version = bootstrap.llama_pin()
+    assert cmake_args == bootstrap.DEFAULT_CMAKE_ARGS  # the person's options, as remembered in the stamp
+    assert bootstrap.read_stamp()["cmake_args"] == cmake_args
+    if with_tools:
+        assert tool_args == tools.wheel_cmake_args()
+        assert key == bootstrap.wheel_key(version, cmake_args, tools.wheel_tools_ident())
+    else:
+        assert tool_args == ""
+        assert key == bootstrap.wheel_key(version, cmake_args)
+
+
+def test_a_failed_tool_build_inside_the_wheel_build_is_named(bootstrap: ModuleType, tmp_path: Path) -> None:
+    log = tmp_path / "build.log"
+    log.write_text(
+        "[180/212] Building CXX object vendor/llama.cpp/tools/server/CMakeFiles/server-context.dir/server-context.cpp.o\n"
+        "FAILED: vendor/llama.cpp/tools/server/CMakeFiles/server-context.dir/server-context.cpp.o\n"
+        "error: 'optional' in namespace 'std' does not name a template type\n"
+    )
+    hint = bootstrap.build_failure_hint(log, bootstrap.DEFAULT_CMAKE_ARGS)
+    assert "llama-server" in hint and "packaging/llama_tools.cmake" in hint
+    assert f"{bootstrap.NO_WHEEL_TOOLS}=1 builds the library alone" in hint
+    log.write_text("FAILED: vendor/llama.cpp/src/CMakeFiles/llama.dir/llama.cpp.o\nerror: something else\n")
+    assert "llama_tools.cmake" not in bootstrap.build_failure_hint(log, bootstrap.DEFAULT_CMAKE_ARGS)
