@@ -1,5 +1,5 @@
-"""How long the engine takes to compute one funnel, per settings, on a stored top-N step (issue 9's
-"DRY on Gemma takes 78-88 ms"): the model's vocabulary only (no weights), random logits over its
+"""How long the engine takes to compute one funnel, per settings, on a stored top-N step (a review
+found "DRY on Gemma takes 78-88 ms"): the model's vocabulary only (no weights), random logits over its
 top 64, ``run_funnel`` as the engine calls it, the median of ``--repeat`` runs per preset and for a
 temperature drag with each preset on (each run a new temperature, as a slider move).
 

@@ -1,4 +1,4 @@
-"""The local OpenAI-compatible API (issue 12, section 1): Starlette on uvicorn, in the window process.
+"""The local OpenAI-compatible API: Starlette on uvicorn, in the window process.
 
 Plain Python, no Qt and no llama.cpp: requests become :class:`~app.core.protocol.Generate`
 requests handed to an :class:`~app.server.gateway.EngineGateway` (the window's

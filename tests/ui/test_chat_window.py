@@ -178,7 +178,7 @@ def test_settings_survive_a_restart(qtbot, tiny_model):
     win.sampler_panel.seed_fixed.setChecked(True)
     win.sampler_panel.seed_field.setValue(777)
     win.system_bar.set_text("Answer in French.")
-    banner_button(win, "Use for new chats too").click()  # an edit alone is for this chat only (issue 8)
+    banner_button(win, "Use for new chats too").click()  # an edit alone is for this chat only
     win.model_panel.n_ctx.setValue(2048)
     win.model_panel.policy.setCurrentIndex(1)
     close_window(win)

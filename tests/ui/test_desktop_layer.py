@@ -1,4 +1,4 @@
-"""The desktop layer (issue 8): the wheel over panels, the n_threads warning, window size,
+"""The desktop layer: the wheel over panels, the n_threads warning, window size,
 the keyboard, the model picker, file dialogs' folders, Details, search, drag and drop."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The Funnel panel after a new user's review (issue 9) on the FakeEngine: what-if or as drawn, the
+"""The Funnel panel after a new user's review on the FakeEngine: what-if or as drawn, the
 token count of a stored reply, the empty state, following the branch shown, the "newest" box."""
 
 from __future__ import annotations

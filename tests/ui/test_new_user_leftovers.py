@@ -1,4 +1,4 @@
-"""What a new user still found in the window (issue 8's review): squeezed message actions, Stats at
+"""What a new user still found in the window: squeezed message actions, Stats at
 first start, a Continue stopped during prefill, titles with two "…", display math inside a
 sentence, the docks at 800x500, a search jump in a long chat, and a first start with no model."""
 

@@ -147,7 +147,7 @@ def test_the_fake_engine_crashes_like_the_real_one(qtbot, smollm2):
 
 def _load_during_reply(qtbot, engine: EngineClient, model) -> list:
     """Load, start a reply that runs on, load again once a token arrived; returns the states seen
-    from that load on (issue 8: never "ready" between the reply's end and the new model)."""
+    from that load on (never "ready" between the reply's end and the new model)."""
     with qtbot.waitSignal(engine.engine_ready, timeout=WAIT_MS):
         engine.start()
     with qtbot.waitSignal(engine.model_loaded, timeout=WAIT_MS):
