@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.cli import parse_args
-from app.compose import create_window, internal_error_notice, listen_for_second_starts, open_model
+from app.ui.window.compose import create_window, internal_error_notice, listen_for_second_starts, open_model
 
 if TYPE_CHECKING:
-    from app.ui.window.main_window import MainWindow
+    from PySide6.QtWidgets import QWidget
+
     from app.ui.window.single_instance import SingleInstance
 
 
@@ -90,7 +91,7 @@ def _hand_over_to_running(instance: SingleInstance, argv: list[str]) -> int:
     return 1
 
 
-def _quit_on_signals(window: MainWindow) -> None:
+def _quit_on_signals(window: QWidget) -> None:
     """Ctrl+C in the terminal and SIGTERM close the window properly (settings saved, engine ended)."""
     import signal
 

@@ -152,10 +152,10 @@ def _run(model: Path | None, home: Path) -> dict[str, Any]:
     from PySide6.QtWidgets import QApplication
 
     from app import APP_ID, logfiles
-    from app.compose import create_window, listen_for_second_starts
     from app.core import protocol as P
     from app.paths import default_paths
     from app.ui.theme import apply_theme
+    from app.ui.window.compose import create_window, listen_for_second_starts
     from app.ui.window.single_instance import SingleInstance
 
     paths = default_paths().ensure()

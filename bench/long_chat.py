@@ -203,10 +203,10 @@ def main() -> int:
     from PySide6.QtGui import QKeyEvent, QWheelEvent
     from PySide6.QtWidgets import QApplication
 
-    from app.compose import create_window
     from app.core.conversations import ConversationStore
     from app.paths import default_paths
     from app.ui.theme import apply_theme
+    from app.ui.window.compose import create_window
     from tests.support.fake_engine import FakeEngine
 
     paths = default_paths().ensure()

@@ -182,10 +182,10 @@ def main() -> int:
     from PySide6.QtCore import QElapsedTimer, Qt, QTimer
     from PySide6.QtWidgets import QApplication
 
-    from app.compose import create_window
     from app.core import protocol as P
     from app.paths import default_paths
     from app.ui.theme import apply_theme
+    from app.ui.window.compose import create_window
 
     paths = default_paths().ensure()
     app = QApplication(sys.argv[:1])

@@ -32,9 +32,9 @@ def open_window(argv: list[str], default_size: tuple[int, int]):
     os.environ.setdefault("GLASSBOX_HOME", tempfile.mkdtemp(prefix="glassbox-shot-"))
     from PySide6.QtWidgets import QApplication
 
-    from app.compose import create_window
     from app.paths import default_paths
     from app.ui.theme import apply_theme
+    from app.ui.window.compose import create_window
 
     paths = default_paths().ensure()
     app = QApplication(sys.argv[:1])

@@ -16,9 +16,9 @@ def main(argv: list[str]) -> int:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from app.compose import create_window
     from app.paths import default_paths
     from app.ui.theme import apply_theme
+    from app.ui.window.compose import create_window
 
     app = QApplication(argv[:1])
     apply_theme(app)

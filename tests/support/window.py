@@ -17,11 +17,11 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QAbstractButton, QApplication
 
-from app.compose import create_window
 from app.core import protocol as P
 from app.paths import default_paths
 from app.ui.engine.client import EngineClient, EngineState
 from app.ui.theme import apply_theme
+from app.ui.window.compose import create_window
 from app.ui.window.main_window import MainWindow
 from tests.support.fake_engine import FakeEngine
 from tests.support.window_fixtures import WindowEngine, both_engines

@@ -351,7 +351,7 @@ def test_details_and_copy_stay_in_place_when_a_reply_ends(qtbot, window):
 
 @pytest.mark.qt_log_ignore("This plugin does not support")  # raise(), propagateSizeHints() offscreen
 def test_a_model_handed_over_by_a_second_start_shows_the_chat(qtbot, tiny_model):
-    from app.compose import receive_second_start
+    from app.ui.window.compose import receive_second_start
 
     win = make_window(qtbot)
     try:

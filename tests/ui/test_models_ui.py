@@ -21,7 +21,6 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
 from PySide6.QtWidgets import QApplication, QLabel, QLineEdit, QPushButton
 
-from app.compose import build_models_page
 from app.core.gguf.gguf_info import format_bytes, read_gguf_info
 from app.core.hardware.fit import SystemMemory
 from app.core.hardware.memory import estimate_memory
@@ -36,6 +35,7 @@ from app.ui.models.hub_models import FileColumn, FileRole, RepoRole
 from app.ui.models.library_model import LibraryColumn, LibraryRole
 from app.ui.models.widgets import RED
 from app.ui.theme import apply_theme
+from app.ui.window.compose import build_models_page
 from app.ui.window.settings_controller import SettingsController
 from tests.support.fixtures import *  # noqa: F403 - hf_isolated, gb_paths, fake_hub, hub_endpoint, no_leaks
 from tests.support.hub_server import FakeHub

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from app.compose import listen_for_second_starts
 from app.core import protocol as P
 from app.paths import default_paths
 from app.ui.engine.client import EngineState
+from app.ui.window.compose import listen_for_second_starts
 from app.ui.window.single_instance import LOCK_FILE_NAME, SingleInstance, server_name
 from tests.support.window import close_window, make_window
 

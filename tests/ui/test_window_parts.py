@@ -28,9 +28,9 @@ from app.ui.window.notices import Notices, NoticeTopic
 def _window(qtbot):
     from PySide6.QtWidgets import QApplication
 
-    from app.compose import create_window
     from app.paths import default_paths
     from app.ui.theme import apply_theme
+    from app.ui.window.compose import create_window
 
     apply_theme(QApplication.instance())
     win = create_window(default_paths().ensure())
@@ -399,7 +399,7 @@ def test_the_decode_speed_series_extends_as_tokens_arrive_and_equals_a_whole_rec
 def test_an_internal_error_notice_reaches_the_banner(qtbot, window):
     """app/main.py wires app/diagnostics.py's notice to the banner: it must not raise (an unknown
     banner topic once made every internal error invisible)."""
-    from app.compose import internal_error_notice
+    from app.ui.window.compose import internal_error_notice
 
     notice = internal_error_notice(window)
     notice("Something went wrong inside Glassbox (ValueError: boom). Details are in app.log.")

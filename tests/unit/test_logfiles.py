@@ -15,9 +15,9 @@ import pytest
 
 from app import logfiles
 from app.cli import parse_args
-from app.compose import open_conversations
 from app.core.settings import Settings, SettingsStore
 from app.paths import FOLDER_MODE, Paths, default_paths
+from app.ui.window.compose import open_conversations
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")
 

@@ -1,6 +1,6 @@
 """ModelsWindow: the model library, the Hub browser and the downloads, in one widget.
 
-The composition root (:func:`app.compose.build_models_page`) builds the
+The composition root (:func:`app.ui.window.compose.build_models_page`) builds the
 :class:`~app.core.models.library.ModelLibrary`, the :class:`~app.core.models.downloads.DownloadManager`,
 the :class:`~app.core.models.hub.HubClient` factory and the two worker pools, and hands
 them to :class:`ModelsWindow`, which owns them from then on: it starts the

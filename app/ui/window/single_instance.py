@@ -16,7 +16,7 @@ of the open chats. How:
   folder, so a relative ``--model`` path means what it meant there) and waits
   for ``ok``; it then exits 0 without opening a window or the history.
 * The running process emits :attr:`SingleInstance.arguments_received`;
-  :func:`app.compose.receive_second_start` loads the model and brings the window forward.
+  :func:`app.ui.window.compose.receive_second_start` loads the model and brings the window forward.
 """
 
 from __future__ import annotations
