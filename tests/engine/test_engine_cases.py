@@ -259,12 +259,12 @@ def test_e5_context_fills_during_the_reply_rolling_policy(fresh_engine):
 def test_e10_decode_speed_is_shown_honestly(fresh_engine):
     """Decode speed = (generated - 1) / (t_last - t_first); prefill and TTFT are separate.
 
-    With a 135M model, attention over 2,000 cached tokens is a real share of each
+    With a 135M model, attention over 800 cached tokens is a real share of each
     decode step (llama.cpp's own timer shows it too), so "about equal" is checked
     against llama.cpp's counters rather than as a fixed ratio between the prompts.
     """
     eng = fresh_engine(n_ctx=4096)
-    long_prompt = " ".join(f"Line {i}: the quick brown fox jumps over the lazy dog." for i in range(150))
+    long_prompt = " ".join(f"Line {i}: the quick brown fox jumps over the lazy dog." for i in range(60))
     msgs_long = [SYSTEM, ("user", long_prompt + "\nNow count from 1 to 50.")]
     msgs_short = [SYSTEM, ("user", "Count from 1 to 50.")]
     eng.generate(msgs_short, temperature=0.0, max_tokens=4)  # warm up
@@ -273,7 +273,7 @@ def test_e10_decode_speed_is_shown_honestly(fresh_engine):
         eng.host.request(P.ResetContext(eng.host.next_id()))
         results[name] = eng.generate(msgs, temperature=0.0, max_tokens=20, repeat_penalty=1.0).stats
     long, short = results["long"], results["short"]
-    assert long.prompt_tokens > 1900 and short.prompt_tokens < 40
+    assert long.prompt_tokens > 750 and short.prompt_tokens < 40
     assert long.generated_tokens == short.generated_tokens == 20
     for s in (long, short):
         # The formula, from the engine's own clock...

@@ -131,6 +131,7 @@ def test_the_stats_panel_says_what_bounded_the_turn(qtbot, smollm2, monkeypatch)
     from app.ui.panels import speed_bound_view
 
     monkeypatch.setattr(speed_bound_view, "_latest", None)  # unmeasured, whatever ran before in this process
+    monkeypatch.setattr(speed_bound_view, "AUTO_PROBE_IDLE_MS", 300)  # the idle wait, shortened (5 s in the app)
     win = make_window(qtbot)
     try:
         load(qtbot, win, smollm2)

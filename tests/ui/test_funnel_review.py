@@ -230,7 +230,12 @@ def test_a_branch_s_prefix_token_is_shown_from_its_stored_candidates(qtbot, wind
     assert window.chat.branch_from_alternative(_reply_id(window), 2, 7)
     qtbot.waitUntil(lambda: not window.chat.busy, timeout=5000)
     new, ctl, panel = _reply_id(window), window.funnel, window.funnel_panel
-    qtbot.waitUntil(lambda: panel.step_field.value() == 5 and ctl._in_flight is None, timeout=5000)
+
+    def newest_shown() -> None:  # assert-style: a timeout names what the panel and the controller held
+        state = (panel.step_field.value(), panel.of_label.text(), ctl._in_flight, ctl.reply_id, ctl.n_steps)
+        assert state[:3] == (5, "of 5", None), (state, new, ctl.offset, ctl._last_shown)
+
+    qtbot.waitUntil(newest_shown, timeout=5000)
     panel.step_field.setValue(4)  # the branch's first own token: the engine's step 0
     qtbot.waitUntil(lambda: panel.view.funnel.step == 0 and ctl.stored is None, timeout=5000)
     assert window.engine.sent(P.ComputeFunnel)[-1].step == 0 and panel.step_field.value() == 4
