@@ -86,8 +86,13 @@ def test_after_a_restart_the_funnel_shows_the_chats_stored_candidates(qtbot, tin
     win2 = make_window(qtbot)
     try:
         win2.funnel_dock.raise_()
-        load(qtbot, win2, tiny_model)
         panel, ctl = win2.funnel_panel, win2.funnel
+        # Before a model is loaded: the stored reply's count and why its funnel waits, not "token 1 of 0".
+        qtbot.waitUntil(lambda: panel.of_label.text() == "of 4", timeout=5000)
+        assert panel.step_field.value() == 4 and panel.step_field.isEnabled()
+        assert panel.view.funnel is None and "once a model is loaded" in panel.view.message
+        assert not win2.engine.sent(P.ComputeFunnel)  # nothing the engine could only refuse
+        load(qtbot, win2, tiny_model)
         qtbot.waitUntil(lambda: panel.view.funnel is not None, timeout=5000)
         asked = win2.engine.sent(P.ComputeFunnel)[-1]
         assert asked.stored is not None and (asked.stored.reply_id, asked.stored.step) == (rid, 3)
@@ -108,3 +113,14 @@ def test_the_inspect_window_lets_go_of_a_chat_no_longer_shown(qtbot, window):
     assert win.inspection is None and not win.tabs.isEnabled()
     assert "another chat" in win.header.text()
     assert len(window.engine.sent(P.InspectToken)) == 1
+
+
+def test_a_funnel_with_no_reply_counts_no_tokens(qtbot):
+    win = make_window(qtbot)  # a first start: no chat, no model
+    try:
+        win.funnel_dock.raise_()
+        panel = win.funnel_panel
+        qtbot.waitUntil(lambda: "No reply kept its candidates yet" in panel.view.message, timeout=5000)
+        assert panel.of_label.text() == "" and not panel.step_field.isEnabled() and not panel.follow.isEnabled()
+    finally:
+        close_window(win)

@@ -38,6 +38,10 @@ from app.ui.engine.client import EngineClient
 from app.ui.funnel.panel import FunnelPanel
 
 NO_REPLY = "No reply kept its candidates yet: send a message, then click any token of a reply to see its funnel."
+NEEDS_MODEL = (
+    "This reply's candidates are kept with the chat; its funnel runs llama.cpp's samplers, "
+    "so it appears once a model is loaded."
+)
 ROWS = 8  # the raw model's most likely tokens asked for (the drawn token and the draw's favourites join them)
 
 
@@ -260,7 +264,12 @@ class FunnelController(QObject):
         if self.reply_id is not None:
             self._choose(-1)
         else:
-            self.panel.show_message(NO_REPLY)
+            self._say_no_reply()
+
+    def _say_no_reply(self) -> None:
+        """Nothing to show: the panel says how to get a funnel and counts no tokens."""
+        self.panel.clear_steps()
+        self.panel.show_message(NO_REPLY)
 
     def _show_following(self, on: bool) -> None:
         """Set the panel's "newest" box without it asking for a step."""
@@ -272,7 +281,7 @@ class FunnelController(QObject):
         if target is not None:
             self.open_step(target, following=True)
         else:
-            self.panel.show_message(NO_REPLY)
+            self._say_no_reply()
 
     def tick(self) -> None:
         """The repaint clock's panel tick: while following a streaming reply, ask for the newest token's funnel."""
@@ -312,12 +321,16 @@ class FunnelController(QObject):
         if newest and self.enabled:
             self._show_newest()
         else:
-            self.panel.show_message(NO_REPLY)
+            self._say_no_reply()
 
     def _send(self) -> None:
         if not (self.enabled and self._due) or self._in_flight is not None:
             return
         if self.stored is not None:
+            if self.engine.model is None:  # no vocabulary to run the samplers on: kept due until a load
+                self.panel.set_steps(self.reply_steps, self.stored.step)
+                self.panel.show_message(NEEDS_MODEL)
+                return
             self._due = False
             s = self._run_settings()
             self._in_flight = self.engine.compute_funnel(-1, -1, s, rows=ROWS, stored=self.stored)

@@ -408,7 +408,7 @@ class FunnelPanel(QWidget):
         self.step_field.setKeyboardTracking(False)
         self.step_field.valueChanged.connect(self._step_edited)
         nav.addWidget(self.step_field)
-        self.of_label = QLabel("of 0")
+        self.of_label = QLabel("")
         nav.addWidget(self.of_label)
         self.follow = QCheckBox("newest")
         self.follow.setObjectName("funnelFollow")
@@ -457,6 +457,7 @@ class FunnelPanel(QWidget):
         lay.addStretch(1)
         self._syncing = False
         self.set_settings(self._settings)
+        self.clear_steps()
 
     # ------------------------------------------------------------------------------ input
     def set_settings(self, s: SamplerSettings) -> None:
@@ -477,6 +478,19 @@ class FunnelPanel(QWidget):
         finally:
             self._syncing = False
         self.of_label.setText(f"of {n_steps}")
+        self.step_field.setEnabled(True)
+        self.follow.setEnabled(True)
+
+    def clear_steps(self) -> None:
+        """No reply is shown: the token field and the "newest" box are off and count nothing."""
+        self._syncing = True
+        try:
+            self.step_field.setRange(1, 1)
+        finally:
+            self._syncing = False
+        self.of_label.setText("")
+        self.step_field.setEnabled(False)
+        self.follow.setEnabled(False)
 
     def show_funnel(self, funnel: Funnel, as_drawn: bool) -> None:
         """Draw ``funnel``; ``as_drawn``: it ran with the reply's own settings (else it is a what-if)."""
