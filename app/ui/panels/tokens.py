@@ -51,7 +51,10 @@ from app.ui.common.token_alts import (
 from app.ui.common.token_label import visible_html
 
 MAX_PROMPT_CHIPS = 400
-EMPTY = "Tokens of the current turn appear here."
+EMPTY = (
+    "The next reply's tokens appear here as it is written: its prompt's new tokens, then each token drawn. "
+    "A stored reply's tokens: its Tokens button in the chat."
+)
 CHIPS_PER_REFRESH = 500  # generated chips added per refresh at most (see TokensPanel.refresh)
 BLOCK_CHIPS = 64  # generated chips per paragraph at most (see TokensPanel._append_generated)
 
