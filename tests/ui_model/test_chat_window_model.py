@@ -128,6 +128,20 @@ def test_escape_stops_the_reply_within_a_second(qtbot, window):
     assert fin2.stats.stop_reason != StopReason.CANCELLED.value
 
 
+# Closing the window mid-reply ends the engine at once (it waited out a 5 s join before the terminate).
+@pytest.mark.timing
+def test_closing_the_window_mid_reply_ends_the_engine_within_a_second(qtbot, window):
+    _start_runaway_reply(qtbot, window, 20)
+    pid = window.engine._link.host.process.pid
+    t0 = time.monotonic()
+    window.engine.shutdown()  # what closeEvent does
+    took = time.monotonic() - t0
+    assert took < 1.0, took
+    with pytest.raises(ProcessLookupError):  # ended and reaped
+        os.kill(pid, 0)
+    assert window.engine.state is EngineState.DEAD
+
+
 # Requirement: Stop ends a reply within 1 s during prefill too (a long prompt; docs/field-cases.md case E3).
 @pytest.mark.timing
 def test_stop_during_a_long_prompt_ends_the_turn_within_a_second(qtbot, window):

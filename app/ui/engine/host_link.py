@@ -190,12 +190,17 @@ class HostLink(QObject):
         self.start(remote)
 
     def drop(self, *, kill: bool = False, stop_timeout_s: float = 5.0) -> None:
-        """Stop (or first kill) the host and wait up to 5 s for its reader thread; nothing of it is emitted after."""
+        """Stop (or first kill) the host and wait up to 5 s for its reader thread; nothing of it is emitted after.
+
+        The request in flight is cancelled first: the engine reads Shutdown only between requests, so a
+        reply still decoding held a window close for the whole ``stop_timeout_s`` before the terminate."""
         self._stop_timer.stop()
         host, self._host = self._host, None
         if host is not None:
             if kill:
                 host.kill()
+            else:
+                host.cancel()
             host.stop(timeout=stop_timeout_s)
         reader, self._reader = self._reader, None
         if reader is not None and reader is not threading.current_thread():
