@@ -34,6 +34,9 @@ MIB = 1024 * 1024
 _LEVEL_NAMES = {0: "none", 1: "debug", 2: "info", 3: "warning", 4: "error"}
 
 
+_INSTALLED: list[object] = []  # every callback handed to llama_log_set, kept for the process's life
+
+
 class LlamaLog:
     """Keeps llama.cpp's last log lines; one instance per process (the callback is global).
 
@@ -53,8 +56,11 @@ class LlamaLog:
         self._lock = threading.Lock()
         self._mark = 0
         self._count = 0
-        # Keep a reference: ctypes callbacks are freed with their Python object.
+        # llama.cpp keeps the callback's address for the process: the ctypes thunk must outlive this
+        # object, or the next log line (a model load) calls freed memory and the process dies with SIGSEGV
+        # (it did, in a test process that let a LlamaLog go and loaded a model later).
         self._callback = llama_cpp.llama_log_callback(self._on_log)
+        _INSTALLED.append(self._callback)
         llama_cpp.llama_log_set(self._callback, ctypes.c_void_p(0))
 
     def _on_log(self, level: int, text: bytes, _user: ctypes.c_void_p) -> None:
