@@ -27,6 +27,25 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    _share_cpus_among_workers()
+
+
+def _share_cpus_among_workers() -> None:
+    """Under pytest-xdist on 4 or more CPUs, each worker (and the engine processes it starts, which
+    inherit the mask) runs on its own share of the CPUs: an engine takes all its CPUs but one for
+    llama.cpp's threads (app/engine/threads.py), and two engines on the same CPUs would wait on each
+    other at every graph barrier. With fewer CPUs each engine already runs one thread."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker.startswith("gw") or count < 2 or not hasattr(os, "sched_setaffinity"):
+        return
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2 * count:
+        return
+    os.sched_setaffinity(0, cpus[int(worker[2:]) :: count])
+
+
 def _model(env: str, what: str) -> Path:
     value = os.environ.get(env)
     if not value or not Path(value).is_file():

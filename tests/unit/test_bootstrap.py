@@ -482,3 +482,39 @@ def test_a_failed_tool_build_inside_the_wheel_build_is_named(bootstrap: ModuleTy
     assert f"{bootstrap.NO_WHEEL_TOOLS}=1 builds the library alone" in hint
     log.write_text("FAILED: vendor/llama.cpp/src/CMakeFiles/llama.dir/llama.cpp.o\nerror: something else\n")
     assert "llama_tools.cmake" not in bootstrap.build_failure_hint(log, bootstrap.DEFAULT_CMAKE_ARGS)
+
+
+def test_the_whole_suite_runs_on_two_workers_then_the_timing_tests_alone(
+    bootstrap: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _setups, execs = _test_command(bootstrap, monkeypatch, tmp_path, lambda: None)
+    runs: list[list[str]] = []
+
+    def fake_run(py, argv, env):
+        runs.append(list(argv))
+        return 1 if len(runs) == 1 else 0  # the first pass failed: the second still runs, the code is 1
+
+    monkeypatch.setattr(bootstrap, "run_in_venv", fake_run)
+    monkeypatch.setattr(bootstrap, "available_cpus", lambda: 2)
+    monkeypatch.delenv(bootstrap.TEST_WORKERS_ENV, raising=False)
+    assert bootstrap.main(["test"]) == 1
+    assert runs == [
+        ["-m", "pytest", "-n", "2", "--dist", "loadfile", "-m", "not timing"],
+        ["-m", "pytest", "-m", "timing"],
+    ]
+    assert execs == []
+
+
+def test_one_cpu_or_one_worker_runs_the_suite_in_one_pass(
+    bootstrap: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(bootstrap.TEST_WORKERS_ENV, raising=False)
+    assert bootstrap.suite_passes([], 1) == [[]]
+    assert bootstrap.suite_passes(["tests/unit", "-x"], 8) == [["tests/unit", "-x"]]  # arguments: as given
+    monkeypatch.setenv(bootstrap.TEST_WORKERS_ENV, "1")
+    assert bootstrap.suite_passes([], 16) == [[]]
+    monkeypatch.setenv(bootstrap.TEST_WORKERS_ENV, "3")
+    assert bootstrap.suite_passes([], 2)[0][:2] == ["-n", "3"]
+    monkeypatch.setenv(bootstrap.TEST_WORKERS_ENV, "two")
+    with pytest.raises(bootstrap.SetupError, match="GLASSBOX_TEST_WORKERS='two' is not a number"):
+        bootstrap.suite_passes([], 2)
