@@ -21,12 +21,15 @@ from typing import Any
 
 from app.core import protocol as P
 from app.core.chat.context import ChatMessage, ContextPolicy, Role
+from app.core.sampling.param_specs import PARAMS
 from app.core.sampling.params import SamplerSettings
 from app.server.errors import bad_request
 
 MAX_STOP = 4
 MAX_TOP_LOGPROBS = 20
 API_DEFAULT_SAMPLER = SamplerSettings(repeat_penalty=1.0, max_tokens=-1)
+
+_SPECS = {p.name: p for p in PARAMS}
 
 _ROLES = {"system": Role.SYSTEM, "developer": Role.SYSTEM, "user": Role.USER, "assistant": Role.ASSISTANT}
 
@@ -69,6 +72,17 @@ class ParsedRequest:
 
 
 def _number(body: dict[str, Any], name: str, lo: float, hi: float, *, integer: bool = False) -> float | int | None:
+    """``body[name]`` checked against ``lo``..``hi`` (None when absent).
+
+    For a sampler field the range is narrowed to the engine's own (:data:`PARAMS`, which
+    :meth:`SamplerSettings.validated` checks): one range, in an error that names ``name``.
+
+    Raises:
+        ApiError: 400, ``param`` = ``name``: not a number (an integer), or out of range.
+    """
+    spec = _SPECS.get(name if name != "max_completion_tokens" else "max_tokens")
+    if spec is not None:
+        lo, hi = max(lo, spec.minimum), min(hi, spec.maximum)
     v = body.get(name)
     if v is None:
         return None
@@ -114,14 +128,14 @@ def _sampler(body: dict[str, Any]) -> SamplerSettings:
         v = _number(body, name, lo, hi)
         if v is not None:
             values[name] = float(v)
-    top_k = _number(body, "top_k", 0, 1_000_000, integer=True)
+    top_k = _number(body, "top_k", 0, float("inf"), integer=True)
     if top_k is not None:
         values["top_k"] = int(top_k)
     seed = _number(body, "seed", 0, 2**32 - 2, integer=True)
     if seed is not None:
         values["seed"] = int(seed)
     for name in ("max_completion_tokens", "max_tokens"):
-        v = _number(body, name, 1, 1_000_000, integer=True)
+        v = _number(body, name, 1, float("inf"), integer=True)
         if v is not None:
             values["max_tokens"] = int(v)
             break

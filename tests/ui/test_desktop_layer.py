@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QWheelEvent
-from PySide6.QtWidgets import QApplication, QLabel, QScrollArea
+from PySide6.QtWidgets import QApplication, QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from app.core.chat.context import LoadSettings
 from app.core.sampling.params import SamplerSettings
@@ -83,6 +83,71 @@ def test_a_focused_value_widget_takes_the_wheel(qtbot):
     _wheel(panel.n_batch, steps=1)
     assert panel.n_batch.value() != 512
     assert panel.n_batch.focusPolicy() == Qt.FocusPolicy.StrongFocus
+
+
+def _wheel_on_plot(plot, steps: int = -3, ctrl: bool = False) -> None:
+    """A wheel over a pyqtgraph plot's centre, delivered where Qt delivers it: the view's viewport."""
+    vp = plot.viewport()
+    pos = QPointF(vp.width() / 2, vp.height() / 2)
+    ev = QWheelEvent(
+        pos,
+        QPointF(vp.mapToGlobal(pos.toPoint())),
+        QPoint(0, 0),
+        QPoint(0, 120 * steps),
+        Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.ControlModifier if ctrl else Qt.KeyboardModifier.NoModifier,
+        Qt.ScrollPhase.NoScrollPhase,
+        False,
+    )
+    QApplication.sendEvent(vp, ev)
+
+
+def test_a_wheel_over_the_decode_speed_plot_scrolls_the_stats_dock(qtbot, window):
+    """The plot (mouse interaction off) used to accept the wheel and do nothing with it."""
+    window.stats_dock.show()
+    window.stats_dock.raise_()
+    window.resizeDocks([window.stats_dock], [160], Qt.Orientation.Vertical)  # shorter than the panel
+    area = window.stats_dock.widget()
+    assert isinstance(area, QScrollArea) and area.widget() is window.stats_panel
+    bar = area.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.maximum() > 0 and window.stats_panel.plot.isVisible())
+    plot = window.stats_panel.plot
+    bar.setValue(0)
+    _wheel_on_plot(plot, steps=-1)  # a notch down
+    down = bar.value()
+    assert down > 0
+    _wheel_on_plot(plot, steps=1)  # and back up
+    assert bar.value() < down
+
+
+def test_a_plot_in_a_scroll_area_passes_the_wheel_and_keeps_ctrl_wheel(qtbot):
+    """As the Timeline's plots do (their time axis zooms): the wheel scrolls the area, Ctrl+wheel zooms."""
+    import pyqtgraph as pg
+
+    from app.ui.common.wheel_guard import pass_wheel_through
+
+    inner = QWidget()
+    lay = QVBoxLayout(inner)
+    lay.addWidget(QLabel("above"))
+    lay.addSpacing(300)
+    plot = pg.PlotWidget()
+    plot.setMouseEnabled(x=True, y=False)
+    plot.setXRange(0, 10, padding=0)
+    plot.setFixedHeight(150)
+    pass_wheel_through(plot)
+    lay.addWidget(plot)
+    lay.addSpacing(300)
+    area = _in_scroll_area(qtbot, inner)
+    area.ensureWidgetVisible(plot, 0, 0)
+    bar = area.verticalScrollBar()
+    before = bar.value()
+    _wheel_on_plot(plot)
+    assert bar.value() > before and plot.getViewBox().viewRange()[0] == [0.0, 10.0]
+    after = bar.value()
+    _wheel_on_plot(plot, steps=1, ctrl=True)
+    assert bar.value() == after
+    lo, hi = plot.getViewBox().viewRange()[0]
+    assert hi - lo < 10.0  # zoomed in on the time axis
 
 
 # ------------------------------------------------------------------ n_threads warning

@@ -121,15 +121,21 @@ def test_the_four_views(qtbot):
     assert win.embedding.strip._img.width() == 16
     assert win.embedding.near.count() == 2 and "seven" in win.embedding.near.item(0).text()
     assert win.embedding.hidden.count() == 1
-    # Experts: a dense model says so.
-    assert "dense" in win.experts.caption.text() and win.experts.table.rowCount() == 0
+    # Experts: a dense model says in one line why the tab is empty, and no empty table fills the tab.
+    ex = win.experts
+    assert "dense" in ex.caption.text() and "mixture-of-experts models (expert_count in the GGUF)" in ex.caption.text()
+    assert ex.table.rowCount() == 0
+    assert not any(w.isVisibleTo(ex) for w in (ex.table, ex.load_caption, ex.load))
     moe = synthetic_inspection(6, 42, n_layer=3, moe=True)
     win.show_inspection(moe)
+    assert all(w.isVisibleTo(ex) for w in (ex.table, ex.load_caption, ex.load))
     assert win.experts.table.rowCount() == 3 and win.experts.table.columnCount() == 2
     assert win.experts.table.item(1, 0).text() == "expert 1: 0.70"
     assert win.experts.load._img.height() == 3 and win.experts.load._img.width() == 4
     # The load covers the turn up to this token, not the whole turn: the caption says which positions.
     assert "positions of this turn up to this token" in win.experts.load_caption.text()
+    win.show_inspection(dense)  # a dense model's token after an MoE one: the tables go again
+    assert not ex.table.isVisibleTo(ex) and not ex.load.isVisibleTo(ex) and "dense" in ex.caption.text()
 
 
 def test_attention_over_more_positions_than_columns_keeps_every_position_binned():

@@ -65,6 +65,9 @@ def test_logprobs_ask_for_candidates_on_every_token():
         ({**CHAT, "temperature": 5}, "temperature"),
         ({**CHAT, "temperature": "hot"}, "temperature"),
         ({**CHAT, "max_tokens": 0}, "max_tokens"),
+        ({**CHAT, "max_tokens": 40_000}, "max_tokens"),  # above the engine's 32768: named, not a bare 400
+        ({**CHAT, "top_k": 500}, "top_k"),  # above the engine's 200
+        ({**CHAT, "repeat_penalty": 0.5}, "repeat_penalty"),  # below the engine's 1
         ({**CHAT, "top_k": 1.5}, "top_k"),
         ({**CHAT, "stop": ["a", "b", "c", "d", "e"]}, "stop"),
         ({**CHAT, "stop": [1]}, "stop"),

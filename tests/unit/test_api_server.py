@@ -100,6 +100,24 @@ def test_not_found_and_wrong_key_have_openai_bodies(serve):
     assert status == 400 and "not valid JSON" in json.loads(text)["error"]["message"]
 
 
+def test_max_tokens_out_of_range_answers_one_range_naming_the_parameter(serve):
+    """One range (the engine's: 1 to 32768), not the API's then the sampler's, with ``param`` set."""
+    s, gw = serve(REPLY)
+    for name in ("max_tokens", "max_completion_tokens"):
+        for value in (40_000, 0):
+            status, _h, text = http(
+                f"{s.url}/chat/completions", {"messages": [{"role": "user", "content": "x"}], name: value}
+            )
+            err = json.loads(text)["error"]
+            assert status == 400 and err["param"] == name and err["type"] == "invalid_request_error"
+            assert err["message"] == f"'{name}' = {value} is out of range; it must be between 1 and 32768."
+    assert not gw.jobs
+    status, _h, text = http(
+        f"{s.url}/chat/completions", {"messages": [{"role": "user", "content": "x"}], "max_tokens": 32768}
+    )
+    assert status == 200 and gw.jobs[0].request.generate.sampler.max_tokens == 32768
+
+
 def test_cors_only_for_listed_origins(serve):
     s, _gw = serve(REPLY, cors=("http://localhost:3000",))
     pre = {"Origin": "http://localhost:3000", "Access-Control-Request-Method": "POST"}

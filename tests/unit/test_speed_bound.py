@@ -11,7 +11,13 @@ from app.core.chat.context import GenerationStats
 from app.core.gguf.architecture import describe_architecture
 from app.core.gguf.gguf_info import read_gguf_info
 from app.core.hardware import bandwidth as bw_mod
-from app.core.hardware.bandwidth import ProbeCancelled, cached_bandwidth, measure_bandwidth, save_bandwidth
+from app.core.hardware.bandwidth import (
+    ProbeCancelled,
+    cached_bandwidth,
+    measure_bandwidth,
+    measure_flop_s,
+    save_bandwidth,
+)
 from app.core.hardware.memory import kv_cache_layout, pad
 from app.core.hardware.speed_bound import (
     _capped_sum,
@@ -19,6 +25,7 @@ from app.core.hardware.speed_bound import (
     decode_weight_bytes,
     kv_read_bytes,
     mean_kv_read_bytes,
+    prefill_bytes,
     prefill_flops,
     speed_bound,
 )
@@ -121,15 +128,63 @@ def test_the_sentences_carry_the_figures(smollm2_twin):
     assert "250 tokens" in fast.prefill_sentence()
 
 
+def test_prefill_bytes_are_the_weights_once_per_call_and_each_calls_kv_view(smollm2_twin):
+    info = read_gguf_info(smollm2_twin.path)
+    lay = kv_cache_layout(info, 4096)
+    w = decode_weight_bytes(info)
+    assert prefill_bytes(info, lay, 30, 1) == w + kv_read_bytes(lay, 31)
+    # 1200 tokens in calls of 512: three reads of the weights, each call's view as it ends.
+    want = 3 * w + kv_read_bytes(lay, 100 + 512) + kv_read_bytes(lay, 100 + 1024) + kv_read_bytes(lay, 100 + 1200)
+    assert prefill_bytes(info, lay, 100, 1200, 512) == want
+    assert prefill_bytes(info, lay, 0, 0) == 0.0
+
+
+@pytest.mark.parametrize("which", ["smollm2_twin", "gemma_twin"])
+def test_a_one_token_prefill_is_memory_bound_and_a_long_one_compute_bound(which, request):
+    """The roofline: FLOPs per byte read against the machine's ridge point (FLOP/s ÷ bytes/s).
+    A 1-token prefill does decode's work (about 2 FLOPs per weight, a few per byte): memory-bound."""
+    info = read_gguf_info(request.getfixturevalue(which).path)
+    arch = describe_architecture(info)
+    lay = kv_cache_layout(info, 4096)
+    machine = {"bandwidth_bytes_s": 10e9, "flop_s": 100e9}  # ridge point 10 FLOPs per byte: a desktop CPU
+    one = GenerationStats(prompt_tokens=31, cached_tokens=30, evaluated_tokens=1, prefill_s=0.02, generated_tokens=1)
+    sb = speed_bound(info, arch, lay, one, **machine)
+    assert sb.ridge == pytest.approx(10.0)
+    assert sb.prefill_intensity == pytest.approx(prefill_flops(arch, 30, 1) / prefill_bytes(info, lay, 30, 1))
+    assert 1.0 < sb.prefill_intensity < 4.0 and sb.prefill_memory_bound is True
+    text = sb.prefill_sentence()
+    assert "over 1 token in 0.02 s" in text and "1 tokens" not in text
+    assert f"{sb.prefill_intensity:.1f} FLOPs per byte read, under this machine's ridge point of 10.0" in text
+    assert "(100 GFLOP/s ÷ 10.0 GB/s): memory bandwidth bounds it" in text and "arithmetic" not in text
+    assert text.endswith("each weight read serves only one token.")
+    few = GenerationStats(prompt_tokens=33, cached_tokens=30, evaluated_tokens=3, prefill_s=0.03, generated_tokens=1)
+    assert speed_bound(info, arch, lay, few, **machine).prefill_memory_bound is True
+    assert "only 3 tokens" in speed_bound(info, arch, lay, few, **machine).prefill_sentence()
+    long = GenerationStats(prompt_tokens=250, evaluated_tokens=250, prefill_s=2.0, generated_tokens=1)
+    sb = speed_bound(info, arch, lay, long, **machine)
+    assert sb.prefill_intensity > 100 and sb.prefill_memory_bound is False
+    assert "over 250 tokens in 2.00 s" in sb.prefill_sentence()
+    assert "above this machine's ridge point of 10.0" in sb.prefill_sentence()
+    assert "arithmetic bounds it" in sb.prefill_sentence()
+    # Unmeasured machine: the figures, no verdict.
+    blind = speed_bound(info, arch, lay, one, bandwidth_bytes_s=10e9)
+    assert blind.prefill_memory_bound is None and "bounds it" not in blind.prefill_sentence()
+    assert "FLOP/s and bandwidth are not measured yet" in blind.prefill_sentence()
+
+
 def test_the_bandwidth_probe_measures_and_caches(tmp_path):
-    bw = measure_bandwidth(buffer_bytes=4 * MIB, threads=2, budget_s=0.05)
+    bw = measure_bandwidth(buffer_bytes=4 * MIB, threads=2, budget_s=0.05, flop_budget_s=0.05)
     assert bw.bytes_s > 0 and bw.buffer_bytes == 4 * MIB and bw.threads == 2 and bw.passes >= 3
     assert bw.gb_s == bw.bytes_s / 1e9
+    assert bw.flop_s > 0 and bw.ridge_flop_per_byte == bw.flop_s / bw.bytes_s
     assert cached_bandwidth(tmp_path) is None
     save_bandwidth(tmp_path, bw)
     assert cached_bandwidth(tmp_path) == bw
     # Another machine's figure, or a damaged file, is not used.
     data = json.loads((tmp_path / bw_mod.CACHE_FILE).read_text())
+    # A file from before the FLOP/s was measured: measured again (the ridge point needs it).
+    (tmp_path / bw_mod.CACHE_FILE).write_text(json.dumps({k: v for k, v in data.items() if k != "flop_s"}))
+    assert cached_bandwidth(tmp_path) is None
     data["machine"] = "another machine"
     (tmp_path / bw_mod.CACHE_FILE).write_text(json.dumps(data))
     assert cached_bandwidth(tmp_path) is None
@@ -141,3 +196,6 @@ def test_the_bandwidth_probe_measures_and_caches(tmp_path):
     stop.set()
     with pytest.raises(ProbeCancelled, match="while preparing its buffers"):
         measure_bandwidth(buffer_bytes=4 * MIB, stop=stop)
+    with pytest.raises(ProbeCancelled, match="after 0 matrix products"):
+        measure_flop_s(n=64, stop=stop)
+    assert measure_flop_s(n=64, budget_s=0.01) > 0

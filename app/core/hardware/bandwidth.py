@@ -1,4 +1,4 @@
-"""This machine's memory bandwidth: a short probe, cached in the app's cache folder.
+"""This machine's memory bandwidth and arithmetic rate: a short probe, cached in the app's cache folder.
 
 :func:`measure_bandwidth` copies a buffer much larger than any CPU's last-level cache
 (256 MiB by default) with numpy, on as many threads as this process may use (numpy releases
@@ -9,6 +9,15 @@ of McCalpin's STREAM "Copy" kernel (https://www.cs.virginia.edu/stream/ref.html,
 Bytes and FLOPS"), which counts neither the write-allocate read of the destination nor
 caches. The figure is what decode's bytes per token are held against
 (:mod:`app.core.hardware.speed_bound`).
+
+The same probe then times a ``FLOP_MATRIX`` square float32 matrix product with numpy (its BLAS,
+on the BLAS library's own threads), best of several passes in about ``DEFAULT_FLOP_BUDGET_S``:
+``2 n³`` FLOPs per product (a multiply and an add per term), the convention of LINPACK-style peak
+figures. It stands for the compute roof of the roofline model (Williams, Waterman and Patterson
+2009, "Roofline: An Insightful Visual Performance Model for Multicore Architectures", CACM 52(4)):
+with the bandwidth it gives the ridge point that says whether prefill is bound by memory or by
+arithmetic. llama.cpp's quantized kernels reach a different rate than float32 BLAS, so the ridge is
+an estimate, good for telling a few-token prefill (a few FLOPs per byte) from a batch (hundreds).
 
 :func:`cached_bandwidth` reads the last measurement from ``bandwidth.json`` when it was taken
 on this machine (same CPU description and CPU count); :func:`save_bandwidth` writes it.
@@ -32,6 +41,8 @@ DEFAULT_BUFFER_BYTES = 256 * 1024 * 1024
 DEFAULT_BUDGET_S = 1.0
 MIN_PASSES = 3
 TOUCH_SLICE_BYTES = 8 * 1024 * 1024
+FLOP_MATRIX = 1024  # n of the n x n float32 matrices multiplied: 2.1 GFLOP a product, 12 MiB of operands
+DEFAULT_FLOP_BUDGET_S = 0.3
 
 
 def usable_cpus() -> int:
@@ -59,6 +70,7 @@ class Bandwidth:
         seconds: the probe's wall time, s.
         measured_at: when, seconds since the epoch.
         machine: :func:`machine_key` at the time.
+        flop_s: the best float32 matrix product's FLOP/s (0: not measured, a file from before it was).
     """
 
     bytes_s: float
@@ -68,11 +80,21 @@ class Bandwidth:
     seconds: float
     measured_at: float
     machine: str
+    flop_s: float = 0.0
 
     @property
     def gb_s(self) -> float:
         """Decimal GB/s."""
         return self.bytes_s / 1e9
+
+    @property
+    def ridge_flop_per_byte(self) -> float:
+        """The roofline's ridge point: ``flop_s / bytes_s``, FLOPs per byte (0 when either is unknown).
+
+        Work doing fewer FLOPs per byte it moves than this cannot keep the arithmetic busy: memory
+        bandwidth bounds it; work doing more is bounded by arithmetic (Williams et al. 2009).
+        """
+        return self.flop_s / self.bytes_s if self.flop_s > 0 and self.bytes_s > 0 else 0.0
 
 
 class ProbeCancelled(Exception):
@@ -84,8 +106,10 @@ def measure_bandwidth(
     threads: int | None = None,
     budget_s: float = DEFAULT_BUDGET_S,
     stop: threading.Event | None = None,
+    flop_budget_s: float = DEFAULT_FLOP_BUDGET_S,
 ) -> Bandwidth:
-    """Copy a ``buffer_bytes`` buffer, best of N passes within about ``budget_s`` seconds.
+    """Copy a ``buffer_bytes`` buffer, best of N passes within about ``budget_s`` seconds, then
+    time float32 matrix products for about ``flop_budget_s`` (:func:`measure_flop_s`).
 
     Args:
         buffer_bytes: bytes of the source (and of the destination); keep it far above the
@@ -93,6 +117,7 @@ def measure_bandwidth(
         threads: copying threads; None: :func:`usable_cpus`.
         budget_s: passes run until this much time is spent (at least ``MIN_PASSES``).
         stop: when set, the probe ends after the pass in progress (the window is closing).
+        flop_budget_s: seconds of matrix products (at least ``MIN_PASSES``).
 
     Returns:
         A :class:`Bandwidth`.
@@ -139,6 +164,8 @@ def measure_bandwidth(
         best = min(best, time.perf_counter() - t0)
         passes += 1
     moved = 2 * n * 8
+    del src, dst  # the matrix products run without 2 x 256 MiB held
+    flop_s = measure_flop_s(budget_s=flop_budget_s, stop=stop)
     return Bandwidth(
         bytes_s=moved / best,
         buffer_bytes=n * 8,
@@ -147,18 +174,45 @@ def measure_bandwidth(
         seconds=time.perf_counter() - t_start,
         measured_at=time.time(),
         machine=machine_key(),
+        flop_s=flop_s,
     )
+
+
+def measure_flop_s(
+    n: int = FLOP_MATRIX, budget_s: float = DEFAULT_FLOP_BUDGET_S, stop: threading.Event | None = None
+) -> float:
+    """FLOP/s of the best of N ``n × n`` float32 matrix products (``2 n³`` FLOPs each) within about
+    ``budget_s`` seconds, after one untimed product (the BLAS threads start).
+
+    Raises:
+        ProbeCancelled: ``stop`` was set.
+    """
+    a = np.full((n, n), 0.5, dtype=np.float32)
+    b = np.full((n, n), 0.25, dtype=np.float32)
+    out = np.empty((n, n), dtype=np.float32)
+    np.matmul(a, b, out=out)
+    t_start = time.perf_counter()
+    best = float("inf")
+    passes = 0
+    while passes < MIN_PASSES or time.perf_counter() - t_start < budget_s:
+        if stop is not None and stop.is_set():
+            raise ProbeCancelled(f"stopped after {passes} matrix products")
+        t0 = time.perf_counter()
+        np.matmul(a, b, out=out)
+        best = min(best, time.perf_counter() - t0)
+        passes += 1
+    return 2.0 * n**3 / best
 
 
 def cached_bandwidth(cache_dir: Path) -> Bandwidth | None:
     """The measurement saved in ``cache_dir`` when it was taken on this machine, else None
-    (no file, a damaged one, or another machine's)."""
+    (no file, a damaged one, another machine's, or one from before the FLOP/s was measured)."""
     try:
         data = json.loads((cache_dir / CACHE_FILE).read_text(encoding="utf-8"))
         bw = Bandwidth(**data)
     except (OSError, ValueError, TypeError):
         return None
-    if bw.machine != machine_key() or bw.bytes_s <= 0:
+    if bw.machine != machine_key() or bw.bytes_s <= 0 or bw.flop_s <= 0:
         return None
     return bw
 

@@ -4,8 +4,15 @@ Decode (one token per llama_decode) is bound by memory bandwidth on a CPU: every
 the weights it multiplies by once, and the attention reads the KV cache, while the
 arithmetic per byte read is small (about 2 FLOPs per weight). So
 ``bytes per token × tok/s`` is the memory traffic decode achieved, comparable with the
-machine's measured bandwidth (:mod:`app.core.hardware.bandwidth`). Prefill multiplies many tokens by
-each weight it reads, so it is bound by arithmetic: its figure is FLOP/s.
+machine's measured bandwidth (:mod:`app.core.hardware.bandwidth`). Prefill multiplies every token
+of a llama_decode call by each weight it reads: its figure is FLOP/s, and what bounds it follows
+from its arithmetic intensity, by the roofline model (Williams, Waterman and Patterson 2009,
+"Roofline: An Insightful Visual Performance Model for Multicore Architectures", CACM 52(4)):
+FLOPs per byte moved (:func:`prefill_flops` / :func:`prefill_bytes`) against the machine's ridge
+point, its FLOP/s over its bytes/s (:attr:`~app.core.hardware.bandwidth.Bandwidth.ridge_flop_per_byte`).
+Below the ridge, memory bandwidth bounds it: a prefill of one token does decode's work, about
+2 FLOPs per weight read, a few FLOPs per byte; a batch of hundreds does hundreds of FLOPs per byte,
+above any CPU's ridge, and arithmetic bounds it.
 
 Bytes one decode step reads (:func:`decode_weight_bytes`, :func:`kv_read_bytes`):
 
@@ -22,6 +29,10 @@ Bytes one decode step reads (:func:`decode_weight_bytes`, :func:`kv_read_bytes`)
 
 The model's bytes are the GGUF's own tensor sizes (:class:`~app.core.gguf.gguf_facts.TensorInfo`
 ``n_bytes``, ggml's block sizes); a test holds the figure against them.
+
+Bytes a prefill reads (:func:`prefill_bytes`): decode's weight bytes once per llama_decode call
+(``n_batch`` tokens each; the batch's embedding rows counted as the one of decode, a row being
+``n_embd`` values) plus each call's KV cache view, as above.
 
 Prefill FLOPs (:func:`prefill_flops`), after Kaplan et al. 2020, "Scaling Laws for Neural
 Language Models", Table 1 (``C_forward ≈ 2N + 2 n_layer n_ctx d_attn`` per token, N the
@@ -184,6 +195,28 @@ def prefill_flops(arch: Architecture, start: int, n_tokens: int, n_batch: int = 
     return flops
 
 
+def prefill_bytes(info: GGUFInfo, layout: KVCacheLayout, start: int, n_tokens: int, n_batch: int = 512) -> float:
+    """Bytes read evaluating ``n_tokens`` prompt tokens after ``start`` cached ones (module docstring).
+
+    Args:
+        info: the model's GGUF facts (tensor sizes).
+        layout: its KV cache layout.
+        start: tokens already in the KV cache, tokens.
+        n_tokens: tokens evaluated.
+        n_batch: prompt tokens per llama_decode call (the weights are read once per call).
+
+    Returns:
+        Bytes; 0 for no tokens.
+    """
+    weights = decode_weight_bytes(info)
+    total = 0
+    done = 0
+    while done < n_tokens:
+        done += min(max(1, n_batch), n_tokens - done)
+        total += weights + kv_read_bytes(layout, start + done)
+    return float(total)
+
+
 def _capped_sum(a: int, b: int, w: int) -> float:
     """sum(min(s, w) for s in a..b), in closed form."""
     if b <= w:
@@ -203,6 +236,8 @@ class SpeedBound:
         prefill_flops: FLOPs of the turn's prefill.
         prefill_s: its seconds.
         prefill_tokens: tokens it evaluated.
+        prefill_bytes: bytes it read (:func:`prefill_bytes`).
+        flop_s: the machine's measured FLOP/s (float32 matrix product; 0: not measured).
     """
 
     decode: DecodeTraffic | None
@@ -210,6 +245,8 @@ class SpeedBound:
     prefill_flops: float
     prefill_s: float
     prefill_tokens: int
+    prefill_bytes: float = 0.0
+    flop_s: float = 0.0
 
     @property
     def bandwidth_share(self) -> float:
@@ -221,6 +258,26 @@ class SpeedBound:
     @property
     def prefill_flop_s(self) -> float:
         return self.prefill_flops / self.prefill_s if self.prefill_s > 0 else 0.0
+
+    @property
+    def prefill_intensity(self) -> float:
+        """The prefill's arithmetic intensity: FLOPs per byte read (0 when the bytes are unknown)."""
+        return self.prefill_flops / self.prefill_bytes if self.prefill_bytes > 0 else 0.0
+
+    @property
+    def ridge(self) -> float:
+        """The machine's ridge point, FLOPs per byte: ``flop_s / bandwidth_bytes_s`` (0: either unmeasured)."""
+        if self.flop_s <= 0 or self.bandwidth_bytes_s <= 0:
+            return 0.0
+        return self.flop_s / self.bandwidth_bytes_s
+
+    @property
+    def prefill_memory_bound(self) -> bool | None:
+        """Whether memory bandwidth bounds the prefill (its intensity under the ridge); None when
+        the ridge or the intensity is unknown."""
+        if self.ridge <= 0 or self.prefill_intensity <= 0:
+            return None
+        return self.prefill_intensity < self.ridge
 
     def decode_sentence(self) -> str:
         """E.g. "Decode read 93.0 MiB per token (88.1 MiB of weights + 4.9 MiB of KV cache) at 66.0 tok/s:
@@ -241,14 +298,31 @@ class SpeedBound:
         return text + ": below the bandwidth, so compute, threads or other programs held it back."
 
     def prefill_sentence(self) -> str:
-        """E.g. "Prefill did 1.9 GFLOP/s (24.3 GFLOP over 90 tokens in 12.6 s)." ("" without prefill)."""
-        if self.prefill_tokens <= 0 or self.prefill_s <= 0:
+        """E.g. "Prefill did 1.9 GFLOP/s (24.3 GFLOP over 90 tokens in 12.6 s), 150 FLOPs per byte read, above this
+        machine's ridge point of 6.0 (54 GFLOP/s ÷ 9.0 GB/s): arithmetic bounds it, each weight read serves
+        every token of the batch." ("" without prefill)."""
+        n = self.prefill_tokens
+        if n <= 0 or self.prefill_s <= 0:
             return ""
-        return (
+        text = (
             f"Prefill did {self.prefill_flop_s / 1e9:.1f} GFLOP/s ({self.prefill_flops / 1e9:.1f} GFLOP over "
-            f"{self.prefill_tokens:,} tokens in {self.prefill_s:.2f} s): arithmetic bounds it, "
-            "each weight read serves every token of the batch."
+            f"{n:,} token{'' if n == 1 else 's'} in {self.prefill_s:.2f} s)"
         )
+        if self.prefill_intensity > 0:
+            text += f", {self.prefill_intensity:,.1f} FLOPs per byte read"
+        bound = self.prefill_memory_bound
+        if bound is None:
+            return text + " (this machine's FLOP/s and bandwidth are not measured yet)."
+        ridge = (
+            f"this machine's ridge point of {self.ridge:.1f} ({self.flop_s / 1e9:.0f} GFLOP/s ÷ "
+            f"{self.bandwidth_bytes_s / GB:.1f} GB/s)"
+        )
+        if bound:
+            return (
+                f"{text}, under {ridge}: memory bandwidth bounds it, as it bounds decode; each weight read "
+                f"serves {'only one token' if n == 1 else f'only {n:,} tokens'}."
+            )
+        return f"{text}, above {ridge}: arithmetic bounds it, each weight read serves every token of the batch."
 
 
 def speed_bound(
@@ -258,14 +332,18 @@ def speed_bound(
     stats: GenerationStats,
     bandwidth_bytes_s: float,
     n_batch: int = 512,
+    flop_s: float = 0.0,
 ) -> SpeedBound:
-    """The turn's :class:`SpeedBound` (decode traffic, prefill FLOPs) against ``bandwidth_bytes_s``."""
+    """The turn's :class:`SpeedBound` (decode traffic, prefill FLOPs and bytes) against the machine's
+    ``bandwidth_bytes_s`` and ``flop_s`` (0: not measured)."""
     return SpeedBound(
         decode=decode_traffic(info, layout, stats),
         bandwidth_bytes_s=bandwidth_bytes_s,
         prefill_flops=prefill_flops(arch, stats.cached_tokens, stats.evaluated_tokens, n_batch),
         prefill_s=stats.prefill_s,
         prefill_tokens=stats.evaluated_tokens,
+        prefill_bytes=prefill_bytes(info, layout, stats.cached_tokens, stats.evaluated_tokens, n_batch),
+        flop_s=flop_s,
     )
 
 
@@ -280,6 +358,7 @@ __all__ = [
     "kv_read_bytes",
     "kv_view_cells",
     "mean_kv_read_bytes",
+    "prefill_bytes",
     "prefill_flops",
     "speed_bound",
 ]

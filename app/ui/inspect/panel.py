@@ -429,13 +429,24 @@ class EmbeddingTab(QWidget):
         self.hidden.addItems([f"{quoted(t)}  ({i})  cos {c:.3f}" for i, t, c in e.hidden_neighbours])
 
 
+DENSE_NOTE = (
+    "This model is dense: every token runs the same feed-forward block, so there are no experts to show; "
+    "experts exist only in mixture-of-experts models (expert_count in the GGUF)."
+)
+
+
 class ExpertsTab(QWidget):
-    """Which experts each layer chose for the token, and the load per expert over the turn."""
+    """Which experts each layer chose for the token, and the load per expert over the turn.
+
+    The table and the load map show only for a mixture-of-experts model's inspection; for a dense
+    model the tab is one line saying why it is empty (:data:`DENSE_NOTE`).
+    """
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         lay = QVBoxLayout(self)
         self.caption = _label("")
+        self.caption.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
         lay.addWidget(self.caption)
         self.table = QTableWidget()
         self.table.setObjectName("expertsTable")
@@ -445,6 +456,11 @@ class ExpertsTab(QWidget):
         lay.addWidget(self.load_caption)
         self.load = Heatmap(min_row_px=16)
         lay.addWidget(self.load)
+        self._show_tables(False)
+
+    def _show_tables(self, on: bool) -> None:
+        for w in (self.table, self.load_caption, self.load):
+            w.setVisible(on)
 
     def clear(self) -> None:
         self.caption.setText("")
@@ -453,20 +469,19 @@ class ExpertsTab(QWidget):
         self.table.setColumnCount(0)
         self.load_caption.setText("")
         self.load.clear()
+        self._show_tables(False)
 
     def show_inspection(self, ins: TokenInspection) -> None:
         ex = ins.experts
         self.table.clear()
         if ex is None or not ex.chosen:
-            self.caption.setText(
-                "This model is dense: every token goes through the same feed-forward layer (no experts)."
-            )
+            self.caption.setText(DENSE_NOTE)
             self.table.setRowCount(0)
             self.table.setColumnCount(0)
-            self.load.setVisible(False)
             self.load_caption.setText("")
+            self._show_tables(False)
             return
-        self.load.setVisible(True)
+        self._show_tables(True)
         self.caption.setText(
             f"The router of each layer picks {ex.n_expert_used} of {ex.n_expert} experts for this token; "
             "their outputs are mixed with these weights."

@@ -2,8 +2,9 @@
 
 After a turn, :class:`SpeedBoundView` says what decode read per token and the GB/s that
 made at its speed, against this machine's measured memory bandwidth, and the FLOP/s prefill
-reached (:mod:`app.core.hardware.speed_bound`). The bandwidth is measured once per machine
-(:mod:`app.core.hardware.bandwidth`: about 1 s, on a background thread, the first time a turn has
+reached, memory- or compute-bound by its FLOPs per byte against the machine's ridge point
+(:mod:`app.core.hardware.speed_bound`). The bandwidth and FLOP/s are measured once per machine
+(:mod:`app.core.hardware.bandwidth`: about 1.5 s, on a background thread, the first time a turn has
 decoded) and read from the cache folder afterwards; "Measure again" re-runs it.
 """
 
@@ -145,7 +146,10 @@ class SpeedBoundView(QWidget):
             "only) plus the KV cache view each layer attends over (padded to 256 cells, as llama.cpp does).\n"
             "× tok/s = the memory traffic decode achieved, against this machine's measured copy bandwidth.\n"
             "Prefill FLOPs: 2 per block parameter per token + attention (Q·Kᵀ and weights·V over the positions "
-            "each token sees) + the LM head per llama_decode call (Kaplan et al. 2020, Table 1)."
+            "each token sees) + the LM head per llama_decode call (Kaplan et al. 2020, Table 1).\n"
+            "Prefill bytes: the weights once per llama_decode call + each call's KV cache view. FLOPs per byte "
+            "under the machine's ridge point (its FLOP/s ÷ its bytes/s) = memory-bound, above = compute-bound "
+            "(the roofline model, Williams et al. 2009)."
         )
         lay.addWidget(self.sentence)
         row = QHBoxLayout()
@@ -155,7 +159,10 @@ class SpeedBoundView(QWidget):
         row.addWidget(self.machine, 1)
         self.measure_btn = QPushButton("Measure again")
         self.measure_btn.setObjectName("linkButton")
-        self.measure_btn.setToolTip("Copy a 256 MiB buffer on every CPU for about a second; keep the best pass.")
+        self.measure_btn.setToolTip(
+            "Copy a 256 MiB buffer on every CPU for about a second, then multiply 1024×1024 float32 matrices "
+            "for about 0.3 s; keep the best pass of each."
+        )
         self.measure_btn.clicked.connect(self.measure)
         row.addWidget(self.measure_btn, 0, Qt.AlignmentFlag.AlignTop)
         lay.addLayout(row)
@@ -228,23 +235,27 @@ class SpeedBoundView(QWidget):
     def _show(self) -> None:
         bw = self.bandwidth
         if self._measuring:
-            self.machine.setText("Measuring this machine's memory bandwidth (about 1 s)…")
+            self.machine.setText("Measuring this machine's memory bandwidth and FLOP/s (about 1.5 s)…")
         elif self._probe_error:
             self.machine.setText(self._probe_error)
         elif bw is not None:
             when = time.strftime("%Y-%m-%d", time.localtime(bw.measured_at))
             self.machine.setText(
                 f"This machine: {bw.gb_s:.1f} GB/s (copy of {format_bytes(bw.buffer_bytes)} on {bw.threads} "
-                f"thread{'s' if bw.threads != 1 else ''}, best of {bw.passes}, read + written; {when})."
+                f"thread{'s' if bw.threads != 1 else ''}, best of {bw.passes}, read + written) and "
+                f"{bw.flop_s / 1e9:.0f} GFLOP/s (float32 matrix product): ridge point "
+                f"{bw.ridge_flop_per_byte:.1f} FLOPs per byte; {when}."
             )
         else:
-            self.machine.setText("This machine's memory bandwidth is measured after the first reply.")
+            self.machine.setText("This machine's memory bandwidth and FLOP/s are measured after the first reply.")
         self.measure_btn.setText("Measure again" if bw is not None else "Measure now")
         self.measure_btn.setEnabled(not self._measuring)
         s = self.stats
         if s is None or self.info is None or self.arch is None or self.layout_kv is None:
             self.sentence.setText("—")
             return
-        sb = speed_bound(self.info, self.arch, self.layout_kv, s, bw.bytes_s if bw else 0.0, self.n_batch)
+        sb = speed_bound(
+            self.info, self.arch, self.layout_kv, s, bw.bytes_s if bw else 0.0, self.n_batch, bw.flop_s if bw else 0.0
+        )
         lines = [x for x in (sb.decode_sentence(), sb.prefill_sentence()) if x]
         self.sentence.setText("\n".join(lines) if lines else "Too few tokens this turn to say.")

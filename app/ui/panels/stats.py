@@ -16,6 +16,7 @@ from app.ui.chat.turn import LiveTurn, TurnPhase
 from app.ui.common import palette
 from app.ui.common import stats_format as fmt
 from app.ui.common.stacked_bar import BarSegment, StackedBar
+from app.ui.common.wheel_guard import pass_wheel_through
 from app.ui.panels.speed_bound_view import SpeedBoundView
 from app.ui.window.model_change import ModelChange, ModelPhase
 
@@ -143,6 +144,7 @@ class StatsPanel(QWidget):
         self.plot.showGrid(x=True, y=True, alpha=0.15)
         self.plot.setLabel("bottom", "s since request")
         self.plot.setMouseEnabled(x=False, y=False)
+        pass_wheel_through(self.plot)  # the wheel scrolls the panel, not the (fixed) plot
         self.plot.hideButtons()
         self.plot.getPlotItem().setMenuEnabled(False)
         self.plot.setAntialiasing(False)

@@ -30,6 +30,7 @@ from app.ui.chat.turn import LiveTurn, TurnPhase
 from app.ui.common import palette
 from app.ui.common.pieces import visible_piece
 from app.ui.common.stats_format import tok_s, tokens
+from app.ui.common.wheel_guard import pass_wheel_through
 
 LIVE_ITEM = -1  # the picker's item for the reply in flight
 LIVE_REDRAW_MS = 500  # while a reply streams, its timeline is drawn again at most this often
@@ -139,6 +140,7 @@ class TimelinePanel(QWidget):
         self.plots.setObjectName("timelinePlot")
         self.plots.setBackground(palette.PLOT_BG)
         self.plots.setMinimumHeight(70)
+        pass_wheel_through(self.plots)  # in a scroll area the wheel scrolls it (Ctrl+wheel: zoom the time axis)
         self.phases = self.plots.addPlot(row=0, col=0)
         self.steps = self.plots.addPlot(row=1, col=0)
         self.phases.setMaximumHeight(22)  # one lane of phases; the steps get the rest
