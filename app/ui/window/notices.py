@@ -37,6 +37,7 @@ class NoticeTopic(str, enum.Enum):
     NO_MODEL = "no-model"  # a message was refused because no model is loaded (yet)
     REPLY = "reply"  # a reply is being written (in another chat, or refused an action)
     MODELS_PAGE = "models-page"  # a notice from the models page (library, Hub, downloads)
+    FIRST_START = "first-start"  # no model to open at first start (app/ui/window/first_start.py)
     SYSTEM_PROMPT = "system-prompt"  # a chat's system prompt was edited (offer it for new chats)
     CONTEXT = "context"  # the context filled (a reply stopped at n_ctx, or old turns were dropped)
     DELETED_MESSAGE = "deleted-message"  # Undo of a message deletion, until the chat changes
@@ -46,6 +47,7 @@ class NoticeTopic(str, enum.Enum):
 # Topics that belong to one page: showing the other page clears them.
 PAGE_TOPICS: dict[NoticeTopic, Page] = {
     NoticeTopic.MODELS_PAGE: Page.MODELS,
+    NoticeTopic.FIRST_START: Page.MODELS,
     NoticeTopic.CHAT_MODEL: Page.CHAT,
     NoticeTopic.REPLY: Page.CHAT,
     NoticeTopic.SYSTEM_PROMPT: Page.CHAT,
