@@ -127,11 +127,18 @@ class FunnelController(QObject):
         panel.uncertain_requested.connect(self.open_most_uncertain)
         panel.set_settings(settings)
 
-    def follow(self, shown: ShownChat, step_lookup: StepLookup, newest_lookup: NewestLookup) -> None:
-        """Follow the chat and turn shown; ``step_lookup`` and ``newest_lookup`` name a stored reply's
-        token and the newest one of the path shown."""
+    def follow(
+        self,
+        shown: ShownChat,
+        step_lookup: StepLookup,
+        newest_lookup: NewestLookup,
+        uncertain_lookup: UncertainLookup,
+    ) -> None:
+        """Follow the chat and turn shown; ``step_lookup``, ``newest_lookup`` and ``uncertain_lookup`` name
+        a stored reply's token, the newest one of the path shown and a stored reply's most uncertain one."""
         self.step_lookup = step_lookup
         self.newest_lookup = newest_lookup
+        self.uncertain_lookup = uncertain_lookup
         self.offset_lookup = lambda: shown.live.alternatives_offset
         self.turn_message = lambda: shown.live.message_id
 
@@ -238,7 +245,7 @@ class FunnelController(QObject):
         mid = self.shown_message()
         target = self.uncertain_lookup(mid) if mid is not None and self.uncertain_lookup is not None else None
         if target is None:
-            self.panel.status.setText(NOT_YET)
+            self.panel.show_status(NOT_YET)
             return
         self.open_step(target)
 

@@ -549,6 +549,10 @@ class FunnelPanel(QWidget):
         self.follow.setChecked(on)
         self.follow.blockSignals(False)
 
+    def show_status(self, text: str) -> None:
+        """Say ``text`` on the line under the table (the funnel shown stays)."""
+        self.status.setText(text)
+
     def show_message(self, text: str) -> None:
         self.view.show_funnel(None, text)
         self.status.setText("")
