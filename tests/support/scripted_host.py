@@ -26,8 +26,8 @@ Loads: :meth:`ScriptBook.fail_next_load`, :meth:`ScriptBook.crash_next_load`.
 
 Alternatives (``Generate.alternatives``): token ``100 + i`` at step i, its candidates
 ``100 + i + k`` with logits ``10 - k`` (k = 0: the token drawn, its piece; ``alt<k>`` the
-others), entropy ``0.1 x i`` bits. A ``reply_prefix`` starts the reply with those tokens'
-texts (every token id the fake ever named keeps its text).
+others), entropy ``0.1 x i`` bits (or the reply's ``entropy_bits``). A ``reply_prefix`` starts the
+reply with those tokens' texts (every token id the fake ever named keeps its text).
 """
 
 from __future__ import annotations
@@ -62,10 +62,12 @@ TICK_S = 0.002  # one event of the main loop per tick: streaming is visible to t
 # ------------------------------------------------------------------------------------------ scripts
 @dataclass(frozen=True)
 class Reply:
-    """A reply made of ``pieces`` (one token each). ``context_full``: it ends because n_ctx is full."""
+    """A reply made of ``pieces`` (one token each). ``context_full``: it ends because n_ctx is full.
+    ``entropy_bits``: its steps' entropies in its alternatives (bits; a step beyond them: 0.1 x i)."""
 
     pieces: tuple[str, ...]
     context_full: bool = False
+    entropy_bits: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -94,8 +96,8 @@ class Refuse:
 Script = Reply | Endless | CrashMidReply | Refuse
 
 
-def reply(*pieces: str, context_full: bool = False) -> Reply:
-    return Reply(tuple(pieces), context_full)
+def reply(*pieces: str, context_full: bool = False, entropy_bits: tuple[float, ...] = ()) -> Reply:
+    return Reply(tuple(pieces), context_full, entropy_bits)
 
 
 def echo_reply(messages: tuple[ChatMessage, ...]) -> Reply:
@@ -491,7 +493,9 @@ class ScriptedHost:
                 seed=seed,
             ),
             elapsed_s=t_end,
-            alternatives=self._alternatives(req, n) if req.alternatives > 0 else None,
+            alternatives=self._alternatives(req, n, script.entropy_bits if isinstance(script, Reply) else ())
+            if req.alternatives > 0
+            else None,
         )
         if person_kv is not None:
             self._kv = person_kv
@@ -510,8 +514,9 @@ class ScriptedHost:
         p = math.exp(cands[0][2] - lse)
         return P.TokenEvent(req.request_id, piece, 100 + index, piece, index, t_s, len(self._kv), p, cands, lse)
 
-    def _alternatives(self, req: P.Generate, n: int) -> ReplyAlternatives:
-        """The made-up alternatives of the ``n`` tokens just streamed (see the module docstring)."""
+    def _alternatives(self, req: P.Generate, n: int, entropy_bits: tuple[float, ...] = ()) -> ReplyAlternatives:
+        """The made-up alternatives of the ``n`` tokens just streamed (see the module docstring); the
+        first steps' entropies are ``entropy_bits`` when given."""
         k = req.alternatives
         vocab = self._book.vocab
         pieces = [vocab.get(100 + i, "") for i in range(n)]
@@ -524,7 +529,7 @@ class ScriptedHost:
             k,
             tuple(100 + i for i in range(n)),
             (lse,) * n,
-            tuple(0.1 * i for i in range(n)),
+            tuple(entropy_bits[i] if i < len(entropy_bits) else 0.1 * i for i in range(n)),
             tuple(ids),
             tuple(10.0 - j for _ in range(n) for j in range(k)),
             (),

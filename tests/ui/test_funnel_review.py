@@ -154,7 +154,8 @@ def test_mirostat_greys_out_the_stages_it_replaces(qtbot, window):
         assert rows[name].slider.isEnabled(), name
     assert window.funnel_panel.order_label.text() == wrappable("temp→mirostat 2")
     rows["mirostat"].field.setValue(0)
-    assert rows["top_p"].slider.isEnabled() and rows["top_p"].slider.toolTip() == rows["top_p"].spec.help
+    assert rows["top_p"].slider.isEnabled() and rows["top_p"].slider.toolTip() == rows["top_p"].slider_help
+    assert rows["top_p"].slider_help.startswith(rows["top_p"].spec.help) and rows["top_p"].field.isEnabled()
 
 
 def _funnel(*stages: tuple[FunnelStageKind, int]):
@@ -327,13 +328,18 @@ def test_the_token_column_widens_for_long_tokens_and_a_row_s_tooltip_shows_it_wh
     assert view.name_w() <= view.MAX_NAME_W
     view.resize(view.NAME_W + 4 * 30, view.height())  # no room: the stage columns keep 30 px
     assert view.name_w() == view.NAME_W
-    # A row's tooltip names the whole token and its id; the header keeps the legend.
+    # A row's tooltip names the whole token and its id; a cell says its figure; the corner keeps the legend.
     view.resize(600, view.height())
     y = (view.header_rows() + 0.5) * view.ROW_H
     assert view.row_at(y) == 0
     assert view.tooltip_at(5, y) == visible_token(" understanding") + "  (token id 5)"
-    assert view.tooltip_at(view.name_w() + 10, y) == LEGEND  # a stage's cell
-    assert view.tooltip_at(5, 2) == LEGEND  # the header
+    cell = view.tooltip_at(view.name_w() + 10, y)  # the model column's cell
+    assert (
+        cell
+        == visible_token(" understanding")
+        + " (token id 5): 100.00 % under the raw model, renormalised over the 2 survivors."
+    )
+    assert view.tooltip_at(5, 2) == LEGEND  # the header's corner, over the token column
 
 
 def test_the_tokens_panel_line_fits_two_lines_and_its_help_is_in_the_tooltip(qtbot, window):

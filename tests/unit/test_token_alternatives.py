@@ -73,6 +73,18 @@ def test_branch_keeps_the_head_changes_one_token_and_joins_the_rest() -> None:
     assert b.p(1) == pytest.approx(math.exp(3.0 - a.logsumexp[1]))
 
 
+def test_the_most_uncertain_step_has_the_highest_entropy_the_first_of_equals() -> None:
+    def alts(entropy: tuple[float, ...]) -> ReplyAlternatives:
+        n = len(entropy)
+        return ReplyAlternatives(1, tuple(range(n)), (0.0,) * n, entropy, tuple(range(n)), (0.0,) * n)
+
+    assert alts((0.2, 0.4, 3.5, 0.3, 0.05)).most_uncertain_step() == 2
+    assert alts((1.0, 2.0, 2.0, 0.5)).most_uncertain_step() == 1
+    assert alts((0.0,)).most_uncertain_step() == 0
+    with pytest.raises(ValueError, match="no steps"):
+        alts(()).most_uncertain_step()
+
+
 def test_stored_step_carries_what_the_funnel_needs() -> None:
     a = make_alts()
     s = SamplerSettings(temperature=0.7)

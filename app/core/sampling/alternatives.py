@@ -154,6 +154,17 @@ class ReplyAlternatives:
                 return math.exp(self.logits[i] - self.logsumexp[step])
         return None
 
+    def most_uncertain_step(self) -> int:
+        """The step whose raw distribution had the highest entropy (:attr:`entropy_bits`; the first of
+        equal ones): where the sampler settings matter most.
+
+        Raises:
+            ValueError: no steps.
+        """
+        if not self.n_steps:
+            raise ValueError("no steps")
+        return max(range(self.n_steps), key=lambda i: (self.entropy_bits[i], -i))
+
     def view(self, step: int) -> StepView:
         """Step ``step`` for the hover: the drawn token, the top-N with probabilities, the mass outside.
 

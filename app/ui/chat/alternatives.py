@@ -101,6 +101,14 @@ class ChatAlternatives:
             return StepTarget(stored, live[1], step - offset, alts.n_steps - offset, alts.n_steps)
         return StepTarget(stored, reply_steps=alts.n_steps)
 
+    def uncertain_step_target(self, message_id: int) -> StepTarget | None:
+        """Stored reply ``message_id``'s most uncertain token (the highest entropy) for the Funnel panel
+        (None: it kept no alternatives, or none yet: a reply streaming)."""
+        alts = self.store.alternatives(message_id)
+        if alts is None or not alts.n_steps:
+            return None
+        return self.step_target(message_id, alts.most_uncertain_step())
+
     def branch_from(self, message_id: int, step: int, model_path: str | None) -> tuple[ReplyAlternatives | None, str]:
         """Reply ``message_id``'s alternatives to branch from at token ``step`` with the model at
         ``model_path`` loaded; ``(None, why not)`` when there are none for that step, or the reply

@@ -71,6 +71,10 @@ StepLookup = Callable[[int, int], "StepTarget | None"]
 """(stored message id, 0-based step) -> that token's :class:`StepTarget` (None: no such step)."""
 NewestLookup = Callable[[], "StepTarget | None"]
 """The newest token of the reply shown last in the chat (None: none kept alternatives, or it is streaming)."""
+UncertainLookup = Callable[[int], "StepTarget | None"]
+"""(stored message id) -> that reply's most uncertain token, the step with the highest entropy (None: it
+kept no alternatives, or none yet: it is streaming)."""
+NOT_YET = "The most uncertain token is known once the reply has ended (its entropies are kept with it)."
 
 
 class FunnelController(QObject):
@@ -106,6 +110,7 @@ class FunnelController(QObject):
         self.use_reply_settings = False  # "Use the reply's settings": run the reply's own, not the sliders'
         self.step_lookup: StepLookup | None = None  # another token of a stored reply (follow)
         self.newest_lookup: NewestLookup | None = None  # the newest reply's last token (follow)
+        self.uncertain_lookup: UncertainLookup | None = None  # a stored reply's most uncertain token
         # The reply's tokens before the engine's step 0 (a branch's prefix, the part a reply continues):
         # the panel counts the reply's tokens from 1, as the Tokens panel and the Timeline do.
         self.offset = 0
@@ -119,13 +124,21 @@ class FunnelController(QObject):
         engine.engine_crashed.connect(lambda _text: self._forget(newest=False))
         panel.step_chosen.connect(self.choose_step)
         panel.reply_settings_requested.connect(self.use_reply_own)
+        panel.uncertain_requested.connect(self.open_most_uncertain)
         panel.set_settings(settings)
 
-    def follow(self, shown: ShownChat, step_lookup: StepLookup, newest_lookup: NewestLookup) -> None:
-        """Follow the chat and turn shown; ``step_lookup`` and ``newest_lookup`` name a stored reply's
-        token and the newest one of the path shown."""
+    def follow(
+        self,
+        shown: ShownChat,
+        step_lookup: StepLookup,
+        newest_lookup: NewestLookup,
+        uncertain_lookup: UncertainLookup,
+    ) -> None:
+        """Follow the chat and turn shown; ``step_lookup``, ``newest_lookup`` and ``uncertain_lookup`` name
+        a stored reply's token, the newest one of the path shown and a stored reply's most uncertain one."""
         self.step_lookup = step_lookup
         self.newest_lookup = newest_lookup
+        self.uncertain_lookup = uncertain_lookup
         self.offset_lookup = lambda: shown.live.alternatives_offset
         self.turn_message = lambda: shown.live.message_id
 
@@ -215,6 +228,26 @@ class FunnelController(QObject):
         self._show_following(step < 0)
         self._due = True
         self._send()
+
+    def shown_message(self) -> int | None:
+        """The stored message id of the reply shown (None: none, or the reply streaming is not stored yet)."""
+        if self.stored is not None:
+            return self.stored.reply_id
+        if self.message_id is not None:
+            return self.message_id
+        if self.reply_id is not None and self.turn_message is not None:
+            return self.turn_message()
+        return None
+
+    def open_most_uncertain(self) -> None:
+        """Show the shown reply's most uncertain token (:attr:`uncertain_lookup`); the "newest" box goes
+        off. A reply still streaming has no entropies yet: the panel says so and nothing changes."""
+        mid = self.shown_message()
+        target = self.uncertain_lookup(mid) if mid is not None and self.uncertain_lookup is not None else None
+        if target is None:
+            self.panel.show_status(NOT_YET)
+            return
+        self.open_step(target)
 
     def open_step(self, target: StepTarget, following: bool = False) -> None:
         """Show a token clicked in the chat or the Tokens panel (see the module docstring): the engine's

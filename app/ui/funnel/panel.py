@@ -39,6 +39,22 @@ from app.core.sampling.params import DEFAULT_ORDER, ORDER_NOTE, SamplerSettings,
 from app.ui.common import palette
 from app.ui.common.palette import qcolor
 from app.ui.common.token_label import visible
+from app.ui.funnel.legend import (
+    AS_DRAWN,
+    AS_DRAWN_HELP,
+    FOOTER_HELP,
+    LEGEND,
+    TOKEN_HELP,
+    UNCERTAIN_HELP,
+    WHAT_IF,
+    WHAT_IF_HELP,
+    FooterRow,
+    cell_tip,
+    footer_tip,
+    footer_value,
+    header_tip,
+    pct,
+)
 
 SHORT: dict[FunnelStageKind, str] = {
     FunnelStageKind.MODEL: "model",
@@ -72,23 +88,6 @@ def visible_token(text: str) -> str:
     """Show whitespace in a token as every panel does (· space, ⏎ newline, → tab); isolated, so a right-to-left
     token stays after the row's ▶ mark (:mod:`app.ui.common.token_label`)."""
     return visible(text)
-
-
-def pct(p: float) -> str:
-    """A probability as a short percentage for a narrow cell: 100, 37, 3.2, <.1."""
-    v = 100.0 * p
-    if v >= 99.95:
-        return "100"
-    if v >= 9.95:
-        return f"{v:.0f}"
-    if v >= 0.05:
-        return f"{v:.1f}"
-    return "<.1"
-
-
-def count(n: int) -> str:
-    """A survivor count in at most four characters: 40, 1234, 49k, 262k."""
-    return str(n) if n < 10_000 else f"{n // 1000}k"
 
 
 def order_surprise(s: SamplerSettings) -> str | None:
@@ -142,20 +141,10 @@ def wrappable(chain: str) -> str:
     return chain.replace("→", "→" + ZWSP)
 
 
-AS_DRAWN = "as drawn (the reply's own settings)"
-WHAT_IF = "what-if: the current settings on this step's logits"
-LEGEND = (
-    "Rows: tokens; ▶ = the token the reply drew. Columns: the chain's stages in the order shown above "
-    "(as drawn: the order llama.cpp ran them for this reply; what-if: the order they would run in now). "
-    "A cell is the token's probability after that stage, renormalised over the survivors; × = cut. "
-    "The green bar in the draw column: the token a new draw with these settings picks (a fresh random number "
-    "from the reply's seed, not the one the reply used at this step), so it can differ from ▶ even as drawn; "
-    "the draw's percentages are what counts. "
-    "left = tokens surviving, H = entropy in bits, rest = probability outside the rows shown."
-)
-
-
 __all__ = [
+    "AS_DRAWN",
+    "LEGEND",
+    "WHAT_IF",
     "FunnelPanel",
     "FunnelView",
     "OrderDialog",
@@ -174,6 +163,7 @@ class FunnelView(QWidget):
     MAX_NAME_W = 150
     ROW_H = 15
     MIN_COL_W = 22  # "100" in the small mono font; narrower panels stagger the stage names (header_rows)
+    FOOTER_GAP = 4  # px between the last token row and the footer
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -221,13 +211,42 @@ class FunnelView(QWidget):
         r = int(y // self.ROW_H) - self.header_rows()
         return r if 0 <= r < len(self.funnel.rows) else None
 
+    def column_at(self, x: float) -> int | None:
+        """The stage column under ``x`` (widget px), or None (the token column, past the last stage, no funnel)."""
+        if self.funnel is None or x < self.name_w():
+            return None
+        c = int((x - self.name_w()) // self._col_w())
+        return c if 0 <= c < len(self.funnel.stages) else None
+
+    def footer_at(self, y: float) -> FooterRow | None:
+        """The footer row under ``y`` (widget px): left, H bits, rest % (None: elsewhere)."""
+        if self.funnel is None:
+            return None
+        y0 = (len(self.funnel.rows) + self.header_rows()) * self.ROW_H + self.FOOTER_GAP
+        i = int((y - y0) // self.ROW_H) if y >= y0 else -1
+        rows = list(FooterRow)
+        return rows[i] if 0 <= i < len(rows) else None
+
     def tooltip_at(self, x: float, y: float) -> str:
-        """A token row's name cell: its whole text (elided in a narrow column) and id; elsewhere the legend."""
-        r = self.row_at(y)
-        if r is None or self.funnel is None or x >= self.name_w():
+        """What the label or cell under (x, y) (widget px) means (:mod:`app.ui.funnel.legend`): a stage's
+        header, a token row's name (its whole text, elided in a narrow column, and id), a cell, a footer
+        row's name or value; the legend elsewhere (the corner, no funnel)."""
+        f = self.funnel
+        if f is None:
             return LEGEND
-        tok, text = self.funnel.rows[r]
-        return f"{visible_token(text)}  (token id {tok})"
+        c = self.column_at(x)
+        if y < self.header_rows() * self.ROW_H:
+            return header_tip(f, c) if c is not None else LEGEND
+        r = self.row_at(y)
+        if r is not None:
+            if x < self.name_w():
+                tok, text = f.rows[r]
+                return f"{visible_token(text)}  (token id {tok})"
+            return cell_tip(f, r, c) if c is not None else LEGEND
+        row = self.footer_at(y)
+        if row is None:
+            return LEGEND
+        return footer_tip(row, f.stages[c]) if c is not None else FOOTER_HELP[row]
 
     def event(self, e: QEvent) -> bool:
         if e.type() == QEvent.Type.ToolTip and isinstance(e, QHelpEvent):
@@ -311,17 +330,12 @@ class FunnelView(QWidget):
                     p.setPen(qcolor(palette.FAINT))
                     p.drawText(cell, centre, "×")
         # Footer: survivors, entropy, mass outside the rows.
-        y0 = (len(f.rows) + head) * rh + 4
-        for i, (name, values) in enumerate(
-            (
-                ("left", [count(st.survivors) for st in f.stages]),
-                ("H bits", [f"{st.entropy_bits:.1f}" for st in f.stages]),
-                ("rest %", [pct(st.outside) if st.outside > 0 else "0" for st in f.stages]),
-            )
-        ):
+        y0 = (len(f.rows) + head) * rh + self.FOOTER_GAP
+        for i, foot in enumerate(FooterRow):
+            values = [footer_value(foot, st) for st in f.stages]
             y = y0 + i * rh
             p.setPen(qcolor(palette.TEXT_DIM))
-            p.drawText(QRectF(0, y, name_w, rh), left, name)
+            p.drawText(QRectF(0, y, name_w, rh), left, foot.value)
             p.setPen(qcolor(palette.TEXT_SOFT))
             for c, v in enumerate(values):
                 p.drawText(QRectF(name_w + c * col_w, y, col_w, rh), centre, v)
@@ -385,11 +399,14 @@ class FunnelPanel(QWidget):
         step_chosen(int): the person picked a token of the reply (0-based), or -1 to follow the newest.
         order_chosen(object): the person chose a new stage order (a tuple of :class:`SamplerStage`).
         reply_settings_requested(): the person asked to see the funnel with the reply's own settings.
+        uncertain_requested(): the person asked for the reply's most uncertain token (the step with the
+            highest entropy).
     """
 
     step_chosen = Signal(int)
     order_chosen = Signal(object)  # tuple[SamplerStage, ...]
     reply_settings_requested = Signal()
+    uncertain_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -400,7 +417,9 @@ class FunnelPanel(QWidget):
         lay.setSpacing(4)
         nav = QHBoxLayout()
         nav.setSpacing(4)
-        nav.addWidget(QLabel("token"))
+        token_label = QLabel("token")
+        token_label.setToolTip(TOKEN_HELP)
+        nav.addWidget(token_label)
         self.step_field = QSpinBox()
         self.step_field.setObjectName("funnelStep")
         self.step_field.setAccessibleName("token of the reply")
@@ -412,10 +431,15 @@ class FunnelPanel(QWidget):
         nav.addWidget(self.of_label)
         self.follow = QCheckBox("newest")
         self.follow.setObjectName("funnelFollow")
-        self.follow.setToolTip("Follow the newest token while a reply streams")
+        self.follow.setToolTip("Follow the newest token while a reply streams (and show the last token when it ends)")
         self.follow.setChecked(True)
         self.follow.toggled.connect(self._follow_toggled)
         nav.addWidget(self.follow)
+        self.uncertain = QPushButton("most uncertain")
+        self.uncertain.setObjectName("funnelUncertain")
+        self.uncertain.setToolTip(UNCERTAIN_HELP)
+        self.uncertain.clicked.connect(self.uncertain_requested)
+        nav.addWidget(self.uncertain)
         nav.addStretch(1)
         self.order_button = QPushButton("Order…")
         self.order_button.setObjectName("orderButton")
@@ -480,6 +504,7 @@ class FunnelPanel(QWidget):
         self.of_label.setText(f"of {n_steps}")
         self.step_field.setEnabled(True)
         self.follow.setEnabled(True)
+        self.uncertain.setEnabled(True)
 
     def clear_steps(self) -> None:
         """No reply is shown: the token field and the "newest" box are off and count nothing."""
@@ -491,13 +516,14 @@ class FunnelPanel(QWidget):
         self.of_label.setText("")
         self.step_field.setEnabled(False)
         self.follow.setEnabled(False)
+        self.uncertain.setEnabled(False)
 
     def show_funnel(self, funnel: Funnel, as_drawn: bool) -> None:
         """Draw ``funnel``; ``as_drawn``: it ran with the reply's own settings (else it is a what-if)."""
         self.view.show_funnel(funnel)
         self.mode_label.setText(AS_DRAWN if as_drawn else WHAT_IF)
         self.mode_label.setStyleSheet(f"color: {palette.GREEN if as_drawn else palette.AMBER};")
-        self.mode_label.setToolTip(LEGEND)
+        self.mode_label.setToolTip(AS_DRAWN_HELP if as_drawn else WHAT_IF_HELP)
         self.own_button.setVisible(not as_drawn)
         self.order_label.setText(wrappable(order_text(funnel.settings)))
         note = funnel_note(funnel)
@@ -522,6 +548,10 @@ class FunnelPanel(QWidget):
         self.follow.blockSignals(True)
         self.follow.setChecked(on)
         self.follow.blockSignals(False)
+
+    def show_status(self, text: str) -> None:
+        """Say ``text`` on the line under the table (the funnel shown stays)."""
+        self.status.setText(text)
 
     def show_message(self, text: str) -> None:
         self.view.show_funnel(None, text)

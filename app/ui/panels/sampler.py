@@ -18,7 +18,6 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPushButton,
     QRadioButton,
-    QSlider,
     QSpinBox,
     QToolTip,
     QVBoxLayout,
@@ -42,6 +41,7 @@ from app.core.sampling.params import (
     with_preset,
 )
 from app.ui.common import palette
+from app.ui.common.fine_slider import FineSlider
 from app.ui.common.wheel_guard import guard_wheel
 from app.ui.funnel.panel import visible_token
 from app.ui.window.model_change import ModelChange, ModelPhase
@@ -77,6 +77,13 @@ MIROSTAT_NOTE = (
     "Mirostat is on: llama.cpp's chain is logit bias → temperature → mirostat, so this stage does not run "
     "(set mirostat to 0 to use it)."
 )
+
+
+def slider_keys(spec: ParamSpec) -> str:
+    """The slider tooltip's line on fine control (:class:`~app.ui.common.fine_slider.FineSlider`)."""
+    step = _number(10.0**-spec.decimals, spec.decimals)
+    page = _number(FineSlider.PAGE * 10.0**-spec.decimals, spec.decimals)
+    return f"Arrow keys: ±{step}; PageUp/PageDown: ±{page}; drag with Shift held: {FineSlider.FINE}x finer."
 
 
 def _number(v: float, decimals: int) -> str:
@@ -125,14 +132,15 @@ class ParamRow:
         self.label = QLabel(spec.label)
         self.label.setObjectName("paramName")
         self.label.setToolTip(spec.help)
-        self.slider = QSlider(Qt.Orientation.Horizontal)
+        self.slider = FineSlider(self.step_by)
         if spec.knee is not None:  # positions 0..TRACK: KNEE_AT of them up to the knee, the rest beyond
             self.slider.setRange(0, self.TRACK)
             self.slider.setSingleStep(max(1, self.position(spec.minimum + spec.step) - self.position(spec.minimum)))
         else:
             self.slider.setRange(int(spec.minimum * self._scale), int(spec.maximum * self._scale))
             self.slider.setSingleStep(max(1, round(spec.step * self._scale)))
-        self.slider.setToolTip(spec.help)
+        self.slider_help = f"{spec.help}\n{slider_keys(spec)}"
+        self.slider.setToolTip(self.slider_help)
         self.slider.setMinimumWidth(50)
         self.slider.setAccessibleName(f"{spec.label} slider")
         field: _IntField | _FloatField
@@ -193,6 +201,18 @@ class ParamRow:
             v = knee + (hi - knee) * (share - KNEE_AT) / (1 - KNEE_AT)
         return round(v, spec.decimals)
 
+    def fine_step(self) -> float:
+        """What an arrow key on the slider moves the value by: one unit of the field's last decimal
+        (0.01 for temperature, top_p and min_p; 1 for a whole number)."""
+        return 10.0**-self.spec.decimals
+
+    def step_by(self, steps: int) -> None:
+        """Move the value by ``steps`` fine steps (:meth:`fine_step`; an arrow key on the slider, or ten for
+        PageUp/PageDown), kept within the parameter's range; applied as a typed value is."""
+        spec = self.spec
+        v = round(float(self.field.value()) + steps * self.fine_step(), spec.decimals)
+        self._show(min(spec.maximum, max(spec.minimum, v)))
+
     def set_value(self, v: float) -> None:
         self._sync = True
         self._good = v
@@ -224,9 +244,11 @@ class ParamRow:
 
     def set_replaced(self, why: str | None) -> None:
         """Grey the row out with ``why`` as its tooltip (a stage mirostat replaces), or bring it back (None)."""
-        for w in (self.label, self.slider, self.field):
+        for w in (self.label, self.field):
             w.setEnabled(why is None)
             w.setToolTip(why or self.spec.help)
+        self.slider.setEnabled(why is None)
+        self.slider.setToolTip(why or self.slider_help)
         self.off.setEnabled(why is None)
 
     def _show(self, v: float) -> None:

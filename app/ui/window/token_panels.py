@@ -59,7 +59,8 @@ class TokenPanels:
         tokens.funnel_requested.connect(self._open_funnel)
         tokens.branch_requested.connect(self._branch)
         chat.funnel_step_requested.connect(self.open_funnel_step)
-        funnel.follow(shown, chat.alternatives.step_target, chat.alternatives.newest_step_target)
+        alts = chat.alternatives
+        funnel.follow(shown, alts.step_target, alts.newest_step_target, alts.uncertain_step_target)
 
     def turn_message(self) -> int | None:
         """The message id of the live turn's reply, whose tokens the Tokens panel shows (None: none)."""
