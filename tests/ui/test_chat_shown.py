@@ -124,3 +124,29 @@ def test_a_funnel_with_no_reply_counts_no_tokens(qtbot):
         assert panel.of_label.text() == "" and not panel.step_field.isEnabled() and not panel.follow.isEnabled()
     finally:
         close_window(win)
+
+
+def test_a_new_chat_takes_the_last_chats_funnel_off_the_panel(qtbot, window):
+    window.funnel_dock.raise_()
+    window.engine.script(reply("a", "b", "c"))
+    send(qtbot, window, "letters")
+    panel, ctl = window.funnel_panel, window.funnel
+    qtbot.waitUntil(lambda: panel.view.funnel is not None and panel.of_label.text() == "of 3", timeout=5000)
+    asked = len(window.engine.sent(P.ComputeFunnel))
+    window.chat_page.new_chat()  # what Ctrl+N and the Chats panel's New do
+    qtbot.waitUntil(lambda: panel.view.funnel is None and panel.of_label.text() == "", timeout=5000)
+    assert "No reply kept its candidates yet" in panel.view.message and not panel.step_field.isEnabled()
+    ctl.tick()  # the repaint clock: the other chat's reply is not asked for again
+    assert len(window.engine.sent(P.ComputeFunnel)) == asked and ctl._in_flight is None
+
+
+def test_deleting_the_reply_shown_takes_its_funnel_off_the_panel(qtbot, window):
+    window.funnel_dock.raise_()
+    window.engine.script(reply("a", "b", "c"))
+    send(qtbot, window, "letters")
+    panel, ctl = window.funnel_panel, window.funnel
+    qtbot.waitUntil(lambda: panel.view.funnel is not None and panel.of_label.text() == "of 3", timeout=5000)
+    _delete(window, _last_reply(window))
+    qtbot.waitUntil(lambda: panel.view.funnel is None and panel.of_label.text() == "", timeout=5000)
+    ctl.tick()
+    assert panel.view.funnel is None and ctl._in_flight is None

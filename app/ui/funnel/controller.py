@@ -143,7 +143,7 @@ class FunnelController(QObject):
         self.turn_message = lambda: shown.live.message_id
 
         def shown_changed(state: Shown) -> None:
-            self.follow_path(state.message_ids, shown.live_reply)
+            self.follow_path(state.message_ids, shown.live_reply, kept_on_path=state.live)
 
         shown.changed.connect(shown_changed)
 
@@ -273,15 +273,21 @@ class FunnelController(QObject):
         self._due = True
         self._send()
 
-    def follow_path(self, message_ids: tuple[int, ...], turn_reply: tuple[int, int] | None = None) -> None:
-        """The chat now shows these messages (a branch switched, a conversation opened): a token of a
-        message no longer shown gives way to the newest reply's last token of the path shown.
+    def follow_path(
+        self, message_ids: tuple[int, ...], turn_reply: tuple[int, int] | None = None, kept_on_path: bool = True
+    ) -> None:
+        """The chat now shows these messages (a branch switched, a conversation opened, a new chat, a reply
+        deleted): a token of a message no longer shown gives way to the newest reply's last token of the
+        path shown, or to "no reply" when the path has none.
 
         ``turn_reply``: (stored message id, engine request id) of the chat's latest reply, which names
-        the message of the reply the engine keeps."""
+        the message of the reply the engine keeps. ``kept_on_path``: the live turn's reply is on the
+        path shown (False after New chat, another chat opened, or that reply deleted)."""
         shown = self.message_id
         if shown is None and self.stored is None and turn_reply is not None and turn_reply[1] == self.reply_id:
             shown = turn_reply[0]
+        if shown is None and self.stored is None and self.reply_id is not None and not kept_on_path:
+            shown = -1  # the engine's kept reply, which the path shown does not hold
         if shown is None:
             if self.enabled and self.stored is None and self.reply_id is None:
                 self._show_newest()  # nothing shown yet (a chat opened at start, or after a reload)
@@ -294,10 +300,13 @@ class FunnelController(QObject):
             return
         self.stored = None
         self.message_id = None
-        if self.reply_id is not None:
+        if self.reply_id is not None and kept_on_path:
             self._choose(-1)
-        else:
-            self._say_no_reply()
+            return
+        if not kept_on_path:  # not asked for again on the clock; the chat's newest token adopts it back
+            self.reply_id = None
+            self.n_steps = 0
+        self._say_no_reply()
 
     def _say_no_reply(self) -> None:
         """Nothing to show: the panel says how to get a funnel and counts no tokens."""
