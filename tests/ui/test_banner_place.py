@@ -58,3 +58,21 @@ def test_a_click_where_a_banner_just_vanished_does_not_reach_the_button_beneath(
         qtbot.mouseClick(regen, Qt.MouseButton.LeftButton, pos=at)
     assert asked == [MessageAction.REGENERATE]
     qtbot.waitUntil(lambda: reply_over(window))
+
+
+def test_a_banner_shown_again_in_that_place_takes_its_clicks_at_once(qtbot, window):
+    send(qtbot, window, "Hi.")
+    window.notices.show(NoticeTopic.DELETED_MESSAGE, Severity.INFO, "Deleted the message.", [("Undo", lambda: None)])
+    qtbot.waitUntil(window.banner.isVisible)
+    window.notices.clear(NoticeTopic.DELETED_MESSAGE)  # a new turn starts...
+    assert window.banner.guard.armed
+    pressed: list[str] = []
+    # ...and is refused at once: the new banner's button is where the person clicks.
+    window.notices.show(
+        NoticeTopic.GENERAL, Severity.ERROR, "Refused.", [("Merge them", lambda: pressed.append("merge"))]
+    )
+    qtbot.waitUntil(window.banner.isVisible)
+    _settle_layout()
+    button = next(b for label, b in window.banner.action_buttons() if label == "Merge them")
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    assert pressed == ["merge"] and window.banner.guard.swallowed == 0

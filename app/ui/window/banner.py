@@ -44,7 +44,7 @@ class ClickGuard(QObject):
         self._installed = False
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
-        self._timer.timeout.connect(self._disarm)
+        self._timer.timeout.connect(self.disarm)
 
     @property
     def armed(self) -> bool:
@@ -63,7 +63,9 @@ class ClickGuard(QObject):
             self._installed = True
         self._timer.start(ms)
 
-    def _disarm(self) -> None:
+    def disarm(self) -> None:
+        """Swallow nothing from now on (the time is up, or a banner is shown again in the place guarded)."""
+        self._timer.stop()
         app = QApplication.instance()
         if self._installed and app is not None:
             app.removeEventFilter(self)
@@ -119,9 +121,12 @@ class Banner(QFrame):
 
     def setVisible(self, visible: bool) -> None:
         """Hidden while on screen (:meth:`hide`, ✕, a notice cleared): the place it took is guarded
-        for :data:`GUARD_MS` (moved to the other page with its page, it is not)."""
+        for :data:`GUARD_MS` (moved to the other page with its page, it is not); shown again, the
+        banner is what is there, and its buttons take clicks at once."""
         if not visible and self.isVisible():
             self.guard.arm(QRect(self.mapToGlobal(QPoint(0, 0)), self.size()), GUARD_MS)
+        elif visible:
+            self.guard.disarm()
         super().setVisible(visible)
 
     def show_message(
