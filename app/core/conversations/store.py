@@ -371,6 +371,23 @@ class ConversationStore(MessagesMixin, AlternativesMixin):
                 "UPDATE conversations SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL", (self._now(), conv_id)
             )
 
+    def discard_if_empty(self, conv_id: int) -> bool:
+        """Remove for good conversation ``conv_id`` if it has no messages (a chat whose only message
+        was refused and taken out); no trash, no Undo: there is nothing in it to bring back.
+
+        Returns:
+            True when it was removed; False when it has messages (it is left as it is).
+
+        Raises:
+            KeyError: no such conversation.
+        """
+        self._require_conversation(conv_id)
+        with self._write() as conn:
+            if conn.execute("SELECT 1 FROM messages WHERE conversation_id = ? LIMIT 1", (conv_id,)).fetchone():
+                return False
+            conn.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
+        return True
+
     def undo_delete(self, conv_id: int) -> None:
         """Bring back a deleted conversation (until it is purged).
 

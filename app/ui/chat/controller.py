@@ -36,6 +36,7 @@ from app.core.sampling.params import SamplerSettings
 from app.ui.chat.alternatives import ChatAlternatives, branch_start
 from app.ui.chat.chat_settings import ChatSettingsController
 from app.ui.chat.composer import Composer
+from app.ui.chat.drafts import Drafts
 from app.ui.chat.message import MessageAction, MessageWidget
 from app.ui.chat.presenter import ContinueRule, MessageLook, stored_look
 from app.ui.chat.reply import ReplyInFlight, new_reply_meta
@@ -127,6 +128,9 @@ class ChatController(QObject):
         self.top_candidates = 20
         # Whether the engine keeps each reply's logits per step for the Funnel panel (set by the window).
         self.keep_logits = False
+        self.drafts = Drafts(composer, store, self.new_chat)  # each chat's unsent text; the box holds the shown chat's
+        self.conversation_changed.connect(self.drafts.show_chat)
+        self.streaming.sent_refused.connect(self.drafts.sent_refused)
         composer.submitted.connect(self.send)
         composer.stop_requested.connect(self.stop)
         view.action_requested.connect(self._on_action)
@@ -282,12 +286,13 @@ class ChatController(QObject):
         if self.busy:
             self._say_busy()
             return False
+        if not self._engine_ready():
+            return False
+        self.composer.take_draft()  # sent: not a draft of the chat it is sent in, nor of the one it makes
         if self.conversation_id is not None and self.store.get_conversation(self.conversation_id).deleted_at:
             # The chat shown was deleted (Undo still possible): never write into the trash.
             self.shown.show(None, ())
             self.conversation_changed.emit(None)
-        if not self._engine_ready():
-            return False
         model = self.engine.model
         conv = self.conversation_id
         if conv is None:
@@ -303,7 +308,6 @@ class ChatController(QObject):
         path = self.store.active_path(conv)
         mid = self.store.add_message(conv, path[-1].id if path else None, Role.USER, text)
         self.view.add_message(Role.USER, text, message_id=mid)
-        self.composer.take_draft()
         self.conversations_changed.emit()
         return self._start_reply(parent_id=mid, sent_user=(mid, text))
 

@@ -6,10 +6,8 @@ from __future__ import annotations
 import html
 import time
 
-from PySide6.QtCore import QEvent, QModelIndex, QObject, QPersistentModelIndex, QPoint, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QPainter
+from PySide6.QtCore import QEvent, QObject, QPoint, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
-    QApplication,
     QHBoxLayout,
     QInputDialog,
     QLineEdit,
@@ -17,66 +15,17 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QMenu,
     QPushButton,
-    QStyle,
-    QStyledItemDelegate,
-    QStyleOptionViewItem,
     QVBoxLayout,
     QWidget,
 )
 
 from app.core.conversations import ConversationStore
+from app.ui.chat.chat_item import ROLE_MATCH, ChatItemDelegate
 from app.ui.chat.export import ExportFormat
-from app.ui.common.elided_label import elide_once
 from app.ui.common.fmt import ago
 
 ROLE_ID = Qt.ItemDataRole.UserRole
 ROLE_MESSAGE = Qt.ItemDataRole.UserRole + 1
-
-
-class LinesDelegate(QStyledItemDelegate):
-    """Draws each line of an item (a chat's title, then when it changed or the search hit) on one
-    line, cut with one "…" at most: a title already cut with "…" is not given a second one by
-    the view's own eliding (:func:`~app.ui.common.elided_label.elide_once`)."""
-
-    def shown_text(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> str:
-        """The text as drawn in ``option.rect`` (each line elided to the item's text width)."""
-        opt = QStyleOptionViewItem(option)
-        self.initStyleOption(opt, index)
-        return self._fit(opt)
-
-    def _widget_style(self, opt: QStyleOptionViewItem) -> tuple[QWidget | None, QStyle]:
-        widget = opt.widget or self.parent()
-        if isinstance(widget, QWidget):
-            return widget, widget.style()
-        return None, QApplication.style()
-
-    def _fit(self, opt: QStyleOptionViewItem) -> str:
-        widget, style = self._widget_style(opt)
-        rect = style.subElementRect(QStyle.SubElement.SE_ItemViewItemText, opt, widget)
-        margin = style.pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin, None, widget) + 1
-        return elide_once(opt.fontMetrics, opt.text, rect.width() - 2 * margin)
-
-    def paint(
-        self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
-    ) -> None:
-        opt = QStyleOptionViewItem(option)
-        self.initStyleOption(opt, index)
-        opt.text = self._fit(opt)
-        opt.textElideMode = Qt.TextElideMode.ElideNone
-        opt.features &= ~QStyleOptionViewItem.ViewItemFeature.WrapText
-        widget, style = self._widget_style(opt)
-        style.drawControl(QStyle.ControlElement.CE_ItemViewItem, opt, painter, widget)
-
-    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> QSize:
-        opt = QStyleOptionViewItem(option)
-        self.initStyleOption(opt, index)
-        opt.features &= ~QStyleOptionViewItem.ViewItemFeature.WrapText
-        widget, style = self._widget_style(opt)
-        hint = style.sizeFromContents(QStyle.ContentsType.CT_ItemViewItem, opt, QSize(), widget)
-        # As wide as the list shows (never wider: a line too long for it is elided, not scrolled to).
-        view = self.parent()
-        room = view.viewport().width() if isinstance(view, QListWidget) else hint.width()
-        return QSize(min(hint.width(), room), hint.height())
 
 
 class ConversationsPanel(QWidget):
@@ -122,7 +71,7 @@ class ConversationsPanel(QWidget):
         self.list.itemClicked.connect(self._activated)
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
-        self.list.setItemDelegate(LinesDelegate(self.list))  # each line on one line, one "…" at most
+        self.list.setItemDelegate(ChatItemDelegate(self.list))  # title and second line, each elided on its own
         lay.addWidget(self.list, 1)
         self._search_timer = QTimer(self)
         self._search_timer.setSingleShot(True)
@@ -157,10 +106,12 @@ class ConversationsPanel(QWidget):
                 item.setFlags(Qt.ItemFlag.NoItemFlags)
                 self.list.addItem(item)
             for h in hits:
-                where = "title" if h.role is None else h.role.value
-                item = QListWidgetItem(f"{h.conversation_title}\n{where}: {h.snippet}")
+                where = f"{'title' if h.role is None else h.role.value}: "
+                item = QListWidgetItem(f"{h.conversation_title}\n{where}{h.snippet}")
                 item.setData(ROLE_ID, h.conversation_id)
                 item.setData(ROLE_MESSAGE, h.message_id)
+                if h.highlights:  # the second line is shown from the match when it would fall past the width
+                    item.setData(ROLE_MATCH, len(where) + h.highlights[0][0])
                 item.setToolTip(html.escape(h.snippet))
                 self.list.addItem(item)
             return

@@ -62,6 +62,8 @@ class ReplyStreaming(QObject):
         repair_offered(str, list): the template refused the turn order: the refusal and the repairs.
         reply_conversation_changed(object): the chat a reply is written in, or None when it ended.
         conversations_changed(): the reply ended (stored), or its question was taken out.
+        sent_refused(int, str): the message just sent to chat ``id`` could not be answered (longer
+            than the context, say) and was taken out of the chat: the chat id and the message's text.
     """
 
     notice = Signal(object, str, object)  # (Severity, text, NoticeTopic)
@@ -69,6 +71,7 @@ class ReplyStreaming(QObject):
     repair_offered = Signal(str, list)
     reply_conversation_changed = Signal(object)  # int | None
     conversations_changed = Signal()
+    sent_refused = Signal(int, str)
 
     def __init__(
         self,
@@ -273,18 +276,22 @@ class ReplyStreaming(QObject):
             self.repair_offered.emit(ev.message, repairs)
             return
         sent = reply.sent_user
-        if sent is not None and self.view.last_message_id() == sent[0]:
+        path = self.store.active_path(reply.conversation_id)
+        if sent is not None and path and path[-1].id == sent[0]:
             # The message just sent could not be answered (e.g. longer than the context):
             # take it out of the conversation, so the next message is not refused for it
-            # too, and give its text back in the box, so nothing is lost.
+            # too; the chat controller gives its text back to the chat's draft, so nothing is
+            # lost (and removes a chat that this message made and left empty).
             self.store.delete_message(sent[0])
-            self.view.remove_message(sent[0])
-            self.composer.restore_draft(sent[1])
-            self.shown.refresh()
+            if shown:
+                self.view.remove_message(sent[0])
+                self.shown.refresh()
+            self.sent_refused.emit(reply.conversation_id, sent[1])
             self.conversations_changed.emit()
         elif shown:
             self.view.note_under_last(ev.message)
-        self.notice.emit(Severity.ERROR, ev.message, NoticeTopic.GENERAL)
+        # About that send: another chat shown makes it moot (app/ui/window/chat_notices.py).
+        self.notice.emit(Severity.ERROR, ev.message, NoticeTopic.SEND)
 
     def _on_generation_ended(self, _request_id: int) -> None:
         """The reply is over. If neither Finished nor Failed closed it, the engine went away

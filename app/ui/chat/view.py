@@ -229,10 +229,6 @@ class ChatView(QScrollArea):
         """The message widgets built, oldest first (see the module docstring)."""
         return tuple(self.messages)
 
-    def last_message_id(self) -> int | None:
-        """The stored id of the last message shown (None: none, or not stored)."""
-        return self.messages[-1].message_id if self.messages and not self._below else None
-
     def remove_message(self, message_id: int) -> None:
         """Take message ``message_id``'s widget away (it was deleted)."""
         self.remove_widget(next((w for w in self.messages if w.message_id == message_id), None))

@@ -1,14 +1,92 @@
 """The dismissible message above the chat, with optional action buttons: the view of
-:class:`~app.ui.window.notices.Notices`, which decides what it says and about what."""
+:class:`~app.ui.window.notices.Notices`, which decides what it says and about what.
+
+The banner takes its own place in the page's column, above the chat (it pushes the chat down,
+never covers it). When it goes, the chat moves up into its place, so what was under the pointer
+is suddenly a message's button: a :class:`ClickGuard` swallows the clicks on the place where it
+was for :data:`GUARD_MS` (a click meant for the banner, made as it vanished, must not regenerate a
+reply).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QWidget
+from PySide6.QtCore import QElapsedTimer, QEvent, QObject, QPoint, QRect, Qt, QTimer
+from PySide6.QtGui import QMouseEvent
+from PySide6.QtWidgets import QApplication, QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QWidget
 
 from app.ui.common.severity import Severity
+
+# Milliseconds after a banner goes during which a click on the place it took does nothing: about a
+# reaction time (a click already on its way when the banner vanished), short enough not to be felt.
+GUARD_MS = 300
+
+
+class ClickGuard(QObject):
+    """Swallows mouse presses (and the release of a press it swallowed) inside a screen rectangle for
+    a while: an event filter on the application, installed only while armed.
+
+    Attributes:
+        rect: the guarded rectangle, in global (screen) coordinates.
+        swallowed: how many presses it swallowed (since it was made).
+    """
+
+    _PRESSES = (QEvent.Type.MouseButtonPress, QEvent.Type.MouseButtonDblClick)
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.rect = QRect()
+        self.swallowed = 0
+        self._clock = QElapsedTimer()
+        self._ms = 0
+        self._eat_release = False
+        self._installed = False
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.timeout.connect(self.disarm)
+
+    @property
+    def armed(self) -> bool:
+        """Whether presses in :attr:`rect` are swallowed now."""
+        return self._installed and self._clock.isValid() and self._clock.elapsed() < self._ms
+
+    def arm(self, rect: QRect, ms: int) -> None:
+        """Swallow presses inside ``rect`` (global coordinates) for the next ``ms`` milliseconds."""
+        app = QApplication.instance()
+        if app is None or rect.isEmpty():
+            return
+        self.rect, self._ms = QRect(rect), ms
+        self._clock.start()
+        if not self._installed:
+            app.installEventFilter(self)
+            self._installed = True
+        self._timer.start(ms)
+
+    def disarm(self) -> None:
+        """Swallow nothing from now on (the time is up, or a banner is shown again in the place guarded)."""
+        self._timer.stop()
+        app = QApplication.instance()
+        if self._installed and app is not None:
+            app.removeEventFilter(self)
+        self._installed = self._eat_release = False
+
+    def eventFilter(self, obj: QObject, e: QEvent) -> bool:
+        kind = e.type()
+        if kind == QEvent.Type.MouseButtonRelease and self._eat_release:
+            self._eat_release = False
+            return True
+        if (
+            kind in self._PRESSES
+            and isinstance(e, QMouseEvent)
+            and obj.isWidgetType()
+            and self.armed
+            and self.rect.contains(e.globalPosition().toPoint())
+        ):
+            self.swallowed += 1
+            self._eat_release = True
+            return True
+        return False
 
 
 class Banner(QFrame):
@@ -17,6 +95,7 @@ class Banner(QFrame):
     Attributes:
         text: the message (rich text).
         severity: the message's severity (its colour, from the stylesheet's ``kind`` property).
+        guard: swallows clicks on the place the banner took, for :data:`GUARD_MS` after it went.
     """
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -37,7 +116,18 @@ class Banner(QFrame):
         close.clicked.connect(self.hide)
         lay.addWidget(close)
         self.severity = Severity.INFO
+        self.guard = ClickGuard(self)
         self.hide()
+
+    def setVisible(self, visible: bool) -> None:
+        """Hidden while on screen (:meth:`hide`, ✕, a notice cleared): the place it took is guarded
+        for :data:`GUARD_MS` (moved to the other page with its page, it is not); shown again, the
+        banner is what is there, and its buttons take clicks at once."""
+        if not visible and self.isVisible():
+            self.guard.arm(QRect(self.mapToGlobal(QPoint(0, 0)), self.size()), GUARD_MS)
+        elif visible:
+            self.guard.disarm()
+        super().setVisible(visible)
 
     def show_message(
         self,

@@ -6,7 +6,8 @@
 - A chat made with another model than the loaded one: an offer to load that model.
 - The chat controller's own notices (a refused message, a full context, a repair offered).
 
-When the chat shown changes, the notices about the chat that was shown go.
+When the chat shown changes, the notices about the chat that was shown go (a message it could
+not send among them: its text went back to that chat's draft).
 """
 
 from __future__ import annotations
@@ -25,7 +26,13 @@ from app.ui.window.chat_page import ChatPage
 from app.ui.window.notices import Notices, NoticeTopic
 
 # Notices about the chat shown: another chat shown makes them moot.
-CHAT_TOPICS = (NoticeTopic.SYSTEM_PROMPT, NoticeTopic.CHAT_MODEL, NoticeTopic.CONTEXT, NoticeTopic.DELETED_MESSAGE)
+CHAT_TOPICS = (
+    NoticeTopic.SYSTEM_PROMPT,
+    NoticeTopic.CHAT_MODEL,
+    NoticeTopic.CONTEXT,
+    NoticeTopic.DELETED_MESSAGE,
+    NoticeTopic.SEND,
+)
 
 
 class ChatNotices:

@@ -41,6 +41,7 @@ class NoticeTopic(str, enum.Enum):
     SYSTEM_PROMPT = "system-prompt"  # a chat's system prompt was edited (offer it for new chats)
     CONTEXT = "context"  # the context filled (a reply stopped at n_ctx, or old turns were dropped)
     DELETED_MESSAGE = "deleted-message"  # Undo of a message deletion, until the chat changes
+    SEND = "send"  # a message sent that could not be answered (too long for n_ctx...), until the chat changes
     INTERNAL_ERROR = "internal-error"  # an unexpected error in the window (app/diagnostics.py), with its log
 
 
@@ -53,6 +54,7 @@ PAGE_TOPICS: dict[NoticeTopic, Page] = {
     NoticeTopic.SYSTEM_PROMPT: Page.CHAT,
     NoticeTopic.NO_MODEL: Page.CHAT,
     NoticeTopic.CONTEXT: Page.CHAT,
+    NoticeTopic.SEND: Page.CHAT,
 }
 
 
