@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QKeySequence
-from PySide6.QtWidgets import QDockWidget, QFrame, QMainWindow, QScrollArea, QSizePolicy, QWidget
+from PySide6.QtWidgets import QDockWidget, QFrame, QMainWindow, QScrollArea, QSizePolicy, QTabBar, QWidget
 
 from app.core.inspection.pipeline_guide import LiveView
 
@@ -91,7 +91,13 @@ class DockRegistry:
         if spec.least_width:
             dock.setMinimumWidth(spec.least_width)
         if spec.tab_with is not None:
+            before = set(self._tab_bars())
             self._main.tabifyDockWidget(self.named(spec.tab_with), dock)
+            # Qt (6.11) makes three tab bars for one tabify in the bottom area and leaves two it does not
+            # use visible, as a stray "Tokens | Timeline" strip over the Model panel. The last one made
+            # is the group's; the others are hidden (not deleted: the layout still holds them for reuse).
+            for stray in [b for b in self._tab_bars() if b not in before][:-1]:
+                stray.hide()
         else:
             self._main.addDockWidget(spec.area, dock)
         if spec.hidden:
@@ -99,6 +105,10 @@ class DockRegistry:
         self._docks.append(dock)
         self._specs[spec.name] = spec
         return dock
+
+    def _tab_bars(self) -> list[QTabBar]:
+        """The main window's own tab bars (its tabbed dock groups'), in the order they were made."""
+        return [b for b in self._main.findChildren(QTabBar) if b.parent() is self._main]
 
     def __iter__(self) -> Iterator[QDockWidget]:
         return iter(tuple(self._docks))
