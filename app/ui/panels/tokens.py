@@ -19,7 +19,7 @@ tokens: the panel is empty until the next turn).
 from __future__ import annotations
 
 from PySide6.QtCore import QPoint, QUrl, Signal
-from PySide6.QtGui import QCursor, QTextCursor
+from PySide6.QtGui import QCursor, QResizeEvent, QTextCursor
 from PySide6.QtWidgets import (
     QCheckBox,
     QHBoxLayout,
@@ -55,6 +55,9 @@ EMPTY = (
     "The next reply's tokens appear here as it is written: its prompt's new tokens, then each token drawn. "
     "A stored reply's tokens: its Tokens button in the chat."
 )
+# The caption's least width beside the controls, pixels: a narrower dock (800x500) puts it on a line of
+# its own above them, where it has the panel's width (beside them it was squeezed into a 20 px column).
+CAPTION_LEAST = 240
 CHIPS_PER_REFRESH = 500  # generated chips added per refresh at most (see TokensPanel.refresh)
 BLOCK_CHIPS = 64  # generated chips per paragraph at most (see TokensPanel._append_generated)
 
@@ -109,8 +112,11 @@ class TokensPanel(QWidget):
         self.summary = QLabel(EMPTY)
         self.summary.setObjectName("detailLabel")
         self.summary.setWordWrap(True)
-        self.summary.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        # never shorter than its wrapped lines (a squeezed dock shortens the token view instead)
+        self.summary.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)
         top.addWidget(self.summary, 1)
+        self._top = top
+        self._lay = lay
         self.show_ids = QCheckBox("ids")  # short labels: the bottom dock fits under a narrow chat (1024 px)
         self.show_ids.setToolTip("Show each token's id under it")
         self.show_ids.setAccessibleName("Show token ids")
@@ -141,6 +147,7 @@ class TokensPanel(QWidget):
         self.per_token.valueChanged.connect(self.per_token_changed.emit)
         top.addWidget(self.per_token)
         lay.addLayout(top)
+        self._controls = (self.show_ids, self.template_button, self.by_entropy, self.per_token)
         self.view = QTextBrowser()
         self.view.setObjectName("tokenView")
         self.view.setOpenLinks(False)
@@ -157,6 +164,31 @@ class TokensPanel(QWidget):
         self._alts_shown: object | None = None  # the alternatives the generated chips are coloured with
         self._drawn_bg: list[str] = []  # the background of each generated chip drawn
         self._block_chips = 0  # chips in the view's last paragraph (see _append_generated)
+
+    def resizeEvent(self, e: QResizeEvent) -> None:
+        super().resizeEvent(e)
+        self._place_caption(e.size().width())
+
+    def caption_on_own_line(self) -> bool:
+        """Whether the caption sits on a line of its own above the controls (a narrow panel)."""
+        return self._top.indexOf(self.summary) < 0
+
+    def _place_caption(self, width: int) -> None:
+        """Beside the controls when ``width`` (px) leaves it :data:`CAPTION_LEAST` there, else above them."""
+        m = self._lay.contentsMargins()
+        spacing = self._top.spacing()
+        controls = sum(w.sizeHint().width() + spacing for w in self._controls)
+        own_line = width - m.left() - m.right() - controls < CAPTION_LEAST
+        if own_line == self.caption_on_own_line():
+            return
+        if own_line:
+            self._top.removeWidget(self.summary)
+            self._top.insertStretch(0, 1)
+            self._lay.insertWidget(0, self.summary)
+        else:
+            self._lay.removeWidget(self.summary)
+            self._top.takeAt(0)  # the stretch that stood in the caption's place
+            self._top.insertWidget(0, self.summary, 1)
 
     def _chip(self, token_id: int, text: str, bg: str, fg: str = palette.TEXT, href: str = "") -> str:
         ids = f"<sub style='color:{palette.MUTED}'>{token_id}</sub>" if self.show_ids.isChecked() else ""
