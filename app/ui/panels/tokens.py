@@ -112,8 +112,7 @@ class TokensPanel(QWidget):
         self.summary = QLabel(EMPTY)
         self.summary.setObjectName("detailLabel")
         self.summary.setWordWrap(True)
-        # never shorter than its wrapped lines (a squeezed dock shortens the token view instead)
-        self.summary.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)
+        self.summary.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         top.addWidget(self.summary, 1)
         self._top = top
         self._lay = lay
@@ -179,6 +178,9 @@ class TokensPanel(QWidget):
         spacing = self._top.spacing()
         controls = sum(w.sizeHint().width() + spacing for w in self._controls)
         own_line = width - m.left() - m.right() - controls < CAPTION_LEAST
+        # On its own line never shorter than its wrapped lines (a short dock shortens the token view).
+        inner = width - m.left() - m.right()
+        self.summary.setMinimumHeight(self.summary.heightForWidth(inner) if own_line else 0)
         if own_line == self.caption_on_own_line():
             return
         if own_line:
@@ -189,6 +191,12 @@ class TokensPanel(QWidget):
             self._lay.removeWidget(self.summary)
             self._top.takeAt(0)  # the stretch that stood in the caption's place
             self._top.insertWidget(0, self.summary, 1)
+
+    def _set_summary(self, text: str) -> None:
+        """Show ``text`` as the caption (its least height follows its lines on a line of its own)."""
+        if text != self.summary.text():
+            self.summary.setText(text)
+            self._place_caption(self.width())
 
     def _chip(self, token_id: int, text: str, bg: str, fg: str = palette.TEXT, href: str = "") -> str:
         ids = f"<sub style='color:{palette.MUTED}'>{token_id}</sub>" if self.show_ids.isChecked() else ""
@@ -353,10 +361,10 @@ class TokensPanel(QWidget):
             if not self._empty:
                 self.view.clear()
                 self._empty = True
-            self.summary.setText(EMPTY)
+            self._set_summary(EMPTY)
             self.summary.setToolTip("")
         if t.prompt is None and self._prompt_shown is not None:
-            self.summary.setText(EMPTY)
+            self._set_summary(EMPTY)
         if t.alternatives is not self._alts_shown:
             # The reply ended with its alternatives: its tokens are drawn again only when that changes
             # a colour (by entropy; a probability the stream did not have). A 5,000-token reply's
@@ -413,7 +421,7 @@ class TokensPanel(QWidget):
             key = "green = likely … red = unlikely"
             if t.alternatives is not None and self.colour is TokenColour.ENTROPY:
                 key = "green = sure … red = unsure (entropy)"
-            self.summary.setText(
+            self._set_summary(
                 f"Prompt: {t.prompt.prompt_tokens:,} tokens ({t.prompt.cached_tokens:,} reused, "
                 f"{t.prompt.to_evaluate:,} new — amber; specials — purple) · generated: {len(t.tokens):,} ({key})"
             )
