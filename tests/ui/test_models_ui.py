@@ -32,7 +32,7 @@ from app.ui.common import dialogs
 from app.ui.models import ModelsWindow
 from app.ui.models.downloads_model import DownloadColumn, DownloadRole
 from app.ui.models.hub_models import FileColumn, FileRole, RepoRole
-from app.ui.models.library_model import LibraryColumn, LibraryRole
+from app.ui.models.library_model import LibraryColumn, LibraryRole, home_short
 from app.ui.models.widgets import RED
 from app.ui.theme import apply_theme
 from app.ui.window.compose import build_models_page
@@ -359,6 +359,34 @@ def test_drop_imports_gguf_files_and_reports_bad_ones(qtbot, windows, gb_paths: 
     assert "not-a-model.gguf" in kinds["error"]
     assert "not-a-model.gguf" not in library_rows(w)
     assert not w.library_tab.import_progress.isVisible()
+
+
+def test_same_named_files_in_two_folders_show_their_folders_and_one_file_counts_once(
+    qtbot, windows, gb_paths: Paths, tmp_path: Path
+) -> None:
+    """Issue 20, defect 8: two rows for same-named files looked identical, and a file reached twice was
+    counted twice in the total."""
+    a, b, again = tmp_path / "lab" / "a", tmp_path / "lab" / "b", tmp_path / "again"
+    model = write_tiny_model(a / "twin-Q4_0.gguf", name="Twin")
+    write_tiny_model(b / "twin-Q4_0.gguf", name="Twin")
+    again.mkdir()
+    os.link(model, again / model.name)  # the same file in a third library folder
+    lone = write_tiny_model(gb_paths.models_dir / "lone-Q4_0.gguf", name="Lone")
+    w = windows(Settings(library_folders=(str(a), str(b), str(again))))
+    w.show()
+    scanned(qtbot, w)
+    model_rows = w.library_tab.model
+    assert len(model_rows.entries) == 3
+    size = sum(e.size for e in model_rows.entries)
+    assert w.library_tab.count_label.text() == f"3 models · {format_bytes(size)}"
+    subtitle = {
+        e.path: model_rows.index(model_rows.row_of(e.path), 0).data(LibraryRole.SUBTITLE) for e in model_rows.entries
+    }
+    assert subtitle[lone] == lone.name  # a file name no other row has: the name alone
+    twins = [subtitle[a / model.name], subtitle[b / model.name]]
+    assert twins[0] != twins[1]
+    for text, folder in zip(twins, (a, b), strict=True):
+        assert text.startswith(model.name) and text.endswith(home_short(folder))
 
 
 def test_added_folders_are_searched_stored_in_settings_and_removable(

@@ -312,3 +312,25 @@ def test_h6_unicode_paths_and_no_network(tmp_path: Path, monkeypatch: pytest.Mon
     assert e.ok and e.path == m and e.name == "Ünï Tiny"
     lib.mark_used(m)
     assert ModelLibrary(paths).scan()[0].last_used is not None
+
+
+def test_one_file_reached_twice_is_one_entry_and_same_named_copies_are_two(gb_paths: Paths, tmp_path: Path) -> None:
+    """Issue 20, defect 8: a hard link in a second library folder was a second entry (the total counted
+    the file twice); a symlinked file or folder, and an overlapping folder, are the same file too."""
+    first = tmp_path / "first"
+    model = write_tiny_model(first / "m-Q4_0.gguf", name="Twin")
+    hard, sym_file, sym_folder = tmp_path / "hard", tmp_path / "sym-file", tmp_path / "sym-folder"
+    hard.mkdir()
+    os.link(model, hard / model.name)
+    sym_file.mkdir()
+    (sym_file / model.name).symlink_to(model)
+    sym_folder.symlink_to(first, target_is_directory=True)
+    for second in (hard, sym_file, sym_folder, first, tmp_path):
+        entries = _lib(gb_paths, folders=[first, second]).scan()
+        assert [e.path for e in entries] == [model], second  # listed once, under the first folder
+    # A copy is another file: two entries, each with its own folder.
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    shutil.copyfile(model, copy / model.name)
+    entries = _lib(gb_paths, folders=[first, copy]).scan()
+    assert sorted(e.folder for e in entries) == sorted([first, copy])

@@ -1,7 +1,7 @@
 """The model library: every GGUF model Glassbox can load, from every place it knows.
 
-Sources, in this order (a file reachable from two places is listed once, under
-the first):
+Sources, in this order (a file reachable from two places, through a symlink, a hard link or
+two library folders that overlap, is listed once, under the first):
 
 1. Glassbox's models folder (``Paths.models_dir``, searched recursively:
    downloads land in ``models/<owner>/<repo>/``);
@@ -184,13 +184,13 @@ class ModelLibrary:
         self.headers_read = 0
         seen_files: set[str] = set()
         entries: list[ModelEntry] = []
-        seen_entries: set[str] = set()
+        seen_entries: set[tuple[int, int] | str] = set()
         fresh_cache: dict[str, dict[str, Any]] = {}
         for group in self._groups(self._candidates(), seen_files):
             entry = self._entry(group, fresh_cache)
             if entry is None:
                 continue
-            key = _real(entry.path)
+            key = _identity(entry.path)
             if key in seen_entries:
                 continue
             seen_entries.add(key)
@@ -511,6 +511,16 @@ def _real(p: Path) -> str:
         return os.path.realpath(p)
     except OSError:  # pragma: no cover
         return _abs(p)
+
+
+def _identity(p: Path) -> tuple[int, int] | str:
+    """What makes two paths the same file: its device and inode (a hard link, a symlink, a folder
+    reached through two library folders or a linked folder), else its resolved path."""
+    try:
+        st = p.stat()
+    except OSError:
+        return _real(p)
+    return (st.st_dev, st.st_ino) if st.st_ino else _real(p)
 
 
 def _blob_still_used(blob: Path) -> bool:

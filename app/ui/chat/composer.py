@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import math
 
-from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtCore import QEvent, QRectF, Qt, Signal
 from PySide6.QtGui import QFontMetricsF, QKeyEvent, QResizeEvent, QShowEvent, QTextCursor, QTextOption
 from PySide6.QtWidgets import QFrame, QGridLayout, QPlainTextEdit, QPushButton, QWidget
 
 from app.ui.common.elided_label import ElidedLabel
 from app.ui.common.severity import Severity
+
+# The box's placeholder, the longest that fits on one line: a narrow window (800x500) drops the keys'
+# hint before the box grows a line (its second line was cut mid-glyph).
+PLACEHOLDERS = (
+    "Message the model (Enter sends, Shift+Enter: new line)",
+    "Message the model (Enter sends)",
+    "Message the model",
+)
 
 
 class PromptBox(QPlainTextEdit):
@@ -30,7 +38,8 @@ class PromptBox(QPlainTextEdit):
         # Tab moves the focus on (Shift+Tab back), as in a form: keyboard users can leave the
         # box. A literal tab is pasted, not typed (code pasted with tabs keeps them).
         self.setTabChangesFocus(True)
-        self.setPlaceholderText("Message the model (Enter sends, Shift+Enter: new line)")
+        self.setPlaceholderText(PLACEHOLDERS[0])
+        self.setAccessibleDescription(PLACEHOLDERS[0])
         self.setWordWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
         # After the layout: wrapped lines are counted, and a width change that re-wraps refits too.
         self.document().documentLayout().documentSizeChanged.connect(self._fit_height)
@@ -51,11 +60,38 @@ class PromptBox(QPlainTextEdit):
         """As tall as the text's lines (wrapped lines counted), 1 to 8, so no scroll bar shows under 8.
         QPlainTextEdit lays each line out ceil(line spacing) px tall; the document's margin and the box's
         frame and padding (its contents margins, known once the style sheet is applied) come on top."""
-        lines = max(1, min(8, int(self.document().size().height())))
+        self._choose_placeholder()
+        lines = max(1, min(8, max(int(self.document().size().height()), self.placeholder_lines())))
         line_h = math.ceil(QFontMetricsF(self.document().defaultFont()).lineSpacing())
         m = self.contentsMargins()
         doc = 2 * self.document().documentMargin()
         self.setFixedHeight(int(lines * line_h + doc + m.top() + m.bottom() + 1))
+
+    def _text_width(self) -> float:
+        """The width the placeholder wraps to, px: the viewport less the document's margin (as
+        QPlainTextEdit paints it)."""
+        return self.viewport().width() - self.document().documentMargin()
+
+    def _choose_placeholder(self) -> None:
+        """The longest of :data:`PLACEHOLDERS` that fits the box on one line (else the shortest)."""
+        fm = QFontMetricsF(self.document().defaultFont())
+        width = self._text_width()
+        text = next((t for t in PLACEHOLDERS if fm.horizontalAdvance(t) <= width - 2), PLACEHOLDERS[-1])
+        if text != self.placeholderText():
+            self.setPlaceholderText(text)
+
+    def placeholder_lines(self) -> int:
+        """The lines the placeholder takes, wrapped at words as Qt paints it, when the box is empty
+        (else 1): a narrow box (800x500) grows to show it whole rather than cutting its second line."""
+        text = self.placeholderText()
+        if not text or not self.document().isEmpty():
+            return 1
+        fm = QFontMetricsF(self.document().defaultFont())
+        width = self._text_width()
+        if width <= 0:
+            return 1
+        rect = fm.boundingRect(QRectF(0, 0, width, 1e6), int(Qt.TextFlag.TextWordWrap), text)
+        return max(1, math.ceil(rect.height() / fm.lineSpacing() - 0.01))
 
     def changeEvent(self, e: QEvent) -> None:
         super().changeEvent(e)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import os
+from collections import Counter
 from typing import Any
 
 from PySide6.QtCore import QModelIndex, QObject, QPersistentModelIndex, Qt
@@ -56,6 +57,14 @@ HEADERS = {
 }
 
 
+def home_short(folder: os.PathLike[str] | str) -> str:
+    """``folder`` with the home folder written ``~`` (``~/models/x``)."""
+    text, home = os.path.abspath(folder), os.path.expanduser("~")
+    if home not in ("~", os.sep) and (text == home or text.startswith(home + os.sep)):
+        return "~" + text[len(home) :]
+    return text
+
+
 def same_path(a: str | os.PathLike[str] | None, b: str | os.PathLike[str] | None) -> bool:
     """Whether two paths name the same file (absolute paths compared; None is never the same)."""
     return a is not None and b is not None and os.path.abspath(a) == os.path.abspath(b)
@@ -76,6 +85,7 @@ class LibraryModel(RowTableModel[ModelEntry]):
             parent=parent,
         )
         self.loaded_path: str | None = None
+        self._twins: set[str] = set()  # file names (lower case) that more than one row has
 
     @property
     def entries(self) -> list[ModelEntry]:
@@ -84,6 +94,8 @@ class LibraryModel(RowTableModel[ModelEntry]):
 
     def set_entries(self, entries: list[ModelEntry]) -> None:
         """Replace the rows (models that stay keep their row, selection and scroll position)."""
+        names = Counter(e.file_name.lower() for e in entries)
+        self._twins = {n for n, count in names.items() if count > 1}
         self.set_rows(entries)
 
     def set_loaded(self, path: str | None) -> None:
@@ -120,7 +132,7 @@ class LibraryModel(RowTableModel[ModelEntry]):
         if role == LibraryRole.BADGE:
             return "loaded" if loaded else None
         if role == LibraryRole.SUBTITLE:
-            return e.error if e.error else e.file_name
+            return e.error if e.error else self.subtitle(e)
         if role == LibraryRole.SUBTITLE_COLOR:
             return RED if e.error else None
         if role == LibraryRole.FILTER:
@@ -148,6 +160,14 @@ class LibraryModel(RowTableModel[ModelEntry]):
         if role == Qt.ItemDataRole.TextAlignmentRole:
             return self.alignment(col)
         return None
+
+    def subtitle(self, e: ModelEntry) -> str:
+        """The name cell's second line: the file's name, and its folder when another row has a file
+        of the same name (two copies in two folders looked identical); the delegate elides it in
+        the middle, so the folder's end stays in view."""
+        if e.file_name.lower() not in self._twins:
+            return e.file_name
+        return f"{e.file_name} · {home_short(e.folder)}"
 
     @staticmethod
     def _display(e: ModelEntry, col: LibraryColumn) -> str:

@@ -19,7 +19,7 @@ tokens: the panel is empty until the next turn).
 from __future__ import annotations
 
 from PySide6.QtCore import QPoint, QUrl, Signal
-from PySide6.QtGui import QCursor, QTextCursor
+from PySide6.QtGui import QCursor, QResizeEvent, QTextCursor
 from PySide6.QtWidgets import (
     QCheckBox,
     QHBoxLayout,
@@ -55,6 +55,9 @@ EMPTY = (
     "The next reply's tokens appear here as it is written: its prompt's new tokens, then each token drawn. "
     "A stored reply's tokens: its Tokens button in the chat."
 )
+# The caption's least width beside the controls, pixels: a narrower dock (800x500) puts it on a line of
+# its own above them, where it has the panel's width (beside them it was squeezed into a 20 px column).
+CAPTION_LEAST = 240
 CHIPS_PER_REFRESH = 500  # generated chips added per refresh at most (see TokensPanel.refresh)
 BLOCK_CHIPS = 64  # generated chips per paragraph at most (see TokensPanel._append_generated)
 
@@ -111,6 +114,8 @@ class TokensPanel(QWidget):
         self.summary.setWordWrap(True)
         self.summary.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         top.addWidget(self.summary, 1)
+        self._top = top
+        self._lay = lay
         self.show_ids = QCheckBox("ids")  # short labels: the bottom dock fits under a narrow chat (1024 px)
         self.show_ids.setToolTip("Show each token's id under it")
         self.show_ids.setAccessibleName("Show token ids")
@@ -141,6 +146,7 @@ class TokensPanel(QWidget):
         self.per_token.valueChanged.connect(self.per_token_changed.emit)
         top.addWidget(self.per_token)
         lay.addLayout(top)
+        self._controls = (self.show_ids, self.template_button, self.by_entropy, self.per_token)
         self.view = QTextBrowser()
         self.view.setObjectName("tokenView")
         self.view.setOpenLinks(False)
@@ -157,6 +163,40 @@ class TokensPanel(QWidget):
         self._alts_shown: object | None = None  # the alternatives the generated chips are coloured with
         self._drawn_bg: list[str] = []  # the background of each generated chip drawn
         self._block_chips = 0  # chips in the view's last paragraph (see _append_generated)
+
+    def resizeEvent(self, e: QResizeEvent) -> None:
+        super().resizeEvent(e)
+        self._place_caption(e.size().width())
+
+    def caption_on_own_line(self) -> bool:
+        """Whether the caption sits on a line of its own above the controls (a narrow panel)."""
+        return self._top.indexOf(self.summary) < 0
+
+    def _place_caption(self, width: int) -> None:
+        """Beside the controls when ``width`` (px) leaves it :data:`CAPTION_LEAST` there, else above them."""
+        m = self._lay.contentsMargins()
+        spacing = self._top.spacing()
+        controls = sum(w.sizeHint().width() + spacing for w in self._controls)
+        own_line = width - m.left() - m.right() - controls < CAPTION_LEAST
+        # On its own line never shorter than its wrapped lines (a short dock shortens the token view).
+        inner = width - m.left() - m.right()
+        self.summary.setMinimumHeight(self.summary.heightForWidth(inner) if own_line else 0)
+        if own_line == self.caption_on_own_line():
+            return
+        if own_line:
+            self._top.removeWidget(self.summary)
+            self._top.insertStretch(0, 1)
+            self._lay.insertWidget(0, self.summary)
+        else:
+            self._lay.removeWidget(self.summary)
+            self._top.takeAt(0)  # the stretch that stood in the caption's place
+            self._top.insertWidget(0, self.summary, 1)
+
+    def _set_summary(self, text: str) -> None:
+        """Show ``text`` as the caption (its least height follows its lines on a line of its own)."""
+        if text != self.summary.text():
+            self.summary.setText(text)
+            self._place_caption(self.width())
 
     def _chip(self, token_id: int, text: str, bg: str, fg: str = palette.TEXT, href: str = "") -> str:
         ids = f"<sub style='color:{palette.MUTED}'>{token_id}</sub>" if self.show_ids.isChecked() else ""
@@ -321,10 +361,10 @@ class TokensPanel(QWidget):
             if not self._empty:
                 self.view.clear()
                 self._empty = True
-            self.summary.setText(EMPTY)
+            self._set_summary(EMPTY)
             self.summary.setToolTip("")
         if t.prompt is None and self._prompt_shown is not None:
-            self.summary.setText(EMPTY)
+            self._set_summary(EMPTY)
         if t.alternatives is not self._alts_shown:
             # The reply ended with its alternatives: its tokens are drawn again only when that changes
             # a colour (by entropy; a probability the stream did not have). A 5,000-token reply's
@@ -381,7 +421,7 @@ class TokensPanel(QWidget):
             key = "green = likely … red = unlikely"
             if t.alternatives is not None and self.colour is TokenColour.ENTROPY:
                 key = "green = sure … red = unsure (entropy)"
-            self.summary.setText(
+            self._set_summary(
                 f"Prompt: {t.prompt.prompt_tokens:,} tokens ({t.prompt.cached_tokens:,} reused, "
                 f"{t.prompt.to_evaluate:,} new — amber; specials — purple) · generated: {len(t.tokens):,} ({key})"
             )

@@ -14,7 +14,6 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QAbstractItemView,
-    QCheckBox,
     QComboBox,
     QFormLayout,
     QHBoxLayout,
@@ -23,6 +22,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
+    QSizePolicy,
     QSpinBox,
     QTableWidget,
     QTableWidgetItem,
@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 
 from app.core.server_settings import BusyPolicy, ServerSettings
 from app.ui.common import stats_format as fmt
+from app.ui.common.wrapped_check import WrappedCheck
 from app.ui.server.controller import ServerController
 from app.ui.server.request_log import ApiLogEntry, RequestStatus
 from app.ui.window.settings_controller import SettingsController
@@ -41,6 +42,7 @@ LAN_WARNING = (
     "text with the loaded model and read its file name. Your chats, files and settings are not served. "
     "Traffic is plain HTTP (not encrypted)."
 )
+LOG_LEAST_HEIGHT = 80  # the request log's and the conversation's least height, pixels (a few lines each)
 COLUMNS = ("time", "client", "endpoint", "status", "queued", "TTFT", "prefill", "decode", "tokens in/out")
 
 
@@ -81,10 +83,14 @@ class ServerPanel(QWidget):
         self.server = server
         self._settings = settings
         lay = QVBoxLayout(self)
-        self.enabled = QCheckBox("Serve the loaded model on an OpenAI-compatible API")
+        # Every row wraps to the dock's width (the texts wrap, labels sit above their fields, the
+        # key's buttons on a line of their own, each as wide as its text): the panel never makes its
+        # column wider, and the dock scrolls rather than squeezing the Stats and Sampler above it.
+        enabled = WrappedCheck("Serve the loaded model on an OpenAI-compatible API")
+        self.enabled = enabled.box
         self.enabled.setObjectName("serverEnabled")
         self.enabled.toggled.connect(self.server.switch)
-        lay.addWidget(self.enabled)
+        lay.addWidget(enabled)
         self.address = QLabel("Off.")
         self.address.setObjectName("serverAddress")
         self.address.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -92,18 +98,23 @@ class ServerPanel(QWidget):
         lay.addWidget(self.address)
 
         form = QFormLayout()
-        key_row = QHBoxLayout()
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapAllRows)
+        key_box = QVBoxLayout()
         self.key = QLineEdit()
         self.key.setObjectName("serverKey")
         self.key.setReadOnly(True)
+        key_box.addWidget(self.key)
+        key_buttons = QHBoxLayout()
         self.copy_key = QPushButton("Copy")
         self.copy_key.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.key.text()))
         self.new_key = QPushButton("New key")
         self.new_key.clicked.connect(self.server.new_key)
-        key_row.addWidget(self.key, 1)
-        key_row.addWidget(self.copy_key)
-        key_row.addWidget(self.new_key)
-        form.addRow("API key", key_row)
+        for button in (self.copy_key, self.new_key):
+            button.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)  # its text's width
+            key_buttons.addWidget(button)
+        key_buttons.addStretch(1)
+        key_box.addLayout(key_buttons)
+        form.addRow("API key", key_box)
         self.port = QSpinBox()
         self.port.setRange(0, 65535)
         self.port.setSpecialValueText("any free port")  # 0: the address above says which
@@ -115,17 +126,20 @@ class ServerPanel(QWidget):
         self.busy.activated.connect(lambda _i: self._update(busy_policy=BusyPolicy(self.busy.currentData())))
         form.addRow("While my reply is written", self.busy)
         self.cors = QLineEdit()
-        self.cors.setPlaceholderText("off (e.g. http://localhost:3000, comma-separated)")
+        self.cors.setPlaceholderText("off (e.g. http://localhost:3000)")
+        self.cors.setToolTip("The web pages' origins allowed to call the API, comma-separated; empty: none.")
         self.cors.editingFinished.connect(
             lambda: self._update(cors_origins=tuple(o.strip() for o in self.cors.text().split(",") if o.strip()))
         )
         form.addRow("CORS origins", self.cors)
         lay.addLayout(form)
-        self.lan = QCheckBox("Reachable from other computers on my network")
+        lan = WrappedCheck("Reachable from other computers on my network")
+        lan.box.setToolTip(LAN_WARNING)
+        lan.label.setToolTip(LAN_WARNING)
+        self.lan = lan.box
         self.lan.setObjectName("serverLan")
-        self.lan.setToolTip(LAN_WARNING)
         self.lan.toggled.connect(lambda on: self._update(expose_lan=on))
-        lay.addWidget(self.lan)
+        lay.addWidget(lan)
         self.lan_note = QLabel(LAN_WARNING)
         self.lan_note.setWordWrap(True)
         lay.addWidget(self.lan_note)
@@ -133,8 +147,10 @@ class ServerPanel(QWidget):
         queue_row = QHBoxLayout()
         self.queue = QLabel("")
         self.queue.setObjectName("serverQueue")
+        self.queue.setWordWrap(True)
         self.cancel = QPushButton("Cancel request")
         self.cancel.setObjectName("serverCancel")
+        self.cancel.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
         self.cancel.clicked.connect(self._cancel_selected)
         queue_row.addWidget(self.queue, 1)
         queue_row.addWidget(self.cancel)
@@ -148,12 +164,14 @@ class ServerPanel(QWidget):
         self.table.verticalHeader().setVisible(False)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.setWordWrap(False)
+        self.table.setMinimumHeight(LOG_LEAST_HEIGHT)
         self.table.itemSelectionChanged.connect(self._show_selected)
         lay.addWidget(self.table, 2)
         self.conversation = QPlainTextEdit()
         self.conversation.setObjectName("serverConversation")
         self.conversation.setReadOnly(True)
         self.conversation.setPlaceholderText("The conversation of the selected request (not one of your chats).")
+        self.conversation.setMinimumHeight(LOG_LEAST_HEIGHT)
         lay.addWidget(self.conversation, 1)
 
         server.server_changed.connect(self._show_server)

@@ -124,9 +124,7 @@ class Panels:
             )
         )
         self.server_dock = add(  # the local API (off by default): there to open, not in the way
-            DockSpec(
-                "Server", "serverDock", self.server_panel, RIGHT, scroll=False, hidden=True, shows=(LiveView.SERVER,)
-            )
+            DockSpec("Server", "serverDock", self.server_panel, RIGHT, hidden=True, shows=(LiveView.SERVER,))
         )
         # The funnel shares the place above the Sampler's sliders with Stats (a tab each), so both the
         # funnel and the sliders are on screen at once at 1366x768; Stats is in front.
