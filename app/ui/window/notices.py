@@ -41,6 +41,8 @@ class NoticeTopic(str, enum.Enum):
     SYSTEM_PROMPT = "system-prompt"  # a chat's system prompt was edited (offer it for new chats)
     CONTEXT = "context"  # the context filled (a reply stopped at n_ctx, or old turns were dropped)
     DELETED_MESSAGE = "deleted-message"  # Undo of a message deletion, until the chat changes
+    BASE_MODEL = "base-model"  # the model has no chat template: a plain transcript (app/ui/window/base_model.py)
+    LOGIT_BIAS = "logit-bias"  # the logit bias was set for another vocabulary (app/ui/window/bias_vocabulary.py)
     INTERNAL_ERROR = "internal-error"  # an unexpected error in the window (app/diagnostics.py), with its log
 
 
@@ -53,6 +55,7 @@ PAGE_TOPICS: dict[NoticeTopic, Page] = {
     NoticeTopic.SYSTEM_PROMPT: Page.CHAT,
     NoticeTopic.NO_MODEL: Page.CHAT,
     NoticeTopic.CONTEXT: Page.CHAT,
+    NoticeTopic.BASE_MODEL: Page.CHAT,
 }
 
 
