@@ -98,6 +98,8 @@ class GGUFInfo:
     tensors: tuple[TensorInfo, ...]
     data_offset: int
     token_texts: dict[int, str] = field(default_factory=dict)
+    # SHA-256 of the vocabulary's first tokens (app.core.gguf.gguf_info.VOCAB_HEAD_TOKENS); "" unknown
+    vocab_head_sha256: str = ""
 
     # --- general -----------------------------------------------------------------
     @property

@@ -111,6 +111,9 @@ class SamplerSettings:
         mirostat_tau: target surprise, bits.
         mirostat_eta: learning rate of mirostat's running mu.
         logit_bias: ``(token_id, bias)`` added to the logits; a bias of -inf bans the token.
+        logit_bias_vocab: the fingerprint of the vocabulary the bias's ids were set for
+            (:func:`app.core.sampling.bias_vocabulary.vocabulary_fingerprint`); "" unknown
+            (set with no model loaded, or before Glassbox kept it). The engine does not read it.
         order: the order of the reorderable stages (a permutation of :data:`DEFAULT_ORDER`).
     """
 
@@ -138,6 +141,7 @@ class SamplerSettings:
     mirostat_tau: float = 5.0
     mirostat_eta: float = 0.1
     logit_bias: tuple[tuple[int, float], ...] = ()
+    logit_bias_vocab: str = ""
     order: tuple[SamplerStage, ...] = DEFAULT_ORDER
 
     def validated(self) -> SamplerSettings:
@@ -255,6 +259,9 @@ class SamplerSettings:
                     continue
                 kept.append((tok, b))
             s = replace(s, logit_bias=tuple(kept))
+            vocab = values.get("logit_bias_vocab")
+            if kept and isinstance(vocab, str):
+                s = replace(s, logit_bias_vocab=vocab)
         return s
 
 
@@ -348,6 +355,7 @@ def matching_preset(settings: SamplerSettings) -> str | None:
             seed=settings.seed,
             max_tokens=settings.max_tokens,
             logit_bias=settings.logit_bias,
+            logit_bias_vocab=settings.logit_bias_vocab,
             order=settings.order,
         )
         if same == settings:
@@ -362,6 +370,7 @@ def with_preset(settings: SamplerSettings, name: str) -> SamplerSettings:
         seed=settings.seed,
         max_tokens=settings.max_tokens,
         logit_bias=settings.logit_bias,
+        logit_bias_vocab=settings.logit_bias_vocab,
         order=settings.order,
     )
 

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.chat.chat_settings import typed_stop_string
+from app.core.sampling.bias_vocabulary import vocabulary_fingerprint
 from app.core.sampling.params import (
     DEFAULTS,
     GROUPS,
@@ -353,6 +354,7 @@ class SamplerPanel(QWidget):
         self.value_error.setVisible(False)
         lay.addWidget(self.value_error)
         self.n_vocab = 0  # the loaded model's vocabulary, tokens (0: none loaded): bounds the bias's ids
+        self.vocab_fingerprint = ""  # the loaded model's vocabulary, stored with a bias set now ("" unknown)
 
         bias_box = QHBoxLayout()
         bias_label = QLabel("logit bias")
@@ -441,9 +443,11 @@ class SamplerPanel(QWidget):
         self.n_vocab = n_vocab
 
     def show_model(self, change: ModelChange) -> None:
-        """A model loaded (:attr:`~app.ui.window.model_loader.ModelLoader.model_changed`): its vocabulary size."""
+        """A model loaded (:attr:`~app.ui.window.model_loader.ModelLoader.model_changed`): its vocabulary
+        (the size bounds a bias's ids; the fingerprint goes with a bias set from now on)."""
         if change.phase is ModelPhase.LOADED and change.loaded is not None:
             self.set_vocab_size(change.loaded.info.n_vocab)
+            self.vocab_fingerprint = vocabulary_fingerprint(change.loaded.info)
 
     def _refused(self, row: ParamRow, message: str) -> None:
         """A value typed out of range: say so under the sliders and at the field."""
@@ -520,7 +524,9 @@ class SamplerPanel(QWidget):
             self.bias_error.setVisible(True)
             return
         self.bias_error.setVisible(False)
-        s = replace(self._settings, logit_bias=bias)
+        if bias == self._settings.logit_bias:
+            return  # the same ids: still tied to the vocabulary they were set for
+        s = replace(self._settings, logit_bias=bias, logit_bias_vocab=self.vocab_fingerprint if bias else "")
         if s != self._settings:
             self._settings = s
             self._mark_preset()

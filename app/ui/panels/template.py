@@ -1,7 +1,9 @@
 """The template and the tokens the model sees; the chat template override per model.
 
 A dialog (opened from the Tokens panel): on the left the chat template's Jinja2 source
-(the GGUF's, or the person's override for this model), editable; on the right the prompt
+(the GGUF's, or the person's override for this model), editable, with presets of the common families' templates
+(:mod:`app.core.chat.template_presets`: a preset fills the editor and is checked like a typed
+template); on the right the prompt
 it renders for the shown chat (or a sample conversation) as the engine tokenizes it, each
 token a chip (boundaries visible), special tokens (BOS/EOS, ``<|im_start|>``,
 ``<start_of_turn>``) highlighted. The engine renders and tokenizes
@@ -38,6 +40,7 @@ from PySide6.QtWidgets import (
 
 from app.core import protocol as P
 from app.core.chat.context import ChatMessage
+from app.core.chat.template_presets import PRESETS, TemplatePreset
 from app.ui.common import palette
 from app.ui.common.pieces import visible_piece_html
 from app.ui.engine.client import EngineClient
@@ -124,6 +127,21 @@ class TemplateDialog(QDialog):
         self.editor.setFont(mono)
         self.editor.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
         ll.addWidget(self.editor, 1)
+        presets = QHBoxLayout()
+        presets.addWidget(QLabel("Presets:"))
+        self.preset_buttons: dict[str, QPushButton] = {}
+        for p in PRESETS:
+            button = QPushButton(p.family.value)
+            button.setObjectName(f"templatePreset_{p.family.name}")
+            button.setToolTip(
+                f"Put the {p.family.value} chat template in the editor ({p.models}); "
+                "press “Use” to check it and keep it for this model"
+            )
+            button.clicked.connect(lambda _checked=False, p=p: self.fill_preset(p))
+            presets.addWidget(button)
+            self.preset_buttons[p.family.value] = button
+        presets.addStretch(1)
+        ll.addLayout(presets)
         split.addWidget(left)
         right = QWidget()
         rl = QVBoxLayout(right)
@@ -195,7 +213,7 @@ class TemplateDialog(QDialog):
         else:
             words = (
                 "This GGUF has <b>no chat template</b>: Glassbox writes a plain transcript. "
-                "Paste the model family's template and press “Use” to chat in its format."
+                "Pick the model family's preset (or paste its template) and press “Use” to chat in its format."
             )
         self.source_label.setText(words)
         self.reset_button.setEnabled(self.override is not None)
@@ -221,6 +239,12 @@ class TemplateDialog(QDialog):
         self._save_rid = self.engine.render_prompt((), source)
         if self._save_rid is None:
             self.error.setText("Load a model first; nothing was changed.")
+
+    def fill_preset(self, preset: TemplatePreset) -> None:
+        """Put ``preset``'s template in the editor: it is previewed and, on “Use”, checked like a typed one."""
+        self.editor.setPlainText(preset.source)
+        self.error.setText("")
+        self.preview()
 
     def reset_template(self) -> None:
         """Remove this model's override: the GGUF's template is used again."""

@@ -41,6 +41,8 @@ from app.ui.panels.template import TemplateDialog
 from app.ui.server.controller import ServerController
 from app.ui.window import window_layout
 from app.ui.window.banner import Banner
+from app.ui.window.base_model import BaseModelNotice
+from app.ui.window.bias_vocabulary import BiasVocabularyCheck
 from app.ui.window.chat_notices import ChatNotices
 from app.ui.window.chat_page import ChatPage, open_template
 from app.ui.window.docks import DockRegistry
@@ -148,6 +150,8 @@ class MainWindow(QMainWindow):
         self.chat_page, self.new_chat, self.open_conversation = page, page.new_chat, page.open_conversation
         self.export_conversation, self.import_conversation = page.export_conversation, page.import_conversation
         self.chat_notices = ChatNotices(page, chats, conversations, engine, notices, self.load_model)
+        self.base_model = BaseModelNotice(chat, engine, settings, notices, self.show_template, self)
+        self.bias_vocabulary = BiasVocabularyCheck(chat_settings, engine, notices, self)
         sampler = self.sampler_panel
         self.per_chat = PerChatSettings(chat, chat_settings, settings, sampler, self.funnel, notices)
         self.token_panels = TokenPanels(chat, self.funnel, p, settings, self.shown)
@@ -163,6 +167,8 @@ class MainWindow(QMainWindow):
         for follower in (*followers, self.empty_chat, self.models_actions):
             loader.model_changed.connect(follower.show_model)
         loader.model_changed.connect(self._model_changed)
+        loader.model_changed.connect(self.base_model.show_model)
+        loader.model_changed.connect(self.bias_vocabulary.show_model)
         self.file_drop = FileDrop(
             self, self.load_model, lambda kind, text: notices.show(NoticeTopic.GENERAL, kind, text)
         )
