@@ -54,8 +54,8 @@ def test_regenerate_after_continue_and_a_later_turn_see_the_sampled_tokens(qtbot
         first, second = [m for m in chat.store.active_path(conv) if m.role is Role.ASSISTANT]
         _sampler(window, max_tokens=60)
         _run(qtbot, window, chat.continue_reply, second.id)
-        sampled = {m.id: chat.store.alternatives(m.id).tokens for m in (first, second)}
-        assert len(sampled[second.id]) > 12  # the first part's tokens and the continuation's, joined
+        drawn = {m.id: chat.store.alternatives(m.id).tokens for m in (first, second)}
+        assert len(drawn[second.id]) > 12  # the first part's tokens and the continuation's, joined
 
         # Regenerate the continued reply: its prompt is the one the KV cache holds, so only its
         # last token is evaluated again (before the fix the first reply was re-tokenized from its text).
@@ -73,6 +73,6 @@ def test_regenerate_after_continue_and_a_later_turn_see_the_sampled_tokens(qtbot
         p = prepared[-1]
         ids = [t for t, _ in p.new_tokens]
         assert len(ids) == p.to_evaluate == p.prompt_tokens - p.cached_tokens  # the system prompt is reused
-        for mid, toks in sampled.items():
+        for mid, toks in drawn.items():
             # All but the last (an end-of-generation token, never sent back: the template writes its own).
             assert _contains(ids, list(toks[:-1])), (seed, mid)
