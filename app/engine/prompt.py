@@ -25,7 +25,7 @@ from app.core.chat.context import ROLLING_RESERVE_FRACTION, ChatMessage, Context
 from app.core.conversations.turns import repeated_roles
 from app.core.protocol import FailureKind
 from app.engine.errors import EngineError
-from app.engine.kv_reuse import CachedTurn, splice_prompt
+from app.engine.kv_reuse import CachedTurn, splice_messages, splice_prompt
 from app.engine.vocab import Vocab
 
 # Override templates kept compiled (the one in use and a few being edited and previewed).
@@ -285,10 +285,15 @@ class PromptBuilder:
     def tokens_for(self, messages: Sequence[ChatMessage], continue_last: bool) -> tuple[list[int], str]:
         """The prompt's tokens (BOS first when the tokenizer adds it) and its text.
 
-        When the text continues :attr:`cached_turn`, the tokens the KV cache holds are
-        reused as far as their text matches (sampled reply tokens included).
+        Replies that carry their sampled tokens (:attr:`ChatMessage.tokens`) are those tokens
+        as far as they spell the reply (:func:`~app.engine.kv_reuse.splice_messages`); otherwise,
+        when the text continues :attr:`cached_turn`, the tokens the KV cache holds are reused as
+        far as their text matches (sampled reply tokens included).
         """
         text = self.render(messages, continue_last)
+        with_replies = splice_messages(messages, text, self._vocab, self.tokenize, self.prompt_tokens)
+        if with_replies is not None:
+            return with_replies, text
         if self.cached_turn is not None:
             spliced = splice_prompt(self.cached_turn, text, self._vocab, self.tokenize)
             if spliced is not None:

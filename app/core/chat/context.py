@@ -51,6 +51,10 @@ class ChatMessage:
     Attributes:
         role: :class:`Role`; a role given as its value (``"user"``) is converted.
         content: the visible text.
+        tokens: for a reply, the token ids the model sampled for it (a continued reply's parts
+            joined), when known; the engine puts them in the prompt as far as they spell
+            ``content`` (:func:`app.engine.kv_reuse.splice_messages`), so the model sees what it
+            sampled, not its text tokenized again. Empty: ``content`` is tokenized.
 
     Raises:
         ValueError: ``role`` is not a :class:`Role` value.
@@ -58,6 +62,7 @@ class ChatMessage:
 
     role: Role
     content: str
+    tokens: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         given: object = self.role  # callers outside core may still pass the value as text

@@ -57,6 +57,17 @@ class AlternativesMixin(StoreBase):
         except ValueError:
             return None
 
+    def sampled_tokens(self, message_id: int) -> tuple[int, ...]:
+        """The token ids the model sampled for reply ``message_id`` (its kept alternatives' drawn
+        tokens, a continued reply's parts joined); empty when none were kept (or they are damaged)."""
+        data = self.alternatives_data(message_id)
+        if data is None:
+            return ()
+        try:
+            return ReplyAlternatives.tokens_from_bytes(data)
+        except ValueError:
+            return ()
+
     def has_alternatives(self, message_id: int) -> bool:
         """Whether message ``message_id`` kept its alternatives (reads no data)."""
         row = self._conn.execute("SELECT 1 FROM message_alternatives WHERE message_id = ?", (message_id,)).fetchone()

@@ -421,23 +421,32 @@ class ConversationStore(MessagesMixin, AlternativesMixin):
         return len(ids)
 
     # ------------------------------------------------------------------ messages
-    def chat_history(self, conv_id: int, *, before: int | None = None) -> list[ChatMessage]:
+    def chat_history(
+        self, conv_id: int, *, before: int | None = None, tokens_of: str | None = None
+    ) -> list[ChatMessage]:
         """What the model should see: the system prompt, then the active path.
 
         Args:
             conv_id: the conversation.
             before: stop before this message of the active path (the reply
                 about to be generated); None = the whole path.
+            tokens_of: a model's path: each reply written by that model (the same file name)
+                carries the token ids it sampled (:meth:`sampled_tokens`), so the prompt holds
+                them rather than the reply's text tokenized again; None: text only.
 
         Raises:
             KeyError: no such conversation.
         """
         conv = self.get_conversation(conv_id)
         out = [ChatMessage(Role.SYSTEM, conv.system_prompt)] if conv.system_prompt else []
+        model = Path(tokens_of).name if tokens_of else None
         for m in self.active_path(conv_id):
             if m.id == before:
                 break
-            out.append(m.to_chat())
+            msg = m.to_chat()
+            if model is not None and m.role is Role.ASSISTANT and Path(m.meta.model_path).name == model:
+                msg = ChatMessage(msg.role, msg.content, self.sampled_tokens(m.id))
+            out.append(msg)
         return out
 
     # ------------------------------------------------------------------ search

@@ -291,6 +291,34 @@ class ReplyAlternatives:
             parts.append(struct.pack("<iH", tok, len(raw)) + raw)
         return zlib.compress(b"".join(parts), 1)  # level 1: level 6 saves under 1 % on logits, at 3-4x the time
 
+    @staticmethod
+    def tokens_from_bytes(data: bytes) -> tuple[int, ...]:
+        """Only the drawn tokens of :meth:`to_bytes`' form (decompresses just the head and them).
+
+        Raises:
+            ValueError: not that form (bad compression, magic, sizes).
+        """
+        try:
+            d = zlib.decompressobj()
+            raw = d.decompress(data, _HEAD.size)
+            if len(raw) == _HEAD.size:
+                magic, n, _k, _h, _t = _HEAD.unpack_from(raw)
+                raw += d.decompress(d.unconsumed_tail, 4 * n) if magic == _MAGIC and n else b""
+        except zlib.error as exc:
+            raise ValueError(f"stored alternatives are damaged: {exc}") from None
+        if len(raw) < _HEAD.size:
+            raise ValueError("stored alternatives are cut short")
+        magic, n, *_ = _HEAD.unpack_from(raw)
+        if magic != _MAGIC:
+            raise ValueError(f"stored alternatives have an unknown format {magic!r}")
+        if len(raw) < _HEAD.size + 4 * n:
+            raise ValueError("stored alternatives are cut short")
+        a = array("i")
+        a.frombytes(raw[_HEAD.size : _HEAD.size + 4 * n])
+        if sys.byteorder != "little":
+            a.byteswap()
+        return tuple(a)
+
     @classmethod
     def from_bytes(cls, data: bytes) -> ReplyAlternatives:
         """Read :meth:`to_bytes`' form.

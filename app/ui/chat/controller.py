@@ -267,8 +267,12 @@ class ChatController(QObject):
 
     # ------------------------------------------------------------------ sending
     def messages_for_engine(self, before: int | None = None) -> tuple[ChatMessage, ...]:
+        """The chat shown as the engine is sent it (up to ``before``); the loaded model's replies carry
+        the tokens it sampled for them, so every turn's prompt holds them (:mod:`app.engine.kv_reuse`)."""
         assert self.conversation_id is not None
-        return tuple(self.store.chat_history(self.conversation_id, before=before))
+        model = self.engine.model
+        tokens_of = model.info.path if model is not None and model.remote is None else None
+        return tuple(self.store.chat_history(self.conversation_id, before=before, tokens_of=tokens_of))
 
     def messages_with_draft(self, draft: str) -> tuple[ChatMessage, ...]:
         """What Send would give the engine for ``draft``: the chat shown (or a new chat's system prompt), then ``draft``."""
