@@ -119,3 +119,17 @@ def test_no_stray_dock_tab_bar_in_a_started_window(tmp_path) -> None:
     bars = json.loads(done.stdout.strip().splitlines()[-1])
     assert [b for b in bars if not b["against_its_docks"]] == []
     assert sorted(sorted(b["tabs"]) for b in bars) == [["Funnel", "Stats"], ["Timeline", "Tokens"]]
+
+
+def test_the_model_panel_fits_its_dock_at_1366x768_with_a_model_loaded(qtbot, window) -> None:
+    """Values were cut at the dock's edge ("n_ctx 4,096 · threa") behind a sideways scroll bar: a section
+    title and the context-policy box set the panel's least width past the dock's."""
+    window.resize(1366, 768)
+    panel, dock = window.model_panel, window.model_dock
+    qtbot.waitUntil(lambda: panel.arch_title.isVisible() and dock.width() <= 260, timeout=5000)
+    scroll = dock.widget()
+    assert panel.minimumSizeHint().width() <= scroll.viewport().width(), (
+        panel.minimumSizeHint().width(),
+        scroll.viewport().width(),
+    )
+    assert not scroll.horizontalScrollBar().isVisible()

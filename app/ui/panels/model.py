@@ -168,6 +168,9 @@ class ModelPanel(QWidget):
         self.n_batch.setToolTip("Most prompt tokens evaluated per llama_decode call during prefill.")
         self.policy = QComboBox()
         self.policy.setObjectName("field_context_policy")
+        # Its longest item set the panel's least width; the open list still shows each in full.
+        self.policy.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.policy.setMinimumContentsLength(8)
         for p in ContextPolicy:
             self.policy.addItem(p.label, p.value)
         self.policy.setToolTip(
@@ -266,6 +269,7 @@ class ModelPanel(QWidget):
         lay.addWidget(self.apply_btn)
         self.arch_title = QLabel("Architecture (from the GGUF)")
         self.arch_title.setObjectName("sectionTitle")
+        self.arch_title.setWordWrap(True)  # one line would set the panel's least width past a 1366x768 dock's
         self.arch_title.hide()
         lay.addWidget(self.arch_title)
         self.arch_view = ArchitectureView()
