@@ -47,6 +47,13 @@ class DialogFolder(str, enum.Enum):
         return f"{self.value}_folder"
 
 
+class Workspace(str, enum.Enum):
+    """The window's dock layouts (perspectives), each remembered as the person left it."""
+
+    CHAT = "chat"  # chat-first: Chats and Model left, Stats / Funnel and Sampler right, Tokens below
+    SAMPLING = "sampling"  # the sampling lab: Sampler, Funnel and Tokens side by side at a readable size
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything remembered between runs.
@@ -57,7 +64,10 @@ class Settings:
         system_prompt: the system message of new chats.
         stop_strings: the extra stop strings of new chats.
         recent_models: most recent first, absolute paths.
-        window_geometry, window_state: Qt's saveGeometry/saveState, base64.
+        window_geometry: Qt's saveGeometry, base64.
+        window_state, sampling_state: Qt's saveState of the Chat and the Sampling layout's docks,
+            base64 ("": not left yet, laid out as at first).
+        workspace: the layout shown when the window was last closed.
         library_folders: folders the person added to the model library, as typed
             (``~`` expanded), deduplicated, in the order added.
         hub_token: the Hugging Face token entered in Glassbox (stripped), or None.
@@ -82,6 +92,8 @@ class Settings:
     recent_models: tuple[str, ...] = ()
     window_geometry: str = ""
     window_state: str = ""
+    sampling_state: str = ""
+    workspace: Workspace = Workspace.CHAT
     library_folders: tuple[str, ...] = ()
     hub_token: str | None = None
     open_model_folder: str = ""
@@ -114,6 +126,16 @@ class Settings:
         return replace(
             self, sampler=defaults.sampler, system_prompt=defaults.system_prompt, stop_strings=defaults.stop_strings
         )
+
+    def dock_state(self, workspace: Workspace) -> str:
+        """The dock state saved for ``workspace`` ("" if none yet)."""
+        return self.sampling_state if workspace is Workspace.SAMPLING else self.window_state
+
+    def with_dock_state(self, workspace: Workspace, state: str) -> Settings:
+        """These settings with ``workspace``'s dock state set."""
+        if workspace is Workspace.SAMPLING:
+            return replace(self, sampling_state=state)
+        return replace(self, window_state=state)
 
     def last_folder(self, kind: DialogFolder) -> str:
         """The folder the last dialog of ``kind`` was used in ("" if none yet)."""
@@ -156,6 +178,8 @@ class Settings:
             "recent_models": list(self.recent_models),
             "window_geometry": self.window_geometry,
             "window_state": self.window_state,
+            "sampling_state": self.sampling_state,
+            "workspace": Workspace(self.workspace).value,
             "library_folders": list(self.library_folders),
             "hub_token": self.hub_token,
             **{k.field_name: self.last_folder(k) for k in DialogFolder},
@@ -182,6 +206,8 @@ class Settings:
             recent_models=tuple(str(r) for r in recent if isinstance(r, str))[:MAX_RECENT],
             window_geometry=str(data.get("window_geometry", "")),
             window_state=str(data.get("window_state", "")),
+            sampling_state=_text(data.get("sampling_state")),
+            workspace=Workspace.SAMPLING if data.get("workspace") == Workspace.SAMPLING.value else Workspace.CHAT,
             library_folders=_folders(f for f in folders if isinstance(f, str)) if isinstance(folders, list) else (),
             hub_token=_token(token if isinstance(token, str) else None),
             open_model_folder=_text(data.get(DialogFolder.OPEN_MODEL.field_name)),

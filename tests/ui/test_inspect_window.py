@@ -74,12 +74,15 @@ def test_clicking_a_token_inspects_its_context_position(qtbot, window):
     win = window.token_inspect.window
     qtbot.waitUntil(lambda: win.inspection is not None, timeout=5000)
     assert win.isVisible() and win.tabs.isEnabled()
+    # One numbering, both where both matter: the reply's token 2 (as the Funnel counts) is the
+    # context's position prompt_tokens + 1 (as the engine counts).
+    assert f"Token 2 of the reply · context position {req.position}:" in win.header.text()
     win.show_pending(5, 42)  # the next one asked: the previous token's figures are greyed meanwhile
-    assert not win.tabs.isEnabled() and "Inspecting position 5" in win.header.text()
+    assert not win.tabs.isEnabled() and "Inspecting context position 5 " in win.header.text()
     win.show_inspection(win.inspection)
     assert win.tabs.isEnabled()
     assert win.inspection.position == req.position
-    assert f"Position {req.position}" in win.header.text()
+    assert f"Context position {req.position}:" in win.header.text()  # as a prompt token's is
     assert win.lens.table.rowCount() == win.inspection.n_layer
     assert "0.0123" in win.lens.check.text()  # the self-check's figure is shown
     # A prompt chip links to Inspect: positions count from the first new prompt token.
@@ -219,3 +222,33 @@ def test_another_model_loading_clears_the_previous_models_inspection(qtbot, wind
     load(qtbot, window, other)
     window.engine.token_inspected.emit(P.TokenInspected(777, stale))
     assert win.inspection is None and "was loaded" in win.header.text()
+
+
+def test_the_funnel_and_inspect_name_a_token_by_both_numberings(qtbot, window):
+    """The Funnel said "token 302 of 312" and Inspect "Position 319" for the same token: both now say
+    both, labelled (the Funnel in its token field's tooltip, when the context position is known)."""
+    window.funnel_dock.raise_()
+    panel = window.funnel_panel
+    window.engine.script(reply("The", " sea", " is", " deep", "."), reply("x", "y"))
+    send(qtbot, window, "sea?")
+    first = next(w for w in reversed(window.chat_view.messages) if w.message_id is not None).message_id
+    prompt = window.turn.prompt
+    settled = lambda: panel.view.funnel is not None and window.funnel._in_flight is None  # noqa: E731
+    qtbot.waitUntil(lambda: settled() and panel.view.funnel.step == 4, timeout=5000)
+    last = prompt.prompt_tokens + 4
+    assert panel.step_field.value() == 5 and panel.of_label.text() == "of 5"
+    assert panel.step_field.toolTip().startswith(f"Token 5 of the reply · context position {last} ")
+    # Inspect of the same token says the same two numbers.
+    qtbot.waitUntil(lambda: window.turn.alternatives is not None, timeout=5000)
+    menu = window.tokens_panel.open_token(4)
+    [inspect] = [a for a in menu.actions() if a.text().startswith("Inspect this token")]
+    inspect.trigger()
+    win = window.token_inspect.window
+    assert f"Inspecting token 5 of the reply · context position {last} " in win.header.text()
+    qtbot.waitUntil(lambda: win.inspection is not None, timeout=5000)
+    assert win.header.text().startswith(f"Token 5 of the reply · context position {last}:")
+    # A reply that is no longer the turn shown has no known context position: the reply's count alone.
+    send(qtbot, window, "again")
+    window.chat.open_token_funnel(first, 1)
+    qtbot.waitUntil(lambda: settled() and panel.view.funnel.reply_id == first, timeout=5000)
+    assert panel.step_field.toolTip().startswith("Token 2 of the reply.\n")

@@ -40,4 +40,4 @@ def test_chips_of_a_second_turn_inspect_their_own_tokens(qtbot, window):
         assert ins.path is InspectPath.CACHE_REUSE, ins.fallback_reason
         assert ins.lens.last_layer_max_abs_diff < 0.05
         qtbot.waitUntil(lambda ins=ins: win.inspection is ins, timeout=5000)
-        assert f"Position {ins.position}" in win.header.text()
+        assert f"context position {ins.position}:" in win.header.text().lower()

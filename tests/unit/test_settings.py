@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from app.core.chat.context import FlashAttention, LoadSettings
 from app.core.hardware.memory import KVCacheType
 from app.core.sampling.params import SamplerSettings
-from app.core.settings import MAX_RECENT, Settings, SettingsStore
+from app.core.settings import MAX_RECENT, Settings, SettingsStore, Workspace
 
 
 def test_round_trip(tmp_path):
@@ -151,3 +152,11 @@ def test_a_quantized_v_cache_with_flash_attention_off_is_named_before_llama_cpp_
     assert "q8_0 V cache needs flash attention" in msg and "auto or on" in msg
     assert LoadSettings(type_v="q8_0", flash_attn="auto").v_cache_conflict == ""
     assert LoadSettings(type_v="q4_0", flash_attn="on").v_cache_conflict == ""
+
+
+def test_each_workspace_keeps_its_dock_state_and_the_one_shown_round_trips():
+    s = Settings().with_dock_state(Workspace.SAMPLING, "1366x768:AAA=").with_dock_state(Workspace.CHAT, "BBB=")
+    s = replace(s, workspace=Workspace.SAMPLING)
+    back = Settings.from_dict(json.loads(json.dumps(s.to_dict())))
+    assert back == s and back.dock_state(Workspace.SAMPLING) == "1366x768:AAA=" and back.window_state == "BBB="
+    assert Settings.from_dict({"workspace": "nonsense"}).workspace is Workspace.CHAT  # older or damaged: chat

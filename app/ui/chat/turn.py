@@ -170,6 +170,30 @@ class LiveTurn:
         self.alternatives_offset = offset
         self._bump()
 
+    # -------------------------------------------------------------- one numbering of tokens
+    def context_position(self, step: int) -> int | None:
+        """The context position (0-based, as Inspect counts) of the reply's token ``step`` (0-based,
+        counted over the whole reply, as the Funnel and the Tokens panel count): the prompt's tokens
+        come first. None: no prompt yet, or a step before this turn's first token (the part a reply
+        continues, a branch's prefix: they are in the prompt, not counted here)."""
+        if self.prompt is None or step < self.alternatives_offset:
+            return None
+        return self.prompt.prompt_tokens + step - self.alternatives_offset
+
+    def reply_step(self, position: int) -> int | None:
+        """The reply's token (0-based over the whole reply) at context position ``position``; the
+        inverse of :meth:`context_position` (None: a prompt token, or no prompt yet)."""
+        if self.prompt is None or position < self.prompt.prompt_tokens:
+            return None
+        return position - self.prompt.prompt_tokens + self.alternatives_offset
+
+    @property
+    def reply_steps(self) -> int:
+        """Tokens in the whole reply so far: its kept alternatives' steps, or the earlier part and this turn's."""
+        if self.alternatives is not None:
+            return max(self.alternatives.n_steps, self.alternatives_offset + len(self.tokens))
+        return self.alternatives_offset + len(self.tokens)
+
     def on_shift(self, ev: P.ContextShifted) -> None:
         self.shifts += 1
         self.n_past = ev.n_past

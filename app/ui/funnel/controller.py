@@ -26,6 +26,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 
 from PySide6.QtCore import QObject
 
@@ -34,6 +35,7 @@ from app.core.sampling.alternatives import StoredStep
 from app.core.sampling.funnel import same_chain
 from app.core.sampling.params import SamplerSettings
 from app.ui.chat.shown import Shown, ShownChat
+from app.ui.chat.turn import LiveTurn
 from app.ui.engine.client import EngineClient
 from app.ui.funnel.panel import FunnelPanel
 
@@ -74,6 +76,20 @@ NewestLookup = Callable[[], "StepTarget | None"]
 UncertainLookup = Callable[[int], "StepTarget | None"]
 """(stored message id) -> that reply's most uncertain token, the step with the highest entropy (None: it
 kept no alternatives, or none yet: it is streaming)."""
+PositionLookup = Callable[[int | None, int | None, int], "int | None"]
+"""(engine request id, stored message id, 0-based step of that reply) -> the token's context position
+(None: that reply is not the turn shown, whose prompt gives the positions)."""
+
+
+def _live_position(live: LiveTurn, request_id: int | None, message_id: int | None, step: int) -> int | None:
+    """Token ``step``'s context position when the reply (by its engine request or its stored message)
+    is ``live``'s: :meth:`LiveTurn.context_position`."""
+    ours = (request_id is not None and request_id == live.request_id) or (
+        message_id is not None and message_id == live.message_id
+    )
+    return live.context_position(step) if ours else None
+
+
 NOT_YET = "The most uncertain token is known once the reply has ended (its entropies are kept with it)."
 
 
@@ -116,6 +132,7 @@ class FunnelController(QObject):
         self.offset = 0
         self.offset_lookup: Callable[[], int] | None = None  # the new reply's offset (follow)
         self.turn_message: Callable[[], int | None] | None = None  # the latest reply's message id (follow)
+        self.position_lookup: PositionLookup | None = None  # a token's context position (follow)
         engine.generation_started.connect(self._reply_started)
         engine.token_received.connect(self._token)
         engine.funnel_computed.connect(self._computed)
@@ -140,6 +157,7 @@ class FunnelController(QObject):
         self.newest_lookup = newest_lookup
         self.uncertain_lookup = uncertain_lookup
         self.offset_lookup = lambda: shown.live.alternatives_offset
+        self.position_lookup = partial(_live_position, shown.live)
         self.turn_message = lambda: shown.live.message_id
 
         def shown_changed(state: Shown) -> None:
@@ -394,14 +412,15 @@ class FunnelController(QObject):
         own = self._own_settings()
         as_drawn = own is not None and same_chain(f.settings, own)
         if st is not None and (f.reply_id, f.step) == (st.reply_id, st.step):
-            self.panel.set_steps(max(self.reply_steps, f.step + 1), f.step)
+            self.panel.set_steps(max(self.reply_steps, f.step + 1), f.step, self._position(None, st.reply_id, f.step))
             self.panel.show_funnel(f, as_drawn)
             self.panel.view.repaint()
             if self._change_t is not None and f.settings == self._run_settings():
                 self.latencies_s.append(time.perf_counter() - self._change_t)
                 self._change_t = None
         elif st is None and f.reply_id == self.reply_id:
-            self.panel.set_steps(self.offset + self.n_steps, self.offset + f.step)
+            step = self.offset + f.step
+            self.panel.set_steps(self.offset + self.n_steps, step, self._position(f.reply_id, self.message_id, step))
             self.panel.show_funnel(f, as_drawn)
             self.panel.view.repaint()  # synchronous: the latency below ends when the pixels are drawn
             if self.step < 0:  # following: newer tokens may have arrived while it was computed
@@ -410,6 +429,10 @@ class FunnelController(QObject):
                 self.latencies_s.append(time.perf_counter() - self._change_t)
                 self._change_t = None
         self._send()
+
+    def _position(self, request_id: int | None, message_id: int | None, step: int) -> int | None:
+        """The context position of token ``step`` of the reply shown (None: not known)."""
+        return self.position_lookup(request_id, message_id, step) if self.position_lookup is not None else None
 
     def _failed(self, ev: P.Failed) -> None:
         if ev.request_id != self._in_flight:

@@ -493,8 +493,10 @@ class FunnelPanel(QWidget):
         self.note.setText(note or "")
         self.note.setVisible(note is not None)
 
-    def set_steps(self, n_steps: int, step: int) -> None:
-        """The reply has ``n_steps`` tokens; ``step`` (0-based) is shown."""
+    def set_steps(self, n_steps: int, step: int, position: int | None = None) -> None:
+        """The reply has ``n_steps`` tokens; ``step`` (0-based) is shown. ``position``: that token's
+        context position (as Inspect counts; None: not known, a stored reply's), said in the token
+        field's tooltip."""
         self._syncing = True
         try:
             self.step_field.setRange(1, max(1, n_steps))
@@ -502,6 +504,10 @@ class FunnelPanel(QWidget):
         finally:
             self._syncing = False
         self.of_label.setText(f"of {n_steps}")
+        where = f"Token {step + 1} of the reply"
+        if position is not None:
+            where += f" · context position {position} (as Inspect counts: the prompt's tokens come first)"
+        self.step_field.setToolTip(f"{where}.\n{TOKEN_HELP}")
         self.step_field.setEnabled(True)
         self.follow.setEnabled(True)
         self.uncertain.setEnabled(True)

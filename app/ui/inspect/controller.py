@@ -56,7 +56,7 @@ class InspectController(QObject):
             return
         self._pending = rid
         self._of_reply = self.shown.live.message_id
-        self.window.show_pending(position, token_id)
+        self.window.show_pending(position, token_id, self.shown.turn.reply_step(position))
 
     def _shown_changed(self, state: Shown) -> None:
         """The reply whose turn was inspected is no longer on the chat shown: what the window shows

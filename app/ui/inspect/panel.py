@@ -509,6 +509,16 @@ class ExpertsTab(QWidget):
         )
 
 
+def place_text(position: int, reply_step: int | None) -> str:
+    """Where a token is, in both numberings where both matter: ``token 302 of the reply · context
+    position 319`` (the reply's tokens counted from 1, as the Funnel and the Tokens panel count;
+    the context's positions from 0, the prompt's tokens first), or ``context position 12`` for a
+    prompt token (``reply_step`` None)."""
+    if reply_step is None:
+        return f"context position {position}"
+    return f"token {reply_step + 1} of the reply · context position {position}"
+
+
 class InspectWindow(QDialog):
     """The inspect window (one, reused): a header and the four tabs."""
 
@@ -538,10 +548,15 @@ class InspectWindow(QDialog):
             self.tabs.addTab(scroll, name)
         lay.addWidget(self.tabs, 1)
         self.inspection: TokenInspection | None = None
+        self.reply_step: int | None = None  # the inspected token's place in the reply (None: a prompt token)
 
-    def show_pending(self, position: int, token_id: int) -> None:
-        """An inspection was asked for; say so until it arrives (the first one also builds the vocabulary tables)."""
-        self.header.setText(f"Inspecting position {position} (token id {token_id})…")
+    def show_pending(self, position: int, token_id: int, reply_step: int | None = None) -> None:
+        """An inspection was asked for; say so until it arrives (the first one also builds the vocabulary tables).
+
+        ``reply_step``: the token's place in the reply (0-based over the whole reply, as the Funnel
+        counts), None for a prompt token; kept for the header of the inspection when it arrives."""
+        self.reply_step = reply_step
+        self.header.setText(f"Inspecting {place_text(position, reply_step)} (token id {token_id})…")
         self.tabs.setEnabled(False)  # greyed: the tabs still hold the previous token's figures
 
     def clear(self, note: str) -> None:
@@ -568,7 +583,8 @@ class InspectWindow(QDialog):
         )
         tables = f", of which {ins.tables_s:.2f} s building the vocabulary tables" if ins.tables_s else ""
         self.header.setText(
-            f"Position {ins.position}: {_token_html(ins.text)} (id {ins.token_id}), {ins.n_layer} layers. "
+            f"{place_text(ins.position, self.reply_step).capitalize()}: {_token_html(ins.text)} "
+            f"(id {ins.token_id}), {ins.n_layer} layers. "
             f"Computed in a second llama.cpp context, {path}: {ins.evaluated:,} positions evaluated in "
             f"{ins.inspect_s:.2f} s{tables}; the inspector holds {format_bytes(ins.extra_memory_bytes)}."
         )

@@ -316,8 +316,8 @@ class TokensPanel(QWidget):
 
     def _gen_position(self, i: int) -> int:
         """Generated token ``i``'s position in the context (-1: unknown)."""
-        prompt = self.turn.prompt
-        return prompt.prompt_tokens + i if prompt is not None else -1
+        pos = self.turn.context_position(i + self.turn.alternatives_offset)
+        return -1 if pos is None else pos
 
     def open_token(self, i: int, where: QPoint | None = None) -> QMenu | None:
         """Generated token ``i`` was clicked: its funnel is asked for, and its menu (other candidates

@@ -19,7 +19,7 @@ from app import APP_NAME
 from app.core import protocol as P
 from app.core.chat.context import ContextPolicy
 from app.core.conversations import ConversationStore
-from app.core.settings import Settings
+from app.core.settings import Settings, Workspace
 from app.paths import Paths
 from app.ui.chat.chat_settings import ChatSettingsController
 from app.ui.chat.composer import Composer
@@ -62,6 +62,7 @@ from app.ui.window.per_chat import PerChatSettings
 from app.ui.window.settings_controller import SettingsController
 from app.ui.window.token_panels import TokenPanels
 from app.ui.window.top_bar import ModelsBar, TopBar
+from app.ui.window.workspaces import Workspaces
 
 
 class MainWindow(QMainWindow):
@@ -173,9 +174,15 @@ class MainWindow(QMainWindow):
             self, self.load_model, lambda kind, text: notices.show(NoticeTopic.GENERAL, kind, text)
         )
         self.guide = HowItWorks(self, loader, chat_settings, self.docks, pages, notices)
-        self.menus = Menus(self, loader, page, pages, self.docks, self.guide, engine, notices, paths.logs_dir)
+        self.workspaces = Workspaces(self, self.docks, settings)  # the chat layout and the sampling lab
+        self.menus = Menus(
+            self, loader, page, pages, self.docks, self.workspaces, self.guide, engine, notices, paths.logs_dir
+        )
         self.menu_actions, self.act_stop = self.menus.actions, self.menus.actions.stop
-        window_layout.restore_state(self, self.settings)
+        self.top_bar.workspace_requested.connect(self.workspaces.show)
+        self.workspaces.switched.connect(self.top_bar.set_workspace)
+        window_layout.restore_geometry(self, self.settings)
+        self.workspaces.restore()
         name_widgets(self)
 
         # Repaint on a clock, not per event (docs/architecture.md, principle 6).
@@ -215,8 +222,9 @@ class MainWindow(QMainWindow):
             self.setWindowTitle(f"{display_name(change.loaded.info.path)} — {APP_NAME}")
 
     def save_settings(self) -> None:
-        """Record the window's geometry and dock layout, and write the settings file now."""
-        window_layout.save_state(self, self.settings_ctl)
+        """Record the window's geometry and the dock layout of the workspace shown, and write the settings file now."""
+        window_layout.save_geometry(self, self.settings_ctl)
+        self.workspaces.save()
         self.settings_ctl.save_now()
 
     # ------------------------------------------------------------------------------ Qt events
@@ -234,9 +242,15 @@ class MainWindow(QMainWindow):
         self.file_drop.drop(e)
 
     def resizeEvent(self, e: QResizeEvent) -> None:
-        """A window made wider gives its docks back their share (see :func:`window_layout.widen_docks`)."""
+        """A window made wider gives its docks back their share (see :func:`window_layout.widen_docks`);
+        in the sampling lab the docks keep their share of any new size (:meth:`Workspaces.window_resized`)."""
         super().resizeEvent(e)
-        if e.oldSize().isValid() and e.size().width() > e.oldSize().width():
+        old, new = e.oldSize(), e.size()
+        if not old.isValid():
+            return
+        if self.workspaces.current is Workspace.SAMPLING:
+            QTimer.singleShot(0, lambda: self.workspaces.window_resized(old, new))
+        elif new.width() > old.width():
             QTimer.singleShot(0, lambda: window_layout.widen_docks(self, self.docks))
 
     def closeEvent(self, e: QCloseEvent) -> None:

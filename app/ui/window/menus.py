@@ -6,14 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QAction, QFontDatabase, QKeySequence
+from PySide6.QtGui import QAction, QActionGroup, QFontDatabase, QKeySequence
 from PySide6.QtWidgets import QMainWindow, QMenu, QMenuBar
 
 from app import APP_NAME, __version__
 from app.core.models.library import ModelEntry
+from app.core.settings import Workspace
 from app.ui.chat.export import ExportFormat
 from app.ui.common import dialogs
 from app.ui.common.severity import Severity
@@ -24,6 +26,7 @@ from app.ui.window.how_it_works import HowItWorks
 from app.ui.window.model_loader import ModelLoader
 from app.ui.window.notices import Notices, NoticeTopic
 from app.ui.window.pages import Page, Pages
+from app.ui.window.workspaces import Workspaces
 
 # Keys the prompt box handles itself (no QAction): listed in the shortcuts sheet too.
 COMPOSER_KEYS: tuple[tuple[str, str], ...] = (
@@ -57,6 +60,7 @@ class Menus:
         chats: the chat page's commands (new, export, import, next / previous, search, stop).
         pages: the window's pages.
         docks: the docks, each with its toggle (and key) in the View menu.
+        workspaces: the layouts (chat, sampling lab), each an entry of the View menu with its key.
         guide: Help → How it works.
         engine: the engine client (a reply in flight; its build for About).
         notices: where About is said.
@@ -73,6 +77,7 @@ class Menus:
         chats: ChatPage,
         pages: Pages,
         docks: DockRegistry,
+        workspaces: Workspaces,
         guide: HowItWorks,
         engine: EngineClient,
         notices: Notices,
@@ -112,6 +117,15 @@ class Menus:
         _action(main, v, "&Search chats", ("Ctrl+K", "Ctrl+F"), chats.focus_chat_search)
         _action(main, v, "N&ext chat", ("Ctrl+PgDown",), lambda: chats.step_chat(1))
         _action(main, v, "&Previous chat", ("Ctrl+PgUp",), lambda: chats.step_chat(-1))
+        v.addSeparator()
+        layouts = QActionGroup(main)
+        for ws, text, layout_key in LAYOUT_ACTIONS:
+            a = _action(main, v, text, (layout_key,), partial(workspaces.show, ws))
+            a.setCheckable(True)
+            a.setChecked(ws is workspaces.current)
+            a.setData(ws.value)
+            layouts.addAction(a)
+        workspaces.switched.connect(lambda w: _check_layout(layouts, w))
         v.addSeparator()
         for dock in docks:
             toggle = dock.toggleViewAction()
@@ -159,6 +173,17 @@ class Menus:
 
 
 KeySpec = str | QKeySequence | QKeySequence.StandardKey
+# View → the layouts, with their keys (Ctrl+1 / Ctrl+2 are the pages', Ctrl+Shift+digit the docks').
+LAYOUT_ACTIONS: tuple[tuple[Workspace, str, str], ...] = (
+    (Workspace.CHAT, "C&hat layout", "Ctrl+Alt+1"),
+    (Workspace.SAMPLING, "S&ampling layout", "Ctrl+Alt+2"),
+)
+
+
+def _check_layout(group: QActionGroup, workspace: Workspace) -> None:
+    """Check the View menu's entry of the layout shown."""
+    for a in group.actions():
+        a.setChecked(a.data() == workspace.value)
 
 
 def _action(

@@ -11,6 +11,7 @@ from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QMenu, QPushButton, QSizePolicy, QToolButton, QWidget
 
 from app.core.gguf.gguf_info import format_bytes
+from app.core.settings import Workspace
 from app.ui.chat.placeholder import display_name
 from app.ui.engine.client import EngineClient, EngineState
 from app.ui.window.model_change import ModelChange, ModelPhase
@@ -21,6 +22,7 @@ ENGINE_STOPPED_TEXT = "Engine stopped  ▾"
 MODEL_BUTTON_MAX_PX = 240  # the model picker's text, at most (elided in the middle)
 MODEL_BUTTON_MIN_PX = 110  # the picker's least width: the bar (and the window) may be this narrow
 _BUTTON_CHROME_PX = 44  # the picker's padding and menu arrow around its text
+LAB_TEXT, LAB_SHORT_TEXT = "Sampling lab", "Lab"  # the lab toggle's label, and in a narrow bar (800 px windows)
 
 _STATE_TEXT = {
     EngineState.STARTING: "starting engine…",
@@ -129,9 +131,25 @@ class StateLabel(QLabel):
             self._fit()
 
 
+class LabToggle(QToolButton):
+    """The sampling lab's toggle. It never holds the window wide (its least width is 0): the bar gives
+    it its whole label, "Lab" when narrower, or hides it when even that would squeeze the model picker
+    (View → Sampling layout stays)."""
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(0, super().minimumSizeHint().height())
+
+
 class TopBar(_NavBar):
     """The chat page's bar: navigation, the model picker (its menu is filled by the window
-    just before it opens, see :attr:`model_menu`) and the engine's state."""
+    just before it opens, see :attr:`model_menu`), the engine's state, and the sampling lab's toggle.
+
+    Signals:
+        workspace_requested(object): the lab toggle was clicked: the
+            :class:`~app.core.settings.Workspace` asked for.
+    """
+
+    workspace_requested = Signal(object)  # Workspace
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(Page.CHAT, parent)
@@ -147,7 +165,24 @@ class TopBar(_NavBar):
         self.state_label.setObjectName("stateLabel")
         self.row.addWidget(self.state_label)
         self.row.addStretch(1)
+        self.lab_toggle = LabToggle()
+        self.lab_toggle.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+        self.lab_toggle.setObjectName("labToggle")
+        self.lab_toggle.setText(LAB_SHORT_TEXT)  # its least width; the whole label when the bar has room
+        self.lab_toggle.setCheckable(True)
+        self.lab_toggle.setToolTip(
+            "The sampling lab: the Sampler, the Funnel and the Tokens side by side (View → Sampling layout); "
+            "click again for the chat layout. Each layout stays as you leave it."
+        )
+        self.lab_toggle.clicked.connect(
+            lambda on: self.workspace_requested.emit(Workspace.SAMPLING if on else Workspace.CHAT)
+        )
+        self.row.addWidget(self.lab_toggle)
         self.set_model_text(NO_MODEL_TEXT)
+
+    def set_workspace(self, workspace: Workspace) -> None:
+        """Check the lab toggle when the lab is shown (it asks for nothing)."""
+        self.lab_toggle.setChecked(workspace is Workspace.SAMPLING)
 
     def set_model_text(self, text: str, tooltip: str | None = None) -> None:
         """The model picker's label, elided so a long file name never widens the window."""
@@ -166,7 +201,8 @@ class TopBar(_NavBar):
         self._elide_model_text()
 
     def _elide_model_text(self) -> None:
-        """Elide the picker's label to the room the bar has (at most MODEL_BUTTON_MAX_PX)."""
+        """Elide the picker's label to the room the bar has (at most MODEL_BUTTON_MAX_PX); the lab
+        toggle says "Lab", or hides, when its whole label would leave the picker less than its least width."""
         m = self.row.contentsMargins()
         fixed = (
             m.left()
@@ -177,6 +213,15 @@ class TopBar(_NavBar):
             + 4 * max(0, self.row.spacing())
             + _BUTTON_CHROME_PX
         )
+        toggle = self.lab_toggle
+        fm_t = toggle.fontMetrics()
+        chrome = toggle.sizeHint().width() - fm_t.horizontalAdvance(toggle.text())
+        free = self.width() - fixed - MODEL_BUTTON_MIN_PX - max(0, self.row.spacing())
+        label = next((t for t in (LAB_TEXT, LAB_SHORT_TEXT) if chrome + fm_t.horizontalAdvance(t) <= free), None)
+        if label is not None:
+            toggle.setText(label)
+            fixed += toggle.sizeHint().width() + max(0, self.row.spacing())
+        toggle.setVisible(label is not None)
         room = max(MODEL_BUTTON_MIN_PX - _BUTTON_CHROME_PX, min(MODEL_BUTTON_MAX_PX, self.width() - fixed))
         fm = self.model_button.fontMetrics()
         self.model_button.setText(fm.elidedText(self._model_text, Qt.TextElideMode.ElideMiddle, room))

@@ -114,17 +114,13 @@ def widen_docks(main: QMainWindow, docks: DockRegistry) -> None:
         main.resizeDocks([d for d, _ in wanted], [t for _, t in wanted], Qt.Orientation.Horizontal)
 
 
-def save_state(main: QMainWindow, settings: SettingsController) -> None:
-    """Record ``main``'s geometry and dock layout (which docks are where, shown, tabbed; by their
-    object names) in the settings."""
-    geo = bytes(main.saveGeometry().toBase64().data()).decode("ascii")
-    state = bytes(main.saveState().toBase64().data()).decode("ascii")
-    settings.update(window_geometry=geo, window_state=state)
+def save_geometry(main: QMainWindow, settings: SettingsController) -> None:
+    """Record ``main``'s geometry in the settings (its docks' layout is each workspace's:
+    :mod:`app.ui.window.workspaces`)."""
+    settings.update(window_geometry=bytes(main.saveGeometry().toBase64().data()).decode("ascii"))
 
 
-def restore_state(main: QMainWindow, settings: Settings) -> None:
-    """Give ``main`` the geometry and dock layout recorded in ``settings`` (none: as laid out)."""
+def restore_geometry(main: QMainWindow, settings: Settings) -> None:
+    """Give ``main`` the geometry recorded in ``settings`` (none: as laid out)."""
     if settings.window_geometry:
         main.restoreGeometry(QByteArray.fromBase64(settings.window_geometry.encode("ascii")))
-    if settings.window_state:
-        main.restoreState(QByteArray.fromBase64(settings.window_state.encode("ascii")))
