@@ -74,6 +74,7 @@ STRAY_CHILD = """
 import json, os, sys, tempfile
 os.environ["GLASSBOX_HOME"] = tempfile.mkdtemp(prefix="glassbox-docks-")
 from PySide6.QtWidgets import QApplication, QDockWidget, QTabBar
+from app.core.settings import Workspace
 from app.paths import default_paths
 from app.ui.theme import apply_theme
 from app.ui.window.compose import create_window
@@ -85,25 +86,33 @@ if __name__ == "__main__":
     win = create_window(default_paths().ensure(), FakeEngine())
     win.resize(1366, 768)
     win.show()
-    for _ in range(20):
-        app.processEvents()
-    docks = {d.windowTitle(): d.geometry() for d in win.findChildren(QDockWidget) if d.isVisible()}
-    bars = []
-    for bar in win.findChildren(QTabBar):
-        if bar.parent() is win and bar.isVisible():
-            tabs = [bar.tabText(i) for i in range(bar.count())]
-            near = bar.geometry().adjusted(-4, -4, 4, 4)
-            bars.append({"tabs": tabs, "at": bar.geometry().topLeft().toTuple(),
-                         "against_its_docks": any(t in docks and docks[t].intersects(near) for t in tabs)})
-    print(json.dumps(bars))
+    def bars():
+        for _ in range(20):
+            app.processEvents()
+        docks = {d.windowTitle(): d.geometry() for d in win.findChildren(QDockWidget) if d.isVisible()}
+        found = []
+        for bar in win.findChildren(QTabBar):
+            if bar.parent() is win and bar.isVisible():
+                tabs = [bar.tabText(i) for i in range(bar.count())]
+                near = bar.geometry().adjusted(-4, -4, 4, 4)
+                found.append({"tabs": tabs, "at": bar.geometry().topLeft().toTuple(),
+                              "against_its_docks": any(t in docks and docks[t].intersects(near) for t in tabs)})
+        return found
+
+    started = bars()
+    win.workspaces.show(Workspace.SAMPLING)
+    lab = bars()
+    win.workspaces.show(Workspace.CHAT)
+    print(json.dumps({"started": started, "lab": lab, "back": bars()}))
     win.close()
     win.conversations.close()
 """
 
 
 def test_no_stray_dock_tab_bar_in_a_started_window(tmp_path) -> None:
-    """Qt made three tab bars for the Tokens | Timeline group and left two visible over the Model panel
-    (in a window started as the app starts it; a pytest-qt window made one, so this runs in a child)."""
+    """Qt made three tab bars for the Tokens | Timeline group and left two visible over the Model panel,
+    and more at each workspace switch (in a window started as the app starts it; a pytest-qt window made
+    one, so this runs in a child)."""
     import json
     import os
     import subprocess
@@ -116,9 +125,11 @@ def test_no_stray_dock_tab_bar_in_a_started_window(tmp_path) -> None:
     env = {**os.environ, "PYTHONPATH": str(repo), "QT_QPA_PLATFORM": "offscreen"}
     done = subprocess.run([sys.executable, str(script)], cwd=repo, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
-    bars = json.loads(done.stdout.strip().splitlines()[-1])
-    assert [b for b in bars if not b["against_its_docks"]] == []
-    assert sorted(sorted(b["tabs"]) for b in bars) == [["Funnel", "Stats"], ["Timeline", "Tokens"]]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    for when in ("started", "lab", "back"):  # started; the sampling lab shown; the chat layout again
+        assert [b for b in seen[when] if not b["against_its_docks"]] == [], when
+    for when in ("started", "back"):
+        assert sorted(sorted(b["tabs"]) for b in seen[when]) == [["Funnel", "Stats"], ["Timeline", "Tokens"]], when
 
 
 def test_the_model_panel_fits_its_dock_at_1366x768_with_a_model_loaded(qtbot, window) -> None:

@@ -82,7 +82,13 @@ def test_the_funnel_follows_the_branch_shown(qtbot, window):
     new = _reply_id(window)
     assert new != old
     # The new branch streams: its newest token (the engine counts the request's own 2 tokens).
-    qtbot.waitUntil(lambda: (panel.view.funnel.reply_id, panel.view.funnel.step) == (ctl.reply_id, 1), timeout=5000)
+    # (Until its first funnel comes, the panel says no reply: the old branch's token is off the path.)
+    qtbot.waitUntil(
+        lambda: (
+            panel.view.funnel is not None and (panel.view.funnel.reply_id, panel.view.funnel.step) == (ctl.reply_id, 1)
+        ),
+        timeout=5000,
+    )
     assert ctl.stored is None and panel.follow.isChecked()
     # Counted as the reply's tokens (3 from the prefix, then the branch's 2), as the Tokens panel counts them.
     assert panel.of_label.text() == "of 5" and panel.step_field.value() == 5

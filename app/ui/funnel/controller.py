@@ -35,7 +35,7 @@ from app.core.sampling.alternatives import StoredStep
 from app.core.sampling.funnel import same_chain
 from app.core.sampling.params import SamplerSettings
 from app.ui.chat.shown import Shown, ShownChat
-from app.ui.chat.turn import LiveTurn
+from app.ui.chat.turn import LiveTurn, TurnPhase
 from app.ui.engine.client import EngineClient
 from app.ui.funnel.panel import FunnelPanel
 
@@ -161,7 +161,10 @@ class FunnelController(QObject):
         self.turn_message = lambda: shown.live.message_id
 
         def shown_changed(state: Shown) -> None:
-            self.follow_path(state.message_ids, shown.live_reply, kept_on_path=state.live)
+            live = shown.live
+            # The kept reply is shown, or still being written (its message may not be on the path yet).
+            writing = live.request_id == self.reply_id and live.phase in (TurnPhase.PREFILL, TurnPhase.DECODE)
+            self.follow_path(state.message_ids, shown.live_reply, kept_on_path=state.live or writing)
 
         shown.changed.connect(shown_changed)
 
@@ -324,6 +327,8 @@ class FunnelController(QObject):
         if not kept_on_path:  # not asked for again on the clock; the chat's newest token adopts it back
             self.reply_id = None
             self.n_steps = 0
+            self.step = -1  # the next reply is followed from its first token
+            self._show_following(True)
         self._say_no_reply()
 
     def _say_no_reply(self) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QDockWidget, QFrame, QMainWindow, QScrollArea, QSizePolicy, QTabBar, QWidget
 
@@ -69,6 +69,7 @@ class DockRegistry:
         self._main = main
         self._docks: list[QDockWidget] = []
         self._specs: dict[str, DockSpec] = {}
+        self._tidy = _StrayTabBars(main)
 
     def add(self, spec: DockSpec) -> QDockWidget:
         """Make ``spec``'s dock and put it in the window (in its area, or as a tab behind
@@ -91,13 +92,7 @@ class DockRegistry:
         if spec.least_width:
             dock.setMinimumWidth(spec.least_width)
         if spec.tab_with is not None:
-            before = set(self._tab_bars())
             self._main.tabifyDockWidget(self.named(spec.tab_with), dock)
-            # Qt (6.11) makes three tab bars for one tabify in the bottom area and leaves two it does not
-            # use visible, as a stray "Tokens | Timeline" strip over the Model panel. The last one made
-            # is the group's; the others are hidden (not deleted: the layout still holds them for reuse).
-            for stray in [b for b in self._tab_bars() if b not in before][:-1]:
-                stray.hide()
         else:
             self._main.addDockWidget(spec.area, dock)
         if spec.hidden:
@@ -105,10 +100,6 @@ class DockRegistry:
         self._docks.append(dock)
         self._specs[spec.name] = spec
         return dock
-
-    def _tab_bars(self) -> list[QTabBar]:
-        """The main window's own tab bars (its tabbed dock groups'), in the order they were made."""
-        return [b for b in self._main.findChildren(QTabBar) if b.parent() is self._main]
 
     def __iter__(self) -> Iterator[QDockWidget]:
         return iter(tuple(self._docks))
@@ -180,6 +171,52 @@ class DockRegistry:
             spec = self.spec(dock)
             if spec.refresh is not None and (spec.refresh_hidden or dock.isVisible()):
                 spec.refresh(plot)
+
+
+class _StrayTabBars(QObject):
+    """Hides the dock tab bars Qt leaves on screen but no longer uses.
+
+    Qt (6.11) made three tab bars for the one Tokens | Timeline tabify, and more at each ``restoreState``
+    (a workspace switch), and left the old ones visible where they were: a stray "Tokens | Timeline" or
+    "Stats | Funnel" strip over the Model panel. After each layout of the window (deferred to the event
+    loop, once the docks have their places), a visible tab bar that sits against none of the docks it
+    names is hidden when another visible bar with the same tabs sits against them (so a group's only
+    bar is never hidden), or when it lies outside the window. Hidden, not deleted: Qt's layout still
+    holds them for reuse.
+    """
+
+    def __init__(self, main: QMainWindow) -> None:
+        super().__init__(main)
+        self._main = main
+        self._due = False
+        main.installEventFilter(self)
+
+    def eventFilter(self, obj: QObject, e: QEvent) -> bool:
+        if obj is self._main and e.type() in (QEvent.Type.Show, QEvent.Type.LayoutRequest) and not self._due:
+            self._due = True
+            QTimer.singleShot(0, self.hide_strays)
+        return False
+
+    def hide_strays(self) -> int:
+        """Hide the stray tab bars now; returns how many were hidden."""
+        self._due = False
+        main = self._main
+        docks = {d.windowTitle(): d for d in main.findChildren(QDockWidget) if d.isVisible() and not d.isFloating()}
+
+        def tabs(bar: QTabBar) -> frozenset[str]:
+            return frozenset(bar.tabText(i) for i in range(bar.count()))
+
+        def placed(bar: QTabBar) -> bool:
+            near = bar.geometry().adjusted(-4, -4, 4, 4)
+            return any(t in docks and docks[t].geometry().intersects(near) for t in tabs(bar))
+
+        bars = [b for b in main.findChildren(QTabBar) if b.parent() is main and b.isVisible()]
+        in_use = {tabs(b) for b in bars if placed(b)}
+        inside = main.rect()
+        strays = [b for b in bars if not placed(b) and (tabs(b) in in_use or not b.geometry().intersects(inside))]
+        for bar in strays:
+            bar.hide()
+        return len(strays)
 
 
 class DockScroll(QScrollArea):
