@@ -69,7 +69,7 @@ class DockRegistry:
         self._main = main
         self._docks: list[QDockWidget] = []
         self._specs: dict[str, DockSpec] = {}
-        self._tidy = _StrayTabBars(main)
+        _StrayTabBars(main)  # kept by its Qt parent, the window
 
     def add(self, spec: DockSpec) -> QDockWidget:
         """Make ``spec``'s dock and put it in the window (in its area, or as a tab behind
