@@ -37,6 +37,8 @@ LAB_DOCKS = (("samplerDock", LEFT), ("funnelDock", RIGHT), ("tokensDock", BOTTOM
 SAMPLER_SHARE, SAMPLER_WIDTH = 0.25, (350, 560)  # 350: its sliders without a sideways scroll
 FUNNEL_SHARE, FUNNEL_WIDTH = 0.34, (470, 760)  # 470: its panel's least width (454 px) and the dock's frame
 TOKENS_SHARE, TOKENS_HEIGHT = 0.33, (180, 440)
+# Each lab dock's least size (width; the Tokens strip's height), kept through window resizes.
+LAB_LEAST = {"samplerDock": SAMPLER_WIDTH[0], "funnelDock": FUNNEL_WIDTH[0], "tokensDock": TOKENS_HEIGHT[0]}
 
 
 @dataclass(frozen=True)
@@ -178,10 +180,13 @@ class Workspaces(QObject):
             if dock.isFloating() or not dock.isVisible():
                 continue
             area = main.dockWidgetArea(dock)
+            # Never below the lab's least for its own docks: Qt has already shrunk them for a smaller
+            # window, so scaling alone ratcheted them down at each resize (a Funnel of 354 px at 1366).
+            least = LAB_LEAST.get(dock.objectName(), 0)
             if area in (LEFT, RIGHT):
-                wide.append((dock, round(dock.width() * new.width() / old.width())))
+                wide.append((dock, max(least, round(dock.width() * new.width() / old.width()))))
             elif area in (BOTTOM, Qt.DockWidgetArea.TopDockWidgetArea):
-                tall.append((dock, round(dock.height() * new.height() / old.height())))
+                tall.append((dock, max(least, round(dock.height() * new.height() / old.height()))))
         if wide:
             main.resizeDocks([d for d, _ in wide], [w for _, w in wide], Qt.Orientation.Horizontal)
         if tall:
