@@ -429,7 +429,11 @@ def _settings_paths(settings_file: Path, key: str) -> list[Path]:
 
 
 def choose_model_for_run(
-    models_dir: Path, settings_file: Path, starter: Path, hf_cache: Path | None = None
+    models_dir: Path,
+    settings_file: Path,
+    starter: Path,
+    hf_cache: Path | None = None,
+    other_folders: Sequence[Path] = (),
 ) -> Path | None:
     """The model ``bootstrap.py run`` opens, or None when there is none to open (only then is the
     starter model fetched).
@@ -437,7 +441,8 @@ def choose_model_for_run(
     In this order: the most recent model of the settings that still exists; the starter model
     if present; else the newest (by mtime) model file (:func:`gguf_files`) in the first source
     that has one: the models folder, each library folder of the settings, the Hugging Face
-    cache ``hf_cache``. Reads the disk only, never the network.
+    cache ``hf_cache``, other apps' model folders ``other_folders`` (LM Studio's, GPT4All's...:
+    :func:`app.core.models.other_apps.suggested_folders`). Reads the disk only, never the network.
     """
     for p in _settings_paths(settings_file, "recent_models"):
         if p.is_file():
@@ -445,7 +450,7 @@ def choose_model_for_run(
     if starter.is_file():
         return starter
     folders = _settings_paths(settings_file, "library_folders")
-    for source in [models_dir, *folders, *([hf_cache] if hf_cache is not None else [])]:
+    for source in [models_dir, *folders, *([hf_cache] if hf_cache is not None else []), *other_folders]:
         files = gguf_files(source)
         if files:
             return max(files, key=lambda p: p.stat().st_mtime)
@@ -519,8 +524,11 @@ def main(argv: Iterable[str] | None = None) -> int:
 
         if args.for_run:
             from app.core.models.library import hf_cache_dir  # lazy: huggingface_hub, only for the CLI
+            from app.core.models.other_apps import suggested_folders
 
-            model = choose_model_for_run(dest, paths.settings_file, dest / STARTER_MODEL.filename, hf_cache_dir())
+            model = choose_model_for_run(
+                dest, paths.settings_file, dest / STARTER_MODEL.filename, hf_cache_dir(), suggested_folders()
+            )
             fetched = model is None
             if model is None:  # no model to open at all: only now is the network needed
                 model = _fetch_verbose(STARTER_MODEL, dest, args.python)

@@ -314,6 +314,20 @@ def test_cli_for_run_opens_a_model_of_the_library_folders_without_fetching(
     }
 
 
+def test_cli_for_run_opens_another_apps_model_without_fetching(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], hf_isolated: Path
+) -> None:
+    """A model only in LM Studio's folder (not added to the library): the app offers it at first start,
+    so ``run`` opens it rather than fetching the starter model."""
+    monkeypatch.setenv("GLASSBOX_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    monkeypatch.setattr(starter, "fetch_pypi_model", _no_network)
+    lms = tmp_path / "user" / ".lmstudio" / "models" / "lmstudio-community" / "Tiny-GGUF"
+    lms.mkdir(parents=True)
+    (lms / "Tiny-Q4_K_M.gguf").write_bytes(b"GGUF")
+    assert _for_run(capsys)["model"] == str(lms / "Tiny-Q4_K_M.gguf")
+
+
 def test_cli_for_run_fetches_the_starter_into_an_empty_library(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -322,6 +336,7 @@ def test_cli_for_run_fetches_the_starter_into_an_empty_library(
     hf_isolated: Path,
 ) -> None:
     monkeypatch.setenv("GLASSBOX_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))  # no other app's models either
     tiny = spec_for(PAYLOAD, (PART,))
     monkeypatch.setattr(starter, "STARTER_MODEL", tiny)
     real_fetch = starter.fetch_pypi_model
