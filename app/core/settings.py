@@ -68,6 +68,8 @@ class Settings:
         window_state, sampling_state: Qt's saveState of the Chat and the Sampling layout's docks,
             base64 ("": not left yet, laid out as at first).
         workspace: the layout shown when the window was last closed.
+        first_turn_hint: the empty chat walks the first turn ("send a message, then click a red token")
+            until the person says not to show it again.
         library_folders: folders the person added to the model library, as typed
             (``~`` expanded), deduplicated, in the order added.
         hub_token: the Hugging Face token entered in Glassbox (stripped), or None.
@@ -94,6 +96,7 @@ class Settings:
     window_state: str = ""
     sampling_state: str = ""
     workspace: Workspace = Workspace.CHAT
+    first_turn_hint: bool = True
     library_folders: tuple[str, ...] = ()
     hub_token: str | None = None
     open_model_folder: str = ""
@@ -180,6 +183,7 @@ class Settings:
             "window_state": self.window_state,
             "sampling_state": self.sampling_state,
             "workspace": Workspace(self.workspace).value,
+            "first_turn_hint": self.first_turn_hint,
             "library_folders": list(self.library_folders),
             "hub_token": self.hub_token,
             **{k.field_name: self.last_folder(k) for k in DialogFolder},
@@ -208,6 +212,7 @@ class Settings:
             window_state=str(data.get("window_state", "")),
             sampling_state=_text(data.get("sampling_state")),
             workspace=Workspace.SAMPLING if data.get("workspace") == Workspace.SAMPLING.value else Workspace.CHAT,
+            first_turn_hint=data.get("first_turn_hint") is not False,
             library_folders=_folders(f for f in folders if isinstance(f, str)) if isinstance(folders, list) else (),
             hub_token=_token(token if isinstance(token, str) else None),
             open_model_folder=_text(data.get(DialogFolder.OPEN_MODEL.field_name)),

@@ -8,13 +8,21 @@ from collections.abc import Callable
 from pathlib import Path
 
 from app.ui.chat.controller import ChatController
-from app.ui.chat.placeholder import LOAD_LINK_PREFIX, MODELS_LINK, OPEN_LINK, QUICK_SHOWN, placeholder_html
+from app.ui.chat.placeholder import (
+    HINT_DONE_LINK,
+    LOAD_LINK_PREFIX,
+    MODELS_LINK,
+    OPEN_LINK,
+    QUICK_SHOWN,
+    placeholder_html,
+)
 from app.ui.chat.view import ChatView
 from app.ui.engine.client import EngineState
 from app.ui.models.library_tab import LibraryTab
 from app.ui.window.model_change import ModelChange, ModelPhase
 from app.ui.window.model_loader import ModelLoader
 from app.ui.window.pages import Page
+from app.ui.window.settings_controller import SettingsController
 
 
 class EmptyChat:
@@ -26,6 +34,7 @@ class EmptyChat:
         loader: the model loader (the model, what loads, the recent models; the links' loads).
         library: the Models page's library (its loadable models, as last scanned).
         show_page: brings a page to the front.
+        settings: the settings (whether the first turn's hint is still wanted).
     """
 
     def __init__(
@@ -35,12 +44,14 @@ class EmptyChat:
         loader: ModelLoader,
         library: LibraryTab,
         show_page: Callable[[Page], object],
+        settings: SettingsController,
     ) -> None:
         self._view = view
         self._chat = chat
         self._loader = loader
         self._library = library
         self._show_page = show_page
+        self._settings = settings
         view.link_activated.connect(self._link)
         chat.conversation_changed.connect(lambda _conv: self.update())
         library.entries_changed.connect(self.update)
@@ -60,6 +71,7 @@ class EmptyChat:
                 model=engine.model,
                 loading=engine.state == EngineState.LOADING,
                 quick_models=self.quick_models(),
+                first_turn_hint=self._settings.settings.first_turn_hint,
             )
         )
 
@@ -76,5 +88,8 @@ class EmptyChat:
             self._loader.open_model_dialog()
         elif link == MODELS_LINK:
             self._show_page(Page.MODELS)
+        elif link == HINT_DONE_LINK:  # never shown again, in this window or after a restart
+            self._settings.update(first_turn_hint=False)
+            self.update()
         elif link.startswith(LOAD_LINK_PREFIX):
             self._loader.load_model(link.removeprefix(LOAD_LINK_PREFIX))

@@ -157,7 +157,7 @@ class MainWindow(QMainWindow):
         self.per_chat = PerChatSettings(chat, chat_settings, settings, sampler, self.funnel, notices)
         self.token_panels = TokenPanels(chat, self.funnel, p, settings, self.shown)
         self.models_actions = ModelsPageActions(self.models, loader, pages, notices, self.top_bar.model_menu)
-        self.empty_chat = EmptyChat(view, chat, loader, self.models.library_tab, self.show_page)
+        self.empty_chat = EmptyChat(view, chat, loader, self.models.library_tab, self.show_page, settings)
         self.model_panel.reload_requested.connect(loader.reload_with)
         self.model_panel.load_settings_edited.connect(lambda s: settings.update(load=s))
         self.model_panel.load_settings_edited.connect(lambda s: self.models.set_n_ctx(s.n_ctx or 4096))
