@@ -31,6 +31,7 @@ import os
 import platform
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -143,28 +144,24 @@ def measure_bandwidth(
         src[a : a + step] = 1.0
         dst[a : a + step] = 0.0
     bounds = [n * i // n_threads for i in range(n_threads + 1)]
-    t_start = time.perf_counter()
-    best = float("inf")
-    passes = 0
-    while passes < MIN_PASSES or time.perf_counter() - t_start < budget_s:
-        if stop is not None and stop.is_set():
-            raise ProbeCancelled(f"stopped after {passes} passes")
-        t0 = time.perf_counter()
+
+    def copy() -> None:
         if n_threads == 1:
             np.copyto(dst, src)
-        else:
-            workers = [
-                threading.Thread(target=np.copyto, args=(dst[a:b], src[a:b]), name=f"glassbox-bandwidth-{i}")
-                for i, (a, b) in enumerate(itertools.pairwise(bounds))
-            ]
-            for w in workers:
-                w.start()
-            for w in workers:
-                w.join()
-        best = min(best, time.perf_counter() - t0)
-        passes += 1
+            return
+        workers = [
+            threading.Thread(target=np.copyto, args=(dst[a:b], src[a:b]), name=f"glassbox-bandwidth-{i}")
+            for i, (a, b) in enumerate(itertools.pairwise(bounds))
+        ]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+
+    t_start = time.perf_counter()
+    best, passes = _best_time(copy, budget_s, stop, "passes")
     moved = 2 * n * 8
-    del src, dst  # the matrix products run without 2 x 256 MiB held
+    src = dst = np.empty(0)  # the matrix products run without 2 x 256 MiB held (the closure keeps no copy)
     flop_s = measure_flop_s(budget_s=flop_budget_s, stop=stop)
     return Bandwidth(
         bytes_s=moved / best,
@@ -191,17 +188,30 @@ def measure_flop_s(
     b = np.full((n, n), 0.25, dtype=np.float32)
     out = np.empty((n, n), dtype=np.float32)
     np.matmul(a, b, out=out)
+    best, _passes = _best_time(lambda: np.matmul(a, b, out=out), budget_s, stop, "matrix products")
+    return 2.0 * n**3 / best
+
+
+def _best_time(
+    run: Callable[[], object], budget_s: float, stop: threading.Event | None, what: str
+) -> tuple[float, int]:
+    """Run ``run`` until ``budget_s`` seconds are spent (at least ``MIN_PASSES`` times); returns the
+    fastest run's seconds and the runs made.
+
+    Raises:
+        ProbeCancelled: ``stop`` was set (``what``: what the runs are, for its message).
+    """
     t_start = time.perf_counter()
     best = float("inf")
     passes = 0
     while passes < MIN_PASSES or time.perf_counter() - t_start < budget_s:
         if stop is not None and stop.is_set():
-            raise ProbeCancelled(f"stopped after {passes} matrix products")
+            raise ProbeCancelled(f"stopped after {passes} {what}")
         t0 = time.perf_counter()
-        np.matmul(a, b, out=out)
+        run()
         best = min(best, time.perf_counter() - t0)
         passes += 1
-    return 2.0 * n**3 / best
+    return best, passes
 
 
 def cached_bandwidth(cache_dir: Path) -> Bandwidth | None:
