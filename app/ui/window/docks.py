@@ -201,7 +201,12 @@ class _StrayTabBars(QObject):
         """Hide the stray tab bars now; returns how many were hidden."""
         self._due = False
         main = self._main
-        docks = {d.windowTitle(): d for d in main.findChildren(QDockWidget) if d.isVisible() and not d.isFloating()}
+        direct = Qt.FindChildOption.FindDirectChildrenOnly  # not the whole widget tree (a long chat's messages)
+        docks = {
+            d.windowTitle(): d
+            for d in main.findChildren(QDockWidget, options=direct)
+            if d.isVisible() and not d.isFloating()
+        }
 
         def tabs(bar: QTabBar) -> frozenset[str]:
             return frozenset(bar.tabText(i) for i in range(bar.count()))
@@ -210,7 +215,7 @@ class _StrayTabBars(QObject):
             near = bar.geometry().adjusted(-4, -4, 4, 4)
             return any(t in docks and docks[t].geometry().intersects(near) for t in tabs(bar))
 
-        bars = [b for b in main.findChildren(QTabBar) if b.parent() is main and b.isVisible()]
+        bars = [b for b in main.findChildren(QTabBar, options=direct) if b.isVisible()]
         in_use = {tabs(b) for b in bars if placed(b)}
         inside = main.rect()
         strays = [b for b in bars if not placed(b) and (tabs(b) in in_use or not b.geometry().intersects(inside))]
