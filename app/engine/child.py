@@ -94,7 +94,7 @@ def serve(conn: Connection, cancel: CancelFlag, t0: float) -> None:
 class Lane(enum.Enum):
     """Which thread runs a request (:data:`LANES`)."""
 
-    MAIN = "main"  #: the main loop, one at a time: loads, turns, resets, prompt renders and counts
+    MAIN = "main"  #: the main loop, one at a time: loads, turns, resets, prompt renders and counts, depth sweeps
     READER = "reader"  #: the pipe reader, at once: a funnel is answered while a reply streams
     INSPECT = "inspect"  #: the inspect thread, one at a time: an inspection has its own llama.cpp context
 
@@ -127,6 +127,7 @@ HANDLERS: dict[type[Any], Callable[[Session, Any], object | None]] = {
     P.InspectToken: lambda session, req: session.inspect_token(req),
     P.PrepareInspect: _prepare_inspect,
     P.ResetContext: _reset,
+    P.SweepDepth: lambda session, req: session.sweep_depth(req),
 }
 
 

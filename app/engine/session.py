@@ -2,10 +2,10 @@
 
 The parts, one job each: :mod:`app.engine.loader` (load a model), :mod:`app.engine.turn` (one
 turn in the chat context), :mod:`app.engine.funnel_request` (the funnel of a live or stored step),
-:mod:`app.engine.prompt_requests` (render and count a prompt) and :mod:`app.engine.inspection`
-(inspect a token in a second context). The session decides which lock each takes:
+:mod:`app.engine.prompt_requests` (render and count a prompt), :mod:`app.engine.depth_sweep` (tok/s
+against context length) and :mod:`app.engine.inspection` (inspect a token in a second context). The session decides which lock each takes:
 
-- the **chat lock** while the chat context's KV cache changes (a turn, a reset);
+- the **chat lock** while the chat context's KV cache changes (a turn, a reset, a depth sweep);
 - the **model lock** while the funnel runs (on the pipe reader's thread) and while a model is
   freed or set, so a funnel never uses a model being unloaded; generation does not take it;
 - the **inspect lock** while an inspection runs (on the inspect thread) and while a model is freed
@@ -25,6 +25,7 @@ from app.core import protocol as P
 from app.core.chat.context import ChatMessage
 from app.core.gguf.gguf_info import GGUFInfo
 from app.core.hardware.memory import KVCacheLayout
+from app.engine.depth_sweep import sweep_depth
 from app.engine.errors import CancelFlag, EngineError
 from app.engine.funnel_request import checked_sampler, live_reply, live_step, step_funnel, stored_step
 from app.engine.inspection.chat_cache import take_chat_cache
@@ -186,6 +187,16 @@ class Session:
         """
         with self._chat_lock:
             return Turn(self._require(), req, self.emit, self.cancel).run()
+
+    def sweep_depth(self, req: P.SweepDepth) -> P.DepthSwept:
+        """Measure tok/s against depth in the chat context (:mod:`app.engine.depth_sweep`), under the
+        chat lock: no turn runs meanwhile, and the chat's KV cache is put back after.
+
+        Raises:
+            EngineError: ``no_model``; ``bad_settings`` (a depth that does not fit n_ctx); ``internal``.
+        """
+        with self._chat_lock:
+            return sweep_depth(self._require(), req, self.emit, self.cancel)
 
     def funnel(self, req: P.ComputeFunnel) -> P.FunnelComputed:
         """The sampler funnel of one kept step (:mod:`app.engine.funnel_request`); safe during a reply.

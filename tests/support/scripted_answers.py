@@ -11,6 +11,7 @@ Pure functions of a request and the loaded model (:mod:`tests.support.scripted_h
 - :func:`funnel`: the step's 6 fake candidates (logits 10, 9, ...), top_k and temperature applied when
   on, greedy at temperature 0; :func:`stored_funnel`: a stored step's candidates, the model column
   only, and the draw (greedy: the best).
+- :func:`sweep_point`, :func:`sweep_refusal`: a depth sweep's made-up figures, and its refusal past n_ctx.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from app.core import protocol as P
 from app.core.chat.chat_template import SAMPLE_CONVERSATION
 from app.core.chat.context import ROLLING_RESERVE_FRACTION, ChatMessage, ContextPolicy, Role
+from app.core.depth_sweep.plan import DepthPoint, check_plan
 from app.core.sampling.alternatives import StoredStep
 from app.core.sampling.funnel import Funnel, FunnelStage, FunnelStageKind
 from app.core.sampling.params import SamplerSettings
@@ -145,3 +147,15 @@ def stored_funnel(st: StoredStep, sampler: SamplerSettings | None) -> Funnel:
     model = FunnelStage(FunnelStageKind.MODEL, probs, len(st.ids), 1.0, max(0.0, 1 - sum(probs)))
     draw = FunnelStage(FunnelStageKind.GREEDY, (1.0,) + (0.0,) * (len(st.ids) - 1), 1, 0.0, 0.0, st.ids[0])
     return Funnel(st.reply_id, st.step, rows, (model, draw), st.drawn, s, st.seed, len(st.ids), False, 0.0)
+
+
+def sweep_point(depth: int) -> DepthPoint:
+    """A depth sweep's made-up figures: prefill 200 and decode 50 tok/s at depth 0, falling as 1024 / (1024 + depth)."""
+    f = 1024 / (1024 + depth)
+    return DepthPoint(depth, 200 * f, 2.0, 50 * f, 0.5, fill_s=depth / 1000)
+
+
+def sweep_refusal(req: P.SweepDepth, model: P.ModelLoaded) -> P.Failed | None:
+    """The engine's refusal of a plan that does not fit n_ctx (:func:`app.core.depth_sweep.plan.check_plan`)."""
+    why = check_plan(req.depths, req.n_prompt, req.n_gen, req.repetitions, model.n_ctx)
+    return P.Failed(req.request_id, P.FailureKind.BAD_SETTINGS, f"The depth sweep cannot run: {why}") if why else None

@@ -23,6 +23,8 @@ Scripts (what the next Generate does):
     :class:`CrashMidReply` some pieces, then the engine dies (the host's reader gets EngineDied);
     :class:`Refuse` Failed before any token (e.g. ``context_overflow``).
 Loads: :meth:`ScriptBook.fail_next_load`, :meth:`ScriptBook.crash_next_load`.
+Depth sweeps (SweepDepth): one DepthMeasured per depth with made-up figures that fall with depth
+(:func:`tests.support.scripted_answers.sweep_point`), one per tick, Stop read between depths.
 
 Alternatives (``Generate.alternatives``): token ``100 + i`` at step i, its candidates
 ``100 + i + k`` with logits ``10 - k`` (k = 0: the token drawn, its piece; ``alt<k>`` the
@@ -277,6 +279,7 @@ class ScriptedHost:
             P.InspectToken: self._inspect,
             P.PrepareInspect: lambda r: None,
             P.Shutdown: lambda r: self.stop(),
+            P.SweepDepth: lambda r: self._queue(self._sweep_events(r)),
         }
 
     # ------------------------------------------------------------------ the host interface
@@ -409,6 +412,33 @@ class ScriptedHost:
     def _reset_events(self, req: P.ResetContext) -> Iterator[object]:
         self._kv = []
         yield P.ContextReset(req.request_id)
+
+    def _sweep_events(self, req: P.SweepDepth) -> Iterator[object]:
+        """A depth sweep: made-up figures per depth (:func:`answers.sweep_point`), Stop-able between depths;
+        the KV cache of words is kept, as the engine puts the chat's back."""
+        assert self._model is not None
+        failed = answers.sweep_refusal(req, self._model)
+        if failed is not None:
+            yield failed
+            return
+        points = []
+        for i, depth in enumerate(req.depths):
+            if self._cancel.is_set():
+                break
+            points.append(answers.sweep_point(depth))
+            yield P.DepthMeasured(req.request_id, i, len(req.depths), points[-1], 0.01 * (i + 1))
+        cancelled = len(points) < len(req.depths)
+        yield P.DepthSwept(
+            req.request_id,
+            tuple(points),
+            cancelled,
+            0.01 * len(points),
+            1,
+            1,
+            self._model.n_batch,
+            512,
+            kv_restored_tokens=len(self._kv),
+        )
 
     def _count_events(self, req: P.CountPrompt) -> Iterator[object]:
         assert self._model is not None

@@ -113,3 +113,11 @@ __all__ = [
     "TokenEvent",
     "TokenInspected",
 ]
+
+# ---- speed against context length (issue 21 §3) -------------------------------------------------
+from app.core.protocol.answers import DepthSwept  # noqa: E402
+from app.core.protocol.progress import DepthMeasured  # noqa: E402
+from app.core.protocol.requests import SweepDepth  # noqa: E402
+
+__all__ += ["DepthMeasured", "DepthSwept", "SweepDepth"]
+# ---- end of speed against context length --------------------------------------------------------

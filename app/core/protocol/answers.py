@@ -229,7 +229,7 @@ class ContextReset:
     request_id: int
 
 
-TERMINAL_EVENTS = (
+TERMINAL_EVENTS: tuple[type, ...] = (
     ModelLoaded,
     Finished,
     Failed,
@@ -239,3 +239,42 @@ TERMINAL_EVENTS = (
     PromptCounted,
     TokenInspected,
 )
+
+
+# ---- speed against context length (issue 21 §3): app/engine/depth_sweep.py ----------------------
+
+from app.core.depth_sweep.plan import DepthPoint  # noqa: E402  (the block is appended; see app.core.depth_sweep)
+
+
+@dataclass(frozen=True)
+class DepthSwept:
+    """The answer to :class:`~app.core.protocol.requests.SweepDepth` (also after Stop).
+
+    Attributes:
+        points: the depths measured, in order (fewer than asked when ``cancelled``).
+        cancelled: Stop ended the sweep early.
+        elapsed_s: seconds from the request reaching the engine to its end.
+        n_threads: decode threads the context used (``llama_n_threads``).
+        n_threads_batch: prefill threads (``llama_n_threads_batch``).
+        n_batch, n_ubatch: the context's logical and physical batch, tokens.
+        kv_restored_tokens: tokens of the chat's KV cache put back after the sweep (its next turn
+            reuses them); 0 with ``kv_reset``.
+        kv_reset: the chat's KV cache was left empty (too large to copy, or llama.cpp refused the
+            copy back): the next turn evaluates the conversation again.
+    """
+
+    request_id: int
+    points: tuple[DepthPoint, ...]
+    cancelled: bool
+    elapsed_s: float
+    n_threads: int
+    n_threads_batch: int
+    n_batch: int
+    n_ubatch: int
+    kv_restored_tokens: int = 0
+    kv_reset: bool = False
+
+
+TERMINAL_EVENTS = (*TERMINAL_EVENTS, DepthSwept)
+
+# ---- end of speed against context length ---------------------------------------------------------

@@ -180,3 +180,29 @@ class LogLine:
 
     level: str
     text: str
+
+
+# ---- speed against context length (issue 21 §3): app/engine/depth_sweep.py ----------------------
+
+from app.core.depth_sweep.plan import DepthPoint  # noqa: E402  (the block is appended; see app.core.depth_sweep)
+
+
+@dataclass(frozen=True)
+class DepthMeasured:
+    """One depth of a :class:`~app.core.protocol.requests.SweepDepth` is measured.
+
+    Attributes:
+        index: 0-based index of the depth in the request's ``depths``.
+        total: how many depths the request has.
+        point: the depth's figures.
+        elapsed_s: seconds since the request reached the engine.
+    """
+
+    request_id: int
+    index: int
+    total: int
+    point: DepthPoint
+    elapsed_s: float
+
+
+# ---- end of speed against context length ---------------------------------------------------------

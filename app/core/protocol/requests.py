@@ -206,6 +206,40 @@ class Shutdown:
     """End the engine process."""
 
 
+# ---- speed against context length (issue 21 §3): app/engine/depth_sweep.py ----------------------
+
+
+@dataclass(frozen=True)
+class SweepDepth:
+    """Measure prefill and decode tok/s with ``depths`` tokens already in the KV cache, as
+    ``llama-bench -d`` does (tools/llama-bench/llama-bench.cpp), on the loaded model and its load settings.
+
+    Runs on the engine's main lane, in the chat's context: a reply cannot start until it ends. One
+    :class:`~app.core.protocol.progress.DepthMeasured` per depth, then
+    :class:`~app.core.protocol.answers.DepthSwept` (also after Stop, with the depths measured so far),
+    or :class:`Failed` (``no_model``; ``bad_settings`` for a depth that does not fit n_ctx).
+
+    Attributes:
+        depths: tokens in the KV cache before each measurement, ascending; each plus ``n_prompt``
+            plus ``n_gen`` must fit n_ctx.
+        n_prompt: prompt tokens timed per repetition (llama-bench ``-p``; 0: prefill not timed).
+        n_gen: tokens decoded one at a time per repetition (llama-bench ``-n``; 0: decode not timed).
+        repetitions: timed runs per depth (llama-bench ``-r``); the figures are their mean and
+            standard deviation.
+        seed: seeds the random token ids (llama-bench fills with ``std::rand() % n_vocab``).
+    """
+
+    request_id: int
+    depths: tuple[int, ...]
+    n_prompt: int = 512
+    n_gen: int = 128
+    repetitions: int = 5
+    seed: int = 0
+
+
+# ---- end of speed against context length ---------------------------------------------------------
+
+
 Request = (
     LoadModel
     | Generate
@@ -216,4 +250,5 @@ Request = (
     | PrepareInspect
     | ResetContext
     | Shutdown
+    | SweepDepth
 )

@@ -185,6 +185,12 @@ class Composer(QFrame):
         self.button.style().unpolish(self.button)
         self.button.style().polish(self.button)
 
+    def set_held(self, reason: str) -> None:
+        """Hold Send while the engine cannot reply (a depth sweep): disabled, ``reason`` as its tooltip;
+        "" releases it. Stop is never held."""
+        self.button.setEnabled(not reason or self._generating)
+        self.button.setToolTip(reason)
+
     def set_count(self, text: str, tooltip: str = "", severity: Severity = Severity.INFO) -> None:
         """Show the draft's count (empty: none); ``severity`` colours it (warning: over n_ctx)."""
         self.count.setText(text)

@@ -410,7 +410,10 @@ class ChatController(QObject):
         if self.engine.state == EngineState.READY:
             return True
         if not quiet:
-            if self.engine.state == EngineState.LOADING:
+            if self.engine.state == EngineState.MEASURING:
+                why = "Measuring speed vs context: no reply until it ends or is cancelled; your message is kept."
+                self.notice.emit(Severity.INFO, why, NoticeTopic.REPLY)
+            elif self.engine.state == EngineState.LOADING:
                 self.notice.emit(
                     Severity.INFO, "The model is still loading; your message is kept in the box.", NoticeTopic.NO_MODEL
                 )

@@ -29,6 +29,9 @@ The engine can also be a remote server (:meth:`EngineClient.load_model` with ``r
 interface and the same events, so everything above holds for it (a switch between the local engine
 and a server, or between servers, goes to a fresh host like a model switch). The UI tests put a
 scripted host there (``host_factory``), so they run all of this client.
+
+Size: the facade holds every signal and command of the engine the window uses, with one table of
+answers; its parts (host_link, requests, external) are already modules of their own.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ class EngineState(str, enum.Enum):
     LOADING = "loading"
     READY = "ready"
     GENERATING = "generating"
+    MEASURING = "measuring"  # a depth sweep holds the chat context (app.ui.depth_sweep): no reply can start
     DEAD = "stopped"
 
 
@@ -105,6 +109,10 @@ class EngineClient(QObject):
             was sent to the engine; emitted with every one, just before it goes to the host.
         external_queue_changed(): an external request was queued, sent, or ended
             (:attr:`external_queue`, :attr:`external_in_flight`).
+        sweep_started(int), sweep_progressed(object), sweep_ended(object): a depth sweep
+            (:meth:`sweep_depth`) was sent; one :class:`~app.core.protocol.DepthMeasured`; it is over:
+            :class:`~app.core.protocol.DepthSwept`, :class:`~app.core.protocol.Failed`, or None when the
+            engine went away.
     """
 
     state_changed = Signal(EngineState)
@@ -131,6 +139,9 @@ class EngineClient(QObject):
     inspection_failed = Signal(P.Failed)
     request_sent = Signal(object)  # any request of app.core.protocol.requests
     external_queue_changed = Signal()
+    sweep_started = Signal(int)
+    sweep_progressed = Signal(P.DepthMeasured)
+    sweep_ended = Signal(object)  # P.DepthSwept | P.Failed | None
 
     def __init__(
         self, log_path: str | None = None, parent: QObject | None = None, *, host_factory: HostFactory | None = None
@@ -174,6 +185,9 @@ class EngineClient(QObject):
             (K.COUNT, P.Failed): self.prompt_count_failed.emit,
             (K.INSPECT, P.TokenInspected): self.token_inspected.emit,
             (K.INSPECT, P.Failed): self.inspection_failed.emit,
+            (K.SWEEP, P.DepthMeasured): self.sweep_progressed.emit,
+            (K.SWEEP, P.DepthSwept): self._sweep_ended,
+            (K.SWEEP, P.Failed): self._sweep_ended,
         }
         # Events that answer no request.
         self._notices: dict[type, Callable[[Any], None]] = {
@@ -201,6 +215,11 @@ class EngineClient(QObject):
         """True while a reply is in flight (between generation_started and generation_ended)."""
         return self._requests.one(K.REPLY) is not None
 
+    @property
+    def sweeping(self) -> bool:
+        """True while a depth sweep is in the engine (between sweep_started and sweep_ended)."""
+        return self._requests.one(K.SWEEP) is not None
+
     def _set_state(self, state: EngineState) -> None:
         if state != self._state:
             self._state = state
@@ -226,7 +245,7 @@ class EngineClient(QObject):
         flight ends with :attr:`generation_ended`, external requests with Failed ``engine``.
         """
         self._link.drop(kill=kill, stop_timeout_s=stop_timeout_s)
-        reply = self._requests.one(K.REPLY)
+        reply, sweep = self._requests.one(K.REPLY), self._requests.one(K.SWEEP)
         self._requests.clear()
         self._queue.drop_held()
         self._pending_load = None
@@ -235,6 +254,8 @@ class EngineClient(QObject):
         self._set_state(EngineState.DEAD)
         if reply is not None:
             self.generation_ended.emit(reply)
+        if sweep is not None:
+            self.sweep_ended.emit(None)
         self._fail_externals("The engine stopped; nothing more can be generated until it is restarted.")
 
     # ------------------------------------------------------------------ commands
@@ -258,15 +279,15 @@ class EngineClient(QObject):
         self._pending_load = P.LoadModel(rid, path, settings)
         if self._queue.in_flight is not None:  # the model goes away under it: stop it (it ends with what it has)
             self._cancel_in_flight()
-        if self.generating:
-            self.cancel()  # the load is sent when the reply has ended (_send_pending_load)
+        if self.generating or self.sweeping:
+            self.cancel()  # the load is sent when the reply (or sweep) has ended (_send_pending_load)
         elif self._queue.in_flight is None:
             self._send_pending_load()
         return rid
 
     def _send_pending_load(self) -> None:
         """Send the load waiting for a reply to end, to a fresh host if this one loaded a model before."""
-        if self._queue.in_flight is not None or self.generating:
+        if self._queue.in_flight is not None or self.generating or self.sweeping:
             return  # sent when what is in the engine has ended
         req, self._pending_load = self._pending_load, None
         if req is None:
@@ -418,8 +439,30 @@ class EngineClient(QObject):
         if self._link.host is not None and self.model is not None:
             self._send(P.ResetContext(next(self._ids)))
 
+    def sweep_depth(self, depths: tuple[int, ...], n_prompt: int, n_gen: int, repetitions: int) -> int | None:
+        """Start a depth sweep (:class:`~app.core.protocol.SweepDepth`) on the loaded model; the state is
+        MEASURING until :attr:`sweep_ended`, and :meth:`cancel` stops it. Returns the request id, or None
+        when not READY or the engine is a remote server (nothing is sent)."""
+        if self._link.host is None or self._state != EngineState.READY or self.remote is not None:
+            return None
+        self._link.clear_cancel()
+        rid = self._ask(K.SWEEP, lambda rid: P.SweepDepth(rid, tuple(depths), n_prompt, n_gen, repetitions))
+        self._set_state(EngineState.MEASURING)
+        self.sweep_started.emit(rid)
+        return rid
+
+    def _sweep_ended(self, ev: P.DepthSwept | P.Failed) -> None:
+        self._link.unwatch_stop()
+        self._set_state(self._state_after_reply())
+        self.sweep_ended.emit(ev)
+        self._send_pending_load()
+        self._pump_external()
+
     def cancel(self) -> None:
-        """Stop the reply in flight; if the engine does not answer in 3 s it is restarted."""
+        """Stop the reply (or depth sweep) in flight; if the engine does not answer in 3 s it is restarted."""
+        if self._link.host is not None and self.sweeping:
+            self._cancel_in_flight()
+            return
         if self._link.host is None or not self.generating:
             return
         if self._queue.cancel_held():  # not sent yet: it ends as soon as it is (nothing evaluated)
@@ -571,7 +614,7 @@ class EngineClient(QObject):
 
     @Slot()
     def _stop_timed_out(self) -> None:
-        if self._link.host is None or (not self.generating and self._queue.in_flight is None):
+        if self._link.host is None or (not self.generating and not self.sweeping and self._queue.in_flight is None):
             return
         log.error("engine did not stop within %d ms; killing it", STOP_GRACE_MS)
         # The reader thread sees the pipe close and reports the death to a host we no longer hold.

@@ -25,6 +25,7 @@ class RequestKind(enum.Enum):
     RENDER = "render"  # RenderPrompt
     COUNT = "count"  # CountPrompt
     INSPECT = "inspect"  # InspectToken
+    SWEEP = "sweep"  # SweepDepth (at most one; it holds the chat context like a reply)
 
 
 class RequestTable:

@@ -4,8 +4,8 @@ and what bounded the turn's speed (:mod:`app.ui.panels.speed_bound_view`)."""
 from __future__ import annotations
 
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from app.core.chat.context import StopReason
 from app.core.gguf.gguf_info import GGUFInfo, format_bytes
@@ -68,7 +68,13 @@ def _tile(title: str) -> tuple[QFrame, QLabel, QLabel]:
 
 class StatsPanel(QWidget):
     """Figures of the turn shown: the turn in flight, or the chat shown's last stored reply
-    (:attr:`ShownChat.turn <app.ui.chat.shown.ShownChat.turn>`; refreshed by the window's repaint clock)."""
+    (:attr:`ShownChat.turn <app.ui.chat.shown.ShownChat.turn>`; refreshed by the window's repaint clock).
+
+    Signals:
+        sweep_requested(): "Speed vs context…" was clicked (the depth sweep's window, app/ui/depth_sweep).
+    """
+
+    sweep_requested = Signal()
 
     def __init__(self, shown: ShownChat, speed: SpeedBoundView | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -165,6 +171,13 @@ class StatsPanel(QWidget):
         lay.addWidget(self.details)
         self.speed = speed if speed is not None else SpeedBoundView()
         lay.addWidget(self.speed)
+        self.sweep_btn = QPushButton("Speed vs context…")
+        self.sweep_btn.setObjectName("sweepButton")
+        self.sweep_btn.setToolTip(
+            "Prefill and decode tok/s with 0, 512, 1k… tokens already in the KV cache (llama-bench -d)"
+        )
+        self.sweep_btn.clicked.connect(self.sweep_requested)
+        lay.addWidget(self.sweep_btn, 0, Qt.AlignmentFlag.AlignLeft)
         lay.addStretch(1)
 
     @property

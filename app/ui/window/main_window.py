@@ -33,6 +33,7 @@ from app.ui.chat.view import ChatView
 from app.ui.common.accessibility import name_widgets
 from app.ui.common.repaint_clock import RepaintClock
 from app.ui.common.severity import Severity
+from app.ui.depth_sweep.feature import DepthSweep
 from app.ui.engine.client import EngineClient
 from app.ui.funnel.controller import FunnelController
 from app.ui.inspect.controller import InspectController
@@ -175,8 +176,21 @@ class MainWindow(QMainWindow):
         )
         self.guide = HowItWorks(self, loader, chat_settings, self.docks, pages, notices)
         self.workspaces = Workspaces(self, self.docks, settings)  # the chat layout and the sampling lab
+        # Speed vs context (app/ui/depth_sweep): its own window, opened from the Stats panel and the View menu.
+        self.depth_sweep = DepthSweep(engine, composer, notices, paths.data_dir, paths.cache_dir, self)
+        self.stats_panel.sweep_requested.connect(self.depth_sweep.open)
         self.menus = Menus(
-            self, loader, page, pages, self.docks, self.workspaces, self.guide, engine, notices, paths.logs_dir
+            self,
+            loader,
+            page,
+            pages,
+            self.docks,
+            self.workspaces,
+            self.guide,
+            engine,
+            notices,
+            paths.logs_dir,
+            open_sweep=self.depth_sweep.open,
         )
         self.menu_actions, self.act_stop = self.menus.actions, self.menus.actions.stop
         self.top_bar.workspace_requested.connect(self.workspaces.show)

@@ -65,6 +65,7 @@ class Menus:
         engine: the engine client (a reply in flight; its build for About).
         notices: where About is said.
         logs_dir: the folder File → Show logs folder opens.
+        open_sweep: View → Speed vs context (the depth sweep's window); None: no such entry.
 
     Attributes:
         actions: the actions other code enables, triggers or reads.
@@ -82,6 +83,7 @@ class Menus:
         engine: EngineClient,
         notices: Notices,
         logs_dir: Path,
+        open_sweep: Callable[[], object] | None = None,
     ) -> None:
         self._main = main
         self._engine = engine
@@ -113,6 +115,8 @@ class Menus:
         v = bar.addMenu("&View")
         _action(main, v, "&Chat page", ("Ctrl+1",), lambda: pages.show_page(Page.CHAT))
         act_models_page = _action(main, v, "&Models page", ("Ctrl+2", "Ctrl+M"), lambda: pages.show_page(Page.MODELS))
+        if open_sweep is not None:
+            _action(main, v, "Speed vs &context…", (), open_sweep)
         v.addSeparator()
         _action(main, v, "&Search chats", ("Ctrl+K", "Ctrl+F"), chats.focus_chat_search)
         _action(main, v, "N&ext chat", ("Ctrl+PgDown",), lambda: chats.step_chat(1))

@@ -45,6 +45,7 @@ class NoticeTopic(str, enum.Enum):
     BASE_MODEL = "base-model"  # the model has no chat template: a plain transcript (app/ui/window/base_model.py)
     LOGIT_BIAS = "logit-bias"  # the logit bias was set for another vocabulary (app/ui/window/bias_vocabulary.py)
     INTERNAL_ERROR = "internal-error"  # an unexpected error in the window (app/diagnostics.py), with its log
+    DEPTH_SWEEP = "depth-sweep"  # a depth sweep holds the engine: no reply until it ends (app/ui/depth_sweep)
 
 
 # Topics that belong to one page: showing the other page clears them.

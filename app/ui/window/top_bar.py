@@ -30,6 +30,7 @@ _STATE_TEXT = {
     EngineState.LOADING: "loading…",
     EngineState.READY: "ready",
     EngineState.GENERATING: "generating",
+    EngineState.MEASURING: "measuring speed vs context",
     EngineState.DEAD: "engine stopped",
 }
 

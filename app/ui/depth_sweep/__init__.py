@@ -1,0 +1,1 @@
+"""Speed against context length: the "Speed vs context" window, its run and its place in the window."""
