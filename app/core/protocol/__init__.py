@@ -10,6 +10,7 @@ plain values (they are pickled over a pipe). Every request with a
 :class:`PromptRendered` or :class:`Failed` for :class:`RenderPrompt`.
 :class:`PromptCounted` or :class:`Failed` for :class:`CountPrompt`.
 :class:`TokenInspected` or :class:`Failed` for :class:`InspectToken`.
+:class:`DepthSwept` or :class:`Failed` for :class:`SweepDepth` (after a :class:`DepthMeasured` per depth).
 :class:`PrepareInspect` and :class:`Shutdown` carry no id and get no answer.
 
 Cancel is not a message: the UI sets a shared ``multiprocessing.Event`` that
