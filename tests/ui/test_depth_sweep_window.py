@@ -6,6 +6,7 @@ import csv
 import json
 
 import pytest
+from PySide6.QtCore import Qt
 
 from app.core.depth_sweep.store import FILE_NAME, SweepStore
 from app.ui.window.notices import NoticeTopic
@@ -86,6 +87,13 @@ def test_two_runs_overlay_and_export(window, qtbot, tmp_path):
         qtbot.waitUntil(lambda: not window.engine.sweeping and sweep.run_btn.isEnabled(), timeout=5000)
     assert sweep.runs.count() == 2 and len(sweep.checked_runs()) == 2
     assert len(sweep.plot.curves) == 2
+    first = sweep.runs.item(0)
+    assert first.data(Qt.ItemDataRole.DecorationRole) is not None  # the list is the plot's colour key
+    first.setCheckState(Qt.CheckState.Unchecked)
+    qtbot.waitUntil(lambda: len(sweep.plot.curves) == 1)
+    assert sweep.runs.item(0).data(Qt.ItemDataRole.DecorationRole) is None
+    sweep.runs.item(0).setCheckState(Qt.CheckState.Checked)
+    qtbot.waitUntil(lambda: len(sweep.plot.curves) == 2)
     sweep.export_to(tmp_path / "runs.csv", "csv")
     rows = list(csv.DictReader((tmp_path / "runs.csv").read_text().splitlines()))
     assert [(r["n_gen"], r["depth"]) for r in rows] == [("16", "0"), ("16", "512"), ("8", "0"), ("8", "512")]

@@ -3,7 +3,8 @@
 The x axis is the depth on a log scale, ``log2(depth + 256)`` so that depth 0 has a place (llama.cpp's
 KV view is padded to 256 cells anyway: :data:`app.core.hardware.speed_bound.KV_VIEW_PAD`), labelled at
 the depths measured (0, 512, 1k, 2k...). One curve per run shown, each in its colour; the roofline's
-bound for the loaded model, dashed in the first run's colour.
+bound for the loaded model, dashed in the first run's colour. The runs' colours are keyed in the window's
+list of runs (a legend on the plot would cover the curves at 1366x768).
 """
 
 from __future__ import annotations
@@ -67,7 +68,6 @@ class SweepPlot(QWidget):
             plot.setMenuEnabled(False)
             plot.hideButtons()
             plot.setMouseEnabled(x=False, y=False)
-            plot.addLegend(offset=(-8, 6), labelTextColor=palette.TEXT_SOFT, labelTextSize="8pt")
         self.decode.setXLink(self.prefill)
         self.decode.setLabel("bottom", "depth: tokens already in the KV cache")
         self.curves: dict[str, list[pg.PlotDataItem]] = {}  # run key -> (prefill, decode) curves
@@ -77,9 +77,6 @@ class SweepPlot(QWidget):
         self.curves = {}
         for plot in (self.prefill, self.decode):
             plot.clear()
-            legend = plot.legend
-            if legend is not None:
-                legend.clear()
         depths: set[int] = set()
         for s in series:
             xs = [depth_x(p.depth) for p in s.points]
@@ -91,16 +88,16 @@ class SweepPlot(QWidget):
                 (self.prefill, [p.prefill_tok_s for p in s.points]),
                 (self.decode, [p.decode_tok_s for p in s.points]),
             ):
-                items.append(plot.plot(xs, ys, pen=pen, symbol="o", symbolSize=6, symbolBrush=brush, name=s.label))
+                items.append(plot.plot(xs, ys, pen=pen, symbol="o", symbolSize=6, symbolBrush=brush))
             self.curves[s.key] = items
         color = series[0].color if series else palette.TEXT_DIM
         dash = pg.mkPen(color, width=1.5, style=Qt.PenStyle.DashLine)
         if bounds and any(b.decode_tok_s > 0 for b in bounds):
             xs = [depth_x(b.depth) for b in bounds]
             depths.update(b.depth for b in bounds)
-            self.decode.plot(xs, [b.decode_tok_s for b in bounds], pen=dash, name="roofline (bandwidth)")
+            self.decode.plot(xs, [b.decode_tok_s for b in bounds], pen=dash)
             if any(b.prefill_tok_s > 0 for b in bounds):
-                self.prefill.plot(xs, [b.prefill_tok_s for b in bounds], pen=dash, name="roofline")
+                self.prefill.plot(xs, [b.prefill_tok_s for b in bounds], pen=dash)
         ticks = [(depth_x(d), depth_label(d)) for d in sorted(depths)]
         self.decode.getAxis("bottom").setTicks([_thin(ticks)])
         self.prefill.getAxis("bottom").setTicks([_thin(ticks)])

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFileDialog,
@@ -43,6 +44,13 @@ from app.ui.panels.speed_bound_view import BandwidthProbe
 
 COLUMNS = ("depth", "prefill tok/s", "decode tok/s", "roofline decode tok/s", "of the roofline", "fill s")
 CURRENT = "current"  # the label of the run being measured in the plot's legend
+
+
+def _tok_s(mean: float, sd: float) -> str:
+    """ "52.1 ± 0.8" (the sd of the repetitions; none with one), "—" when not timed."""
+    if not mean:
+        return "—"
+    return f"{mean:.1f} ± {sd:.1f}" if sd else f"{mean:.1f}"
 
 
 def _spin(low: int, high: int, value: int, tip: str) -> QSpinBox:
@@ -184,7 +192,7 @@ class DepthSweepWindow(QWidget):
                 else f"{model.n_threads}/{model.n_threads_batch}"
             )
             self.model_line.setText(
-                f"{Path(model.info.path).name} · n_ctx {model.n_ctx:,} · {threads} threads · n_batch {model.n_batch} · "
+                f"{Path(model.info.path).name} · n_ctx {model.n_ctx:,} · {threads} · n_batch {model.n_batch} · "
                 f"flash attention {'on' if model.flash_attn_active else 'off'} · KV cache {s.type_k}/{s.type_v}"
             )
         self._plan_changed()
@@ -254,12 +262,15 @@ class DepthSweepWindow(QWidget):
     def _fill_runs(self) -> None:
         self.runs.blockSignals(True)
         self.runs.clear()
+        colors = self._colors()
         for r in self._ordered_runs():
             item = QListWidgetItem(r.label())
             item.setData(Qt.ItemDataRole.UserRole, r.run_id)
             item.setToolTip(f"{r.key.model.describe()}\n{r.key.llama_cpp_version} · {r.key.system_info}")
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
             item.setCheckState(Qt.CheckState.Checked if r.run_id in self._checked else Qt.CheckState.Unchecked)
+            if r.run_id in colors:  # its curves' colour: the list is the plot's key
+                item.setData(Qt.ItemDataRole.DecorationRole, QColor(colors[r.run_id]))
             self.runs.addItem(item)
         self.runs.blockSignals(False)
         self._redraw()
@@ -270,7 +281,12 @@ class DepthSweepWindow(QWidget):
             self._checked.add(run_id)
         else:
             self._checked.discard(run_id)
-        self._redraw()
+        QTimer.singleShot(0, self._fill_runs)  # the colours follow the runs checked (not inside the item's own signal)
+
+    def _colors(self) -> dict[str, str]:
+        """Run id -> the colour its curves are drawn in (the run being measured takes the first)."""
+        first = 1 if self.controller.running else 0
+        return {r.run_id: RUN_COLORS[(first + i) % len(RUN_COLORS)] for i, r in enumerate(self.checked_runs())}
 
     def checked_runs(self) -> tuple[SweepRecord, ...]:
         """The runs checked in the list, in its order."""
@@ -305,8 +321,9 @@ class DepthSweepWindow(QWidget):
         if c.running:
             shown = tuple(c.points)
             series.append(Series(CURRENT, "this run", RUN_COLORS[0], shown))
+        colors = self._colors()
         for r in self.checked_runs():
-            series.append(Series(r.run_id, r.short_label(), RUN_COLORS[len(series) % len(RUN_COLORS)], r.points))
+            series.append(Series(r.run_id, r.short_label(), colors[r.run_id], r.points))
             if not shown:
                 shown = r.points
         try:
@@ -325,8 +342,8 @@ class DepthSweepWindow(QWidget):
             roof = b.decode_tok_s if b else 0.0
             cells = (
                 depth_label(p.depth) if p.depth >= 1024 and p.depth % 512 == 0 else f"{p.depth:,}",
-                f"{p.prefill_tok_s:.1f} ± {p.prefill_std:.1f}" if p.prefill_tok_s else "—",
-                f"{p.decode_tok_s:.1f} ± {p.decode_std:.1f}" if p.decode_tok_s else "—",
+                _tok_s(p.prefill_tok_s, p.prefill_std),
+                _tok_s(p.decode_tok_s, p.decode_std),
                 f"{roof:.1f}" if roof else "—",
                 f"{100 * p.decode_tok_s / roof:.0f}%" if roof and p.decode_tok_s else "—",
                 f"{p.fill_s:.2f}",
