@@ -186,11 +186,10 @@ class DepthSweepWindow(QWidget):
             self.model_line.setText("No model is loaded: load one, then run the sweep on it.")
         else:
             s = model.settings
-            threads = (
-                model.n_threads
-                if model.n_threads == model.n_threads_batch
-                else f"{model.n_threads}/{model.n_threads_batch}"
-            )
+            if model.n_threads == model.n_threads_batch:
+                threads = f"{model.n_threads} thread{'' if model.n_threads == 1 else 's'}"
+            else:
+                threads = f"{model.n_threads}/{model.n_threads_batch} threads (decode/prefill)"
             self.model_line.setText(
                 f"{Path(model.info.path).name} · n_ctx {model.n_ctx:,} · {threads} · n_batch {model.n_batch} · "
                 f"flash attention {'on' if model.flash_attn_active else 'off'} · KV cache {s.type_k}/{s.type_v}"
@@ -303,7 +302,7 @@ class DepthSweepWindow(QWidget):
             )
             return ()
         self.roof_line.setText(
-            f"Dashed: the roofline for {Path(model.info.path).name}: decode ≤ {bw.gb_s:.1f} GB/s ÷ (weights + the KV "
+            f"Dashed: the roofline for the loaded {Path(model.info.path).name} (KV cache {model.settings.type_k}): decode ≤ {bw.gb_s:.1f} GB/s ÷ (weights + the KV "
             f"cache read at each depth); prefill ≤ {bw.flop_s / 1e9:.0f} GFLOP/s or the bandwidth, the slower."
         )
         plan = self.controller.plan if self.controller.running else None
