@@ -51,6 +51,7 @@ class CompareModels:
         n_ctx: tokens per chunk (llama-perplexity's ``-c``).
         n_batch: tokens per ``llama_decode`` call (``-b``); at most n_ctx is used.
         n_threads: CPU threads for both models (0: the engine's default).
+        decode_tokens: greedy tokens decoded per model after the chunks, for its decode tok/s (0: not measured).
     """
 
     request_id: int
@@ -62,6 +63,7 @@ class CompareModels:
     n_ctx: int = 512
     n_batch: int = 512
     n_threads: int = 0
+    decode_tokens: int = 32
 
 
 @dataclass(frozen=True)
@@ -175,7 +177,8 @@ class ModelFigures:
         file_bytes: the file's size (every part of a split model), bytes.
         weights_bytes: the weights in memory (``llama_model_size``), bytes.
         prefill_tok_s: tokens per second over the chunks' evaluations (``llama_decode`` calls timed).
-        decode_tok_s: tokens per second of a short greedy decode (one token per ``llama_decode``).
+        decode_tok_s: tokens per second of a short greedy decode (one token per ``llama_decode``; 0 when the
+            request asked for none).
         ppl: perplexity over the scored tokens; ppl_err its error estimate (llama-perplexity's).
     """
 
