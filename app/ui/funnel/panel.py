@@ -161,9 +161,11 @@ class FunnelView(QWidget):
 
     NAME_W = 74  # the token column's least width; wider (up to MAX_NAME_W) when the rows' tokens need it
     MAX_NAME_W = 150
-    ROW_H = 15
+    ROW_H = 15  # px at scale 1
     MIN_COL_W = 22  # "100" in the small mono font; narrower panels stagger the stage names (header_rows)
     FOOTER_GAP = 4  # px between the last token row and the footer
+    MAX_SCALE = 1.8  # the table grows with the room it is given (the sampling lab) up to this, font included
+    COL_W_AT_SCALE_1 = 32  # px of stage column per unit of scale: a wider column allows a larger table
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -173,15 +175,31 @@ class FunnelView(QWidget):
         self.setToolTip(LEGEND)
         self.painted = 0  # paints so far (tests and the latency measurement read it)
         self._mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
-        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.scale = 1.0  # the table's size over its least (rows, font, token column), from the room it has
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setMinimumHeight(self._height(12))
 
     def _height(self, rows: int) -> int:
         return (rows + self.header_rows() + 3) * self.ROW_H + 10
 
+    @property
+    def rh(self) -> int:
+        """A row's height, px, at the table's scale."""
+        return round(self.ROW_H * self.scale)
+
+    def _rescale(self) -> None:
+        """The table's scale: as large as the view's height holds its rows and its width its columns
+        (``COL_W_AT_SCALE_1`` px per stage column per unit), between 1 and ``MAX_SCALE``. In a narrow dock it
+        stays 1; in the sampling lab the table and its text grow into the room instead of leaving it empty."""
+        rows = len(self.funnel.rows) if self.funnel else 12
+        n_cols = len(self.funnel.stages) if self.funnel else 1
+        by_height = (self.height() - 10) / ((rows + 2 + 3) * self.ROW_H)
+        by_width = (self.width() - self.NAME_W * 1.4) / max(1, n_cols) / self.COL_W_AT_SCALE_1
+        self.scale = max(1.0, min(self.MAX_SCALE, by_height, by_width))
+
     def _font(self) -> QFont:
         font = QFont(self._mono)
-        font.setPointSizeF(max(7.0, font.pointSizeF() - 1.5))
+        font.setPointSizeF(max(7.0, font.pointSizeF() - 1.5) * self.scale)
         return font
 
     def _label(self, r: int) -> str:
@@ -197,18 +215,18 @@ class FunnelView(QWidget):
             return self.NAME_W
         fm = QFontMetrics(self._font())
         widest = max(fm.horizontalAdvance(self._label(r)) for r in range(len(self.funnel.rows))) + 6
-        room = self.width() - 30 * len(self.funnel.stages)
-        return int(max(self.NAME_W, min(widest, self.MAX_NAME_W, room)))
+        room = self.width() - 30 * self.scale * len(self.funnel.stages)
+        return int(max(self.NAME_W * self.scale, min(widest, self.MAX_NAME_W * self.scale, room)))
 
     def _col_w(self) -> float:
         n_cols = len(self.funnel.stages) if self.funnel else 1
-        return max(self.MIN_COL_W, (self.width() - self.name_w()) / max(1, n_cols))
+        return max(self.MIN_COL_W * self.scale, (self.width() - self.name_w()) / max(1, n_cols))
 
     def row_at(self, y: float) -> int | None:
         """The candidate row under ``y`` (widget px), or None (the header, the footer, no funnel)."""
         if self.funnel is None:
             return None
-        r = int(y // self.ROW_H) - self.header_rows()
+        r = int(y // self.rh) - self.header_rows()
         return r if 0 <= r < len(self.funnel.rows) else None
 
     def column_at(self, x: float) -> int | None:
@@ -222,8 +240,8 @@ class FunnelView(QWidget):
         """The footer row under ``y`` (widget px): left, H bits, rest % (None: elsewhere)."""
         if self.funnel is None:
             return None
-        y0 = (len(self.funnel.rows) + self.header_rows()) * self.ROW_H + self.FOOTER_GAP
-        i = int((y - y0) // self.ROW_H) if y >= y0 else -1
+        y0 = (len(self.funnel.rows) + self.header_rows()) * self.rh + self.FOOTER_GAP
+        i = int((y - y0) // self.rh) if y >= y0 else -1
         rows = list(FooterRow)
         return rows[i] if 0 <= i < len(rows) else None
 
@@ -235,7 +253,7 @@ class FunnelView(QWidget):
         if f is None:
             return LEGEND
         c = self.column_at(x)
-        if y < self.header_rows() * self.ROW_H:
+        if y < self.header_rows() * self.rh:
             return header_tip(f, c) if c is not None else LEGEND
         r = self.row_at(y)
         if r is not None:
@@ -267,6 +285,7 @@ class FunnelView(QWidget):
         super().resizeEvent(e)
         rows = len(self.funnel.rows) if self.funnel else 12
         self.setMinimumHeight(self._height(rows))
+        self._rescale()
 
     def show_funnel(self, funnel: Funnel | None, message: str | None = None) -> None:
         self.funnel = funnel
@@ -277,6 +296,7 @@ class FunnelView(QWidget):
         # Every stage's column at its least width: a narrower dock scrolls sideways (DockScroll) instead of cutting
         # off the last stages (the draw).
         self.setMinimumWidth(self.NAME_W + (len(funnel.stages) if funnel else 1) * self.MIN_COL_W)
+        self._rescale()
         self.update()
 
     def paintEvent(self, _e: QPaintEvent) -> None:
@@ -290,7 +310,7 @@ class FunnelView(QWidget):
             return
         p.setFont(self._font())
         col_w = self._col_w()
-        rh = self.ROW_H
+        rh = self.rh
         head = self.header_rows()
         name_w = self.name_w()
         left = Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft
@@ -473,12 +493,11 @@ class FunnelPanel(QWidget):
         self.note.setToolTip(ORDER_NOTE)
         lay.addWidget(self.note)
         self.view = FunnelView()
-        lay.addWidget(self.view)
+        lay.addWidget(self.view, 1)  # the room left goes to the table, which grows into it (FunnelView.scale)
         self.status = QLabel("")
         self.status.setObjectName("detailLabel")
         self.status.setWordWrap(True)
         lay.addWidget(self.status)
-        lay.addStretch(1)
         self._syncing = False
         self.set_settings(self._settings)
         self.clear_steps()

@@ -80,6 +80,9 @@ def cache_costs(s: LoadSettings) -> str:
     return " ".join(parts)
 
 
+TEMPLATE_KEY = "chat template"
+
+
 class ModelPanel(QWidget):
     """Shows the loaded model and the load settings; it does not own them.
 
@@ -104,6 +107,8 @@ class ModelPanel(QWidget):
         self.info: GGUFInfo | None = None
         self.loaded: P.ModelLoaded | None = None
         self.gpu_offload = False
+        self._templates: dict[str, str] = {}  # the person's chat template overrides (model path -> source), shown
+        self._template_fact: QLabel | None = None
         lay = QVBoxLayout(self)
         lay.setContentsMargins(10, 8, 10, 8)
         lay.setSpacing(8)
@@ -371,6 +376,7 @@ class ModelPanel(QWidget):
         self.info = loaded.info if loaded else None
         while self.facts.rowCount():
             self.facts.removeRow(0)
+        self._template_fact = None
         if loaded is None:
             self.name.setText("No model loaded")
             self.path.setText("")
@@ -398,6 +404,8 @@ class ModelPanel(QWidget):
             val = QLabel(value)
             val.setObjectName("factValue")
             val.setTextFormat(Qt.TextFormat.PlainText)
+            if key == TEMPLATE_KEY:
+                self._template_fact = val
             val.setWordWrap(True)
             val.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             self.facts.addRow(k, val)
@@ -412,6 +420,22 @@ class ModelPanel(QWidget):
         self.arch_title.setVisible(arch is not None)
         self._edited()
 
+    def show_templates(self, overrides: tuple[tuple[str, str], ...]) -> None:
+        """The person's chat template overrides changed (``Settings.chat_templates``, (model path, source)
+        pairs): the "chat template" fact of the model shown says which one replies use."""
+        self._templates = dict(overrides)
+        if self._template_fact is not None and self.loaded is not None:
+            self._template_fact.setText(self._template_text(self.loaded))
+
+    def _template_text(self, loaded: P.ModelLoaded) -> str:
+        if loaded.info.path in self._templates:
+            return (
+                "yours (set with Template…), in place of the GGUF's"
+                if loaded.chat_template
+                else "yours (set with Template…)"
+            )
+        return "yes (from the GGUF)" if loaded.chat_template else "none: plain User:/Assistant: transcript"
+
     def _file_rows(self, loaded: P.ModelLoaded) -> list[tuple[str, str]]:
         """The facts of a model loaded by the local engine, ``(key, value)`` rows."""
         info = loaded.info
@@ -425,10 +449,7 @@ class ModelPanel(QWidget):
             ("quantization", f"{info.quant_type} · {info.bits_per_weight:.2f} bits/weight"),
             ("file size", format_bytes(info.file_size)),
             ("trained context", f"{info.context_length:,} tokens" if info.context_length else "not stated"),
-            (
-                "chat template",
-                "yes (from the GGUF)" if loaded.chat_template else "none: plain User:/Assistant: transcript",
-            ),
+            (TEMPLATE_KEY, self._template_text(loaded)),
             (
                 "layers · heads",
                 f"{info.n_layer} layers · {info.n_head} heads · {n_kv} KV head{'s' if n_kv != 1 else ''} · "

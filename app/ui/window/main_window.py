@@ -159,6 +159,8 @@ class MainWindow(QMainWindow):
         self.models_actions = ModelsPageActions(self.models, loader, pages, notices, self.top_bar.model_menu)
         self.empty_chat = EmptyChat(view, chat, loader, self.models.library_tab, self.show_page, settings)
         self.model_panel.reload_requested.connect(loader.reload_with)
+        self.model_panel.show_templates(settings.settings.chat_templates)
+        settings.changed.connect(lambda s: self.model_panel.show_templates(s.chat_templates))
         self.model_panel.load_settings_edited.connect(lambda s: settings.update(load=s))
         self.model_panel.load_settings_edited.connect(lambda s: self.models.set_n_ctx(s.n_ctx or 4096))
         engine.generation_finished.connect(lambda ev: self.model_panel.rpc.show_turn(ev.stats))
