@@ -10,10 +10,8 @@ numbers, so it is cleared by its own button ("Use the GGUF's template"), never b
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
 
 from app.core.chat.context import LoadSettings
 
@@ -27,10 +25,7 @@ def memory_text(path: str | None, remembered: LoadSettings | None) -> str:
             f"({', '.join(LoadSettings().terms()[:2])}…). Open one to change them."
         )
     if remembered is None:
-        return (
-            f"Glassbox's defaults: nothing is remembered for {Path(path).name} yet. "
-            "A change here is remembered for this file."
-        )
+        return "Glassbox's defaults: nothing remembered for this file yet; a change here is remembered for it."
     changed = remembered.differences(LoadSettings())
     return f"Remembered for this file: {', '.join(changed)}; the rest as Glassbox's defaults."
 
@@ -51,13 +46,12 @@ class LoadMemoryBox(QWidget):
         self.setObjectName("loadMemory")
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
-        lay.setSpacing(3)
-        row = QHBoxLayout()
-        row.setSpacing(6)
+        lay.setSpacing(4)
+        # One column: a dock at 1366x768 is about 210 px wide, too narrow for text beside a button.
         self.text = QLabel("")
         self.text.setObjectName("loadMemoryText")
         self.text.setWordWrap(True)
-        row.addWidget(self.text, 1)
+        lay.addWidget(self.text)
         self.reset_btn = QPushButton("Reset to defaults")
         self.reset_btn.setObjectName("resetLoadButton")
         self.reset_btn.setToolTip(
@@ -66,20 +60,16 @@ class LoadMemoryBox(QWidget):
             "A chat template override is kept (it has its own button)."
         )
         self.reset_btn.clicked.connect(self.reset_requested)
-        row.addWidget(self.reset_btn)
-        lay.addLayout(row)
-        trow = QHBoxLayout()
-        trow.setSpacing(6)
-        self.template_text = QLabel("Chat template: your override, remembered for this file.")
+        lay.addWidget(self.reset_btn, 0, Qt.AlignmentFlag.AlignLeft)
+        self.template_text = QLabel("Chat template: your override, remembered for this file (Reset keeps it).")
         self.template_text.setObjectName("detailLabel")
         self.template_text.setWordWrap(True)
-        trow.addWidget(self.template_text, 1)
+        lay.addWidget(self.template_text)
         self.template_btn = QPushButton("Use the GGUF's template")
         self.template_btn.setObjectName("resetTemplateButton")
         self.template_btn.setToolTip("Forget your chat template for this file; the one in the GGUF is used again")
         self.template_btn.clicked.connect(self.template_reset_requested)
-        trow.addWidget(self.template_btn)
-        lay.addLayout(trow)
+        lay.addWidget(self.template_btn, 0, Qt.AlignmentFlag.AlignLeft)
         self.remembered: bool = False
         self.show_memory(None, None, False)
 
