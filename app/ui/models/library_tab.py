@@ -98,6 +98,7 @@ class LibraryTab(QWidget):
         self._rescan = False
         self._importing = False
         self._cancel_import = False
+        self._load_summary: Callable[[Path], str] | None = None
 
         self.model = LibraryModel(self)
         self.proxy = QSortFilterProxyModel(self)
@@ -219,8 +220,14 @@ class LibraryTab(QWidget):
         self.detail_text.setObjectName("detailText")
         self.detail_text.setWordWrap(True)
         self.detail_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.detail_load = QLabel("")  # what the selected file loads with (set_load_summary)
+        self.detail_load.setObjectName("detailLoad")
+        self.detail_load.setWordWrap(True)
+        self.detail_load.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.detail_load.hide()
         col.addWidget(self.detail_title)
         col.addWidget(self.detail_text)
+        col.addWidget(self.detail_load)
         dl.addLayout(col, 1)
         self.show_button = QPushButton("Show in folder")
         self.show_button.setObjectName("showButton")
@@ -328,8 +335,21 @@ class LibraryTab(QWidget):
         self.view.scrollTo(idx)
         return True
 
+    def set_load_summary(self, summary: Callable[[Path], str] | None) -> None:
+        """Show, under the selected model, what it will be loaded with (``summary(path)``: a line
+        naming its load settings and where they come from); None shows nothing."""
+        self._load_summary = summary
+        self._selection_changed()
+
+    def show_details(self) -> None:
+        """Show the selected model's details again (what it loads with may have changed)."""
+        self._selection_changed()
+
     def _selection_changed(self) -> None:
         e = self.selected_entry()
+        load = self._load_summary(e.path) if e is not None and e.ok and self._load_summary is not None else ""
+        self.detail_load.setText(load)
+        self.detail_load.setVisible(bool(load))
         for b in (self.show_button, self.delete_button, self.load_button):
             b.setEnabled(e is not None)
         if e is None:

@@ -1,6 +1,7 @@
 """Model panel: what the loaded GGUF is (from its metadata), how it is loaded (n_ctx,
 n_gpu_layers, threads, n_batch, context policy, flash attention, K / V cache types), applied
-with a reload, and a drawing of its architecture (:mod:`app.ui.panels.architecture_view`)."""
+with a reload and remembered for the file (:mod:`app.ui.panels.load_memory` says so), and a
+drawing of its architecture (:mod:`app.ui.panels.architecture_view`)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from app.core.remote import NOT_REPORTED, RemoteFacts
 from app.ui.common import palette
 from app.ui.common.wheel_guard import guard_wheel
 from app.ui.panels.architecture_view import ArchitectureView
+from app.ui.panels.load_memory import LoadMemoryBox
 from app.ui.panels.rpc_servers import RpcServersBox
 from app.ui.window.model_change import ModelChange, ModelPhase
 
@@ -86,9 +88,11 @@ TEMPLATE_KEY = "chat template"
 class ModelPanel(QWidget):
     """Shows the loaded model and the load settings; it does not own them.
 
-    The settings controller owns ``Settings.load``: this panel shows what it is given
-    (:meth:`set_load_settings`, the settings last applied) and reports each edit as
+    The settings own the load settings remembered per file (``Settings.model_load``): this panel
+    shows what it is given (:meth:`set_load_settings`, the settings last applied or being loaded;
+    :meth:`show_fields`, settings not applied yet) and reports each edit as
     :attr:`load_settings_edited`; Apply asks for a reload with :attr:`reload_requested`.
+    :attr:`memory` says whether they are remembered for the file or Glassbox's defaults.
 
     Signals:
         load_settings_edited(LoadSettings): the person changed a field; the load settings shown now
@@ -143,6 +147,8 @@ class ModelPanel(QWidget):
         t = QLabel("Load settings")
         t.setObjectName("sectionTitle")
         lay.addWidget(t)
+        self.memory = LoadMemoryBox()  # remembered for this file, or Glassbox's defaults
+        lay.addWidget(self.memory)
         form = QFormLayout()
         form.setLabelAlignment(Qt.AlignmentFlag.AlignLeft)
         form.setHorizontalSpacing(10)
@@ -286,8 +292,8 @@ class ModelPanel(QWidget):
         for box in (self.policy, self.flash_attn, self.type_k, self.type_v):
             box.currentIndexChanged.connect(self._person_edited)
         self.swa_full.toggled.connect(self._person_edited)
-        self.set_load_settings(settings)
         self._applied = settings
+        self.set_load_settings(settings)
         guard_wheel(self)
 
     # ----------------------------------------------------------------------------------------
@@ -308,6 +314,12 @@ class ModelPanel(QWidget):
 
     def set_load_settings(self, s: LoadSettings) -> None:
         """Show ``s`` as the settings applied (Apply is pending again once a field differs)."""
+        self._applied = s
+        self.show_fields(s)
+
+    def show_fields(self, s: LoadSettings) -> None:
+        """Show ``s`` in the fields without calling them applied (Apply is pending where they differ
+        from the settings the model was loaded with); :attr:`load_settings_edited` is not emitted."""
         fields = (
             self.n_ctx,
             self.n_gpu_layers,
@@ -334,7 +346,6 @@ class ModelPanel(QWidget):
         self.type_v.setCurrentIndex(max(0, self.type_v.findData(s.type_v.value)))
         for w in fields:
             w.blockSignals(False)
-        self._applied = s
         self._edited()
 
     def set_gpu_offload(self, available: bool, rpc: bool = False) -> None:
@@ -363,6 +374,7 @@ class ModelPanel(QWidget):
         what loads, the model loaded with the load settings it was loaded with, or none."""
         if change.phase is ModelPhase.LOADING and change.request is not None:
             self.set_loading(change.request.shown)
+            self.set_load_settings(change.request.settings)  # this model's: remembered for it, or the defaults
         elif change.phase is ModelPhase.LOADED and change.loaded is not None:
             self.set_model(change.loaded)
             if change.applied is not None:
