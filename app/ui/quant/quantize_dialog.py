@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QLayout,
     QLineEdit,
     QProgressBar,
     QPushButton,
@@ -60,6 +61,8 @@ class DialogMessage(QLabel):
         self.style().polish(self)
         self.setText(text)
         self.show()
+        if (window := self.window()) is not None:
+            window.adjustSize()
 
     def clear_message(self) -> None:
         """Hide the message."""
@@ -99,6 +102,7 @@ class QuantizeDialog(QDialog):
 
         lay = QVBoxLayout(self)
         lay.setSpacing(8)
+        lay.setSizeConstraint(QLayout.SizeConstraint.SetMinimumSize)  # grows as progress and messages show
         self.source_label = QLabel(
             f"<b>{self.source.name}</b> · {plan.source_type} · {format_bytes(plan.source_bytes)} · "
             f"{plan.n_tensors} tensors"
@@ -111,13 +115,13 @@ class QuantizeDialog(QDialog):
             self.notice.show_message(Severity.WARNING, plan.notice)
         lay.addWidget(self.notice)
 
-        lay.addWidget(
-            QLabel("Type (sizes are estimates from the file's tensors; llama.cpp chooses each tensor's type)")
-        )
+        caption = QLabel("Type. Sizes are estimates from the file's tensors; llama.cpp chooses each tensor's type.")
+        caption.setWordWrap(True)
+        lay.addWidget(caption)
         self.types = QTreeWidget()
         self.types.setObjectName("quantTypes")
         self.types.setRootIsDecorated(False)
-        self.types.setHeaderLabels(["Type", "Size, about", "Bits per weight"])
+        self.types.setHeaderLabels(["Type", "Size (about)", "Bits per weight"])
         self.types.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         header = self.types.header()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
@@ -288,6 +292,7 @@ class QuantizeDialog(QDialog):
         self.status.setVisible(running)
         if running:
             self.compare_button.hide()
+        self.adjustSize()
 
     def _on_progress(self, st: QuantizeStatus) -> None:
         self.progress.setValue(round(1000 * st.fraction))
