@@ -30,6 +30,9 @@ _NODES_RE = re.compile(r"graph: nodes = (\d+)")
 _FA_ON_LINES = ("Flash Attention enabled", "enabling flash_attn since it is required")
 _FA_OFF_LINES = ("Flash Attention not supported", "flash_attn is not compatible")
 MIB = 1024 * 1024
+# llama.cpp's quantizer warns once per tensor whose rows the type's block does not divide (180 lines for
+# SmolLM2's Q2_K, twice with the dry run); its "N of M tensor(s) required fallback" total is enough in the log.
+_PER_TENSOR_FALLBACK = "-> falling back to"
 
 # enum ggml_log_level (ggml/include/ggml.h): NONE=0, DEBUG=1, INFO=2, WARN=3, ERROR=4, CONT=5
 _LEVEL_NAMES = {0: "none", 1: "debug", 2: "info", 3: "warning", 4: "error"}
@@ -78,7 +81,9 @@ class LlamaLog:
                 self._count += 1
                 complete.append(line)
                 if name in ("warning", "error"):
-                    if self._stopping is not None and self._stopping():
+                    if _PER_TENSOR_FALLBACK in line:  # the quantizer's, one per tensor; its total stays a warning
+                        log.debug("%s", line)
+                    elif self._stopping is not None and self._stopping():
                         log.info("after Stop (llama.cpp %s): %s", name, line)
                     else:
                         log.log(logging.WARNING if name == "warning" else logging.ERROR, "%s", line)

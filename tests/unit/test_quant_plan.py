@@ -39,6 +39,12 @@ def test_a_type_the_source_already_is_is_refused_naming_it(gemma):
     refused = [o for o in plan.options if not o.allowed]
     assert [o.qtype for o in refused] == [QuantType.Q4_K_M]
     assert "already Q4_K_M" in refused[0].refusal
+    # llama.cpp's dry run (quant size, BPW) of Gemma 3 270M: Q8_0 8.50, Q6_K 8.25, Q4_0 7.01; Q2_K 6.88
+    bpw = {o.qtype: o.bits_per_weight for o in plan.options}
+    assert bpw[QuantType.Q8_0] == pytest.approx(8.50, abs=0.006)
+    assert bpw[QuantType.Q6_K] == pytest.approx(8.25, abs=0.006)
+    assert bpw[QuantType.Q4_0] == pytest.approx(7.01, abs=0.006)
+    assert bpw[QuantType.Q2_K] == pytest.approx(6.88, rel=0.05)
 
 
 def test_a_source_of_original_weights_is_not_a_requantization(tmp_path: Path):
