@@ -10,6 +10,7 @@ plain values (they are pickled over a pipe). Every request with a
 :class:`PromptRendered` or :class:`Failed` for :class:`RenderPrompt`.
 :class:`PromptCounted` or :class:`Failed` for :class:`CountPrompt`.
 :class:`TokenInspected` or :class:`Failed` for :class:`InspectToken`.
+:class:`Quantized` or :class:`Failed` for :class:`Quantize`.
 :class:`PrepareInspect` and :class:`Shutdown` carry no id and get no answer.
 
 Cancel is not a message: the UI sets a shared ``multiprocessing.Event`` that
@@ -35,6 +36,7 @@ from app.core.protocol.answers import (
     PromptCounted,
     PromptPiece,
     PromptRendered,
+    Quantized,
     TemplateSource,
     TokenInspected,
 )
@@ -45,6 +47,7 @@ from app.core.protocol.progress import (
     LogLine,
     PrefillProgress,
     PromptPrepared,
+    QuantizeProgress,
     TokenBatch,
     TokenEvent,
 )
@@ -55,6 +58,7 @@ from app.core.protocol.requests import (
     InspectToken,
     LoadModel,
     PrepareInspect,
+    Quantize,
     RenderPrompt,
     Request,
     ResetContext,
@@ -77,6 +81,8 @@ Event = (
     | PromptCounted
     | TokenInspected
     | LogLine
+    | QuantizeProgress
+    | Quantized
 )
 
 __all__ = [
@@ -104,6 +110,9 @@ __all__ = [
     "PromptPiece",
     "PromptPrepared",
     "PromptRendered",
+    "Quantize",
+    "QuantizeProgress",
+    "Quantized",
     "RenderPrompt",
     "Request",
     "ResetContext",
