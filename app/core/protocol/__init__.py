@@ -10,6 +10,7 @@ plain values (they are pickled over a pipe). Every request with a
 :class:`PromptRendered` or :class:`Failed` for :class:`RenderPrompt`.
 :class:`PromptCounted` or :class:`Failed` for :class:`CountPrompt`.
 :class:`TokenInspected` or :class:`Failed` for :class:`InspectToken`.
+:class:`Quantized` or :class:`Failed` for :class:`Quantize`.
 :class:`ComparisonFinished` or :class:`Failed` for :class:`CompareModels` (after one
 :class:`ComparisonStarted` and a :class:`ComparisonProgressed` per chunk; :mod:`app.core.quant.comparison`).
 :class:`PrepareInspect` and :class:`Shutdown` carry no id and get no answer.
@@ -37,6 +38,7 @@ from app.core.protocol.answers import (
     PromptCounted,
     PromptPiece,
     PromptRendered,
+    Quantized,
     TemplateSource,
     TokenInspected,
 )
@@ -47,6 +49,7 @@ from app.core.protocol.progress import (
     LogLine,
     PrefillProgress,
     PromptPrepared,
+    QuantizeProgress,
     TokenBatch,
     TokenEvent,
 )
@@ -57,6 +60,7 @@ from app.core.protocol.requests import (
     InspectToken,
     LoadModel,
     PrepareInspect,
+    Quantize,
     RenderPrompt,
     Request,
     ResetContext,
@@ -85,6 +89,8 @@ Event = (
     | PromptCounted
     | TokenInspected
     | LogLine
+    | QuantizeProgress
+    | Quantized
     | ComparisonStarted
     | ComparisonProgressed
     | ComparisonFinished
@@ -119,6 +125,9 @@ __all__ = [
     "PromptPiece",
     "PromptPrepared",
     "PromptRendered",
+    "Quantize",
+    "QuantizeProgress",
+    "Quantized",
     "RenderPrompt",
     "Request",
     "ResetContext",
