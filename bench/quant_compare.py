@@ -7,8 +7,8 @@ the same two files in an engine process of its own, as the window does. Printed:
 the engine process's peak extra memory (its VmHWM at the end less its RSS before the request), and
 mean KL divergence and PPL ratio from both with their difference in %.
 
-Model B defaults to SmolLM2 Q4_1 (``GLASSBOX_TEST_SMOLLM2``); model A to B requantized with llama.cpp's
-``llama-quantize --allow-requantize`` to ``--requant`` (Q8_0), made once into ``--work``. The text is the
+Model B defaults to SmolLM2 Q4_1 (``GLASSBOX_TEST_SMOLLM2``); model A to B requantized to ``--requant``
+(Q8_0) by Glassbox's ``Quantize`` request, cached as the tests' ``smollm2_q8_0`` (tests/support/quantized.py). The text is the
 repository's docs (``docs/**/*.md``) cut to about ``--chunks`` chunks of n_ctx tokens.
 
 Usage::
@@ -24,8 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -34,19 +34,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 ROOT = Path(__file__).resolve().parents[1]
 CHARS_PER_TOKEN = 3.4  # the docs' English and code, SmolLM2 and Gemma 3 alike (rough: the text is cut by characters)
-
-
-def requantized(model: Path, qtype: str, work: Path, threads: int) -> Path:
-    """``model`` requantized to ``qtype`` with llama-quantize (made once into ``work``)."""
-    from tests.support.perplexity_tool import llama_tool
-
-    out = work / f"{model.stem}.requant-{qtype}.gguf"
-    if not out.exists():
-        tmp = out.with_suffix(".part")
-        args = [str(llama_tool("llama-quantize")), "--allow-requantize", str(model), str(tmp), qtype, str(threads)]
-        subprocess.run(args, check=True, capture_output=True)
-        tmp.rename(out)
-    return out
 
 
 def status_kib(pid: int, field: str) -> int:
@@ -110,8 +97,11 @@ def llama_perplexity(a: Path, b: Path, text_file: Path, n_ctx: int, threads: int
 
     base = work / "base.kld"
     t = time.perf_counter()
-    write_base(a, text_file, base, n_ctx, threads, timeout=3600)
+    out = write_base(a, text_file, base, n_ctx, threads, timeout=3600)
     t_base = time.perf_counter() - t
+    # the base run's own PPL, from its float32 logits (--kl-divergence's "Mean PPL(base)" reads the 16-bit
+    # log-probabilities of the base file, each clipped 16 nats below its row's top)
+    found = re.search(r"Final estimate: PPL = ([0-9.]+)", out)
     t = time.perf_counter()
     stats = kl_divergence(b, text_file, base, n_ctx, threads, timeout=3600)
     t_kld = time.perf_counter() - t
@@ -121,6 +111,7 @@ def llama_perplexity(a: Path, b: Path, text_file: Path, n_ctx: int, threads: int
         "base_s": round(t_base, 2),
         "kld_s": round(t_kld, 2),
         "base_file_mib": round(base_mib, 1),
+        "ppl_a_base_run": float(found.group(1)) if found else float("nan"),
         "peak_rss_mib_children": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1),
         **{k: getattr(stats, k) for k in ("kl_mean", "kl_p99", "kl_median", "kl_max", "ppl_a", "ppl_b", "ppl_ratio")},
         "same_top1": stats.same_top1_pct / 100,
@@ -140,14 +131,20 @@ def main() -> None:
     ap.add_argument("--n-ctx", type=int, default=512)
     ap.add_argument("--chunks", type=int, default=8, help="about this many chunks of the docs' text")
     ap.add_argument("--threads", type=int, default=1, help="both tools, prefill and decode")
-    ap.add_argument("--work", default="/tmp/glassbox-bench-quant", help="requantized models and the text file")
+    ap.add_argument("--work", default="/tmp/glassbox-bench-quant", help="the text file and the base log-probabilities")
     args = ap.parse_args()
     if not args.model_b:
         sys.exit("give --model-b or set GLASSBOX_TEST_SMOLLM2")
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     b = Path(args.model_b)
-    a = Path(args.model_a) if args.model_a else requantized(b, args.requant, work, args.threads)
+    if args.model_a:
+        a = Path(args.model_a)
+    else:  # made by Glassbox's Quantize request and cached, as the tests' smollm2_q8_0
+        from app.core.quant.types import QuantType
+        from tests.support.quantized import requantized
+
+        a = requantized(b, QuantType(args.requant))
     docs = "\n\n".join(p.read_text(encoding="utf-8") for p in sorted((ROOT / "docs").rglob("*.md")))
     # enough for the chunks asked, and llama-perplexity's two chunks at least
     text = docs[: int(CHARS_PER_TOKEN * args.n_ctx * (max(2, args.chunks) + 0.5))]
@@ -167,6 +164,8 @@ def main() -> None:
         "llama_perplexity": theirs,
         "kl_mean_diff_pct": pct(ours["kl_mean"], theirs["kl_mean"]),
         "ppl_ratio_diff_pct": pct(ours["ppl_ratio"], theirs["ppl_ratio"]),
+        "ppl_a_diff_pct_vs_base_run": pct(ours["ppl_a"], theirs["ppl_a_base_run"]),
+        "ppl_b_diff_pct": pct(ours["ppl_b"], theirs["ppl_b"]),
         "kl_mean_diff_abs": ours["kl_mean"] - theirs["kl_mean"],
     }
     print(json.dumps(result))

@@ -125,3 +125,17 @@ def test_text_and_chat_together_are_refused(host, smollm2) -> None:
     assert isinstance(end, P.Failed) and end.kind is P.FailureKind.BAD_SETTINGS
     end, _, _ = compare(host, smollm2, smollm2, "Hi", None)
     assert isinstance(end, P.Failed) and end.kind is P.FailureKind.BAD_SETTINGS and "at least 3" in end.message
+
+
+def test_q2_k_diverges_from_q4_1_more_than_q8_0_does(host, smollm2, smollm2_q8_0, smollm2_q2_k) -> None:
+    """The requantizations of the Q4_1 test model: Q2_K (most of it Q4_0 fallbacks) moves its distributions
+    further from Q4_1's than Q8_0 does."""
+    runs = {}
+    for name, b in (("q8_0", smollm2_q8_0), ("q2_k", smollm2_q2_k)):
+        end, _, _ = compare(host, smollm2, b, LICENSE[:600], n_ctx=32, n_threads=1, decode_tokens=0)
+        assert isinstance(end, P.ComparisonFinished), getattr(end, "message", end)
+        runs[name] = end.summary
+    q8, q2 = runs["q8_0"], runs["q2_k"]
+    assert 0 < q8.kl_mean < q2.kl_mean
+    assert q2.same_top1 <= q8.same_top1
+    assert q8.b.weights_bytes > q8.a.weights_bytes > q2.b.weights_bytes
