@@ -139,3 +139,18 @@ def test_q2_k_diverges_from_q4_1_more_than_q8_0_does(host, smollm2, smollm2_q8_0
     assert 0 < q8.kl_mean < q2.kl_mean
     assert q2.same_top1 <= q8.same_top1
     assert q8.b.weights_bytes > q8.a.weights_bytes > q2.b.weights_bytes
+
+
+def test_n_batch_below_n_ctx_scores_the_same_positions_slice_by_slice(host, smollm2) -> None:
+    text = LICENSE[:600]
+    whole, started, _ = compare(host, smollm2, smollm2, text, n_ctx=32, n_batch=32, n_threads=1, decode_tokens=0)
+    sliced, _, progress = compare(host, smollm2, smollm2, text, n_ctx=32, n_batch=8, n_threads=1, decode_tokens=0)
+    assert isinstance(whole, P.ComparisonFinished) and isinstance(sliced, P.ComparisonFinished)
+    assert started is not None
+    # positions 16..30 of each chunk have their logits read: slices (16, 24) and (24, 32) score, the first two not
+    assert len(progress) == 2 * started.n_chunks
+    assert [t.index for ev in progress for t in ev.tokens] == [i for lo, hi in started.scored for i in range(lo, hi)]
+    assert sliced.summary.kl_max < 1e-6 and sliced.summary.n_scored == whole.summary.n_scored
+    assert sliced.summary.a.ppl == pytest.approx(
+        whole.summary.a.ppl, rel=1e-3
+    )  # llama.cpp's batching moves it a little

@@ -5,7 +5,8 @@ The window asks a fresh engine process (:class:`~app.engine.host.EngineHost`) fo
 
 1. one :class:`ComparisonStarted`: every token of the tokenized input (its ids and texts, scored
    or not, for the strip view) and which index ranges will be scored;
-2. :class:`ComparisonProgressed` after each chunk: the tokens scored since the last one (only the
+2. :class:`ComparisonProgressed` after each chunk (after each ``llama_decode`` slice that scored tokens when
+   n_batch is below n_ctx): the tokens scored since the last one (only the
    compact per-token figures below, never a distribution), with tokens done, total and time;
 3. one terminal event: :class:`ComparisonFinished` with the :class:`ComparisonSummary`, or
    ``Failed`` (kind ``incompatible`` when the two vocabularies differ, naming the check; ``bad_model``,
@@ -151,7 +152,7 @@ class ComparisonStarted:
 
 @dataclass(frozen=True)
 class ComparisonProgressed:
-    """One chunk is scored.
+    """Tokens were scored: a chunk (or, with n_batch below n_ctx, one ``llama_decode`` slice of one).
 
     Attributes:
         done: tokens scored so far.

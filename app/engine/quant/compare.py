@@ -11,7 +11,7 @@ The run, in order (the events are :mod:`app.core.quant.comparison`'s):
 4. per chunk: both KV caches cleared, then per ``n_batch`` slice A evaluates it, B evaluates it, and the
    scored rows of both are reduced in blocks (:func:`app.engine.quant.reduce.reduce_block`) into
    :class:`~app.core.quant.comparison.ScoredToken` s and the running sums
-   (:class:`~app.core.quant.statistics.KlTally`); ``ComparisonProgressed`` after the chunk;
+   (:class:`~app.core.quant.statistics.KlTally`); ``ComparisonProgressed`` after each slice that scored tokens;
 5. each model's decode speed (``decode_tokens`` greedy tokens after the text's first :data:`DECODE_PROMPT`);
 6. ``ComparisonFinished`` with the summary.
 
@@ -81,6 +81,14 @@ def compare_models(req: CompareModels, *, emit: Callable[[object], None], cancel
                 "same model (two quantizations of one GGUF).",
             )
         tokens = _tokens(req, a)
+        n_vocab = min(a.n_vocab, b.n_vocab)
+        beyond = next((t for t in tokens if t >= n_vocab), None)
+        if beyond is not None:  # the sizes may differ by up to 128 (llama.cpp's check); the text uses one of those
+            raise EngineError(
+                P.FailureKind.INCOMPATIBLE,
+                f"The text uses token {beyond:,} ({a.vocab.display(beyond)!r}), which only one of the two models has "
+                f"({a.n_vocab:,} and {b.n_vocab:,} tokens). Compare on a text without it.",
+            )
         chunks = plan_chunks(len(tokens), req.n_ctx)
         if not chunks:
             raise EngineError(
@@ -204,7 +212,8 @@ class _Run:
         self._rows = min(block_rows(a.n_vocab), block_rows(b.n_vocab))
 
     def chunk(self, chunk: Chunk, n_batch: int) -> None:
-        """Score one chunk and send its ``ComparisonProgressed``.
+        """Score one chunk, sending a ``ComparisonProgressed`` after each ``llama_decode`` slice that scored tokens
+        (one per chunk when n_batch is n_ctx).
 
         Raises:
             Cancelled: the cancel flag was set.
@@ -214,7 +223,6 @@ class _Run:
         a, b = self.a, self.b
         evaluated = _chunk_tokens(self.tokens, chunk, a.vocab)
         first, last = chunk.first, chunk.size - 1  # logits of positions first .. last - 1 are scored
-        scored: list[ScoredToken] = []
         a.clear()
         b.clear()
         for begin, end in batches(chunk, n_batch):
@@ -222,17 +230,19 @@ class _Run:
                 m.prefill_ns += int(m.decode(evaluated[begin:end], begin, first, last) * 1e9)
                 m.prefill_tokens += end - begin
             lo, hi = max(begin, first), min(end, last)
-            for r0 in range(0, max(0, hi - lo), self._rows):
+            if hi <= lo:
+                continue
+            scored: list[ScoredToken] = []
+            for r0 in range(0, hi - lo, self._rows):
                 n = min(self._rows, hi - lo - r0)
                 pos = lo + r0  # the first position of the block; it predicts the token after it
                 nxt = self.tokens[chunk.start + pos + 1 : chunk.start + pos + 1 + n]
                 row = pos - begin  # its index in the batch (llama_get_logits_ith's i); the rows after it follow
                 fig = reduce_block(a.logits(row, n), b.logits(row, n), nxt)
                 scored.extend(self._scored(fig, chunk.start + pos + 1, nxt))
-        self.done += len(scored)
-        self.emit(
-            ComparisonProgressed(self.request_id, self.done, self.total, time.perf_counter() - self.t0, tuple(scored))
-        )
+            self.done += len(scored)
+            elapsed = time.perf_counter() - self.t0
+            self.emit(ComparisonProgressed(self.request_id, self.done, self.total, elapsed, tuple(scored)))
 
     def _scored(self, fig: BlockFigures, index0: int, nxt: list[int]) -> list[ScoredToken]:
         """The block's positions as ScoredTokens (and added to the tally)."""
