@@ -25,7 +25,6 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from app.core import protocol as P
 from app.core.quant.chunks import MIN_TOKENS, Chunk, batches, plan_chunks
@@ -39,7 +38,7 @@ from app.core.quant.comparison import (
     ScoredToken,
 )
 from app.core.quant.statistics import KlTally, summarize
-from app.engine.compat import check_compatible
+from app.engine.compat import check_compatible, file_names
 from app.engine.errors import CancelFlag, EngineError
 from app.engine.prompt import PromptBuilder, compile_template
 from app.engine.quant.model import Cancelled, CompareModel, Tokenizer, tokenize
@@ -73,7 +72,7 @@ def compare_models(req: CompareModels, *, emit: Callable[[object], None], cancel
         models.append(a)
         b = CompareModel(req.path_b, cancel)
         models.append(b)
-        found = check_compatible(a.model, b.model, *_names(req.path_a, req.path_b))
+        found = check_compatible(a.model, b.model, *file_names(req.path_a, req.path_b))
         if found is not None:
             raise EngineError(
                 P.FailureKind.INCOMPATIBLE,
@@ -99,8 +98,10 @@ def compare_models(req: CompareModels, *, emit: Callable[[object], None], cancel
         n_batch = max(1, min(req.n_batch, n_ctx))
         threads = req.n_threads or auto_threads()
         threads_batch = req.n_threads or auto_threads_batch()
+        prompt = _chunk_tokens(tokens, Chunk(0, min(DECODE_PROMPT, len(tokens))), a.vocab)
+        room = max(n_ctx, len(prompt) + req.decode_tokens)  # the decode-speed run after the chunks fits too
         for m in models:
-            m.open(n_ctx, n_batch, threads, threads_batch)
+            m.open(room, n_batch, threads, threads_batch)
         run = _Run(req.request_id, a, b, tokens, sum(c.n_scored for c in chunks), emit=emit, cancel=cancel, t0=t0)
         emit(
             ComparisonStarted(
@@ -115,7 +116,6 @@ def compare_models(req: CompareModels, *, emit: Callable[[object], None], cancel
         )
         for chunk in chunks:
             run.chunk(chunk, n_batch)
-        prompt = _chunk_tokens(tokens, Chunk(0, min(DECODE_PROMPT, len(tokens))), a.vocab)
         speeds = [m.decode_speed(prompt, req.decode_tokens) if req.decode_tokens > 0 else 0.0 for m in models]
         ppl_a, ppl_b = run.tally.ppl_a(), run.tally.ppl_b()
         summary = summarize(
@@ -142,11 +142,6 @@ def compare_models(req: CompareModels, *, emit: Callable[[object], None], cancel
     finally:
         for m in models:
             m.close()
-
-
-def _names(path_a: str, path_b: str) -> tuple[str, str]:
-    name_a, name_b = Path(path_a).name, Path(path_b).name
-    return (path_a, path_b) if name_a == name_b else (name_a, name_b)
 
 
 def _tokens(req: CompareModels, a: CompareModel) -> list[int]:
