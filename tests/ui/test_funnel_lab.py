@@ -201,3 +201,29 @@ def test_the_funnel_opened_after_a_reply_shows_its_most_uncertain_token(qtbot, w
     assert panel.step_field.value() == 3 and not panel.follow.isChecked()
     panel.follow.setChecked(True)
     qtbot.waitUntil(lambda: _settled(window) and panel.view.funnel.step == 4, timeout=5000)
+
+
+def test_a_token_picked_while_the_reply_streams_keeps_the_count_going(qtbot, window):
+    """Token 2 picked mid-reply stays shown, and "of N" follows the reply to its end (it stayed at the
+    count of the moment it was picked)."""
+    window.funnel_dock.raise_()
+    panel = window.funnel_panel
+    window.engine.script(Endless("1 "))
+    tokens: list = []
+    window.engine.token_received.connect(tokens.append)
+    box = window.composer.box
+    qtbot.keyClicks(box, "count")
+    qtbot.keyClick(box, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: len(tokens) >= 3 and panel.view.funnel is not None, timeout=5000)
+    panel.step_field.setValue(2)
+    assert not panel.follow.isChecked()
+    qtbot.waitUntil(lambda: _settled(window) and panel.view.funnel.step == 1, timeout=5000)
+    qtbot.waitUntil(lambda: len(tokens) >= 12, timeout=5000)
+    assert panel.of_label.text() == f"of {len(tokens)}"  # while it streams: no funnel is computed meanwhile
+    with qtbot.waitSignal(window.engine.generation_finished, timeout=5000):
+        qtbot.keyClick(box, Qt.Key.Key_Escape)
+    n = len(tokens)
+    qtbot.waitUntil(lambda: panel.of_label.text() == f"of {n}", timeout=5000)
+    assert panel.step_field.value() == 2 and panel.step_field.maximum() == n
+    panel.step_field.setValue(n)  # the last token can be picked
+    qtbot.waitUntil(lambda: _settled(window) and panel.view.funnel.step == n - 1, timeout=5000)

@@ -387,6 +387,8 @@ class FunnelController(QObject):
     def _token(self, ev: P.TokenEvent) -> None:
         if ev.request_id == self.reply_id:
             self.n_steps = ev.index + 1
+            if self.enabled and self.step >= 0 and self.stored is None:
+                self.panel.set_count(self.offset + self.n_steps)  # a token picked while it streams: the count goes on
 
     def _forget(self, *_args: object, newest: bool = True) -> None:
         """The engine kept no logits any more (a model loaded, the engine stopped). After a load (``newest``)

@@ -38,12 +38,13 @@ from app.ui.funnel.legend import (
     AS_DRAWN,
     AS_DRAWN_HELP,
     LEGEND,
+    SHORT,
     TOKEN_HELP,
     UNCERTAIN_HELP,
     WHAT_IF,
     WHAT_IF_HELP,
 )
-from app.ui.funnel.table import SHORT, FunnelView, visible_token
+from app.ui.funnel.table import FunnelView, visible_token
 
 _TRUNCATING = (
     SamplerStage.TOP_N_SIGMA,
@@ -285,11 +286,24 @@ class FunnelPanel(QWidget):
         self.of_label.setText(f"of {n_steps}")
         where = f"Token {step + 1} of the reply"
         if position is not None:
-            where += f" · context position {position} (as Inspect counts: the prompt's tokens come first)"
+            where += (
+                f" · context position {position} (the prompt's tokens come first). It was drawn from the logits "
+                f"at position {position - 1}: Inspect shows this funnel's distribution in its column {position - 1} "
+                f"(a column there is what the model predicts after that position's token)"
+            )
         self.step_field.setToolTip(f"{where}.\n{TOKEN_HELP}")
         self.step_field.setEnabled(True)
         self.follow.setEnabled(True)
         self.uncertain.setEnabled(True)
+
+    def set_count(self, n_steps: int) -> None:
+        """The reply now has ``n_steps`` tokens (it streams on while a token picked earlier is shown)."""
+        self._syncing = True
+        try:
+            self.step_field.setMaximum(max(1, n_steps))
+        finally:
+            self._syncing = False
+        self.of_label.setText(f"of {n_steps}")
 
     def clear_steps(self) -> None:
         """No reply is shown: the token field and the "newest" box are off and count nothing."""

@@ -11,29 +11,21 @@ from PySide6.QtCore import QEvent, QRectF, Qt
 from PySide6.QtGui import QFont, QFontDatabase, QFontMetrics, QHelpEvent, QPainter, QPaintEvent, QResizeEvent
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
-from app.core.sampling.funnel import Funnel, FunnelStageKind
+from app.core.sampling.funnel import Funnel
 from app.ui.common import palette
 from app.ui.common.palette import qcolor
 from app.ui.common.token_label import visible
-from app.ui.funnel.legend import FOOTER_HELP, LEGEND, FooterRow, cell_tip, footer_tip, footer_value, header_tip, pct
-
-SHORT: dict[FunnelStageKind, str] = {
-    FunnelStageKind.MODEL: "model",
-    FunnelStageKind.LOGIT_BIAS: "bias",
-    FunnelStageKind.PENALTIES: "pen",
-    FunnelStageKind.DRY: "DRY",
-    FunnelStageKind.TOP_N_SIGMA: "nσ",
-    FunnelStageKind.TOP_K: "top_k",
-    FunnelStageKind.TYPICAL_P: "typ",
-    FunnelStageKind.TOP_P: "top_p",
-    FunnelStageKind.MIN_P: "min_p",
-    FunnelStageKind.XTC: "XTC",
-    FunnelStageKind.TEMPERATURE: "temp",
-    FunnelStageKind.MIROSTAT: "miro",
-    FunnelStageKind.MIROSTAT_V2: "miro2",
-    FunnelStageKind.DIST: "draw",
-    FunnelStageKind.GREEDY: "greedy",
-}
+from app.ui.funnel.legend import (
+    FOOTER_HELP,
+    LEGEND,
+    SHORT,
+    FooterRow,
+    cell_tip,
+    footer_tip,
+    footer_value,
+    header_tip,
+    pct,
+)
 
 
 def visible_token(text: str) -> str:
