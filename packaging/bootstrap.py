@@ -1039,6 +1039,17 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
     return subprocess.call([sys.executable, str(ROOT / "packaging" / "desktop.py"), "uninstall"], cwd=ROOT)
 
 
+OWN_OPTIONS = {"-v": "verbose", "--verbose": "verbose", "--dry-run": "dry_run", NO_CHECKS: "no_checks"}
+"""This script's options, which may also come right after the command (``run --dry-run``)."""
+
+
+def take_own_options(args: argparse.Namespace) -> None:
+    """This script's options written right after the command (``run --dry-run -v --model X``) are its own,
+    not the app's or pytest's: taken out of ``args.rest`` up to the first argument that is not one."""
+    while args.rest and args.rest[0] in OWN_OPTIONS:
+        setattr(args, OWN_OPTIONS[args.rest.pop(0)], True)
+
+
 COMMANDS = {"run": cmd_run, "test": cmd_test, "bundle": cmd_bundle, "install": cmd_install, "uninstall": cmd_uninstall}
 
 
@@ -1066,6 +1077,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    take_own_options(args)
 
     def terminated(signum: int, frame: object) -> None:
         raise KeyboardInterrupt  # clean up (stop the build, drop temporary files) as for Ctrl-C

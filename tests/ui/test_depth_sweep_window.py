@@ -36,6 +36,10 @@ def test_a_sweep_plots_one_point_per_depth_and_holds_the_chat_meanwhile(window, 
     assert window.notices.topic is NoticeTopic.DEPTH_SWEEP and window.banner.isVisible()
     assert "measuring" in window.top_bar.state_label.full_text
     assert not sweep.run_btn.isEnabled() and sweep.cancel_btn.isEnabled()
+    window.composer.box.setPlainText("hello")
+    qtbot.keyClick(window.composer.box, Qt.Key.Key_Return)  # Enter while held: nothing is sent, the text stays
+    assert window.composer.draft == "hello"
+    assert not [r for r in window.engine.requests if type(r).__name__ == "Generate"]
     window.engine.resume()
 
     qtbot.waitUntil(lambda: not window.engine.sweeping, timeout=5000)

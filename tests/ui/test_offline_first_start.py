@@ -100,3 +100,25 @@ def test_a_first_start_with_a_model_in_the_hugging_face_cache_stays_on_the_chat_
         assert "Load tiny-Q4_0" in win.chat_view.placeholder.text()  # the empty chat offers it
     finally:
         close_window(win)
+
+
+def test_a_first_start_with_a_model_that_does_not_exist_keeps_saying_so(qtbot, home: Path, tmp_path: Path) -> None:
+    """``--model`` naming a missing file on a first start: the Models page opens (where to pick another),
+    and the error stays on screen instead of the first start's hint taking its place."""
+    from app.ui.window.compose import open_model
+    from app.ui.window.pages import Page
+
+    missing = tmp_path / "nope.gguf"
+    win = make_window(qtbot)
+    try:
+        qtbot.waitUntil(lambda: _first_page_shown(win))
+        win.show_page(Page.CHAT)
+        # As at a real first start: the load of --model is refused before the first start decides
+        # (the library's scan and the look into other apps' folders take longer).
+        open_model(win, missing, explicit=True)
+        win.first_start._open([])
+        assert win.pages.currentIndex() == 1 and win.models.tabs.currentIndex() == ModelsTab.HUB.position
+        assert win.banner.isVisible() and f"The model file {missing} does not exist" in win.banner.text.text()
+        assert not win.notices.showing(NoticeTopic.FIRST_START)
+    finally:
+        close_window(win)

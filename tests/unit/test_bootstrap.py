@@ -550,6 +550,26 @@ def test_run_with_a_model_given_never_asks_for_the_starter_model(
     assert execs == [["-m", "app", *app_args]]
 
 
+def test_own_options_right_after_the_command_are_the_scripts_not_the_apps(
+    bootstrap: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``run --dry-run -v --model X``: the two options are bootstrap's; the app gets ``--model X`` only,
+    and an option after the app's first argument stays the app's."""
+    dry: list[bool] = []
+
+    def fake_exec(py, argv, env, dry_run):  # type: ignore[no-untyped-def]
+        dry.append(dry_run)
+        execs.append(list(argv))
+        return 0
+
+    execs = _run_command(bootstrap, monkeypatch, lambda *a: "")
+    monkeypatch.setattr(bootstrap, "exec_in_venv", fake_exec)
+    assert bootstrap.main(["run", "--dry-run", "-v", "--model", "/m/x.gguf"]) == 0
+    assert execs == [["-m", "app", "--model", "/m/x.gguf"]] and dry == [True]
+    assert bootstrap.main(["run", "--model", "/m/x.gguf", "-v"]) == 0
+    assert execs[-1] == ["-m", "app", "--model", "/m/x.gguf", "-v"] and dry[-1] is False
+
+
 def test_run_without_a_model_opens_the_one_the_starter_step_chooses(
     bootstrap: ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -11,6 +11,9 @@ plain values (they are pickled over a pipe). Every request with a
 :class:`PromptCounted` or :class:`Failed` for :class:`CountPrompt`.
 :class:`TokenInspected` or :class:`Failed` for :class:`InspectToken`.
 :class:`DepthSwept` or :class:`Failed` for :class:`SweepDepth` (after a :class:`DepthMeasured` per depth).
+:class:`Quantized` or :class:`Failed` for :class:`Quantize`.
+:class:`ComparisonFinished` or :class:`Failed` for :class:`CompareModels` (after one
+:class:`ComparisonStarted` and a :class:`ComparisonProgressed` per chunk; :mod:`app.core.quant.comparison`).
 :class:`PrepareInspect` and :class:`Shutdown` carry no id and get no answer.
 
 Cancel is not a message: the UI sets a shared ``multiprocessing.Event`` that
@@ -36,6 +39,7 @@ from app.core.protocol.answers import (
     PromptCounted,
     PromptPiece,
     PromptRendered,
+    Quantized,
     TemplateSource,
     TokenInspected,
 )
@@ -46,6 +50,7 @@ from app.core.protocol.progress import (
     LogLine,
     PrefillProgress,
     PromptPrepared,
+    QuantizeProgress,
     TokenBatch,
     TokenEvent,
 )
@@ -56,10 +61,17 @@ from app.core.protocol.requests import (
     InspectToken,
     LoadModel,
     PrepareInspect,
+    Quantize,
     RenderPrompt,
     Request,
     ResetContext,
     Shutdown,
+)
+from app.core.quant.comparison import (  # comparing two quantizations (issue 21)
+    CompareModels,
+    ComparisonFinished,
+    ComparisonProgressed,
+    ComparisonStarted,
 )
 
 Event = (
@@ -78,11 +90,20 @@ Event = (
     | PromptCounted
     | TokenInspected
     | LogLine
+    | QuantizeProgress
+    | Quantized
+    | ComparisonStarted
+    | ComparisonProgressed
+    | ComparisonFinished
 )
 
 __all__ = [
     "MAX_RENDERED_PIECES",
     "TERMINAL_EVENTS",
+    "CompareModels",
+    "ComparisonFinished",
+    "ComparisonProgressed",
+    "ComparisonStarted",
     "ComputeFunnel",
     "ContextReset",
     "ContextShifted",
@@ -105,6 +126,9 @@ __all__ = [
     "PromptPiece",
     "PromptPrepared",
     "PromptRendered",
+    "Quantize",
+    "QuantizeProgress",
+    "Quantized",
     "RenderPrompt",
     "Request",
     "ResetContext",

@@ -153,11 +153,12 @@ class Composer(QFrame):
         lay.addWidget(self.button, 0, 1, Qt.AlignmentFlag.AlignBottom)
         lay.addWidget(self.count, 1, 0)
         lay.setColumnStretch(0, 1)
-        self.box.submitted.connect(self.submitted)
+        self.box.submitted.connect(self._submit)
         self.box.stop_requested.connect(self.stop_requested)
         self.button.clicked.connect(self._clicked)
         self.setFocusProxy(self.box)
         self._generating = False
+        self._held = ""  # why Send is held ("" when it is not): set_held
 
     @property
     def draft(self) -> str:
@@ -186,10 +187,15 @@ class Composer(QFrame):
         self.button.style().polish(self.button)
 
     def set_held(self, reason: str) -> None:
-        """Hold Send while the engine cannot reply (a depth sweep): disabled, ``reason`` as its tooltip;
-        "" releases it. Stop is never held."""
+        """Hold Send while the engine cannot reply (a depth sweep): disabled, ``reason`` as its tooltip,
+        Enter keeps the text in the box; "" releases it. Stop is never held."""
+        self._held = reason
         self.button.setEnabled(not reason or self._generating)
         self.button.setToolTip(reason)
+
+    def _submit(self, text: str) -> None:
+        if not self._held:  # held: the text stays in the box (whoever holds Send says why)
+            self.submitted.emit(text)
 
     def set_count(self, text: str, tooltip: str = "", severity: Severity = Severity.INFO) -> None:
         """Show the draft's count (empty: none); ``severity`` colours it (warning: over n_ctx)."""

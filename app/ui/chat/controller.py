@@ -165,8 +165,14 @@ class ChatController(QObject):
     def continue_rule(self) -> ContinueRule:
         """What decides whether a reply cut off by a full context can be continued now."""
         model = self.engine.model
-        policy = ContextPolicy(self.settings.settings.load.context_policy)
-        return ContinueRule(policy, model.n_ctx if model is not None else 0)
+        return ContinueRule(self.context_policy, model.n_ctx if model is not None else 0)
+
+    @property
+    def context_policy(self) -> ContextPolicy:
+        """The loaded model's context policy (part of the load settings remembered for its file;
+        applies to the next reply without a reload); the defaults' without a model."""
+        model = self.engine.model
+        return self.settings.settings.load_for(model.info.path if model is not None else None).context_policy
 
     # ------------------------------------------------------------------ conversation
     def new_chat(self) -> None:
@@ -410,10 +416,7 @@ class ChatController(QObject):
         if self.engine.state == EngineState.READY:
             return True
         if not quiet:
-            if self.engine.state == EngineState.MEASURING:
-                why = "Measuring speed vs context: no reply until it ends or is cancelled; your message is kept."
-                self.notice.emit(Severity.INFO, why, NoticeTopic.REPLY)
-            elif self.engine.state == EngineState.LOADING:
+            if self.engine.state == EngineState.LOADING:
                 self.notice.emit(
                     Severity.INFO, "The model is still loading; your message is kept in the box.", NoticeTopic.NO_MODEL
                 )

@@ -183,11 +183,21 @@ class HostLink(QObject):
         The old host gets Shutdown and ends on its own (terminated after 5 s); its reader thread
         sees the pipe close and reports to a host no longer held, so nothing of it is emitted.
         """
+        self.release()
+        self.start(remote)
+
+    def release(self, *, kill: bool = False) -> None:
+        """Forget the host and end it in the background (killed at once with ``kill``, else Shutdown and
+        terminated after 5 s), never waiting on the UI thread; nothing of it is emitted after."""
+        self._stop_timer.stop()
         old, self._host = self._host, None
         self._reader = None
-        if old is not None:
+        if old is None:
+            return
+        if kill:
+            old.kill()
+        else:
             threading.Thread(target=old.stop, name="glassbox-engine-stop", daemon=True).start()
-        self.start(remote)
 
     def drop(self, *, kill: bool = False, stop_timeout_s: float = 5.0) -> None:
         """Stop (or first kill) the host and wait up to 5 s for its reader thread; nothing of it is emitted after.

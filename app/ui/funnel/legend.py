@@ -27,6 +27,25 @@ LEGEND = (
     "left = tokens surviving, H = entropy in bits, rest = probability outside the rows shown."
 )
 
+#: Each stage's column name in the table (and in every tooltip that names a stage).
+SHORT: dict[FunnelStageKind, str] = {
+    FunnelStageKind.MODEL: "model",
+    FunnelStageKind.LOGIT_BIAS: "bias",
+    FunnelStageKind.PENALTIES: "pen",
+    FunnelStageKind.DRY: "DRY",
+    FunnelStageKind.TOP_N_SIGMA: "nσ",
+    FunnelStageKind.TOP_K: "top_k",
+    FunnelStageKind.TYPICAL_P: "typ",
+    FunnelStageKind.TOP_P: "top_p",
+    FunnelStageKind.MIN_P: "min_p",
+    FunnelStageKind.XTC: "XTC",
+    FunnelStageKind.TEMPERATURE: "temp",
+    FunnelStageKind.MIROSTAT: "miro",
+    FunnelStageKind.MIROSTAT_V2: "miro2",
+    FunnelStageKind.DIST: "draw",
+    FunnelStageKind.GREEDY: "greedy",
+}
+
 
 def pct(p: float) -> str:
     """A probability as a short percentage for a narrow cell: 100, 37, 3.2, <.1."""
@@ -191,8 +210,8 @@ def cell_tip(f: Funnel, r: int, c: int) -> str:
     name = visible(text)
     p = st.probs[r]
     if p <= 0:
-        return f"{name} (token id {tok}): cut by {st.kind.value} (×)."
-    where = "under the raw model" if st.kind is FunnelStageKind.MODEL else f"after {st.kind.value}"
+        return f"{name} (token id {tok}): cut by {SHORT[st.kind]} (×)."
+    where = "under the raw model" if st.kind is FunnelStageKind.MODEL else f"after {SHORT[st.kind]}"
     out = f"{name} (token id {tok}): {100 * p:.2f} % {where}, renormalised over the {st.survivors:,} survivors."
     if st.kind.is_draw and tok == f.picked:
         out += " A new draw with these settings picks it (the green bar)."
@@ -202,7 +221,7 @@ def cell_tip(f: Funnel, r: int, c: int) -> str:
 def footer_tip(row: FooterRow, st: FunnelStage) -> str:
     """A footer value under ``st``'s column: the exact figure behind the short one."""
     if row is FooterRow.LEFT:
-        return f"{st.survivors:,} tokens left after {st.kind.value}."
+        return f"{st.survivors:,} tokens left after {SHORT[st.kind]}."
     if row is FooterRow.ENTROPY:
-        return f"Entropy after {st.kind.value}: {st.entropy_bits:.3f} bits (like {2**st.entropy_bits:.1f} equally likely tokens)."
-    return f"After {st.kind.value}, {100 * st.outside:.2f} % of the probability lies outside the rows shown."
+        return f"Entropy after {SHORT[st.kind]}: {st.entropy_bits:.3f} bits (like {2**st.entropy_bits:.1f} equally likely tokens)."
+    return f"After {SHORT[st.kind]}, {100 * st.outside:.2f} % of the probability lies outside the rows shown."

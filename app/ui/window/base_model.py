@@ -30,7 +30,8 @@ from app.ui.window.settings_controller import SettingsController
 NO_TEMPLATE_TEXT = (
     "This model has no chat template (a base model?): Glassbox writes a plain transcript, "
     "“User: …” and “Assistant: …” lines, and the reply stops at the model's next “User:” line. "
-    "A base model continues text rather than answering; Template… sets its family's chat format."
+    "A base model continues text rather than answering, and a chat format does not teach it to stop: "
+    "Template… helps a model tuned on one (an instruction-tuned model whose GGUF lost its template)."
 )
 
 
@@ -74,6 +75,7 @@ class BaseModelNotice(QObject):
         self._new_told = False  # the new, empty chat shown was told
         self._shown: int | None = chat.conversation_id
         chat.conversation_changed.connect(self._conversation_changed)
+        settings.changed.connect(lambda _s: self._tell())  # a template set with Template…: the notice goes
 
     def show_model(self, change: ModelChange) -> None:
         """A model loaded (:attr:`~app.ui.window.model_loader.ModelLoader.model_changed`): tell the chat

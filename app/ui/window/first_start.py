@@ -106,6 +106,11 @@ class FirstStart(QObject):
         self._pages.show_page(Page.MODELS)
         self.opened = True
         self.found = list(found)
+        if self._notices.showing_problem():
+            # A problem said first (a --model that does not exist or is not a GGUF) stays: the person
+            # learns why their file did not open; the Models page is where to pick another.
+            self._models.show_tab(ModelsTab.LIBRARY if found else ModelsTab.HUB)
+            return
         if found:
             self._models.show_tab(ModelsTab.LIBRARY)
             self._notices.show(

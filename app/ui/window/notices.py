@@ -75,12 +75,14 @@ class Notices:
     Attributes:
         banner: the view.
         topic: the topic of the notice posted last (shown or since hidden).
+        severity: that notice's :class:`Severity`.
     """
 
     def __init__(self, banner: Banner, anchors: Mapping[Page, QWidget] | None = None) -> None:
         self.banner = banner
         self._anchors = dict(anchors or {})
         self.topic = NoticeTopic.GENERAL
+        self.severity = Severity.INFO
 
     def show(self, topic: NoticeTopic, severity: Severity, text: str, actions: Sequence[Action] = ()) -> None:
         """Show ``text`` (rich text) about ``topic``, with a button per ``(label, callback)`` in
@@ -89,6 +91,7 @@ class Notices:
         log.log(severity.log_level, "notice shown: %s about %s", severity.value, topic.value)
         log.debug("notice text: %s", text)
         self.topic = topic
+        self.severity = severity
         self.banner.show_message(severity, text, list(actions))
 
     def clear(self, *topics: NoticeTopic) -> None:
@@ -103,6 +106,10 @@ class Notices:
     def showing(self, topic: NoticeTopic) -> bool:
         """Whether the notice on screen is about ``topic``."""
         return self.banner.isVisible() and self.topic is NoticeTopic(topic)
+
+    def showing_problem(self) -> bool:
+        """Whether the notice on screen is a warning or an error (a hint must not take its place)."""
+        return self.banner.isVisible() and self.severity in (Severity.WARNING, Severity.ERROR)
 
     def place(self, page: Page) -> None:
         """Put the banner on ``page`` (under its anchor); a notice that belongs to the other page goes."""

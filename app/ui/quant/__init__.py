@@ -1,0 +1,1 @@
+"""Quantization windows: making a quantization (``quantize_*``) and comparing models."""
