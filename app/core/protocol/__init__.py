@@ -10,6 +10,8 @@ plain values (they are pickled over a pipe). Every request with a
 :class:`PromptRendered` or :class:`Failed` for :class:`RenderPrompt`.
 :class:`PromptCounted` or :class:`Failed` for :class:`CountPrompt`.
 :class:`TokenInspected` or :class:`Failed` for :class:`InspectToken`.
+:class:`ComparisonFinished` or :class:`Failed` for :class:`CompareModels` (after one
+:class:`ComparisonStarted` and a :class:`ComparisonProgressed` per chunk; :mod:`app.core.quant.comparison`).
 :class:`PrepareInspect` and :class:`Shutdown` carry no id and get no answer.
 
 Cancel is not a message: the UI sets a shared ``multiprocessing.Event`` that
@@ -60,6 +62,12 @@ from app.core.protocol.requests import (
     ResetContext,
     Shutdown,
 )
+from app.core.quant.comparison import (  # comparing two quantizations (issue 21)
+    CompareModels,
+    ComparisonFinished,
+    ComparisonProgressed,
+    ComparisonStarted,
+)
 
 Event = (
     EngineReady
@@ -77,11 +85,18 @@ Event = (
     | PromptCounted
     | TokenInspected
     | LogLine
+    | ComparisonStarted
+    | ComparisonProgressed
+    | ComparisonFinished
 )
 
 __all__ = [
     "MAX_RENDERED_PIECES",
     "TERMINAL_EVENTS",
+    "CompareModels",
+    "ComparisonFinished",
+    "ComparisonProgressed",
+    "ComparisonStarted",
     "ComputeFunnel",
     "ContextReset",
     "ContextShifted",

@@ -15,6 +15,7 @@ from app.core.chat.context import GenerationStats, LoadSettings
 from app.core.gguf.gguf_info import GGUFInfo
 from app.core.hardware.memory import KVCacheLayout
 from app.core.inspection.token_inspection import TokenInspection
+from app.core.quant.comparison import ComparisonFinished
 from app.core.remote import RemoteFacts
 from app.core.rpc import DevicePlacement
 from app.core.sampling.alternatives import ReplyAlternatives
@@ -116,6 +117,7 @@ class FailureKind(str, enum.Enum):
     BUSY = "busy"  #: the person's reply is in flight and the server refuses while busy
     CANCELLED = "cancelled"  #: cancelled from the window before it started; an inspection stopped by a model unload
     REMOTE = "remote"  #: a remote engine (app.remote) could not be reached or answered with an error
+    INCOMPATIBLE = "incompatible"  #: two models' vocabularies differ (CompareModels; the check named in the message)
 
 
 @dataclass(frozen=True)
@@ -238,4 +240,5 @@ TERMINAL_EVENTS = (
     PromptRendered,
     PromptCounted,
     TokenInspected,
+    ComparisonFinished,  # comparing two quantizations (issue 21): app/core/quant/comparison.py
 )

@@ -180,3 +180,8 @@ class LogLine:
 
     level: str
     text: str
+
+
+# ---- Comparing two quantizations (issue 21) -------------------------------------------------------------
+# Its progress events live with the request's other values in app/core/quant/comparison.py
+# (ComparisonStarted, ComparisonProgressed); the protocol package re-exports them.

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass
 
 from app.core.chat.context import ChatMessage, ContextPolicy, LoadSettings
+from app.core.quant.comparison import CompareModels
 from app.core.sampling.alternatives import StoredStep
 from app.core.sampling.params import SamplerSettings
 
@@ -216,4 +217,5 @@ Request = (
     | PrepareInspect
     | ResetContext
     | Shutdown
+    | CompareModels  # comparing two quantizations (issue 21): app/core/quant/comparison.py
 )
