@@ -51,7 +51,7 @@ class KlLegend(QWidget):
     reference figures, what the mark and the grey text mean).
     """
 
-    SWATCH_W = 46
+    SWATCH_W = 58
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)

@@ -76,7 +76,7 @@ class ModelPicker(QWidget):
         self.combo = QComboBox()
         self.combo.setObjectName(f"compareModel{name}")
         self.combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.combo.setMinimumContentsLength(24)
+        self.combo.setMinimumContentsLength(14)
         self.combo.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.combo.currentIndexChanged.connect(lambda _i: self.changed.emit())
         self.browse = QPushButton("Browse…")
@@ -161,15 +161,20 @@ class CompareSetup(QWidget):
             "KL(P_A ‖ P_B), as llama-perplexity measures a quantization from its base model."
         )
         self.model_b.setToolTip("The file compared with A, e.g. a smaller quantization of the same model.")
-        form.addRow("Model A (reference)", self.model_a)
-        form.addRow("Model B", self.model_b)
+        form.addRow(_form_label("Model A", self.model_a.toolTip()), self.model_a)
+        form.addRow(_form_label("Model B", self.model_b.toolTip()), self.model_b)
 
-        self.use_chat = QRadioButton("The chat shown, as model A sees it (its chat template)")
-        self.use_passage = QRadioButton("A passage:")
+        self.use_chat = QRadioButton("The chat shown")
+        self.use_chat.setToolTip(
+            "The conversation shown in the chat, as model A sees it: rendered with its chat template (your "
+            "override for that file, if you set one), special tokens and all."
+        )
+        self.use_passage = QRadioButton("A passage")
         group = QButtonGroup(self)
         group.addButton(self.use_chat)
         group.addButton(self.use_passage)
         self.chat_info = QLabel("")
+        self.chat_info.setWordWrap(True)
         self.chat_info.setStyleSheet(f"color:{palette.MUTED};")
         self.passage = QPlainTextEdit()
         self.passage.setObjectName("comparePassage")
@@ -191,7 +196,10 @@ class CompareSetup(QWidget):
         passage_row.addWidget(self.open_text)
         text_box.addLayout(passage_row)
         text_box.addWidget(self.passage)
-        form.addRow("Text", text_box)
+        form.addRow(
+            _form_label("Text", "What both models read: the chat shown (with model A's chat template) or a passage."),
+            text_box,
+        )
 
         self.n_ctx = QSpinBox()
         self.n_ctx.setObjectName("compareNCtx")
@@ -204,7 +212,8 @@ class CompareSetup(QWidget):
             "n_ctx/2 tokens before it (llama-perplexity's method; 512 is its usual setting). The text needs "
             "at least n_ctx tokens."
         )
-        form.addRow("n_ctx (chunk size)", self.n_ctx)
+        self.n_ctx.setSuffix(" tokens per chunk")
+        form.addRow(_form_label("n_ctx", self.n_ctx.toolTip()), self.n_ctx)
         col.addLayout(form)
 
         buttons = QHBoxLayout()
@@ -258,10 +267,10 @@ class CompareSetup(QWidget):
         messages = self._chat_source()
         if messages:
             self.use_chat.setEnabled(True)
-            self.chat_info.setText(f"({len(messages)} message{'s' if len(messages) != 1 else ''})")
+            self.chat_info.setText(f"{len(messages)} message{'s' if len(messages) != 1 else ''}, with A's template")
         else:
             self.use_chat.setEnabled(False)
-            self.chat_info.setText("(no chat shown: open or start one)")
+            self.chat_info.setText("no chat shown")
             self.use_passage.setChecked(True)
 
     # ------------------------------------------------------------------ the person's actions
@@ -338,6 +347,12 @@ class CompareSetup(QWidget):
         self.progress.setValue(min(done, total))
         left = f" · {duration(eta_s)} left" if eta_s is not None else ""
         self.progress.setFormat(f"{done:,} / {total:,} tokens{left}")
+
+
+def _form_label(text: str, tip: str) -> QLabel:
+    lab = QLabel(text)
+    lab.setToolTip(tip)
+    return lab
 
 
 def read_passage(path: Path) -> str | ValueError:

@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QGridLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from app.core.gguf.gguf_info import format_bytes
 from app.core.quant.comparison import ComparisonSummary, ModelFigures
@@ -146,7 +146,9 @@ def file_value(f: ModelFigures, key: str) -> str:
         n = int(getattr(f, key))
         return format_bytes(n) if n > 0 else "–"
     v = float(getattr(f, key))
-    return f"{v:,.1f} tok/s" if v > 0 and math.isfinite(v) else "–"
+    if v <= 0 or not math.isfinite(v):
+        return "–"
+    return f"{v:,.0f} tok/s" if v >= 100 else f"{v:,.1f} tok/s"
 
 
 def verdict(s: ComparisonSummary) -> str:
@@ -183,29 +185,24 @@ class SummaryView(QWidget):
         self.headline.setWordWrap(True)
         self.headline.setStyleSheet(f"color:{palette.TEXT_SOFT};")
         outer.addWidget(self.headline)
-        row = QVBoxLayout()
-        row.setSpacing(8)
+        row = QHBoxLayout()
+        row.setSpacing(12)
         outer.addLayout(row)
-        self.text_grid = QGridLayout()
-        self.text_grid.setHorizontalSpacing(12)
-        self.text_grid.setVerticalSpacing(2)
         self.values: dict[str, QLabel] = {}  # figure key ("kl_mean", "a.ppl"...) -> its value label
-        for r, (key, label, tip) in enumerate(TEXT_FIGURES):
-            self.text_grid.addWidget(_label(label, tip), r, 0)
-            self.values[key] = _label("–", tip, value=True)
-            self.text_grid.addWidget(self.values[key], r, 1)
-        row.addLayout(self.text_grid)
-        line = QFrame()
-        line.setFrameShape(QFrame.Shape.HLine)
-        line.setStyleSheet(f"color:{palette.DIVIDER};")
-        row.addWidget(line)
-        self.file_grid = QGridLayout()
-        self.file_grid.setHorizontalSpacing(12)
-        self.file_grid.setVerticalSpacing(2)
+        half = 4  # the text's figures in two blocks: PPL and KL divergence's centre, then its tail and the rest
+        for block in (TEXT_FIGURES[:half], TEXT_FIGURES[half:]):
+            grid = _grid()
+            for r, (key, label, tip) in enumerate(block):
+                grid.addWidget(_label(label, tip), r, 0)
+                self.values[key] = _label("–", tip, value=True)
+                grid.addWidget(self.values[key], r, 1)
+            row.addLayout(grid)
+            row.setAlignment(grid, Qt.AlignmentFlag.AlignTop)
+            row.addWidget(_divider())
+        self.file_grid = _grid()
         self.file_names: dict[str, QLabel] = {}
         for c, side in enumerate(("a", "b"), start=1):
             head = _label(side.upper(), "", value=True)
-            head.setAlignment(Qt.AlignmentFlag.AlignRight)
             self.file_names[side] = head
             self.file_grid.addWidget(head, 0, c)
         for r, (key, label, tip) in enumerate(FILE_FIGURES, start=1):
@@ -213,11 +210,14 @@ class SummaryView(QWidget):
             for c, side in enumerate(("a", "b"), start=1):
                 self.values[f"{side}.{key}"] = _label("–", tip, value=True)
                 self.file_grid.addWidget(self.values[f"{side}.{key}"], r, c)
-        self.elapsed = _label(
-            "", "Wall time of the whole comparison in the engine process (both models, every chunk, the decode test)."
-        )
-        self.file_grid.addWidget(self.elapsed, len(FILE_FIGURES) + 1, 0, 1, 3)
         row.addLayout(self.file_grid)
+        row.setAlignment(self.file_grid, Qt.AlignmentFlag.AlignTop)
+        row.addStretch(1)
+        self.elapsed = _label(
+            "",
+            "Wall time of the whole comparison in the engine process (both models, every chunk, the decode test).",
+        )
+        outer.addWidget(self.elapsed)
 
     def clear(self, message: str) -> None:
         """No figures: dashes, and ``message`` as the headline."""
@@ -233,16 +233,21 @@ class SummaryView(QWidget):
         for key, _label_text, _tip in TEXT_FIGURES:
             self.values[key].setText(text_value(s, key))
         for side, figures in (("a", s.a), ("b", s.b)):
-            name = Path(figures.path).name
-            self.file_names[side].setText(f"{side.upper()}: {_elide(name)}")
-            self.file_names[side].setToolTip(figures.path)
+            self.file_names[side].setToolTip(f"Model {side.upper()}: {figures.path}")
             for key, _label_text, _tip in FILE_FIGURES:
                 self.values[f"{side}.{key}"].setText(file_value(figures, key))
-        self.elapsed.setText(f"Took {s.elapsed_s:,.1f} s.")
+        self.elapsed.setText(f"A: {Path(s.a.path).name}   ·   B: {Path(s.b.path).name}   ·   took {s.elapsed_s:,.1f} s")
 
 
-def _elide(name: str, limit: int = 28) -> str:
-    if len(name) <= limit:
-        return name
-    half = (limit - 1) // 2
-    return name[:half] + "…" + name[-half:]
+def _grid() -> QGridLayout:
+    grid = QGridLayout()
+    grid.setHorizontalSpacing(10)
+    grid.setVerticalSpacing(2)
+    return grid
+
+
+def _divider() -> QFrame:
+    line = QFrame()
+    line.setFrameShape(QFrame.Shape.VLine)
+    line.setStyleSheet(f"color:{palette.DIVIDER};")
+    return line

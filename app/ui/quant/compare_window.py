@@ -18,12 +18,10 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QBrush, QCloseEvent, QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
-    QFrame,
     QHBoxLayout,
     QHeaderView,
     QLabel,
     QPushButton,
-    QScrollArea,
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
@@ -96,76 +94,49 @@ class CompareWindow(QWidget):
         self.export_csv.clicked.connect(self.save_csv)
         self.export_json.clicked.connect(self.save_json)
 
-        left = QWidget()
-        left_col = QVBoxLayout(left)
-        left_col.addWidget(_section("What to compare"))
-        left_col.addWidget(self.setup)
-        left_col.addWidget(_section("Over the text"))
-        left_col.addWidget(self.summary)
-        exports = QHBoxLayout()
-        exports.addWidget(self.export_csv)
-        exports.addWidget(self.export_json)
-        exports.addStretch(1)
-        left_col.addLayout(exports)
-        left_col.addStretch(1)
-        left_scroll = QScrollArea()
-        left_scroll.setObjectName("compareLeft")
-        left_scroll.setWidgetResizable(True)
-        left_scroll.setFrameShape(QFrame.Shape.NoFrame)
-        left_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        left_scroll.setWidget(left)
-
         self.strip = TokenStrip()
         self.strip_area = strip_in_scroll(self.strip)
         self.legend = KlLegend()
         self.status = QLabel("")
         self.status.setObjectName("compareStatus")
         self.status.setStyleSheet(f"color:{palette.TEXT_DIM};")
-        self.worst = QTableWidget(0, 4)
-        self.worst.setObjectName("compareWorst")
-        tips = (
-            "The token's position in the text (1 = the first).",
-            "The token that actually comes next there.",
-            "KL divergence at this token: the list is sorted by it, highest first.",
-            "Each model's most likely next token there (blue: they differ).",
+        self.worst = self._worst_table()
+
+        # Left: what to compare, the exports, the worst tokens. Right: the figures over the text, the strip.
+        left = QWidget()
+        left_col = QVBoxLayout(left)
+        left_col.setContentsMargins(0, 0, 6, 0)
+        left_col.addWidget(_section("What to compare"))
+        left_col.addWidget(self.setup)
+        exports = QHBoxLayout()
+        exports.addWidget(self.export_csv)
+        exports.addWidget(self.export_json)
+        exports.addStretch(1)
+        left_col.addLayout(exports)
+        worst_title = _section("Worst tokens")
+        worst_title.setToolTip(
+            f"The {WORST_SHOWN} scored tokens with the highest KL divergence, highest first. Click one to find it "
+            "in the text; hover for both models' top five there."
         )
-        for c, (label, tip) in enumerate(zip(("Position", "Token", "KL (nats)", "Top-1: A → B"), tips, strict=True)):
-            head_item = QTableWidgetItem(label)
-            head_item.setToolTip(tip)
-            self.worst.setHorizontalHeaderItem(c, head_item)
-        self.worst.verticalHeader().setVisible(False)
-        self.worst.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.worst.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.worst.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        header = self.worst.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
-        self.worst.cellClicked.connect(self._worst_clicked)
-        self.worst.currentCellChanged.connect(lambda row, _c, _pr, _pc: self._worst_clicked(row, 0))
+        left_col.addWidget(worst_title)
+        left_col.addWidget(self.worst, 1)
 
         right = QWidget()
         right_col = QVBoxLayout(right)
+        right_col.setContentsMargins(6, 0, 0, 0)
+        right_col.addWidget(_section("Over the text"))
+        right_col.addWidget(self.summary)
         head = QHBoxLayout()
         head.addWidget(_section("The text, token by token"))
         head.addStretch(1)
         head.addWidget(self.status)
         right_col.addLayout(head)
         right_col.addWidget(self.legend)
-        inner = QSplitter(Qt.Orientation.Vertical)
-        inner.addWidget(self.strip_area)
-        worst_box = QWidget()
-        worst_col = QVBoxLayout(worst_box)
-        worst_col.setContentsMargins(0, 0, 0, 0)
-        worst_title = _section("Worst tokens (highest KL divergence first; click to find one in the text)")
-        worst_col.addWidget(worst_title)
-        worst_col.addWidget(self.worst)
-        inner.addWidget(worst_box)
-        inner.setStretchFactor(0, 3)
-        inner.setStretchFactor(1, 1)
-        right_col.addWidget(inner, 1)
+        right_col.addWidget(self.strip_area, 1)
 
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
-        self.splitter.addWidget(left_scroll)
+        self.splitter.setChildrenCollapsible(False)
+        self.splitter.addWidget(left)
         self.splitter.addWidget(right)
         self.splitter.setStretchFactor(0, 0)
         self.splitter.setStretchFactor(1, 1)
@@ -183,7 +154,34 @@ class CompareWindow(QWidget):
         self.clock.setInterval(REFRESH_MS)
         self.clock.timeout.connect(self.refresh)
         self.resize(1280, 720)
-        self.splitter.setSizes([430, 850])
+        self.splitter.setSizes([440, 840])
+
+    def _worst_table(self) -> QTableWidget:
+        """The worst tokens' table: position, token, KL divergence (coloured), each model's top-1."""
+        table = QTableWidget(0, 4)
+        table.setObjectName("compareWorst")
+        tips = (
+            "The token's position in the text (1 = the first).",
+            "The token that actually comes next there.",
+            "KL divergence at this token: the list is sorted by it, highest first.",
+            "Each model's most likely next token there (blue: they differ).",
+        )
+        for c, (label, tip) in enumerate(zip(("Position", "Token", "KL (nats)", "Top-1: A → B"), tips, strict=True)):
+            head_item = QTableWidgetItem(label)
+            head_item.setToolTip(tip)
+            table.setHorizontalHeaderItem(c, head_item)
+        table.verticalHeader().setVisible(False)
+        table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        header = table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
+        table.cellClicked.connect(self._worst_clicked)
+        table.currentCellChanged.connect(lambda row, _c, _pr, _pc: self._worst_clicked(row, 0))
+
+        return table
 
     # ------------------------------------------------------------------ opening
     def prepare(self) -> None:
@@ -217,8 +215,9 @@ class CompareWindow(QWidget):
         self._shown_version = c.version
         run = c.run
         self.strip.refresh()
-        if run.token_texts:
+        if run.token_texts and c.running:
             self.setup.show_progress(len(run.tokens), run.total or run.n_scored_expected, run.eta_s())
+        if run.token_texts:
             flips = run.flips()
             self.status.setText(
                 f"{len(run.token_texts):,} tokens · {len(run.tokens):,} of {run.n_scored_expected:,} scored · "
@@ -284,9 +283,9 @@ class CompareWindow(QWidget):
     def _ended(self) -> None:
         self.setup.set_running(False)
         self.setup.progress.setRange(0, 1)
-        self.setup.progress.setValue(1 if self.controller.run.summary is not None else 0)
-        if self.controller.run.summary is None:
-            self.setup.progress.setFormat("")
+        run = self.controller.run
+        self.setup.progress.setValue(1 if run.summary is not None else 0)
+        self.setup.progress.setFormat(f"{len(run.tokens):,} tokens scored" if run.summary is not None else "")
         self._shown_version = -1
         self.refresh()
         self.clock.stop()
