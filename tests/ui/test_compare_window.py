@@ -76,7 +76,7 @@ def test_a_comparison_fills_the_strip_the_worst_list_and_the_summary(qtbot, tmp_
 
 
 def test_hover_shows_both_top_fives_and_why_a_token_is_not_scored(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    win = _window(qtbot, tmp_path, CannedComparison(n_tokens=1024))
+    win = _window(qtbot, tmp_path, CannedComparison(n_tokens=1100))
     _run(qtbot, win)
     strip = win.strip
     flip = 259  # scored (256 + 1 .. 511) and a multiple of 7: the two top-1 differ
@@ -88,6 +88,7 @@ def test_hover_shows_both_top_fives_and_why_a_token_is_not_scored(qtbot, tmp_pat
     unscored = strip.tooltip_for(3)
     assert "not scored" in unscored and "chunk 1" in unscored
     assert "chunk 2" in strip.tooltip_for(512 + 10)
+    assert "after the last whole chunk" in strip.tooltip_for(1050)  # the tail that fills no chunk
     # Hit-testing: the token under a point of its rectangle is that token.
     r = strip.select(flip)
     assert r is not None and strip.token_at(r.center()) == flip

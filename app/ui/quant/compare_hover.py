@@ -85,6 +85,16 @@ def unscored_tooltip(index: int, text: str, chunk: int, n_ctx: int) -> str:
     )
 
 
+def tail_tooltip(index: int, text: str) -> str:
+    """The hover of a token after the last whole chunk (not scored)."""
+    return (
+        f"<b>token {index + 1:,}: {visible_html(text)}</b><br>"
+        f"<span style='color:{palette.TEXT_DIM}'>Not scored: it is after the last whole chunk of n_ctx tokens. "
+        "As <code>llama-perplexity</code>, the comparison scores whole chunks only; a longer text, or a "
+        "smaller n_ctx, scores more of it.</span>"
+    )
+
+
 def pending_tooltip(index: int, text: str) -> str:
     """The hover of a scored position whose figures have not arrived yet."""
     return f"<b>token {index + 1:,}: {visible_html(text)}</b><br>Not compared yet."

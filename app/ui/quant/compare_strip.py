@@ -22,10 +22,10 @@ from PySide6.QtWidgets import QScrollArea, QSizePolicy, QToolTip, QWidget
 from app.core.quant.compare_run import ComparisonRun
 from app.ui.common import palette
 from app.ui.common.pieces import EMPTY, NEWLINE, TAB
-from app.ui.quant.compare_hover import pending_tooltip, token_tooltip, unscored_tooltip
+from app.ui.quant.compare_hover import pending_tooltip, tail_tooltip, token_tooltip, unscored_tooltip
 from app.ui.quant.compare_scale import FLIP_COLOUR, kl_colour
 
-PAD_X = 1  # pixels each side of a chip's text
+PAD_X = 0  # pixels each side of a chip's text: none, so a word cut in tokens still reads as one word
 CHUNK_GAP = 7  # pixels before the first token of a chunk (its divider drawn in the middle)
 MARGIN = 6  # pixels around the text
 
@@ -175,7 +175,9 @@ class TokenStrip(QWidget):
             r = self._rects[i]
             tok = run.tokens.get(i)
             if tok is not None:
-                p.fillRect(r, QColor(kl_colour(tok.kl)))
+                fill = QColor(kl_colour(tok.kl))
+                p.fillRect(r, fill)
+                p.fillRect(QRect(r.left(), r.top(), 1, r.height()), fill.darker(135))  # where the token starts
                 if not tok.same_top1:
                     p.fillRect(QRect(r.left(), r.bottom() - 2, r.width(), 3), flip)
                 p.setPen(text_pen)
@@ -204,6 +206,8 @@ class TokenStrip(QWidget):
             return token_tooltip(tok, *self.names)
         if run.is_scored(index):
             return pending_tooltip(index, text)
+        if run.scored and index >= run.scored[-1][1]:
+            return tail_tooltip(index, text)
         return unscored_tooltip(index, text, run.chunk_of(index), run.n_ctx)
 
     def event(self, e: QEvent) -> bool:

@@ -217,6 +217,8 @@ class CompareWindow(QWidget):
         self.strip.refresh()
         if run.token_texts and c.running:
             self.setup.show_progress(len(run.tokens), run.total or run.n_scored_expected, run.eta_s())
+            if run.total and len(run.tokens) >= run.total:  # every chunk scored: the engine times a short decode
+                self.setup.progress.setFormat(f"{len(run.tokens):,} tokens scored · measuring decode tok/s…")
         if run.token_texts:
             flips = run.flips()
             self.status.setText(
