@@ -92,13 +92,13 @@ class ModelPicker(QWidget):
         self.combo.clear()
         seen: set[str] = set()
         if loaded:
-            self._add(loaded, f"{Path(loaded).name}  (loaded)", loaded)
+            self._add(loaded, f"● {middle(Path(loaded).name)}", f"{loaded}\n● the model loaded in the chat")
             seen.add(str(Path(loaded)))
         for e in entries:
             if e.ok and str(e.path) not in seen:
                 seen.add(str(e.path))
                 tip = f"{e.path}\n{e.name} · {e.quant} · {format_bytes(e.size)} · {e.source_label}"
-                self._add(str(e.path), f"{e.file_name}  ·  {e.quant}  ·  {format_bytes(e.size)}", tip)
+                self._add(str(e.path), f"{middle(e.file_name)}  ·  {format_bytes(e.size)}", tip)
         self.combo.blockSignals(False)
         if keep:
             self.set_path(keep)
@@ -117,7 +117,7 @@ class ModelPicker(QWidget):
         """Choose ``path`` (added to the list when it is not in it)."""
         i = self.combo.findData(str(path))
         if i < 0:
-            self._add(str(path), Path(path).name, str(path))
+            self._add(str(path), middle(Path(path).name), str(path))
             i = self.combo.count() - 1
         self.combo.setCurrentIndex(i)
 
@@ -347,6 +347,14 @@ class CompareSetup(QWidget):
         self.progress.setValue(min(done, total))
         left = f" · {duration(eta_s)} left" if eta_s is not None else ""
         self.progress.setFormat(f"{done:,} / {total:,} tokens{left}")
+
+
+def middle(name: str, limit: int = 30) -> str:
+    """``name`` cut in its middle to ``limit`` characters (a GGUF's quantization is at its end)."""
+    if len(name) <= limit:
+        return name
+    head = (limit - 1) * 2 // 5
+    return name[:head] + "…" + name[-(limit - 1 - head) :]
 
 
 def _form_label(text: str, tip: str) -> QLabel:
