@@ -186,6 +186,7 @@ def main() -> int:
     from app.paths import default_paths
     from app.ui.theme import apply_theme
     from app.ui.window.compose import create_window
+    from app.ui.window.model_loader import model_key
 
     paths = default_paths().ensure()
     app = QApplication(sys.argv[:1])
@@ -223,7 +224,8 @@ def main() -> int:
     win.resize(1366, 768)
     win.show()
     engine.start()
-    win.settings_ctl.update(load=replace(win.settings.load, n_ctx=n_ctx))
+    load = replace(win.settings.load_for(model_key(model)), n_ctx=n_ctx)
+    win.settings_ctl.apply(lambda s: s.with_load_for(model_key(model), load))  # remembered for this file
     loop_wait(lambda: engine.state.name in ("NO_MODEL", "READY"), 60)
     win.load_model(model)
     loop_wait(lambda: engine.model is not None, 120)
@@ -231,7 +233,7 @@ def main() -> int:
     panel.set_settings(replace(panel.settings(), max_tokens=args.tokens + (0 if real else 10)), emit=True)
     if not real:
         engine.book.tick_s = 1 / args.rate  # the scripted engine's main loop: one token per tick
-    headless = Headless(model, win.settings.load) if real else None
+    headless = Headless(model, load) if real else None
 
     clock = QElapsedTimer()
     clock.start()

@@ -58,6 +58,7 @@ def main() -> int:
     from app.paths import default_paths
     from app.ui.theme import apply_theme
     from app.ui.window.compose import create_window
+    from app.ui.window.model_loader import model_key
 
     paths = default_paths().ensure()
     app = QApplication(sys.argv[:1])
@@ -68,7 +69,8 @@ def main() -> int:
     win.show()
     if args.funnel:
         win.funnel_dock.raise_()
-    win.settings_ctl.update(load=replace(win.settings.load, n_threads=args.threads))
+    threads = replace(win.settings.load_for(model_key(args.model)), n_threads=args.threads)
+    win.settings_ctl.apply(lambda s: s.with_load_for(model_key(args.model), threads))  # remembered for this file
     engine.start()
     win.load_model(args.model)
 

@@ -7,7 +7,8 @@ checked) and passes their paths in ``GLASSBOX_TEST_SMOLLM2`` and
 ``GLASSBOX_TEST_GEMMA``. Tests that need them fail (not skip) without them.
 
 The window fixtures (``window``, ``window_engine``, ``window_model``, ``tiny_model``) are one set for
-every folder, in :mod:`tests.support.window_fixtures`; helpers live in tests/support, never here.
+every folder, in :mod:`tests.support.window_fixtures`; the requantized test models (``smollm2_q8_0``,
+``smollm2_q2_k``) in :mod:`tests.support.quantized`; helpers live in tests/support, never here.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.support.window_fixtures"]
+pytest_plugins = ["tests.support.window_fixtures", "tests.support.quantized"]
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # Never touch the network from tests unless a test points HF_ENDPOINT at its own server.

@@ -28,7 +28,7 @@ from app.core.server_settings import ServerSettings
 
 MAX_RECENT = 12
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
-SETTINGS_VERSION = 2
+SETTINGS_VERSION = 3
 # Version 1 kept these two in an untyped ``extra`` dict under these keys.
 _V1_FOLDERS_KEY = "library.folders"
 _V1_TOKEN_KEY = "hub.token"
@@ -60,7 +60,6 @@ class Settings:
 
     Attributes:
         sampler: the sampler settings of new chats (a chat keeps its own: :mod:`app.core.chat.chat_settings`).
-        load: how models are loaded (n_ctx, n_gpu_layers, ...).
         system_prompt: the system message of new chats.
         stop_strings: the extra stop strings of new chats.
         recent_models: most recent first, absolute paths.
@@ -79,6 +78,13 @@ class Settings:
             Export chat and Import chat dialog was used in ("" before the first use);
             see :class:`DialogFolder`.
         server: the local API server (off by default; its key is stored here like the Hub token).
+        model_load: the load settings remembered per model file (n_ctx, n_gpu_layers, threads, flash
+            attention, K / V cache types...), ``(model path, LoadSettings)`` pairs, keyed like
+            ``chat_templates``; a file not listed loads with Glassbox's defaults (``LoadSettings()``):
+            see :meth:`load_for`. A file moved or renamed is another file (its entry stays, unused).
+            Files written before version 3 kept one ``load`` for every model: it becomes the
+            remembered settings of each file in ``recent_models`` (the files it was used with), so
+            they load as before, and a file opened for the first time gets the defaults.
         chat_templates: the person's chat template overrides, ``(model path, Jinja2 source)``
             pairs, one per model (absolute paths as loaded); a model not listed uses its GGUF's.
             Stored as a JSON object; files written before it existed read as none.
@@ -89,7 +95,6 @@ class Settings:
     """
 
     sampler: SamplerSettings = field(default_factory=SamplerSettings)
-    load: LoadSettings = field(default_factory=LoadSettings)
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     recent_models: tuple[str, ...] = ()
     window_geometry: str = ""
@@ -113,6 +118,25 @@ class Settings:
         """These settings with ``model_path``'s chat template override set (None: back to the GGUF's)."""
         rest = tuple((p, t) for p, t in self.chat_templates if p != model_path)
         return replace(self, chat_templates=rest + (((model_path, source),) if source is not None else ()))
+
+    model_load: tuple[tuple[str, LoadSettings], ...] = ()
+
+    def remembered_load(self, model_path: str | None) -> LoadSettings | None:
+        """The load settings remembered for ``model_path`` (None: none, it loads with the defaults)."""
+        return dict(self.model_load).get(model_path) if model_path else None
+
+    def load_for(self, model_path: str | None) -> LoadSettings:
+        """What ``model_path`` loads with: its remembered load settings, else Glassbox's defaults
+        (``LoadSettings()``, never another model's). None (no model) gives the defaults."""
+        return self.remembered_load(model_path) or LoadSettings()
+
+    def with_load_for(self, model_path: str, load: LoadSettings | None) -> Settings:
+        """These settings with ``load`` remembered for ``model_path``; None, or settings equal to the
+        defaults, forget it (the file loads with the defaults and is shown as such)."""
+        rest = tuple((p, s) for p, s in self.model_load if p != model_path)
+        if load is not None and load != LoadSettings():
+            rest += ((model_path, load),)
+        return replace(self, model_load=rest)
 
     remote: RemoteSettings = field(default_factory=RemoteSettings)
     alternatives_per_token: int = DEFAULT_PER_TOKEN
@@ -175,7 +199,6 @@ class Settings:
         return {
             "version": SETTINGS_VERSION,
             "sampler": self.sampler.to_dict(),
-            "load": self.load.to_dict(),
             "system_prompt": self.system_prompt,
             "stop_strings": list(self.stop_strings),
             "recent_models": list(self.recent_models),
@@ -189,6 +212,7 @@ class Settings:
             **{k.field_name: self.last_folder(k) for k in DialogFolder},
             "server": self.server.to_dict(),
             "chat_templates": dict(self.chat_templates),
+            "model_load": {p: s.to_dict() for p, s in self.model_load},
             "remote": self.remote.to_dict(),
             "alternatives_per_token": self.alternatives_per_token,
             "token_colour": TokenColour(self.token_colour).value,
@@ -196,18 +220,18 @@ class Settings:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Settings:
-        """Settings from a parsed settings file of any version (1 is migrated); bad fields get defaults."""
+        """Settings from a parsed settings file of any version (1 and 2 are migrated); bad fields get defaults."""
         recent = data.get("recent_models") or []
+        recent_models = tuple(str(r) for r in recent if isinstance(r, str))[:MAX_RECENT]
         raw_extra = data.get("extra")
         extra: dict[str, Any] = raw_extra if isinstance(raw_extra, dict) else {}
         folders = data.get("library_folders", extra.get(_V1_FOLDERS_KEY))
         token = data.get("hub_token", extra.get(_V1_TOKEN_KEY))
         return cls(
             sampler=SamplerSettings.from_dict(data.get("sampler")),
-            load=LoadSettings.from_dict(data.get("load")),
             system_prompt=str(data.get("system_prompt", DEFAULT_SYSTEM_PROMPT)),
             stop_strings=clean_stop_strings(data.get("stop_strings")),
-            recent_models=tuple(str(r) for r in recent if isinstance(r, str))[:MAX_RECENT],
+            recent_models=recent_models,
             window_geometry=str(data.get("window_geometry", "")),
             window_state=str(data.get("window_state", "")),
             sampling_state=_text(data.get("sampling_state")),
@@ -220,6 +244,7 @@ class Settings:
             import_folder=_text(data.get(DialogFolder.IMPORT.field_name)),
             server=ServerSettings.from_dict(data.get("server")),
             chat_templates=_templates(data.get("chat_templates")),
+            model_load=_model_load(data, recent_models),
             remote=RemoteSettings.from_dict(data.get("remote")),
             alternatives_per_token=_per_token(data.get("alternatives_per_token")),
             token_colour=TokenColour.ENTROPY
@@ -244,6 +269,23 @@ def _templates(value: object) -> tuple[tuple[str, str], ...]:
     if not isinstance(value, dict):
         return ()
     return tuple((p, t) for p, t in value.items() if isinstance(p, str) and p and isinstance(t, str))
+
+
+def _model_load(data: dict[str, Any], recent: tuple[str, ...]) -> tuple[tuple[str, LoadSettings], ...]:
+    """The per-file load settings: ``model_load`` (version 3; an entry not an object is dropped, bad
+    fields read as :meth:`LoadSettings.from_dict` reads them), else a version 1-2 file's one ``load``
+    remembered for each of its recent models (nothing when it was the defaults)."""
+    stored = data.get("model_load")
+    if isinstance(stored, dict):
+        out: tuple[tuple[str, LoadSettings], ...] = ()
+        for path, value in stored.items():
+            load = LoadSettings.from_dict(value) if isinstance(path, str) and path and isinstance(value, dict) else None
+            if load is not None and load != LoadSettings():
+                out += ((path, load),)
+        return out
+    legacy = data.get("load")
+    old = LoadSettings.from_dict(legacy if isinstance(legacy, dict) else None)
+    return () if old == LoadSettings() else tuple((p, old) for p in recent)
 
 
 def _per_token(value: object) -> int:

@@ -23,6 +23,7 @@ from app.engine.backends import load_backends
 from app.engine.devices import gpu_devices
 from app.engine.errors import CancelFlag, EngineError
 from app.engine.llama_log import LlamaLog
+from app.engine.quant.quantize import quantize
 from app.engine.rpc import rpc_supported
 from app.engine.session import Session
 
@@ -127,6 +128,9 @@ HANDLERS: dict[type[Any], Callable[[Session, Any], object | None]] = {
     P.InspectToken: lambda session, req: session.inspect_token(req),
     P.PrepareInspect: _prepare_inspect,
     P.ResetContext: _reset,
+    P.Quantize: lambda session, req: quantize(
+        req, emit=session.emit, llama_log=session.llama_log, cancel=session.cancel
+    ),
 }
 
 

@@ -14,7 +14,8 @@ import ctypes
 import logging
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import llama_cpp
 
@@ -29,6 +30,9 @@ _NODES_RE = re.compile(r"graph: nodes = (\d+)")
 _FA_ON_LINES = ("Flash Attention enabled", "enabling flash_attn since it is required")
 _FA_OFF_LINES = ("Flash Attention not supported", "flash_attn is not compatible")
 MIB = 1024 * 1024
+# llama.cpp's quantizer warns once per tensor whose rows the type's block does not divide (180 lines for
+# SmolLM2's Q2_K, twice with the dry run); its "N of M tensor(s) required fallback" total is enough in the log.
+_PER_TENSOR_FALLBACK = "-> falling back to"
 
 # enum ggml_log_level (ggml/include/ggml.h): NONE=0, DEBUG=1, INFO=2, WARN=3, ERROR=4, CONT=5
 _LEVEL_NAMES = {0: "none", 1: "debug", 2: "info", 3: "warning", 4: "error"}
@@ -56,6 +60,7 @@ class LlamaLog:
         self._lock = threading.Lock()
         self._mark = 0
         self._count = 0
+        self._listeners: list[Callable[[str, str], None]] = []
         # llama.cpp keeps the callback's address for the process: the ctypes thunk must outlive this
         # object, or the next log line (a model load) calls freed memory and the process dies with SIGSEGV
         # (it did, in a test process that let a LlamaLog go and loaded a model later).
@@ -67,17 +72,41 @@ class LlamaLog:
         s = text.decode("utf-8", errors="replace") if text else ""
         name = self._last_level if level == 5 else _LEVEL_NAMES.get(level, "info")
         self._last_level = name
+        complete: list[str] = []
         with self._lock:
             self._partial += s
             while "\n" in self._partial:
                 line, self._partial = self._partial.split("\n", 1)
                 self._lines.append((name, line))
                 self._count += 1
+                complete.append(line)
                 if name in ("warning", "error"):
-                    if self._stopping is not None and self._stopping():
+                    if _PER_TENSOR_FALLBACK in line:  # the quantizer's, one per tensor; its total stays a warning
+                        log.debug("%s", line)
+                    elif self._stopping is not None and self._stopping():
                         log.info("after Stop (llama.cpp %s): %s", name, line)
                     else:
                         log.log(logging.WARNING if name == "warning" else logging.ERROR, "%s", line)
+            listeners = list(self._listeners)
+        for line in complete:
+            for listener in listeners:
+                try:
+                    listener(name, line)
+                except Exception:  # never raise into llama.cpp's C code
+                    log.exception("a llama.cpp log listener failed on %r", line)
+
+    @contextmanager
+    def listening(self, listener: Callable[[str, str], None]) -> Iterator[None]:
+        """Call ``listener(level, line)`` with each whole line llama.cpp logs while the block runs, on the
+        thread that logged it (llama.cpp's, inside its call), after the line is kept. An exception it
+        raises is logged, never passed to llama.cpp."""
+        with self._lock:
+            self._listeners.append(listener)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._listeners.remove(listener)
 
     def mark(self) -> None:
         """Start a new section: :meth:`since_mark` returns lines logged after this call."""

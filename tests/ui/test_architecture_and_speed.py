@@ -99,7 +99,7 @@ def test_cache_types_show_their_kv_bytes_before_applying_and_a_conflict_blocks_a
         panel.flash_attn.setCurrentIndex(panel.flash_attn.findData("auto"))
         assert panel.apply_btn.isEnabled()
         assert "turn flash attention on" in panel.cache_note.text() and "8.5 bits" in panel.cache_note.text()
-        s = win.settings.load
+        s = win.loader.current_load  # remembered for the loaded file
         assert (s.flash_attn, s.type_k, s.type_v) == (FlashAttention.AUTO, KVCacheType.Q8_0, KVCacheType.Q8_0)
         # Apply reloads with them; the fake engine answers like llama.cpp's CPU backend.
         with qtbot.waitSignal(win.engine.model_loaded, timeout=5000) as blocker:
@@ -121,8 +121,10 @@ def test_cache_settings_survive_a_restart(qtbot, tiny_model):
     close_window(win)
     win2 = make_window(qtbot)
     try:
+        load(qtbot, win2, tiny_model)  # remembered for this file: loaded with them, shown in the panel
         s = win2.model_panel.load_settings()
         assert (s.flash_attn, s.type_k, s.type_v) == (FlashAttention.ON, KVCacheType.F16, KVCacheType.Q4_0)
+        assert win2.engine.sent(P.LoadModel)[-1].settings == s
     finally:
         close_window(win2)
 

@@ -90,6 +90,23 @@ def test_a_base_model_with_an_override_is_not_told(qtbot, base_model):
         close_window(win)
 
 
+def test_a_template_set_while_told_takes_the_notice_away_and_the_model_panel_says_so(qtbot, base_model):
+    win = make_window(qtbot)
+    try:
+        load(qtbot, win, base_model)
+        qtbot.waitUntil(lambda: _told(win), timeout=5000)
+        fact = win.model_panel._template_fact
+        assert fact is not None and fact.text().startswith("none: plain")
+        win.settings_ctl.apply(lambda s: s.with_chat_template(str(base_model), preset(TemplateFamily.GEMMA).source))
+        assert not win.notices.showing(NoticeTopic.BASE_MODEL)
+        assert fact.text().startswith("yours")
+        win.settings_ctl.apply(lambda s: s.with_chat_template(str(base_model), None))  # back to the GGUF's
+        assert fact.text().startswith("none: plain")
+        assert not win.notices.showing(NoticeTopic.BASE_MODEL)  # this chat was told already
+    finally:
+        close_window(win)
+
+
 @pytest.mark.parametrize("family", list(TemplateFamily), ids=[f.name for f in TemplateFamily])
 def test_a_preset_fills_the_override_and_is_checked_like_a_typed_one(qtbot, base_model, family):
     chosen = preset(family)

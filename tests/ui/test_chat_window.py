@@ -187,6 +187,7 @@ def test_settings_survive_a_restart(qtbot, tiny_model):
         s = win2.sampler_panel.settings()
         assert s.temperature == 0.35 and s.seed == 777
         assert win2.system_bar.text() == "Answer in French."
+        load(qtbot, win2, tiny_model)  # remembered for this file
         assert win2.model_panel.load_settings().n_ctx == 2048
         assert win2.model_panel.load_settings().context_policy == "rolling"
         assert win2.settings.recent_models[0] == str(tiny_model.resolve())
@@ -235,7 +236,7 @@ def test_e5_context_full_then_the_policy_applies_to_the_next_reply_without_a_rel
     assert isinstance(fin2, P.Finished)
     assert window.engine.sent(P.Generate)[-1].context_policy == "rolling"
     assert len(window.engine.sent(P.LoadModel)) == loads
-    assert window.settings.load.context_policy == "rolling"
+    assert window.loader.current_load.context_policy == "rolling"  # remembered for this file
 
 
 def test_the_chat_column_is_as_tall_as_its_messages(qtbot):
@@ -372,7 +373,7 @@ def test_a_stored_reply_keeps_showing_after_a_reload_against_its_own_n_ctx(qtbot
 
     window.engine.script(reply("First", " chat", "."))
     fin = send(qtbot, window, "Chat A, please.")
-    window.settings_ctl.update(load=dc_replace(window.settings.load, n_ctx=fin.stats.n_ctx * 2))
+    window.loader.remember(dc_replace(window.loader.current_load, n_ctx=fin.stats.n_ctx * 2))
     load(qtbot, window, tiny_model)
     window.stats_panel.refresh()
     assert window.stats_panel.phase.text().startswith("✓ Last reply in this chat (stored)")

@@ -107,14 +107,14 @@ def test_the_fake_drops_or_refuses_like_the_engine_and_the_line_follows_the_poli
     for _ in range(2):
         send(qtbot, window, " ".join(["talk"] * 40))
     box = window.composer.box
-    window.settings_ctl.update(load=replace_policy(window, ContextPolicy.STOP))
+    window.loader.remember(replace_policy(window, ContextPolicy.STOP))
     qtbot.keyClicks(box, " ".join(["more"] * 100))
     qtbot.waitUntil(lambda: _counted(window) is not None, timeout=3000)
     assert _counted(window).dropped_messages == -1
     assert window.composer.count.text().endswith("too long to send")
     assert window.composer.count.property("kind") == "error"
     # Switching the policy recounts at once (no key pressed): the oldest turns would be dropped.
-    window.settings_ctl.update(load=replace_policy(window, ContextPolicy.ROLLING))
+    window.loader.remember(replace_policy(window, ContextPolicy.ROLLING))
     qtbot.waitUntil(lambda: _counted(window) is not None and _counted(window).dropped_messages > 0, timeout=3000)
     assert "oldest messages dropped" in window.composer.count.text()
     assert window.composer.count.property("kind") == "warning"
@@ -123,7 +123,7 @@ def test_the_fake_drops_or_refuses_like_the_engine_and_the_line_follows_the_poli
 def replace_policy(window, policy: ContextPolicy):
     from dataclasses import replace
 
-    return replace(window.settings_ctl.settings.load, context_policy=policy)
+    return replace(window.loader.current_load, context_policy=policy)
 
 
 def test_an_answer_for_text_since_deleted_never_shows_under_an_empty_box(qtbot, window):

@@ -121,7 +121,7 @@ def test_every_header_and_footer_label_of_the_funnel_explains_itself(qtbot, wind
     f = _lab_funnel()
     view.resize(700, view.height())
     view.show_funnel(f)
-    rh, name_w, col_w = view.ROW_H, view.name_w(), view._col_w()
+    rh, name_w, col_w = view.rh, view.name_w(), view._col_w()
     assert view.header_rows() == 1
     # Each header cell: the stage's own explanation, the setting it ran with, what it left.
     for c, st in enumerate(f.stages):
@@ -184,3 +184,20 @@ def test_as_drawn_and_what_if_explain_themselves(qtbot, window):
     window.sampler_panel.rows["temperature"].field.setValue(1.6)
     qtbot.waitUntil(lambda: _settled(window) and panel.view.funnel.settings.temperature == 1.6, timeout=5000)
     assert panel.mode_label.toolTip() == WHAT_IF_HELP and WHAT_IF_HELP.startswith("what-if:")
+
+
+def test_the_funnel_opened_after_a_reply_shows_its_most_uncertain_token(qtbot, window):
+    """Opened after the reply (hidden while it was written), the Funnel shows the step that teaches most,
+    the highest entropy one, not the last token (end of turn, nearly sure); "newest" is one click away."""
+    window.stats_dock.raise_()  # Stats is in front of the Funnel (they share a place): the Funnel is hidden
+    assert not window.funnel.enabled
+    window.engine.script(reply(*PIECES, entropy_bits=ENTROPY))
+    send(qtbot, window, "sea?")
+    mid = _last_reply_id(window)
+    qtbot.waitUntil(lambda: window.chat.store.alternatives(mid) is not None, timeout=5000)
+    window.funnel_dock.raise_()
+    panel = window.funnel_panel
+    qtbot.waitUntil(lambda: _settled(window) and panel.view.funnel.step == 2, timeout=5000)
+    assert panel.step_field.value() == 3 and not panel.follow.isChecked()
+    panel.follow.setChecked(True)
+    qtbot.waitUntil(lambda: _settled(window) and panel.view.funnel.step == 4, timeout=5000)

@@ -326,17 +326,17 @@ def test_the_token_column_widens_for_long_tokens_and_a_row_s_tooltip_shows_it_wh
     short = _funnel(*[(k, 2) for k in kinds])
     view.resize(600, view.height())
     view.show_funnel(short)
-    assert view.name_w() == view.NAME_W  # "a", "b": the least width
+    assert view.name_w() == int(view.NAME_W * view.scale)  # "a", "b": the least width (at the table's scale)
     long = Funnel(1, 0, ((5, " understanding"), (6, "b")), short.stages, 5, SamplerSettings(), 1, 100, True, 0.001)
     view.show_funnel(long)
     fm = QFontMetrics(view._font())
     assert view.name_w() >= fm.horizontalAdvance("▶·understanding")  # not elided at 600 px
-    assert view.name_w() <= view.MAX_NAME_W
+    assert view.name_w() <= view.MAX_NAME_W * view.scale
     view.resize(view.NAME_W + 4 * 30, view.height())  # no room: the stage columns keep 30 px
-    assert view.name_w() == view.NAME_W
+    assert view.scale == 1.0 and view.name_w() == view.NAME_W
     # A row's tooltip names the whole token and its id; a cell says its figure; the corner keeps the legend.
     view.resize(600, view.height())
-    y = (view.header_rows() + 0.5) * view.ROW_H
+    y = (view.header_rows() + 0.5) * view.rh
     assert view.row_at(y) == 0
     assert view.tooltip_at(5, y) == visible_token(" understanding") + "  (token id 5)"
     cell = view.tooltip_at(view.name_w() + 10, y)  # the model column's cell

@@ -170,7 +170,8 @@ def test_a_reply_streams_into_a_long_chat_and_the_view_follows_it(qtbot, window,
     from tests.support.window import load, send
 
     # n_ctx for the whole chat (the fake engine's tokens are words).
-    window.settings_ctl.update(load=replace(window.settings.load, n_ctx=65536))
+    big = replace(window.settings.load_for(None), n_ctx=65536)
+    window.settings_ctl.apply(lambda s: s.with_load_for(str(tiny_model.resolve()), big))
     load(qtbot, window, tiny_model)
     conv, ids = _long_chat(window)
     window.open_conversation(conv)

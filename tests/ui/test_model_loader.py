@@ -33,7 +33,8 @@ def test_a_load_is_announced_loading_then_loaded_and_the_followers_show_it(qtbot
         assert loading.request is not None and loading.request.path == str(tiny_model.resolve())
         assert loaded.request == loading.request and loaded.loaded is win.engine.model
         # The settings as asked: threads stay "auto" where the engine reports the number it used.
-        assert loaded.applied == win.settings.load and loaded.applied.n_threads == 0 and loaded.loaded.n_threads >= 1
+        asked = win.settings.load_for(str(tiny_model.resolve()))
+        assert loaded.applied == asked and loaded.applied.n_threads == 0 and loaded.loaded.n_threads >= 1
         assert win.loader.loading is None and win.loader.asked == loading.request
         assert win.top_bar.model_text.startswith(tiny_model.stem)
         assert win.model_panel.loaded is win.engine.model
@@ -64,11 +65,11 @@ def test_a_failed_load_is_not_loaded_again_by_a_restart_but_a_reload_retries_it(
         qtbot.waitUntil(lambda: engine.state == EngineState.NO_MODEL, timeout=WAIT_MS)
         assert len(engine.sent(P.LoadModel)) == loads
         # The Model panel's Reload with other settings asks for the same file again.
-        smaller = replace(win.settings.load, n_ctx=512)
+        smaller = replace(win.loader.current_load, n_ctx=512)
         with qtbot.waitSignal(engine.model_loaded, timeout=WAIT_MS):
             win.loader.reload_with(smaller)
         sent = engine.sent(P.LoadModel)[-1]
         assert sent.path == str(tiny_model.resolve()) and sent.settings.n_ctx == 512
-        assert changes[-1].phase is ModelPhase.LOADED and win.settings.load.n_ctx == 512
+        assert changes[-1].phase is ModelPhase.LOADED and win.settings.load_for(sent.path).n_ctx == 512
     finally:
         close_window(win)

@@ -108,7 +108,7 @@ def test_the_window_applies_servers_with_a_reload_and_shows_the_cost_per_token(q
     field = win.model_panel.rpc.field
     assert field.isEnabled()
     qtbot.keyClicks(field, "127.0.0.1:50052")
-    assert win.settings_ctl.settings.load.rpc_servers == ("127.0.0.1:50052",)  # an edit is kept
+    assert win.loader.current_load.rpc_servers == ("127.0.0.1:50052",)  # an edit is kept, for this model
     n_loads = len(win.engine.sent(P.LoadModel))
     qtbot.mouseClick(win.model_panel.apply_btn, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: len(win.engine.sent(P.LoadModel)) > n_loads, timeout=WAIT_MS)

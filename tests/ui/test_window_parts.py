@@ -300,13 +300,22 @@ def test_send_stop_and_the_stop_action_follow_the_engine(qtbot):
 
 
 # ------------------------------------------------------------------ one owner: the settings
-def test_panel_edits_go_to_the_settings_controller_and_the_chat_reads_it(qtbot):
+def test_panel_edits_go_to_the_settings_controller_and_the_chat_reads_it(qtbot, tiny_model):
+    from app.core.chat.context import LoadSettings
+    from tests.support.scripted_host import _model_loaded
+
     win = _window(qtbot)
     try:
+        win.model_panel.n_ctx.setValue(1024)  # no model yet: nothing to remember it for
+        assert win.settings.model_load == () and win.loader.current_load == LoadSettings()
+        path = str(tiny_model.resolve())
+        model = _model_loaded(1, path, LoadSettings())
+        win.engine.model = model  # the model the panel and the chat are for
         win.model_panel.n_ctx.setValue(3072)
         win.model_panel.policy.setCurrentIndex(win.model_panel.policy.findData(ContextPolicy.ROLLING.value))
-        assert win.settings.load.n_ctx == 3072
-        assert win.settings.load.context_policy == ContextPolicy.ROLLING
+        assert win.settings.load_for(path).n_ctx == 3072
+        assert win.settings.load_for(path).context_policy == ContextPolicy.ROLLING
+        assert win.settings.load_for("/m/other.gguf") == LoadSettings()
         panel = win.sampler_panel
         panel.set_settings(replace(panel.settings(), temperature=0.25), emit=True)
         assert win.settings.sampler.temperature == 0.25
@@ -317,7 +326,7 @@ def test_panel_edits_go_to_the_settings_controller_and_the_chat_reads_it(qtbot):
         sent: list = []
         win.engine._state = EngineState.READY
         win.engine.generate = lambda messages, sampler, **kw: (sent.append((sampler, kw)), None)[1]
-        win.engine.model = None
+        win.engine.model = model
         win.chat.send("Hello")
         sampler, kw = sent[-1]
         assert sampler.temperature == 0.25 and sampler.top_k == 7

@@ -302,6 +302,6 @@ def test_e5_context_policy_applies_to_the_next_reply_without_a_reload(qtbot, smo
         fin2 = send(qtbot, win, "Go on.")
         assert isinstance(fin2, P.Finished) and fin2.stats.dropped_messages >= 1
         assert loads == []
-        assert win.settings.load.context_policy == "rolling"
+        assert win.loader.current_load.context_policy == "rolling"
     finally:
         close_window(win)

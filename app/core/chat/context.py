@@ -334,6 +334,28 @@ class LoadSettings:
             )
         return ""
 
+    def terms(self) -> tuple[str, ...]:
+        """Each setting in the field's terms, as the Model panel and the Library say them, e.g.
+        ``("n_ctx 8192", "n_gpu_layers all", "n_threads auto", "n_batch 512", "flash attention on",
+        "K cache f16", "V cache f16", ...)``; the context policy and RPC servers come last."""
+        out = (
+            f"n_ctx {self.n_ctx}" if self.n_ctx else "n_ctx trained length",
+            f"n_gpu_layers {'all' if self.n_gpu_layers < 0 else self.n_gpu_layers}",
+            f"n_threads {self.n_threads or 'auto'}",
+            f"n_batch {self.n_batch}",
+            f"flash attention {self.flash_attn.label}",
+            f"K cache {self.type_k}",
+            f"V cache {self.type_v}",
+            f"SWA cache {'full size' if self.swa_full else 'window only'}",
+            f"context policy: {self.context_policy.label.lower()}",
+        )
+        return out + ((f"RPC servers {', '.join(self.rpc_servers)}",) if self.rpc_servers else ())
+
+    def differences(self, other: LoadSettings) -> tuple[str, ...]:
+        """The :meth:`terms` of these settings that ``other`` does not share (what was changed from it)."""
+        theirs = set(other.terms())
+        return tuple(t for t in self.terms() if t not in theirs)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready values (the enums as their strings)."""
         d = asdict(self)

@@ -12,6 +12,7 @@ plain values (they are pickled over a pipe). Every request with a
 :class:`TokenInspected` or :class:`Failed` for :class:`InspectToken`.
 :class:`ComparisonFinished` or :class:`Failed` for :class:`CompareModels` (after one
 :class:`ComparisonStarted` and a :class:`ComparisonProgressed` per chunk; :mod:`app.core.quant.comparison`).
+:class:`Quantized` or :class:`Failed` for :class:`Quantize`.
 :class:`PrepareInspect` and :class:`Shutdown` carry no id and get no answer.
 
 Cancel is not a message: the UI sets a shared ``multiprocessing.Event`` that
@@ -37,6 +38,7 @@ from app.core.protocol.answers import (
     PromptCounted,
     PromptPiece,
     PromptRendered,
+    Quantized,
     TemplateSource,
     TokenInspected,
 )
@@ -47,6 +49,7 @@ from app.core.protocol.progress import (
     LogLine,
     PrefillProgress,
     PromptPrepared,
+    QuantizeProgress,
     TokenBatch,
     TokenEvent,
 )
@@ -57,6 +60,7 @@ from app.core.protocol.requests import (
     InspectToken,
     LoadModel,
     PrepareInspect,
+    Quantize,
     RenderPrompt,
     Request,
     ResetContext,
@@ -88,6 +92,8 @@ Event = (
     | ComparisonStarted
     | ComparisonProgressed
     | ComparisonFinished
+    | QuantizeProgress
+    | Quantized
 )
 
 __all__ = [
@@ -119,6 +125,9 @@ __all__ = [
     "PromptPiece",
     "PromptPrepared",
     "PromptRendered",
+    "Quantize",
+    "QuantizeProgress",
+    "Quantized",
     "RenderPrompt",
     "Request",
     "ResetContext",

@@ -16,6 +16,7 @@ from app.core.gguf.gguf_info import GGUFInfo
 from app.core.hardware.memory import KVCacheLayout
 from app.core.inspection.token_inspection import TokenInspection
 from app.core.quant.comparison import ComparisonFinished
+from app.core.quant.types import QuantType
 from app.core.remote import RemoteFacts
 from app.core.rpc import DevicePlacement
 from app.core.sampling.alternatives import ReplyAlternatives
@@ -118,6 +119,7 @@ class FailureKind(str, enum.Enum):
     CANCELLED = "cancelled"  #: cancelled from the window before it started; an inspection stopped by a model unload
     REMOTE = "remote"  #: a remote engine (app.remote) could not be reached or answered with an error
     INCOMPATIBLE = "incompatible"  #: two models' vocabularies differ (CompareModels; the check named in the message)
+    QUANTIZE = "quantize"  #: llama.cpp's quantizer failed or its result could not be written (disk full)
 
 
 @dataclass(frozen=True)
@@ -231,6 +233,41 @@ class ContextReset:
     request_id: int
 
 
+# --- quantization (issue 21 §2) -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Quantized:
+    """The answer to :class:`~app.core.protocol.requests.Quantize`: the result is at ``dest``, whole.
+
+    Attributes:
+        dest: the file made.
+        qtype: its type.
+        bytes: its size, bytes.
+        source_bytes: the source's size (all parts), bytes.
+        tensors: tensors written.
+        requantized: the source was already quantized (llama.cpp ran with ``allow_requantize``), so the
+            result measures requantization, not quantization from the original weights.
+        elapsed_s: seconds from the request reaching the engine to the file renamed into place.
+        fallback_tensors: tensors llama.cpp gave another type than the one asked because the type's
+            block does not divide their rows (SmolLM2's 576-wide rows and the 256-weight K blocks: 180 of
+            272 tensors of its Q2_K are Q4_0).
+    """
+
+    request_id: int
+    dest: str
+    qtype: QuantType
+    bytes: int
+    source_bytes: int
+    tensors: int
+    requantized: bool
+    elapsed_s: float
+    fallback_tensors: int = 0
+
+
+# --- end of quantization ------------------------------------------------------------------------------------
+
+
 TERMINAL_EVENTS = (
     ModelLoaded,
     Finished,
@@ -241,4 +278,5 @@ TERMINAL_EVENTS = (
     PromptCounted,
     TokenInspected,
     ComparisonFinished,  # comparing two quantizations (issue 21): app/core/quant/comparison.py
+    Quantized,
 )

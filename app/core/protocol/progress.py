@@ -185,3 +185,29 @@ class LogLine:
 # ---- Comparing two quantizations (issue 21) -------------------------------------------------------------
 # Its progress events live with the request's other values in app/core/quant/comparison.py
 # (ComparisonStarted, ComparisonProgressed); the protocol package re-exports them.
+# --- quantization (issue 21 §2) -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QuantizeProgress:
+    """A :class:`~app.core.protocol.requests.Quantize` under way: sent once before the first tensor (with the
+    expected size) and after each tensor llama.cpp wrote (its log's ``[ i/ n] name ...`` line).
+
+    Attributes:
+        tensors_done: tensors written so far.
+        tensors_total: the model's tensors.
+        bytes_written: bytes in the ``.part`` file so far (metadata placeholder included).
+        expected_bytes: the result's size as llama.cpp's dry run of the same quantization says
+            (its "quant size" plus the metadata), bytes; 0 when the dry run did not say.
+        elapsed_s: seconds since the request reached the engine.
+    """
+
+    request_id: int
+    tensors_done: int
+    tensors_total: int
+    bytes_written: int
+    expected_bytes: int
+    elapsed_s: float
+
+
+# --- end of quantization ------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from dataclasses import KW_ONLY, dataclass
 
 from app.core.chat.context import ChatMessage, ContextPolicy, LoadSettings
 from app.core.quant.comparison import CompareModels
+from app.core.quant.types import QuantType
 from app.core.sampling.alternatives import StoredStep
 from app.core.sampling.params import SamplerSettings
 
@@ -207,6 +208,38 @@ class Shutdown:
     """End the engine process."""
 
 
+# --- quantization (issue 21 §2): make a GGUF with llama.cpp's quantizer --------------------------------------
+
+
+@dataclass(frozen=True)
+class Quantize:
+    """Make ``dest`` from ``source`` with ``llama_model_quantize`` (:mod:`app.engine.quant.quantize`).
+
+    Answered with :class:`~app.core.protocol.answers.Quantized` or :class:`Failed` (kind ``bad_model``: the
+    source is not a loadable GGUF; ``bad_settings``: the type is refused from this source, the destination
+    exists, or its folder cannot be written; ``quantize``: llama.cpp's quantizer failed, or the disk filled),
+    after :class:`~app.core.protocol.progress.QuantizeProgress` events. The result is written to
+    ``<dest>.part`` and renamed to ``dest`` only when llama.cpp succeeded; the ``.part`` is removed on any
+    failure. llama.cpp's quantizer cannot be interrupted: a cancel is the process killed (the window then
+    removes the ``.part``). Run it in a job's own engine process, not the chat's.
+
+    Attributes:
+        source: the GGUF to quantize (the first part of a split model).
+        dest: the file to make (``.gguf``); it must not exist.
+        qtype: the type to make.
+        n_threads: llama.cpp's quantizer threads; 0: the engine's default (:func:`app.engine.threads.auto_threads`).
+    """
+
+    request_id: int
+    source: str
+    dest: str
+    qtype: QuantType
+    n_threads: int = 0
+
+
+# --- end of quantization ------------------------------------------------------------------------------------
+
+
 Request = (
     LoadModel
     | Generate
@@ -218,4 +251,5 @@ Request = (
     | ResetContext
     | Shutdown
     | CompareModels  # comparing two quantizations (issue 21): app/core/quant/comparison.py
+    | Quantize
 )

@@ -165,8 +165,14 @@ class ChatController(QObject):
     def continue_rule(self) -> ContinueRule:
         """What decides whether a reply cut off by a full context can be continued now."""
         model = self.engine.model
-        policy = ContextPolicy(self.settings.settings.load.context_policy)
-        return ContinueRule(policy, model.n_ctx if model is not None else 0)
+        return ContinueRule(self.context_policy, model.n_ctx if model is not None else 0)
+
+    @property
+    def context_policy(self) -> ContextPolicy:
+        """The loaded model's context policy (part of the load settings remembered for its file;
+        applies to the next reply without a reload); the defaults' without a model."""
+        model = self.engine.model
+        return self.settings.settings.load_for(model.info.path if model is not None else None).context_policy
 
     # ------------------------------------------------------------------ conversation
     def new_chat(self) -> None:

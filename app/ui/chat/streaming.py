@@ -131,7 +131,7 @@ class ReplyStreaming(QObject):
             stop_strings=cs.stop_strings,
             top_candidates=top_candidates,
             continue_last=continue_last,
-            context_policy=self.settings.settings.load.context_policy,
+            context_policy=self._rule().context_policy,
             keep_logits=keep_logits,
             chat_template=chat_template,
             alternatives=self.settings.settings.alternatives_per_token,

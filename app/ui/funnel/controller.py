@@ -177,8 +177,8 @@ class FunnelController(QObject):
         """The panel was shown (True) or hidden; hidden, nothing is asked and nothing is kept."""
         self.enabled = on
         if on:
-            if self.stored is None and self.reply_id is None and self.newest_lookup is not None:
-                target = self.newest_lookup()  # a reply made while the panel was hidden, or before a restart
+            if self.stored is None and self.reply_id is None:
+                target = self._opening_target()  # a reply made while the panel was hidden, or before a restart
                 if target is not None:
                     self.open_step(target)
                     return
@@ -311,7 +311,12 @@ class FunnelController(QObject):
             shown = -1  # the engine's kept reply, which the path shown does not hold
         if shown is None:
             if self.enabled and self.stored is None and self.reply_id is None:
-                self._show_newest()  # nothing shown yet (a chat opened at start, or after a reload)
+                # Nothing shown yet (a chat opened at start, or after a reload): its most uncertain token.
+                target = self._opening_target()
+                if target is not None:
+                    self.open_step(target)
+                else:
+                    self._say_no_reply()
             return
         if shown in message_ids:
             return
@@ -339,6 +344,15 @@ class FunnelController(QObject):
     def _show_following(self, on: bool) -> None:
         """Set the panel's "newest" box without it asking for a step."""
         self.panel.set_following(on)
+
+    def _opening_target(self) -> StepTarget | None:
+        """What the panel opens on: the newest reply's most uncertain token (the step with the highest
+        entropy teaches the most; its last token is most often end-of-turn at 97 %), else its newest
+        token; None: no reply kept its candidates."""
+        newest = self.newest_lookup() if self.newest_lookup is not None else None
+        if newest is None or self.uncertain_lookup is None:
+            return newest
+        return self.uncertain_lookup(newest.stored.reply_id) or newest
 
     def _show_newest(self) -> None:
         """Show the newest token of the chat shown that kept its candidates (or say there is none)."""

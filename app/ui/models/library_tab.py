@@ -68,6 +68,7 @@ class LibraryTab(QWidget):
         starter_download_requested(StarterModel): download this starter model.
         entries_changed(): a scan finished (the rows were replaced).
         import_finished(ImportResult): an import ended (:class:`~app.core.models.importer.ImportResult`).
+        quantize_requested(str): make a quantization of this GGUF (the first part of a split model).
     """
 
     load_requested = Signal(str)
@@ -76,6 +77,7 @@ class LibraryTab(QWidget):
     starter_download_requested = Signal(StarterModel)
     entries_changed = Signal()
     import_finished = Signal(ImportResult)
+    quantize_requested = Signal(str)
 
     _import_progressed = Signal(str, int, int)  # internal, from the worker: name, done, total
 
@@ -98,6 +100,8 @@ class LibraryTab(QWidget):
         self._rescan = False
         self._importing = False
         self._cancel_import = False
+        self._load_summary: Callable[[Path], str] | None = None
+        self._select_after_scan: Path | None = None
 
         self.model = LibraryModel(self)
         self.proxy = QSortFilterProxyModel(self)
@@ -219,8 +223,14 @@ class LibraryTab(QWidget):
         self.detail_text.setObjectName("detailText")
         self.detail_text.setWordWrap(True)
         self.detail_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.detail_load = QLabel("")  # what the selected file loads with (set_load_summary)
+        self.detail_load.setObjectName("detailLoad")
+        self.detail_load.setWordWrap(True)
+        self.detail_load.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.detail_load.hide()
         col.addWidget(self.detail_title)
         col.addWidget(self.detail_text)
+        col.addWidget(self.detail_load)
         dl.addLayout(col, 1)
         self.show_button = QPushButton("Show in folder")
         self.show_button.setObjectName("showButton")
@@ -228,10 +238,14 @@ class LibraryTab(QWidget):
         self.delete_button = QPushButton("Delete…")
         self.delete_button.setObjectName("deleteButton")
         self.delete_button.clicked.connect(self.delete_selected)
+        self.quantize_button = QPushButton("Quantize…")
+        self.quantize_button.setObjectName("quantizeButton")
+        self.quantize_button.setToolTip("Make a quantization of this model with llama.cpp's quantizer")
+        self.quantize_button.clicked.connect(self.quantize_selected)
         self.load_button = QPushButton("Load")
         self.load_button.setObjectName("loadButton")
         self.load_button.clicked.connect(self.load_selected)
-        for b in (self.show_button, self.delete_button, self.load_button):
+        for b in (self.show_button, self.delete_button, self.quantize_button, self.load_button):
             dl.addWidget(b, 0, Qt.AlignmentFlag.AlignVCenter)
         self.details = details
         lay.addWidget(details)
@@ -286,9 +300,17 @@ class LibraryTab(QWidget):
             self.message.clear_message()
         self.scanned = True
         self._set_entries(entries)
+        if self._select_after_scan is not None and not self._rescan:
+            self.select_path(self._select_after_scan)
+            self._select_after_scan = None
         if self._rescan:
             self._rescan = False
             self.refresh()
+
+    def refresh_and_select(self, path: Path) -> None:
+        """Scan again, then select the model at ``path`` (a file just made)."""
+        self._select_after_scan = path
+        self.refresh()
 
     def _scan_failed(self, exc: BaseException) -> None:
         self._scanning = False
@@ -328,10 +350,24 @@ class LibraryTab(QWidget):
         self.view.scrollTo(idx)
         return True
 
+    def set_load_summary(self, summary: Callable[[Path], str] | None) -> None:
+        """Show, under the selected model, what it will be loaded with (``summary(path)``: a line
+        naming its load settings and where they come from); None shows nothing."""
+        self._load_summary = summary
+        self._selection_changed()
+
+    def show_details(self) -> None:
+        """Show the selected model's details again (what it loads with may have changed)."""
+        self._selection_changed()
+
     def _selection_changed(self) -> None:
         e = self.selected_entry()
+        load = self._load_summary(e.path) if e is not None and e.ok and self._load_summary is not None else ""
+        self.detail_load.setText(load)
+        self.detail_load.setVisible(bool(load))
         for b in (self.show_button, self.delete_button, self.load_button):
             b.setEnabled(e is not None)
+        self.quantize_button.setEnabled(e is not None and e.ok)
         if e is None:
             self.detail_title.setText("")
             self.detail_text.setText("Select a model to load, show or delete it. Drop .gguf files here to import them.")
@@ -358,6 +394,7 @@ class LibraryTab(QWidget):
         load = m.addAction("Load", self.load_selected)
         load.setEnabled(e.ok)
         m.addAction("Show in folder", self.show_selected)
+        m.addAction("Make a quantization…", self.quantize_selected).setEnabled(e.ok)
         m.addAction("Copy path", lambda: QGuiApplication.clipboard().setText(str(e.path)))
         if e.repo_id:
             m.addAction("Open on huggingface.co", lambda: dialogs.open_url(repo_page_url(e.repo_id or "")))
@@ -374,6 +411,11 @@ class LibraryTab(QWidget):
             self.notice.emit(Severity.ERROR, e.error)
             return
         self.load_requested.emit(str(e.path))
+
+    def quantize_selected(self) -> None:
+        e = self.selected_entry()
+        if e is not None and e.ok:
+            self.quantize_requested.emit(str(e.path))
 
     def show_selected(self) -> None:
         e = self.selected_entry()

@@ -46,10 +46,13 @@ from app.core.remote import RemoteEndpoint
 from app.paths import Paths
 from app.ui.common.severity import Severity
 from app.ui.common.tasks import TaskPool
+from app.ui.engine.host_link import Host
 from app.ui.models.downloads_tab import DownloadsTab
 from app.ui.models.hub_tab import HubTab
 from app.ui.models.library_tab import LibraryTab
 from app.ui.models.remote_tab import RemoteTab
+from app.ui.quant.quantize_dialog import QuantizeDialog
+from app.ui.quant.quantize_open import open_quantize_dialog
 from app.ui.window.model_change import ModelChange, ModelPhase
 from app.ui.window.settings_controller import SettingsController
 
@@ -105,6 +108,8 @@ class ModelsWindow(QWidget):
         notice(Severity, str): how serious and the text, for the window's banner.
         download_finished(str): a model finished downloading (sha256 verified); its path.
         remote_requested(RemoteEndpoint): use this server as the engine (Remote tab).
+        compare_requested(Path, Path): compare a model (first) with a quantization made of it (the
+            quantize dialog's "Compare with the source").
     """
 
     load_requested = Signal(str)
@@ -112,6 +117,7 @@ class ModelsWindow(QWidget):
     open_file_requested = Signal()
     notice = Signal(Severity, str)
     download_finished = Signal(str)
+    compare_requested = Signal(Path, Path)
 
     def __init__(
         self,
@@ -136,6 +142,7 @@ class ModelsWindow(QWidget):
         self._hub_client_factory = hub_client_factory
         self._hub: HubClient | None = None
         self._closed = False
+        self.quantize_hosts: Callable[[], Host] | None = None  # a quantization's engine host (None: a real one)
 
         self.library = library
         self.manager = manager
@@ -180,6 +187,7 @@ class ModelsWindow(QWidget):
         self.library_tab.open_file_requested.connect(self.open_file_requested)
         self.remote_tab.use_requested.connect(self.remote_requested)
         self.library_tab.starter_download_requested.connect(self.download_starter)
+        self.library_tab.quantize_requested.connect(self.make_quantization)
         self.hub_tab.download_requested.connect(self.download)
         self.downloads_tab.download_finished.connect(self._download_finished)
         self.downloads_tab.statuses_changed.connect(self._sync_download_states)
@@ -202,6 +210,18 @@ class ModelsWindow(QWidget):
         """Scan the library's sources again (off the UI thread)."""
         if not self._closed:
             self.library_tab.refresh()
+
+    def make_quantization(self, path: str) -> QuantizeDialog | None:
+        """Open the "Make a quantization" dialog for the GGUF at ``path`` (results in the models folder); a
+        made file is listed and selected, and its "Compare with the source" is :attr:`compare_requested`.
+        None (and an error notice naming the file) when the file cannot be read."""
+        dialog = open_quantize_dialog(Path(path), self.paths.models_dir, self, self.quantize_hosts)
+        if isinstance(dialog, str):
+            self._notice(Severity.ERROR, dialog)
+            return None
+        dialog.quantized.connect(self.library_tab.refresh_and_select)
+        dialog.compare_requested.connect(self.compare_requested)
+        return dialog
 
     def set_n_ctx(self, n_ctx: int) -> None:
         """The context length fit verdicts are for (default 4096); the shown files are judged again."""

@@ -1,6 +1,7 @@
 """Model panel: what the loaded GGUF is (from its metadata), how it is loaded (n_ctx,
 n_gpu_layers, threads, n_batch, context policy, flash attention, K / V cache types), applied
-with a reload, and a drawing of its architecture (:mod:`app.ui.panels.architecture_view`)."""
+with a reload and remembered for the file (:mod:`app.ui.panels.load_memory` says so), and a
+drawing of its architecture (:mod:`app.ui.panels.architecture_view`)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from app.core.remote import NOT_REPORTED, RemoteFacts
 from app.ui.common import palette
 from app.ui.common.wheel_guard import guard_wheel
 from app.ui.panels.architecture_view import ArchitectureView
+from app.ui.panels.load_memory import LoadMemoryBox
 from app.ui.panels.rpc_servers import RpcServersBox
 from app.ui.window.model_change import ModelChange, ModelPhase
 
@@ -80,12 +82,17 @@ def cache_costs(s: LoadSettings) -> str:
     return " ".join(parts)
 
 
+TEMPLATE_KEY = "chat template"
+
+
 class ModelPanel(QWidget):
     """Shows the loaded model and the load settings; it does not own them.
 
-    The settings controller owns ``Settings.load``: this panel shows what it is given
-    (:meth:`set_load_settings`, the settings last applied) and reports each edit as
+    The settings own the load settings remembered per file (``Settings.model_load``): this panel
+    shows what it is given (:meth:`set_load_settings`, the settings last applied or being loaded;
+    :meth:`show_fields`, settings not applied yet) and reports each edit as
     :attr:`load_settings_edited`; Apply asks for a reload with :attr:`reload_requested`.
+    :attr:`memory` says whether they are remembered for the file or Glassbox's defaults.
 
     Signals:
         load_settings_edited(LoadSettings): the person changed a field; the load settings shown now
@@ -104,6 +111,8 @@ class ModelPanel(QWidget):
         self.info: GGUFInfo | None = None
         self.loaded: P.ModelLoaded | None = None
         self.gpu_offload = False
+        self._templates: dict[str, str] = {}  # the person's chat template overrides (model path -> source), shown
+        self._template_fact: QLabel | None = None
         lay = QVBoxLayout(self)
         lay.setContentsMargins(10, 8, 10, 8)
         lay.setSpacing(8)
@@ -138,6 +147,8 @@ class ModelPanel(QWidget):
         t = QLabel("Load settings")
         t.setObjectName("sectionTitle")
         lay.addWidget(t)
+        self.memory = LoadMemoryBox()  # remembered for this file, or Glassbox's defaults
+        lay.addWidget(self.memory)
         form = QFormLayout()
         form.setLabelAlignment(Qt.AlignmentFlag.AlignLeft)
         form.setHorizontalSpacing(10)
@@ -281,8 +292,8 @@ class ModelPanel(QWidget):
         for box in (self.policy, self.flash_attn, self.type_k, self.type_v):
             box.currentIndexChanged.connect(self._person_edited)
         self.swa_full.toggled.connect(self._person_edited)
-        self.set_load_settings(settings)
         self._applied = settings
+        self.set_load_settings(settings)
         guard_wheel(self)
 
     # ----------------------------------------------------------------------------------------
@@ -303,6 +314,12 @@ class ModelPanel(QWidget):
 
     def set_load_settings(self, s: LoadSettings) -> None:
         """Show ``s`` as the settings applied (Apply is pending again once a field differs)."""
+        self._applied = s
+        self.show_fields(s)
+
+    def show_fields(self, s: LoadSettings) -> None:
+        """Show ``s`` in the fields without calling them applied (Apply is pending where they differ
+        from the settings the model was loaded with); :attr:`load_settings_edited` is not emitted."""
         fields = (
             self.n_ctx,
             self.n_gpu_layers,
@@ -329,7 +346,6 @@ class ModelPanel(QWidget):
         self.type_v.setCurrentIndex(max(0, self.type_v.findData(s.type_v.value)))
         for w in fields:
             w.blockSignals(False)
-        self._applied = s
         self._edited()
 
     def set_gpu_offload(self, available: bool, rpc: bool = False) -> None:
@@ -358,6 +374,7 @@ class ModelPanel(QWidget):
         what loads, the model loaded with the load settings it was loaded with, or none."""
         if change.phase is ModelPhase.LOADING and change.request is not None:
             self.set_loading(change.request.shown)
+            self.set_load_settings(change.request.settings)  # this model's: remembered for it, or the defaults
         elif change.phase is ModelPhase.LOADED and change.loaded is not None:
             self.set_model(change.loaded)
             if change.applied is not None:
@@ -371,6 +388,7 @@ class ModelPanel(QWidget):
         self.info = loaded.info if loaded else None
         while self.facts.rowCount():
             self.facts.removeRow(0)
+        self._template_fact = None
         if loaded is None:
             self.name.setText("No model loaded")
             self.path.setText("")
@@ -398,6 +416,8 @@ class ModelPanel(QWidget):
             val = QLabel(value)
             val.setObjectName("factValue")
             val.setTextFormat(Qt.TextFormat.PlainText)
+            if key == TEMPLATE_KEY:
+                self._template_fact = val
             val.setWordWrap(True)
             val.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             self.facts.addRow(k, val)
@@ -412,6 +432,22 @@ class ModelPanel(QWidget):
         self.arch_title.setVisible(arch is not None)
         self._edited()
 
+    def show_templates(self, overrides: tuple[tuple[str, str], ...]) -> None:
+        """The person's chat template overrides changed (``Settings.chat_templates``, (model path, source)
+        pairs): the "chat template" fact of the model shown says which one replies use."""
+        self._templates = dict(overrides)
+        if self._template_fact is not None and self.loaded is not None:
+            self._template_fact.setText(self._template_text(self.loaded))
+
+    def _template_text(self, loaded: P.ModelLoaded) -> str:
+        if loaded.info.path in self._templates:
+            return (
+                "yours (set with Template…), in place of the GGUF's"
+                if loaded.chat_template
+                else "yours (set with Template…)"
+            )
+        return "yes (from the GGUF)" if loaded.chat_template else "none: plain User:/Assistant: transcript"
+
     def _file_rows(self, loaded: P.ModelLoaded) -> list[tuple[str, str]]:
         """The facts of a model loaded by the local engine, ``(key, value)`` rows."""
         info = loaded.info
@@ -425,10 +461,7 @@ class ModelPanel(QWidget):
             ("quantization", f"{info.quant_type} · {info.bits_per_weight:.2f} bits/weight"),
             ("file size", format_bytes(info.file_size)),
             ("trained context", f"{info.context_length:,} tokens" if info.context_length else "not stated"),
-            (
-                "chat template",
-                "yes (from the GGUF)" if loaded.chat_template else "none: plain User:/Assistant: transcript",
-            ),
+            (TEMPLATE_KEY, self._template_text(loaded)),
             (
                 "layers · heads",
                 f"{info.n_layer} layers · {info.n_head} heads · {n_kv} KV head{'s' if n_kv != 1 else ''} · "

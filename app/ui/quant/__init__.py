@@ -1,1 +1,1 @@
-"""Quantizations in the window: comparing two of one model token by token (``compare_*``)."""
+"""Quantization windows: making a quantization (``quantize_*``) and comparing two of one model token by token (``compare_*``)."""

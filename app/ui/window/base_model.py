@@ -74,6 +74,7 @@ class BaseModelNotice(QObject):
         self._new_told = False  # the new, empty chat shown was told
         self._shown: int | None = chat.conversation_id
         chat.conversation_changed.connect(self._conversation_changed)
+        settings.changed.connect(lambda _s: self._tell())  # a template set with Template…: the notice goes
 
     def show_model(self, change: ModelChange) -> None:
         """A model loaded (:attr:`~app.ui.window.model_loader.ModelLoader.model_changed`): tell the chat

@@ -58,8 +58,9 @@ def create_window(paths: Paths, engine: EngineClient | None = None) -> MainWindo
 
 
 def add_compare_window(window: MainWindow) -> CompareLauncher:
-    """Tools → Compare quantizations… (issue 21 §1): the Compare window, given only what it reads
-    (the library's entries, the loaded model, the chat shown, the chat-template overrides)."""
+    """Tools → Compare quantizations… and the Library's "Compare with the source" after a quantization
+    (issue 21 §1): the Compare window, given only what it reads (the library's entries, the loaded
+    model, the chat shown, the chat-template overrides)."""
     from app.ui.quant.compare_entry import CompareLauncher
 
     def chat_shown() -> tuple[ChatMessage, ...] | None:
@@ -76,6 +77,7 @@ def add_compare_window(window: MainWindow) -> CompareLauncher:
         template_for=lambda path: window.settings_ctl.settings.chat_template_for(path),
     )
     launcher.add_to(window.menus.actions.tools_menu)
+    window.models.compare_requested.connect(launcher.compare)  # the Library's "Compare with the source"
     return launcher
 
 

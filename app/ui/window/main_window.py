@@ -59,6 +59,7 @@ from app.ui.window.notices import Notices, NoticeTopic
 from app.ui.window.pages import Page, Pages
 from app.ui.window.panels import Panels
 from app.ui.window.per_chat import PerChatSettings
+from app.ui.window.per_model import PerModelSettings
 from app.ui.window.settings_controller import SettingsController
 from app.ui.window.token_panels import TokenPanels
 from app.ui.window.top_bar import ModelsBar, TopBar
@@ -159,7 +160,9 @@ class MainWindow(QMainWindow):
         self.models_actions = ModelsPageActions(self.models, loader, pages, notices, self.top_bar.model_menu)
         self.empty_chat = EmptyChat(view, chat, loader, self.models.library_tab, self.show_page, settings)
         self.model_panel.reload_requested.connect(loader.reload_with)
-        self.model_panel.load_settings_edited.connect(lambda s: settings.update(load=s))
+        self.model_panel.show_templates(settings.settings.chat_templates)
+        settings.changed.connect(lambda s: self.model_panel.show_templates(s.chat_templates))
+        self.per_model = PerModelSettings(loader, settings, self.model_panel, self.models.library_tab)
         self.model_panel.load_settings_edited.connect(lambda s: self.models.set_n_ctx(s.n_ctx or 4096))
         engine.generation_finished.connect(lambda ev: self.model_panel.rpc.show_turn(ev.stats))
         for panel in (self.tokens_panel, self.model_panel):
@@ -207,7 +210,7 @@ class MainWindow(QMainWindow):
         self.funnel.tick()
 
     def _policy(self) -> ContextPolicy:
-        return self.settings.load.context_policy
+        return self.chat.context_policy
 
     def _api(self) -> str | None:
         return self.server.url

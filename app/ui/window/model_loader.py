@@ -79,7 +79,8 @@ class ModelLoader(QObject):
 
     # ------------------------------------------------------------------ commands
     def load_model(self, path: str, settings: LoadSettings | None = None) -> bool:
-        """Check ``path`` and load it with ``settings`` (default: the load settings in the settings).
+        """Check ``path`` and load it with ``settings`` (default: the load settings remembered for
+        the file, else Glassbox's defaults: :meth:`~app.core.settings.Settings.load_for`).
 
         Returns:
             False, with a notice, when the file is not a loadable GGUF (or misses split parts).
@@ -95,8 +96,8 @@ class ModelLoader(QObject):
             )
             return False
         self._stop_reply()  # the reply is kept, with the model it was made with
-        s = settings or self._settings.settings.load
-        self._send(LoadRequest(str(Path(path).resolve()), s, shown=path))
+        key = model_key(path)
+        self._send(LoadRequest(key, settings or self._settings.settings.load_for(key), shown=path))
         return True
 
     def use_remote(self, endpoint: RemoteEndpoint) -> bool:
@@ -117,13 +118,14 @@ class ModelLoader(QObject):
             return False
         self._stop_reply()
         shown = endpoint.model or urlsplit(endpoint.base_url).netloc
-        self._send(LoadRequest(endpoint.model or endpoint.base_url, self._settings.settings.load, endpoint, shown))
+        key = endpoint.model or endpoint.base_url
+        self._send(LoadRequest(key, self._settings.settings.load_for(key), endpoint, shown))
         return True
 
     def reload_with(self, s: LoadSettings) -> None:
-        """Make ``s`` the load settings and load the model again with them (a server: connect again,
-        it chose its n_ctx); the last file asked for when none is loaded."""
-        self._settings.update(load=s)
+        """Remember ``s`` for the model shown (:attr:`current_path`) and load it again with them (a
+        server: connect again, it chose its n_ctx); the last file asked for when none is loaded."""
+        self.remember(s)
         if self.engine.remote is not None:
             self.use_remote(self.engine.remote)
             return
@@ -132,6 +134,13 @@ class ModelLoader(QObject):
         path = model.info.path if model is not None else asked.path if asked is not None else None
         if path:
             self.load_model(path, s)
+
+    def remember(self, s: LoadSettings | None) -> None:
+        """Remember ``s`` as the load settings of the model shown (:attr:`current_path`); None, or
+        the defaults, forget them (it loads with Glassbox's defaults). No model: nothing is kept."""
+        path = self.current_path
+        if path is not None:
+            self._settings.apply(lambda st: st.with_load_for(path, s))
 
     def restart_engine(self) -> None:
         """End the engine and start a new one; load the last model again unless loading it failed
@@ -167,6 +176,22 @@ class ModelLoader(QObject):
         model = self.engine.model
         return str(Path(model.info.path)) if model is not None and model.remote is None else None
 
+    @property
+    def current_path(self) -> str | None:
+        """The model the load settings shown are for: the one loading, else the one loaded, else
+        the last one asked for (a file's resolved path or a server's model id; None: none yet)."""
+        model = self.engine.model
+        if self.loading is not None:
+            return self.loading.path
+        if model is not None:
+            return model.info.path
+        return self.asked.path if self.asked is not None else None
+
+    @property
+    def current_load(self) -> LoadSettings:
+        """The load settings of :attr:`current_path`: remembered for it, else Glassbox's defaults."""
+        return self._settings.settings.load_for(self.current_path)
+
     def model_known(self) -> bool:
         """A model is loaded or loading, or a recent one is still on disk."""
         if self.engine.model is not None or self.engine.state == EngineState.LOADING:
@@ -186,10 +211,9 @@ class ModelLoader(QObject):
 
     def _loaded(self, ev: P.ModelLoaded) -> None:
         req, self.loading = self.loading, None
-        load = self._settings.settings.load
-        applied = replace(ev.settings, n_threads=load.n_threads, n_gpu_layers=load.n_gpu_layers)
-        if ev.remote is None:  # a server: nothing to remember as load settings or a recent file
-            self._settings.update(load=applied)
+        asked = req.settings if req is not None else self._settings.settings.load_for(ev.info.path)
+        applied = replace(ev.settings, n_threads=asked.n_threads, n_gpu_layers=asked.n_gpu_layers)
+        if ev.remote is None:  # a server: no recent file
             self._settings.apply(lambda s: s.with_recent(ev.info.path))
         # Messages about a model that is now loaded.
         self._notices.clear(NoticeTopic.CHAT_MODEL, NoticeTopic.MODEL, NoticeTopic.NO_MODEL, NoticeTopic.MODELS_PAGE)
@@ -215,6 +239,12 @@ class ModelLoader(QObject):
             [("Restart engine", self.restart_engine)],
         )
         self.model_changed.emit(ModelChange(ModelPhase.ENGINE_STOPPED, req))
+
+
+def model_key(path: str) -> str:
+    """How a model file is known in the settings (its remembered load settings, its chat template
+    override, the recent list): its absolute path with links resolved, as the engine opens it."""
+    return str(Path(path).resolve())
 
 
 def same_server(a: str, b: str) -> bool:

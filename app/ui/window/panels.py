@@ -13,6 +13,7 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt
 
+from app.core.chat.context import LoadSettings
 from app.core.conversations import ConversationStore
 from app.core.inspection.pipeline_guide import LiveView
 from app.core.settings import Settings
@@ -68,7 +69,7 @@ class Panels:
         funnel_tick: Callable[[], object],
     ) -> None:
         self.chats_panel = ConversationsPanel(conversations)
-        self.model_panel = ModelPanel(settings.load)
+        self.model_panel = ModelPanel(LoadSettings())  # no model yet: the defaults (per_model.py follows the model)
         self.stats_panel = StatsPanel(shown, SpeedBoundView(cache_dir))
         self.sampler_panel = SamplerPanel(settings.sampler)
         self.tokens_panel = TokensPanel(shown)

@@ -47,7 +47,7 @@ class PerChatSettings:
         self._chat_settings = chat_settings
         self._settings = settings
         self._notices = notices
-        self._policy: ContextPolicy = settings.settings.load.context_policy
+        self._policy: ContextPolicy = chat.context_policy
         chat_settings.changed.connect(lambda cs: funnel.set_settings(cs.sampler))
         chat_settings.system_prompt_edited.connect(self._system_prompt_edited)
         chat.reply_finished.connect(lambda stats: sampler_panel.show_seed_used(stats.seed))
@@ -58,10 +58,10 @@ class PerChatSettings:
         self._chat_settings.use_system_prompt_for_new_chats()
         self._notices.clear(NoticeTopic.SYSTEM_PROMPT)
 
-    def _settings_changed(self, s: Settings) -> None:
+    def _settings_changed(self, _s: Settings) -> None:
         """A new context policy applies to the next reply (its notice goes, Continue is decided again)."""
-        if s.load.context_policy != self._policy:
-            self._policy = s.load.context_policy
+        if self._chat.context_policy != self._policy:
+            self._policy = self._chat.context_policy
             self._notices.clear(NoticeTopic.CONTEXT)  # its advice was about the policy
             self._chat.refresh_continue()
 

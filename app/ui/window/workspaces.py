@@ -126,6 +126,9 @@ class Workspaces(QObject):
         self._settings = settings
         self._current = Workspace.CHAT
         self._as_built = main.saveState()  # the chat layout as the window laid it out (none saved yet)
+        # The window size the lab's docks were last sized for: a state saved between a resize and its
+        # (deferred) rescale records the docks of the old size, so it is saved with that size.
+        self._laid_for = main.size()
 
     @property
     def current(self) -> Workspace:
@@ -146,7 +149,8 @@ class Workspaces(QObject):
 
     def save(self) -> None:
         """Record the shown workspace's dock state (and that it is the one shown) in the settings."""
-        state = encode_state(self._main.size(), self._main.saveState())
+        size = self._laid_for if self._current is Workspace.SAMPLING else self._main.size()
+        state = encode_state(size, self._main.saveState())
         current = self._current
         self._settings.apply(lambda s: replace(s.with_dock_state(current, state), workspace=current))
 
@@ -159,8 +163,10 @@ class Workspaces(QObject):
             else:
                 self._main.restoreState(self._as_built)
         self._current = workspace
+        self._laid_for = self._main.size()
         if restored and saved_size is not None and saved_size != self._main.size():
             # Left in a window of another size: its docks keep their share of this one.
+            self._laid_for = saved_size
             self.window_resized(saved_size, self._main.size())
         if workspace is Workspace.CHAT:
             widen_docks(self._main, self._docks)
@@ -175,6 +181,9 @@ class Workspaces(QObject):
         if self._current is not Workspace.SAMPLING or old.width() <= 0 or old.height() <= 0:
             return
         main = self._main
+        if old != self._laid_for and self._laid_for.width() > 0 and self._laid_for.height() > 0:
+            old = self._laid_for  # resizes in a row before one was handled: scale from the size laid out
+        self._laid_for = new
         wide, tall = [], []
         for dock in self._docks:
             if dock.isFloating() or not dock.isVisible():

@@ -1,0 +1,83 @@
+"""The Model panel's line on where the load settings shown come from: remembered for this file, or
+Glassbox's defaults, with "Reset to defaults"; and the file's chat template override, with its own
+button.
+
+What is remembered lives in the settings (:meth:`app.core.settings.Settings.load_for`, the per-file
+``model_load`` and ``chat_templates``); this box only shows it and asks. Reset forgets the file's
+load settings only: a chat template override is hand-written Jinja, costlier to make again than a few
+numbers, so it is cleared by its own button ("Use the GGUF's template"), never by Reset.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
+
+from app.core.chat.context import LoadSettings
+
+
+def memory_text(path: str | None, remembered: LoadSettings | None) -> str:
+    """Where the load settings shown come from, in one sentence (``path``: the model's file or a
+    server's model id, None: no model yet; ``remembered``: its remembered load settings or None)."""
+    if path is None:
+        return (
+            "No model yet: a model opened loads with the settings remembered for its file, else Glassbox's defaults "
+            f"({', '.join(LoadSettings().terms()[:2])}…). Open one to change them."
+        )
+    if remembered is None:
+        return "Glassbox's defaults: nothing remembered for this file yet; a change here is remembered for it."
+    changed = remembered.differences(LoadSettings())
+    return f"Remembered for this file: {', '.join(changed)}; the rest as Glassbox's defaults."
+
+
+class LoadMemoryBox(QWidget):
+    """Says whether the load settings shown are remembered for the file or Glassbox's defaults.
+
+    Signals:
+        reset_requested(): forget this file's load settings (it loads with Glassbox's defaults).
+        template_reset_requested(): forget this file's chat template override (the GGUF's is used).
+    """
+
+    reset_requested = Signal()
+    template_reset_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("loadMemory")
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(4)
+        # One column: a dock at 1366x768 is about 210 px wide, too narrow for text beside a button.
+        self.text = QLabel("")
+        self.text.setObjectName("loadMemoryText")
+        self.text.setWordWrap(True)
+        lay.addWidget(self.text)
+        self.reset_btn = QPushButton("Reset to defaults")
+        self.reset_btn.setObjectName("resetLoadButton")
+        self.reset_btn.setToolTip(
+            "Forget the load settings remembered for this file: it loads with Glassbox's defaults "
+            f"({', '.join(LoadSettings().terms()[:7])}). Press Apply to reload with them. "
+            "A chat template override is kept (it has its own button)."
+        )
+        self.reset_btn.clicked.connect(self.reset_requested)
+        lay.addWidget(self.reset_btn, 0, Qt.AlignmentFlag.AlignLeft)
+        self.template_text = QLabel("Chat template: your override, remembered for this file (Reset keeps it).")
+        self.template_text.setObjectName("detailLabel")
+        self.template_text.setWordWrap(True)
+        lay.addWidget(self.template_text)
+        self.template_btn = QPushButton("Use the GGUF's template")
+        self.template_btn.setObjectName("resetTemplateButton")
+        self.template_btn.setToolTip("Forget your chat template for this file; the one in the GGUF is used again")
+        self.template_btn.clicked.connect(self.template_reset_requested)
+        lay.addWidget(self.template_btn, 0, Qt.AlignmentFlag.AlignLeft)
+        self.remembered: bool = False
+        self.show_memory(None, None, False)
+
+    def show_memory(self, path: str | None, remembered: LoadSettings | None, template_override: bool) -> None:
+        """Show where ``path``'s load settings come from (see :func:`memory_text`) and whether it has
+        a chat template override."""
+        self.remembered = remembered is not None
+        self.text.setText(memory_text(path, remembered))
+        self.reset_btn.setVisible(self.remembered)
+        for w in (self.template_text, self.template_btn):
+            w.setVisible(path is not None and template_override)

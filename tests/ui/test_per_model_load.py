@@ -1,0 +1,102 @@
+"""Load settings remembered per model file (app/ui/window/per_model.py, ``Settings.model_load``), in
+the window on the scripted engine: A keeps its n_ctx and flash attention, B gets Glassbox's defaults,
+Reset goes back to them, and the Library says what the selected file will load with."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+
+from PySide6.QtCore import Qt
+
+from app.core import protocol as P
+from app.core.chat.context import FlashAttention, LoadSettings
+from app.paths import default_paths
+from tests.support.window import close_window, load, make_window
+
+
+def _two_models(tiny_model):
+    """Two files in Glassbox's models folder (the Library lists them): A and B."""
+    models = default_paths().ensure().models_dir
+    a, b = models / "Model-A-Q4_1.gguf", models / "Model-B-Q4_1.gguf"
+    shutil.copyfile(tiny_model, a)
+    shutil.copyfile(tiny_model, b)
+    return a.resolve(), b.resolve()
+
+
+def _sent(win) -> LoadSettings:
+    return win.engine.sent(P.LoadModel)[-1].settings
+
+
+def test_each_file_loads_with_its_own_remembered_settings_and_reset_goes_back_to_the_defaults(qtbot, tiny_model):
+    a, b = _two_models(tiny_model)
+    win = make_window(qtbot)
+    try:
+        panel, memory = win.model_panel, win.model_panel.memory
+        load(qtbot, win, a)
+        assert _sent(win) == LoadSettings()  # never opened before: Glassbox's defaults
+        assert memory.text.text().startswith("Glassbox's defaults") and not memory.reset_btn.isVisibleTo(panel)
+        # The person sets n_ctx 8192 and flash attention on for A, and applies them.
+        panel.n_ctx.setValue(8192)
+        panel.flash_attn.setCurrentIndex(panel.flash_attn.findData(FlashAttention.ON.value))
+        with qtbot.waitSignal(win.engine.model_loaded, timeout=5000):
+            qtbot.mouseClick(panel.apply_btn, Qt.MouseButton.LeftButton)
+        assert (_sent(win).n_ctx, _sent(win).flash_attn) == (8192, FlashAttention.ON)
+        assert memory.text.text().startswith("Remembered for this file: n_ctx 8192, flash attention on")
+        assert memory.reset_btn.isVisibleTo(panel)
+        # B was never set: it loads with the defaults, and the panel shows them.
+        load(qtbot, win, b)
+        assert _sent(win) == LoadSettings() and panel.load_settings() == LoadSettings()
+        assert memory.text.text().startswith("Glassbox's defaults")
+        # Back to A: its own settings again.
+        load(qtbot, win, a)
+        assert (_sent(win).n_ctx, _sent(win).flash_attn) == (8192, FlashAttention.ON)
+        assert panel.load_settings().n_ctx == 8192
+        # Reset: the fields show the defaults, nothing is remembered, Apply reloads with them.
+        qtbot.mouseClick(memory.reset_btn, Qt.MouseButton.LeftButton)
+        assert win.settings.remembered_load(str(a)) is None and panel.load_settings() == LoadSettings()
+        assert memory.text.text().startswith("Glassbox's defaults") and panel.apply_btn.property("pending")
+        with qtbot.waitSignal(win.engine.model_loaded, timeout=5000):
+            qtbot.mouseClick(panel.apply_btn, Qt.MouseButton.LeftButton)
+        assert _sent(win) == LoadSettings()
+    finally:
+        close_window(win)
+
+
+def test_reset_keeps_the_template_override_which_has_its_own_button(qtbot, tiny_model):
+    a, _b = _two_models(tiny_model)
+    win = make_window(qtbot)
+    try:
+        memory = win.model_panel.memory
+        load(qtbot, win, a)
+        win.loader.remember(replace(LoadSettings(), n_ctx=2048))
+        win.settings_ctl.apply(lambda s: s.with_chat_template(str(a), "{{ messages[0].content }}"))
+        assert memory.template_btn.isVisibleTo(win.model_panel)
+        memory.reset_btn.click()
+        assert win.settings.remembered_load(str(a)) is None
+        assert win.settings.chat_template_for(str(a)) is not None  # Reset leaves the template alone
+        memory.template_btn.click()
+        assert win.settings.chat_template_for(str(a)) is None and not memory.template_btn.isVisibleTo(win.model_panel)
+        win.per_model.refresh()  # nothing else changed: the same line
+        assert memory.text.text().startswith("Glassbox's defaults")
+    finally:
+        close_window(win)
+
+
+def test_the_library_shows_what_the_selected_file_will_load_with(qtbot, tiny_model):
+    a, b = _two_models(tiny_model)
+    win = make_window(qtbot)
+    try:
+        win.settings_ctl.apply(lambda s: s.with_load_for(str(a), LoadSettings(n_ctx=8192, flash_attn="on")))
+        lib = win.models.library_tab
+        qtbot.waitUntil(lambda: lib.scanned and lib.model.row_of(a) >= 0, timeout=5000)
+        assert lib.select_path(a)
+        line = lib.detail_load.text()
+        assert "n_ctx 8192" in line and "flash attention on" in line and "(remembered for this file)" in line
+        assert lib.select_path(b)
+        assert "n_ctx 4096" in lib.detail_load.text() and "(Glassbox's defaults)" in lib.detail_load.text()
+        # A change in the settings shows at once on the selected row.
+        win.settings_ctl.apply(lambda s: s.with_load_for(str(b), LoadSettings(n_ctx=1024)))
+        assert "n_ctx 1024" in lib.detail_load.text() and "remembered" in lib.detail_load.text()
+    finally:
+        close_window(win)
