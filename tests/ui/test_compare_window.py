@@ -219,3 +219,27 @@ def test_tools_menu_opens_the_compare_window_and_library_pairs_it(qtbot, tmp_pat
         assert (compare.setup.model_a.path, compare.setup.model_b.path) == (str(a), str(b))
     finally:
         close_window(win)
+
+
+def test_closing_the_window_ends_a_comparison_in_flight(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from tests.support.job_host import ScriptedJobHost
+
+    canned = CannedComparison(n_tokens=2048, hold_after_chunks=1)
+    hosts: list[ScriptedJobHost] = []
+    a, b = tmp_path / "a.gguf", tmp_path / "b.gguf"
+    for p in (a, b):
+        p.write_bytes(b"GGUF")
+    win = make_compare_window(
+        lambda: [], lambda: None, lambda: None, lambda _p: None, canned_runner_factory(canned, hosts)
+    )
+    qtbot.addWidget(win)
+    win.prepare()
+    win.set_pair(a, b)
+    win.show()
+    win.setup.passage.setPlainText("text")
+    win.setup.start.click()
+    qtbot.waitUntil(lambda: len(win.controller.run.tokens) == 255, timeout=WAIT)
+    win.close()
+    assert hosts[0].killed and not win.controller.running
+    assert win.setup.start.isEnabled() and "stopped when its window closed" in win.setup.message.text()
+    canned.release.set()
