@@ -23,6 +23,7 @@ from app.engine.backends import load_backends
 from app.engine.devices import gpu_devices
 from app.engine.errors import CancelFlag, EngineError
 from app.engine.llama_log import LlamaLog
+from app.engine.quant.compare import compare_models
 from app.engine.quant.quantize import quantize
 from app.engine.rpc import rpc_supported
 from app.engine.session import Session
@@ -131,6 +132,8 @@ HANDLERS: dict[type[Any], Callable[[Session, Any], object | None]] = {
     P.Quantize: lambda session, req: quantize(
         req, emit=session.emit, llama_log=session.llama_log, cancel=session.cancel
     ),
+    # Comparing two quantizations (issue 21): its own models and contexts, no chat model needed.
+    P.CompareModels: lambda session, req: compare_models(req, emit=session.emit, cancel=session.cancel),
 }
 
 

@@ -119,14 +119,18 @@ def vocab_only(path: str) -> Iterator[Any]:
         llama_cpp.llama_model_free(model)
 
 
+def file_names(path_a: str, path_b: str) -> tuple[str, str]:
+    """How the messages name two files: their file names, or their whole paths when the names are the same."""
+    name_a, name_b = Path(path_a).name, Path(path_b).name
+    return (path_a, path_b) if name_a == name_b else (name_a, name_b)
+
+
 def check_files(path_a: str, path_b: str) -> Incompatibility | None:
-    """:func:`check_compatible` on two GGUF files' vocabularies (vocab-only loads), naming them by file name.
+    """:func:`check_compatible` on two GGUF files' vocabularies (vocab-only loads), named by :func:`file_names`.
 
     Raises:
         EngineError: as :func:`vocab_only`.
     """
-    name_a, name_b = Path(path_a).name, Path(path_b).name
-    if name_a == name_b:
-        name_a, name_b = path_a, path_b
+    name_a, name_b = file_names(path_a, path_b)
     with vocab_only(path_a) as a, vocab_only(path_b) as b:
         return check_compatible(a, b, name_a, name_b)

@@ -13,9 +13,6 @@ import pytest
 
 from app.ui.quant.compare_window import make_compare_window
 
-# Until the engine's comparison (app/engine/quant/compare.py, another branch) is merged here, this file waits for it.
-pytest.importorskip("app.engine.quant.compare", reason="the engine's CompareModels handler is not merged yet")
-
 PASSAGE = (
     "The quick brown fox jumps over the lazy dog. A journey of a thousand miles begins with a single step. "
     "All that glitters is not gold, and not all those who wander are lost. "

@@ -10,9 +10,9 @@ plain values (they are pickled over a pipe). Every request with a
 :class:`PromptRendered` or :class:`Failed` for :class:`RenderPrompt`.
 :class:`PromptCounted` or :class:`Failed` for :class:`CountPrompt`.
 :class:`TokenInspected` or :class:`Failed` for :class:`InspectToken`.
+:class:`Quantized` or :class:`Failed` for :class:`Quantize`.
 :class:`ComparisonFinished` or :class:`Failed` for :class:`CompareModels` (after one
 :class:`ComparisonStarted` and a :class:`ComparisonProgressed` per chunk; :mod:`app.core.quant.comparison`).
-:class:`Quantized` or :class:`Failed` for :class:`Quantize`.
 :class:`PrepareInspect` and :class:`Shutdown` carry no id and get no answer.
 
 Cancel is not a message: the UI sets a shared ``multiprocessing.Event`` that
@@ -89,11 +89,11 @@ Event = (
     | PromptCounted
     | TokenInspected
     | LogLine
+    | QuantizeProgress
+    | Quantized
     | ComparisonStarted
     | ComparisonProgressed
     | ComparisonFinished
-    | QuantizeProgress
-    | Quantized
 )
 
 __all__ = [

@@ -118,8 +118,8 @@ class FailureKind(str, enum.Enum):
     BUSY = "busy"  #: the person's reply is in flight and the server refuses while busy
     CANCELLED = "cancelled"  #: cancelled from the window before it started; an inspection stopped by a model unload
     REMOTE = "remote"  #: a remote engine (app.remote) could not be reached or answered with an error
-    INCOMPATIBLE = "incompatible"  #: two models' vocabularies differ (CompareModels; the check named in the message)
     QUANTIZE = "quantize"  #: llama.cpp's quantizer failed or its result could not be written (disk full)
+    INCOMPATIBLE = "incompatible"  #: two models' vocabularies differ (CompareModels; the check named in the message)
 
 
 @dataclass(frozen=True)
@@ -277,6 +277,6 @@ TERMINAL_EVENTS = (
     PromptRendered,
     PromptCounted,
     TokenInspected,
-    ComparisonFinished,  # comparing two quantizations (issue 21): app/core/quant/comparison.py
     Quantized,
+    ComparisonFinished,  # comparing two quantizations (issue 21): app/core/quant/comparison.py
 )

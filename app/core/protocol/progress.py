@@ -182,9 +182,6 @@ class LogLine:
     text: str
 
 
-# ---- Comparing two quantizations (issue 21) -------------------------------------------------------------
-# Its progress events live with the request's other values in app/core/quant/comparison.py
-# (ComparisonStarted, ComparisonProgressed); the protocol package re-exports them.
 # --- quantization (issue 21 §2) -----------------------------------------------------------------------------
 
 
@@ -211,3 +208,8 @@ class QuantizeProgress:
 
 
 # --- end of quantization ------------------------------------------------------------------------------------
+
+
+# ---- Comparing two quantizations (issue 21) -------------------------------------------------------------
+# Its progress events live with the request's other values in app/core/quant/comparison.py
+# (ComparisonStarted, ComparisonProgressed); the protocol package re-exports them.

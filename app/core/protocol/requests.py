@@ -250,6 +250,6 @@ Request = (
     | PrepareInspect
     | ResetContext
     | Shutdown
-    | CompareModels  # comparing two quantizations (issue 21): app/core/quant/comparison.py
     | Quantize
+    | CompareModels  # comparing two quantizations (issue 21): app/core/quant/comparison.py
 )

@@ -5,7 +5,8 @@ The window asks a fresh engine process (:class:`~app.engine.host.EngineHost`) fo
 
 1. one :class:`ComparisonStarted`: every token of the tokenized input (its ids and texts, scored
    or not, for the strip view) and which index ranges will be scored;
-2. :class:`ComparisonProgressed` after each chunk: the tokens scored since the last one (only the
+2. :class:`ComparisonProgressed` after each chunk (after each ``llama_decode`` slice that scored tokens when
+   n_batch is below n_ctx): the tokens scored since the last one (only the
    compact per-token figures below, never a distribution), with tokens done, total and time;
 3. one terminal event: :class:`ComparisonFinished` with the :class:`ComparisonSummary`, or
    ``Failed`` (kind ``incompatible`` when the two vocabularies differ, naming the check; ``bad_model``,
@@ -51,6 +52,7 @@ class CompareModels:
         n_ctx: tokens per chunk (llama-perplexity's ``-c``).
         n_batch: tokens per ``llama_decode`` call (``-b``); at most n_ctx is used.
         n_threads: CPU threads for both models (0: the engine's default).
+        decode_tokens: greedy tokens decoded per model after the chunks, for its decode tok/s (0: not measured).
     """
 
     request_id: int
@@ -62,6 +64,7 @@ class CompareModels:
     n_ctx: int = 512
     n_batch: int = 512
     n_threads: int = 0
+    decode_tokens: int = 32
 
 
 @dataclass(frozen=True)
@@ -149,7 +152,7 @@ class ComparisonStarted:
 
 @dataclass(frozen=True)
 class ComparisonProgressed:
-    """One chunk is scored.
+    """Tokens were scored: a chunk (or, with n_batch below n_ctx, one ``llama_decode`` slice of one).
 
     Attributes:
         done: tokens scored so far.
@@ -175,7 +178,8 @@ class ModelFigures:
         file_bytes: the file's size (every part of a split model), bytes.
         weights_bytes: the weights in memory (``llama_model_size``), bytes.
         prefill_tok_s: tokens per second over the chunks' evaluations (``llama_decode`` calls timed).
-        decode_tok_s: tokens per second of a short greedy decode (one token per ``llama_decode``).
+        decode_tok_s: tokens per second of a short greedy decode (one token per ``llama_decode``; 0 when the
+            request asked for none).
         ppl: perplexity over the scored tokens; ppl_err its error estimate (llama-perplexity's).
     """
 
