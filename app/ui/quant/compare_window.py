@@ -34,6 +34,7 @@ from app.core.models.library import ModelEntry
 from app.core.quant import export
 from app.core.quant.comparison import ComparisonSummary
 from app.ui.common import dialogs, palette
+from app.ui.common.elided_label import ElidedLabel
 from app.ui.common.token_label import visible
 from app.ui.jobs.runner import JobRunner
 from app.ui.quant.compare_controller import CompareController
@@ -97,8 +98,9 @@ class CompareWindow(QWidget):
         self.strip = TokenStrip()
         self.strip_area = strip_in_scroll(self.strip)
         self.legend = KlLegend()
-        self.status = QLabel("")
+        self.status = ElidedLabel("", min_chars=12)
         self.status.setObjectName("compareStatus")
+        self.status.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         self.status.setStyleSheet(f"color:{palette.TEXT_DIM};")
         self.worst = self._worst_table()
 
@@ -128,8 +130,7 @@ class CompareWindow(QWidget):
         right_col.addWidget(self.summary)
         head = QHBoxLayout()
         head.addWidget(_section("The text, token by token"))
-        head.addStretch(1)
-        head.addWidget(self.status)
+        head.addWidget(self.status, 1)
         right_col.addLayout(head)
         right_col.addWidget(self.legend)
         right_col.addWidget(self.strip_area, 1)
@@ -222,7 +223,7 @@ class CompareWindow(QWidget):
         if run.token_texts:
             flips = run.flips()
             self.status.setText(
-                f"{len(run.token_texts):,} tokens · {len(run.tokens):,} of {run.n_scored_expected:,} scored · "
+                f"{len(run.token_texts):,} tokens · {len(run.tokens):,} / {run.n_scored_expected:,} scored · "
                 f"{flips:,} top-1 flip{'s' if flips != 1 else ''}"
             )
         self._fill_worst()
