@@ -243,3 +243,33 @@ def test_closing_the_window_ends_a_comparison_in_flight(qtbot, tmp_path: Path) -
     assert hosts[0].killed and not win.controller.running
     assert win.setup.start.isEnabled() and "stopped when its window closed" in win.setup.message.text()
     canned.release.set()
+
+
+def test_the_chat_shown_and_the_loaded_model_reach_the_compare_window(qtbot, window, window_model: Path) -> None:  # type: ignore[no-untyped-def]
+    from tests.support.window import send
+
+    send(qtbot, window, "hello there")
+    window.settings_ctl.update(chat_templates=((str(window_model), "{{ messages }}"),))
+    entry = next(
+        a
+        for top in window.menuBar().actions()
+        if top.text() == "&Tools"
+        for a in top.menu().actions()
+        if "Compare" in a.text()
+    )
+    entry.trigger()
+    compare = window.findChild(CompareWindow)
+    assert compare is not None
+    setup = compare.setup
+    assert setup.model_a.path == str(window_model)  # the loaded model comes first, marked ●
+    assert setup.model_a.combo.currentText().startswith("● ")
+    shown = window.chat.messages_for_engine()  # as the chat's next turn would send it (the system prompt first)
+    assert setup.use_chat.isEnabled() and f"{len(shown)} messages" in setup.chat_info.text()
+    setup.use_chat.setChecked(True)
+    choice = setup.choice()
+    assert not isinstance(choice, str)
+    assert choice.messages == shown and choice.text is None
+    assert [(m.role, m.content) for m in shown[-2:-1]] == [(Role.USER, "hello there")]
+    assert shown[-1].role == Role.ASSISTANT
+    assert choice.chat_template == "{{ messages }}"  # the person's override for model A's file
+    compare.close()
