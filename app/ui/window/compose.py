@@ -14,11 +14,13 @@ from typing import TYPE_CHECKING, Any
 from app.cli import parse_args
 
 if TYPE_CHECKING:
+    from app.core.chat.context import ChatMessage
     from app.core.conversations import ConversationStore
     from app.core.hardware.fit import SystemMemory
     from app.paths import Paths
     from app.ui.engine.client import EngineClient
     from app.ui.models import ModelsWindow
+    from app.ui.quant.compare_entry import CompareLauncher
     from app.ui.window.main_window import MainWindow
     from app.ui.window.settings_controller import SettingsController
     from app.ui.window.single_instance import SingleInstance
@@ -51,7 +53,32 @@ def create_window(paths: Paths, engine: EngineClient | None = None) -> MainWindo
     recent = conversations.list_conversations()
     if recent:
         window.open_conversation(recent[0].id)
+    add_compare_window(window)
     return window
+
+
+def add_compare_window(window: MainWindow) -> CompareLauncher:
+    """Tools → Compare quantizations… and the Library's "Compare with the source" after a quantization
+    (issue 21 §1): the Compare window, given only what it reads (the library's entries, the loaded
+    model, the chat shown, the chat-template overrides)."""
+    from app.ui.quant.compare_entry import CompareLauncher
+
+    def chat_shown() -> tuple[ChatMessage, ...] | None:
+        chat = window.chat
+        if chat.conversation_id is None or window.conversations.get_conversation(chat.conversation_id).deleted_at:
+            return None
+        return chat.messages_for_engine() or None
+
+    launcher = CompareLauncher(
+        window,
+        entries=lambda: window.models.library.entries,
+        loaded=lambda: window.loader.loaded_path,
+        chat_source=chat_shown,
+        template_for=lambda path: window.settings_ctl.settings.chat_template_for(path),
+    )
+    launcher.add_to(window.menus.actions.tools_menu)
+    window.models.compare_requested.connect(launcher.compare)  # the Library's "Compare with the source"
+    return launcher
 
 
 def build_models_page(

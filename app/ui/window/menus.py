@@ -48,10 +48,11 @@ class MenuActions:
     unload: QAction
     models_page: QAction
     shortcuts: QAction
+    tools_menu: QMenu  # the features that open a window of their own add their entries here
 
 
 class Menus:
-    """The window's menu bar (File, Engine, View, Help) and its shortcuts; Stop is enabled only
+    """The window's menu bar (File, Engine, View, Tools, Help) and its shortcuts; Stop is enabled only
     while a reply is in flight, and Esc stops it from anywhere in the window.
 
     Args:
@@ -139,6 +140,8 @@ class Menus:
                 toggle.setShortcut(key)
             v.addAction(toggle)
 
+        tools_menu = bar.addMenu("&Tools")
+
         h = bar.addMenu("&Help")
         act_keys = _action(main, h, "&Keyboard shortcuts", ("F1", "Ctrl+/"), self.show_shortcuts)
         # F1 is the shortcuts sheet's: the guide takes Shift+F1 (Qt's "What's This?" key, unused here).
@@ -152,6 +155,7 @@ class Menus:
             act_unload,
             act_models_page,
             act_keys,
+            tools_menu,
         )
 
     def show_shortcuts(self) -> dialogs.TextDialog:
