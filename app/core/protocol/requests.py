@@ -274,6 +274,35 @@ class Quantize:
 # --- end of quantization ------------------------------------------------------------------------------------
 
 
+# ---- embeddings (issue 23 §3): app/engine/embeddings.py ------------------------------------------
+
+
+@dataclass(frozen=True)
+class Embed:
+    """Embed ``inputs`` with the loaded model in llama.cpp's embeddings mode, in a context of its own
+    (the chat's KV cache is untouched), pooled by the model's pooling type (mean when the model has
+    none) and L2-normalized (:mod:`app.engine.embeddings`).
+
+    Runs on the engine's embed lane, off the main loop: a reply may stream meanwhile. Answered with
+    :class:`~app.core.protocol.answers.Embedded`, or :class:`Failed` (``no_model``;
+    ``context_overflow``: an input longer than ``max_tokens``, the message names it and the input;
+    ``bad_settings``: an empty input or a token id outside the vocabulary; ``cancelled``: the model
+    was unloaded meanwhile).
+
+    Attributes:
+        inputs: the texts (tokenized as llama-server does: BOS/EOS as the tokenizer adds them, special
+            tokens parsed) or token-id lists (used as they are), in order.
+        max_tokens: the longest input accepted, tokens (the window passes the loaded n_ctx).
+    """
+
+    request_id: int
+    inputs: tuple[str | tuple[int, ...], ...]
+    max_tokens: int
+
+
+# ---- end of embeddings ---------------------------------------------------------------------------
+
+
 Request = (
     LoadModel
     | Generate
@@ -287,4 +316,5 @@ Request = (
     | SweepDepth
     | Quantize
     | CompareModels  # comparing two quantizations (issue 21): app/core/quant/comparison.py
+    | Embed  # embeddings (issue 23 §3)
 )

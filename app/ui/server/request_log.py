@@ -10,6 +10,7 @@ import enum
 import time
 from dataclasses import dataclass, field
 
+from app.core import protocol as P
 from app.core.chat.context import ChatMessage, GenerationStats, StopReason
 
 MAX_ENTRIES = 200
@@ -31,7 +32,7 @@ class ApiLogEntry:
 
     Attributes:
         job_id: the server's job number (``chatcmpl-glassbox-<id>``).
-        endpoint: ``chat.completions`` or ``completions``.
+        endpoint: ``chat.completions``, ``completions`` or ``embeddings``.
         client: the client's ``host:port``.
         messages: the conversation the client sent (a completion's prompt as one user message).
         arrived: when it arrived, Unix seconds.
@@ -69,6 +70,15 @@ class ApiLogEntry:
             self.error = cancelled_by or "cancelled"
         else:
             self.status = RequestStatus.DONE
+
+    def embedded(self, ev: P.Embedded) -> None:
+        """An embeddings request ended: the reply is a line on the vectors, their tokens and time."""
+        pooling = ev.pooling.value + ("" if ev.model_pooling else " (the model declares none)")
+        self.reply = (
+            f"{len(ev.token_counts)} vectors of {ev.n_embd} values, {sum(ev.token_counts):,} tokens, "
+            f"{pooling} pooling, L2-normalized, {ev.elapsed_s * 1000:.0f} ms"
+        )
+        self.status = RequestStatus.DONE
 
     def failed(self, message: str, cancelled: bool = False) -> None:
         self.status = RequestStatus.CANCELLED if cancelled else RequestStatus.FAILED
