@@ -99,9 +99,11 @@ def load_json(path: Path) -> object:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        cut = " (the file looks cut off)" if exc.pos >= len(text.rstrip()) else ""
+        tail = text[exc.pos :].rstrip()
+        cut = not tail or (exc.msg.startswith("Unterminated string") and '"' not in tail[1:])
         raise ValueError(
-            f"{where} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}{cut}"
+            f"{where} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+            + ("; the file looks cut off (a download or a copy that did not finish?)" if cut else "")
         ) from None
 
 
