@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from PySide6.QtWidgets import QTreeWidget
 
 from app.ui.chat.import_preview import ImportPreviewDialog
@@ -74,6 +75,15 @@ def test_the_imported_branches_show_in_the_chat(qtbot, window, tmp_path, monkeyp
     msgs = window.chat_view.messages
     assert [m.text for m in msgs] == [f"What is 2+3? {EMOJI} {ARABIC} {CJK}", f"Five. {ARABIC}"]
     assert msgs[0].branch_label.text() == "2/2" and msgs[1].branch_label.text() == "2/2"
+    # The same file again: nothing new, no preview, nothing written.
+    n = len(window.conversations.list_conversations())
+    monkeypatch.setattr(dialogs, "ask", lambda dialog: pytest.fail("no preview when nothing is new"))
+    window.import_conversation()
+    assert window.banner.text.text() == (
+        "Nothing to import from conversations.json: left out: "
+        "1 × chats already in Glassbox (same title, start time and messages)."
+    )
+    assert len(window.conversations.list_conversations()) == n
 
 
 def test_a_damaged_file_writes_nothing_and_the_banner_names_it(qtbot, window, tmp_path, monkeypatch):

@@ -377,3 +377,29 @@ def test_an_untitled_chat_is_titled_from_its_first_message_and_a_loop_is_counted
     (conv,) = f.conversations
     assert (conv.title, conv.title_is_custom) == ("What is 2+2?", False)
     assert f.skipped[SkipReason.UNREACHABLE] == 2 and len(conv.messages) == 5
+
+
+def test_importing_a_newer_export_again_adds_only_the_new_chats(tmp_path: Path, store: ConversationStore) -> None:
+    first = write_json(tmp_path / "old.json", chatgpt_export())
+    store.import_chats(read_import_files([first]).without(store.fingerprints()))
+    assert _rows(store) == (2, 7)
+    newer = chatgpt_export()
+    # The account's newer export: the same two chats, one of them continued, and a new one.
+    newer[1]["mapping"]["ans"]["children"] = ["more"]
+    newer[1]["mapping"]["more"] = {
+        "id": "more",
+        "parent": "ans",
+        "children": [],
+        "message": {
+            "author": {"role": "user"},
+            "create_time": T0 + 300,
+            "content": {"content_type": "text", "parts": ["And a dog?"]},
+        },
+    }
+    newer.append({**newer[0], "title": "Brand new", "create_time": T0 + 400})
+    again = read_import_files([write_json(tmp_path / "new.json", newer)]).without(store.fingerprints())
+    # The unchanged chat is recognised; the continued one comes in again whole (it has more messages).
+    assert [c.title for c in again.files[0].conversations] == ["Tools and pictures", "Brand new"]
+    assert again.skipped[SkipReason.ALREADY_IMPORTED] == 1
+    store.import_chats(again)
+    assert _rows(store) == (4, 7 + 3 + 5)

@@ -542,6 +542,15 @@ class ConversationStore(MessagesMixin, AlternativesMixin):
         with self._write() as conn:
             return insert_import(conn, conv, msgs, title, now)
 
+    def fingerprints(self) -> set[tuple[str, int, int]]:
+        """(title, start time in ms, messages) of every chat not deleted: how an import recognises
+        a chat it brought in before (``ImportPreview.without``)."""
+        rows = self._conn.execute(
+            "SELECT c.title, c.created_at, count(m.id) FROM conversations c LEFT JOIN messages m "
+            "ON m.conversation_id = c.id WHERE c.deleted_at IS NULL GROUP BY c.id"
+        )
+        return {(str(title), round(float(created) * 1000), int(n)) for title, created, n in rows}
+
     def import_chats(self, preview: ImportPreview) -> list[int]:
         """Add every chat of a checked import (:func:`~app.core.conversations.importers.read_import_files`)
         as new conversations, in one transaction: all of them or, on an error, none.

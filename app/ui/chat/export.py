@@ -89,7 +89,7 @@ def import_conversation(parent: QWidget | None, store: ConversationStore, start:
     first = paths[0]
     try:
         with _busy():
-            preview = read_import_files(paths)
+            preview = read_import_files(paths).without(store.fingerprints())
     except (ValueError, OSError) as exc:
         return Outcome(Severity.ERROR, str(exc), path=first)
     if preview.chats == 0:
@@ -132,5 +132,6 @@ def _names(paths: list[str]) -> str:
 
 
 def _empty_reason(preview: ImportPreview) -> str:
+    """Why an import adds no chat: what was left out, or that nothing in it has text."""
     lines = skipped_lines(preview)
-    return "no chat in it has text" + (f" (left out: {'; '.join(lines)})" if lines else "") + "."
+    return ("left out: " + "; ".join(lines) if lines else "no chat in it has text") + "."

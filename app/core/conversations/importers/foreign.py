@@ -48,6 +48,7 @@ class SkipReason(str, enum.Enum):
     OTHER = "other"
     UNREACHABLE = "unreachable"
     EMPTY_CHAT = "empty_chat"
+    ALREADY_IMPORTED = "already_imported"
 
     @property
     def label(self) -> str:
@@ -64,6 +65,7 @@ _LABELS = {
     SkipReason.OTHER: "other content (code output, browsing, unknown kinds)",
     SkipReason.UNREACHABLE: "messages not connected to their chat",
     SkipReason.EMPTY_CHAT: "chats with no text",
+    SkipReason.ALREADY_IMPORTED: "chats already in Glassbox (same title, start time and messages)",
 }
 
 
@@ -128,6 +130,11 @@ class ForeignConversation:
     system_prompt: str
     messages: tuple[ForeignMessage, ...]
     leaf: str | None
+
+    @property
+    def fingerprint(self) -> tuple[str, int, int]:
+        """(title, start time in ms, messages): how a chat imported before is recognised."""
+        return (self.title, round(self.created_at * 1000), len(self.messages))
 
     @property
     def branches(self) -> int:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from app.core.conversations.exchange import ImportedConversation, ImportedMessage, validate_export
@@ -89,6 +89,25 @@ class ImportPreview:
         for f in self.files:
             total.update(f.skipped)
         return {r: total[r] for r in SkipReason if total[r]}
+
+    def without(self, fingerprints: Collection[tuple[str, int, int]]) -> ImportPreview:
+        """This import less the chats from other apps already in the history (same
+        :attr:`~.foreign.ForeignConversation.fingerprint`: importing a newer export of the same
+        account adds only what is new), counted as :attr:`SkipReason.ALREADY_IMPORTED`.
+
+        Args:
+            fingerprints: the history's, from ``ConversationStore.fingerprints``.
+        """
+        files = []
+        for f in self.files:
+            keep = tuple(c for c in f.conversations if c.fingerprint not in fingerprints)
+            gone = len(f.conversations) - len(keep)
+            if gone:
+                skipped = dict(f.skipped)
+                skipped[SkipReason.ALREADY_IMPORTED] = skipped.get(SkipReason.ALREADY_IMPORTED, 0) + gone
+                f = replace(f, conversations=keep, skipped=skipped)
+            files.append(f)
+        return ImportPreview(tuple(files))
 
     @property
     def only_glassbox(self) -> bool:
