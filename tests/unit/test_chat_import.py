@@ -403,3 +403,14 @@ def test_importing_a_newer_export_again_adds_only_the_new_chats(tmp_path: Path, 
     assert again.skipped[SkipReason.ALREADY_IMPORTED] == 1
     store.import_chats(again)
     assert _rows(store) == (4, 7 + 3 + 5)
+
+
+def test_a_message_of_only_tool_calls_or_an_image_is_counted_once_not_also_as_empty(tmp_path: Path) -> None:
+    data = claude_export()[:1]
+    msgs = data[0]["chat_messages"]
+    msgs.append({**msgs[1], "uuid": "a2", "content": [{"type": "tool_use", "name": "search"}, {"type": "tool_result"}]})
+    msgs.append({**msgs[0], "uuid": "h2", "content": [{"type": "image", "source": {}}], "attachments": [], "files": []})
+    msgs.append({**msgs[0], "uuid": "h3", "content": [{"type": "text", "text": "  "}], "attachments": [], "files": []})
+    f = read_import_file(write_json(tmp_path / "conversations.json", data))
+    assert f.skipped == {SkipReason.IMAGE: 2, SkipReason.REASONING: 1, SkipReason.TOOL: 4, SkipReason.EMPTY: 1}
+    assert f.messages == 2

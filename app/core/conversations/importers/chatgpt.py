@@ -110,7 +110,7 @@ def _node(key: str, raw: object, where: str, rank: int) -> RawNode:
     meta: dict[str, Any] = msg["metadata"] if isinstance(msg.get("metadata"), dict) else {}
     model = str(meta["model_slug"]) if isinstance(meta.get("model_slug"), str) else ""
     content = need_dict(msg.get("content"), f"{where}.message.content")
-    kind = opt_text(content.get("content_type"), f"{where}.message.content.content_type")
+    kind = opt_text(content.get("content_type"), f"{where}.message.content.content_type") or "text"
     text, images = _text(content, f"{where}.message.content")
     role = _ROLES.get(role_name)
     recipient = msg.get("recipient")

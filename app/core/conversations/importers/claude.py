@@ -101,6 +101,7 @@ def _node(
     role = _ROLES.get(sender)
     created = epoch_seconds(m.get("created_at"), f"{where}.created_at")
     texts: list[str] = []
+    left_out = 0
     content = m.get("content")
     if content is not None:
         for k, block in enumerate(need_list(content, f"{where}.content")):
@@ -110,6 +111,7 @@ def _node(
                 texts.append(opt_text(b.get("text"), f"{where}.content[{k}].text"))
             else:
                 skipped[_BLOCK_SKIPS.get(kind, SkipReason.OTHER)] += 1
+                left_out += 1
     if not any(t.strip() for t in texts):
         texts = [opt_text(m.get("text"), f"{where}.text")]
     for k, att in enumerate(need_list(m.get("attachments", []), f"{where}.attachments")):
@@ -123,4 +125,4 @@ def _node(
     files = need_list(m.get("files", []), f"{where}.files")
     text = "\n\n".join(t.strip() for t in texts if t.strip())
     skip = None if role is not None else SkipReason.OTHER
-    return RawNode(key, parent, role or Role.USER, text, created, "", skip, images=len(files))
+    return RawNode(key, parent, role or Role.USER, text, created, "", skip, images=len(files), emptied=left_out > 0)

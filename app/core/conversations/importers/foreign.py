@@ -84,6 +84,8 @@ class RawNode:
         rank: its place among its siblings in the source (a lower rank first).
         images: images and other files it held, left out (counted as :attr:`SkipReason.IMAGE`;
             a message of images only, with no text, is left out without more ado).
+        emptied: the parser left out all its parts and counted them (tool calls, reasoning):
+            with no text left it is not counted again as empty.
     """
 
     key: str
@@ -95,6 +97,7 @@ class RawNode:
     skip: SkipReason | None = None
     rank: int = 0
     images: int = 0
+    emptied: bool = False
 
 
 @dataclass(frozen=True)
@@ -209,7 +212,7 @@ def build_conversation(
                 skipped[n.skip] += 1
             up[n.key] = above
         elif not text:
-            if not n.images:
+            if not n.images and not n.emptied:
                 skipped[SkipReason.EMPTY] += 1
             up[n.key] = above
         elif n.role is Role.SYSTEM and above is None:

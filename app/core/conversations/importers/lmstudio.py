@@ -118,6 +118,7 @@ def _node(
     role = _ROLES.get(role_name)
     texts: list[str] = []
     images = 0
+    left_out = 0
     if v.get("type") == "multiStep" or "steps" in v:
         for k, step in enumerate(need_list(v.get("steps", []), f"{where}.steps")):
             s = need_dict(step, f"{where}.steps[{k}]")
@@ -125,14 +126,17 @@ def _node(
             style = s.get("style")
             if kind == "contentBlock" and isinstance(style, dict) and style.get("type") == "thinking":
                 skipped[SkipReason.REASONING] += 1
+                left_out += 1
             elif kind == "contentBlock":
                 t, n = _parts(s.get("content", []), f"{where}.steps[{k}].content")
                 texts.append(t)
                 images += n
             elif isinstance(kind, str) and kind.startswith("toolCall"):
                 skipped[SkipReason.TOOL] += 1
+                left_out += 1
             elif kind != "debugInfoBlock":
                 skipped[SkipReason.OTHER] += 1
+                left_out += 1
     else:
         t, images = _parts(v.get("content", []), f"{where}.content")
         texts.append(t)
@@ -142,7 +146,7 @@ def _node(
     skip = None if role is not None else SkipReason.TOOL if role_name == "tool" else SkipReason.OTHER
     if role is Role.ASSISTANT and not model:
         model = default_model
-    return RawNode(key, parent, role or Role.USER, text, created, model, skip, rank, images)
+    return RawNode(key, parent, role or Role.USER, text, created, model, skip, rank, images, left_out > 0)
 
 
 def _parts(value: object, where: str) -> tuple[str, int]:
