@@ -83,6 +83,7 @@ class ImportPreviewDialog(QDialog):
         for f in preview.files:
             row = QTreeWidgetItem([f.path.name, f.format.label, f"{f.chats:,}", f"{f.messages:,}", f"{f.branches:,}"])
             row.setToolTip(0, str(f.path))
+            _right(row, 2, 5)
             self.files.addTopLevelItem(row)
         self.files.setMaximumHeight(28 + 24 * min(len(preview.files), 4))
         lay.addWidget(self.files)
@@ -122,11 +123,18 @@ class ImportPreviewDialog(QDialog):
         date = time.strftime("%Y-%m-%d %H:%M", time.localtime(created_at)) if created_at > 0 else ""
         item = QTreeWidgetItem([title, date, f"{messages:,}", f"{branches:,}" if branches else ""])
         item.setToolTip(0, title)
+        _right(item, 2, 4)
         self.chats.addTopLevelItem(item)
 
 
+def _right(item: QTreeWidgetItem, first: int, end: int) -> None:
+    """Right-align columns ``first`` to ``end - 1`` of ``item`` (its numbers)."""
+    for col in range(first, end):
+        item.setTextAlignment(col, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+
+
 def _tree(columns: list[str]) -> QTreeWidget:
-    """A flat, read-only list with a header; numbers right-aligned."""
+    """A flat, read-only list with a header."""
     tree = QTreeWidget()
     tree.setColumnCount(len(columns))
     tree.setHeaderLabels(columns)
