@@ -15,6 +15,7 @@ import numpy as np
 import openai
 import pytest
 
+from app.ui.server.panel import entry_cells
 from app.ui.server.request_log import RequestStatus
 from tests.support.window import REPLY_TIMEOUT_MS, send
 
@@ -107,6 +108,8 @@ def test_shapes_usage_batch_formats_and_meaning(qtbot, api, bg):
     entry = win.server.entries[-1]
     assert entry.endpoint == "embeddings" and entry.status is RequestStatus.DONE
     assert f"2 vectors of {n_embd} values" in entry.reply and "the model declares none" in entry.reply
+    assert entry_cells(entry)[2:4] == ("embeddings", "done")
+    assert entry_cells(entry)[-1] == f"{by_ids.usage.prompt_tokens} / 0"  # the Server panel's tokens in/out
 
 
 @smollm2_only

@@ -42,6 +42,7 @@ class ApiLogEntry:
         stats: the engine's figures for the turn (TTFT, prefill, decode, tokens), once done.
         queued_s: seconds it waited for the engine.
         error: why it failed or was cancelled.
+        embedded_tokens: an embeddings request's tokens evaluated, once done (it has no ``stats``).
     """
 
     job_id: int
@@ -55,6 +56,7 @@ class ApiLogEntry:
     stats: GenerationStats | None = None
     queued_s: float = 0.0
     error: str = ""
+    embedded_tokens: int = 0
 
     def started(self) -> None:
         """The engine took it: it waited until now."""
@@ -78,6 +80,7 @@ class ApiLogEntry:
             f"{len(ev.token_counts)} vectors of {ev.n_embd} values, {sum(ev.token_counts):,} tokens, "
             f"{pooling} pooling, L2-normalized, {ev.elapsed_s * 1000:.0f} ms"
         )
+        self.embedded_tokens = sum(ev.token_counts)
         self.status = RequestStatus.DONE
 
     def failed(self, message: str, cancelled: bool = False) -> None:
