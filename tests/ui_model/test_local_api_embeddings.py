@@ -109,6 +109,7 @@ def test_shapes_usage_batch_formats_and_meaning(qtbot, api, bg):
     assert entry.endpoint == "embeddings" and entry.status is RequestStatus.DONE
     assert f"2 vectors of {n_embd} values" in entry.reply and "the model declares none" in entry.reply
     assert entry_cells(entry)[2:4] == ("embeddings", "done")
+    assert entry.transcript.startswith("[inputs]\n⟨8 token ids⟩\n⟨4 token ids⟩\n\n[embeddings]\n2 vectors")
     assert entry_cells(entry)[-1] == f"{by_ids.usage.prompt_tokens} / 0"  # the Server panel's tokens in/out
 
 

@@ -24,7 +24,7 @@ from app.core.server_settings import BusyPolicy, ServerSettings
 from app.server.gateway import ApiJob, EmbeddingJob, ModelCard
 from app.server.runner import ServerThread
 from app.ui.engine.client import EngineClient, EngineState
-from app.ui.server.request_log import MAX_ENTRIES, ApiLogEntry, RequestStatus
+from app.ui.server.request_log import EMBEDDINGS, MAX_ENTRIES, ApiLogEntry, RequestStatus
 from app.ui.window.settings_controller import SettingsController
 
 log = logging.getLogger(__name__)
@@ -188,7 +188,7 @@ class ServerController(QObject):
 
     @Slot(object)
     def _on_embed_asked(self, job: EmbeddingJob) -> None:
-        entry = ApiLogEntry(job.id, "embeddings", job.client, (ChatMessage(Role.USER, job.request.summary),))
+        entry = ApiLogEntry(job.id, EMBEDDINGS, job.client, (ChatMessage(Role.USER, job.request.summary),))
         self._add(entry)
 
         def end(ev: object) -> None:

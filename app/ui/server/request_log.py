@@ -14,6 +14,7 @@ from app.core import protocol as P
 from app.core.chat.context import ChatMessage, GenerationStats, StopReason
 
 MAX_ENTRIES = 200
+EMBEDDINGS = "embeddings"  # an embeddings request's endpoint (the others: app.server.schema.Endpoint's values)
 
 
 class RequestStatus(str, enum.Enum):
@@ -75,10 +76,10 @@ class ApiLogEntry:
 
     def embedded(self, ev: P.Embedded) -> None:
         """An embeddings request ended: the reply is a line on the vectors, their tokens and time."""
-        pooling = ev.pooling.value + ("" if ev.model_pooling else " (the model declares none)")
+        pooling = f"{ev.pooling.value} pooling" + ("" if ev.model_pooling else " (the model declares none)")
         self.reply = (
             f"{len(ev.token_counts)} vectors of {ev.n_embd} values, {sum(ev.token_counts):,} tokens, "
-            f"{pooling} pooling, L2-normalized, {ev.elapsed_s * 1000:.0f} ms"
+            f"{pooling}, L2-normalized, {ev.elapsed_s * 1000:.0f} ms"
         )
         self.embedded_tokens = sum(ev.token_counts)
         self.status = RequestStatus.DONE
@@ -89,10 +90,12 @@ class ApiLogEntry:
 
     @property
     def transcript(self) -> str:
-        """The conversation as text: each message under its role, then the reply (or the error)."""
-        parts = [f"[{m.role.value}]\n{m.content}" for m in self.messages]
+        """The conversation as text: each message under its role, then the reply (or the error); an
+        embeddings request's inputs, then what came back."""
+        embeddings = self.endpoint == EMBEDDINGS
+        parts = [f"[{'inputs' if embeddings else m.role.value}]\n{m.content}" for m in self.messages]
         if self.reply or self.status in (RequestStatus.RUNNING, RequestStatus.DONE):
-            parts.append(f"[assistant, reply]\n{self.reply}")
+            parts.append(f"[{'embeddings' if embeddings else 'assistant, reply'}]\n{self.reply}")
         if self.error:
             parts.append(f"[{self.status.value}] {self.error}")
         return "\n\n".join(parts)
