@@ -22,7 +22,8 @@ batch never splits a sequence. Its ``n_ctx = n_batch = n_ubatch`` grows to the r
 steps of :data:`CTX_STEP`) and is kept for the next request. Cost: llama.cpp computes and keeps the
 logits of every token in embeddings mode (``output_all``), ``n_vocab x 4`` bytes per token of a
 batch: :data:`BATCH_TOKENS` bounds a batch of several inputs (537 MB for Gemma 3's 262k vocabulary),
-one longer input goes alone.
+one longer input goes alone, and an input may be at most :func:`max_input_tokens` long: the loaded
+n_ctx, or fewer where its logits would pass :data:`MAX_LOGITS_BYTES` (2,048 tokens for Gemma 3).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ log = logging.getLogger(__name__)
 BATCH_TOKENS = 512  # tokens of several inputs evaluated together (one longer input goes alone)
 MAX_SEQS = 64  # inputs per llama_decode (sequence ids; llama.cpp allows LLAMA_MAX_SEQ = 256)
 CTX_STEP = 256  # the context's n_ctx is rounded up to this, tokens
+MAX_LOGITS_BYTES = 2 << 30  # the logits llama.cpp keeps for one input at most (n_vocab x 4 bytes a token)
 
 _POOLING = {
     llama_cpp.LLAMA_POOLING_TYPE_MEAN: P.Pooling.MEAN,
@@ -59,6 +61,12 @@ def model_pooling(info: GGUFInfo) -> int | None:
     when it declares none (absent, or ``NONE``: a generative model)."""
     declared = info.arch_key("pooling_type")
     return int(declared) if isinstance(declared, int) and int(declared) in _POOLING else None
+
+
+def max_input_tokens(n_ctx: int, n_vocab: int) -> int:
+    """The longest input accepted, tokens: ``n_ctx``, or fewer where its logits (``n_vocab`` x 4 bytes a
+    token, kept by llama.cpp in embeddings mode) would pass :data:`MAX_LOGITS_BYTES`; at least :data:`BATCH_TOKENS`."""
+    return min(n_ctx, max(BATCH_TOKENS, MAX_LOGITS_BYTES // (4 * max(n_vocab, 1))))
 
 
 def batches(counts: list[int], budget: int, max_seqs: int = MAX_SEQS) -> list[list[int]]:
@@ -167,8 +175,15 @@ class Embedder:
 
         Raises:
             EngineError: ``bad_settings`` (an empty input, a token id outside the vocabulary),
-                ``context_overflow`` (an input over ``max_tokens``; the message names it and the limit).
+                ``context_overflow`` (an input over :func:`max_input_tokens`; the message names it and the limit).
         """
+        limit = max_input_tokens(max_tokens, self.n_vocab)
+        why = (
+            "the loaded context, n_ctx"
+            if limit == max_tokens
+            else f"llama.cpp keeps every token's logits in embeddings mode, {self.n_vocab:,} x 4 bytes each; "
+            f"the loaded context is {max_tokens:,}"
+        )
         out: list[list[int]] = []
         for i, item in enumerate(inputs):
             if isinstance(item, str):
@@ -183,11 +198,10 @@ class Embedder:
                 ids = list(item)
             if not ids:
                 raise EngineError(P.FailureKind.BAD_SETTINGS, f"input[{i}] is empty: there is nothing to embed.")
-            if len(ids) > max_tokens:
+            if len(ids) > limit:
                 raise EngineError(
                     P.FailureKind.CONTEXT_OVERFLOW,
-                    f"input[{i}] is {len(ids):,} tokens, over the limit of {max_tokens:,} (the loaded context, "
-                    "n_ctx): shorten it, split it, or load the model with a larger context.",
+                    f"input[{i}] is {len(ids):,} tokens, over the limit of {limit:,} ({why}): shorten it or split it.",
                 )
             out.append(ids)
         return out

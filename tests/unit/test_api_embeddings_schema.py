@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.engine.embeddings import batches
+from app.engine.embeddings import batches, max_input_tokens
 from app.server.embeddings import MAX_INPUTS, EncodingFormat, parse_embeddings
 from app.server.errors import ApiError
 
@@ -46,3 +46,9 @@ def test_inputs_are_grouped_in_order_within_the_budget_a_long_one_alone():
     assert batches([3, 3, 3], 6) == [[0, 1], [2]]
     assert batches([2, 10, 2, 2], 6) == [[0], [1], [2, 3]]
     assert batches([1] * 5, 100, max_seqs=2) == [[0, 1], [2, 3], [4]]
+
+
+def test_an_input_is_at_most_n_ctx_or_what_its_logits_allow():
+    assert max_input_tokens(2048, 49152) == 2048  # SmolLM2: n_ctx
+    assert max_input_tokens(32768, 262144) == 2048  # Gemma 3: 2 GiB of logits
+    assert max_input_tokens(8192, 10**7) == 512  # never under one batch

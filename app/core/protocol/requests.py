@@ -285,7 +285,8 @@ class Embed:
 
     Runs on the engine's embed lane, off the main loop: a reply may stream meanwhile. Answered with
     :class:`~app.core.protocol.answers.Embedded`, or :class:`Failed` (``no_model``;
-    ``context_overflow``: an input longer than ``max_tokens``, the message names it and the input;
+    ``context_overflow``: an input longer than ``max_tokens``, or than the engine's cap on the logits
+    llama.cpp keeps for it; the message names the input and the limit;
     ``bad_settings``: an empty input or a token id outside the vocabulary; ``cancelled``: the model
     was unloaded meanwhile).
 
