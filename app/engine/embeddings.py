@@ -18,8 +18,9 @@ What llama.cpp does, called as its own ``examples/embedding`` and llama-server d
 
 llama.cpp pools a sequence within one ubatch (``embd_seq`` is written per ubatch in
 ``llama_context::decode``), so the context's ``n_ubatch`` is at least the longest input and a
-batch never splits a sequence. Its ``n_ctx = n_batch = n_ubatch`` grows to the request's need (in
-steps of :data:`CTX_STEP`) and is kept for the next request. Cost: llama.cpp computes and keeps the
+batch never splits a sequence. Its ``n_ctx = n_batch = n_ubatch`` is the request's need (in steps
+of :data:`CTX_STEP`), kept for the next request unless its logits buffer could pass
+:data:`KEEP_LOGITS_BYTES` (Gemma 3: over 1,024 tokens; SmolLM2: over 5,461). Cost: llama.cpp computes and keeps the
 logits of every token in embeddings mode (``output_all``), ``n_vocab x 4`` bytes per token of a
 batch: :data:`BATCH_TOKENS` bounds a batch of several inputs (537 MB for Gemma 3's 262k vocabulary),
 one longer input goes alone, and an input may be at most :func:`max_input_tokens` long: the loaded
@@ -47,6 +48,7 @@ BATCH_TOKENS = 512  # tokens of several inputs evaluated together (one longer in
 MAX_SEQS = 64  # inputs per llama_decode (sequence ids; llama.cpp allows LLAMA_MAX_SEQ = 256)
 CTX_STEP = 256  # the context's n_ctx is rounded up to this, tokens
 MAX_LOGITS_BYTES = 2 << 30  # the logits llama.cpp keeps for one input at most (n_vocab x 4 bytes a token)
+KEEP_LOGITS_BYTES = 1 << 30  # a context whose logits buffer can pass this is freed after its request
 
 _POOLING = {
     llama_cpp.LLAMA_POOLING_TYPE_MEAN: P.Pooling.MEAN,
@@ -225,6 +227,8 @@ class Embedder:
             for row, vec in zip(group, self._run([seqs[i] for i in group]), strict=True):
                 out[row] = l2_normalized(vec)
         pooling = _POOLING[int(llama_cpp.llama_pooling_type(self._ctx))]
+        if self._n_ctx * self.n_vocab * 4 > KEEP_LOGITS_BYTES:  # not kept idle with such a logits buffer
+            self.close()
         return P.Embedded(
             req.request_id,
             out.astype("<f4").tobytes(),
