@@ -110,6 +110,7 @@ LANES: dict[type[Any], Lane] = {
     P.InspectToken: Lane.INSPECT,
     P.PrepareInspect: Lane.INSPECT,
     P.Embed: Lane.EMBED,
+    P.CancelEmbed: Lane.READER,
 }
 
 
@@ -141,6 +142,7 @@ HANDLERS: dict[type[Any], Callable[[Session, Any], object | None]] = {
     P.CompareModels: lambda session, req: compare_models(req, emit=session.emit, cancel=session.cancel),
     # Embeddings (issue 23 §3): the loaded model in a context of its own, on the embed lane.
     P.Embed: lambda session, req: session.embed(req),
+    P.CancelEmbed: lambda session, req: session.cancel_embed(req),
 }
 
 

@@ -111,18 +111,26 @@ class Embedder:
         llm: the chat's ``llama_cpp.Llama`` (its model is shared, read-only; its context
             parameters give the threads and the KV offload).
         info: the model's GGUF facts (the declared pooling).
+        cancels: request ids cancelled (the session adds to it from another thread); an Embed
+            whose id is there ends with Failed ``cancelled``, and its id is removed when it ends.
     """
 
-    def __init__(self, llm: Any, info: GGUFInfo) -> None:
+    def __init__(self, llm: Any, info: GGUFInfo, cancels: set[int] | None = None) -> None:
         self._llm = llm
         self._declared = model_pooling(info)
         self._pooling = self._declared if self._declared is not None else llama_cpp.LLAMA_POOLING_TYPE_MEAN
         self._ctx: Any = None
         self._n_ctx = 0
         self._stop = threading.Event()
-        self._abort = llama_cpp.ggml_abort_callback(lambda _data: self._stop.is_set())
+        self._cancels = cancels if cancels is not None else set()
+        self._current = -1  # the request being embedded
+        self._abort = llama_cpp.ggml_abort_callback(lambda _data: self._stopped())
         self.n_embd = int(llama_cpp.llama_model_n_embd_out(llm.model))
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(llm.model)))
+
+    def _stopped(self) -> bool:
+        """The model is being unloaded, or the request being embedded was cancelled."""
+        return self._stop.is_set() or self._current in self._cancels
 
     def request_stop(self) -> None:
         """Stop the evaluation in progress and refuse further ones (any thread): the model is about to be freed."""
@@ -212,12 +220,20 @@ class Embedder:
         """Embed ``req.inputs`` (see the module docstring).
 
         Raises:
-            EngineError: as :meth:`tokens`; ``cancelled`` (the model is being unloaded); ``internal``
+            EngineError: as :meth:`tokens`; ``cancelled`` (the model is being unloaded, or
+                :class:`~app.core.protocol.CancelEmbed` came for it); ``internal``
                 (llama.cpp cannot make the context, or llama_decode failed).
         """
+        self._current = req.request_id
+        try:
+            return self._embed(req)
+        finally:
+            self._cancels.discard(req.request_id)
+            self._current = -1
+
+    def _embed(self, req: P.Embed) -> P.Embedded:
         t0 = time.perf_counter()
-        if self._stop.is_set():
-            raise EngineError(P.FailureKind.CANCELLED, "The model is being unloaded.")
+        self._check_stopped()
         seqs = self.tokens(req.inputs, req.max_tokens)
         counts = [len(s) for s in seqs]
         budget = max(max(counts), min(sum(counts), BATCH_TOKENS))
@@ -239,11 +255,19 @@ class Embedder:
             time.perf_counter() - t0,
         )
 
+    def _check_stopped(self) -> None:
+        """Raises EngineError ``cancelled`` when :meth:`_stopped`, saying why."""
+        if self._stop.is_set():
+            raise EngineError(P.FailureKind.CANCELLED, "The embeddings were stopped: the model is being unloaded.")
+        if self._current in self._cancels:
+            raise EngineError(P.FailureKind.CANCELLED, "The embeddings were cancelled (the client went away).")
+
     def _run(self, seqs: list[list[int]]) -> list[np.ndarray[Any, np.dtype[np.float32]]]:
         """Evaluate ``seqs`` in one llama_decode, sequence id ``k`` for the k-th; their pooled vectors (copies).
 
         Raises:
-            EngineError: ``cancelled`` (:meth:`request_stop`), ``internal`` (llama_decode failed).
+            EngineError: ``cancelled`` (:meth:`request_stop`, :class:`~app.core.protocol.CancelEmbed`),
+                ``internal`` (llama_decode failed).
         """
         ctx = self._ctx
         llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(ctx), True)
@@ -263,8 +287,7 @@ class Embedder:
             rc = int(llama_cpp.llama_decode(ctx, batch))
         finally:
             llama_cpp.llama_batch_free(batch)
-        if self._stop.is_set():
-            raise EngineError(P.FailureKind.CANCELLED, "The embeddings were stopped: the model is being unloaded.")
+        self._check_stopped()
         if rc != 0:
             raise EngineError(P.FailureKind.INTERNAL, f"llama.cpp could not evaluate the inputs (llama_decode {rc}).")
         vecs = []

@@ -62,6 +62,7 @@ class Session:
         self._chat_lock = threading.Lock()
         self._embed_lock = threading.Lock()
         self._embedder: Embedder | None = None  # the loaded model's embeddings context, made on first use
+        self._embed_cancels: set[int] = set()  # Embed request ids cancelled (CancelEmbed), until they end
 
     # ------------------------------------------------------------------------ loaded state
     @property
@@ -280,6 +281,11 @@ class Session:
             with self._model_lock:
                 m = self._require()
                 if self._embedder is None:
-                    self._embedder = Embedder(m.llm, m.info)
+                    self._embedder = Embedder(m.llm, m.info, self._embed_cancels)
                 embedder = self._embedder
             return embedder.embed(req)
+
+    def cancel_embed(self, req: P.CancelEmbed) -> None:
+        """Mark the Embed ``req.request_id`` cancelled (any thread): it ends with Failed ``cancelled``
+        (:meth:`app.engine.embeddings.Embedder.embed`). No answer."""
+        self._embed_cancels.add(req.request_id)

@@ -131,7 +131,7 @@ class Api:
 
     async def embeddings(self, request: Request) -> Response:
         """``/v1/embeddings`` (:mod:`app.server.embeddings`): the vectors once the engine has them. A
-        client that goes away meanwhile gets nothing; the engine finishes the request (not cancelled)."""
+        client that goes away meanwhile cancels its request (the engine stops at its next batch or graph node)."""
         try:
             self._check_key(request)
             try:
@@ -145,10 +145,18 @@ class Api:
         client = f"{request.client.host}:{request.client.port}" if request.client else "?"
         job = EmbeddingJob(parsed, client, asyncio.get_running_loop())
         self.open_embeds.add(job)
+        gone = asyncio.ensure_future(_disconnected(request))
+        answer = asyncio.ensure_future(job.answer())
         try:
             self.gateway.embed(job)
-            ev = await job.answer()
+            await asyncio.wait({answer, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if not answer.done():
+                answer.cancel()
+                self.gateway.cancel(job)
+                return Response(status_code=499)  # nobody is listening any more
+            ev = answer.result()
         finally:
+            gone.cancel()
             self.open_embeds.discard(job)
         if isinstance(ev, P.Embedded):
             return JSONResponse(embeddings_body(ev, parsed, model.id))

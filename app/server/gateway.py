@@ -110,7 +110,7 @@ class EngineGateway(Protocol):
     def submit(self, job: ApiJob) -> None:
         """Queue ``job``; its events, ending with Finished or Failed, arrive through ``job.deliver``."""
 
-    def cancel(self, job: ApiJob) -> None:
+    def cancel(self, job: ApiJob | EmbeddingJob) -> None:
         """Stop ``job`` (queued or in flight): its client went away."""
 
     def model(self) -> ModelCard | None:

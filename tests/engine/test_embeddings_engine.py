@@ -3,6 +3,8 @@ and a model that declares its pooling (a tiny GGUF with ``llama.pooling_type``).
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from app.core import protocol as P
@@ -44,6 +46,21 @@ def test_embeddings_are_answered_while_a_reply_streams_and_do_not_change_it(engi
     beside = ends[embed_id]
     assert isinstance(beside, P.Embedded) and np.allclose(vectors(beside), vectors(alone), atol=1e-6)
     assert isinstance(ends[gen_id], P.Finished) and ends[gen_id].text == ref.text  # the reply is the same
+
+
+def test_a_cancelled_request_ends_at_once_and_the_next_is_answered(engine):
+    host = engine.host
+    slow_id, next_id = host.next_id(), host.next_id()
+    long_inputs = tuple(f"{k}. " + "the river runs past the mill " * 60 for k in range(40))  # ~14k tokens, many s
+    t0 = time.monotonic()
+    host.send(P.Embed(slow_id, long_inputs, 4096))  # the cancel comes while it is tokenized or evaluated
+    host.send(P.CancelEmbed(slow_id))
+    ev = host.recv_raw(60)
+    assert isinstance(ev, P.Failed) and ev.request_id == slow_id and ev.kind is P.FailureKind.CANCELLED
+    assert time.monotonic() - t0 < 3, "the cancel waited for the whole request"
+    assert "client went away" in ev.message
+    after = host.request(P.Embed(next_id, TEXTS, 4096))
+    assert isinstance(after, P.Embedded) and len(after.token_counts) == 2
 
 
 def test_a_model_that_declares_its_pooling_gets_it_and_a_reranker_is_refused(tmp_path):

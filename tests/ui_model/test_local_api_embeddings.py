@@ -172,3 +172,21 @@ def test_embeddings_leave_the_chat_and_its_kv_cache_alone(qtbot, api, bg):
     # The whole first turn (prompt and reply, less the tokens the template re-renders) is reused.
     assert second.cached_tokens >= first.prompt_tokens, (first, second)
     assert first_reply
+
+
+@smollm2_only
+def test_the_server_panel_cancels_a_running_embeddings_request(qtbot, api, bg):
+    win, c = api
+    long_inputs = [f"{k}. " + "the river runs past the mill " * 60 for k in range(40)]  # many seconds of work
+    fut = bg.submit(c.embeddings.create, model="any", input=long_inputs)
+    qtbot.waitUntil(lambda: bool(win.server.entries) and win.server.entries[-1].status is RequestStatus.RUNNING)
+    win.server_panel.table.selectRow(0)  # newest first
+    assert win.server_panel.cancel.isEnabled()
+    win.server_panel.cancel.click()
+    qtbot.waitUntil(fut.done, timeout=5_000)  # not the whole request's time
+    with pytest.raises(openai.InternalServerError) as cancelled:
+        fut.result()
+    assert cancelled.value.status_code == 503 and cancelled.value.body["code"] == "cancelled"
+    assert win.server.entries[-1].status is RequestStatus.CANCELLED
+    again = wait(qtbot, bg.submit(c.embeddings.create, model="any", input="hello", encoding_format="float"))
+    assert len(again.data) == 1

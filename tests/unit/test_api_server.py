@@ -47,6 +47,8 @@ class ScriptedGateway:
     def embed(self, job: EmbeddingJob) -> None:
         """Two 3-value vectors for any request whose first input is not "fail"; else context_overflow."""
         self.jobs.append(job)  # type: ignore[arg-type]
+        if job.request.inputs[0] == "hang":
+            return  # never answered: the client goes away
         if job.request.inputs[0] == "fail":
             job.deliver(P.Failed(0, P.FailureKind.CONTEXT_OVERFLOW, "input[0] is 9 tokens, over the limit of 8"))
             return
@@ -202,3 +204,21 @@ def test_embeddings_float_and_base64_usage_and_an_engine_refusal(serve):
     assert status == 400 and json.loads(text)["error"]["param"] == "dimensions"
     status, _h, text = http(f"{s.url}/embeddings", {"input": "a"}, key="wrong")
     assert status == 401
+
+
+def test_an_embeddings_client_that_goes_away_cancels_its_request(serve):
+    s, gw = serve(REPLY)
+    body = json.dumps({"input": "hang"}).encode()
+    c = socket.create_connection(("127.0.0.1", s.port))
+    c.sendall(
+        f"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    deadline = time.monotonic() + 5
+    while not gw.jobs and time.monotonic() < deadline:
+        time.sleep(0.02)
+    c.close()
+    while not gw.cancelled and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert gw.cancelled == gw.jobs and isinstance(gw.cancelled[0], EmbeddingJob)

@@ -149,7 +149,7 @@ __all__ += ["DepthMeasured", "DepthSwept", "SweepDepth"]
 
 # ---- embeddings (issue 23 §3) --------------------------------------------------------------------
 from app.core.protocol.answers import Embedded, Pooling  # noqa: E402
-from app.core.protocol.requests import Embed  # noqa: E402
+from app.core.protocol.requests import CancelEmbed, Embed  # noqa: E402
 
-__all__ += ["Embed", "Embedded", "Pooling"]
+__all__ += ["CancelEmbed", "Embed", "Embedded", "Pooling"]
 # ---- end of embeddings ---------------------------------------------------------------------------

@@ -301,6 +301,16 @@ class Embed:
     max_tokens: int
 
 
+@dataclass(frozen=True)
+class CancelEmbed:
+    """Stop the :class:`Embed` with ``request_id`` (its client went away, or the window cancelled it): it
+    ends with :class:`Failed` ``cancelled`` before its next batch or graph node, or at once when it has
+    not started. Answered by nothing (on the engine's reader lane, while the embed lane works); send it
+    only while that Embed has not been answered."""
+
+    request_id: int
+
+
 # ---- end of embeddings ---------------------------------------------------------------------------
 
 
@@ -318,4 +328,5 @@ Request = (
     | Quantize
     | CompareModels  # comparing two quantizations (issue 21): app/core/quant/comparison.py
     | Embed  # embeddings (issue 23 §3)
+    | CancelEmbed
 )

@@ -573,6 +573,14 @@ class EngineClient(QObject):
         self._send(replace(request, request_id=rid))
         return rid
 
+    def cancel_embed(self, request_id: int) -> bool:
+        """Stop the Embed ``request_id`` (:class:`~app.core.protocol.CancelEmbed`); its sink gets Failed
+        ``cancelled``. False when it has been answered already (nothing is sent)."""
+        if request_id not in self._embed_sinks or self._link.host is None:
+            return False
+        self._send(P.CancelEmbed(request_id))
+        return True
+
     def _embed_ended(self, ev: P.Embedded | P.Failed) -> None:
         sink = self._embed_sinks.pop(ev.request_id, None)
         if sink is not None:

@@ -51,7 +51,7 @@ class ServerController(QObject):
     entry_changed = Signal(ApiLogEntry)
 
     _submitted = Signal(ApiJob)  # from the server thread (queued)
-    _cancel_asked = Signal(ApiJob)  # from the server thread (queued)
+    _cancel_asked = Signal(object)  # ApiJob | EmbeddingJob, from the server thread (queued)
     _embed_asked = Signal(EmbeddingJob)  # from the server thread (queued)
 
     def __init__(self, engine: EngineClient, settings: SettingsController, parent: QObject | None = None) -> None:
@@ -63,6 +63,7 @@ class ServerController(QObject):
         self.error = ""
         self.entries: list[ApiLogEntry] = []
         self._tickets: dict[int, int] = {}  # job id -> engine ticket, while queued or running
+        self._embeds: dict[int, int] = {}  # embeddings job id -> engine request id, while running
         self._card: ModelCard | None = None
         self._submitted.connect(self._on_submitted)
         self._cancel_asked.connect(self._on_cancel_asked)
@@ -137,7 +138,7 @@ class ServerController(QObject):
         """Queue ``job`` on the engine (server thread: crosses to the UI thread)."""
         self._submitted.emit(job)
 
-    def cancel(self, job: ApiJob) -> None:
+    def cancel(self, job: ApiJob | EmbeddingJob) -> None:
         """Cancel ``job``: its client went away (server thread)."""
         self._cancel_asked.emit(job)
 
@@ -152,6 +153,8 @@ class ServerController(QObject):
     # ----------------------------------------------------------------------- UI thread
     def cancel_request(self, job_id: int) -> bool:
         """Cancel a request from the window (queued: it never runs; running: stopped like Stop)."""
+        if job_id in self._embeds:
+            return self.engine.cancel_embed(self._embeds[job_id])
         ticket = self._tickets.get(job_id)
         return ticket is not None and self.engine.cancel_external(ticket)
 
@@ -192,10 +195,11 @@ class ServerController(QObject):
         self._add(entry)
 
         def end(ev: object) -> None:
+            self._embeds.pop(job.id, None)
             if isinstance(ev, P.Embedded):
                 entry.embedded(ev)
             elif isinstance(ev, P.Failed):
-                entry.failed(ev.message)
+                entry.failed(ev.message, cancelled=ev.kind is P.FailureKind.CANCELLED)
             self.entry_changed.emit(entry)
             job.deliver(ev)
 
@@ -206,10 +210,12 @@ class ServerController(QObject):
         if self._settings.settings.server.busy_policy is BusyPolicy.REFUSE and self.engine.generating:
             end(P.Failed(0, P.FailureKind.BUSY, BUSY_MESSAGE))
             return
-        if self.engine.embed(P.Embed(0, job.request.inputs, card.n_ctx), end) is None:
+        rid = self.engine.embed(P.Embed(0, job.request.inputs, card.n_ctx), end)
+        if rid is None:
             why = "the engine is a remote server" if self.engine.remote is not None else "no model is loaded"
             end(P.Failed(0, P.FailureKind.NO_MODEL, f"Embeddings need the local engine with a model; {why}."))
             return
+        self._embeds[job.id] = rid
         entry.started()
         self.entry_changed.emit(entry)
 
@@ -224,7 +230,7 @@ class ServerController(QObject):
         job.deliver(ev)
 
     @Slot(object)
-    def _on_cancel_asked(self, job: ApiJob) -> None:
+    def _on_cancel_asked(self, job: ApiJob | EmbeddingJob) -> None:
         self.cancel_request(job.id)
 
     def _add(self, entry: ApiLogEntry) -> None:
