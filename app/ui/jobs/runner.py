@@ -163,7 +163,12 @@ class JobRunner(QObject):
         self.ended.emit()
 
     def shutdown(self) -> None:
-        """End a running job's process at once (the window closes); emits nothing."""
+        """End a running job's process at once (the window closes); emits nothing.
+
+        It waits (up to 5 s; a killed process's pipe closes at once, a few ms) until the job's reader thread
+        has heard of the end (``HostLink.drop``), so the runner may be deleted right after: a reader still
+        reporting to a deleted runner raised "Signal source has been deleted" on its thread (an error banner
+        when a quantize dialog was closed within a second of Start)."""
         self._kill_timer.stop()
         self._request = None
-        self._link.release(kill=True)
+        self._link.drop(kill=True)
