@@ -175,10 +175,9 @@ class JobRunner(QObject):
     def shutdown(self) -> None:
         """End a running job's process at once (the window closes); emits nothing.
 
-        It waits (up to 5 s; a killed process's pipe closes at once, a few ms) until the job's reader thread
-        has heard of the end (``HostLink.drop``), so the runner may be deleted right after: a reader still
-        reporting to a deleted runner raised "Signal source has been deleted" on its thread (an error banner
-        when a quantize dialog was closed within a second of Start)."""
+        It returns once the process is gone and the job's reader thread has heard of it and ended
+        (``HostLink.drop``: a killed process's pipe closes at once, a few ms; 5 s at most), so nothing of
+        the job outlives a runner deleted right after (a quantize dialog closed within a second of Start)."""
         self._kill_timer.stop()
         self._request = None
         self._link.drop(kill=True)
