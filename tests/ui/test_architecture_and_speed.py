@@ -118,6 +118,8 @@ def test_cache_settings_survive_a_restart(qtbot, tiny_model):
     load(qtbot, win, tiny_model)
     win.model_panel.flash_attn.setCurrentIndex(win.model_panel.flash_attn.findData("on"))
     win.model_panel.type_v.setCurrentIndex(win.model_panel.type_v.findData("q4_0"))
+    with qtbot.waitSignal(win.engine.model_loaded, timeout=5000):
+        win.model_panel.apply_btn.click()  # remembered for the file once applied
     close_window(win)
     win2 = make_window(qtbot)
     try:
