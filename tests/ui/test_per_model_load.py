@@ -71,7 +71,7 @@ def test_an_edit_not_applied_is_not_remembered_and_goes_when_another_model_loads
         load(qtbot, win, a)
         panel.n_ctx.setValue(512)  # typed, not applied
         assert win.settings.remembered_load(str(a)) is None  # before: n_ctx 512 remembered at once
-        assert panel.apply_btn.property("pending") and "Not applied yet: n_ctx 512." in memory.text.text()
+        assert panel.apply_btn.property("pending") and "Not applied yet: n_ctx 512 (Apply reloads" in memory.text.text()
         assert "dropped if another model loads first" in memory.text.text()
         load(qtbot, win, b)
         assert "Not applied yet" not in memory.text.text()

@@ -29,15 +29,15 @@ def memory_text(path: str | None, remembered: LoadSettings | None, unapplied: Se
             f"({', '.join(LoadSettings().terms()[:2])}…). Open one to change them."
         )
     if remembered is None:
-        where = "Glassbox's defaults: nothing remembered for this file yet; settings you apply are remembered for it."
+        where = "Glassbox's defaults: nothing remembered for this file yet; Apply remembers what you set."
     else:
         changed = remembered.differences(LoadSettings())
         where = f"Remembered for this file: {', '.join(changed)}; the rest as Glassbox's defaults."
     if not unapplied:
         return where
     return (
-        f"{where} Not applied yet: {', '.join(unapplied)}. Apply reloads the model with them and remembers them "
-        "for this file; they are dropped if another model loads first."
+        f"{where} Not applied yet: {', '.join(unapplied)} (Apply reloads and remembers; dropped if another model "
+        "loads first)."
     )
 
 
