@@ -290,3 +290,26 @@ def test_a_name_outside_the_folder_is_refused_and_fallbacks_are_said_before_star
         assert dialog.message.kind.value == "error" and "is not a file name" in dialog.message.plain, bad
         assert not dialog.job.running
     assert list(tmp_path.iterdir()) == [] and not (tmp_path.parent / "escape.gguf").exists()
+
+
+def test_closing_the_window_ends_a_quantization_in_flight(qtbot, smollm2, tmp_path):
+    release = threading.Event()
+    hosts: list[ScriptedJobHost] = []
+
+    def make() -> ScriptedJobHost:
+        hosts.append(ScriptedJobHost(_hangs_until(release)))
+        return hosts[-1]
+
+    win = make_window(qtbot)
+    try:
+        win.models.quantize_hosts = make
+        dialog = win.models.make_quantization(str(smollm2))
+        assert dialog is not None
+        dialog.start_button.click()
+        qtbot.waitUntil(lambda: "Tensor 1 of 272" in dialog.status.text(), timeout=10_000)
+        part = part_file(dialog.destination)
+        assert part.exists()
+    finally:
+        close_window(win)
+        release.set()
+    assert hosts[0].killed and not part.exists()  # the dialog closed with the window: killed, .part removed
