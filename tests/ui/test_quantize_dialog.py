@@ -313,3 +313,25 @@ def test_closing_the_window_ends_a_quantization_in_flight(qtbot, smollm2, tmp_pa
         close_window(win)
         release.set()
     assert hosts[0].killed and not part.exists()  # the dialog closed with the window: killed, .part removed
+
+
+def test_a_dialog_made_wider_or_narrower_fits_its_height(qtbot, gemma, tmp_path):
+    dialog = _dialog(qtbot, gemma, tmp_path, _made)
+    dialog.resize(900, dialog.height())
+    wide = dialog.height()
+    _laid_out_whole(dialog)
+    dialog.resize(MIN_WIDTH, dialog.height())
+    assert dialog.width() == MIN_WIDTH and dialog.height() > wide  # the notice wraps to more lines
+    _laid_out_whole(dialog)
+
+
+def test_a_long_name_widens_the_dialog_rather_than_overlap_the_folder_button(qtbot, smollm2, tmp_path):
+    long_source = tmp_path / "Meta-Llama-3.1-8B-Instruct-abliterated-GGUF-Q4_K_M-imatrix-v2.gguf"
+    long_source.symlink_to(smollm2)
+    dialog = _dialog(qtbot, long_source, tmp_path, _made)
+    name = dialog.name_edit
+    assert name.text().startswith("Meta-Llama-3.1-8B") and name.cursorPosition() == 0
+    assert name.fontMetrics().horizontalAdvance(name.text()) < name.contentsRect().width()  # whole
+    field = name.geometry()
+    assert field.right() < dialog.choose_button.geometry().left() and dialog.width() > MIN_WIDTH
+    _laid_out_whole(dialog)

@@ -296,6 +296,7 @@ class QuantizeDialog(QDialog):
         needed = self.name_edit.fontMetrics().horizontalAdvance(name) + margins.left() + margins.right() + 16
         self.name_edit.setMinimumWidth(min(needed, NAME_MAX_WIDTH))
         self.name_edit.setCursorPosition(0)
+        self.fit_height()
 
     def _show_folder(self) -> None:
         """``in <folder>``, elided in the middle when it is longer than the dialog is wide (whole in the tooltip)."""
@@ -308,9 +309,12 @@ class QuantizeDialog(QDialog):
         self.folder_label.setText(self.folder_label.fontMetrics().elidedText(text, Qt.TextElideMode.ElideMiddle, width))
 
     def resizeEvent(self, e: QResizeEvent) -> None:
+        """A new width (the person widened or narrowed it): the folder elided again, the height fitted to the
+        rows' wrapping at that width."""
         super().resizeEvent(e)
         if e.size().width() != e.oldSize().width():
             self._elide_folder()
+            self.fit_height()  # resizes to this width: no further width change, so no loop
 
     def event(self, e: QEvent) -> bool:
         """After the layout's own pass on a ``LayoutRequest`` (a message, the status line or the progress
@@ -321,13 +325,13 @@ class QuantizeDialog(QDialog):
         return handled
 
     def fit_height(self) -> None:
-        """Make the dialog as tall as its rows need at its present width (never narrower or wider): the
-        wrapped messages whole, nothing overlapping."""
+        """Make the dialog as tall as its rows need at its present width (wider only when a row needs it: a
+        long name's field): the wrapped messages whole, nothing overlapping."""
         lay = self.layout()
         if lay is None:
             return
         lay.activate()
-        width = max(self.width(), MIN_WIDTH)
+        width = max(self.width(), MIN_WIDTH, lay.totalMinimumSize().width())  # a long name's field widens it
         height = lay.totalHeightForWidth(width) if lay.hasHeightForWidth() else lay.totalSizeHint().height()
         self.setMinimumHeight(height)
         self.resize(width, height)
