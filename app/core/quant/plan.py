@@ -5,9 +5,10 @@ and bits per weight, how many tensors will get a fallback type (and why: the res
 the type's bits per weight suggest), and whether the result measures requantization. The figures add up
 the type llama.cpp's quantizer gives each tensor (:mod:`app.core.quant.tensor_choice`, read from
 src/llama-quant.cpp: the mix, the output tensor, the fallbacks) and the source's header, each tensor's
-data padded to GGUF's alignment; they are llama.cpp's dry run's figures for SmolLM2 and Gemma 3 to 0.1 MiB
-(tests/engine/test_quantize.py). The engine's dry run gives llama.cpp's own figure once a quantization
-starts (:class:`~app.core.protocol.progress.QuantizeProgress`).
+data padded to GGUF's alignment. For SmolLM2 and Gemma 3 every type's tensor bytes are llama.cpp's dry run's
+"quant size" to its 0.01 MiB, with its BPW and fallback count (tests/unit/test_quant_plan.py), and the size
+is the made file's to the byte (SmolLM2 Q8_0, Q4_K_M, Q2_K; tests/engine/test_quantize.py). The engine's dry
+run checks the figure once a quantization starts (:func:`app.engine.quant.quantize.quantize`).
 """
 
 from __future__ import annotations
