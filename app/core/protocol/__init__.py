@@ -146,3 +146,10 @@ from app.core.protocol.requests import SweepDepth  # noqa: E402
 
 __all__ += ["DepthMeasured", "DepthSwept", "SweepDepth"]
 # ---- end of speed against context length --------------------------------------------------------
+
+# ---- sizing a quantization (issue 21 §2) ------------------------------------------------------------
+from app.core.protocol.answers import FallbackTensor, PlannedType, QuantizePlanned  # noqa: E402
+from app.core.protocol.requests import PlanQuantize  # noqa: E402
+
+__all__ += ["FallbackTensor", "PlanQuantize", "PlannedType", "QuantizePlanned"]
+# ---- end of sizing a quantization -------------------------------------------------------------------
