@@ -413,7 +413,7 @@ def test_a_failed_sizing_leaves_the_rough_estimates_marked_about(qtbot, smollm2,
         emit(P.Failed(req.request_id, P.FailureKind.QUANTIZE, "llama.cpp could not read it."))
 
     dialog = _dialog(qtbot, smollm2, tmp_path, _made, sizing=fails)
-    assert dialog.sizing is Sizing.ROUGH and "dry run failed (llama.cpp could not read it.)" in dialog.caption.text()
+    assert dialog.sizing is Sizing.ROUGH and "dry run failed (llama.cpp could not read it)." in dialog.caption.text()
     plan = plan_quantization([read_gguf_info(smollm2)])
     rows = [dialog.types.topLevelItem(i) for i in range(dialog.types.topLevelItemCount())]
     for row, o in zip(rows, plan.options, strict=True):

@@ -402,7 +402,7 @@ class QuantizeDialog(QDialog):
     def _on_plan_failed(self, message: str) -> None:
         """The sizing failed: the rough estimates, marked "about", and why in the caption."""
         self.sizing = Sizing.ROUGH
-        self.caption.setText(f"Type. Sizes are rough estimates: llama.cpp's dry run failed ({message}).")
+        self.caption.setText(f"Type. Sizes are rough estimates: llama.cpp's dry run failed ({message.rstrip('.')}).")
         self._fill_rows()
 
     def _fill_rows(self) -> None:
