@@ -4,6 +4,7 @@ and its dry run)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import threading
@@ -133,6 +134,16 @@ def test_planning_a_source_that_is_not_a_gguf_fails_as_bad_model(host, tmp_path)
     bad.write_text("not a model")
     answer = host.request(P.PlanQuantize(host.next_id(), str(bad)))
     assert isinstance(answer, P.Failed) and answer.kind is P.FailureKind.BAD_MODEL and "notes.gguf" in answer.message
+
+
+def test_a_dry_run_log_not_understood_gives_no_figure_rather_than_a_wrong_one(smollm2, monkeypatch):
+    """Another llama.cpp's per-tensor line: the sizing fails in words (the dialog then shows "about")."""
+    from app.engine.quant import dry_run as dry_run_module
+
+    monkeypatch.setattr(dry_run_module, "_TENSOR_RE", re.compile(r"^never$"))
+    with pytest.raises(EngineError) as failed:
+        plan_quantize(P.PlanQuantize(1, str(smollm2)), llama_log=LlamaLog())
+    assert failed.value.kind is P.FailureKind.INTERNAL and "listed 0 of SmolLM2" in failed.value.message
 
 
 def test_the_disk_space_refusal_gives_the_figure_the_dialog_lists(smollm2, tmp_path, monkeypatch):

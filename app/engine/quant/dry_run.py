@@ -107,7 +107,11 @@ def dry_run(
 ) -> P.PlannedType:
     """llama.cpp's dry run of quantizing ``src`` to ``qtype`` with ``params`` (its ``dry_run`` set for the call):
     the exact size, the bits per weight and the fallback tensors; a refusal (its error lines, or that it needs
-    an importance matrix) with zero figures when llama.cpp would not make it. Nothing is written."""
+    an importance matrix) with zero figures when llama.cpp would not make it. Nothing is written.
+
+    Raises:
+        EngineError: ``internal``: its log did not list every tensor in the form read here (another llama.cpp).
+    """
     lines: list[str] = []  # every line (its kept lines are fewer than a large model's tensors)
     params.dry_run = True
     llama_log.mark()
@@ -127,10 +131,11 @@ def dry_run(
         )
     kept = {t.name: t for p in src.parts for t in p.tensors}
     align = src.alignment
-    weights = padded = 0
+    weights = padded = seen = 0
     for line in lines:
-        if (m := _TENSOR_RE.match(line)) is None:
+        if (m := _TENSOR_RE.match(line)) is None or m.group(2) not in kept:
             continue
+        seen += 1
         name, new_type = m.group(2), m.group(4)
         if new_type is None:
             n = kept[name].n_bytes
@@ -141,6 +146,12 @@ def dry_run(
             n = type_bytes(new_type.upper(), n_elements)
         weights += n
         padded += (n + align - 1) // align * align
+    if seen != n_tensors:  # another llama.cpp's log format: no figure rather than a wrong one
+        raise EngineError(
+            P.FailureKind.INTERNAL,
+            f"llama.cpp's dry run of {qtype.value} listed {seen} of {src.path.name}'s {n_tensors} tensors in a form "
+            "Glassbox did not recognise, so its size is unknown.",
+        )
     fallbacks = tuple(
         P.FallbackTensor(m.group(1), int(m.group(2)), int(m.group(3)), m.group(4).upper(), m.group(5).upper())
         for line in lines

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 import os
 import re
 import shutil
@@ -29,6 +30,8 @@ from app.core.quant.plan import QuantOption
 from app.engine.errors import CancelFlag, EngineError
 from app.engine.llama_log import MIB, LlamaLog
 from app.engine.quant.dry_run import dry_run, quantize_params, read_source
+
+log = logging.getLogger(__name__)
 
 #: A tensor written: llama.cpp's ``[%4d/%4d] name - [shape], type = ..., ... size = ...`` line.
 _TENSOR_RE = re.compile(r"^\[\s*(\d+)/\s*(\d+)\]\s.*\bsize =")
@@ -75,7 +78,11 @@ def quantize(
     if cancel.is_set():
         raise EngineError(P.FailureKind.CANCELLED, "The quantization was cancelled before it started.")
     params = quantize_params(req.qtype, plan, req.n_threads)
-    sized = dry_run(src, req.qtype, params, llama_log)  # a dry run that fails means the real one would
+    try:
+        sized = dry_run(src, req.qtype, params, llama_log)  # a dry run that fails means the real one would
+    except EngineError as exc:  # its log not understood: the size unknown (0), the progress counts tensors
+        log.warning("%s", exc.message)
+        sized = P.PlannedType(req.qtype, 0, 0.0, plan.n_tensors)
     if sized.refusal:
         raise EngineError(P.FailureKind.QUANTIZE, f"{sized.refusal} Choose another type.")
     expected = sized.bytes
