@@ -24,6 +24,7 @@ from app.engine.devices import gpu_devices
 from app.engine.errors import CancelFlag, EngineError
 from app.engine.llama_log import LlamaLog
 from app.engine.quant.compare import compare_models
+from app.engine.quant.dry_run import plan_quantize
 from app.engine.quant.quantize import quantize
 from app.engine.rpc import rpc_supported
 from app.engine.session import Session
@@ -143,6 +144,8 @@ HANDLERS: dict[type[Any], Callable[[Session, Any], object | None]] = {
     # Embeddings (issue 23 §3): the loaded model in a context of its own, on the embed lane.
     P.Embed: lambda session, req: session.embed(req),
     P.CancelEmbed: lambda session, req: session.cancel_embed(req),
+    # Sizing a quantization (issue 21 §2): llama.cpp's dry run of each type offered, nothing written.
+    P.PlanQuantize: lambda session, req: plan_quantize(req, llama_log=session.llama_log),
 }
 
 

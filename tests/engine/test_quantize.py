@@ -1,8 +1,10 @@
-"""Issue 21 §2: the ``Quantize`` request on the real SmolLM2 (llama.cpp's ``llama_model_quantize``)."""
+"""Issue 21 §2: the ``Quantize`` and ``PlanQuantize`` requests on the real SmolLM2 (llama.cpp's ``llama_model_quantize``,
+and its dry run)."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import threading
@@ -13,12 +15,12 @@ import pytest
 from app.core import protocol as P
 from app.core.chat.context import LoadSettings
 from app.core.gguf.gguf_info import format_bytes, read_gguf_info
-from app.core.quant.plan import plan_quantization
 from app.core.quant.types import QuantType
 from app.engine.errors import EngineError
 from app.engine.host import EngineHost
 from app.engine.llama_log import LlamaLog
 from app.engine.quant import quantize as quantize_module
+from app.engine.quant.dry_run import plan_quantize
 from app.engine.quant.quantize import part_path
 from tests.support.models import sha256_file
 from tests.support.quantized import _whole, requantized
@@ -46,10 +48,8 @@ def test_quantize_to_q8_0_writes_a_whole_q8_0_that_loads(host, smollm2, tmp_path
     assert done[0] == 0 and done[-1] == 272 and done == sorted(done)
     assert {p.tensors_total for p in progress} == {272}
     assert progress[-1].bytes_written == answer.bytes
-    # the plan's figure is the real size to the byte (the header as the source's, each tensor padded to 32),
-    # and the progress uses it: the dry run's quant size is the plan's tensor bytes to its 0.01 MiB
-    estimate = plan_quantization([read_gguf_info(smollm2)]).option(QuantType.Q8_0).expected_bytes
-    assert estimate == answer.bytes and progress[0].expected_bytes == estimate
+    # the progress runs against the dry run's figure, the made file's size to the byte
+    assert progress[0].expected_bytes == answer.bytes
     info = read_gguf_info(dest)
     assert info.metadata["general.file_type"] == QuantType.Q8_0.ftype and info.quant_type == "Q8_0"
     assert {t.type_name for t in info.tensors if len(t.shape) >= 2} == {"Q8_0"}
@@ -84,15 +84,78 @@ def test_an_existing_destination_and_an_unwritable_folder_are_refused_by_name(ho
     )
 
 
+# llama-quantize --dry-run --allow-requantize <SmolLM2 Q4_1> <type> (llama-cpp-python 0.3.36's llama.cpp):
+# (quant size MiB, BPW, "N of M tensor(s) required fallback quantization")
+_SMOLLM2_DRY_RUN = {
+    QuantType.Q8_0: (136.40, 8.51, 0),
+    QuantType.Q6_K: (130.27, 8.12, 180),
+    QuantType.Q5_K_M: (105.21, 6.56, 180),
+    QuantType.Q4_K_M: (98.87, 6.17, 180),
+    QuantType.Q4_0: (85.77, 5.35, 1),
+    QuantType.Q3_K_M: (87.48, 5.46, 180),
+    QuantType.Q2_K: (82.41, 5.14, 180),
+}
+
+
+def test_the_plan_is_llama_cpps_dry_run_and_the_made_files_size_to_the_byte(host, smollm2, smollm2_q8_0, smollm2_q2_k):
+    """PlanQuantize in a job engine: each type's size is the file llama.cpp makes, to the byte (SmolLM2's Q8_0
+    and Q2_K, made by the Quantize request), with llama-quantize --dry-run's BPW and fallback count."""
+    answer = host.request(P.PlanQuantize(host.next_id(), str(smollm2)))
+    assert isinstance(answer, P.QuantizePlanned), answer
+    assert [o.qtype for o in answer.options] == list(QuantType) and answer.elapsed_s < 30
+    by_type = {o.qtype: o for o in answer.options}
+    assert by_type[QuantType.Q8_0].bytes == smollm2_q8_0.stat().st_size
+    assert by_type[QuantType.Q2_K].bytes == smollm2_q2_k.stat().st_size
+    info = read_gguf_info(smollm2)
+    for q, (mib, bpw, n_fallback) in _SMOLLM2_DRY_RUN.items():
+        o = by_type[q]
+        assert o.refusal == "" and o.n_tensors == 272, q
+        assert o.bits_per_weight * info.n_params / 8 / 2**20 == pytest.approx(mib, abs=0.005), q  # its quant size
+        assert 0 <= o.bytes - info.data_offset - o.bits_per_weight * info.n_params / 8 < 272 * 32  # + padding
+        assert round(o.bits_per_weight, 2) == bpw and len(o.fallbacks) == n_fallback, q
+    q2 = by_type[QuantType.Q2_K].fallbacks
+    assert {(f.row_weights, f.block_weights, f.given) for f in q2} == {(576, 256, "Q4_0")}
+    assert {f.chosen for f in q2} == {"Q2_K", "Q3_K"}  # the mix gives FFN down and attention V Q3_K
+    assert by_type[QuantType.Q4_0].fallbacks == (P.FallbackTensor("token_embd.weight", 576, 256, "Q6_K", "Q8_0"),)
+
+
+def test_the_plan_of_gemma_leaves_out_the_type_it_already_is(host, gemma):
+    answer = host.request(P.PlanQuantize(host.next_id(), str(gemma)))
+    assert isinstance(answer, P.QuantizePlanned), answer
+    assert QuantType.Q4_K_M not in {o.qtype for o in answer.options} and len(answer.options) == 6
+    # llama.cpp's dry run of Gemma 3 270M: Q8_0 8.50 BPW, Q2_K 6.88 with 90 of 236 tensors falling back
+    by_type = {o.qtype: o for o in answer.options}
+    assert round(by_type[QuantType.Q8_0].bits_per_weight, 2) == 8.50
+    assert round(by_type[QuantType.Q2_K].bits_per_weight, 2) == 6.88 and len(by_type[QuantType.Q2_K].fallbacks) == 90
+
+
+def test_planning_a_source_that_is_not_a_gguf_fails_as_bad_model(host, tmp_path):
+    bad = tmp_path / "notes.gguf"
+    bad.write_text("not a model")
+    answer = host.request(P.PlanQuantize(host.next_id(), str(bad)))
+    assert isinstance(answer, P.Failed) and answer.kind is P.FailureKind.BAD_MODEL and "notes.gguf" in answer.message
+
+
+def test_a_dry_run_log_not_understood_gives_no_figure_rather_than_a_wrong_one(smollm2, monkeypatch):
+    """Another llama.cpp's per-tensor line: the sizing fails in words (the dialog then shows "about")."""
+    from app.engine.quant import dry_run as dry_run_module
+
+    monkeypatch.setattr(dry_run_module, "_TENSOR_RE", re.compile(r"^never$"))
+    with pytest.raises(EngineError) as failed:
+        plan_quantize(P.PlanQuantize(1, str(smollm2)), llama_log=LlamaLog())
+    assert failed.value.kind is P.FailureKind.INTERNAL and "listed 0 of SmolLM2" in failed.value.message
+
+
 def test_the_disk_space_refusal_gives_the_figure_the_dialog_lists(smollm2, tmp_path, monkeypatch):
-    """One figure: the Q2_K the dialog lists at 84.1 MiB needs "about 84.1 MiB" (it listed 81.5 before the
-    mix's rules were counted; llama.cpp's dry run, which the refusal follows, said 84.1)."""
-    listed = format_bytes(plan_quantization([read_gguf_info(smollm2)]).option(QuantType.Q2_K).expected_bytes)
+    """One figure: the Q2_K the dialog lists (llama.cpp's dry run: 84.1 MiB) is what the refusal says it needs."""
+    llama_log = LlamaLog()
+    planned = plan_quantize(P.PlanQuantize(1, str(smollm2)), llama_log=llama_log)
+    listed = format_bytes(next(o.bytes for o in planned.options if o.qtype is QuantType.Q2_K))
     assert listed == "84.1 MiB"
     monkeypatch.setattr(quantize_module.shutil, "disk_usage", lambda _p: shutil._ntuple_diskusage(10**9, 10**9, 2**20))
     req = P.Quantize(1, str(smollm2), str(tmp_path / "s.Q2_K.gguf"), QuantType.Q2_K, n_threads=1)
     with pytest.raises(EngineError) as refused:
-        quantize_module.quantize(req, emit=lambda _ev: None, llama_log=LlamaLog(), cancel=threading.Event())
+        quantize_module.quantize(req, emit=lambda _ev: None, llama_log=llama_log, cancel=threading.Event())
     assert refused.value.kind is P.FailureKind.QUANTIZE
     assert f"needs about {listed} and" in refused.value.message and list(tmp_path.iterdir()) == []
 

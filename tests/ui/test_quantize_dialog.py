@@ -15,7 +15,8 @@ from app.core.gguf.gguf_info import read_gguf_info
 from app.core.quant.plan import plan_quantization
 from app.core.quant.types import QuantType
 from app.engine.host import EngineDied
-from app.ui.quant.quantize_dialog import MIN_WIDTH, QuantizeDialog
+from app.ui.common.fmt import format_bytes
+from app.ui.quant.quantize_dialog import MIN_WIDTH, SIZING, QuantizeDialog, Sizing
 from app.ui.quant.quantize_job import QuantizeJob, part_file
 from tests.support.job_host import ScriptedJobHost
 from tests.support.models import write_tiny_model
@@ -33,12 +34,56 @@ def _made(req, emit, _cancelled) -> None:  # type: ignore[no-untyped-def]
     emit(P.Quantized(req.request_id, str(dest), req.qtype, dest.stat().st_size, 1000, 3, True, 0.3, 2))
 
 
-def _dialog(qtbot, source: Path, folder: Path, script) -> QuantizeDialog:  # type: ignore[no-untyped-def]
+def _fallbacks(n: int, chosen: str, given: str) -> tuple[P.FallbackTensor, ...]:
+    return tuple(P.FallbackTensor(f"blk.{i}.attn_k.weight", 576, 256, chosen, given) for i in range(n))
+
+
+#: llama.cpp's dry run of SmolLM2 (tests/engine/test_quantize.py runs it): bytes, BPW, fallback tensors.
+_SMOL_DRY_RUN = (
+    P.PlannedType(QuantType.Q8_0, 144_811_072, 8.506, 272),
+    P.PlannedType(QuantType.Q6_K, 138_382_912, 8.124, 272, _fallbacks(180, "Q6_K", "Q8_0")),
+    P.PlannedType(QuantType.Q5_K_M, 112_103_488, 6.561, 272, _fallbacks(180, "Q5_K", "Q5_1")),
+    P.PlannedType(QuantType.Q4_K_M, 105_454_144, 6.165, 272, _fallbacks(180, "Q4_K", "Q5_0")),
+    P.PlannedType(
+        QuantType.Q4_0, 91_726_912, 5.349, 272, (P.FallbackTensor("token_embd.weight", 576, 256, "Q6_K", "Q8_0"),)
+    ),
+    P.PlannedType(QuantType.Q3_K_M, 93_510_208, 5.455, 272, _fallbacks(180, "Q3_K", "Q4_0")),
+    P.PlannedType(
+        QuantType.Q2_K, 88_201_792, 5.139, 272, _fallbacks(150, "Q2_K", "Q4_0") + _fallbacks(30, "Q3_K", "Q4_0")
+    ),
+)
+
+
+def _dry_run(req, emit, _cancelled) -> None:  # type: ignore[no-untyped-def]
+    """The sizing job: llama.cpp's figures for SmolLM2 at once."""
+    emit(P.QuantizePlanned(req.request_id, req.source, _SMOL_DRY_RUN, 0.4))
+
+
+def _sized(script, sizing=_dry_run):  # type: ignore[no-untyped-def]
+    """A job script that answers the dialog's PlanQuantize with ``sizing`` and the rest with ``script``."""
+
+    def run(req, emit, cancelled) -> None:  # type: ignore[no-untyped-def]
+        (sizing if isinstance(req, P.PlanQuantize) else script)(req, emit, cancelled)
+
+    return run
+
+
+def _quantizing(hosts: list[ScriptedJobHost]) -> list[ScriptedJobHost]:
+    """The hosts that were sent a Quantize (not the sizing's)."""
+    return [h for h in hosts if any(isinstance(r, P.Quantize) for r in h.requests)]
+
+
+def _dialog(qtbot, source: Path, folder: Path, script, sizing=_dry_run, wait=True) -> QuantizeDialog:  # type: ignore[no-untyped-def]
+    """The dialog on a scripted job host, shown; ``wait``: until its sizing has answered."""
     dialog = QuantizeDialog(
-        plan_quantization([read_gguf_info(source)]), folder, QuantizeJob(lambda: ScriptedJobHost(script))
+        plan_quantization([read_gguf_info(source)]),
+        folder,
+        QuantizeJob(lambda: ScriptedJobHost(_sized(script, sizing))),
     )
     qtbot.addWidget(dialog)
     dialog.show()
+    if wait:
+        qtbot.waitUntil(lambda: dialog.sizing is not Sizing.SIZING, timeout=10_000)
     return dialog
 
 
@@ -46,7 +91,8 @@ def test_the_dialog_offers_the_types_with_sizes_and_warns_of_requantization(qtbo
     dialog = _dialog(qtbot, smollm2, tmp_path, _made)
     rows = [dialog.types.topLevelItem(i) for i in range(dialog.types.topLevelItemCount())]
     assert [r.text(0) for r in rows] == [q.value for q in QuantType]
-    assert rows[0].text(1) == "138.1 MiB" and rows[0].text(2) == "8.51"  # Q8_0: llama.cpp's figure
+    assert rows[0].text(1) == "138.1 MiB" and rows[0].text(2) == "8.51"  # Q8_0: llama.cpp's dry run's figure
+    assert dialog.plan.option(QuantType.Q8_0).expected_bytes == 144_811_072 and rows[-1].text(1) == "84.1 MiB"
     assert dialog.notice.isVisible() and "requantization" in dialog.notice.plain
     assert not dialog.refused_label.isVisible()
     assert dialog.name_edit.text() == "SmolLM2-135M-Instruct.Q4_1.Q8_0.gguf"
@@ -112,7 +158,7 @@ def test_cancel_kills_the_job_and_removes_its_part_file(qtbot, smollm2, tmp_path
     hosts: list[ScriptedJobHost] = []
 
     def make() -> ScriptedJobHost:
-        hosts.append(ScriptedJobHost(hangs))
+        hosts.append(ScriptedJobHost(_sized(hangs)))
         return hosts[-1]
 
     dialog = QuantizeDialog(plan_quantization([read_gguf_info(smollm2)]), tmp_path, QuantizeJob(make))
@@ -124,7 +170,7 @@ def test_cancel_kills_the_job_and_removes_its_part_file(qtbot, smollm2, tmp_path
     with qtbot.waitSignal(dialog.job.cancelled, timeout=5000):
         dialog.cancel_button.click()
     release.set()
-    assert hosts[0].killed and list(tmp_path.iterdir()) == []
+    assert _quantizing(hosts)[0].killed and list(tmp_path.iterdir()) == []
     assert "Cancelled" in dialog.message.plain and dialog.start_button.isVisible()
 
 
@@ -132,7 +178,7 @@ def test_the_librarys_quantize_opens_the_dialog_and_selects_the_result(qtbot, sm
     win = make_window(qtbot)
     try:
         models = win.models
-        models.quantize_hosts = lambda: ScriptedJobHost(_made)
+        models.quantize_hosts = lambda: ScriptedJobHost(_sized(_made))
         source = write_tiny_model(models.paths.models_dir / "Source-Q4_1.gguf", name="Source", file_type=3)
         tab = models.library_tab
         with qtbot.waitSignal(tab.entries_changed, timeout=10_000):
@@ -189,7 +235,7 @@ def _close_at_once(qtbot, smollm2, tmp_path, monkeypatch, close) -> list[Scripte
     release = threading.Event()
 
     def make() -> ScriptedJobHost:
-        hosts.append(_LateNews(_hangs_until(release)))
+        hosts.append(_LateNews(_sized(_hangs_until(release))))
         return hosts[-1]
 
     before = set(threading.enumerate())
@@ -215,13 +261,13 @@ def _close_at_once(qtbot, smollm2, tmp_path, monkeypatch, close) -> list[Scripte
 
 def test_closing_a_running_dialog_ends_the_job_quietly(qtbot, smollm2, tmp_path, monkeypatch):
     hosts = _close_at_once(qtbot, smollm2, tmp_path, monkeypatch, lambda d: d.close())  # Close, or the ×
-    assert hosts[0].killed and list(tmp_path.iterdir()) == []  # the process killed, the .part removed
+    assert _quantizing(hosts)[0].killed and list(tmp_path.iterdir()) == []  # the process killed, the .part removed
 
 
 def test_escape_on_a_running_dialog_ends_the_job_quietly_too(qtbot, smollm2, tmp_path, monkeypatch):
     # Escape is QDialog.reject(): Qt 6.3+ closes the dialog from done() without a closeEvent
     hosts = _close_at_once(qtbot, smollm2, tmp_path, monkeypatch, lambda d: qtbot.keyClick(d, Qt.Key.Key_Escape))
-    assert hosts[0].killed and list(tmp_path.iterdir()) == []
+    assert _quantizing(hosts)[0].killed and list(tmp_path.iterdir()) == []
 
 
 def _laid_out_whole(dialog: QuantizeDialog) -> None:
@@ -283,7 +329,10 @@ def test_a_name_outside_the_folder_is_refused_and_fallbacks_are_said_before_star
     assert not dialog.type_note.isVisible()  # Q8_0: 576-wide rows are whole Q8_0 blocks
     dialog.select_type(QuantType.Q2_K)
     assert dialog.type_note.isVisible()
-    assert dialog.type_note.text().startswith("180 of 272 tensors fall back to Q4_0: their rows of 576 weights")
+    assert dialog.type_note.text() == (  # before Start, from llama.cpp's dry run's fallback warnings
+        "180 of 272 tensors fall back to Q4_0: their rows of 576 weights are not a whole number of Q2_K or Q3_K "
+        "blocks (256 weights), so the file is larger than Q2_K's 2.62 bits per weight suggest."
+    )
     for bad in ("../escape", "sub/name.gguf", "..", "a\\b"):
         dialog.name_edit.setText(bad)
         dialog.start_button.click()
@@ -297,7 +346,7 @@ def test_closing_the_window_ends_a_quantization_in_flight(qtbot, smollm2, tmp_pa
     hosts: list[ScriptedJobHost] = []
 
     def make() -> ScriptedJobHost:
-        hosts.append(ScriptedJobHost(_hangs_until(release)))
+        hosts.append(ScriptedJobHost(_sized(_hangs_until(release))))
         return hosts[-1]
 
     win = make_window(qtbot)
@@ -312,7 +361,9 @@ def test_closing_the_window_ends_a_quantization_in_flight(qtbot, smollm2, tmp_pa
     finally:
         close_window(win)
         release.set()
-    assert hosts[0].killed and not part.exists()  # the dialog closed with the window: killed, .part removed
+    assert (
+        _quantizing(hosts)[0].killed and not part.exists()
+    )  # the dialog closed with the window: killed, .part removed
 
 
 def test_a_dialog_made_wider_or_narrower_fits_its_height(qtbot, gemma, tmp_path):
@@ -335,3 +386,56 @@ def test_a_long_name_widens_the_dialog_rather_than_overlap_the_folder_button(qtb
     field = name.geometry()
     assert field.right() < dialog.choose_button.geometry().left() and dialog.width() > MIN_WIDTH
     _laid_out_whole(dialog)
+
+
+def test_the_types_show_at_once_as_sizing_until_llama_cpps_dry_run_answers(qtbot, smollm2, tmp_path):
+    release = threading.Event()
+
+    def slow(req, emit, cancelled):  # type: ignore[no-untyped-def]
+        release.wait(10)
+        _dry_run(req, emit, cancelled)
+
+    dialog = _dialog(qtbot, smollm2, tmp_path, _made, sizing=slow, wait=False)
+    rows = [dialog.types.topLevelItem(i) for i in range(dialog.types.topLevelItemCount())]
+    assert [r.text(0) for r in rows] == [q.value for q in QuantType]
+    assert {r.text(1) for r in rows} == {SIZING} and dialog.sizing is Sizing.SIZING
+    dialog.select_type(QuantType.Q2_K)
+    assert not dialog.type_note.isVisible()  # nothing said of fallbacks before llama.cpp says
+    release.set()
+    qtbot.waitUntil(lambda: dialog.sizing is Sizing.EXACT, timeout=10_000)
+    assert [r.text(1) for r in rows][-1] == "84.1 MiB" and rows[-1].text(2) == "5.14"
+    assert dialog.type_note.isVisible() and dialog.type_note.text().startswith("180 of 272 tensors fall back")
+    _laid_out_whole(dialog)
+
+
+def test_a_failed_sizing_leaves_the_rough_estimates_marked_about(qtbot, smollm2, tmp_path):
+    def fails(req, emit, _cancelled):  # type: ignore[no-untyped-def]
+        emit(P.Failed(req.request_id, P.FailureKind.QUANTIZE, "llama.cpp could not read it."))
+
+    dialog = _dialog(qtbot, smollm2, tmp_path, _made, sizing=fails)
+    assert dialog.sizing is Sizing.ROUGH and "dry run failed (llama.cpp could not read it)." in dialog.caption.text()
+    plan = plan_quantization([read_gguf_info(smollm2)])
+    rows = [dialog.types.topLevelItem(i) for i in range(dialog.types.topLevelItemCount())]
+    for row, o in zip(rows, plan.options, strict=True):
+        assert row.text(1) == f"about {format_bytes(o.expected_bytes)}" and row.text(2).startswith("about ")
+    dialog.select_type(QuantType.Q2_K)
+    assert rows[-1].text(2) == "about 2.63" and not dialog.type_note.isVisible()  # no fallbacks known
+    with qtbot.waitSignal(dialog.quantized, timeout=10_000):  # a quantization still runs
+        dialog.start_button.click()
+
+
+def test_a_type_llama_cpp_refuses_is_shown_refused_with_its_reason(qtbot, smollm2, tmp_path):
+    refused = P.PlannedType(
+        QuantType.Q3_K_M, 0, 0.0, 272, refusal="Q3_K_M: llama.cpp needs an importance matrix for it."
+    )
+
+    def sizing(req, emit, _cancelled):  # type: ignore[no-untyped-def]
+        options = tuple(refused if o.qtype is QuantType.Q3_K_M else o for o in _SMOL_DRY_RUN)
+        emit(P.QuantizePlanned(req.request_id, req.source, options, 0.4))
+
+    dialog = _dialog(qtbot, smollm2, tmp_path, _made, sizing=sizing)
+    dialog.select_type(QuantType.Q3_K_M)
+    assert dialog.types.currentItem().text(1) == "refused"
+    assert "importance matrix" in dialog.type_note.text() and not dialog.start_button.isEnabled()
+    dialog.select_type(QuantType.Q2_K)
+    assert dialog.start_button.isEnabled()

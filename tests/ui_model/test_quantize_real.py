@@ -7,7 +7,8 @@ from pathlib import Path
 from app.core.gguf.gguf_info import read_gguf_info
 from app.core.quant.plan import plan_quantization
 from app.core.quant.types import QuantType
-from app.ui.quant.quantize_dialog import QuantizeDialog
+from app.ui.common.fmt import format_bytes
+from app.ui.quant.quantize_dialog import QuantizeDialog, Sizing
 from app.ui.quant.quantize_job import QuantizeJob, part_file
 
 
@@ -18,8 +19,14 @@ def _dialog(qtbot, source: Path, folder: Path) -> QuantizeDialog:  # type: ignor
     return dialog
 
 
-def test_the_dialog_makes_a_q8_0_of_smollm2_with_llama_cpp(qtbot, smollm2, tmp_path):
+def test_the_dialog_makes_a_q8_0_of_smollm2_with_llama_cpp(qtbot, smollm2, smollm2_q2_k, tmp_path):
     dialog = _dialog(qtbot, smollm2, tmp_path)
+    # llama.cpp's dry run in the sizing job sizes each type before Start: to the byte the file it makes
+    qtbot.waitUntil(lambda: dialog.sizing is not Sizing.SIZING, timeout=60_000)
+    assert dialog.sizing is Sizing.EXACT
+    q8, q2 = dialog.plan.option(QuantType.Q8_0), dialog.plan.option(QuantType.Q2_K)
+    assert q8.exact and q2.exact and q2.expected_bytes == smollm2_q2_k.stat().st_size  # made by Quantize
+    assert q2.fallback_tensors == 180 and dialog.types.topLevelItem(6).text(2) == "5.14"
     statuses: list = []
     dialog.job.progressed.connect(statuses.append)
     with qtbot.waitSignal(dialog.quantized, timeout=60_000) as made:
@@ -29,7 +36,8 @@ def test_the_dialog_makes_a_q8_0_of_smollm2_with_llama_cpp(qtbot, smollm2, tmp_p
     info = read_gguf_info(dest)
     assert info.metadata["general.file_type"] == QuantType.Q8_0.ftype and info.quant_type == "Q8_0"
     assert statuses[-1].tensors_done == statuses[-1].tensors_total == 272
-    assert statuses[-1].bytes_written == dest.stat().st_size
+    assert statuses[-1].bytes_written == dest.stat().st_size == q8.expected_bytes
+    assert dialog.types.topLevelItem(0).text(1) == format_bytes(dest.stat().st_size)
     assert "Made SmolLM2-135M-Instruct.Q4_1.Q8_0.gguf" in dialog.message.plain and dialog.compare_button.isVisible()
     dialog.close()
 

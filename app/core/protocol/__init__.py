@@ -153,3 +153,10 @@ from app.core.protocol.requests import CancelEmbed, Embed  # noqa: E402
 
 __all__ += ["CancelEmbed", "Embed", "Embedded", "Pooling"]
 # ---- end of embeddings ---------------------------------------------------------------------------
+
+# ---- sizing a quantization (issue 21 §2) ------------------------------------------------------------
+from app.core.protocol.answers import FallbackTensor, PlannedType, QuantizePlanned  # noqa: E402
+from app.core.protocol.requests import PlanQuantize  # noqa: E402
+
+__all__ += ["FallbackTensor", "PlanQuantize", "PlannedType", "QuantizePlanned"]
+# ---- end of sizing a quantization -------------------------------------------------------------------

@@ -359,3 +359,72 @@ class Embedded:
 TERMINAL_EVENTS = (*TERMINAL_EVENTS, Embedded)
 
 # ---- end of embeddings ---------------------------------------------------------------------------
+
+# ---- sizing a quantization (issue 21 §2): llama.cpp's dry run of each type, app/engine/quant/dry_run.py ---
+
+
+@dataclass(frozen=True)
+class FallbackTensor:
+    """One tensor llama.cpp's quantizer gives another type than the mix chose, because that type's block does
+    not divide its rows (its ``tensor_type_fallback`` warning: ``warning: blk.0.attn_k.weight - ncols 576 not
+    divisible by 256 (required for type q2_K) -> falling back to q4_0``).
+
+    Attributes:
+        name: the tensor's name.
+        row_weights: its row length (``ne[0]``), weights.
+        block_weights: the chosen type's block, weights.
+        chosen: the type the mix chose (``Q2_K``, ggml's name upper-cased).
+        given: the type it gets instead (``Q4_0``; ``F16`` when no smaller block divides the rows either).
+    """
+
+    name: str
+    row_weights: int
+    block_weights: int
+    chosen: str
+    given: str
+
+
+@dataclass(frozen=True)
+class PlannedType:
+    """What llama.cpp's dry run says one type would make.
+
+    Attributes:
+        qtype: the type.
+        bytes: the result's size, bytes: the header (as the source's) and each tensor's bytes as llama.cpp
+            gives them (``ggml_row_size`` of the type it chose × rows, the kept ones as they are) padded to
+            the alignment (32): the made file's size to the byte for a source made by llama.cpp.
+        bits_per_weight: the tensors' bytes × 8 over the model's weights (llama.cpp's "quant size" BPW).
+        n_tensors: the model's tensors.
+        fallbacks: the tensors given a fallback type (:class:`FallbackTensor`), in llama.cpp's order.
+        refusal: why llama.cpp will not make it ("" when it will): its error lines, or that it needs an
+            importance matrix; the figures are then 0.
+    """
+
+    qtype: QuantType
+    bytes: int
+    bits_per_weight: float
+    n_tensors: int
+    fallbacks: tuple[FallbackTensor, ...] = ()
+    refusal: str = ""
+
+
+@dataclass(frozen=True)
+class QuantizePlanned:
+    """The answer to :class:`~app.core.protocol.requests.PlanQuantize`.
+
+    Attributes:
+        source: the source asked about.
+        options: one per type offered from the source (:func:`app.core.quant.plan.plan_quantization`), in
+            :class:`QuantType` order.
+        elapsed_s: seconds the dry runs took together.
+    """
+
+    request_id: int
+    source: str
+    options: tuple[PlannedType, ...]
+    elapsed_s: float
+
+
+TERMINAL_EVENTS = (*TERMINAL_EVENTS, QuantizePlanned)
+
+# ---- end of sizing a quantization -----------------------------------------------------------------------

@@ -314,6 +314,29 @@ class CancelEmbed:
 # ---- end of embeddings ---------------------------------------------------------------------------
 
 
+# ---- sizing a quantization (issue 21 §2): llama.cpp's dry run of each type, app/engine/quant/dry_run.py ---
+
+
+@dataclass(frozen=True)
+class PlanQuantize:
+    """Size each type Glassbox offers from ``source`` with llama.cpp's own dry run
+    (``llama_model_quantize_params.dry_run``: nothing written, about 0.06 s a type on SmolLM2).
+
+    Answered with :class:`~app.core.protocol.answers.QuantizePlanned` (a type llama.cpp refuses is one of its
+    options, with the reason), or :class:`Failed` (kind ``bad_model``: the source is not a loadable GGUF). Run
+    it in a job's own engine process, as :class:`Quantize`.
+
+    Attributes:
+        source: the GGUF to quantize (the first part of a split model).
+    """
+
+    request_id: int
+    source: str
+
+
+# ---- end of sizing a quantization -----------------------------------------------------------------------
+
+
 Request = (
     LoadModel
     | Generate
@@ -329,4 +352,5 @@ Request = (
     | CompareModels  # comparing two quantizations (issue 21): app/core/quant/comparison.py
     | Embed  # embeddings (issue 23 §3)
     | CancelEmbed
+    | PlanQuantize  # sizing a quantization with llama.cpp's dry run (issue 21 §2)
 )

@@ -1,14 +1,13 @@
-"""What making each :class:`~app.core.quant.types.QuantType` from a GGUF would give, before llama.cpp runs.
+"""What making each :class:`~app.core.quant.types.QuantType` from a GGUF would give: the simple part, before
+llama.cpp says.
 
-For the dialog: which types are offered from the source (and why one is not), each one's expected size
-and bits per weight, how many tensors will get a fallback type (and why: the result is then larger than
-the type's bits per weight suggest), and whether the result measures requantization. The figures add up
-the type llama.cpp's quantizer gives each tensor (:mod:`app.core.quant.tensor_choice`, read from
-src/llama-quant.cpp: the mix, the output tensor, the fallbacks) and the source's header, each tensor's
-data padded to GGUF's alignment. For SmolLM2 and Gemma 3 every type's tensor bytes are llama.cpp's dry run's
-"quant size" to its 0.01 MiB, with its BPW and fallback count (tests/unit/test_quant_plan.py), and the size
-is the made file's to the byte (SmolLM2 Q8_0, Q4_K_M, Q2_K; tests/engine/test_quantize.py). The engine's dry
-run checks the figure once a quantization starts (:func:`app.engine.quant.quantize.quantize`).
+For the dialog: which types are offered from the source (and why one is not), whether a result measures
+requantization, the default name and the name checks, and a rough size for each type until llama.cpp's own
+dry run answers (:class:`~app.core.protocol.requests.PlanQuantize`, :mod:`app.engine.quant.dry_run`), or when
+it fails: each weight's elements × the type's base bits per weight (:attr:`QuantType.base_bits_per_weight`),
+the other tensors as they are, plus the source's header. It knows none of llama.cpp's per-tensor rules (the
+mix, the output tensor, the fallbacks): the dry run's figures are exact, these are "about".
+:func:`fallback_note` turns the dry run's fallback tensors into one sentence.
 """
 
 from __future__ import annotations
@@ -16,15 +15,13 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from app.core.gguf.gguf_facts import GGUFInfo
-from app.core.quant.tensor_choice import TensorChoice, choose_types
-from app.core.quant.types import UNQUANTIZED_FILE_TYPES, UNQUANTIZED_TENSOR_TYPES, QuantType, block_size
+from app.core.gguf.gguf_facts import GGUFInfo, TensorInfo
+from app.core.protocol.answers import FallbackTensor, QuantizePlanned
+from app.core.quant.types import UNQUANTIZED_FILE_TYPES, UNQUANTIZED_TENSOR_TYPES, QuantType
 
-#: GGUF's default data alignment (GGUF_DEFAULT_ALIGNMENT): each tensor's data is padded to it, bytes.
-ALIGNMENT = 32
 _SPLIT_SUFFIX = re.compile(r"-\d{5}-of-\d{5}$")
 
 
@@ -35,21 +32,21 @@ class QuantOption:
     Attributes:
         qtype: the type.
         refusal: why it is not offered from this source ("" when it is): a sentence naming the type.
-        expected_bytes: the estimated size of the result, bytes (see the module docstring).
-        bits_per_weight: the weights' estimated bytes × 8 over the model's parameters (the BPW llama.cpp's
-            quantizer reports: metadata and padding not counted).
-        weight_bytes: the tensors' bytes without the header and the padding (what llama.cpp's "quant size"
-            adds up).
-        fallback_tensors: tensors whose rows are not a whole number of the chosen type's blocks, so llama.cpp
-            gives them another type (its "N of M tensor(s) required fallback quantization").
-        fallback_note: the sentence saying so, for people ("" when none falls back).
+        expected_bytes: the result's size, bytes: llama.cpp's dry run's when :attr:`exact`, else the rough
+            estimate (see the module docstring).
+        bits_per_weight: the weights' bytes × 8 over the model's weights (llama.cpp's BPW when :attr:`exact`).
+        exact: the figures are llama.cpp's dry run's (:func:`with_dry_run`), not the rough estimate.
+        fallback_tensors: tensors llama.cpp gives another type because their rows are not a whole number of
+            the chosen type's blocks (its "N of M tensor(s) required fallback quantization"); 0 until the dry
+            run says.
+        fallback_note: the sentence saying so, for people ("" when none falls back, or before the dry run).
     """
 
     qtype: QuantType
     refusal: str
     expected_bytes: int
     bits_per_weight: float
-    weight_bytes: int = 0
+    exact: bool = False
     fallback_tensors: int = 0
     fallback_note: str = ""
 
@@ -111,7 +108,7 @@ def requantization_notice(source_type: str) -> str:
 
 def plan_quantization(parts: Sequence[GGUFInfo]) -> QuantPlan:
     """The options for quantizing the model whose file(s) are ``parts`` (one :class:`GGUFInfo` per part
-    of a split model, first part first; a single file: one).
+    of a split model, first part first; a single file: one), with rough sizes (see the module docstring).
 
     Raises:
         ValueError: ``parts`` is empty.
@@ -121,29 +118,50 @@ def plan_quantization(parts: Sequence[GGUFInfo]) -> QuantPlan:
     first = parts[0]
     tensors = [t for p in parts for t in p.tensors]
     n_params = sum(t.n_elements for t in tensors)
-    source_type = first.quant_type
     file_type = first.metadata.get("general.file_type")
     options = []
     for q in QuantType:
-        choices = choose_types(first, tensors, q)
-        sizes = [c.n_bytes for c in choices]
-        weights = sum(sizes)
-        size = first.data_offset + sum(_padded(b) for b in sizes)
+        weights = sum(_rough_bytes(t, q) for t in tensors)
         refusal = ""
         if isinstance(file_type, int) and file_type == q.ftype:
             refusal = f"{q.value}: the source is already {q.value}; the result would be a copy of it."
         bpw = 8.0 * weights / n_params if n_params else 0.0
-        fallbacks = [c for c in choices if c.fallback]
-        note = fallback_note(q, fallbacks, len(tensors)) if fallbacks else ""
-        options.append(QuantOption(q, refusal, size, bpw, weights, len(fallbacks), note))
+        options.append(QuantOption(q, refusal, first.data_offset + weights, bpw))
     return QuantPlan(
         source=first.path,
-        source_type=source_type,
+        source_type=first.quant_type,
         source_bytes=sum(p.file_size for p in parts),
         n_tensors=len(tensors),
         requantization=is_requantization(first),
         options=tuple(options),
     )
+
+
+def with_dry_run(plan: QuantPlan, answer: QuantizePlanned) -> QuantPlan:
+    """``plan`` with llama.cpp's figures for each type its dry run sized (``answer``): the size, the bits per
+    weight, the fallbacks and their sentence, :attr:`QuantOption.exact` set; a type llama.cpp refused gets its
+    reason as the refusal; a type the answer does not list keeps its rough figures."""
+    by_type = {p.qtype: p for p in answer.options}
+    options = []
+    for o in plan.options:
+        p = by_type.get(o.qtype)
+        if p is None or not o.allowed:
+            options.append(o)
+        elif p.refusal:
+            options.append(replace(o, refusal=p.refusal))
+        else:
+            note = fallback_note(o.qtype, p.fallbacks, p.n_tensors) if p.fallbacks else ""
+            options.append(
+                replace(
+                    o,
+                    expected_bytes=p.bytes,
+                    bits_per_weight=p.bits_per_weight,
+                    exact=True,
+                    fallback_tensors=len(p.fallbacks),
+                    fallback_note=note,
+                )
+            )
+    return replace(plan, options=tuple(options))
 
 
 def default_destination(source: Path, qtype: QuantType, folder: Path) -> Path:
@@ -154,21 +172,21 @@ def default_destination(source: Path, qtype: QuantType, folder: Path) -> Path:
     return folder / f"{stem}.{qtype.value}.gguf"
 
 
-def fallback_note(qtype: QuantType, fallbacks: Sequence[TensorChoice], n_tensors: int) -> str:
-    """Why a ``qtype`` result is larger than its bits per weight suggest: ``fallbacks`` (of ``n_tensors``)
-    get another type because their rows are not a whole number of the chosen type's blocks (llama.cpp's
-    ``tensor_type_fallback``). One sentence naming the commonest row length, the types and the block sizes:
-    "180 of 272 tensors fall back to Q4_0: their rows of 576 weights are not a whole number of Q2_K or
-    Q3_K blocks (256 weights), so the file is larger than Q2_K's 2.62 bits per weight suggest."
+def fallback_note(qtype: QuantType, fallbacks: Sequence[FallbackTensor], n_tensors: int) -> str:
+    """Why a ``qtype`` result is larger than its bits per weight suggest: ``fallbacks`` (of ``n_tensors``;
+    llama.cpp's dry run's ``tensor_type_fallback`` warnings) get another type because their rows are not a
+    whole number of the chosen type's blocks. One sentence naming the commonest row length, the types and
+    the block sizes: "180 of 272 tensors fall back to Q4_0: their rows of 576 weights are not a whole number
+    of Q2_K or Q3_K blocks (256 weights), so the file is larger than Q2_K's 2.62 bits per weight suggest."
     """
-    widths = Counter(c.tensor.shape[0] for c in fallbacks)
+    widths = Counter(f.row_weights for f in fallbacks)
     rows = f"{widths.most_common(1)[0][0]} weights" + (" (and other lengths)" if len(widths) > 1 else "")
-    chosen = sorted({c.chosen for c in fallbacks})
-    blocks = ", ".join(str(b) for b in sorted({block_size(c) for c in chosen}))
+    chosen = sorted({f.chosen for f in fallbacks})
+    blocks = ", ".join(str(b) for b in sorted({f.block_weights for f in fallbacks}))
     one = len(fallbacks) == 1
     return (
         f"{len(fallbacks)} of {n_tensors} tensors {'falls' if one else 'fall'} back to "
-        f"{' or '.join(sorted({c.type_name for c in fallbacks}))}: {'its' if one else 'their'} rows of {rows} "
+        f"{' or '.join(sorted({f.given for f in fallbacks}))}: {'its' if one else 'their'} rows of {rows} "
         f"are not a whole number of {' or '.join(chosen)} blocks ({blocks} weights), so the file is larger than "
         f"{qtype.value}'s {qtype.base_bits_per_weight:.2f} bits per weight suggest."
     )
@@ -189,5 +207,9 @@ def name_problem(name: str) -> str:
     return ""
 
 
-def _padded(n: int) -> int:
-    return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+def _rough_bytes(t: TensorInfo, qtype: QuantType) -> int:
+    """``t``'s rough bytes as ``qtype``: a weight of 2 or more dimensions at the type's base bits per weight,
+    any other tensor (norms, biases) as it is."""
+    if len([d for d in t.shape if d > 1]) >= 2 and t.name.endswith("weight"):
+        return round(t.n_elements * qtype.base_bits_per_weight / 8)
+    return t.n_bytes

@@ -67,18 +67,9 @@ _BASE_TYPES = {
 }
 
 
-def block_size(type_name: str) -> int:
-    """Weights per block of the ggml type ``type_name`` (32 for Q8_0, 256 for the K types, 1 for F16).
-
-    Raises:
-        KeyError: not a ggml type gguf knows.
-    """
-    return gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[type_name]][0]
-
-
 def type_bytes(type_name: str, n_elements: int) -> int:
     """Bytes ``n_elements`` weights take in the ggml type ``type_name`` (whole blocks; ``n_elements``
-    a multiple of :func:`block_size`).
+    a multiple of the type's block).
 
     Raises:
         KeyError: not a ggml type gguf knows.

@@ -2,7 +2,8 @@
 
 ``llama_model_quantize`` (src/llama-quant.cpp) does the work; Glassbox checks first what it can say in words
 (the source, the type, the destination, the free space), runs llama.cpp's dry run of the same quantization
-for the expected size (nothing written, about 0.06 s on SmolLM2), then the real one into ``<dest>.part``,
+for the expected size (:mod:`app.engine.quant.dry_run`: nothing written, about 0.06 s on SmolLM2; the figure
+the dialog lists), then the real one into ``<dest>.part``,
 following its per-tensor log lines (``[  12/ 272] blk.1.attn_q.weight - [...], type = q4_1, converting to
 q8_0 .. size = 0.20 MiB -> 0.34 MiB``) through :meth:`~app.engine.llama_log.LlamaLog.listening` for the
 progress, and renames the ``.part`` to the destination only when llama.cpp returned 0. Any failure removes
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 import os
 import re
 import shutil
@@ -23,20 +25,18 @@ from pathlib import Path
 import llama_cpp
 
 from app.core import protocol as P
-from app.core.gguf.gguf_info import GGUFError, check_loadable, format_bytes, read_gguf_info
-from app.core.quant.plan import QuantOption, QuantPlan, plan_quantization
+from app.core.gguf.gguf_info import format_bytes
+from app.core.quant.plan import QuantOption
 from app.engine.errors import CancelFlag, EngineError
 from app.engine.llama_log import MIB, LlamaLog
-from app.engine.threads import auto_threads
+from app.engine.quant.dry_run import dry_run, quantize_params, read_source
+
+log = logging.getLogger(__name__)
 
 #: A tensor written: llama.cpp's ``[%4d/%4d] name - [shape], type = ..., ... size = ...`` line.
 _TENSOR_RE = re.compile(r"^\[\s*(\d+)/\s*(\d+)\]\s.*\bsize =")
-#: The dry run's (and the real run's) total: ``llama_model_quantize_impl: quant size  =   136.40 MiB (8.51 BPW)``.
-_QUANT_SIZE_RE = re.compile(r"quant size\s*=\s*([0-9.]+) MiB")
 #: llama.cpp's count of tensors whose rows the type's block does not divide, given another type.
 _FALLBACK_RE = re.compile(r"(\d+) of \d+ tensor\(s\) required fallback")
-#: The dry run's "quant size" is printed to 0.01 MiB: within half of that (and a byte) it is the plan's figure.
-DRY_RUN_ROUNDING = 0.005 * MIB + 1
 #: Progress events at most this often (the last tensor's always goes), seconds.
 PROGRESS_EVERY_S = 0.1
 
@@ -71,16 +71,21 @@ def quantize(
     t0 = time.perf_counter()
     source, dest = Path(req.source), Path(req.dest)
     part = part_path(dest)
-    plan, header = _plan(source)
+    src = read_source(source)
+    plan = src.plan
     option = plan.option(req.qtype)
     _check(req, option, dest, part)
     if cancel.is_set():
         raise EngineError(P.FailureKind.CANCELLED, "The quantization was cancelled before it started.")
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = req.qtype.ftype
-    params.nthread = req.n_threads if req.n_threads > 0 else auto_threads()
-    params.allow_requantize = plan.requantization
-    expected = _dry_run(source, part, params, llama_log, option, header)
+    params = quantize_params(req.qtype, plan, req.n_threads)
+    try:
+        sized = dry_run(src, req.qtype, params, llama_log)  # a dry run that fails means the real one would
+    except EngineError as exc:  # its log not understood: the size unknown (0), the progress counts tensors
+        log.warning("%s", exc.message)
+        sized = P.PlannedType(req.qtype, 0, 0.0, plan.n_tensors)
+    if sized.refusal:
+        raise EngineError(P.FailureKind.QUANTIZE, f"{sized.refusal} Choose another type.")
+    expected = sized.bytes
     _check_space(dest, expected)
 
     state = _Progress(req.request_id, part, plan.n_tensors, expected, t0, emit)
@@ -155,21 +160,6 @@ class _Progress:
             self.failure = exc
 
 
-def _plan(source: Path) -> tuple[QuantPlan, int]:
-    """The plan for ``source`` and its header's bytes (metadata and tensor infos: about what the result's
-    header takes)."""
-    try:
-        info = check_loadable(source)
-        parts = [info] + [read_gguf_info(p) for p in info.split_paths()[1:]]
-    except GGUFError as exc:
-        raise EngineError(P.FailureKind.BAD_MODEL, str(exc)) from None
-    except OSError as exc:
-        raise EngineError(
-            P.FailureKind.BAD_MODEL, f"{source} cannot be read ({exc.strerror or exc}). Check that the file is there."
-        ) from None
-    return plan_quantization(parts), info.data_offset
-
-
 def _check(req: P.Quantize, option: QuantOption, dest: Path, part: Path) -> None:
     if not option.allowed:
         raise EngineError(P.FailureKind.BAD_SETTINGS, f"{option.refusal} Choose another type.")
@@ -196,39 +186,6 @@ def _check(req: P.Quantize, option: QuantOption, dest: Path, part: Path) -> None
             f"The folder {folder} is not writable: {part.name} could not be created there "
             f"({exc.strerror or exc}). Choose a folder you can write to.",
         ) from None
-
-
-def _dry_run(
-    source: Path,
-    part: Path,
-    params: llama_cpp.llama_model_quantize_params,
-    llama_log: LlamaLog,
-    option: QuantOption,
-    header: int,
-) -> int:
-    """llama.cpp's dry run of the same quantization (nothing written), for the expected size: the plan's
-    figure (``option.expected_bytes``, the one the dialog lists) when the dry run's "quant size" (printed to
-    0.01 MiB) is the plan's tensor bytes to that rounding, so the list, a disk-space refusal and the progress
-    say one figure; else (a rule of llama.cpp's mix the plan does not follow) the dry run's figure plus the
-    metadata's bytes (``header``); the plan's figure when the dry run does not say. A dry run that fails means
-    the real one would (an architecture this llama.cpp does not know, a type that needs an importance
-    matrix): its error lines are quoted.
-
-    Raises:
-        EngineError: ``quantize``.
-    """
-    params.dry_run = True
-    llama_log.mark()
-    try:
-        rc = llama_cpp.llama_model_quantize(str(source).encode(), str(part).encode(), ctypes.byref(params))
-    finally:
-        params.dry_run = False
-    if rc != 0:
-        raise EngineError(P.FailureKind.QUANTIZE, _failure_message(source, None, llama_log))
-    sizes = [float(m.group(1)) for _, line in llama_log.since_mark() if (m := _QUANT_SIZE_RE.search(line))]
-    if not sizes or abs(sizes[-1] * MIB - option.weight_bytes) <= DRY_RUN_ROUNDING:
-        return option.expected_bytes
-    return round(sizes[-1] * MIB) + header
 
 
 def _check_space(dest: Path, expected: int) -> None:

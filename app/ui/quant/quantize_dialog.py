@@ -1,9 +1,10 @@
 """The "Make a quantization" dialog: choose a type and a name, start, follow, cancel, then compare.
 
-It offers the types :func:`~app.core.quant.plan.plan_quantization` allows from the source, each with its
-expected size and bits per weight, names those it does not offer and why, says before Start when the chosen
-type's tensors will fall back to another type (the file is then larger than the type's bits per weight
-suggest), warns when the source is already quantized (the result then measures requantization), and runs
+It offers the types :func:`~app.core.quant.plan.plan_quantization` allows from the source at once, each
+"sizing…" until llama.cpp's dry run of every type (:meth:`QuantizeJob.plan`, a few tenths of a second) fills in
+its exact size and bits per weight (a sizing that fails leaves the plan's rough figures, marked "about"), names
+those it does not offer and why, says before Start when the chosen type's tensors will fall back to another
+type (from the dry run: the file is then larger than the type's bits per weight suggest), warns when the source is already quantized (the result then measures requantization), and runs
 the quantization as a :class:`~app.ui.quant.quantize_job.QuantizeJob` (its own engine process). When the
 result is whole it says so and offers "Compare with the source" (:attr:`QuantizeDialog.compare_requested`).
 Closing it while it runs (Close, the window's ×, Escape) ends the job's process at once and removes its
@@ -15,6 +16,7 @@ only its height follows, the height its rows need at that width (:meth:`Quantize
 
 from __future__ import annotations
 
+import enum
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, QSize, Qt, Signal
@@ -37,7 +39,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core import protocol as P
-from app.core.quant.plan import QuantPlan, default_destination, name_problem
+from app.core.quant.plan import QuantOption, QuantPlan, default_destination, name_problem, with_dry_run
 from app.core.quant.types import QuantType
 from app.ui.common.fmt import duration, format_bytes
 from app.ui.common.severity import Severity
@@ -49,6 +51,16 @@ _ROLE = Qt.ItemDataRole.UserRole
 MIN_WIDTH = 560
 #: The widest the name field asks for to show a long name whole, px (past it the dialog would leave the screen).
 NAME_MAX_WIDTH = 640
+#: The size column's text while llama.cpp's dry run sizes the types.
+SIZING = "sizing…"
+
+
+class Sizing(enum.Enum):
+    """Where the type list's figures stand."""
+
+    SIZING = "sizing"  #: llama.cpp's dry run is under way
+    EXACT = "exact"  #: llama.cpp's dry run's figures
+    ROUGH = "rough"  #: the dry run failed: the plan's rough estimates, marked "about"
 
 
 class DialogMessage(QLabel):
@@ -99,7 +111,8 @@ class QuantizeDialog(QDialog):
     """Make a quantization of one model.
 
     Args:
-        plan: what each type would give from the source (:func:`~app.core.quant.plan.plan_quantization`).
+        plan: what each type would give from the source (:func:`~app.core.quant.plan.plan_quantization`: the
+            types offered; its rough sizes are shown only when llama.cpp's dry run fails).
         folder: where the result goes by default (the models folder).
         job: runs the quantization (tests pass one on a scripted host).
 
@@ -138,9 +151,10 @@ class QuantizeDialog(QDialog):
             self.notice.show_message(Severity.WARNING, plan.notice)
         lay.addWidget(self.notice)
 
-        caption = QLabel("Type. Sizes are estimates from the file's tensors; llama.cpp chooses each tensor's type.")
-        caption.setWordWrap(True)
-        lay.addWidget(caption)
+        self.caption = QLabel("Type. Sizes from llama.cpp's dry run of each type (nothing written).")
+        self.caption.setWordWrap(True)
+        lay.addWidget(self.caption)
+        self.sizing = Sizing.SIZING
         self.types = TypeList()
         self.types.setObjectName("quantTypes")
         self.types.setRootIsDecorated(False)
@@ -148,7 +162,7 @@ class QuantizeDialog(QDialog):
         self.types.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         self.types.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.types.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.types.setHeaderLabels(["Type", "Size (about)", "Bits per weight"])
+        self.types.setHeaderLabels(["Type", "Size", "Bits per weight"])
         self.types.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         header = self.types.header()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
@@ -157,9 +171,7 @@ class QuantizeDialog(QDialog):
         for option in plan.options:
             if not option.allowed:
                 continue
-            item = QTreeWidgetItem(
-                [option.qtype.value, format_bytes(option.expected_bytes), f"{option.bits_per_weight:.2f}"]
-            )
+            item = QTreeWidgetItem([option.qtype.value, SIZING, ""])
             item.setData(0, _ROLE, option.qtype)
             for col in (1, 2):
                 item.setTextAlignment(col, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
@@ -225,6 +237,8 @@ class QuantizeDialog(QDialog):
             buttons.addWidget(b)
         lay.addLayout(buttons)
 
+        job.planned.connect(self._on_planned)
+        job.plan_failed.connect(self._on_plan_failed)
         job.progressed.connect(self._on_progress)
         job.finished.connect(self._on_finished)
         job.failed.connect(self._on_failed)
@@ -239,6 +253,7 @@ class QuantizeDialog(QDialog):
         self._show_folder()
         self.resize(MIN_WIDTH, self.height())
         self.fit_height()
+        job.plan(self.source)
 
     # --- choices ------------------------------------------------------------------------------------
     @property
@@ -284,7 +299,9 @@ class QuantizeDialog(QDialog):
             return
         if not self._name_edited:
             self._set_name(default_destination(self.source, q, self.folder).name)
-        note = self.plan.option(q).fallback_note
+        option = self.plan.option(q)
+        note = option.fallback_note or option.refusal
+        self.start_button.setEnabled(option.allowed)
         self.type_note.setText(note)
         self.type_note.setVisible(bool(note))
         self.fit_height()
@@ -342,7 +359,7 @@ class QuantizeDialog(QDialog):
         is empty or taken)."""
         q = self.qtype
         dest = self.destination
-        if q is None or self.job.running:
+        if q is None or self.job.running or not self.plan.option(q).allowed:
             return
         if problem := name_problem(self.name_edit.text()):
             self.message.show_message(Severity.ERROR, problem)
@@ -374,6 +391,38 @@ class QuantizeDialog(QDialog):
         if running:
             self.compare_button.hide()
         self.fit_height()
+
+    def _on_planned(self, answer: P.QuantizePlanned) -> None:
+        """llama.cpp's dry run sized the types: each row's exact size and bits per weight, the chosen type's
+        fallback sentence."""
+        self.plan = with_dry_run(self.plan, answer)
+        self.sizing = Sizing.EXACT
+        self._fill_rows()
+
+    def _on_plan_failed(self, message: str) -> None:
+        """The sizing failed: the rough estimates, marked "about", and why in the caption."""
+        self.sizing = Sizing.ROUGH
+        self.caption.setText(f"Type. Sizes are rough estimates: llama.cpp's dry run failed ({message.rstrip('.')}).")
+        self._fill_rows()
+
+    def _fill_rows(self) -> None:
+        for i in range(self.types.topLevelItemCount()):
+            item = self.types.topLevelItem(i)
+            if item is not None:
+                size, bpw = self._figures(self.plan.option(QuantType(item.data(0, _ROLE))))
+                item.setText(1, size)
+                item.setText(2, bpw)
+        self._type_changed()
+
+    def _figures(self, o: QuantOption) -> tuple[str, str]:
+        """A row's size and bits per weight as shown."""
+        if not o.allowed:
+            return "refused", ""
+        if o.exact:
+            return format_bytes(o.expected_bytes), f"{o.bits_per_weight:.2f}"
+        if self.sizing is Sizing.ROUGH:
+            return f"about {format_bytes(o.expected_bytes)}", f"about {o.bits_per_weight:.2f}"
+        return SIZING, ""
 
     def _on_progress(self, st: QuantizeStatus) -> None:
         self.progress.setValue(round(1000 * st.fraction))
@@ -432,6 +481,6 @@ class QuantizeDialog(QDialog):
     def _end_job_quietly(self) -> None:
         """Kill a running job's process now and wait until its reader has heard of it, then remove its
         ``.part`` (:meth:`QuantizeJob.shutdown`): the dialog and its job may be deleted right after, and
-        nothing of the killed process is reported (no "engine stopped" message, no error banner)."""
-        if self.job.running:
-            self.job.shutdown()
+        nothing of the killed process is reported (no "engine stopped" message, no error banner). A sizing
+        under way ends the same way."""
+        self.job.shutdown()

@@ -1,5 +1,6 @@
 """`QuantizeJob`: one quantization in a job's engine process (:class:`~app.ui.jobs.runner.JobRunner`), its
-progress as figures for people, and its ``.part`` file removed when it is cancelled or fails.
+progress as figures for people, and its ``.part`` file removed when it is cancelled or fails; and the sizing
+of each type before it (:meth:`QuantizeJob.plan`: llama.cpp's dry runs, in a job process of their own).
 
 llama.cpp's quantizer cannot be interrupted, so a cancel kills the job's process at once
 (``JobRunner.cancel(kill_after_ms=0)``, which waits for the process to end) and then removes
@@ -64,12 +65,16 @@ class QuantizeJob(QObject):
         hosts: makes the job's host (None: the JobRunner's default, a real engine process).
 
     Signals:
+        planned(QuantizePlanned): llama.cpp's dry run sized each type offered (:meth:`plan`).
+        plan_failed(str): the sizing failed (why, in words).
         progressed(QuantizeStatus): the latest figures.
         finished(Quantized): the result is whole at its destination.
         failed(str): why it failed, naming the file and what to do.
         cancelled(): the process was killed and the ``.part`` removed.
     """
 
+    planned = Signal(P.QuantizePlanned)
+    plan_failed = Signal(str)
     progressed = Signal(QuantizeStatus)
     finished = Signal(P.Quantized)
     failed = Signal(str)
@@ -82,11 +87,21 @@ class QuantizeJob(QObject):
         self.runner.finished.connect(self._on_finished)
         self.runner.failed.connect(self._on_failed)
         self.runner.cancelled.connect(self._on_cancelled)
+        self.planner = JobRunner(hosts, self)
+        self.planner.finished.connect(self._on_planned)
+        self.planner.failed.connect(lambda ev: self.plan_failed.emit(ev.message))
         self.dest: Path | None = None
 
     @property
     def running(self) -> bool:
         return self.runner.running
+
+    def plan(self, source: Path) -> None:
+        """Size each type offered from ``source`` with llama.cpp's dry run (a few tenths of a second on
+        SmolLM2, after the process starts); :attr:`planned` or :attr:`plan_failed` follows. Nothing when a
+        sizing is under way."""
+        if not self.planner.running:
+            self.planner.start(lambda rid: P.PlanQuantize(rid, str(source)))
 
     def start(self, source: Path, dest: Path, qtype: QuantType) -> None:
         """Quantize ``source`` to ``qtype`` into ``dest``.
@@ -102,8 +117,11 @@ class QuantizeJob(QObject):
         self.runner.cancel(kill_after_ms=0)
 
     def shutdown(self) -> None:
-        """The window closes: kill a running job (returning once its process is gone and its reader has heard
-        of it, so this job may be deleted next) and remove its ``.part``; emits nothing."""
+        """The window closes: kill a running job and sizing (returning once their processes are gone and their
+        readers have heard of it, so this job may be deleted next) and remove the job's ``.part``; emits
+        nothing."""
+        if self.planner.running:
+            self.planner.shutdown()
         if self.runner.running:
             self.runner.shutdown()
             self._remove_part()
@@ -113,6 +131,12 @@ class QuantizeJob(QObject):
             self.progressed.emit(
                 QuantizeStatus(ev.tensors_done, ev.tensors_total, ev.bytes_written, ev.expected_bytes, ev.elapsed_s)
             )
+
+    def _on_planned(self, ev: object) -> None:
+        if isinstance(ev, P.QuantizePlanned):
+            self.planned.emit(ev)
+        else:  # not a sizing's answer: a bug
+            self.plan_failed.emit(f"The sizing ended with an unexpected answer ({type(ev).__name__}).")
 
     def _on_finished(self, ev: object) -> None:
         if isinstance(ev, P.Quantized):
