@@ -11,6 +11,7 @@ from app.core import protocol as P
 from app.core.chat.context import StopReason
 from app.core.speculative.settings import Drafter, SpeculationSettings
 from app.core.speculative.stats import RoundEnd, SpeculationStats
+from app.engine.speculative.drafters import PromptLookup
 from tests.support.engine import start_engine
 from tests.support.speculation import COPY_DOCUMENT, REPEAT_PROMPT, same_or_near_tie, token_events, turn
 
@@ -28,6 +29,14 @@ def check_adds_up(s: SpeculationStats, generated: int) -> None:
     # every round makes one token of its own, plus what it accepted; the first token comes from prefill
     assert generated <= 1 + s.rounds + s.accepted
     assert s.ended(RoundEnd.MISMATCH) == len(s.rejected)
+
+
+def test_prompt_lookup_drafts_what_followed_the_latest_match_of_the_whole_ngram():
+    lookup = PromptLookup(3)
+    assert lookup.draft([1, 2, 3, 4, 5, 6, 1, 2, 3], 4) == ([4, 5, 6, 1], RoundEnd.DRAFT_MAX)
+    assert lookup.draft([1, 2, 3, 4, 5, 1, 2, 3, 9, 1, 2, 3], 3) == ([9, 1, 2], RoundEnd.DRAFT_MAX)  # the latest
+    assert lookup.draft([7, 2, 3, 4, 1, 2, 3], 3) == ([], RoundEnd.NO_DRAFT)  # no shorter n-gram fallback
+    assert lookup.draft([1, 2, 3], 3) == ([], RoundEnd.NO_DRAFT)
 
 
 @pytest.fixture(scope="module")
