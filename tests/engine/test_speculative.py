@@ -104,6 +104,24 @@ def test_max_tokens_and_stop_strings_end_a_speculated_reply(smol_lookup):
     assert fin.text == plain.text
 
 
+def test_a_full_context_stops_or_rolls_with_speculation_on(smollm2):
+    eng = start_engine(smollm2, n_ctx=256, n_threads=1, speculation=LOOKUP)
+    story, count = "Tell me a very long story about a dragon and a knight.", "Count from 1 to 400, separated by commas."
+    kw = {"speculate": None, "temperature": 0.0, "repeat_penalty": 1.0}
+    try:
+        stop = turn(eng, story, max_tokens=-1, context_policy="stop", **kw)
+        assert stop.stats.stop_reason == StopReason.CONTEXT_FULL
+        assert stop.stats.context_used <= stop.stats.n_ctx
+        rolled = turn(eng, count, max_tokens=300, context_policy="rolling", **kw)
+        assert rolled.stats.context_shifts >= 1 and rolled.stats.stop_reason == StopReason.MAX_TOKENS
+        assert rolled.stats.generated_tokens == 300
+        s = rolled.stats.speculation
+        assert s is not None and s.accepted > 0  # speculated until the shift, one token a round after it
+        check_adds_up(s, rolled.stats.generated_tokens)
+    finally:
+        eng.host.stop()
+
+
 def test_draft_model_reply_is_the_models_own(smollm2, smollm2_q8_0):
     spec_settings = SpeculationSettings(
         enabled=True, drafter=Drafter.DRAFT_MODEL, draft_max=6, p_min=0.5, draft_model=str(smollm2)
