@@ -25,7 +25,6 @@ from app.engine.errors import EngineError
 from app.engine.speculative.drafters import DraftModel, PromptLookup
 from app.engine.speculative.loop import Drafting
 
-
 ALL_LAYERS = 0x7FFFFFFF  # n_gpu_layers for every layer (what llama-cpp-python passes for -1)
 
 
