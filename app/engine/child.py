@@ -76,10 +76,12 @@ def serve(conn: Connection, cancel: CancelFlag, t0: float) -> None:
     session = Session(emit, cancel, llama_log)
     inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
     inspections: queue.SimpleQueue[object] = queue.SimpleQueue()
+    embeds: queue.SimpleQueue[object] = queue.SimpleQueue()
     threading.Thread(
-        target=_read, args=(conn, session, emit, inbox, inspections), name="glassbox-requests", daemon=True
+        target=_read, args=(conn, session, emit, inbox, inspections, embeds), name="glassbox-requests", daemon=True
     ).start()
     threading.Thread(target=_inspect, args=(session, emit, inspections), name="glassbox-inspect", daemon=True).start()
+    threading.Thread(target=_inspect, args=(session, emit, embeds), name="glassbox-embed", daemon=True).start()
     try:
         while True:
             req = inbox.get()
@@ -99,6 +101,7 @@ class Lane(enum.Enum):
     MAIN = "main"  #: the main loop, one at a time: loads, turns, resets, prompt renders and counts, depth sweeps
     READER = "reader"  #: the pipe reader, at once: a funnel is answered while a reply streams
     INSPECT = "inspect"  #: the inspect thread, one at a time: an inspection has its own llama.cpp context
+    EMBED = "embed"  #: the embed thread, one at a time: embeddings have their own llama.cpp context
 
 
 #: The request types that do not run on the main loop.
@@ -106,6 +109,8 @@ LANES: dict[type[Any], Lane] = {
     P.ComputeFunnel: Lane.READER,
     P.InspectToken: Lane.INSPECT,
     P.PrepareInspect: Lane.INSPECT,
+    P.Embed: Lane.EMBED,
+    P.CancelEmbed: Lane.READER,
 }
 
 
@@ -135,6 +140,9 @@ HANDLERS: dict[type[Any], Callable[[Session, Any], object | None]] = {
     ),
     # Comparing two quantizations (issue 21): its own models and contexts, no chat model needed.
     P.CompareModels: lambda session, req: compare_models(req, emit=session.emit, cancel=session.cancel),
+    # Embeddings (issue 23 §3): the loaded model in a context of its own, on the embed lane.
+    P.Embed: lambda session, req: session.embed(req),
+    P.CancelEmbed: lambda session, req: session.cancel_embed(req),
 }
 
 
@@ -144,19 +152,25 @@ def _read(
     emit: Callable[[object], None],
     inbox: queue.SimpleQueue[object],
     inspections: queue.SimpleQueue[object],
+    embeds: queue.SimpleQueue[object],
 ) -> None:
     """Receive requests and route them by :data:`LANES`: the reader's at once, the inspect thread's to
-    ``inspections``, the rest to the main loop's ``inbox``; None to both when the pipe closes."""
+    ``inspections``, the embed thread's to ``embeds``, the rest to the main loop's ``inbox``; None to
+    each when the pipe closes."""
     while True:
         try:
             req = conn.recv()
         except (EOFError, OSError):
             inbox.put(None)
             inspections.put(None)
+            embeds.put(None)
             return
         lane = LANES.get(type(req), Lane.MAIN)
         if lane is Lane.INSPECT:
             inspections.put(req)
+            continue
+        if lane is Lane.EMBED:
+            embeds.put(req)
             continue
         if lane is Lane.READER:
             try:
@@ -168,12 +182,13 @@ def _read(
         inbox.put(req)
         if isinstance(req, P.Shutdown):
             inspections.put(None)
+            embeds.put(None)
             return
 
 
 def _inspect(session: Session, emit: Callable[[object], None], inspections: queue.SimpleQueue[object]) -> None:
-    """The inspect thread: run InspectToken requests one at a time, off the main loop, so a reply,
-    Stop and a new message go on meanwhile (the inspection has its own llama.cpp context)."""
+    """The inspect thread (and the embed thread, on its own queue): run its requests one at a time, off
+    the main loop, so a reply, Stop and a new message go on meanwhile (each has its own llama.cpp context)."""
     while True:
         req = inspections.get()
         if req is None:

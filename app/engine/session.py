@@ -10,7 +10,9 @@ against context length) and :mod:`app.engine.inspection` (inspect a token in a s
   freed or set, so a funnel never uses a model being unloaded; generation does not take it;
 - the **inspect lock** while an inspection runs (on the inspect thread) and while a model is freed
   (taken before the model lock): the model lock is held only while the inspection starts, so a
-  funnel never waits seconds behind an inspection.
+  funnel never waits seconds behind an inspection;
+- the **embed lock** while embeddings run (:mod:`app.engine.embeddings`, on the embed thread, in a
+  context of their own) and while a model is freed (taken first).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from app.core.chat.context import ChatMessage
 from app.core.gguf.gguf_info import GGUFInfo
 from app.core.hardware.memory import KVCacheLayout
 from app.engine.depth_sweep import sweep_depth
+from app.engine.embeddings import Embedder
 from app.engine.errors import CancelFlag, EngineError
 from app.engine.funnel_request import checked_sampler, live_reply, live_step, step_funnel, stored_step
 from app.engine.inspection.chat_cache import take_chat_cache
@@ -57,6 +60,9 @@ class Session:
         self._model_lock = threading.Lock()
         self._inspect_lock = threading.Lock()
         self._chat_lock = threading.Lock()
+        self._embed_lock = threading.Lock()
+        self._embedder: Embedder | None = None  # the loaded model's embeddings context, made on first use
+        self._embed_cancels: set[int] = set()  # Embed request ids cancelled (CancelEmbed), until they end
 
     # ------------------------------------------------------------------------ loaded state
     @property
@@ -120,7 +126,12 @@ class Session:
         m = self._m
         if m is not None:
             m.token_inspector.request_stop()
-        with self._inspect_lock, self._model_lock:
+        if self._embedder is not None:
+            self._embedder.request_stop()
+        with self._embed_lock, self._inspect_lock, self._model_lock:
+            if self._embedder is not None:
+                self._embedder.close()  # its context uses the model: freed first
+                self._embedder = None
             if self._m is not None:
                 self._m.store = None
                 self._m.token_inspector.close()  # its context uses the model: freed first
@@ -259,3 +270,24 @@ class Session:
                     if idle:
                         self._chat_lock.release()
             return P.TokenInspected(req.request_id, m.token_inspector.inspect(req, chat))
+
+    def embed(self, req: P.Embed) -> P.Embedded:
+        """Embed ``req.inputs`` in the model's embeddings context (:mod:`app.engine.embeddings`); safe
+        during a reply (the chat's context and KV cache are not touched).
+
+        Raises:
+            EngineError: ``no_model``; ``context_overflow``, ``bad_settings``, ``cancelled``, ``internal``
+                (:meth:`app.engine.embeddings.Embedder.embed`).
+        """
+        with self._embed_lock:
+            with self._model_lock:
+                m = self._require()
+                if self._embedder is None:
+                    self._embedder = Embedder(m.llm, m.info, self._embed_cancels)
+                embedder = self._embedder
+            return embedder.embed(req)
+
+    def cancel_embed(self, req: P.CancelEmbed) -> None:
+        """Mark the Embed ``req.request_id`` cancelled (any thread): it ends with Failed ``cancelled``
+        (:meth:`app.engine.embeddings.Embedder.embed`). No answer."""
+        self._embed_cancels.add(req.request_id)

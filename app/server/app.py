@@ -1,4 +1,4 @@
-"""The Starlette application: ``/v1/models``, ``/v1/chat/completions``, ``/v1/completions``.
+"""The Starlette application: ``/v1/models``, ``/v1/chat/completions``, ``/v1/completions``, ``/v1/embeddings``.
 
 Every route needs ``Authorization: Bearer <key>`` (401 otherwise). Errors have OpenAI's body
 (:mod:`app.server.errors`): 400 for a bad request, 401 for a wrong key, 503 when no model is
@@ -25,8 +25,9 @@ from starlette.routing import Route
 
 from app.core import protocol as P
 from app.core.chat.context import StopReason
+from app.server.embeddings import embeddings_body, parse_embeddings
 from app.server.errors import ApiError, bad_request
-from app.server.gateway import ApiJob, EngineGateway, ModelCard
+from app.server.gateway import ApiJob, EmbeddingJob, EngineGateway, ModelCard
 from app.server.responses import ReplyBuilder
 from app.server.schema import Endpoint, parse_request
 
@@ -80,6 +81,7 @@ class Api:
         self.gateway = gateway
         self.api_key = api_key
         self.open_jobs: set[ApiJob] = set()  # requests being answered (the server thread's loop only)
+        self.open_embeds: set[EmbeddingJob] = set()  # embeddings requests waiting for the engine (likewise)
 
     def end_open_jobs(self, message: str) -> None:
         """Answer every open request with 503 ``message`` and cancel it in the engine (any thread):
@@ -87,6 +89,8 @@ class Api:
         for job in list(self.open_jobs):
             self.gateway.cancel(job)
             job.deliver(P.Failed(0, P.FailureKind.ENGINE, message))
+        for embed in list(self.open_embeds):
+            embed.deliver(P.Failed(0, P.FailureKind.ENGINE, message))
 
     def _check_key(self, request: Request) -> None:
         auth = request.headers.get("authorization", "")
@@ -124,6 +128,41 @@ class Api:
 
     async def completions(self, request: Request) -> Response:
         return await self._generate(request, Endpoint.COMPLETIONS)
+
+    async def embeddings(self, request: Request) -> Response:
+        """``/v1/embeddings`` (:mod:`app.server.embeddings`): the vectors once the engine has them. A
+        client that goes away meanwhile cancels its request (the engine stops at its next batch or graph node)."""
+        try:
+            self._check_key(request)
+            try:
+                body = json.loads(await request.body() or b"null")
+            except ValueError as exc:
+                raise bad_request(f"The request body is not valid JSON ({exc}).") from None
+            model = self._model()
+            parsed = parse_embeddings(body, model.n_embd)
+        except ApiError as exc:
+            return _error(exc)
+        client = f"{request.client.host}:{request.client.port}" if request.client else "?"
+        job = EmbeddingJob(parsed, client, asyncio.get_running_loop())
+        self.open_embeds.add(job)
+        gone = asyncio.ensure_future(_disconnected(request))
+        answer = asyncio.ensure_future(job.answer())
+        try:
+            self.gateway.embed(job)
+            await asyncio.wait({answer, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if not answer.done():
+                answer.cancel()
+                self.gateway.cancel(job)
+                return Response(status_code=499)  # nobody is listening any more
+            ev = answer.result()
+        finally:
+            gone.cancel()
+            self.open_embeds.discard(job)
+        if isinstance(ev, P.Embedded):
+            return JSONResponse(embeddings_body(ev, parsed, model.id))
+        if isinstance(ev, P.Failed):
+            return _error(failed_error(ev))
+        return _error(ApiError(500, f"The engine answered with {type(ev).__name__}.", "server_error"))
 
     async def _generate(self, request: Request, endpoint: Endpoint) -> Response:
         try:
@@ -272,6 +311,7 @@ def build_app(gateway: EngineGateway, api_key: str, cors_origins: tuple[str, ...
         Route("/v1/models", api.models, methods=["GET"]),
         Route("/v1/chat/completions", api.chat, methods=["POST"]),
         Route("/v1/completions", api.completions, methods=["POST"]),
+        Route("/v1/embeddings", api.embeddings, methods=["POST"]),
     ]
     app = Starlette(routes=routes, middleware=middleware, exception_handlers=handlers)
     app.state.api = api

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from app.server.embeddings import EmbeddingRequest
 from app.server.schema import ParsedRequest
 
 _job_ids = itertools.count(1)
@@ -30,6 +31,7 @@ class ModelCard:
         n_ctx: the context, tokens.
         eog_token_ids: ids that end generation (left out of ``logprobs``).
         loaded_at: when it was loaded (Unix seconds; ``created`` in ``/v1/models``).
+        n_embd: the model's vector size (``/v1/embeddings``' ``dimensions``); 0: unknown.
     """
 
     id: str
@@ -37,6 +39,7 @@ class ModelCard:
     n_ctx: int
     eog_token_ids: tuple[int, ...]
     loaded_at: int
+    n_embd: int = 0
 
 
 @dataclass(eq=False)  # compared and hashed by identity: one object per request
@@ -74,14 +77,44 @@ class ApiJob:
         return await self._events.get()
 
 
+@dataclass(eq=False)  # compared and hashed by identity: one object per request
+class EmbeddingJob:
+    """One ``/v1/embeddings`` request on its way through the engine (issue 23 §3).
+
+    Attributes:
+        request: the checked request.
+        client: the client's ``host:port``.
+        loop: the server's event loop (the answer is delivered into it).
+        id: a number unique in this process, shared with :class:`ApiJob` (the Server panel's log).
+    """
+
+    request: EmbeddingRequest
+    client: str
+    loop: asyncio.AbstractEventLoop
+    id: int = field(default_factory=lambda: next(_job_ids))
+    _answers: asyncio.Queue[object] = field(default_factory=asyncio.Queue)
+
+    def deliver(self, event: object) -> None:
+        """Hand the engine's Embedded or Failed to the request's handler (any thread; dropped when the loop has closed)."""
+        with contextlib.suppress(RuntimeError):  # the server stopped meanwhile
+            self.loop.call_soon_threadsafe(self._answers.put_nowait, event)
+
+    async def answer(self) -> object:
+        """The engine's answer (waits)."""
+        return await self._answers.get()
+
+
 class EngineGateway(Protocol):
     """What the server needs from the engine's owner; every method may be called from the server thread."""
 
     def submit(self, job: ApiJob) -> None:
         """Queue ``job``; its events, ending with Finished or Failed, arrive through ``job.deliver``."""
 
-    def cancel(self, job: ApiJob) -> None:
+    def cancel(self, job: ApiJob | EmbeddingJob) -> None:
         """Stop ``job`` (queued or in flight): its client went away."""
 
     def model(self) -> ModelCard | None:
         """The loaded model, or None."""
+
+    def embed(self, job: EmbeddingJob) -> None:
+        """Compute ``job``'s embeddings; exactly one Embedded or Failed arrives through ``job.deliver``."""

@@ -7,17 +7,19 @@ tests/ui_model/test_local_api.py.
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import time
 import urllib.error
 import urllib.request
 
+import numpy as np
 import pytest
 
 from app.core import protocol as P
 from app.core.chat.context import GenerationStats, StopReason
-from app.server.gateway import ApiJob, ModelCard
+from app.server.gateway import ApiJob, EmbeddingJob, ModelCard
 from app.server.runner import ServerThread
 
 KEY = "gb-test-key"
@@ -40,7 +42,18 @@ class ScriptedGateway:
         self.cancelled.append(job)
 
     def model(self) -> ModelCard:
-        return ModelCard("smol", "/m/smol.gguf", 2048, (2,), 1700000000)
+        return ModelCard("smol", "/m/smol.gguf", 2048, (2,), 1700000000, n_embd=3)
+
+    def embed(self, job: EmbeddingJob) -> None:
+        """Two 3-value vectors for any request whose first input is not "fail"; else context_overflow."""
+        self.jobs.append(job)  # type: ignore[arg-type]
+        if job.request.inputs[0] == "hang":
+            return  # never answered: the client goes away
+        if job.request.inputs[0] == "fail":
+            job.deliver(P.Failed(0, P.FailureKind.CONTEXT_OVERFLOW, "input[0] is 9 tokens, over the limit of 8"))
+            return
+        vecs = np.array([[0.6, 0.8, 0.0], [0.0, 0.0, 1.0]], dtype="<f4")
+        job.deliver(P.Embedded(0, vecs.tobytes(), 3, (4, 5), P.Pooling.MEAN, False, 0.01))
 
 
 @pytest.fixture
@@ -92,7 +105,7 @@ def test_listens_on_loopback_and_answers_a_chat(serve):
 
 def test_not_found_and_wrong_key_have_openai_bodies(serve):
     s, _gw = serve(REPLY)
-    status, _h, text = http(f"{s.url}/embeddings", {"input": "x"})
+    status, _h, text = http(f"{s.url}/audio/speech", {"input": "x"})
     assert status == 404 and json.loads(text)["error"]["code"] == "not_found"
     status, _h, text = http(f"{s.url}/models", key=None)
     assert status == 401 and json.loads(text)["error"]["type"] == "authentication_error"
@@ -170,3 +183,42 @@ def test_stream_of_a_cancelled_request_ends_with_an_error_event(serve):
     events = [line.removeprefix("data: ") for line in text.splitlines() if line.startswith("data: ")]
     assert status == 200 and json.loads(events[0])["choices"][0]["text"] == "Hi"
     assert json.loads(events[1])["error"]["code"] == "cancelled" and events[-1] == "[DONE]"
+
+
+def test_embeddings_float_and_base64_usage_and_an_engine_refusal(serve):
+    s, gw = serve(REPLY)
+    status, _h, text = http(f"{s.url}/embeddings", {"input": ["a", [1, 2]], "model": "x"})
+    body = json.loads(text)
+    assert status == 200 and body["object"] == "list" and body["model"] == "smol"
+    assert [d["index"] for d in body["data"]] == [0, 1] and body["data"][0]["embedding"] == pytest.approx([0.6, 0.8, 0])
+    assert body["usage"] == {"prompt_tokens": 9, "total_tokens": 9}
+    assert body["glassbox"]["pooling"] == "mean" and body["glassbox"]["pooling_from_model"] is False
+    assert gw.jobs[-1].request.inputs == ("a", (1, 2))
+    status, _h, text = http(f"{s.url}/embeddings", {"input": "a", "encoding_format": "base64", "dimensions": 3})
+    b64 = json.loads(text)["data"][1]["embedding"]
+    assert status == 200 and np.frombuffer(base64.b64decode(b64), dtype="<f4").tolist() == [0, 0, 1]
+    status, _h, text = http(f"{s.url}/embeddings", {"input": "fail"})
+    err = json.loads(text)["error"]
+    assert status == 400 and err["code"] == "context_overflow" and "limit of 8" in err["message"]
+    status, _h, text = http(f"{s.url}/embeddings", {"input": "a", "dimensions": 2})
+    assert status == 400 and json.loads(text)["error"]["param"] == "dimensions"
+    status, _h, text = http(f"{s.url}/embeddings", {"input": "a"}, key="wrong")
+    assert status == 401
+
+
+def test_an_embeddings_client_that_goes_away_cancels_its_request(serve):
+    s, gw = serve(REPLY)
+    body = json.dumps({"input": "hang"}).encode()
+    c = socket.create_connection(("127.0.0.1", s.port))
+    c.sendall(
+        f"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    deadline = time.monotonic() + 5
+    while not gw.jobs and time.monotonic() < deadline:
+        time.sleep(0.02)
+    c.close()
+    while not gw.cancelled and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert gw.cancelled == gw.jobs and isinstance(gw.cancelled[0], EmbeddingJob)

@@ -137,34 +137,39 @@ def _drain(q: queue.SimpleQueue[object]) -> list[object]:
     return out
 
 
-def test_the_reader_answers_funnels_at_once_and_hands_inspections_to_their_thread():
-    gen, funnel, inspect, prepare = (
+def test_the_reader_answers_funnels_at_once_and_hands_inspections_and_embeddings_to_their_threads():
+    gen, funnel, inspect, prepare, embed = (
         P.Generate(1, USER, SamplerSettings()),
         P.ComputeFunnel(2),
         P.InspectToken(3, 0, 1),
         P.PrepareInspect(),
+        P.Embed(5, ("a",), 512),
     )
     session, sent = _Recording(), []
     inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
     inspections: queue.SimpleQueue[object] = queue.SimpleQueue()
+    embeds: queue.SimpleQueue[object] = queue.SimpleQueue()
     child._read(
-        _Pipe([gen, funnel, prepare, inspect, P.ResetContext(4), P.Shutdown()]),
+        _Pipe([gen, funnel, prepare, embed, inspect, P.ResetContext(4), P.Shutdown()]),
         session,
         sent.append,
         inbox,
         inspections,
+        embeds,
     )
     assert session.calls == [("funnel", funnel)]  # the reader ran the funnel itself
     assert sent == [("funnel", funnel)]
     assert _drain(inbox) == [gen, P.ResetContext(4), P.Shutdown()]
     assert _drain(inspections) == [prepare, inspect, None]  # Shutdown ends the inspect thread too
+    assert _drain(embeds) == [embed, None]  # and the embed thread
 
 
-def test_a_closed_pipe_ends_both_loops():
+def test_a_closed_pipe_ends_every_loop():
     inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
     inspections: queue.SimpleQueue[object] = queue.SimpleQueue()
-    child._read(_Pipe([P.ResetContext(1)]), _Recording(), lambda _e: None, inbox, inspections)
-    assert _drain(inbox) == [P.ResetContext(1), None] and _drain(inspections) == [None]
+    embeds: queue.SimpleQueue[object] = queue.SimpleQueue()
+    child._read(_Pipe([P.ResetContext(1)]), _Recording(), lambda _e: None, inbox, inspections, embeds)
+    assert _drain(inbox) == [P.ResetContext(1), None] and _drain(inspections) == [None] and _drain(embeds) == [None]
 
 
 # ------------------------------------------------------------------- a real Session, no model

@@ -146,3 +146,10 @@ from app.core.protocol.requests import SweepDepth  # noqa: E402
 
 __all__ += ["DepthMeasured", "DepthSwept", "SweepDepth"]
 # ---- end of speed against context length --------------------------------------------------------
+
+# ---- embeddings (issue 23 §3) --------------------------------------------------------------------
+from app.core.protocol.answers import Embedded, Pooling  # noqa: E402
+from app.core.protocol.requests import CancelEmbed, Embed  # noqa: E402
+
+__all__ += ["CancelEmbed", "Embed", "Embedded", "Pooling"]
+# ---- end of embeddings ---------------------------------------------------------------------------

@@ -327,3 +327,43 @@ class DepthSwept:
 TERMINAL_EVENTS = (*TERMINAL_EVENTS, DepthSwept)
 
 # ---- end of speed against context length ---------------------------------------------------------
+
+
+# ---- embeddings (issue 23 §3): app/engine/embeddings.py ------------------------------------------
+
+
+class Pooling(str, enum.Enum):
+    """How llama.cpp pools a sequence's hidden states into one vector (``llama_pooling_type``)."""
+
+    MEAN = "mean"  #: the mean over the sequence's tokens
+    CLS = "cls"  #: the first token's (BERT's [CLS])
+    LAST = "last"  #: the last token's
+    RANK = "rank"  #: a reranker's score (not an embedding)
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """The answer to :class:`~app.core.protocol.requests.Embed`: one unit-length (L2) vector per input.
+
+    Attributes:
+        vectors: ``len(token_counts) * n_embd`` float32 values, little-endian, input after input.
+        n_embd: values per vector.
+        token_counts: tokens each input was, in order (what was evaluated: BOS/EOS included).
+        pooling: the pooling llama.cpp ran.
+        model_pooling: the model declares that pooling (``{arch}.pooling_type``); False: it
+            declares none (a generative model) and :attr:`Pooling.MEAN` was chosen.
+        elapsed_s: seconds the engine spent, the context's creation included when it was (re)made.
+    """
+
+    request_id: int
+    vectors: bytes
+    n_embd: int
+    token_counts: tuple[int, ...]
+    pooling: Pooling
+    model_pooling: bool
+    elapsed_s: float
+
+
+TERMINAL_EVENTS = (*TERMINAL_EVENTS, Embedded)
+
+# ---- end of embeddings ---------------------------------------------------------------------------

@@ -278,6 +278,46 @@ class Quantize:
 # --- end of quantization ------------------------------------------------------------------------------------
 
 
+# ---- embeddings (issue 23 §3): app/engine/embeddings.py ------------------------------------------
+
+
+@dataclass(frozen=True)
+class Embed:
+    """Embed ``inputs`` with the loaded model in llama.cpp's embeddings mode, in a context of its own
+    (the chat's KV cache is untouched), pooled by the model's pooling type (mean when the model has
+    none) and L2-normalized (:mod:`app.engine.embeddings`).
+
+    Runs on the engine's embed lane, off the main loop: a reply may stream meanwhile. Answered with
+    :class:`~app.core.protocol.answers.Embedded`, or :class:`Failed` (``no_model``;
+    ``context_overflow``: an input longer than ``max_tokens``, or than the engine's cap on the logits
+    llama.cpp keeps for it; the message names the input and the limit;
+    ``bad_settings``: an empty input or a token id outside the vocabulary; ``cancelled``: the model
+    was unloaded meanwhile).
+
+    Attributes:
+        inputs: the texts (tokenized as llama-server does: BOS/EOS as the tokenizer adds them, special
+            tokens parsed) or token-id lists (used as they are), in order.
+        max_tokens: the longest input accepted, tokens (the window passes the loaded n_ctx).
+    """
+
+    request_id: int
+    inputs: tuple[str | tuple[int, ...], ...]
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class CancelEmbed:
+    """Stop the :class:`Embed` with ``request_id`` (its client went away, or the window cancelled it): it
+    ends with :class:`Failed` ``cancelled`` before its next batch or graph node, or at once when it has
+    not started. Answered by nothing (on the engine's reader lane, while the embed lane works); send it
+    only while that Embed has not been answered."""
+
+    request_id: int
+
+
+# ---- end of embeddings ---------------------------------------------------------------------------
+
+
 Request = (
     LoadModel
     | Generate
@@ -291,4 +331,6 @@ Request = (
     | SweepDepth
     | Quantize
     | CompareModels  # comparing two quantizations (issue 21): app/core/quant/comparison.py
+    | Embed  # embeddings (issue 23 §3)
+    | CancelEmbed
 )

@@ -40,6 +40,7 @@ import enum
 import itertools
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
@@ -160,6 +161,7 @@ class EngineClient(QObject):
         self._prepared_for: P.ModelLoaded | None = None  # the model PrepareInspect was sent for
         self._quiet_ready = False  # the next EngineReady comes from a switch: not emitted again
         self.ready_info: P.EngineReady | None = None
+        self._embed_sinks: dict[int, ExternalSink] = {}  # request id -> who waits for the Embedded
         self.model: P.ModelLoaded | None = None
         # What each answer does: (kind of request, event type) -> handler.
         self._answers: dict[tuple[RequestKind, type], Callable[[Any], None]] = {
@@ -188,6 +190,8 @@ class EngineClient(QObject):
             (K.SWEEP, P.DepthMeasured): self.sweep_progressed.emit,
             (K.SWEEP, P.DepthSwept): self._sweep_ended,
             (K.SWEEP, P.Failed): self._sweep_ended,
+            (K.EMBED, P.Embedded): self._embed_ended,
+            (K.EMBED, P.Failed): self._embed_ended,
         }
         # Events that answer no request.
         self._notices: dict[type, Callable[[Any], None]] = {
@@ -257,6 +261,7 @@ class EngineClient(QObject):
         if sweep is not None:
             self.sweep_ended.emit(None)
         self._fail_externals("The engine stopped; nothing more can be generated until it is restarted.")
+        self._fail_embeds("The engine stopped; restart it (or load a model) and send the request again.")
 
     # ------------------------------------------------------------------ commands
     def load_model(self, path: str, settings: LoadSettings, *, remote: RemoteEndpoint | None = None) -> int:
@@ -277,6 +282,9 @@ class EngineClient(QObject):
         self.model = None
         self._set_state(EngineState.LOADING)
         self._pending_load = P.LoadModel(rid, path, settings)
+        self._fail_embeds(
+            "The model was switched in Glassbox while the embeddings were computed; send the request again."
+        )
         if self._queue.in_flight is not None:  # the model goes away under it: stop it (it ends with what it has)
             self._cancel_in_flight()
         if self.generating or self.sweeping:
@@ -549,6 +557,41 @@ class EngineClient(QObject):
         """End every external request, in flight and queued, with Failed ``engine``."""
         self._requests.forget(K.EXTERNAL)
         self._queue.fail_all(message)
+
+    # ------------------------------------------------------------------ embeddings (issue 23 §3)
+    def embed(self, request: P.Embed, sink: ExternalSink) -> int | None:
+        """Send an :class:`~app.core.protocol.Embed` (``request_id`` replaced); ``sink`` gets exactly one
+        :class:`~app.core.protocol.Embedded` or :class:`~app.core.protocol.Failed` (kind ``engine`` when
+        the engine stops or the model is switched first). The engine runs it in a context of its own,
+        beside a reply in flight. Returns the request id, or None with no model or a remote engine
+        (nothing is sent, ``sink`` is not called)."""
+        if self._link.host is None or self.model is None or self.remote is not None:
+            return None
+        rid = next(self._ids)
+        self._requests.expect(rid, K.EMBED)
+        self._embed_sinks[rid] = sink
+        self._send(replace(request, request_id=rid))
+        return rid
+
+    def cancel_embed(self, request_id: int) -> bool:
+        """Stop the Embed ``request_id`` (:class:`~app.core.protocol.CancelEmbed`); its sink gets Failed
+        ``cancelled``. False when it has been answered already (nothing is sent)."""
+        if request_id not in self._embed_sinks or self._link.host is None:
+            return False
+        self._send(P.CancelEmbed(request_id))
+        return True
+
+    def _embed_ended(self, ev: P.Embedded | P.Failed) -> None:
+        sink = self._embed_sinks.pop(ev.request_id, None)
+        if sink is not None:
+            sink(ev)
+
+    def _fail_embeds(self, message: str) -> None:
+        """End every embeddings request waiting for the engine with Failed ``engine``."""
+        self._requests.forget(K.EMBED)
+        sinks, self._embed_sinks = self._embed_sinks, {}
+        for rid, sink in sinks.items():
+            sink(P.Failed(rid, P.FailureKind.ENGINE, message))
 
     # ------------------------------------------------------------------ events
     @Slot(object)

@@ -26,6 +26,7 @@ class RequestKind(enum.Enum):
     COUNT = "count"  # CountPrompt
     INSPECT = "inspect"  # InspectToken
     SWEEP = "sweep"  # SweepDepth (at most one; it holds the chat context like a reply)
+    EMBED = "embed"  # Embed (the local API's embeddings; several may wait, the engine runs them in turn)
 
 
 class RequestTable:

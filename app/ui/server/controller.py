@@ -5,6 +5,8 @@ talks to. ``submit`` and ``cancel`` are called in the server thread and reach th
 through queued signals; there each request goes to :meth:`EngineClient.submit_external`, the
 one place that decides what runs in the engine. Each request's events are logged
 (:mod:`app.ui.server.request_log`) and handed back to the server thread (``ApiJob.deliver``).
+An embeddings request goes to :meth:`EngineClient.embed` instead (not the queue: the engine
+runs it in a context of its own, beside a reply in flight), under the same busy policy.
 """
 
 from __future__ import annotations
@@ -17,12 +19,12 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal, Slot
 
 from app.core import protocol as P
-from app.core.chat.context import StopReason
+from app.core.chat.context import ChatMessage, Role, StopReason
 from app.core.server_settings import BusyPolicy, ServerSettings
-from app.server.gateway import ApiJob, ModelCard
+from app.server.gateway import ApiJob, EmbeddingJob, ModelCard
 from app.server.runner import ServerThread
 from app.ui.engine.client import EngineClient, EngineState
-from app.ui.server.request_log import MAX_ENTRIES, ApiLogEntry, RequestStatus
+from app.ui.server.request_log import EMBEDDINGS, MAX_ENTRIES, ApiLogEntry, RequestStatus
 from app.ui.window.settings_controller import SettingsController
 
 log = logging.getLogger(__name__)
@@ -49,7 +51,8 @@ class ServerController(QObject):
     entry_changed = Signal(ApiLogEntry)
 
     _submitted = Signal(ApiJob)  # from the server thread (queued)
-    _cancel_asked = Signal(ApiJob)  # from the server thread (queued)
+    _cancel_asked = Signal(object)  # ApiJob | EmbeddingJob, from the server thread (queued)
+    _embed_asked = Signal(EmbeddingJob)  # from the server thread (queued)
 
     def __init__(self, engine: EngineClient, settings: SettingsController, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -60,9 +63,11 @@ class ServerController(QObject):
         self.error = ""
         self.entries: list[ApiLogEntry] = []
         self._tickets: dict[int, int] = {}  # job id -> engine ticket, while queued or running
+        self._embeds: dict[int, int] = {}  # embeddings job id -> engine request id, while running
         self._card: ModelCard | None = None
         self._submitted.connect(self._on_submitted)
         self._cancel_asked.connect(self._on_cancel_asked)
+        self._embed_asked.connect(self._on_embed_asked)
         engine.model_loaded.connect(self._on_model_loaded)
         engine.state_changed.connect(self._on_state_changed)
         self._applied: ServerSettings | None = None
@@ -133,7 +138,7 @@ class ServerController(QObject):
         """Queue ``job`` on the engine (server thread: crosses to the UI thread)."""
         self._submitted.emit(job)
 
-    def cancel(self, job: ApiJob) -> None:
+    def cancel(self, job: ApiJob | EmbeddingJob) -> None:
         """Cancel ``job``: its client went away (server thread)."""
         self._cancel_asked.emit(job)
 
@@ -141,9 +146,15 @@ class ServerController(QObject):
         """The loaded model (a snapshot the UI thread replaces; read from any thread)."""
         return self._card
 
+    def embed(self, job: EmbeddingJob) -> None:
+        """Compute ``job``'s embeddings (server thread: crosses to the UI thread)."""
+        self._embed_asked.emit(job)
+
     # ----------------------------------------------------------------------- UI thread
     def cancel_request(self, job_id: int) -> bool:
         """Cancel a request from the window (queued: it never runs; running: stopped like Stop)."""
+        if job_id in self._embeds:
+            return self.engine.cancel_embed(self._embeds[job_id])
         ticket = self._tickets.get(job_id)
         return ticket is not None and self.engine.cancel_external(ticket)
 
@@ -178,6 +189,36 @@ class ServerController(QObject):
         template = self._settings.settings.chat_template_for(self.engine.model.info.path)
         self._tickets[job.id] = self.engine.submit_external(with_chat_template(req.generate, template), sink)
 
+    @Slot(object)
+    def _on_embed_asked(self, job: EmbeddingJob) -> None:
+        entry = ApiLogEntry(job.id, EMBEDDINGS, job.client, (ChatMessage(Role.USER, job.request.summary),))
+        self._add(entry)
+
+        def end(ev: object) -> None:
+            self._embeds.pop(job.id, None)
+            if isinstance(ev, P.Embedded):
+                entry.embedded(ev)
+            elif isinstance(ev, P.Failed):
+                entry.failed(ev.message, cancelled=ev.kind is P.FailureKind.CANCELLED)
+            self.entry_changed.emit(entry)
+            job.deliver(ev)
+
+        card, model = self._card, self.engine.model
+        if card is None or model is None:
+            end(P.Failed(0, P.FailureKind.NO_MODEL, "No model is loaded in Glassbox. Load one in the window first."))
+            return
+        if self._settings.settings.server.busy_policy is BusyPolicy.REFUSE and self.engine.generating:
+            end(P.Failed(0, P.FailureKind.BUSY, BUSY_MESSAGE))
+            return
+        rid = self.engine.embed(P.Embed(0, job.request.inputs, card.n_ctx), end)
+        if rid is None:
+            why = "the engine is a remote server" if self.engine.remote is not None else "no model is loaded"
+            end(P.Failed(0, P.FailureKind.NO_MODEL, f"Embeddings need the local engine with a model; {why}."))
+            return
+        self._embeds[job.id] = rid
+        entry.started()
+        self.entry_changed.emit(entry)
+
     def _end(self, job: ApiJob, entry: ApiLogEntry, ev: P.Finished | P.Failed) -> None:
         self._tickets.pop(job.id, None)
         if isinstance(ev, P.Finished):
@@ -189,7 +230,7 @@ class ServerController(QObject):
         job.deliver(ev)
 
     @Slot(object)
-    def _on_cancel_asked(self, job: ApiJob) -> None:
+    def _on_cancel_asked(self, job: ApiJob | EmbeddingJob) -> None:
         self.cancel_request(job.id)
 
     def _add(self, entry: ApiLogEntry) -> None:
@@ -209,6 +250,7 @@ class ServerController(QObject):
             n_ctx=ev.n_ctx,
             eog_token_ids=ev.eog_token_ids,
             loaded_at=int(time.time()),
+            n_embd=ev.info.n_embd,
         )
 
     def _on_state_changed(self, state: EngineState) -> None:

@@ -60,7 +60,7 @@ def entry_cells(e: ApiLogEntry) -> tuple[str, ...]:
             "",
             "",
             "",
-            "",
+            f"{fmt.tokens(e.embedded_tokens)} / 0" if e.embedded_tokens else "",
         )
     return (
         when,

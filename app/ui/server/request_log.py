@@ -10,9 +10,11 @@ import enum
 import time
 from dataclasses import dataclass, field
 
+from app.core import protocol as P
 from app.core.chat.context import ChatMessage, GenerationStats, StopReason
 
 MAX_ENTRIES = 200
+EMBEDDINGS = "embeddings"  # an embeddings request's endpoint (the others: app.server.schema.Endpoint's values)
 
 
 class RequestStatus(str, enum.Enum):
@@ -31,7 +33,7 @@ class ApiLogEntry:
 
     Attributes:
         job_id: the server's job number (``chatcmpl-glassbox-<id>``).
-        endpoint: ``chat.completions`` or ``completions``.
+        endpoint: ``chat.completions``, ``completions`` or ``embeddings``.
         client: the client's ``host:port``.
         messages: the conversation the client sent (a completion's prompt as one user message).
         arrived: when it arrived, Unix seconds.
@@ -41,6 +43,7 @@ class ApiLogEntry:
         stats: the engine's figures for the turn (TTFT, prefill, decode, tokens), once done.
         queued_s: seconds it waited for the engine.
         error: why it failed or was cancelled.
+        embedded_tokens: an embeddings request's tokens evaluated, once done (it has no ``stats``).
     """
 
     job_id: int
@@ -54,6 +57,7 @@ class ApiLogEntry:
     stats: GenerationStats | None = None
     queued_s: float = 0.0
     error: str = ""
+    embedded_tokens: int = 0
 
     def started(self) -> None:
         """The engine took it: it waited until now."""
@@ -70,16 +74,28 @@ class ApiLogEntry:
         else:
             self.status = RequestStatus.DONE
 
+    def embedded(self, ev: P.Embedded) -> None:
+        """An embeddings request ended: the reply is a line on the vectors, their tokens and time."""
+        pooling = f"{ev.pooling.value} pooling" + ("" if ev.model_pooling else " (the model declares none)")
+        self.reply = (
+            f"{len(ev.token_counts)} vectors of {ev.n_embd} values, {sum(ev.token_counts):,} tokens, "
+            f"{pooling}, L2-normalized, {ev.elapsed_s * 1000:.0f} ms"
+        )
+        self.embedded_tokens = sum(ev.token_counts)
+        self.status = RequestStatus.DONE
+
     def failed(self, message: str, cancelled: bool = False) -> None:
         self.status = RequestStatus.CANCELLED if cancelled else RequestStatus.FAILED
         self.error = message
 
     @property
     def transcript(self) -> str:
-        """The conversation as text: each message under its role, then the reply (or the error)."""
-        parts = [f"[{m.role.value}]\n{m.content}" for m in self.messages]
+        """The conversation as text: each message under its role, then the reply (or the error); an
+        embeddings request's inputs, then what came back."""
+        embeddings = self.endpoint == EMBEDDINGS
+        parts = [f"[{'inputs' if embeddings else m.role.value}]\n{m.content}" for m in self.messages]
         if self.reply or self.status in (RequestStatus.RUNNING, RequestStatus.DONE):
-            parts.append(f"[assistant, reply]\n{self.reply}")
+            parts.append(f"[{'embeddings' if embeddings else 'assistant, reply'}]\n{self.reply}")
         if self.error:
             parts.append(f"[{self.status.value}] {self.error}")
         return "\n\n".join(parts)
