@@ -11,11 +11,13 @@ documented default instead of raising.
 from __future__ import annotations
 
 import enum
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from app.core.hardware.memory import KVCacheType
 from app.core.rpc import RpcError, parse_servers
+from app.core.speculative.settings import SpeculationSettings
+from app.core.speculative.stats import SpeculationStats
 
 
 class _ValueEnum(str, enum.Enum):
@@ -203,6 +205,8 @@ class GenerationStats:
         rpc_prefill_sent_bytes, rpc_prefill_received_bytes, rpc_decode_sent_bytes,
         rpc_decode_received_bytes: TCP payload bytes the engine sent to / received from its RPC
             servers during prefill and during decode (0 without RPC servers; Linux ``TCP_INFO``).
+        speculation: the reply's speculative decoding (drafted, accepted, why rounds ended);
+            None when it was not speculated (and for a reply stored before speculation existed).
     """
 
     prompt_tokens: int = 0
@@ -234,6 +238,7 @@ class GenerationStats:
     rpc_prefill_received_bytes: int = 0
     rpc_decode_sent_bytes: int = 0
     rpc_decode_received_bytes: int = 0
+    speculation: SpeculationStats | None = None
 
     @property
     def rpc_prefill_bytes_per_token(self) -> float:
@@ -273,6 +278,7 @@ class GenerationStats:
         d = asdict(self)
         d["stop_reason"] = self.stop_reason.value
         d["unreported"] = list(self.unreported)
+        d["speculation"] = self.speculation.to_dict() if self.speculation is not None else None
         d["prefill_tok_s"] = self.prefill_tok_s
         d["decode_tok_s"] = self.decode_tok_s
         return d
@@ -296,6 +302,8 @@ class LoadSettings:
             quantized V cache needs flash attention (AUTO or ON).
         rpc_servers: ``host:port`` of machines running llama.cpp's rpc-server; layers are offloaded
             to them (n_gpu_layers counts them as GPU layers). Empty: this machine only.
+        speculation: speculative decoding (:class:`~app.core.speculative.settings.SpeculationSettings`;
+            a draft model is loaded beside the model); settings saved before it read as off.
     """
 
     n_ctx: int = 4096
@@ -308,6 +316,7 @@ class LoadSettings:
     type_k: KVCacheType = KVCacheType.F16
     type_v: KVCacheType = KVCacheType.F16
     rpc_servers: tuple[str, ...] = ()
+    speculation: SpeculationSettings = field(default_factory=SpeculationSettings)
 
     def __post_init__(self) -> None:
         servers: object = self.rpc_servers  # a list from JSON or a caller, or one text
@@ -338,7 +347,7 @@ class LoadSettings:
         """Each setting in the field's terms, as the Model panel and the Library say them, e.g.
         ``("n_ctx 8192", "n_gpu_layers all", "n_threads auto", "n_batch 512", "flash attention on",
         "K cache f16", "V cache f16", ...)``; the context policy and RPC servers come last."""
-        out = (
+        out: tuple[str, ...] = (
             f"n_ctx {self.n_ctx}" if self.n_ctx else "n_ctx trained length",
             f"n_gpu_layers {'all' if self.n_gpu_layers < 0 else self.n_gpu_layers}",
             f"n_threads {self.n_threads or 'auto'}",
@@ -349,7 +358,8 @@ class LoadSettings:
             f"SWA cache {'full size' if self.swa_full else 'window only'}",
             f"context policy: {self.context_policy.label.lower()}",
         )
-        return out + ((f"RPC servers {', '.join(self.rpc_servers)}",) if self.rpc_servers else ())
+        out += (f"RPC servers {', '.join(self.rpc_servers)}",) if self.rpc_servers else ()
+        return out + (self.speculation.terms() if self.speculation.enabled else ())
 
     def differences(self, other: LoadSettings) -> tuple[str, ...]:
         """The :meth:`terms` of these settings that ``other`` does not share (what was changed from it)."""
@@ -361,6 +371,7 @@ class LoadSettings:
         d = asdict(self)
         for k in ("context_policy", "flash_attn", "type_k", "type_v"):
             d[k] = getattr(self, k).value
+        d["speculation"] = self.speculation.to_dict()
         return d
 
     @classmethod
@@ -387,6 +398,9 @@ class LoadSettings:
                 continue
             if k == "rpc_servers":
                 out[k] = _stored_servers(v)
+                continue
+            if k == "speculation":
+                out[k] = SpeculationSettings.from_dict(data.get(k))
                 continue
             try:
                 out[k] = type(default)(v)

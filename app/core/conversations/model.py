@@ -20,6 +20,7 @@ from app.core.chat.chat_settings import ChatSettings, clean_stop_strings
 from app.core.chat.context import ChatMessage, GenerationStats, LoadSettings, Role, StopReason
 from app.core.inspection.timeline import TurnTimeline
 from app.core.sampling.params import SamplerSettings
+from app.core.speculative.stats import SpeculationStats
 
 DEFAULT_TITLE = "New chat"
 TITLE_MAX_CHARS = 60
@@ -188,6 +189,9 @@ def _stats_from_dict(data: dict[str, Any]) -> GenerationStats:
     values: dict[str, Any] = {}
     for name in GenerationStats.__dataclass_fields__:
         if name not in data:
+            continue
+        if name == "speculation":  # a dict, or None for a reply that was not speculated
+            values[name] = SpeculationStats.from_dict(data[name])
             continue
         default, v = getattr(base, name), data[name]
         if isinstance(default, str):

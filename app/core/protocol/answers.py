@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from app.core.chat.context import GenerationStats, LoadSettings
 from app.core.gguf.gguf_info import GGUFInfo
@@ -21,6 +21,8 @@ from app.core.remote import RemoteFacts
 from app.core.rpc import DevicePlacement
 from app.core.sampling.alternatives import ReplyAlternatives
 from app.core.sampling.funnel import Funnel
+from app.core.speculative.draft import DraftInfo
+from app.core.speculative.settings import SpeculationSettings
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,10 @@ class ModelLoaded:
         rpc_load_sent_bytes: TCP payload bytes sent to the RPC servers while loading (the weights
             they hold) on the connections the model keeps (llama.cpp's short query connections
             during the load, a few KiB, are not seen), 0 without RPC servers.
+        speculation: speculative decoding as applied (``enabled`` False when it could not be:
+            off in the settings, or a remote engine).
+        draft: the draft model loaded beside the model (its memory for the Model panel and the
+            fit verdict); None without one.
     """
 
     request_id: int
@@ -79,6 +85,8 @@ class ModelLoaded:
     remote: RemoteFacts | None = None
     placement: tuple[DevicePlacement, ...] = ()
     rpc_load_sent_bytes: int = 0
+    speculation: SpeculationSettings = field(default_factory=SpeculationSettings)
+    draft: DraftInfo | None = None
 
 
 @dataclass(frozen=True)

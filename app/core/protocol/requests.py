@@ -68,6 +68,9 @@ class Generate:
             alternative chosen for token k, :mod:`app.engine.alternative`). The KV cache keeps
             the prompt and the prefix's tokens it already holds, so only the changed token is
             evaluated; the reply's text (events and :class:`Finished`) starts with the prefix's.
+        speculate: None: speculate as loaded (``LoadSettings.speculation``); False: this reply
+            without speculation ("measure speed-up" regenerates greedily both ways); True: with it
+            when the load set a drafter up (ignored otherwise).
     """
 
     request_id: int
@@ -85,6 +88,7 @@ class Generate:
     chat_template: str | None = None
     alternatives: int = 0
     reply_prefix: tuple[int, ...] = ()
+    speculate: bool | None = None
 
 
 @dataclass(frozen=True)
