@@ -11,6 +11,8 @@ from dataclasses import replace
 
 from app.core import protocol as P
 from app.core.chat.context import Role
+from app.core.gguf.gguf_info import format_bytes
+from app.core.hardware.speed_bound import decode_weight_bytes
 from app.core.speculative.settings import Drafter, SpeculationSettings
 from app.core.speculative.stats import RoundEnd
 from app.ui.speculative.figures import position_bars
@@ -49,7 +51,7 @@ def test_the_settings_reach_load_model_and_are_remembered_for_the_file(qtbot, wi
     facts = window.model_panel.facts
     rows = {facts.itemAt(i, facts.ItemRole.LabelRole).widget().text(): i for i in range(facts.rowCount())}
     value = facts.itemAt(rows["speculation"], facts.ItemRole.FieldRole).widget().text()
-    assert value.startswith("speculation: prompt lookup · draft_max 5")
+    assert value == "prompt lookup · draft_max 5 · n-gram 2"
     assert not box.ngram.isHidden() and box.p_min.isHidden()  # prompt lookup: the n-gram size, no p_min
     assert box.note.text() == "Prompt lookup needs no second model: no extra memory."
 
@@ -145,7 +147,9 @@ def test_the_speculation_view_follows_the_reply_shown(qtbot, window):
         assert view.end_counts[end].text() == f"{spec.ended(end):,}"
     assert spec.ended(RoundEnd.MISMATCH) > 0
     assert "drafted <b>" in view.headline.text() and f"{fin.stats.decode_tok_s:,.1f} tok/s" in view.headline.text()
-    assert "Weights read per token" in view.roofline.text() and "÷" in view.roofline.text()
+    plain = decode_weight_bytes(window.engine.model.info)
+    assert view.roofline.text().startswith(f"{format_bytes(int(spec.weight_bytes_per_token))} speculated against ")
+    assert f"{format_bytes(plain)} plain (÷{plain / spec.weight_bytes_per_token:.2f})" in view.roofline.text()
 
 
 def test_measure_speed_up_sends_two_greedy_requests_and_keeps_the_chat(qtbot, window):

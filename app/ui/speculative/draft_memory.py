@@ -63,7 +63,7 @@ def speculation_fact(loaded: P.ModelLoaded) -> str:
     whether that is less than was asked (``ModelLoaded.settings.speculation``)."""
     applied, asked = loaded.speculation, loaded.settings.speculation
     if applied.enabled:
-        return " · ".join(applied.terms()[:3]) + (
+        return " · ".join(t.removeprefix("speculation: ") for t in applied.terms()[:3]) + (
             f" · {Path(applied.draft_model).name}" if applied.drafter is Drafter.DRAFT_MODEL else ""
         )
     if asked.enabled:

@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QDockWidget
+from PySide6.QtCore import QObject, Qt, QTimer
+from PySide6.QtWidgets import QDockWidget, QMainWindow
 
 from app.core import protocol as P
 from app.core.chat.context import LoadSettings, Role
@@ -32,6 +32,8 @@ from app.ui.window.model_change import ModelChange, ModelPhase
 from app.ui.window.model_loader import ModelLoader
 from app.ui.window.notices import Notices, NoticeTopic
 
+VIEW_HEIGHT = 250  # px: the view's four columns without a scroll bar
+
 
 class SpeculationFeature(QObject):
     """Wires speculative decoding's window parts (see the module docstring).
@@ -43,6 +45,7 @@ class SpeculationFeature(QObject):
         shown: the chat and turn shown (the reply measured).
         box: the Model panel's speculation settings.
         view: the Speculation view, and its dock (brought forward by the box's link).
+        dock, beside: the view's dock, and the dock it opens as a tab beside (Tokens).
         library: the library's GGUF files, ``(label, path)``, offered as draft models.
         choose_file: a file dialog for a GGUF (None: cancelled).
         notices: the window's notices (a refused draft).
@@ -58,6 +61,7 @@ class SpeculationFeature(QObject):
         box: SpeculationBox,
         view: SpeculationView,
         dock: QDockWidget,
+        beside: QDockWidget,
         library: Callable[[], Sequence[tuple[str, str]]],
         choose_file: Callable[[], str | None],
         notices: Notices,
@@ -66,7 +70,7 @@ class SpeculationFeature(QObject):
     ) -> None:
         super().__init__(parent)
         self.engine, self.loader, self.chat, self.shown = engine, loader, chat, shown
-        self.box, self.view, self.dock, self.notices = box, view, dock, notices
+        self.box, self.view, self.dock, self.beside, self.notices = box, view, dock, beside, notices
         self.measure = SpeedupMeasure(engine, self)
         box.set_sources(lambda: [c for c in library() if c[1] != loader.loaded_path], choose_file)
         box.view_requested.connect(self.show_view)
@@ -78,9 +82,21 @@ class SpeculationFeature(QObject):
         engine.model_load_failed.connect(self._load_failed)  # after the loader's notice: this one replaces it
 
     def show_view(self) -> None:
-        """Open the Speculation view's dock and bring it forward."""
+        """Open the Speculation view's dock and bring it forward: closed, it opens as a tab beside
+        ``beside`` (the Tokens dock: the width of the chat column), at least :data:`VIEW_HEIGHT` tall."""
+        main = self.dock.parentWidget()
+        if not self.dock.isVisible() and not self.dock.isFloating() and isinstance(main, QMainWindow):
+            if self.beside.isVisible():
+                main.tabifyDockWidget(self.beside, self.dock)
+            self.dock.show()
+            # After the layout placed it (a resize in the same turn is undone by it).
+            QTimer.singleShot(0, lambda: self._grow(main))
         self.dock.show()
         self.dock.raise_()
+
+    def _grow(self, main: QMainWindow) -> None:
+        if self.dock.height() < VIEW_HEIGHT:
+            main.resizeDocks([self.dock], [VIEW_HEIGHT], Qt.Orientation.Vertical)
 
     def source(self) -> MeasureSource | str:
         """What "Measure speed-up" regenerates: the prompt of the last reply shown, and how it was made;

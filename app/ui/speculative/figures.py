@@ -24,11 +24,18 @@ from app.core.speculative.settings import Drafter, SpeculationSettings
 from app.core.speculative.stats import RoundEnd, SpeculationStats
 
 ROUND_END_WORDS: dict[RoundEnd, str] = {
-    RoundEnd.MISMATCH: "the model disagreed",
-    RoundEnd.P_MIN: "draft below p_min",
-    RoundEnd.DRAFT_MAX: "draft_max reached, all accepted",
-    RoundEnd.NO_DRAFT: "nothing to draft",
-    RoundEnd.STOPPED: "the reply ended",
+    RoundEnd.MISMATCH: "mismatch",
+    RoundEnd.P_MIN: "below p_min",
+    RoundEnd.DRAFT_MAX: "all accepted",
+    RoundEnd.NO_DRAFT: "no draft",
+    RoundEnd.STOPPED: "reply ended",
+}
+ROUND_END_MEANING: dict[RoundEnd, str] = {
+    RoundEnd.MISMATCH: "the model's own sampler chose another token at a drafted position",
+    RoundEnd.P_MIN: "the draft model's confidence fell below p_min, so it stopped drafting",
+    RoundEnd.DRAFT_MAX: "draft_max tokens drafted and every one accepted",
+    RoundEnd.NO_DRAFT: "the drafter proposed nothing (prompt lookup found no n-gram match): a plain decode step",
+    RoundEnd.STOPPED: "the reply ended inside the round (end of turn, a stop string, max_tokens, Stop)",
 }
 
 
@@ -158,9 +165,9 @@ class WeightReads:
     def sentence(self) -> str:
         """The figures in one or two sentences."""
         if self.plain <= 0 or self.speculated <= 0:
-            return "Weight bytes per token: not known for this reply."
+            return "Not known for this reply."
         text = (
-            f"Weights read per token: {format_bytes(int(self.speculated))} speculated against "
+            f"{format_bytes(int(self.speculated))} speculated against "
             f"{format_bytes(int(self.plain))} plain (÷{self.saving:.2f}): a verify batch reads every weight once "
             "for all the tokens it accepts."
         )

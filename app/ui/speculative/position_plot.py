@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pyqtgraph as pg
-from PySide6.QtWidgets import QVBoxLayout, QWidget
+from PySide6.QtWidgets import QSizePolicy, QVBoxLayout, QWidget
 
 from app.ui.common import palette
 from app.ui.speculative.figures import PositionBar
@@ -21,9 +21,14 @@ class PositionPlot(QWidget):
         self.setObjectName("speculationPositionPlot")
         self.view = pg.PlotWidget()
         self.view.setBackground(palette.PLOT_BG)
+        # The dock's height, not pyqtgraph's size hint (about 640 x 480), decides how tall it is.
+        self.view.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Ignored)
+        self.view.setMinimumHeight(120)
         plot = self.view.getPlotItem()
-        plot.setTitle(
-            "Accepted at each draft position (% of the rounds that drafted it)", color=palette.TEXT_DIM, size="9pt"
+        plot.setTitle("Accepted by draft position", color=palette.TEXT_DIM, size="9pt")
+        self.setToolTip(
+            "Bar i: of the rounds that drafted a token at position i, the share whose draft was accepted there "
+            "(a position is reached only when every earlier one was accepted). Above each bar: accepted/drafted."
         )
         plot.showGrid(x=False, y=True, alpha=0.15)
         plot.setMenuEnabled(False)
@@ -31,7 +36,6 @@ class PositionPlot(QWidget):
         plot.setMouseEnabled(x=False, y=False)
         plot.setYRange(0, 105, padding=0)
         plot.getAxis("left").setTicks([[(v, f"{v}%") for v in (0, 25, 50, 75, 100)]])
-        plot.setLabel("bottom", "draft position")
         self.plot = plot
         self.heights: list[float] = []
         self.labels: list[str] = []
@@ -56,4 +60,4 @@ class PositionPlot(QWidget):
             self.plot.addItem(text)
         self.plot.getAxis("bottom").setTicks([[(x, str(x)) for x in xs]])
         self.plot.setXRange(0.4, max(xs) + 0.6, padding=0)
-        self.plot.setYRange(0, 112, padding=0)
+        self.plot.setYRange(0, 122, padding=0)

@@ -103,19 +103,19 @@ class SpeculationView(QWidget):
         self.measure_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         left.addWidget(self.measure_text)
         left.addStretch(1)
-        lay.addLayout(left, 3)
+        lay.addLayout(left, 2)
 
         self.details = QFrame()
         mid = QHBoxLayout(self.details)
         mid.setContentsMargins(0, 0, 0, 0)
         mid.setSpacing(14)
         self.positions = PositionPlot()
-        self.positions.setMinimumWidth(220)
+        self.positions.setMinimumWidth(200)
         mid.addWidget(self.positions, 3)
 
-        right = QVBoxLayout()
-        right.setSpacing(3)
-        right.addWidget(_title("Why rounds stopped"))
+        ends = QVBoxLayout()
+        ends.setSpacing(3)
+        ends.addWidget(_title("Why rounds stopped"))
         grid = QGridLayout()
         grid.setHorizontalSpacing(8)
         grid.setVerticalSpacing(2)
@@ -124,11 +124,13 @@ class SpeculationView(QWidget):
         for row, end in enumerate(RoundEnd):
             name = QLabel(F.ROUND_END_WORDS[end])
             name.setObjectName("detailLabel")
+            name.setToolTip(F.ROUND_END_MEANING[end])
             bar = QProgressBar()
             bar.setObjectName("roundEndBar")
             bar.setRange(0, 1000)
             bar.setTextVisible(False)
             bar.setFixedHeight(8)
+            bar.setMinimumWidth(40)
             bar.setStyleSheet(
                 f"QProgressBar {{ background: {palette.TRACK}; border: none; border-radius: 3px; }}"
                 f"QProgressBar::chunk {{ background: {END_COLOURS[end]}; border-radius: 3px; }}"
@@ -142,7 +144,11 @@ class SpeculationView(QWidget):
             self.end_bars[end] = bar
             self.end_counts[end] = count
         grid.setColumnStretch(1, 1)
-        right.addLayout(grid)
+        ends.addLayout(grid)
+        ends.addStretch(1)
+        mid.addLayout(ends, 2)
+        right = QVBoxLayout()
+        right.setSpacing(3)
         right.addWidget(_title("Engine time"))
         self.time_bar = StackedBar(14)
         right.addWidget(self.time_bar)
@@ -157,8 +163,8 @@ class SpeculationView(QWidget):
         self.roofline.setWordWrap(True)
         right.addWidget(self.roofline)
         right.addStretch(1)
-        mid.addLayout(right, 3)
-        lay.addWidget(self.details, 6)
+        mid.addLayout(right, 2)
+        lay.addWidget(self.details, 7)
         self._show(None, None)
 
     # ------------------------------------------------------------------ inputs
@@ -213,14 +219,14 @@ class SpeculationView(QWidget):
         for end, words, n, share in F.round_end_rows(spec):
             self.end_bars[end].setValue(round(1000 * share))
             self.end_counts[end].setText(f"{n:,}")
-            self.end_bars[end].setToolTip(f"{words}: {n:,} rounds ({F.pct(share)})")
+            self.end_bars[end].setToolTip(f"{words}: {n:,} rounds ({F.pct(share)}): {F.ROUND_END_MEANING[end]}")
         parts = F.time_split(spec)
         total = sum(s for _n, s in parts)
         self.time_bar.set_segments(
             [BarSegment(s, TIME_COLOURS[n], f"{n}: {s * 1000:,.1f} ms") for n, s in parts], total or 1.0
         )
         self.time_text.setText(
-            " · ".join(
+            "<br>".join(
                 f"<span style='color:{TIME_COLOURS[n]}'>■</span> {n} {s * 1000:,.0f} ms"
                 f" ({F.pct(s / total) if total else '–'})"
                 for n, s in parts

@@ -192,6 +192,7 @@ class MainWindow(QMainWindow):
             self.model_panel.speculation,
             p.speculation_panel,
             p.speculation_dock,
+            p.tokens_dock,
             lambda: [(f"{e.file_name} · {e.quant}", str(e.path)) for e in self.models.library.entries],
             self.files.choose_model,
             notices,
