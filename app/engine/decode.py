@@ -4,15 +4,13 @@ Each step: (optionally) read the raw logits for the inspector, sample,
 detokenize without splitting UTF-8 characters, check end-of-generation
 tokens, stop strings, max_tokens, the context limit and the cancel flag,
 then evaluate the token. Tokens go to the UI in batches
-(:class:`~app.core.protocol.TokenBatch`): the first token at once (TTFT),
-then at most every ``TOKEN_FLUSH_S``, so the UI process wakes ~30 times a
-second instead of once per token.
+(:class:`~app.core.protocol.TokenBatch`, :mod:`app.engine.token_sink`): the
+first token at once (TTFT), then at most every ``TOKEN_FLUSH_S``, so the UI
+process wakes ~30 times a second instead of once per token.
 """
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,20 +19,15 @@ import llama_cpp
 
 from app.core import protocol as P
 from app.core.chat.context import ContextPolicy, StopReason
-from app.core.chat.textstream import TextStream
 from app.core.sampling.params import SamplerSettings
-from app.engine.alternative import prefix_text
+from app.core.speculative.stats import SpeculationStats
 from app.engine.errors import CancelFlag
 from app.engine.forced import ForcedTokens
 from app.engine.funnel import make_chain
 from app.engine.funnel_store import ReplyLogits
 from app.engine.inspector import Inspector, Logits
-from app.engine.vocab import Vocab, display_piece
-
-# Tokens are sent to the UI in batches at most this often, seconds (the first token at once).
-TOKEN_FLUSH_S = 0.03
-# Top candidates for the Sampler panel at most this often, seconds (it repaints at ~10 Hz).
-CANDIDATES_EVERY_S = 0.1
+from app.engine.token_sink import TokenSink
+from app.engine.vocab import Vocab
 
 
 @dataclass
@@ -70,6 +63,7 @@ class DecodeResult:
         generated: tokens sampled (an end-of-generation token included).
         t_first_ns, t_last_ns: perf_counter_ns of the first and last sample (0: none).
         context_shifts: times the context was rebuilt to make room.
+        speculation: the speculative loop's counts (:mod:`app.engine.speculative.loop`); None: not speculated.
     """
 
     text: str
@@ -78,6 +72,7 @@ class DecodeResult:
     t_first_ns: int
     t_last_ns: int
     context_shifts: int
+    speculation: SpeculationStats | None = None
 
 
 def make_sampler(s: SamplerSettings, seed: int, prompt_tokens: Sequence[int], vocab: Vocab, n_ctx: int) -> Any:
@@ -132,20 +127,13 @@ def decode_loop(
             alternative, :mod:`app.engine.alternative`): their text starts the reply's, and goes
             out with the first token's event.
     """
-    stream = TextStream(stop_strings)
-    head = prefix_text(stream, prefix, vocab) if prefix else ""
+    sink = TokenSink(
+        vocab=vocab, inspector=inspector, req=req, stop_strings=stop_strings, emit=emit, t0=t0, prefix=prefix
+    )
+    generated = sink.generated
     max_tokens = req.sampler.max_tokens
-    generated: list[int] = []
-    t_first = t_last = 0
     shifts = 0
     reason = StopReason.EOS
-    want = req.top_candidates
-    rid = req.request_id
-    pending: list[P.TokenEvent] = []
-    last_flush = 0
-    last_cands = 0
-    flush_ns = int(TOKEN_FLUSH_S * 1e9)
-    cands_ns = int(CANDIDATES_EVERY_S * 1e9)
     logits: Logits | None = None
     lse = 0.0
     cands: tuple[tuple[int, str, float], ...] = ()
@@ -156,76 +144,29 @@ def decode_loop(
         if 0 <= max_tokens <= len(generated):
             reason = StopReason.MAX_TOKENS
             break
-        if want:
+        if sink.wants_logits:
             logits = inspector.logits()
-            lse = inspector.logsumexp(logits)
-            cands = ()
-            if req.candidates_every_token or time.perf_counter_ns() - last_cands >= cands_ns:
-                cands = inspector.top_candidates(logits, want)
-                last_cands = time.perf_counter_ns()
+            lse, cands = sink.look(logits)
         token = llama_cpp.llama_sampler_sample(chain, llm.ctx, -1)
         if forced is not None:
             token = forced.next(token)
         if store is not None:
             store.record(logits if logits is not None else inspector.logits(), token)
-        now = time.perf_counter_ns()
-        if not generated:
-            t_first = now
-        t_last = now
-        generated.append(token)
-        if vocab.is_eog(token):
-            # Shown in the token view (it was sampled), never in the text, never evaluated.
-            pending.append(
-                P.TokenEvent(
-                    rid,
-                    head,
-                    token,
-                    vocab.display(token),
-                    len(generated) - 1,
-                    (now - t0) / 1e9,
-                    llm.n_tokens,
-                    p=math.exp(float(logits[token]) - lse) if logits is not None else None,
-                )
-            )
-            reason = StopReason.EOS
-            break
-        piece = vocab.piece(token)
-        res = stream.push(piece)
-        pending.append(
-            P.TokenEvent(
-                rid,
-                head + res.text if head else res.text,
-                token,
-                display_piece(piece),
-                len(generated) - 1,
-                (now - t0) / 1e9,
-                min(llm.n_tokens + 1, n_ctx),  # a token sampled at a full context waits for room
-                p=math.exp(float(logits[token]) - lse) if logits is not None else None,
-                candidates=cands,  # () unless asked for and due
-                logsumexp=lse if cands else None,
-            )
-        )
-        head = ""
-        if now - last_flush >= flush_ns:
-            emit(P.TokenBatch(rid, tuple(pending)))
-            pending.clear()
-            last_flush = now
-        if res.stopped:
-            reason = StopReason.STOP_STRING
+        # A token sampled at a full context waits for room; an end-of-generation token is never evaluated.
+        used = llm.n_tokens if vocab.is_eog(token) else min(llm.n_tokens + 1, n_ctx)
+        ended = sink.take(token, used, logits, lse, cands)
+        if ended is not None:
+            reason = ended
             break
         if llm.n_tokens >= n_ctx:
             if policy == ContextPolicy.STOP:
                 reason = StopReason.CONTEXT_FULL
                 break
-            if pending:
-                emit(P.TokenBatch(rid, tuple(pending)))
-                pending.clear()
+            sink.flush()
             if not shift_context(generated):
                 reason = StopReason.CANCELLED if cancel.is_set() else StopReason.CONTEXT_FULL
                 break
             shifts += 1
         llm.eval([token])
-    if pending:
-        emit(P.TokenBatch(rid, tuple(pending)))
-    stream.finish()  # flushes held-back text into stream.text
-    return DecodeResult(stream.text, reason, len(generated), t_first, t_last, shifts)
+    text = sink.finish()
+    return DecodeResult(text, reason, len(generated), sink.t_first, sink.t_last, shifts)

@@ -117,3 +117,14 @@ class GlassboxLlama(llama_cpp.Llama):  # type: ignore[misc,unused-ignore]  # lla
         if n:
             self.__dict__["_gb_logits_pos"] = self.n_tokens - 1
             self.__dict__["_gb_logits_batch"] = n - (n - 1) // self.n_batch * self.n_batch
+
+    def decoded(self, tokens: Sequence[int], pos0: int) -> None:
+        """Record a ``llama_decode`` of ``tokens`` at positions ``pos0...`` made outside :meth:`eval` (the
+        speculative verification, :mod:`app.engine.speculative.verify`), its last row's logits asked for:
+        ``input_ids`` and ``n_tokens`` follow, and :attr:`logits_position` is its last position."""
+        n = len(tokens)
+        self.input_ids[pos0 : pos0 + n] = tokens
+        self.n_tokens = pos0 + n
+        if n:
+            self.__dict__["_gb_logits_pos"] = pos0 + n - 1
+            self.__dict__["_gb_logits_batch"] = n

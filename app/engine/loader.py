@@ -31,6 +31,7 @@ from app.engine.llama_context import GlassboxLlama
 from app.engine.llama_log import LlamaLog
 from app.engine.prefill import Prefiller
 from app.engine.prompt import PromptBuilder
+from app.engine.speculative.setup import Speculator, check_draft, set_up
 from app.engine.threads import auto_threads, auto_threads_batch
 from app.engine.vocab import Vocab
 
@@ -54,6 +55,7 @@ class LoadedModel:
             alternatives); written by :mod:`app.engine.turn`, read by the funnel.
         cache_from_api: the KV cache holds what an external request left, nothing of the
             person's (:mod:`app.engine.turn` keeps it; a reset clears it).
+        speculator: speculative decoding's drafter (a draft model's context), None when off.
     """
 
     llm: Any
@@ -70,6 +72,7 @@ class LoadedModel:
     rpc: rpc.RpcLink
     store: ReplyLogits | None = None
     cache_from_api: bool = False
+    speculator: Speculator | None = None
 
 
 def check_model(path: str) -> GGUFInfo:
@@ -107,9 +110,12 @@ def load_model(
 
     Raises:
         EngineError: ``rpc`` (an RPC server cannot be used: unreachable, busy, another llama.cpp
-            version) or ``load`` (llama.cpp refused it; its error lines are quoted).
+            version), ``load`` (llama.cpp refused it, or the draft model; its error lines are quoted),
+            ``incompatible`` / ``bad_model`` / ``bad_settings`` (the draft model cannot draft for it:
+            :func:`app.engine.speculative.setup.check_draft`, before any weights are read).
     """
     s = req.settings
+    draft_info = check_draft(req.path, s.speculation)
     link = _connect_rpc(s.rpc_servers)  # after the unload: the previous model's connections are closed
     gpu = link.active or local_gpu_offload()
     n_threads = s.n_threads or auto_threads()
@@ -155,6 +161,16 @@ def load_model(
         flash_attn_active = s.flash_attn is not FlashAttention.OFF
     settings = replace(s, n_threads=n_threads, n_batch=n_batch, n_gpu_layers=s.n_gpu_layers if gpu else 0)
     n_ctx = llm.n_ctx()
+    try:
+        speculator, spec, spec_warning = set_up(
+            llm, info, settings, draft_info, n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads_batch, gpu=gpu
+        )
+    except EngineError:
+        llm.close()
+        raise
+    if spec_warning:
+        emit(P.LogLine("warning", spec_warning))
+    settings = replace(settings, speculation=spec)
     vocab = Vocab(llm.model)
     bos_text = vocab.text(vocab.bos) if vocab.bos >= 0 else ""
     eos_text = vocab.text(vocab.eos) if vocab.eos >= 0 else ""
@@ -188,6 +204,7 @@ def load_model(
         funnel_vocab=Vocab(llm.model),
         token_inspector=TokenInspector(llm, info, Vocab(llm.model), n_threads_batch),
         rpc=link,
+        speculator=speculator,
     )
     event = P.ModelLoaded(
         request_id=req.request_id,
@@ -211,6 +228,8 @@ def load_model(
         add_bos=vocab.add_bos,
         placement=link.placement([line for _, line in llama_log.since_mark()], info.n_layer),
         rpc_load_sent_bytes=link.sample()[0],
+        speculation=spec,
+        draft=speculator.draft if speculator is not None else None,
     )
     return loaded, event
 

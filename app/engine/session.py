@@ -124,6 +124,8 @@ class Session:
             if self._m is not None:
                 self._m.store = None
                 self._m.token_inspector.close()  # its context uses the model: freed first
+                if self._m.speculator is not None:
+                    self._m.speculator.close()
                 self._m.llm.close()
             self._m = None
 

@@ -8,7 +8,8 @@ One turn, step by step (each step measured with ``time.perf_counter_ns``):
 3. Keep the longest common token prefix with what the KV cache holds
    (``llama_memory_seq_rm`` of the rest) so turn N+1 evaluates only what is new.
 4. Prefill the rest in fixed slices, Stop-able (:mod:`app.engine.prefill`).
-5. Decode loop (:mod:`app.engine.decode`): sample with llama.cpp's own sampler
+5. Decode loop (:mod:`app.engine.decode`, or :mod:`app.engine.speculative.loop` with speculation
+   loaded and not turned off by the request): sample with llama.cpp's own sampler
    chain, detokenize without splitting UTF-8 characters, stop at
    end-of-generation tokens, stop strings, max_tokens, the context limit or
    the cancel flag.
@@ -23,6 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import llama_cpp
 
@@ -40,6 +42,7 @@ from app.engine.kv_reuse import CachedTurn
 from app.engine.loader import LoadedModel
 from app.engine.prefill import rewind_to_prefix
 from app.engine.prompt import FittedPrompt
+from app.engine.speculative.loop import speculative_loop
 
 MAX_REPORTED_PROMPT_TOKENS = 4096
 
@@ -171,24 +174,35 @@ class Turn:
         store = ReplyLogits(req.request_id, req.sampler, seed, prompt.tokens, m.vocab.n_tokens) if keep else None
         if store is not None:
             m.store = store
+        common: dict[str, Any] = {
+            "llm": llm,
+            "chain": chain,
+            "vocab": m.vocab,
+            "inspector": m.inspector,
+            "req": req,
+            "stop_strings": tuple(req.stop_strings) + m.prompt.stop_strings,
+            "n_ctx": m.n_ctx,
+            "policy": policy,
+            "cancel": self._cancel,
+            "emit": self._emit,
+            "t0": t0,
+            "shift_context": lambda generated: self._shift_context(messages, [*prefix, *generated], stats),
+            "store": store,
+            "forced": forced_from_env(lambda text: m.prompt.tokenize(text, False), m.vocab.eos),
+            "prefix": prefix,
+        }
+        spec = m.speculator if req.speculate is not False else None
         try:
-            result = decode_loop(
-                llm=llm,
-                chain=chain,
-                vocab=m.vocab,
-                inspector=m.inspector,
-                req=req,
-                stop_strings=tuple(req.stop_strings) + m.prompt.stop_strings,
-                n_ctx=m.n_ctx,
-                policy=policy,
-                cancel=self._cancel,
-                emit=self._emit,
-                t0=t0,
-                shift_context=lambda generated: self._shift_context(messages, [*prefix, *generated], stats),
-                store=store,
-                forced=forced_from_env(lambda text: m.prompt.tokenize(text, False), m.vocab.eos),
-                prefix=prefix,
-            )
+            if spec is not None:
+                result = speculative_loop(
+                    **common,
+                    drafter=spec.drafter,
+                    settings=spec.settings,
+                    history=prompt.tokens,
+                    weights_bytes=spec.weights_bytes,
+                )
+            else:
+                result = decode_loop(**common)
         finally:
             llama_cpp.llama_sampler_free(chain)
             if store is not None:
@@ -302,6 +316,7 @@ class Turn:
             rpc_prefill_received_bytes=rpc_bytes.get("rpc_prefill_received_bytes", 0),
             rpc_decode_sent_bytes=rpc_bytes.get("rpc_decode_sent_bytes", 0),
             rpc_decode_received_bytes=rpc_bytes.get("rpc_decode_received_bytes", 0),
+            speculation=result.speculation,
         )
         return P.Finished(
             self._req.request_id,

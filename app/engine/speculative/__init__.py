@@ -1,0 +1,1 @@
+"""Speculative decoding in the engine: the drafters, the verifying loop, setting them up at load."""

@@ -1,0 +1,186 @@
+"""The two drafters: prompt lookup (no second model) and a draft model (a second GGUF, its own context).
+
+Each proposes up to ``k`` tokens that continue the context (the prompt, the reply so far, the
+model's pending token last) and says why it stopped (:class:`~app.core.speculative.stats.RoundEnd`:
+``DRAFT_MAX`` when it gave all it had or all it was asked for, ``P_MIN`` when the draft model's
+confidence fell below ``p_min`` (at its first token too), ``NO_DRAFT`` when it had nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import llama_cpp
+import numpy as np
+from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+from app.core import protocol as P
+from app.core.speculative.stats import RoundEnd
+from app.engine.errors import EngineError
+from app.engine.prefill import common_prefix_len
+
+Draft = tuple[list[int], RoundEnd]
+
+
+class PromptLookup:
+    """Prompt lookup: the continuation of an n-gram match of the context's last tokens.
+
+    llama-cpp-python's :class:`LlamaPromptLookupDecoding` (after apoorvumang/prompt-lookup-decoding):
+    the last ``ngram`` tokens (then ``ngram - 1``, ... 1 when those do not occur earlier) are looked
+    for in the context, and the tokens after the first match are proposed. The search is numpy over
+    the whole context, ~0.1 ms for 2,000 tokens.
+
+    Args:
+        ngram: the longest n-gram matched, tokens.
+    """
+
+    def __init__(self, ngram: int) -> None:
+        self._ngram = ngram
+
+    def draft(self, context: Sequence[int], k: int) -> Draft:
+        """Up to ``k`` tokens continuing ``context`` (``NO_DRAFT`` when no n-gram matches)."""
+        if k <= 0:
+            return [], RoundEnd.NO_DRAFT
+        ids = np.asarray(context, dtype=np.intc)
+        found = LlamaPromptLookupDecoding.find_candidate_pred_tokens(ids, self._ngram, k)
+        out = [int(t) for t in found]
+        return out, RoundEnd.DRAFT_MAX if out else RoundEnd.NO_DRAFT
+
+    def close(self) -> None:
+        """Nothing to free."""
+
+
+class DraftModel:
+    """A second GGUF that drafts greedily, with its own llama.cpp context and KV cache.
+
+    Its cache follows the context by common prefix: each :meth:`draft` removes what differs
+    (``llama_memory_seq_rm``: the rejected tail of the last round) and evaluates what is new (the
+    model's accepted tokens and its token, in batches of ``n_batch``), then drafts one token per
+    ``llama_decode`` while its top token's probability is at least ``p_min`` (llama.cpp's
+    ``common_speculative_gen_draft`` draws greedily likewise; it keeps the first token below p_min
+    too, this stops before it).
+
+    Args:
+        path: the draft GGUF (already checked by Glassbox's GGUF checks).
+        n_ctx: its context, tokens (the model's).
+        n_batch: tokens per ``llama_decode`` when catching up.
+        n_threads, n_threads_batch: its threads.
+        n_gpu_layers: layers offloaded (0 on a CPU-only build).
+        p_min: the draft's minimum top-token probability to go on.
+
+    Raises:
+        EngineError: ``load`` when llama.cpp refuses the file or the context (memory).
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        n_ctx: int,
+        n_batch: int,
+        n_threads: int,
+        n_threads_batch: int,
+        n_gpu_layers: int,
+        p_min: float,
+    ) -> None:
+        self.path = path
+        self._p_min = p_min
+        self._n_batch = n_batch
+        mparams = llama_cpp.llama_model_default_params()
+        mparams.n_gpu_layers = n_gpu_layers
+        self.model = llama_cpp.llama_model_load_from_file(path.encode("utf-8"), mparams)
+        if not self.model:
+            raise EngineError(P.FailureKind.LOAD, f"llama.cpp could not load the draft model {Path(path).name}.")
+        self.ctx: Any = None
+        self._batch: Any = None
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = n_ctx
+        params.n_batch = n_batch
+        params.n_ubatch = min(n_batch, 512)
+        params.n_seq_max = 1
+        params.n_threads = n_threads
+        params.n_threads_batch = n_threads_batch
+        self.ctx = llama_cpp.llama_init_from_model(self.model, params)
+        if not self.ctx:
+            self.close()
+            raise EngineError(
+                P.FailureKind.LOAD,
+                f"llama.cpp could not create a context of {n_ctx} tokens for the draft model {Path(path).name}.",
+            )
+        self.n_ctx = int(llama_cpp.llama_n_ctx(self.ctx))
+        self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(self.model)))
+        self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
+        self._held: list[int] = []  # the tokens its KV cache holds, in order
+
+    @property
+    def n_params(self) -> int:
+        """Its parameters."""
+        return int(llama_cpp.llama_model_n_params(self.model))
+
+    @property
+    def weights_bytes(self) -> int:
+        """Its weights in memory, bytes (``llama_model_size``)."""
+        return int(llama_cpp.llama_model_size(self.model))
+
+    def _decode(self, tokens: Sequence[int], pos0: int) -> None:
+        """Evaluate ``tokens`` at ``pos0...`` with logits for the last one only."""
+        batch = self._batch
+        batch.n_tokens = len(tokens)
+        for i, tok in enumerate(tokens):
+            batch.token[i] = tok
+            batch.pos[i] = pos0 + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = i == len(tokens) - 1
+        rc = int(llama_cpp.llama_decode(self.ctx, batch))
+        if rc != 0:
+            raise EngineError(P.FailureKind.INTERNAL, f"the draft model's llama_decode returned {rc} at {pos0}.")
+        self._held[pos0:] = list(tokens)
+
+    def _sync(self, context: Sequence[int]) -> None:
+        """Make the KV cache hold ``context`` (keep the common prefix, evaluate the rest, the last
+        token always evaluated so its logits are there)."""
+        keep = min(common_prefix_len(self._held, context), len(context) - 1)
+        if keep < len(self._held):
+            mem = llama_cpp.llama_get_memory(self.ctx)
+            if not llama_cpp.llama_memory_seq_rm(mem, 0, keep, -1):
+                llama_cpp.llama_memory_clear(mem, True)
+                keep = 0
+            del self._held[keep:]
+        for i in range(keep, len(context), self._n_batch):
+            self._decode(context[i : i + self._n_batch], i)
+
+    def draft(self, context: Sequence[int], k: int) -> Draft:
+        """Up to ``k`` greedy tokens continuing ``context`` while the top token's probability >= p_min.
+
+        The probability is the softmax of the draft's logits at that token (float64 over the vocabulary).
+        """
+        if k <= 0 or len(context) + k > self.n_ctx:
+            return [], RoundEnd.NO_DRAFT
+        self._sync(context)
+        out: list[int] = []
+        while len(out) < k:
+            ptr = llama_cpp.llama_get_logits_ith(self.ctx, -1)
+            logits = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
+            tok = int(np.argmax(logits))
+            p = 1.0 / float(np.exp(logits.astype(np.float64) - float(logits[tok])).sum())
+            if p < self._p_min:
+                return out, RoundEnd.P_MIN
+            out.append(tok)
+            if len(out) < k:
+                self._decode([tok], len(context) + len(out) - 1)
+        return out, RoundEnd.DRAFT_MAX
+
+    def close(self) -> None:
+        """Free the batch, the context and the model."""
+        if self._batch is not None:
+            llama_cpp.llama_batch_free(self._batch)
+            self._batch = None
+        if self.ctx is not None:
+            llama_cpp.llama_free(self.ctx)
+            self.ctx = None
+        if self.model is not None:
+            llama_cpp.llama_model_free(self.model)
+            self.model = None

@@ -1,0 +1,150 @@
+"""Speculative decoding on real models: the reply is the model's own (greedy and seeded), both drafters,
+an incompatible draft refused with its reason, Stop, and stats that add up."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from app.core import protocol as P
+from app.core.chat.context import StopReason
+from app.core.speculative.settings import Drafter, SpeculationSettings
+from app.core.speculative.stats import RoundEnd, SpeculationStats
+from tests.support.engine import start_engine
+from tests.support.speculation import COPY_DOCUMENT, REPEAT_PROMPT, same_or_near_tie, token_events, turn
+
+LOOKUP = SpeculationSettings(enabled=True, drafter=Drafter.PROMPT_LOOKUP, draft_max=8, ngram=3)
+
+
+def check_adds_up(s: SpeculationStats, generated: int) -> None:
+    assert 0 <= s.accepted <= s.drafted
+    assert sum(s.accepted_at) == s.accepted and sum(s.drafted_at) == s.drafted
+    assert all(a >= b for a, b in zip(s.accepted_at, s.accepted_at[1:], strict=False))
+    assert all(a <= d for a, d in zip(s.accepted_at, s.drafted_at, strict=False))
+    assert sum(n for _, n in s.round_ends) == s.rounds
+    assert len(s.accepted_tokens) == s.accepted and len(set(s.accepted_tokens)) == s.accepted
+    assert all(0 < i < generated for i in s.accepted_tokens)
+    # every round makes one token of its own, plus what it accepted; the first token comes from prefill
+    assert generated <= 1 + s.rounds + s.accepted
+    assert s.ended(RoundEnd.MISMATCH) == len(s.rejected)
+
+
+@pytest.fixture(scope="module")
+def smol_lookup(smollm2):
+    eng = start_engine(smollm2, n_ctx=1024, n_threads=1, speculation=LOOKUP)
+    yield eng
+    eng.host.stop()
+
+
+def test_prompt_lookup_greedy_reply_is_the_models_own(smol_lookup):
+    assert smol_lookup.loaded.speculation == LOOKUP and smol_lookup.loaded.draft is None
+    plain_ev: list = []
+    spec_ev: list = []
+    plain = turn(smol_lookup, REPEAT_PROMPT, speculate=False, events=plain_ev, temperature=0.0, max_tokens=64)
+    spec = turn(smol_lookup, REPEAT_PROMPT, speculate=None, events=spec_ev, temperature=0.0, max_tokens=64)
+    assert plain.stats.speculation is None
+    s = spec.stats.speculation
+    assert s is not None and s.drafter is Drafter.PROMPT_LOOKUP
+    assert s.accepted > 10, s  # repeating the listing: most drafts are taken
+    check_adds_up(s, spec.stats.generated_tokens)
+    verdict = same_or_near_tie(token_events(plain_ev), token_events(spec_ev), greedy=True)
+    print("prompt lookup, greedy:", verdict)
+    if verdict == "same":
+        assert spec.text == plain.text
+    # fewer model evaluations than tokens: llama.cpp's own decode counter
+    assert spec.stats.llama_n_decode < plain.stats.llama_n_decode
+    # every event is the model's: indices in order, each with the model's probability
+    evs = token_events(spec_ev)
+    assert [e.index for e in evs] == list(range(len(evs)))
+    assert all(e.p is not None and 0 < e.p <= 1 for e in evs)
+
+
+def test_prompt_lookup_seeded_reply_is_the_models_own(smol_lookup):
+    plain_ev: list = []
+    spec_ev: list = []
+    kw = {"temperature": 0.8, "seed": 1234, "max_tokens": 48}
+    turn(smol_lookup, REPEAT_PROMPT, speculate=False, events=plain_ev, **kw)
+    spec = turn(smol_lookup, REPEAT_PROMPT, speculate=True, events=spec_ev, **kw)
+    assert spec.stats.speculation is not None and spec.stats.speculation.accepted > 0
+    print("prompt lookup, seeded:", same_or_near_tie(token_events(plain_ev), token_events(spec_ev), greedy=False))
+
+
+def test_stop_mid_reply_with_speculation_ends_promptly(smol_lookup):
+    events: list = []
+    pressed: list[float] = []
+
+    def on_event(_ev) -> None:
+        if not pressed and len(token_events(events)) >= 5:
+            pressed.append(time.monotonic())
+            smol_lookup.host.cancel()
+
+    fin = turn(smol_lookup, REPEAT_PROMPT, speculate=None, events=events, on_event=on_event, max_tokens=2000)
+    assert fin.stats.stop_reason == StopReason.CANCELLED
+    assert pressed and time.monotonic() - pressed[0] < 2.0
+    assert fin.stats.generated_tokens < 400
+    # the next reply starts cleanly from the same cache
+    again = turn(smol_lookup, "Say hi.", speculate=None, temperature=0.0, max_tokens=8)
+    assert again.stats.stop_reason in (StopReason.MAX_TOKENS, StopReason.EOS)
+
+
+def test_max_tokens_and_stop_strings_end_a_speculated_reply(smol_lookup):
+    fin = turn(smol_lookup, REPEAT_PROMPT, speculate=None, temperature=0.0, max_tokens=37)
+    assert fin.stats.stop_reason == StopReason.MAX_TOKENS and fin.stats.generated_tokens == 37
+    plain = turn(smol_lookup, REPEAT_PROMPT, speculate=False, temperature=0.0, max_tokens=37)
+    assert fin.text == plain.text
+
+
+def test_draft_model_reply_is_the_models_own(smollm2, smollm2_q8_0):
+    spec_settings = SpeculationSettings(
+        enabled=True, drafter=Drafter.DRAFT_MODEL, draft_max=6, p_min=0.5, draft_model=str(smollm2)
+    )
+    eng = start_engine(smollm2_q8_0, n_ctx=1024, n_threads=1, speculation=spec_settings)
+    try:
+        draft = eng.loaded.draft
+        assert draft is not None and draft.path == str(smollm2)
+        assert draft.weights_bytes > 50_000_000 and draft.kv_bytes > 0 and draft.n_params > 100_000_000
+        prompt = "Write three sentences about the sea."
+        for kw, greedy in (({"temperature": 0.0}, True), ({"temperature": 0.8, "seed": 7}, False)):
+            plain_ev: list = []
+            spec_ev: list = []
+            turn(eng, prompt, speculate=False, events=plain_ev, max_tokens=40, **kw)
+            spec = turn(eng, prompt, speculate=None, events=spec_ev, max_tokens=40, **kw)
+            s = spec.stats.speculation
+            assert s is not None and s.drafter is Drafter.DRAFT_MODEL
+            assert s.acceptance_rate > 0.4, s  # Q4_1 drafting for its own Q8_0: mostly agrees
+            check_adds_up(s, spec.stats.generated_tokens)
+            verdict = same_or_near_tie(token_events(plain_ev), token_events(spec_ev), greedy=greedy)
+            print("draft model", kw, verdict, f"acceptance {s.acceptance_rate:.2f}")
+    finally:
+        eng.host.stop()
+
+
+def test_gemma_prompt_lookup_greedy_reply_is_the_models_own(gemma):
+    eng = start_engine(gemma, n_ctx=1024, n_threads=1, speculation=LOOKUP)
+    try:
+        prompt = COPY_DOCUMENT
+        plain_ev: list = []
+        spec_ev: list = []
+        turn(eng, prompt, speculate=False, events=plain_ev, temperature=0.0, max_tokens=40, system="")
+        spec = turn(eng, prompt, speculate=None, events=spec_ev, temperature=0.0, max_tokens=40, system="")
+        s = spec.stats.speculation
+        assert s is not None and s.accepted > 20, s
+        check_adds_up(s, spec.stats.generated_tokens)
+        print(
+            "gemma prompt lookup, greedy:", same_or_near_tie(token_events(plain_ev), token_events(spec_ev), greedy=True)
+        )
+    finally:
+        eng.host.stop()
+
+
+def test_an_incompatible_draft_model_is_refused_with_its_reason(smollm2, gemma):
+    eng = start_engine(smollm2, n_ctx=512, n_threads=1)
+    try:
+        bad = SpeculationSettings(enabled=True, drafter=Drafter.DRAFT_MODEL, draft_model=str(gemma))
+        ev = eng.load(smollm2, n_ctx=512, n_threads=1, speculation=bad)
+        assert isinstance(ev, P.Failed) and ev.kind is P.FailureKind.INCOMPATIBLE, ev
+        assert gemma.name in ev.message and "cannot be the draft model" in ev.message
+        assert "different tokenizers" in ev.message or "different vocabulary" in ev.message, ev.message
+    finally:
+        eng.host.stop()
