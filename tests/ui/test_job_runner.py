@@ -123,3 +123,62 @@ def test_a_real_job_process_answers_and_ends(qtbot, tmp_path) -> None:  # type: 
         runner.start(P.ResetContext)
     assert isinstance(answers[0], P.ContextReset)
     assert runner.pid is None and "engine started" in (tmp_path / "jobs.log").read_text()
+
+
+def test_a_runner_deleted_with_its_dialog_kills_its_job_and_its_reader_ends_quietly(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """A dialog closed mid-job deletes its runner: the job's process is killed, and the host's reader
+    thread, which still had events to hand over, ends without 'Signal source has been deleted'."""
+    import gc
+    import threading as th
+
+    import shiboken6
+
+    script, release = _counting(1, hang=True)
+    host = ScriptedJobHost(script)
+    runner = JobRunner(lambda: host)
+    with qtbot.waitSignal(runner.progressed, timeout=5000):
+        runner.start(_Ask)
+    errors: list[BaseException] = []
+    old_hook = th.excepthook
+    th.excepthook = lambda args: errors.append(args.exc_value)  # type: ignore[assignment]
+    try:
+        shiboken6.delete(runner)
+        gc.collect()
+        assert host.killed
+        qtbot.waitUntil(
+            lambda: not any(t.name == "glassbox-engine-reader" and t.is_alive() for t in th.enumerate()), timeout=5000
+        )
+    finally:
+        th.excepthook = old_hook
+        release.set()
+    assert errors == []
+
+
+def test_a_host_link_deleted_while_its_host_still_speaks_ends_its_reader_quietly(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """Events and the end of a host whose link was deleted reach nobody, and crash nothing."""
+    import threading as th
+
+    import shiboken6
+
+    from app.ui.engine.host_link import HostLink
+
+    script, release = _counting(0)
+    host = ScriptedJobHost(script)
+    link = HostLink(lambda _remote: host)
+    link.start(None)
+    qtbot.waitUntil(lambda: host._events.empty(), timeout=5000)  # EngineReady read: the reader waits again
+    errors: list[BaseException] = []
+    old_hook = th.excepthook
+    th.excepthook = lambda args: errors.append(args.exc_value)  # type: ignore[assignment]
+    try:
+        shiboken6.delete(link)
+        host.send(_Ask(1))  # the host answers after its link is gone ...
+        release.set()
+        qtbot.waitUntil(lambda: host._events.empty(), timeout=5000)  # ... and the reader handed it on
+        host.kill()  # then it ends: the reader reports that too, to nobody, and stops
+        qtbot.waitUntil(
+            lambda: not any(t.name == "glassbox-engine-reader" and t.is_alive() for t in th.enumerate()), timeout=5000
+        )
+    finally:
+        th.excepthook = old_hook
+    assert errors == []

@@ -99,6 +99,13 @@ def crash_description(died: BaseException, rpc_servers: tuple[str, ...]) -> str:
     return description
 
 
+class _Relay(QObject):
+    """From a reader thread to the UI thread (queued), with the host it read from (see :class:`HostLink`)."""
+
+    received = Signal(object, object)  # (the host it came from, an event of app.core.protocol)
+    ended = Signal(object, object)  # (the host, EngineDied | BaseException)
+
+
 class HostLink(QObject):
     """The one host in use, its reader thread and the Stop watchdog.
 
@@ -117,10 +124,6 @@ class HostLink(QObject):
     host_died = Signal(object)  # EngineDied | BaseException (what recv_raw raised)
     stop_timed_out = Signal()
 
-    # Internal: from a reader thread to the UI thread (queued), with the host it read from.
-    _event = Signal(object, object)  # (the host it came from, an event of app.core.protocol)
-    _ended = Signal(object, object)  # (the host, EngineDied | BaseException)
-
     def __init__(self, factory: HostFactory, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._factory = factory
@@ -131,8 +134,12 @@ class HostLink(QObject):
         self._stop_timer = QTimer(self)
         self._stop_timer.setSingleShot(True)
         self._stop_timer.timeout.connect(self.stop_timed_out)
-        self._event.connect(self._forward_event)
-        self._ended.connect(self._forward_death)
+        # The reader threads emit on a relay with no parent, which they keep alive: when this link is
+        # deleted with its owner (a job's dialog closed) while a host still speaks, Qt has cut the
+        # relay's connections and the emit reaches nobody (emitting on the deleted link itself could crash).
+        self._relay = _Relay()
+        self._relay.received.connect(self._forward_event)
+        self._relay.ended.connect(self._forward_death)
 
     @property
     def host(self) -> Host | None:
@@ -173,7 +180,9 @@ class HostLink(QObject):
         self._host = host
         self._made_for = remote
         self._used = False
-        reader = threading.Thread(target=self._read_loop, args=(host,), name="glassbox-engine-reader", daemon=True)
+        reader = threading.Thread(
+            target=self._read_loop, args=(self._relay, host), name="glassbox-engine-reader", daemon=True
+        )
         self._reader = reader
         reader.start()
 
@@ -244,14 +253,15 @@ class HostLink(QObject):
         self._stop_timer.stop()
 
     # ------------------------------------------------------------------ the reader thread
-    def _read_loop(self, host: Host) -> None:
+    @staticmethod
+    def _read_loop(relay: _Relay, host: Host) -> None:
         while True:
             try:
                 ev = host.recv_raw()
             except HOST_ENDED as died:
-                self._ended.emit(host, died)
+                relay.ended.emit(host, died)
                 return
-            self._event.emit(host, ev)
+            relay.received.emit(host, ev)
 
     @Slot(object, object)
     def _forward_event(self, host: Host, ev: object) -> None:

@@ -40,6 +40,13 @@ def job_hosts(log_path: str | None = None) -> Callable[[], Host]:
     return lambda: make(None)
 
 
+def _end_orphan(host: Host | None) -> None:
+    """Kill a job's process whose runner was deleted (nobody can hear it any more)."""
+    if host is not None and host.alive:
+        log.info("a job's runner was deleted while its process ran: killed")
+        host.kill()
+
+
 class JobRunner(QObject):
     """One job in its own engine process.
 
@@ -101,6 +108,9 @@ class JobRunner(QObject):
         self._sent = False
         self._cancelling = False
         self._link.start(None)
+        host = self._link.host
+        # Deleted with its owner (a dialog closed) while the job runs: its process must not outlive it.
+        self.destroyed.connect(lambda *_: _end_orphan(host))
 
     def cancel(self, kill_after_ms: int = KILL_AFTER_MS) -> None:
         """Stop the job: its cancel flag now, its process killed after ``kill_after_ms`` (0: at once) unless
