@@ -146,9 +146,10 @@ def test_the_speculation_view_follows_the_reply_shown(qtbot, window):
     for end in RoundEnd:
         assert view.end_counts[end].text() == f"{spec.ended(end):,}"
     assert spec.ended(RoundEnd.MISMATCH) > 0
-    assert "drafted <b>" in view.headline.text() and f"{fin.stats.decode_tok_s:,.1f} tok/s" in view.headline.text()
+    assert f"drafted <b>{spec.drafted:,}</b>" in view.headline.text()
+    assert f"{fin.stats.decode_tok_s:,.1f} tok/s" in view.headline.text()
     plain = decode_weight_bytes(window.engine.model.info)
-    assert view.roofline.text().startswith(f"{format_bytes(int(spec.weight_bytes_per_token))} speculated against ")
+    assert view.roofline.text().startswith(f"{format_bytes(int(spec.weight_bytes_per_token))} speculated, ")
     assert f"{format_bytes(plain)} plain (÷{plain / spec.weight_bytes_per_token:.2f})" in view.roofline.text()
 
 
@@ -170,6 +171,6 @@ def test_measure_speed_up_sends_two_greedy_requests_and_keeps_the_chat(qtbot, wi
     assert plain.messages[-1] == replace(plain.messages[-1], role=Role.USER, content="write add")
     assert plain.sampler.temperature == 0.0 == spec.sampler.temperature
     result = measure.result
-    assert result.same_text and result.spec is not None and result.ratio > 1.0
+    assert result.parted_at == -1 and result.spec is not None and result.ratio > 1.0
     assert view.measure_text.text() == result.sentence() and "×" in view.measure_text.text()
     assert len(window.chat_view.messages) == n_messages  # a measurement, not a new reply

@@ -32,7 +32,7 @@ from app.ui.window.model_change import ModelChange, ModelPhase
 from app.ui.window.model_loader import ModelLoader
 from app.ui.window.notices import Notices, NoticeTopic
 
-VIEW_HEIGHT = 250  # px: the view's four columns without a scroll bar
+VIEW_HEIGHT = 290  # px: the view's figures and its three columns without a scroll bar at 1366x768
 
 
 class SpeculationFeature(QObject):

@@ -20,7 +20,7 @@ from app.core import protocol as P
 from app.core.chat.context import ChatMessage
 from app.core.sampling.params import Mirostat, SamplerSettings
 from app.ui.engine.client import EngineClient
-from app.ui.speculative.figures import Speedup
+from app.ui.speculative.figures import Speedup, parted_at
 
 MAX_TOKENS = 256  # the longest rerun: enough tokens for a steady decode speed, short enough to wait for
 
@@ -111,7 +111,7 @@ class SpeedupMeasure(QObject):
             spec.stats.decode_tok_s,
             plain.stats.generated_tokens,
             spec.stats.generated_tokens,
-            plain.text == spec.text,
+            parted_at(plain.text, spec.text),
             spec.stats.speculation,
         )
         self.result = result

@@ -74,21 +74,18 @@ class SpeculationView(QWidget):
         self.bandwidth_b_s = 0.0  # the machine's measured memory bandwidth, bytes/s (0: not measured)
         self.spec: SpeculationStats | None = None  # the reply shown's
         self._seen = -1
-        lay = QHBoxLayout(self)
+        lay = QVBoxLayout(self)
         lay.setContentsMargins(10, 6, 10, 6)
-        lay.setSpacing(14)
-
-        left = QVBoxLayout()
-        left.setSpacing(4)
+        lay.setSpacing(6)
+        # A short, wide dock (a tab beside Tokens): the figures and the measurement in a row on top, the
+        # charts in columns below.
+        top = QHBoxLayout()
+        top.setSpacing(12)
         self.headline = QLabel("")
         self.headline.setObjectName("speculationHeadline")
         self.headline.setWordWrap(True)
         self.headline.setTextFormat(Qt.TextFormat.RichText)
-        left.addWidget(self.headline)
-        self.advice = QLabel("")
-        self.advice.setObjectName("speculationAdvice")
-        self.advice.setWordWrap(True)
-        left.addWidget(self.advice)
+        top.addWidget(self.headline, 1)
         self.measure_btn = QPushButton("Measure speed-up")
         self.measure_btn.setObjectName("measureSpeedupButton")
         self.measure_btn.setToolTip(
@@ -96,14 +93,18 @@ class SpeculationView(QWidget):
             "compare the decode speeds. A measurement: your reply and your chat stay as they are."
         )
         self.measure_btn.clicked.connect(self.measure_requested)
-        left.addWidget(self.measure_btn, 0, Qt.AlignmentFlag.AlignLeft)
+        top.addWidget(self.measure_btn, 0, Qt.AlignmentFlag.AlignTop)
+        lay.addLayout(top)
         self.measure_text = QLabel("")
         self.measure_text.setObjectName("speedupResult")
         self.measure_text.setWordWrap(True)
         self.measure_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        left.addWidget(self.measure_text)
-        left.addStretch(1)
-        lay.addLayout(left, 2)
+        self.measure_text.hide()
+        lay.addWidget(self.measure_text)
+        self.advice = QLabel("")
+        self.advice.setObjectName("speculationAdvice")
+        self.advice.setWordWrap(True)
+        lay.addWidget(self.advice)
 
         self.details = QFrame()
         mid = QHBoxLayout(self.details)
@@ -164,7 +165,7 @@ class SpeculationView(QWidget):
         right.addWidget(self.roofline)
         right.addStretch(1)
         mid.addLayout(right, 2)
-        lay.addWidget(self.details, 7)
+        lay.addWidget(self.details, 1)
         self._show(None, None)
 
     # ------------------------------------------------------------------ inputs
@@ -182,6 +183,8 @@ class SpeculationView(QWidget):
     def show_measurement(self, text: str, busy: bool) -> None:
         """The speed-up measurement's state in words; ``busy``: it is running (the button waits)."""
         self.measure_text.setText(text)
+        self.measure_text.setVisible(bool(text))
+        self.measure_text.setToolTip(F.Speedup.PARTED if "part at character" in text else "")
         self.measure_btn.setEnabled(not busy)
 
     # ------------------------------------------------------------------ the clock
@@ -209,11 +212,11 @@ class SpeculationView(QWidget):
             return
         self.measure_btn.setEnabled(True)
         self.headline.setText(
-            f"<b>{spec.drafter.label.capitalize()}</b>, draft_max {spec.draft_max}<br>"
+            f"<b>{spec.drafter.label.capitalize()}</b>, draft_max {spec.draft_max}: "
             f"drafted <b>{spec.drafted:,}</b> · accepted <b>{spec.accepted:,}</b> "
-            f"(<b>{F.pct(spec.acceptance_rate)}</b>)<br>"
-            f"{spec.rounds:,} rounds · <b>{spec.mean_accepted_per_round:.2f}</b> accepted per round<br>"
-            f"decode <b>{stats.decode_tok_s:,.1f} tok/s</b> · {stats.generated_tokens:,} tokens"
+            f"(<b>{F.pct(spec.acceptance_rate)}</b>) · {spec.rounds:,} rounds, "
+            f"<b>{spec.mean_accepted_per_round:.2f}</b> accepted per round · "
+            f"decode <b>{stats.decode_tok_s:,.1f} tok/s</b> over {stats.generated_tokens:,} tokens"
         )
         self.positions.show_bars(F.position_bars(spec))
         for end, words, n, share in F.round_end_rows(spec):
@@ -234,3 +237,4 @@ class SpeculationView(QWidget):
         )
         reads = F.WeightReads(float(self.plain_weight_bytes), spec.weight_bytes_per_token, self.bandwidth_b_s)
         self.roofline.setText(reads.sentence())
+        self.roofline.setToolTip(F.WeightReads.EXPLAINED)
