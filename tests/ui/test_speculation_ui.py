@@ -174,3 +174,5 @@ def test_measure_speed_up_sends_two_greedy_requests_and_keeps_the_chat(qtbot, wi
     assert result.parted_at == -1 and result.spec is not None and result.ratio > 1.0
     assert view.measure_text.text() == result.sentence() and "×" in view.measure_text.text()
     assert len(window.chat_view.messages) == n_messages  # a measurement, not a new reply
+    send(qtbot, window, "another")  # another reply shown: the measurement was not of it
+    qtbot.waitUntil(view.measure_text.isHidden, timeout=WAIT_MS)

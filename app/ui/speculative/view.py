@@ -74,6 +74,8 @@ class SpeculationView(QWidget):
         self.bandwidth_b_s = 0.0  # the machine's measured memory bandwidth, bytes/s (0: not measured)
         self.spec: SpeculationStats | None = None  # the reply shown's
         self._seen = -1
+        self._busy = False  # a measurement runs
+        self._measured_of: int | None = None  # the serial of the turn the measurement shown is of
         lay = QVBoxLayout(self)
         lay.setContentsMargins(10, 6, 10, 6)
         lay.setSpacing(6)
@@ -182,6 +184,9 @@ class SpeculationView(QWidget):
 
     def show_measurement(self, text: str, busy: bool) -> None:
         """The speed-up measurement's state in words; ``busy``: it is running (the button waits)."""
+        if busy or self._measured_of is None:
+            self._measured_of = self.shown.turn.serial  # the reply measured: its result goes with it
+        self._busy = busy
         self.measure_text.setText(text)
         self.measure_text.setVisible(bool(text))
         self.measure_text.setToolTip(F.Speedup.PARTED if "part at character" in text else "")
@@ -194,6 +199,10 @@ class SpeculationView(QWidget):
         if turn.version == self._seen:
             return
         self._seen = turn.version
+        if not self._busy and self._measured_of is not None and turn.serial != self._measured_of:
+            self._measured_of = None  # another reply is shown: the last measurement was not of it
+            self.measure_text.clear()
+            self.measure_text.hide()
         stats = turn.final
         self._show(stats, stats.speculation if stats is not None else None)
 
@@ -208,9 +217,10 @@ class SpeculationView(QWidget):
                 if stats is not None or self.settings is None
                 else "No reply yet. " + F.not_speculated_advice(self.settings)
             )
-            self.measure_btn.setEnabled(stats is not None and self.settings is not None and self.settings.enabled)
+            ok = stats is not None and self.settings is not None and self.settings.enabled
+            self.measure_btn.setEnabled(ok and not self._busy)
             return
-        self.measure_btn.setEnabled(True)
+        self.measure_btn.setEnabled(not self._busy)
         self.headline.setText(
             f"<b>{spec.drafter.label.capitalize()}</b>, draft_max {spec.draft_max}: "
             f"drafted <b>{spec.drafted:,}</b> · accepted <b>{spec.accepted:,}</b> "
