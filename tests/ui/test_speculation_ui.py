@@ -133,6 +133,8 @@ def test_the_speculation_view_follows_the_reply_shown(qtbot, window):
     send(qtbot, window, "hi")
     qtbot.waitUntil(lambda: view.advice.isVisible() and "Turn on" in view.advice.text(), timeout=WAIT_MS)
     assert view.details.isHidden()
+    view.settings_btn.click()  # what to do: the Model panel's switch, in view and focused
+    assert window.model_dock.isVisible() and window.model_panel.speculation.enabled.hasFocus()
     _apply(qtbot, window, draft_max=3)
     window.engine.script(reply(*PIECES))
     fin = send(qtbot, window, "again")

@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QTimer
-from PySide6.QtWidgets import QDockWidget, QMainWindow
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QScrollArea
 
 from app.core import protocol as P
 from app.core.chat.context import LoadSettings, Role
@@ -46,6 +46,7 @@ class SpeculationFeature(QObject):
         box: the Model panel's speculation settings.
         view: the Speculation view, and its dock (brought forward by the box's link).
         dock, beside: the view's dock, and the dock it opens as a tab beside (Tokens).
+        model_dock: the Model panel's dock (the view's "Speculation settings…" brings it forward).
         library: the library's GGUF files, ``(label, path)``, offered as draft models.
         choose_file: a file dialog for a GGUF (None: cancelled).
         notices: the window's notices (a refused draft).
@@ -62,6 +63,7 @@ class SpeculationFeature(QObject):
         view: SpeculationView,
         dock: QDockWidget,
         beside: QDockWidget,
+        model_dock: QDockWidget,
         library: Callable[[], Sequence[tuple[str, str]]],
         choose_file: Callable[[], str | None],
         notices: Notices,
@@ -71,9 +73,11 @@ class SpeculationFeature(QObject):
         super().__init__(parent)
         self.engine, self.loader, self.chat, self.shown = engine, loader, chat, shown
         self.box, self.view, self.dock, self.beside, self.notices = box, view, dock, beside, notices
+        self.model_dock = model_dock
         self.measure = SpeedupMeasure(engine, self)
         box.set_sources(lambda: [c for c in library() if c[1] != loader.loaded_path], choose_file)
         box.view_requested.connect(self.show_view)
+        view.settings_requested.connect(self.show_settings)
         view.measure_requested.connect(lambda: self.measure.start(self.source()))
         self.measure.progressed.connect(view.show_measurement)
         bw = cached_bandwidth(cache_dir)
@@ -93,6 +97,15 @@ class SpeculationFeature(QObject):
             QTimer.singleShot(0, lambda: self._grow(main))
         self.dock.show()
         self.dock.raise_()
+
+    def show_settings(self) -> None:
+        """Bring the Model panel forward, scrolled to the Speculative decoding switch, which takes the focus."""
+        self.model_dock.show()
+        self.model_dock.raise_()
+        area = self.model_dock.widget()
+        if isinstance(area, QScrollArea):
+            area.ensureWidgetVisible(self.box.enabled)
+        self.box.enabled.setFocus()
 
     def _grow(self, main: QMainWindow) -> None:
         if self.dock.height() < VIEW_HEIGHT:

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QProgressBar,
     QPushButton,
+    QSizePolicy,
     QVBoxLayout,
     QWidget,
 )
@@ -61,9 +62,11 @@ class SpeculationView(QWidget):
 
     Signals:
         measure_requested(): the person pressed "Measure speed-up".
+        settings_requested(): the person asked for the speculation settings (the Model panel).
     """
 
     measure_requested = Signal()
+    settings_requested = Signal()
 
     def __init__(self, shown: ShownChat, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -106,7 +109,16 @@ class SpeculationView(QWidget):
         self.advice = QLabel("")
         self.advice.setObjectName("speculationAdvice")
         self.advice.setWordWrap(True)
+        self.advice.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
         lay.addWidget(self.advice)
+        self.settings_btn = QPushButton("Speculation settings…")
+        self.settings_btn.setObjectName("speculationSettingsButton")
+        self.settings_btn.setToolTip("The Model panel's Speculative decoding settings")
+        self.settings_btn.clicked.connect(self.settings_requested)
+        lay.addWidget(self.settings_btn, 0, Qt.AlignmentFlag.AlignLeft)
+        self.filler = QWidget()  # takes the height while the charts are hidden, so the words stay on top
+        self.filler.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Expanding)
+        lay.addWidget(self.filler, 1)
 
         self.details = QFrame()
         mid = QHBoxLayout(self.details)
@@ -209,7 +221,8 @@ class SpeculationView(QWidget):
     def _show(self, stats: GenerationStats | None, spec: SpeculationStats | None) -> None:
         self.spec = spec
         self.details.setVisible(spec is not None)
-        self.advice.setVisible(spec is None)
+        for w in (self.advice, self.settings_btn, self.filler):
+            w.setVisible(spec is None)
         if spec is None or stats is None:
             self.headline.setText("<b>Speculative decoding</b>")
             self.advice.setText(

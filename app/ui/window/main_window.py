@@ -193,6 +193,7 @@ class MainWindow(QMainWindow):
             p.speculation_panel,
             p.speculation_dock,
             p.tokens_dock,
+            p.model_dock,
             lambda: [(f"{e.file_name} · {e.quant}", str(e.path)) for e in self.models.library.entries],
             self.files.choose_model,
             notices,
