@@ -11,6 +11,7 @@ from app.core import protocol as P
 from app.core.chat.context import StopReason
 from app.core.speculative.settings import Drafter, SpeculationSettings
 from app.core.speculative.stats import RoundEnd, SpeculationStats
+from app.engine.speculative.drafters import PromptLookup
 from tests.support.engine import start_engine
 from tests.support.speculation import COPY_DOCUMENT, REPEAT_PROMPT, same_or_near_tie, token_events, turn
 
@@ -28,6 +29,14 @@ def check_adds_up(s: SpeculationStats, generated: int) -> None:
     # every round makes one token of its own, plus what it accepted; the first token comes from prefill
     assert generated <= 1 + s.rounds + s.accepted
     assert s.ended(RoundEnd.MISMATCH) == len(s.rejected)
+
+
+def test_prompt_lookup_drafts_what_followed_the_latest_match_of_the_whole_ngram():
+    lookup = PromptLookup(3)
+    assert lookup.draft([1, 2, 3, 4, 5, 6, 1, 2, 3], 4) == ([4, 5, 6, 1], RoundEnd.DRAFT_MAX)
+    assert lookup.draft([1, 2, 3, 4, 5, 1, 2, 3, 9, 1, 2, 3], 3) == ([9, 1, 2], RoundEnd.DRAFT_MAX)  # the latest
+    assert lookup.draft([7, 2, 3, 4, 1, 2, 3], 3) == ([], RoundEnd.NO_DRAFT)  # no shorter n-gram fallback
+    assert lookup.draft([1, 2, 3], 3) == ([], RoundEnd.NO_DRAFT)
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +102,24 @@ def test_max_tokens_and_stop_strings_end_a_speculated_reply(smol_lookup):
     assert fin.stats.stop_reason == StopReason.MAX_TOKENS and fin.stats.generated_tokens == 37
     plain = turn(smol_lookup, REPEAT_PROMPT, speculate=False, temperature=0.0, max_tokens=37)
     assert fin.text == plain.text
+
+
+def test_a_full_context_stops_or_rolls_with_speculation_on(smollm2):
+    eng = start_engine(smollm2, n_ctx=256, n_threads=1, speculation=LOOKUP)
+    story, count = "Tell me a very long story about a dragon and a knight.", "Count from 1 to 400, separated by commas."
+    kw = {"speculate": None, "temperature": 0.0, "repeat_penalty": 1.0}
+    try:
+        stop = turn(eng, story, max_tokens=-1, context_policy="stop", **kw)
+        assert stop.stats.stop_reason == StopReason.CONTEXT_FULL
+        assert stop.stats.context_used <= stop.stats.n_ctx
+        rolled = turn(eng, count, max_tokens=300, context_policy="rolling", **kw)
+        assert rolled.stats.context_shifts >= 1 and rolled.stats.stop_reason == StopReason.MAX_TOKENS
+        assert rolled.stats.generated_tokens == 300
+        s = rolled.stats.speculation
+        assert s is not None and s.accepted > 0  # speculated until the shift, one token a round after it
+        check_adds_up(s, rolled.stats.generated_tokens)
+    finally:
+        eng.host.stop()
 
 
 def test_draft_model_reply_is_the_models_own(smollm2, smollm2_q8_0):

@@ -51,6 +51,7 @@ def turn(
     events: list | None = None,
     on_event=None,
     system: str = "You are a helpful assistant.",
+    context_policy: str | None = None,
     **sampler,
 ) -> P.Finished:
     """One turn of ``prompt`` (with per-token top candidates, for the near-tie check)."""
@@ -69,6 +70,8 @@ def turn(
         SamplerSettings(**sampler),
         (),
         NEAR_TIE_CANDIDATES,
+        False,
+        context_policy,
         candidates_every_token=True,
         speculate=speculate,
     )

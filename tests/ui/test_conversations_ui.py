@@ -143,7 +143,7 @@ def test_export_markdown_and_json_then_import(qtbot, window, tmp_path, monkeypat
     assert all(
         m["meta"]["stats"]["generated_tokens"] > 0 and m["meta"]["sampler"]["temperature"] == 0.0 for m in assistants
     )
-    monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(js), ""))
+    monkeypatch.setattr(QFileDialog, "getOpenFileNames", lambda *a, **k: ([str(js)], ""))
     window.import_conversation()
     assert window.chat.conversation_id != cid
     assert window.chat_view.messages[0].text == "Say hello."
@@ -152,7 +152,7 @@ def test_export_markdown_and_json_then_import(qtbot, window, tmp_path, monkeypat
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "something else"}')
     n = len(window.conversations.list_conversations())
-    monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(bad), ""))
+    monkeypatch.setattr(QFileDialog, "getOpenFileNames", lambda *a, **k: ([str(bad)], ""))
     window.import_conversation()
     assert "bad.json" in window.banner.text.text()
     assert len(window.conversations.list_conversations()) == n

@@ -243,13 +243,18 @@ def test_file_dialogs_open_in_the_folder_last_used_for_their_kind(qtbot, window,
 
     def fake_open(_parent, _title, start, _filter):
         starts.append(start)
-        return (str(models / "none.gguf") if "GGUF" in _filter else str(imports / "none.json")), ""
+        return str(models / "none.gguf"), ""
+
+    def fake_open_many(_parent, _title, start, _filter):
+        starts.append(start)
+        return [str(imports / "none.json")], ""
 
     def fake_save(_parent, _title, start, _filter):
         starts.append(start)
         return str(exports / "chat.md"), ""
 
     monkeypatch.setattr(QFileDialog, "getOpenFileName", fake_open)
+    monkeypatch.setattr(QFileDialog, "getOpenFileNames", fake_open_many)
     monkeypatch.setattr(QFileDialog, "getSaveFileName", fake_save)
     window.open_model_dialog()  # not a GGUF: refused, but the folder is remembered
     window.chat.new_chat()

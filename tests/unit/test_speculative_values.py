@@ -71,3 +71,14 @@ def test_damaged_speculation_stats_drop_bad_entries() -> None:
     assert s is not None
     assert s.rounds == 0 and s.round_ends == ((RoundEnd.P_MIN, 2),)
     assert SpeculationStats.from_dict("garbage") is None
+
+
+def test_a_draft_model_counts_in_the_fit_verdict(smollm2) -> None:
+    from app.core.gguf.gguf_info import read_gguf_info
+    from app.core.hardware.fit import SystemMemory, Verdict, fit_verdict
+
+    info = read_gguf_info(str(smollm2))
+    alone = fit_verdict(info, 2048, memory=SystemMemory(ram_total=10**9, ram_available=10**9))
+    with_draft = fit_verdict(info, 2048, memory=SystemMemory(ram_total=10**9, ram_available=10**9), draft_bytes=10**9)
+    assert alone.verdict is not Verdict.DOES_NOT_FIT and with_draft.verdict is Verdict.DOES_NOT_FIT
+    assert "draft model" in with_draft.breakdown() and "draft model" not in alone.breakdown()

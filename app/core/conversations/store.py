@@ -27,6 +27,8 @@ from app.core.conversations.exchange import (
     insert_import,
     read_export,
 )
+from app.core.conversations.importers.preview import ImportPreview
+from app.core.conversations.importers.write import insert_foreign
 from app.core.conversations.messages import MessagesMixin
 from app.core.conversations.model import (
     DEFAULT_TITLE,
@@ -539,3 +541,37 @@ class ConversationStore(MessagesMixin, AlternativesMixin):
         title = import_title(conv.title, {c.title for c in self.list_conversations()})
         with self._write() as conn:
             return insert_import(conn, conv, msgs, title, now)
+
+    def fingerprints(self) -> set[tuple[str, int, int]]:
+        """(title, start time in ms, messages) of every chat not deleted: how an import recognises
+        a chat it brought in before (``ImportPreview.without``)."""
+        rows = self._conn.execute(
+            "SELECT c.title, c.created_at, count(m.id) FROM conversations c LEFT JOIN messages m "
+            "ON m.conversation_id = c.id WHERE c.deleted_at IS NULL GROUP BY c.id"
+        )
+        return {(str(title), round(float(created) * 1000), int(n)) for title, created, n in rows}
+
+    def import_chats(self, preview: ImportPreview) -> list[int]:
+        """Add every chat of a checked import (:func:`~app.core.conversations.importers.read_import_files`)
+        as new conversations, in one transaction: all of them or, on an error, none.
+
+        Chats from other apps keep their source's titles and times; a Glassbox export's title
+        already in the list gets `` (imported)`` as with :meth:`import_json`.
+
+        Returns:
+            The new conversations' ids, in the order of the files and of the chats in each.
+
+        Raises:
+            sqlite3.Error: the write failed (disk full...); nothing was written.
+        """
+        now = self._now()
+        taken = {c.title for c in self.list_conversations()}
+        ids: list[int] = []
+        with self._write() as conn:
+            for f in preview.files:
+                for conv, msgs in f.exports:
+                    title = import_title(conv.title, taken)
+                    taken.add(title)
+                    ids.append(insert_import(conn, conv, msgs, title, now))
+                ids.extend(insert_foreign(conn, conv) for conv in f.conversations)
+        return ids

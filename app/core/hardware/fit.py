@@ -144,6 +144,8 @@ class FitReport:
         budget: ram_available + (vram_available or 0).
         all_on_gpu: with VRAM given, whether everything fits comfortably in VRAM
             alone; None without VRAM.
+        draft_bytes: a draft model's weights and KV cache loaded beside the model (speculative
+            decoding, ``DraftInfo.total_bytes``), counted in the verdict; 0 without one.
     """
 
     verdict: Verdict
@@ -153,6 +155,7 @@ class FitReport:
     vram_available: int | None
     budget: int
     all_on_gpu: bool | None = None
+    draft_bytes: int = 0
 
     @property
     def fits(self) -> bool:
@@ -163,7 +166,8 @@ class FitReport:
         against = f"{format_bytes(self.ram_available)} free RAM"
         if self.vram_available is not None:
             against += f" + {format_bytes(self.vram_available)} free VRAM"
-        return f"{self.estimate.breakdown()} (n_ctx {self.n_ctx:,}) of {against}"
+        draft = f" + draft model {format_bytes(self.draft_bytes)}" if self.draft_bytes else ""
+        return f"{self.estimate.breakdown()}{draft} (n_ctx {self.n_ctx:,}) of {against}"
 
     def summary(self) -> str:
         """The verdict and the breakdown in one line."""
@@ -180,6 +184,7 @@ def fit_verdict(
     swa_full: bool = True,
     type_k: str = "f16",
     type_v: str = "f16",
+    draft_bytes: int = 0,
 ) -> FitReport:
     """Whether ``info``'s model fits this machine at ``n_ctx`` tokens.
 
@@ -191,6 +196,7 @@ def fit_verdict(
         weights_bytes: weights of all parts of a split model (each part's
             header lists only its own tensors); default the header's tensor bytes.
         n_ubatch, swa_full, type_k, type_v: as for :func:`~app.core.hardware.memory.estimate_memory`.
+        draft_bytes: a draft model's weights and KV cache (speculative decoding), bytes, added to the total.
 
     Returns:
         A :class:`FitReport`.
@@ -205,7 +211,7 @@ def fit_verdict(
     )
     vram = mem.vram_available
     budget = mem.ram_available + (vram or 0)
-    total = est.total
+    total = est.total + draft_bytes
     if total <= COMFORT * budget:
         verdict = Verdict.FITS
     elif total <= budget:
@@ -214,7 +220,14 @@ def fit_verdict(
         verdict = Verdict.DOES_NOT_FIT
     n = n_ctx if n_ctx > 0 else (info.context_length or 4096)
     return FitReport(
-        verdict, est, n, mem.ram_available, vram, budget, None if vram is None else total <= COMFORT * vram
+        verdict,
+        est,
+        n,
+        mem.ram_available,
+        vram,
+        budget,
+        None if vram is None else total <= COMFORT * vram,
+        draft_bytes,
     )
 
 

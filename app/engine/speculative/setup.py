@@ -25,6 +25,8 @@ from app.engine.errors import EngineError
 from app.engine.speculative.drafters import DraftModel, PromptLookup
 from app.engine.speculative.loop import Drafting
 
+ALL_LAYERS = 0x7FFFFFFF  # n_gpu_layers for every layer (what llama-cpp-python passes for -1)
+
 
 @dataclass
 class Speculator:
@@ -120,7 +122,7 @@ def set_up(
         n_batch=settings.n_batch,
         n_threads=n_threads,
         n_threads_batch=n_threads_batch,
-        n_gpu_layers=-1 if gpu else 0,
+        n_gpu_layers=ALL_LAYERS if gpu else 0,
         p_min=s.p_min,
     )
     layout = kv_cache_layout(draft_info, dm.n_ctx, n_ubatch=n_ubatch_for(settings.n_batch, dm.n_ctx), swa_full=True)

@@ -77,6 +77,17 @@ def choose_open_path(parent: QWidget | None, title: str, start: Path, file_filte
     return path
 
 
+def choose_open_paths(parent: QWidget | None, title: str, start: Path, file_filter: str) -> list[str]:
+    """Files to read, one or more (empty when cancelled)."""
+    paths, _ = QFileDialog.getOpenFileNames(parent, title, str(start), file_filter)
+    return paths
+
+
+def ask(dialog: QDialog) -> bool:
+    """Show a modal ``dialog`` and wait; True when the person accepted it."""
+    return dialog.exec() == QDialog.DialogCode.Accepted
+
+
 class TextDialog(QDialog):
     """A small window with selectable, read-only text and Copy / Close buttons (not modal).
 

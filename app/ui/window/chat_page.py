@@ -128,7 +128,7 @@ class ChatPage:
         self.export_conversation(self.chat.conversation_id, fmt)
 
     def import_conversation(self) -> None:
-        """Ask for a chat exported as JSON, import it and open it."""
+        """Ask for chat exports (Glassbox's or other apps'), import them and open the newest."""
         outcome = self._files.import_conversation()
         if outcome is None:
             return

@@ -57,7 +57,7 @@ class FileDialogs:
         return outcome
 
     def import_conversation(self) -> Outcome | None:
-        """Ask for a chat exported as JSON and import it (None: cancelled)."""
+        """Ask for chat exports, preview and import them (None: cancelled)."""
         start = self.folder(DialogFolder.IMPORT, Path.home())
         outcome = conversation_export.import_conversation(self._parent, self._conversations, start)
         if outcome is not None:

@@ -98,7 +98,7 @@ class Menus:
         act_new_chat = _action(main, m, "&New chat", ("Ctrl+N",), chats.new_chat)
         _action(main, m, "Export chat as &Markdown…", (), lambda: chats.export_shown(ExportFormat.MARKDOWN))
         _action(main, m, "Export chat as &JSON (all branches)…", (), lambda: chats.export_shown(ExportFormat.JSON))
-        _action(main, m, "&Import chat (JSON)…", (), chats.import_conversation)
+        _action(main, m, "&Import chats (ChatGPT, Claude, Open WebUI, LM Studio, JSON)…", (), chats.import_conversation)
         m.addSeparator()
         _action(main, m, "Show &logs folder", (), lambda: dialogs.open_folder(logs_dir))
         _action(main, m, "&Quit", (QKeySequence.StandardKey.Quit,), main.close)
