@@ -12,7 +12,8 @@ Pure functions of a request and the loaded model (:mod:`tests.support.scripted_h
   on, greedy at temperature 0; :func:`stored_funnel`: a stored step's candidates, the model column
   only, and the draw (greedy: the best).
 - :func:`sweep_point`, :func:`sweep_refusal`: a depth sweep's made-up figures, and its refusal past n_ctx.
-- :func:`speculation`: a speculated reply's made-up counts (rounds accepting 2, 0, then draft_max drafts).
+- :func:`speculation`: a speculated reply's made-up counts (rounds accepting 2, 0, then draft_max drafts);
+  :func:`draft_info`: the draft model a load reports.
 """
 
 from __future__ import annotations
@@ -20,18 +21,20 @@ from __future__ import annotations
 import collections
 import math
 import re
+from pathlib import Path
 
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from app.core import protocol as P
 from app.core.chat.chat_template import SAMPLE_CONVERSATION
-from app.core.chat.context import ROLLING_RESERVE_FRACTION, ChatMessage, ContextPolicy, Role
+from app.core.chat.context import ROLLING_RESERVE_FRACTION, ChatMessage, ContextPolicy, LoadSettings, Role
 from app.core.depth_sweep.plan import DepthPoint, check_plan
 from app.core.sampling.alternatives import StoredStep
 from app.core.sampling.funnel import Funnel, FunnelStage, FunnelStageKind
 from app.core.sampling.params import SamplerSettings
-from app.core.speculative.settings import SpeculationSettings
+from app.core.speculative.draft import DraftInfo
+from app.core.speculative.settings import Drafter, SpeculationSettings
 from app.core.speculative.stats import RoundEnd, SpeculationStats
 
 _SPECIAL = re.compile(r"<[^<>\s]+>")
@@ -212,3 +215,12 @@ def speculation(
         rejected=tuple(rejected),
         weight_bytes_per_token=weights_bytes * rounds / n if n else 0.0,
     )
+
+
+def draft_info(settings: LoadSettings, kv_bytes: int) -> DraftInfo | None:
+    """The draft model a load with ``settings`` reports (its file's size as its weights, the model's KV cache)."""
+    s = settings.speculation
+    if not s.enabled or s.drafter is not Drafter.DRAFT_MODEL or not s.draft_model:
+        return None
+    size = Path(s.draft_model).stat().st_size if Path(s.draft_model).is_file() else 0
+    return DraftInfo(s.draft_model, 135_000_000, size, kv_bytes)

@@ -58,8 +58,6 @@ from app.core.hardware.memory import kv_cache_layout, n_ubatch_for
 from app.core.remote import RemoteEndpoint
 from app.core.sampling.alternatives import ReplyAlternatives
 from app.core.sampling.params import SamplerSettings
-from app.core.speculative.draft import DraftInfo
-from app.core.speculative.settings import Drafter
 from app.engine.host import EngineDied
 from app.remote.host import RemoteHost
 from tests.support import scripted_answers as answers
@@ -643,14 +641,5 @@ def _model_loaded(rid: int, path: str, settings: LoadSettings) -> P.ModelLoaded:
         eog_token_ids=(2,),
         add_bos=True,
         speculation=settings.speculation,
-        draft=_draft(settings, layout.allocated_bytes),
+        draft=answers.draft_info(settings, layout.allocated_bytes),
     )
-
-
-def _draft(settings: LoadSettings, kv_bytes: int) -> DraftInfo | None:
-    """The draft model a load with ``settings`` reports (its file's size as its weights, the model's KV cache)."""
-    s = settings.speculation
-    if not s.enabled or s.drafter is not Drafter.DRAFT_MODEL or not s.draft_model:
-        return None
-    size = Path(s.draft_model).stat().st_size if Path(s.draft_model).is_file() else 0
-    return DraftInfo(s.draft_model, 135_000_000, size, kv_bytes)
