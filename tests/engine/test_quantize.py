@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import threading
 from pathlib import Path
 
 import pytest
 
 from app.core import protocol as P
 from app.core.chat.context import LoadSettings
-from app.core.gguf.gguf_info import read_gguf_info
+from app.core.gguf.gguf_info import format_bytes, read_gguf_info
 from app.core.quant.plan import plan_quantization
 from app.core.quant.types import QuantType
+from app.engine.errors import EngineError
 from app.engine.host import EngineHost
+from app.engine.llama_log import LlamaLog
+from app.engine.quant import quantize as quantize_module
 from app.engine.quant.quantize import part_path
 from tests.support.models import sha256_file
 from tests.support.quantized import _whole, requantized
@@ -41,10 +46,10 @@ def test_quantize_to_q8_0_writes_a_whole_q8_0_that_loads(host, smollm2, tmp_path
     assert done[0] == 0 and done[-1] == 272 and done == sorted(done)
     assert {p.tensors_total for p in progress} == {272}
     assert progress[-1].bytes_written == answer.bytes
-    # llama.cpp's dry run's figure and the estimate from the tensor list both within 0.1 % of the real size
-    assert abs(progress[0].expected_bytes - answer.bytes) < answer.bytes / 1000
+    # the plan's figure is the real size to the byte (the header as the source's, each tensor padded to 32),
+    # and the progress uses it: the dry run's quant size is the plan's tensor bytes to its 0.01 MiB
     estimate = plan_quantization([read_gguf_info(smollm2)]).option(QuantType.Q8_0).expected_bytes
-    assert abs(estimate - answer.bytes) < answer.bytes / 1000
+    assert estimate == answer.bytes and progress[0].expected_bytes == estimate
     info = read_gguf_info(dest)
     assert info.metadata["general.file_type"] == QuantType.Q8_0.ftype and info.quant_type == "Q8_0"
     assert {t.type_name for t in info.tensors if len(t.shape) >= 2} == {"Q8_0"}
@@ -71,6 +76,25 @@ def test_an_existing_destination_and_an_unwritable_folder_are_refused_by_name(ho
     missing = tmp_path / "no-such-folder" / "x.gguf"
     answer = host.request(P.Quantize(host.next_id(), str(smollm2), str(missing), QuantType.Q4_0))
     assert isinstance(answer, P.Failed) and "does not exist" in answer.message and "no-such-folder" in answer.message
+    # /proc is there but takes no files (it answers "No such file or directory", even to root): say so
+    answer = host.request(P.Quantize(host.next_id(), str(smollm2), "/proc/x.gguf", QuantType.Q4_0))
+    assert isinstance(answer, P.Failed) and answer.kind is P.FailureKind.BAD_SETTINGS
+    assert (
+        answer.message.startswith("The folder /proc is not writable") and "cannot be written in" not in answer.message
+    )
+
+
+def test_the_disk_space_refusal_gives_the_figure_the_dialog_lists(smollm2, tmp_path, monkeypatch):
+    """One figure: the Q2_K the dialog lists at 84.1 MiB needs "about 84.1 MiB" (it listed 81.5 before the
+    mix's rules were counted; llama.cpp's dry run, which the refusal follows, said 84.1)."""
+    listed = format_bytes(plan_quantization([read_gguf_info(smollm2)]).option(QuantType.Q2_K).expected_bytes)
+    assert listed == "84.1 MiB"
+    monkeypatch.setattr(quantize_module.shutil, "disk_usage", lambda _p: shutil._ntuple_diskusage(10**9, 10**9, 2**20))
+    req = P.Quantize(1, str(smollm2), str(tmp_path / "s.Q2_K.gguf"), QuantType.Q2_K, n_threads=1)
+    with pytest.raises(EngineError) as refused:
+        quantize_module.quantize(req, emit=lambda _ev: None, llama_log=LlamaLog(), cancel=threading.Event())
+    assert refused.value.kind is P.FailureKind.QUANTIZE
+    assert f"needs about {listed} and" in refused.value.message and list(tmp_path.iterdir()) == []
 
 
 def test_a_source_that_is_not_a_gguf_fails_as_bad_model(host, tmp_path):

@@ -99,11 +99,12 @@ def test_cache_types_show_their_kv_bytes_before_applying_and_a_conflict_blocks_a
         panel.flash_attn.setCurrentIndex(panel.flash_attn.findData("auto"))
         assert panel.apply_btn.isEnabled()
         assert "turn flash attention on" in panel.cache_note.text() and "8.5 bits" in panel.cache_note.text()
-        s = win.loader.current_load  # remembered for the loaded file
-        assert (s.flash_attn, s.type_k, s.type_v) == (FlashAttention.AUTO, KVCacheType.Q8_0, KVCacheType.Q8_0)
-        # Apply reloads with them; the fake engine answers like llama.cpp's CPU backend.
+        assert win.loader.current_load.type_v is KVCacheType.F16  # not applied: not remembered yet
+        # Apply reloads with them (and remembers them for the file); the fake engine answers like llama.cpp's CPU backend.
         with qtbot.waitSignal(win.engine.model_loaded, timeout=5000) as blocker:
             panel.apply_btn.click()
+        s = win.loader.current_load
+        assert (s.flash_attn, s.type_k, s.type_v) == (FlashAttention.AUTO, KVCacheType.Q8_0, KVCacheType.Q8_0)
         ml: P.ModelLoaded = blocker.args[0]
         assert ml.kv_layout.type_v is KVCacheType.Q8_0 and ml.kv_allocated_bytes == q8
         texts = [panel.facts.itemAt(i).widget().text() for i in range(panel.facts.count())]
@@ -118,6 +119,8 @@ def test_cache_settings_survive_a_restart(qtbot, tiny_model):
     load(qtbot, win, tiny_model)
     win.model_panel.flash_attn.setCurrentIndex(win.model_panel.flash_attn.findData("on"))
     win.model_panel.type_v.setCurrentIndex(win.model_panel.type_v.findData("q4_0"))
+    with qtbot.waitSignal(win.engine.model_loaded, timeout=5000):
+        win.model_panel.apply_btn.click()  # remembered for the file once applied
     close_window(win)
     win2 = make_window(qtbot)
     try:

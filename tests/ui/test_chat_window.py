@@ -180,7 +180,9 @@ def test_settings_survive_a_restart(qtbot, tiny_model):
     win.system_bar.set_text("Answer in French.")
     banner_button(win, "Use for new chats too").click()  # an edit alone is for this chat only
     win.model_panel.n_ctx.setValue(2048)
-    win.model_panel.policy.setCurrentIndex(1)
+    with qtbot.waitSignal(win.engine.model_loaded, timeout=5000):
+        win.model_panel.apply_btn.click()  # remembered for the file once applied
+    win.model_panel.policy.setCurrentIndex(1)  # the context policy: remembered at once (no reload)
     close_window(win)
     win2 = make_window(qtbot)
     try:

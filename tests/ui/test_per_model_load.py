@@ -10,7 +10,7 @@ from dataclasses import replace
 from PySide6.QtCore import Qt
 
 from app.core import protocol as P
-from app.core.chat.context import FlashAttention, LoadSettings
+from app.core.chat.context import ContextPolicy, FlashAttention, LoadSettings
 from app.paths import default_paths
 from tests.support.window import close_window, load, make_window
 
@@ -59,6 +59,36 @@ def test_each_file_loads_with_its_own_remembered_settings_and_reset_goes_back_to
         with qtbot.waitSignal(win.engine.model_loaded, timeout=5000):
             qtbot.mouseClick(panel.apply_btn, Qt.MouseButton.LeftButton)
         assert _sent(win) == LoadSettings()
+    finally:
+        close_window(win)
+
+
+def test_an_edit_not_applied_is_not_remembered_and_goes_when_another_model_loads(qtbot, tiny_model):
+    a, b = _two_models(tiny_model)
+    win = make_window(qtbot)
+    try:
+        panel, memory = win.model_panel, win.model_panel.memory
+        load(qtbot, win, a)
+        panel.n_ctx.setValue(512)  # typed, not applied
+        assert win.settings.remembered_load(str(a)) is None  # before: n_ctx 512 remembered at once
+        assert panel.apply_btn.property("pending") and "Not applied yet: n_ctx 512 (Apply reloads" in memory.text.text()
+        assert "dropped if another model loads first" in memory.text.text()
+        load(qtbot, win, b)
+        assert "Not applied yet" not in memory.text.text()
+        load(qtbot, win, a)  # back to A: the edit went, A loads as before
+        assert _sent(win) == LoadSettings() and panel.load_settings().n_ctx == LoadSettings().n_ctx
+        assert memory.text.text().startswith("Glassbox's defaults") and win.settings.remembered_load(str(a)) is None
+        # The context policy applies to the next reply without a reload: it is remembered at once.
+        panel.policy.setCurrentIndex(panel.policy.findData(ContextPolicy.ROLLING.value))
+        assert win.settings.load_for(str(a)).context_policy is ContextPolicy.ROLLING
+        assert "Not applied yet" not in memory.text.text()
+        # Applied: remembered.
+        panel.n_ctx.setValue(512)
+        with qtbot.waitSignal(win.engine.model_loaded, timeout=5000):
+            qtbot.mouseClick(panel.apply_btn, Qt.MouseButton.LeftButton)
+        assert win.settings.load_for(str(a)).n_ctx == 512
+        assert memory.text.text().startswith("Remembered for this file: n_ctx 512")
+        assert "Not applied yet" not in memory.text.text()
     finally:
         close_window(win)
 

@@ -3,14 +3,19 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 from pathlib import Path
+
+from PySide6.QtCore import QEvent, Qt
+from PySide6.QtWidgets import QApplication
 
 from app.core import protocol as P
 from app.core.gguf.gguf_info import read_gguf_info
 from app.core.quant.plan import plan_quantization
 from app.core.quant.types import QuantType
-from app.ui.quant.quantize_dialog import QuantizeDialog
+from app.engine.host import EngineDied
+from app.ui.quant.quantize_dialog import MIN_WIDTH, QuantizeDialog
 from app.ui.quant.quantize_job import QuantizeJob, part_file
 from tests.support.job_host import ScriptedJobHost
 from tests.support.models import write_tiny_model
@@ -148,3 +153,185 @@ def test_the_librarys_quantize_opens_the_dialog_and_selects_the_result(qtbot, sm
         dialog.close()
     finally:
         close_window(win)
+
+
+class _LateNews(ScriptedJobHost):
+    """A job host whose reader hears of the process's end a little late, as from a real killed process (the
+    pipe's EOF, then ``_wait_exitcode``): long enough for a dialog closed at once to be deleted first."""
+
+    def recv_raw(self, timeout: float | None = None) -> object:
+        try:
+            return super().recv_raw(timeout)
+        except EngineDied:
+            threading.Event().wait(0.3)
+            raise
+
+
+def _hangs_until(release: threading.Event):  # type: ignore[no-untyped-def]
+    """A script like llama_model_quantize: writes its .part, reports a tensor, never looks at the cancel
+    flag; its thread ends when ``release`` is set."""
+
+    def script(req, emit, _cancelled) -> None:  # type: ignore[no-untyped-def]
+        part_file(Path(req.dest)).write_bytes(b"half")
+        emit(P.QuantizeProgress(req.request_id, 1, 272, 4, 100, 0.1))
+        release.wait(10)
+
+    return script
+
+
+def _close_at_once(qtbot, smollm2, tmp_path, monkeypatch, close) -> list[ScriptedJobHost]:  # type: ignore[no-untyped-def]
+    """Start a quantization, ``close(dialog)`` as soon as it runs, delete the dialog as the app does
+    (WA_DeleteOnClose); returns the hosts once every reader thread of theirs has ended, failing on any
+    exception a thread raised (the app shows those as "Something went wrong inside Glassbox")."""
+    raised: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_value))
+    hosts: list[ScriptedJobHost] = []
+    release = threading.Event()
+
+    def make() -> ScriptedJobHost:
+        hosts.append(_LateNews(_hangs_until(release)))
+        return hosts[-1]
+
+    before = set(threading.enumerate())
+    dialog = QuantizeDialog(plan_quantization([read_gguf_info(smollm2)]), tmp_path, QuantizeJob(make))
+    dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+    dialog.show()
+    gone = threading.Event()
+    dialog.destroyed.connect(gone.set)
+    dialog.start_button.click()
+    qtbot.waitUntil(lambda: "Tensor 1 of 272" in dialog.status.text(), timeout=10_000)
+    started = [t for t in threading.enumerate() if t not in before]
+    readers = [t for t in started if t.name == "glassbox-engine-reader"]
+    close(dialog)
+    QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)  # deleted now, as the event loop would
+    qtbot.waitUntil(gone.is_set, timeout=5000)
+    release.set()
+    for t in started:
+        t.join(5)
+    assert readers and not any(t.is_alive() for t in started)
+    assert raised == []  # before: RuntimeError: Signal source has been deleted (after EngineDied: killed)
+    return hosts
+
+
+def test_closing_a_running_dialog_ends_the_job_quietly(qtbot, smollm2, tmp_path, monkeypatch):
+    hosts = _close_at_once(qtbot, smollm2, tmp_path, monkeypatch, lambda d: d.close())  # Close, or the ×
+    assert hosts[0].killed and list(tmp_path.iterdir()) == []  # the process killed, the .part removed
+
+
+def test_escape_on_a_running_dialog_ends_the_job_quietly_too(qtbot, smollm2, tmp_path, monkeypatch):
+    # Escape is QDialog.reject(): Qt 6.3+ closes the dialog from done() without a closeEvent
+    hosts = _close_at_once(qtbot, smollm2, tmp_path, monkeypatch, lambda d: qtbot.keyClick(d, Qt.Key.Key_Escape))
+    assert hosts[0].killed and list(tmp_path.iterdir()) == []
+
+
+def _laid_out_whole(dialog: QuantizeDialog) -> None:
+    """Each shown row of the dialog's layout below the one above it and inside the dialog, the type list as
+    tall as all its rows, each wrapped message as tall as its text needs, all on a 1366x768 screen."""
+    lay = dialog.layout()
+    rows = []
+    for i in range(lay.count()):
+        item = lay.itemAt(i)
+        if item.isEmpty() or (item.widget() is not None and not item.widget().isVisible()):
+            continue
+        rows.append(item.geometry())
+    for above, below in itertools.pairwise(rows):
+        assert above.bottom() < below.top(), (above, below)
+    assert rows[-1].bottom() < dialog.height()
+    assert dialog.types.height() >= dialog.types.sizeHint().height()
+    last = dialog.types.topLevelItem(dialog.types.topLevelItemCount() - 1)
+    assert dialog.types.visualItemRect(last).bottom() < dialog.types.viewport().height()  # Q2_K whole
+    for label in (dialog.notice, dialog.type_note, dialog.message):
+        if label.isVisible():
+            assert label.height() >= label.heightForWidth(label.width()), label.objectName()
+    assert dialog.height() <= 768 - 60  # it fits a 1366x768 screen with its title bar
+
+
+def test_the_dialog_keeps_its_width_and_shows_every_row_whole(qtbot, smollm2, tmp_path):
+    release, made = threading.Event(), threading.Event()
+    hangs = _hangs_until(release)
+
+    def waits(req, emit, cancelled):  # type: ignore[no-untyped-def]
+        _made(req, emit, cancelled) if made.is_set() else hangs(req, emit, cancelled)
+
+    dialog = _dialog(qtbot, smollm2, tmp_path, waits)
+    widths = [dialog.width()]
+    name = dialog.name_edit
+    assert name.fontMetrics().horizontalAdvance(name.text()) < name.contentsRect().width()  # the whole name
+    assert name.cursorPosition() == 0
+    _laid_out_whole(dialog)
+    dialog.select_type(QuantType.Q2_K)
+    _laid_out_whole(dialog)
+    dialog.start_button.click()
+    qtbot.waitUntil(lambda: "Tensor 1 of 272" in dialog.status.text(), timeout=10_000)
+    widths.append(dialog.width())
+    _laid_out_whole(dialog)
+    with qtbot.waitSignal(dialog.job.cancelled, timeout=5000):
+        dialog.cancel_button.click()
+    widths.append(dialog.width())
+    _laid_out_whole(dialog)
+    release.set()
+    made.set()
+    with qtbot.waitSignal(dialog.quantized, timeout=10_000):
+        dialog.start_button.click()
+    widths.append(dialog.width())
+    _laid_out_whole(dialog)
+    assert widths == [MIN_WIDTH] * 4  # before: 319, 481 running, 407 done, 319 cancelled
+
+
+def test_a_name_outside_the_folder_is_refused_and_fallbacks_are_said_before_start(qtbot, smollm2, tmp_path):
+    dialog = _dialog(qtbot, smollm2, tmp_path, _made)
+    assert not dialog.type_note.isVisible()  # Q8_0: 576-wide rows are whole Q8_0 blocks
+    dialog.select_type(QuantType.Q2_K)
+    assert dialog.type_note.isVisible()
+    assert dialog.type_note.text().startswith("180 of 272 tensors fall back to Q4_0: their rows of 576 weights")
+    for bad in ("../escape", "sub/name.gguf", "..", "a\\b"):
+        dialog.name_edit.setText(bad)
+        dialog.start_button.click()
+        assert dialog.message.kind.value == "error" and "is not a file name" in dialog.message.plain, bad
+        assert not dialog.job.running
+    assert list(tmp_path.iterdir()) == [] and not (tmp_path.parent / "escape.gguf").exists()
+
+
+def test_closing_the_window_ends_a_quantization_in_flight(qtbot, smollm2, tmp_path):
+    release = threading.Event()
+    hosts: list[ScriptedJobHost] = []
+
+    def make() -> ScriptedJobHost:
+        hosts.append(ScriptedJobHost(_hangs_until(release)))
+        return hosts[-1]
+
+    win = make_window(qtbot)
+    try:
+        win.models.quantize_hosts = make
+        dialog = win.models.make_quantization(str(smollm2))
+        assert dialog is not None
+        dialog.start_button.click()
+        qtbot.waitUntil(lambda: "Tensor 1 of 272" in dialog.status.text(), timeout=10_000)
+        part = part_file(dialog.destination)
+        assert part.exists()
+    finally:
+        close_window(win)
+        release.set()
+    assert hosts[0].killed and not part.exists()  # the dialog closed with the window: killed, .part removed
+
+
+def test_a_dialog_made_wider_or_narrower_fits_its_height(qtbot, gemma, tmp_path):
+    dialog = _dialog(qtbot, gemma, tmp_path, _made)
+    dialog.resize(900, dialog.height())
+    wide = dialog.height()
+    _laid_out_whole(dialog)
+    dialog.resize(MIN_WIDTH, dialog.height())
+    assert dialog.width() == MIN_WIDTH and dialog.height() > wide  # the notice wraps to more lines
+    _laid_out_whole(dialog)
+
+
+def test_a_long_name_widens_the_dialog_rather_than_overlap_the_folder_button(qtbot, smollm2, tmp_path):
+    long_source = tmp_path / "Meta-Llama-3.1-8B-Instruct-abliterated-GGUF-Q4_K_M-imatrix-v2.gguf"
+    long_source.symlink_to(smollm2)
+    dialog = _dialog(qtbot, long_source, tmp_path, _made)
+    name = dialog.name_edit
+    assert name.text().startswith("Meta-Llama-3.1-8B") and name.cursorPosition() == 0
+    assert name.fontMetrics().horizontalAdvance(name.text()) < name.contentsRect().width()  # whole
+    field = name.geometry()
+    assert field.right() < dialog.choose_button.geometry().left() and dialog.width() > MIN_WIDTH
+    _laid_out_whole(dialog)

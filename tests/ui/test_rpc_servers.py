@@ -108,7 +108,8 @@ def test_the_window_applies_servers_with_a_reload_and_shows_the_cost_per_token(q
     field = win.model_panel.rpc.field
     assert field.isEnabled()
     qtbot.keyClicks(field, "127.0.0.1:50052")
-    assert win.loader.current_load.rpc_servers == ("127.0.0.1:50052",)  # an edit is kept, for this model
+    assert win.loader.current_load.rpc_servers == ()  # an edit is remembered for the model once applied
+    assert "Not applied yet: RPC servers 127.0.0.1:50052" in win.model_panel.memory.text.text()
     n_loads = len(win.engine.sent(P.LoadModel))
     qtbot.mouseClick(win.model_panel.apply_btn, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: len(win.engine.sent(P.LoadModel)) > n_loads, timeout=WAIT_MS)
@@ -117,6 +118,7 @@ def test_the_window_applies_servers_with_a_reload_and_shows_the_cost_per_token(q
         lambda: win.engine.model is not None and win.engine.model.settings.rpc_servers != (), timeout=WAIT_MS
     )
     assert win.model_panel.load_settings().rpc_servers == ("127.0.0.1:50052",)
+    assert win.loader.current_load.rpc_servers == ("127.0.0.1:50052",)  # applied: remembered
     # rpc-server serves one client, the loaded model's engine: Check does not knock on its door.
     qtbot.mouseClick(win.model_panel.rpc.check_btn, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: "in use" in win.model_panel.rpc.status.text(), timeout=WAIT_MS)

@@ -313,8 +313,10 @@ def test_panel_edits_go_to_the_settings_controller_and_the_chat_reads_it(qtbot, 
         win.engine.model = model  # the model the panel and the chat are for
         win.model_panel.n_ctx.setValue(3072)
         win.model_panel.policy.setCurrentIndex(win.model_panel.policy.findData(ContextPolicy.ROLLING.value))
+        assert win.settings.load_for(path).n_ctx == LoadSettings().n_ctx  # not applied: not remembered
+        assert win.settings.load_for(path).context_policy == ContextPolicy.ROLLING  # no reload needed: at once
+        win.model_panel.reload_requested.emit(win.model_panel.load_settings())  # Apply
         assert win.settings.load_for(path).n_ctx == 3072
-        assert win.settings.load_for(path).context_policy == ContextPolicy.ROLLING
         assert win.settings.load_for("/m/other.gguf") == LoadSettings()
         panel = win.sampler_panel
         panel.set_settings(replace(panel.settings(), temperature=0.25), emit=True)

@@ -1,52 +1,30 @@
 """What making each :class:`~app.core.quant.types.QuantType` from a GGUF would give, before llama.cpp runs.
 
 For the dialog: which types are offered from the source (and why one is not), each one's expected size
-and bits per weight, and whether the result measures requantization. The figures are estimates from the
-GGUF's tensor list by llama.cpp's main rules (src/llama-quant.cpp): a tensor is quantized when
-``tensor_allows_quantization`` says so (2-D or 3-D, its name ends in ``weight``, not a norm...); it gets
-the type's base type (``llama_ftype_get_default_type``), or its fallback when its row length is not a
-multiple of the block (``tensor_type_fallback``: Q2_K, Q3_K → Q4_0, Q4_K → Q5_0, Q5_K → Q5_1,
-Q6_K → Q8_0; F16 when that does not divide either); the output tensor (or the token embedding when the
-output is tied to it) gets Q6_K, or Q8_0 for Q8_0 and for rows the block does not divide
-(``llama_tensor_get_type_impl``). The ``_M`` mixes' extra bits on some attention V and FFN down tensors
-are not counted, so their estimate is a little low. The engine's dry run gives llama.cpp's own figure
-once a quantization starts (:class:`~app.core.protocol.progress.QuantizeProgress`).
+and bits per weight, how many tensors will get a fallback type (and why: the result is then larger than
+the type's bits per weight suggest), and whether the result measures requantization. The figures add up
+the type llama.cpp's quantizer gives each tensor (:mod:`app.core.quant.tensor_choice`, read from
+src/llama-quant.cpp: the mix, the output tensor, the fallbacks) and the source's header, each tensor's
+data padded to GGUF's alignment. For SmolLM2 and Gemma 3 every type's tensor bytes are llama.cpp's dry run's
+"quant size" to its 0.01 MiB, with its BPW and fallback count (tests/unit/test_quant_plan.py), and the size
+is the made file's to the byte (SmolLM2 Q8_0, Q4_K_M, Q2_K; tests/engine/test_quantize.py). The engine's dry
+run checks the figure once a quantization starts (:func:`app.engine.quant.quantize.quantize`).
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.core.gguf.gguf_facts import GGUFInfo, TensorInfo
-from app.core.quant.types import (
-    UNQUANTIZED_FILE_TYPES,
-    UNQUANTIZED_TENSOR_TYPES,
-    QuantType,
-    block_size,
-    type_bytes,
-)
+from app.core.gguf.gguf_facts import GGUFInfo
+from app.core.quant.tensor_choice import TensorChoice, choose_types
+from app.core.quant.types import UNQUANTIZED_FILE_TYPES, UNQUANTIZED_TENSOR_TYPES, QuantType, block_size
 
 #: GGUF's default data alignment (GGUF_DEFAULT_ALIGNMENT): each tensor's data is padded to it, bytes.
 ALIGNMENT = 32
-#: The fallback llama.cpp gives a tensor whose row length the base type's block does not divide.
-_FALLBACK = {"Q2_K": "Q4_0", "Q3_K": "Q4_0", "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
-#: Substrings of weight names llama.cpp never quantizes (tensor_allows_quantization, the common ones).
-_KEPT = (
-    "_norm.weight",
-    "ffn_gate_inp.weight",
-    "altup",
-    "laurel",
-    "per_layer_model_proj",
-    "ssm_conv1d",
-    "shortconv.conv.weight",
-    "attn_rel_b.weight",
-    "position_embd",
-    "token_types.weight",
-    "time_mix_",
-)
 _SPLIT_SUFFIX = re.compile(r"-\d{5}-of-\d{5}$")
 
 
@@ -60,12 +38,20 @@ class QuantOption:
         expected_bytes: the estimated size of the result, bytes (see the module docstring).
         bits_per_weight: the weights' estimated bytes × 8 over the model's parameters (the BPW llama.cpp's
             quantizer reports: metadata and padding not counted).
+        weight_bytes: the tensors' bytes without the header and the padding (what llama.cpp's "quant size"
+            adds up).
+        fallback_tensors: tensors whose rows are not a whole number of the chosen type's blocks, so llama.cpp
+            gives them another type (its "N of M tensor(s) required fallback quantization").
+        fallback_note: the sentence saying so, for people ("" when none falls back).
     """
 
     qtype: QuantType
     refusal: str
     expected_bytes: int
     bits_per_weight: float
+    weight_bytes: int = 0
+    fallback_tensors: int = 0
+    fallback_note: str = ""
 
     @property
     def allowed(self) -> bool:
@@ -137,17 +123,19 @@ def plan_quantization(parts: Sequence[GGUFInfo]) -> QuantPlan:
     n_params = sum(t.n_elements for t in tensors)
     source_type = first.quant_type
     file_type = first.metadata.get("general.file_type")
-    # the token embedding is also the output when there is no output tensor (tied embeddings)
-    output = "output.weight" if any(t.name == "output.weight" for t in tensors) else "token_embd.weight"
     options = []
     for q in QuantType:
-        sizes = [_tensor_bytes(t, q, output) for t in tensors]
+        choices = choose_types(first, tensors, q)
+        sizes = [c.n_bytes for c in choices]
         weights = sum(sizes)
         size = first.data_offset + sum(_padded(b) for b in sizes)
         refusal = ""
         if isinstance(file_type, int) and file_type == q.ftype:
             refusal = f"{q.value}: the source is already {q.value}; the result would be a copy of it."
-        options.append(QuantOption(q, refusal, size, 8.0 * weights / n_params if n_params else 0.0))
+        bpw = 8.0 * weights / n_params if n_params else 0.0
+        fallbacks = [c for c in choices if c.fallback]
+        note = fallback_note(q, fallbacks, len(tensors)) if fallbacks else ""
+        options.append(QuantOption(q, refusal, size, bpw, weights, len(fallbacks), note))
     return QuantPlan(
         source=first.path,
         source_type=source_type,
@@ -166,23 +154,39 @@ def default_destination(source: Path, qtype: QuantType, folder: Path) -> Path:
     return folder / f"{stem}.{qtype.value}.gguf"
 
 
-def _quantized(t: TensorInfo) -> bool:
-    return len(t.shape) >= 2 and t.name.endswith("weight") and not any(k in t.name for k in _KEPT)
+def fallback_note(qtype: QuantType, fallbacks: Sequence[TensorChoice], n_tensors: int) -> str:
+    """Why a ``qtype`` result is larger than its bits per weight suggest: ``fallbacks`` (of ``n_tensors``)
+    get another type because their rows are not a whole number of the chosen type's blocks (llama.cpp's
+    ``tensor_type_fallback``). One sentence naming the commonest row length, the types and the block sizes:
+    "180 of 272 tensors fall back to Q4_0: their rows of 576 weights are not a whole number of Q2_K or
+    Q3_K blocks (256 weights), so the file is larger than Q2_K's 2.62 bits per weight suggest."
+    """
+    widths = Counter(c.tensor.shape[0] for c in fallbacks)
+    rows = f"{widths.most_common(1)[0][0]} weights" + (" (and other lengths)" if len(widths) > 1 else "")
+    chosen = sorted({c.chosen for c in fallbacks})
+    blocks = ", ".join(str(b) for b in sorted({block_size(c) for c in chosen}))
+    one = len(fallbacks) == 1
+    return (
+        f"{len(fallbacks)} of {n_tensors} tensors {'falls' if one else 'fall'} back to "
+        f"{' or '.join(sorted({c.type_name for c in fallbacks}))}: {'its' if one else 'their'} rows of {rows} "
+        f"are not a whole number of {' or '.join(chosen)} blocks ({blocks} weights), so the file is larger than "
+        f"{qtype.value}'s {qtype.base_bits_per_weight:.2f} bits per weight suggest."
+    )
 
 
-def _tensor_bytes(t: TensorInfo, q: QuantType, output: str) -> int:
-    """Bytes of ``t`` quantized to ``q``; ``output`` is the name of the tensor llama.cpp treats as the output."""
-    if not _quantized(t):
-        return t.n_bytes
-    target = q.base_type
-    ncols = t.shape[0]
-    if t.name == output:
-        target = "Q8_0" if (ncols % block_size(target) or target == "Q8_0") else "Q6_K"
-    if ncols % block_size(target):
-        target = _FALLBACK.get(target, target)
-        if ncols % block_size(target):
-            target = "F16"
-    return type_bytes(target, t.n_elements)
+def name_problem(name: str) -> str:
+    """Why ``name`` cannot be the result's file name ("" when it can): it is empty, or it is not a plain
+    file name (a ``/`` or ``\\``, ``.`` or ``..``, a NUL), which would put the file outside the folder the
+    dialog names."""
+    n = name.strip()
+    if not n:
+        return "Type a name for the quantization."
+    if any(sep in n for sep in ("/", "\\", "\0")) or n in (".", ".."):
+        return (
+            f"“{n}” is not a file name: type a name without / or \\ (and not . or ..); "
+            "choose the folder with the Folder… button."
+        )
+    return ""
 
 
 def _padded(n: int) -> int:

@@ -35,6 +35,8 @@ _TENSOR_RE = re.compile(r"^\[\s*(\d+)/\s*(\d+)\]\s.*\bsize =")
 _QUANT_SIZE_RE = re.compile(r"quant size\s*=\s*([0-9.]+) MiB")
 #: llama.cpp's count of tensors whose rows the type's block does not divide, given another type.
 _FALLBACK_RE = re.compile(r"(\d+) of \d+ tensor\(s\) required fallback")
+#: The dry run's "quant size" is printed to 0.01 MiB: within half of that (and a byte) it is the plan's figure.
+DRY_RUN_ROUNDING = 0.005 * MIB + 1
 #: Progress events at most this often (the last tensor's always goes), seconds.
 PROGRESS_EVERY_S = 0.1
 
@@ -188,10 +190,11 @@ def _check(req: P.Quantize, option: QuantOption, dest: Path, part: Path) -> None
     try:  # the real test of "can this folder be written" is writing in it
         part.touch()
         part.unlink()
-    except OSError as exc:
+    except OSError as exc:  # /proc answers "No such file or directory": the folder is there, not writable
         raise EngineError(
             P.FailureKind.BAD_SETTINGS,
-            f"{dest.name} cannot be written in {folder} ({exc.strerror or exc}). Choose a folder you can write to.",
+            f"The folder {folder} is not writable: {part.name} could not be created there "
+            f"({exc.strerror or exc}). Choose a folder you can write to.",
         ) from None
 
 
@@ -203,10 +206,13 @@ def _dry_run(
     option: QuantOption,
     header: int,
 ) -> int:
-    """llama.cpp's dry run of the same quantization (nothing written): its "quant size" plus the metadata's
-    bytes (``header``), as the expected size; the estimate from the tensor list when it does not say. A dry run that
-    fails means the real one would (an architecture this llama.cpp does not know, a type that needs an
-    importance matrix): its error lines are quoted.
+    """llama.cpp's dry run of the same quantization (nothing written), for the expected size: the plan's
+    figure (``option.expected_bytes``, the one the dialog lists) when the dry run's "quant size" (printed to
+    0.01 MiB) is the plan's tensor bytes to that rounding, so the list, a disk-space refusal and the progress
+    say one figure; else (a rule of llama.cpp's mix the plan does not follow) the dry run's figure plus the
+    metadata's bytes (``header``); the plan's figure when the dry run does not say. A dry run that fails means
+    the real one would (an architecture this llama.cpp does not know, a type that needs an importance
+    matrix): its error lines are quoted.
 
     Raises:
         EngineError: ``quantize``.
@@ -220,7 +226,9 @@ def _dry_run(
     if rc != 0:
         raise EngineError(P.FailureKind.QUANTIZE, _failure_message(source, None, llama_log))
     sizes = [float(m.group(1)) for _, line in llama_log.since_mark() if (m := _QUANT_SIZE_RE.search(line))]
-    return round(sizes[-1] * MIB) + header if sizes else option.expected_bytes
+    if not sizes or abs(sizes[-1] * MIB - option.weight_bytes) <= DRY_RUN_ROUNDING:
+        return option.expected_bytes
+    return round(sizes[-1] * MIB) + header
 
 
 def _check_space(dest: Path, expected: int) -> None:

@@ -173,7 +173,11 @@ class JobRunner(QObject):
         self.ended.emit()
 
     def shutdown(self) -> None:
-        """End a running job's process at once (the window closes); emits nothing."""
+        """End a running job's process at once (the window closes); emits nothing.
+
+        It returns once the process is gone and the job's reader thread has heard of it and ended
+        (``HostLink.drop``: a killed process's pipe closes at once, a few ms; 5 s at most), so nothing of
+        the job outlives a runner deleted right after (a quantize dialog closed within a second of Start)."""
         self._kill_timer.stop()
         self._request = None
-        self._link.release(kill=True)
+        self._link.drop(kill=True)

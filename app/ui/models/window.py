@@ -281,10 +281,13 @@ class ModelsWindow(QWidget):
         self.tabs.setCurrentIndex(ModelsTab(tab).position)
 
     def shutdown(self) -> None:
-        """Stop the downloads (they resume next time) and every worker thread. Idempotent."""
+        """Stop the downloads (they resume next time), every worker thread and a quantization in flight
+        (its dialog closes: the job's process is killed, its ``.part`` removed). Idempotent."""
         if self._closed:
             return
         self._closed = True
+        for dialog in self.findChildren(QuantizeDialog):
+            dialog.close()
         self.library_tab.cancel_import()
         self.downloads_tab.detach()
         self.manager.shutdown()

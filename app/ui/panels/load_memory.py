@@ -1,5 +1,6 @@
 """The Model panel's line on where the load settings shown come from: remembered for this file, or
-Glassbox's defaults, with "Reset to defaults"; and the file's chat template override, with its own
+Glassbox's defaults, with "Reset to defaults"; which edits are not applied yet (remembered only once
+applied, dropped when another model loads first); and the file's chat template override, with its own
 button.
 
 What is remembered lives in the settings (:meth:`app.core.settings.Settings.load_for`, the per-file
@@ -10,24 +11,34 @@ numbers, so it is cleared by its own button ("Use the GGUF's template"), never b
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
 
 from app.core.chat.context import LoadSettings
 
 
-def memory_text(path: str | None, remembered: LoadSettings | None) -> str:
-    """Where the load settings shown come from, in one sentence (``path``: the model's file or a
-    server's model id, None: no model yet; ``remembered``: its remembered load settings or None)."""
+def memory_text(path: str | None, remembered: LoadSettings | None, unapplied: Sequence[str] = ()) -> str:
+    """Where the load settings shown come from (``path``: the model's file or a server's model id, None:
+    no model yet; ``remembered``: its remembered load settings or None), and the edits not applied yet
+    (``unapplied``, in the field's terms: :meth:`~app.ui.panels.model.ModelPanel.unapplied`)."""
     if path is None:
         return (
             "No model yet: a model opened loads with the settings remembered for its file, else Glassbox's defaults "
             f"({', '.join(LoadSettings().terms()[:2])}…). Open one to change them."
         )
     if remembered is None:
-        return "Glassbox's defaults: nothing remembered for this file yet; a change here is remembered for it."
-    changed = remembered.differences(LoadSettings())
-    return f"Remembered for this file: {', '.join(changed)}; the rest as Glassbox's defaults."
+        where = "Glassbox's defaults: nothing remembered for this file yet; Apply remembers what you set."
+    else:
+        changed = remembered.differences(LoadSettings())
+        where = f"Remembered for this file: {', '.join(changed)}; the rest as Glassbox's defaults."
+    if not unapplied:
+        return where
+    return (
+        f"{where} Not applied yet: {', '.join(unapplied)} (Apply reloads and remembers; dropped if another model "
+        "loads first)."
+    )
 
 
 class LoadMemoryBox(QWidget):
@@ -73,11 +84,17 @@ class LoadMemoryBox(QWidget):
         self.remembered: bool = False
         self.show_memory(None, None, False)
 
-    def show_memory(self, path: str | None, remembered: LoadSettings | None, template_override: bool) -> None:
-        """Show where ``path``'s load settings come from (see :func:`memory_text`) and whether it has
-        a chat template override."""
+    def show_memory(
+        self,
+        path: str | None,
+        remembered: LoadSettings | None,
+        template_override: bool,
+        unapplied: Sequence[str] = (),
+    ) -> None:
+        """Show where ``path``'s load settings come from and the edits not applied yet (see
+        :func:`memory_text`), and whether it has a chat template override."""
         self.remembered = remembered is not None
-        self.text.setText(memory_text(path, remembered))
+        self.text.setText(memory_text(path, remembered, unapplied))
         self.reset_btn.setVisible(self.remembered)
         for w in (self.template_text, self.template_btn):
             w.setVisible(path is not None and template_override)

@@ -93,7 +93,8 @@ class ModelPanel(QWidget):
     The settings own the load settings remembered per file (``Settings.model_load``): this panel
     shows what it is given (:meth:`set_load_settings`, the settings last applied or being loaded;
     :meth:`show_fields`, settings not applied yet) and reports each edit as
-    :attr:`load_settings_edited`; Apply asks for a reload with :attr:`reload_requested`.
+    :attr:`load_settings_edited` (only the context policy is remembered from an edit; the rest when
+    applied); Apply asks for a reload with :attr:`reload_requested`, which remembers them.
     :attr:`memory` says whether they are remembered for the file or Glassbox's defaults.
 
     Signals:
@@ -317,6 +318,12 @@ class ModelPanel(QWidget):
             rpc_servers=self.rpc.servers(),
             speculation=self.speculation.settings(),
         )
+
+    def unapplied(self) -> tuple[str, ...]:
+        """The fields' settings that differ from those applied (what Apply would reload with), in the
+        field's terms (``("n_ctx 512",)``); the context policy applies without a reload and is never one."""
+        shown = replace(self.load_settings(), context_policy=self._applied.context_policy)
+        return shown.differences(self._applied)
 
     def set_load_settings(self, s: LoadSettings) -> None:
         """Show ``s`` as the settings applied (Apply is pending again once a field differs)."""

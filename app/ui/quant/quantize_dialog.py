@@ -1,18 +1,24 @@
 """The "Make a quantization" dialog: choose a type and a name, start, follow, cancel, then compare.
 
 It offers the types :func:`~app.core.quant.plan.plan_quantization` allows from the source, each with its
-expected size and bits per weight, names those it does not offer and why, warns when the source is
-already quantized (the result then measures requantization), and runs the quantization as a
-:class:`~app.ui.quant.quantize_job.QuantizeJob` (its own engine process). When the result is whole it
-says so and offers "Compare with the source" (:attr:`QuantizeDialog.compare_requested`).
+expected size and bits per weight, names those it does not offer and why, says before Start when the chosen
+type's tensors will fall back to another type (the file is then larger than the type's bits per weight
+suggest), warns when the source is already quantized (the result then measures requantization), and runs
+the quantization as a :class:`~app.ui.quant.quantize_job.QuantizeJob` (its own engine process). When the
+result is whole it says so and offers "Compare with the source" (:attr:`QuantizeDialog.compare_requested`).
+Closing it while it runs (Close, the window's ×, Escape) ends the job's process at once and removes its
+``.part``, saying nothing.
+
+Its width stays what it was given (at least :data:`MIN_WIDTH`); as messages and the progress show and hide,
+only its height follows, the height its rows need at that width (:meth:`QuantizeDialog.fit_height`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QCloseEvent
+from PySide6.QtCore import QEvent, QSize, Qt, Signal
+from PySide6.QtGui import QCloseEvent, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDialog,
@@ -20,10 +26,10 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
-    QLayout,
     QLineEdit,
     QProgressBar,
     QPushButton,
+    QSizePolicy,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -31,13 +37,18 @@ from PySide6.QtWidgets import (
 )
 
 from app.core import protocol as P
-from app.core.quant.plan import QuantPlan, default_destination
+from app.core.quant.plan import QuantPlan, default_destination, name_problem
 from app.core.quant.types import QuantType
 from app.ui.common.fmt import duration, format_bytes
 from app.ui.common.severity import Severity
 from app.ui.quant.quantize_job import QuantizeJob, QuantizeStatus
 
 _ROLE = Qt.ItemDataRole.UserRole
+#: The dialog's least width, px: the type list's three columns and a default name like
+#: ``SmolLM2-135M-Instruct.Q4_1.Q5_K_M.gguf`` whole beside "Save as" and "Folder…".
+MIN_WIDTH = 560
+#: The widest the name field asks for to show a long name whole, px (past it the dialog would leave the screen).
+NAME_MAX_WIDTH = 640
 
 
 class DialogMessage(QLabel):
@@ -61,14 +72,27 @@ class DialogMessage(QLabel):
         self.style().polish(self)
         self.setText(text)
         self.show()
-        if (window := self.window()) is not None:
-            window.adjustSize()
+        if isinstance(window := self.window(), QuantizeDialog):
+            window.fit_height()
 
     def clear_message(self) -> None:
         """Hide the message."""
         self.kind, self.plain = None, ""
         self.setText("")
         self.hide()
+
+
+class TypeList(QTreeWidget):
+    """The type list, as tall as its rows (asked when the layout is made, so after the stylesheet's padding)."""
+
+    def sizeHint(self) -> QSize:
+        rows = max(self.topLevelItemCount(), 1)
+        row = max(self.sizeHintForRow(0), self.fontMetrics().height())
+        height = self.header().sizeHint().height() + rows * row + 2 * self.frameWidth() + 2
+        return QSize(super().sizeHint().width(), height)
+
+    def minimumSizeHint(self) -> QSize:
+        return self.sizeHint()
 
 
 class QuantizeDialog(QDialog):
@@ -98,11 +122,10 @@ class QuantizeDialog(QDialog):
         self.made: Path | None = None
         self._name_edited = False
         self.setWindowTitle(f"Make a quantization — {self.source.name}")
-        self.setMinimumWidth(560)
+        self.setMinimumWidth(MIN_WIDTH)
 
         lay = QVBoxLayout(self)
         lay.setSpacing(8)
-        lay.setSizeConstraint(QLayout.SizeConstraint.SetMinimumSize)  # grows as progress and messages show
         self.source_label = QLabel(
             f"<b>{self.source.name}</b> · {plan.source_type} · {format_bytes(plan.source_bytes)} · "
             f"{plan.n_tensors} tensors"
@@ -118,9 +141,13 @@ class QuantizeDialog(QDialog):
         caption = QLabel("Type. Sizes are estimates from the file's tensors; llama.cpp chooses each tensor's type.")
         caption.setWordWrap(True)
         lay.addWidget(caption)
-        self.types = QTreeWidget()
+        self.types = TypeList()
         self.types.setObjectName("quantTypes")
         self.types.setRootIsDecorated(False)
+        self.types.setUniformRowHeights(True)
+        self.types.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+        self.types.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.types.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.types.setHeaderLabels(["Type", "Size (about)", "Bits per weight"])
         self.types.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         header = self.types.header()
@@ -137,11 +164,12 @@ class QuantizeDialog(QDialog):
             for col in (1, 2):
                 item.setTextAlignment(col, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             self.types.addTopLevelItem(item)
-        rows = self.types.topLevelItemCount()
-        self.types.setFixedHeight(
-            self.types.sizeHintForRow(0) * max(rows, 1) + self.types.header().sizeHint().height() + 6
-        )
         lay.addWidget(self.types)
+        self.type_note = QLabel("")
+        self.type_note.setObjectName("detailText")
+        self.type_note.setWordWrap(True)
+        self.type_note.hide()
+        lay.addWidget(self.type_note)
         refused = [o.refusal for o in plan.options if not o.allowed]
         self.refused_label = QLabel("Not offered: " + " ".join(refused) if refused else "")
         self.refused_label.setObjectName("detailText")
@@ -161,7 +189,7 @@ class QuantizeDialog(QDialog):
         lay.addLayout(dest_row)
         self.folder_label = QLabel()
         self.folder_label.setObjectName("detailText")
-        self.folder_label.setWordWrap(True)
+        self.folder_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         lay.addWidget(self.folder_label)
 
         self.progress = QProgressBar()
@@ -171,6 +199,7 @@ class QuantizeDialog(QDialog):
         lay.addWidget(self.progress)
         self.status = QLabel("")
         self.status.setObjectName("detailText")
+        self.status.setWordWrap(True)
         self.status.hide()
         lay.addWidget(self.status)
         self.message = DialogMessage()
@@ -208,6 +237,8 @@ class QuantizeDialog(QDialog):
             self.start_button.setEnabled(False)
             self.message.show_message(Severity.ERROR, f"No type can be made from {self.source.name}.")
         self._show_folder()
+        self.resize(MIN_WIDTH, self.height())
+        self.fit_height()
 
     # --- choices ------------------------------------------------------------------------------------
     @property
@@ -249,11 +280,61 @@ class QuantizeDialog(QDialog):
 
     def _type_changed(self) -> None:
         q = self.qtype
-        if q is not None and not self._name_edited:
-            self.name_edit.setText(default_destination(self.source, q, self.folder).name)
+        if q is None:
+            return
+        if not self._name_edited:
+            self._set_name(default_destination(self.source, q, self.folder).name)
+        note = self.plan.option(q).fallback_note
+        self.type_note.setText(note)
+        self.type_note.setVisible(bool(note))
+        self.fit_height()
+
+    def _set_name(self, name: str) -> None:
+        """Show ``name`` whole: the field asks for its width (up to :data:`NAME_MAX_WIDTH`) and shows its start."""
+        self.name_edit.setText(name)
+        margins = self.name_edit.textMargins()
+        needed = self.name_edit.fontMetrics().horizontalAdvance(name) + margins.left() + margins.right() + 16
+        self.name_edit.setMinimumWidth(min(needed, NAME_MAX_WIDTH))
+        self.name_edit.setCursorPosition(0)
+        self.fit_height()
 
     def _show_folder(self) -> None:
-        self.folder_label.setText(f"in {self.folder}")
+        """``in <folder>``, elided in the middle when it is longer than the dialog is wide (whole in the tooltip)."""
+        self.folder_label.setToolTip(str(self.folder))
+        self._elide_folder()
+
+    def _elide_folder(self) -> None:
+        text = f"in {self.folder}"
+        width = max(self.folder_label.width(), MIN_WIDTH - 40)
+        self.folder_label.setText(self.folder_label.fontMetrics().elidedText(text, Qt.TextElideMode.ElideMiddle, width))
+
+    def resizeEvent(self, e: QResizeEvent) -> None:
+        """A new width (the person widened or narrowed it): the folder elided again, the height fitted to the
+        rows' wrapping at that width."""
+        super().resizeEvent(e)
+        if e.size().width() != e.oldSize().width():
+            self._elide_folder()
+            self.fit_height()  # resizes to this width: no further width change, so no loop
+
+    def event(self, e: QEvent) -> bool:
+        """After the layout's own pass on a ``LayoutRequest`` (a message, the status line or the progress
+        changed size), fit the height again: an explicit minimum height is not raised by Qt."""
+        handled = super().event(e)
+        if e.type() == QEvent.Type.LayoutRequest:
+            self.fit_height()
+        return handled
+
+    def fit_height(self) -> None:
+        """Make the dialog as tall as its rows need at its present width (wider only when a row needs it: a
+        long name's field): the wrapped messages whole, nothing overlapping."""
+        lay = self.layout()
+        if lay is None:
+            return
+        lay.activate()
+        width = max(self.width(), MIN_WIDTH, lay.totalMinimumSize().width())  # a long name's field widens it
+        height = lay.totalHeightForWidth(width) if lay.hasHeightForWidth() else lay.totalSizeHint().height()
+        self.setMinimumHeight(height)
+        self.resize(width, height)
 
     # --- running ------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -263,8 +344,8 @@ class QuantizeDialog(QDialog):
         dest = self.destination
         if q is None or self.job.running:
             return
-        if not self.name_edit.text().strip():
-            self.message.show_message(Severity.ERROR, "Type a name for the quantization.")
+        if problem := name_problem(self.name_edit.text()):
+            self.message.show_message(Severity.ERROR, problem)
             return
         if dest.exists():
             self.message.show_message(
@@ -292,7 +373,7 @@ class QuantizeDialog(QDialog):
         self.status.setVisible(running)
         if running:
             self.compare_button.hide()
-        self.adjustSize()
+        self.fit_height()
 
     def _on_progress(self, st: QuantizeStatus) -> None:
         self.progress.setValue(round(1000 * st.fraction))
@@ -338,6 +419,19 @@ class QuantizeDialog(QDialog):
             self.compare_requested.emit(self.source, self.made)
 
     def closeEvent(self, e: QCloseEvent) -> None:
-        """Closing while it runs cancels the quantization (the partial file is removed)."""
-        self.job.shutdown()
+        """Close (or the window's ×) while it runs: the job ends quietly (:meth:`_end_job_quietly`)."""
+        self._end_job_quietly()
         super().closeEvent(e)
+
+    def done(self, r: int) -> None:
+        """Escape (``reject``) while it runs: the job ends quietly too; Qt (6.3+) closes a dialog from here
+        without a :meth:`closeEvent`."""
+        self._end_job_quietly()
+        super().done(r)
+
+    def _end_job_quietly(self) -> None:
+        """Kill a running job's process now and wait until its reader has heard of it, then remove its
+        ``.part`` (:meth:`QuantizeJob.shutdown`): the dialog and its job may be deleted right after, and
+        nothing of the killed process is reported (no "engine stopped" message, no error banner)."""
+        if self.job.running:
+            self.job.shutdown()

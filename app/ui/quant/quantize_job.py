@@ -102,7 +102,8 @@ class QuantizeJob(QObject):
         self.runner.cancel(kill_after_ms=0)
 
     def shutdown(self) -> None:
-        """The window closes: kill a running job and remove its ``.part``; emits nothing."""
+        """The window closes: kill a running job (returning once its process is gone and its reader has heard
+        of it, so this job may be deleted next) and remove its ``.part``; emits nothing."""
         if self.runner.running:
             self.runner.shutdown()
             self._remove_part()

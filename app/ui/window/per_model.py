@@ -4,9 +4,13 @@
 they are for is :attr:`ModelLoader.current_path <app.ui.window.model_loader.ModelLoader.current_path>`,
 which also sends each load with them. This module wires what the window adds around them:
 
-- an edit in the Model panel is remembered for the model shown (:meth:`ModelLoader.remember`);
+- load settings are remembered for the model shown only when applied: Apply (the reload,
+  :meth:`ModelLoader.reload_with`) remembers them; the context policy, which applies to the next reply
+  without a reload, is remembered as soon as it is changed; any other edit not applied stays in the
+  fields until another model loads, and then goes (it was never remembered);
 - the panel's :class:`~app.ui.panels.load_memory.LoadMemoryBox` says "remembered for this file" or
-  "Glassbox's defaults", follows the model and the settings, and its Reset forgets the file's load
+  "Glassbox's defaults", and which edits are not applied yet, follows the model, the fields and the
+  settings, and its Reset forgets the file's load
   settings (the fields show the defaults; Apply reloads with them) while its template button
   forgets the file's chat template override;
 - the Library shows what the selected file will load with (``LibraryTab.set_load_summary``).
@@ -17,12 +21,14 @@ model's); a file is known by its resolved absolute path (:func:`~app.ui.window.m
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
+from app.core.chat.context import LoadSettings
 from app.core.settings import Settings
 from app.ui.models.library_tab import LibraryTab
 from app.ui.panels.model import ModelPanel
-from app.ui.window.model_change import ModelChange
+from app.ui.window.model_change import ModelChange, ModelPhase
 from app.ui.window.model_loader import ModelLoader, model_key
 from app.ui.window.settings_controller import SettingsController
 
@@ -57,7 +63,7 @@ class PerModelSettings:
         self._panel = panel
         self._library = library
         library.set_load_summary(self._summary)
-        panel.load_settings_edited.connect(loader.remember)
+        panel.load_settings_edited.connect(self._edited)
         panel.memory.reset_requested.connect(self.reset)
         panel.memory.template_reset_requested.connect(self.reset_template)
         settings.changed.connect(lambda _s: self.refresh())
@@ -69,6 +75,7 @@ class PerModelSettings:
         defaults, and Apply (pending where they differ from how it is loaded) reloads with them."""
         self._loader.remember(None)
         self._panel.show_fields(self._loader.current_load)
+        self.refresh()  # the fields now differ from how the model is loaded: not applied yet
 
     def reset_template(self) -> None:
         """Forget the chat template override of the model shown (the GGUF's template is used)."""
@@ -76,16 +83,30 @@ class PerModelSettings:
         if path is not None:
             self._settings.apply(lambda s: s.with_chat_template(path, None))
 
-    def refresh(self) -> None:
-        """Say where the shown model's load settings come from, and whether it has a template override."""
+    def refresh(self, *, fields_reset: bool = False) -> None:
+        """Say where the shown model's load settings come from, which edits are not applied yet, and whether
+        it has a template override (``fields_reset``: the panel's fields are about to show the model's
+        settings, so none is unapplied)."""
         path = self._loader.current_path
         s = self._settings.settings
         template = path is not None and s.chat_template_for(path) is not None
-        self._panel.memory.show_memory(path, s.remembered_load(path), template)
+        unapplied = () if fields_reset else self._panel.unapplied()
+        self._panel.memory.show_memory(path, s.remembered_load(path), template, unapplied)
         self._library.show_details()  # the selected file's line, again
+
+    def _edited(self, s: LoadSettings) -> None:
+        """A field changed. The context policy applies to the next reply, so a new one is remembered for the
+        model shown at once; the rest waits for Apply (and is dropped if another model loads first)."""
+        current = self._loader.current_load
+        if self._loader.current_path is not None and s.context_policy != current.context_policy:
+            self._loader.remember(replace(current, context_policy=s.context_policy))  # refreshes
+        else:
+            self.refresh()
 
     def _summary(self, path: Path) -> str:
         return load_summary(self._settings.settings, path)
 
-    def _model_changed(self, _change: ModelChange) -> None:
-        self.refresh()
+    def _model_changed(self, change: ModelChange) -> None:
+        # The panel's show_model (connected after this) puts the model's settings in the fields: edits not
+        # applied for the model before go with it.
+        self.refresh(fields_reset=change.phase in (ModelPhase.LOADING, ModelPhase.LOADED))
