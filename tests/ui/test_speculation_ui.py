@@ -60,6 +60,7 @@ def test_a_draft_model_from_the_library_and_its_memory(qtbot, window, tiny_model
     draft = tmp_path / "Tiny-Draft-Q4_1.gguf"
     shutil.copy(tiny_model, draft)
     box = window.model_panel.speculation
+    least = window.model_panel.minimumSizeHint().width()  # speculation off
     box.set_sources(lambda: [("Tiny-Draft · Q4_1", str(draft))], lambda: None)
     box.enabled.click()
     menu = box.open_menu()
@@ -67,6 +68,8 @@ def test_a_draft_model_from_the_library_and_its_memory(qtbot, window, tiny_model
     pick.trigger()
     assert box.settings().drafter is Drafter.DRAFT_MODEL and box.draft_name.text() == draft.name
     assert not box.p_min.isHidden() and box.ngram.isHidden()
+    # The file's row widens the Model panel no further (beside the label column it did, past a 1366x768 dock).
+    assert window.model_panel.minimumSizeHint().width() <= least
     assert box.note.text().startswith(f"Draft model {draft.name} at these settings: weights")
     assert "with the draft model" in window.model_panel.estimate.text()  # counted with the model's memory
     load = _apply(qtbot, window)

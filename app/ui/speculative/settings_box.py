@@ -120,7 +120,10 @@ class SpeculationBox(QWidget):
         form.addRow("draft_max", self.draft_max)
         form.addRow("p_min", self.p_min)
         form.addRow("n-gram", self.ngram)
-        form.addRow("draft model", row)
+        # The file on a row of its own, under its label: beside the label column it widened a 1366x768 dock.
+        self._draft_label = QLabel("draft model")
+        form.addRow(self._draft_label)
+        form.addRow(row)
         self._form = form
         self._draft_row = row
         lay.addWidget(self.fields)
@@ -243,6 +246,7 @@ class SpeculationBox(QWidget):
         model = s.drafter is Drafter.DRAFT_MODEL
         self._form.setRowVisible(self.p_min, model)
         self._form.setRowVisible(self._draft_row, model)
+        self._form.setRowVisible(self._draft_label, model)
         self._form.setRowVisible(self.ngram, not model)
         if not s.enabled:
             self.show_memory("")
