@@ -56,8 +56,9 @@ def test_the_settings_reach_load_model_and_are_remembered_for_the_file(qtbot, wi
     assert box.note.text() == "Prompt lookup needs no second model: no extra memory."
 
 
-def test_a_draft_model_from_the_library_and_its_memory(qtbot, window, tiny_model, tmp_path):
-    draft = tmp_path / "Tiny-Draft-Q4_1.gguf"
+def test_a_draft_model_from_the_library_and_its_memory(qtbot, window, tiny_model, tmp_path_factory):
+    # A folder name that wraps as a person's does (the test's own tmp_path is one long unbreakable word).
+    draft = tmp_path_factory.mktemp("drafts") / "Tiny-Draft-Q4_1.gguf"
     shutil.copy(tiny_model, draft)
     box = window.model_panel.speculation
     least = window.model_panel.minimumSizeHint().width()  # speculation off
@@ -76,6 +77,7 @@ def test_a_draft_model_from_the_library_and_its_memory(qtbot, window, tiny_model
     assert load.settings.speculation.draft_model == str(draft)
     assert load.settings.speculation.drafter is Drafter.DRAFT_MODEL
     qtbot.waitUntil(lambda: box.note.text().startswith(f"Draft model loaded: {draft.name}"), timeout=WAIT_MS)
+    assert window.model_panel.minimumSizeHint().width() <= least  # the facts name no file either
 
 
 def test_a_refused_draft_shows_its_reason_and_loads_without_speculation(qtbot, window, tiny_model, tmp_path):

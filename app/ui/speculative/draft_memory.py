@@ -62,10 +62,8 @@ def speculation_fact(loaded: P.ModelLoaded) -> str:
     """The Model panel's "speculation" fact: as the engine applied it (``ModelLoaded.speculation``), and
     whether that is less than was asked (``ModelLoaded.settings.speculation``)."""
     applied, asked = loaded.speculation, loaded.settings.speculation
-    if applied.enabled:
-        return " · ".join(t.removeprefix("speculation: ") for t in applied.terms()[:3]) + (
-            f" · {Path(applied.draft_model).name}" if applied.drafter is Drafter.DRAFT_MODEL else ""
-        )
+    if applied.enabled:  # the draft's file is named under the settings (a file name here widened the panel)
+        return " · ".join(t.removeprefix("speculation: ") for t in applied.terms()[:3])
     if asked.enabled:
         return "off: asked on, but the engine could not apply it (see the log)"
     return "off"
