@@ -8,7 +8,8 @@ import time
 import pytest
 
 from app.core import protocol as P
-from app.core.chat.context import StopReason
+from app.core.chat.context import ChatMessage, StopReason
+from app.core.sampling.params import SamplerSettings
 from app.core.speculative.settings import Drafter, SpeculationSettings
 from app.core.speculative.stats import RoundEnd, SpeculationStats
 from app.engine.speculative.drafters import PromptLookup
@@ -79,6 +80,7 @@ def test_prompt_lookup_seeded_reply_is_the_models_own(smol_lookup):
     print("prompt lookup, seeded:", same_or_near_tie(token_events(plain_ev), token_events(spec_ev), greedy=False))
 
 
+@pytest.mark.timing
 def test_stop_mid_reply_with_speculation_ends_promptly(smol_lookup):
     events: list = []
     pressed: list[float] = []
@@ -95,6 +97,25 @@ def test_stop_mid_reply_with_speculation_ends_promptly(smol_lookup):
     # the next reply starts cleanly from the same cache
     again = turn(smol_lookup, "Say hi.", speculate=None, temperature=0.0, max_tokens=8)
     assert again.stats.stop_reason in (StopReason.MAX_TOKENS, StopReason.EOS)
+
+
+def test_a_branch_and_a_local_api_request_speculate_too(smol_lookup):
+    events: list = []
+    full = turn(smol_lookup, REPEAT_PROMPT, speculate=None, events=events, temperature=0.0, max_tokens=40)
+    tokens = [e.token_id for e in token_events(events)]
+    prefix_text = "".join(e.text for e in token_events(events)[:10])
+    msgs = (ChatMessage("system", "You are a helpful assistant."), ChatMessage("user", REPEAT_PROMPT))
+    sampler = SamplerSettings(temperature=0.0, max_tokens=30)
+    host = smol_lookup.host
+    host.clear_cancel()
+    branch = host.request(P.Generate(host.next_id(), msgs, sampler, reply_prefix=tuple(tokens[:10])), timeout=120)
+    assert isinstance(branch, P.Finished), getattr(branch, "message", branch)
+    assert branch.text.startswith(prefix_text) and len(branch.text) > len(prefix_text)
+    assert branch.stats.speculation is not None and branch.stats.speculation.rounds > 0
+    api = host.request(P.Generate(host.next_id(), msgs, sampler, external=True), timeout=120)
+    assert isinstance(api, P.Finished), getattr(api, "message", api)
+    assert api.stats.speculation is not None and api.stats.speculation.accepted > 0
+    assert full.text.startswith(api.text[:20])
 
 
 def test_max_tokens_and_stop_strings_end_a_speculated_reply(smol_lookup):
