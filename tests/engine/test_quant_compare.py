@@ -111,6 +111,8 @@ def test_a_chat_is_rendered_with_model_a_s_template_or_the_override(host, smollm
     end, started, _ = compare(host, smollm2, smollm2, None, chat, n_ctx=512, n_threads=1, decode_tokens=0)
     assert isinstance(end, P.ComparisonFinished), getattr(end, "message", end)
     assert started is not None and started.n_chunks == 1 and started.n_ctx == len(started.token_ids) < 512
+    s = end.summary  # the shorter chunk is said in the result: the n_ctx asked and the one run
+    assert s.n_ctx_asked == 512 and s.n_ctx == started.n_ctx and s.shrunk
     assert "".join(started.token_texts).startswith("<|im_start|>system")  # SmolLM2's template adds its system prompt
     override = "{% for m in messages %}[{{ m.content }}]{% endfor %}"
     end, started, _ = compare(
@@ -124,7 +126,18 @@ def test_text_and_chat_together_are_refused(host, smollm2) -> None:
     end, _, _ = compare(host, smollm2, smollm2, "text", (ChatMessage("user", "hi"),))
     assert isinstance(end, P.Failed) and end.kind is P.FailureKind.BAD_SETTINGS
     end, _, _ = compare(host, smollm2, smollm2, "Hi", None)
-    assert isinstance(end, P.Failed) and end.kind is P.FailureKind.BAD_SETTINGS and "at least 3" in end.message
+    assert isinstance(end, P.Failed) and end.kind is P.FailureKind.BAD_SETTINGS
+    assert "The passage is 1 token: too short to compare" in end.message  # SmolLM2 adds no BOS
+
+
+def test_a_passage_shorter_than_n_ctx_is_refused_with_both_numbers(host, smollm2) -> None:
+    """Not shrunk into one chunk of its own length (it was: "1 chunk of n_ctx 744" for n_ctx 32768)."""
+    end, started, _ = compare(host, smollm2, smollm2, LICENSE[:600], n_ctx=4096, n_threads=1, decode_tokens=0)
+    assert isinstance(end, P.Failed) and end.kind is P.FailureKind.BAD_SETTINGS, end
+    assert started is None
+    assert "fewer than n_ctx 4,096" in end.message and "2 × n_ctx, 8,192" in end.message
+    n = int(end.message.split("The passage is ")[1].split(" tokens")[0])
+    assert 100 < n < 4096 and f"Set n_ctx to {n:,} or less ({n // 2:,} gives two chunks" in end.message
 
 
 def test_q2_k_diverges_from_q4_1_more_than_q8_0_does(host, smollm2, smollm2_q8_0, smollm2_q2_k) -> None:

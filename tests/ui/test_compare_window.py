@@ -14,6 +14,7 @@ from PySide6.QtCore import QPoint, Qt
 from app.core import protocol as P
 from app.core.chat.context import ChatMessage, Role
 from app.ui.common import dialogs
+from app.ui.common.token_label import visible
 from app.ui.quant.compare_entry import CompareLauncher
 from app.ui.quant.compare_scale import KL_COLOURS, kl_colour, kl_level
 from app.ui.quant.compare_window import CompareWindow, make_compare_window
@@ -134,10 +135,13 @@ def test_cancel_keeps_the_tokens_scored_and_the_form_comes_back(qtbot, tmp_path:
 
 
 def test_incompatible_files_are_refused_with_the_check_that_failed(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    why = "different vocabulary: token 1,234 is 'foo' in one and 'bar' in the other"
+    why = (  # the engine's sentence (app/engine/quant/compare.py), said once, not wrapped in a second one
+        "These two models cannot be compared token by token: different vocabulary: token 1,234 is 'foo' in one "
+        "and 'bar' in the other. Choose two files of the same model (two quantizations of one GGUF)."
+    )
     win = _window(qtbot, tmp_path, CannedComparison(fail=(P.FailureKind.INCOMPATIBLE, why)))
     _run(qtbot, win)
-    assert "cannot be compared" in win.setup.message.text() and why in win.setup.message.text()
+    assert win.setup.message.text() == why
     assert win.setup.start.isEnabled()
 
 
@@ -187,7 +191,11 @@ def test_exports_write_one_csv_row_per_scored_token_and_the_json_summary(  # typ
     assert asked == ["model-Q8_0-vs-model-Q4_K_M.csv", "model-Q8_0-vs-model-Q4_K_M.json"]
     rows = list(csv.DictReader(out_csv.read_text(encoding="utf-8").splitlines()))
     assert len(rows) == len(win.controller.run.tokens) == 510
-    assert rows[0]["index"] == "257" and rows[0]["text"] == " w257"
+    # position counts from 0 as llama.cpp does; token_number from 1, as the worst-tokens list's "#" shows it
+    assert rows[0]["position"] == "257" and rows[0]["token_number"] == "258" and rows[0]["text"] == " w257"
+    numbers = {win.worst.item(r, 0).text(): win.worst.item(r, 1).text() for r in range(win.worst.rowCount())}
+    row = next(r for r in rows if r["token_number"] in numbers)
+    assert numbers[row["token_number"]] == visible(row["text"])
     doc = json.loads(out_json.read_text(encoding="utf-8"))
     assert doc["summary"]["n_scored"] == 510 and len(doc["tokens"]) == 510 and len(doc["token_texts"]) == 1024
     assert "Exported" in win.setup.message.text()
@@ -196,6 +204,89 @@ def test_exports_write_one_csv_row_per_scored_token_and_the_json_summary(  # typ
     win.export_csv.click()
     assert "Could not write" in win.setup.message.text()
     assert not (tmp_path / "missing").exists()
+
+
+def test_the_verdict_places_no_handful_of_tokens_and_says_a_chat_was_one_shorter_chunk(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from app.ui.quant.compare_summary import verdict
+    from tests.support.comparisons import scored_token, summary_for
+
+    many = summary_for("a", "b", [scored_token(i, 0.002) for i in range(200)], 512)
+    assert "between Q8_0" in verdict(many) and "scoreboard" in verdict(many)
+    one = replace(summary_for("a", "b", [scored_token(1, 0.05)], 3), n_chunks=1)
+    said = verdict(one)
+    assert said.startswith("1 token scored in 1 chunk of n_ctx 3. Too few tokens for a verdict")
+    assert "scoreboard" not in said and "under 100 scored tokens" in said
+    chat = replace(summary_for("a", "b", [scored_token(i, 0.002) for i in range(150)], 300), n_ctx_asked=512)
+    assert verdict(chat).startswith("The chat is 300 tokens, shorter than n_ctx 512: it was scored as one chunk of 300")
+    assert "scoreboard" in verdict(chat)
+
+
+def _entry(path: Path, name: str, arch: str, quant: str):  # type: ignore[no-untyped-def]
+    from app.core.models.library import ModelEntry
+
+    path.write_bytes(b"GGUF")
+    return ModelEntry(path, (path,), name, path.name, arch, 135_000_000, quant, 95_000_000, 8192, None, "models", "")
+
+
+def test_with_no_model_loaded_the_pickers_offer_two_files_of_one_model_or_ask_for_b(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Not the library's first file against an unrelated one (gemma-3-270m against SmolLM2 Q2_K: refused)."""
+    gemma = _entry(tmp_path / "gemma-3-270m-q4_k_m.gguf", "Gemma 3 270m", "gemma3", "Q4_K_M")
+    q2 = _entry(tmp_path / "SmolLM2-135M-Instruct.Q2_K.gguf", "SmolLM2 135M Instruct", "llama", "Q2_K")
+    q41 = _entry(tmp_path / "SmolLM2-135M-Instruct-Q4_1.gguf", "SmolLM2-135M-Instruct-Q4_1", "llama", "Q4_1")
+    library = [gemma, q2, q41]
+    win = make_compare_window(lambda: library, lambda: None, lambda: None, lambda _p: None)
+    qtbot.addWidget(win)
+    win.prepare()  # the same file stem once the quantization is off: one model, though the names differ
+    assert (win.setup.model_a.path, win.setup.model_b.path) == (str(q2.path), str(q41.path))
+    library[:] = [gemma, q2]  # no two files of one model: B is left to choose
+    other = make_compare_window(lambda: library, lambda: None, lambda: None, lambda _p: None)
+    qtbot.addWidget(other)
+    other.prepare()
+    assert other.setup.model_a.path == str(gemma.path) and other.setup.model_b.path is None
+    assert (
+        other.setup.model_b.combo.currentText() == ""
+        and "Choose model B" in other.setup.model_b.combo.placeholderText()
+    )
+    assert "Pick two GGUF files" in str(other.setup.choice())
+    # the loaded model is A, and B its sibling by name
+    q8 = _entry(tmp_path / "smol-q8.Q8_0.gguf", "SmolLM2 135M Instruct", "llama", "Q8_0")
+    library[:] = [gemma, q2, q8]
+    third = make_compare_window(lambda: library, lambda: str(q8.path), lambda: None, lambda _p: None)
+    qtbot.addWidget(third)
+    third.prepare()
+    assert (third.setup.model_a.path, third.setup.model_b.path) == (str(q8.path), str(q2.path))
+
+
+def test_the_pickers_keep_the_quantization_in_view_and_the_window_keeps_its_size(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    a = _entry(tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2 135M Instruct", "llama", "Q4_1")
+    b = _entry(tmp_path / "SmolLM2-135M-Instruct.Q4_1.Q8_0.gguf", "SmolLM2 135M Instruct", "llama", "Q8_0")
+    canned = CannedComparison(n_tokens=1024, kl_of=lambda i: 0.001 * (i % 50))
+    win = make_compare_window(
+        lambda: [a, b], lambda: None, lambda: None, lambda _p: None, canned_runner_factory(canned)
+    )
+    qtbot.addWidget(win)
+    win.prepare()
+    win.resize(1280, 720)
+    win.show()
+    qtbot.waitExposed(win)
+    shown = []
+    for picker in (win.setup.model_a, win.setup.model_b):
+        combo = picker.combo
+        text = combo.shown_text(combo.fontMetrics().horizontalAdvance("SmolLM2-135M-Instruct.Q4  ·  90.6 MiB"))
+        assert "…" in text and text.endswith("  ·  90.6 MiB")
+        shown.append(text)
+    assert ".Q4_1.gguf" in shown[0] and ".Q8_0.gguf" in shown[1]
+    width = win.width()
+    _run(qtbot, win)
+    qtbot.wait(50)  # the layout settles after the last repaint
+    assert win.width() == width == 1280
+    top1 = win.worst.columnWidth(3)
+    assert top1 >= win.worst.fontMetrics().horizontalAdvance(" w1000 → x1000 ")  # room for "A → B"
+    flip = next(r for r in range(win.worst.rowCount()) if "→" in win.worst.item(r, 3).text())
+    b1 = win.worst.item(flip, 3).text().split("→")[1].strip()  # B's top-1, cut from the cell when narrow
+    assert b1 in win.worst.item(flip, 3).toolTip()  # the tooltip has both top fives
 
 
 def test_kl_scale_steps() -> None:
@@ -266,6 +357,8 @@ def test_the_chat_shown_and_the_loaded_model_reach_the_compare_window(qtbot, win
     shown = window.chat.messages_for_engine()  # as the chat's next turn would send it (the system prompt first)
     assert setup.use_chat.isEnabled() and f"{len(shown)} messages" in setup.chat_info.text()
     setup.use_chat.setChecked(True)
+    assert setup.model_b.path is None  # no other file of the loaded model in the library: B is the person's to choose
+    setup.model_b.set_path(str(window_model))
     choice = setup.choice()
     assert not isinstance(choice, str)
     assert choice.messages == shown and choice.text is None

@@ -37,3 +37,15 @@ def test_batches_cut_a_chunk_every_n_batch_positions() -> None:
     assert batches(Chunk(512, 512), 512) == ((0, 512),)
     assert batches(Chunk(0, 512), 200) == ((0, 200), (200, 400), (400, 512))
     assert batches(Chunk(0, 100), 512) == ((0, 100),)
+
+
+def test_a_passage_shorter_than_n_ctx_is_refused_with_the_numbers_and_what_to_do() -> None:
+    from app.core.quant.chunks import plural, short_passage
+
+    assert short_passage(744, 128) == "" and short_passage(128, 128) == ""
+    said = short_passage(744, 32768)
+    assert said.startswith("The passage is 744 tokens, fewer than n_ctx 32,768")
+    assert "2 × n_ctx, 65,536" in said and "Set n_ctx to 744 or less (372 gives two chunks" in said
+    assert "longer text" in said
+    assert short_passage(1, 64) == "The passage is 1 token: too short to compare. Paste a longer text."
+    assert (plural(1, "token"), plural(0, "chunk"), plural(1024, "token")) == ("1 token", "0 chunks", "1,024 tokens")

@@ -34,7 +34,8 @@ def test_csv_has_one_row_per_token_in_order_with_the_figures() -> None:
     rows = list(csv.reader(text.splitlines(keepends=True)))
     assert tuple(rows[0]) == export.CSV_COLUMNS
     body = [dict(zip(rows[0], r, strict=True)) for r in rows[1:]]
-    assert [r["index"] for r in body] == ["3", "12"]
+    assert [r["position"] for r in body] == ["3", "12"]  # counted from 0, as llama.cpp counts positions
+    assert [r["token_number"] for r in body] == ["4", "13"]  # counted from 1, as the window numbers them
     r = body[1]
     assert r["text"] == 'é,"x"\n'  # commas, quotes and newlines survive the round trip
     assert float(r["kl_nats"]) == 0.5 and r["same_top1"] == "0"
@@ -70,7 +71,7 @@ def test_writes_are_whole_or_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyP
     dest = tmp_path / "out.csv"
     export.write_csv(dest, [_tok(1, 0.1)])
     before = dest.read_text(encoding="utf-8")
-    assert before.startswith("index,") and not (tmp_path / "out.csv.part").exists()
+    assert before.startswith("position,token_number,") and not (tmp_path / "out.csv.part").exists()
 
     def fail(*_a: object) -> None:
         raise OSError(28, "No space left on device")

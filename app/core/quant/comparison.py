@@ -18,9 +18,10 @@ The chunking is ``llama-perplexity --kl-divergence``'s (tools/perplexity/perplex
 ``len(tokens) // n_ctx`` chunks of n_ctx tokens (the tail left over is not scored), each chunk's
 first token replaced by BOS when the vocabulary adds it, and only the second half of each chunk
 scored: the logits at positions ``n_ctx // 2`` .. ``n_ctx - 2`` predicting the tokens at
-``n_ctx // 2 + 1`` .. ``n_ctx - 1``. A text shorter than n_ctx tokens (a short chat) is one chunk
-of its own length, scored the same way (llama-perplexity refuses it); with at least ``2 * n_ctx``
-tokens the scored positions are exactly llama-perplexity's.
+``n_ctx // 2 + 1`` .. ``n_ctx - 1``. A passage shorter than n_ctx tokens is refused (``bad_settings``,
+naming both numbers); a chat shorter than n_ctx (the usual case) is one chunk of its own length, scored
+the same way, and the summary says so (``n_ctx_asked``); llama-perplexity refuses both. With at
+least ``2 * n_ctx`` tokens the scored positions are exactly llama-perplexity's.
 
 Model A is the base (llama-perplexity's ``--kl-divergence-base``), model B the one compared with it
 (its ``--kl-divergence`` run): KL divergence is KL(P_a || P_b) and Δp is p_b - p_a, as there.
@@ -213,6 +214,8 @@ class ComparisonSummary:
         elapsed_s: seconds the whole comparison took (loads, chunks, decodes).
         dp_mean, dp_mean_err: the mean Δp (p_b - p_a, -1..1: below 0, B gives the text less probability)
             and its error.
+        n_ctx_asked: the request's n_ctx (0: the same as ``n_ctx``); larger than ``n_ctx`` when a chat
+            shorter than it was scored as one chunk of its own length.
     """
 
     a: ModelFigures
@@ -237,6 +240,12 @@ class ComparisonSummary:
     elapsed_s: float
     dp_mean: float = 0.0
     dp_mean_err: float = 0.0
+    n_ctx_asked: int = 0
+
+    @property
+    def shrunk(self) -> bool:
+        """The text was shorter than the n_ctx asked, so it was one chunk of its own length."""
+        return self.n_ctx_asked > self.n_ctx
 
 
 @dataclass(frozen=True)

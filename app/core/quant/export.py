@@ -27,7 +27,8 @@ JSON_FORMAT = "glassbox-quant-comparison"  # the JSON file's "format" field
 JSON_VERSION = 1
 
 CSV_COLUMNS = (
-    "index",
+    "position",
+    "token_number",
     "token_id",
     "text",
     "kl_nats",
@@ -66,6 +67,10 @@ def _top5_cell(cands: Sequence[Candidate]) -> str:
 def csv_text(tokens: Iterable[ScoredToken]) -> str:
     """The CSV of ``tokens``: a header row (:data:`CSV_COLUMNS`), then one row per scored token in order.
 
+    ``position`` is the token's position in the tokenized text counted from 0, as llama.cpp counts positions
+    (BOS, when the vocabulary adds it, is position 0); ``token_number`` is the same token counted from 1, as
+    the Compare window's worst-tokens list numbers it (``position + 1``). ``token_id`` and ``text`` are the
+    token that actually comes next there, the one both models were scored on.
     ``top1_*`` is each model's most likely token there; ``top5_*`` the model's top five as a JSON list
     of ``[token_id, text, p]``; ``dp`` = p_b - p_a of the token that actually comes next.
     """
@@ -78,6 +83,7 @@ def csv_text(tokens: Iterable[ScoredToken]) -> str:
         w.writerow(
             (
                 t.index,
+                t.index + 1,
                 t.token_id,
                 t.text,
                 _cell(t.kl),
@@ -125,7 +131,8 @@ def json_document(
 ) -> dict[str, Any]:
     """The JSON export as a dict: ``format``, ``version``, ``summary`` (None for a run cancelled before
     it ended), ``tokens`` (the scored ones, in order) and ``token_texts`` (every token of the text,
-    scored or not, by position; ``tokens[i].index`` points into it)."""
+    scored or not, by position; ``tokens[i].index`` points into it: the position counted from 0, as
+    llama.cpp counts; the window numbers tokens from 1, ``index + 1``)."""
     return {
         "format": JSON_FORMAT,
         "version": JSON_VERSION,

@@ -133,7 +133,14 @@ class KlTally:
 
 
 def summarize(
-    tally: KlTally, a: ModelFigures, b: ModelFigures, *, n_chunks: int, n_ctx: int, elapsed_s: float
+    tally: KlTally,
+    a: ModelFigures,
+    b: ModelFigures,
+    *,
+    n_chunks: int,
+    n_ctx: int,
+    elapsed_s: float,
+    n_ctx_asked: int = 0,
 ) -> ComparisonSummary:
     """The comparison's summary from its sums, as perplexity.cpp's ``kl_divergence()`` prints it.
 
@@ -150,6 +157,7 @@ def summarize(
 
     Args:
         a, b: each model's figures (their ``ppl`` from :meth:`KlTally.ppl_a` / :meth:`KlTally.ppl_b`).
+        n_ctx: tokens per chunk as run; n_ctx_asked: the request's (0: the same).
     """
     t = tally
     mean_a, err_a = mean_and_uncertainty(t.sum_nll_a, t.sum_nll_a2, t.count)
@@ -188,4 +196,5 @@ def summarize(
         elapsed_s=elapsed_s,
         dp_mean=dp_mean,
         dp_mean_err=dp_mean_err,
+        n_ctx_asked=n_ctx_asked,
     )

@@ -12,7 +12,8 @@ The run, in order (the events are :mod:`app.core.quant.comparison`'s):
    scored rows of both are reduced in blocks (:func:`app.engine.quant.reduce.reduce_block`) into
    :class:`~app.core.quant.comparison.ScoredToken` s and the running sums
    (:class:`~app.core.quant.statistics.KlTally`); ``ComparisonProgressed`` after each slice that scored tokens;
-5. each model's decode speed (``decode_tokens`` greedy tokens after the text's first :data:`DECODE_PROMPT`);
+5. each model's decode speed (``decode_tokens`` greedy tokens after the text's first :data:`DECODE_PROMPT`,
+   the two models taking turns token by token: :func:`~app.engine.quant.model.decode_speeds`);
 6. ``ComparisonFinished`` with the summary.
 
 The cancel flag is read between chunks and slices, and by llama.cpp's abort callback inside each
@@ -27,7 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from app.core import protocol as P
-from app.core.quant.chunks import MIN_TOKENS, Chunk, batches, plan_chunks
+from app.core.quant.chunks import MIN_TOKENS, Chunk, batches, plan_chunks, plural, short_passage
 from app.core.quant.comparison import (
     Candidate,
     CompareModels,
@@ -41,7 +42,7 @@ from app.core.quant.statistics import KlTally, summarize
 from app.engine.compat import check_compatible, file_names
 from app.engine.errors import CancelFlag, EngineError
 from app.engine.prompt import PromptBuilder, compile_template
-from app.engine.quant.model import Cancelled, CompareModel, Tokenizer, tokenize
+from app.engine.quant.model import Cancelled, CompareModel, Tokenizer, decode_speeds, tokenize
 from app.engine.quant.reduce import BlockFigures, block_rows, reduce_block
 from app.engine.threads import auto_threads, auto_threads_batch
 from app.engine.vocab import Vocab
@@ -56,8 +57,9 @@ def compare_models(req: CompareModels, *, emit: Callable[[object], None], cancel
     """Run the comparison ``req`` (see the module docstring), sending its progress with ``emit``.
 
     Raises:
-        EngineError: ``bad_settings`` (both or neither of text and messages; n_ctx below 3; a text of fewer
-            than 3 tokens), ``incompatible``, ``bad_model`` / ``load`` (a file), ``template`` (the chat
+        EngineError: ``bad_settings`` (both or neither of text and messages; n_ctx below 3; a passage of
+            fewer than n_ctx tokens: :func:`~app.core.quant.chunks.short_passage`; a chat of fewer than 3
+            tokens), ``incompatible``, ``bad_model`` / ``load`` (a file), ``template`` (the chat
             template refused the chat), ``cancelled`` (the cancel flag), ``internal`` (llama_decode failed).
     """
     t0 = time.perf_counter()
@@ -88,11 +90,14 @@ def compare_models(req: CompareModels, *, emit: Callable[[object], None], cancel
                 f"The text uses token {beyond:,} ({a.vocab.display(beyond)!r}), which only one of the two models has "
                 f"({a.n_vocab:,} and {b.n_vocab:,} tokens). Compare on a text without it.",
             )
+        refusal = short_passage(len(tokens), req.n_ctx) if req.text is not None else ""
+        if refusal:
+            raise EngineError(P.FailureKind.BAD_SETTINGS, refusal)
         chunks = plan_chunks(len(tokens), req.n_ctx)
         if not chunks:
             raise EngineError(
                 P.FailureKind.BAD_SETTINGS,
-                f"The text is {len(tokens)} token(s); a comparison needs at least {MIN_TOKENS}.",
+                f"The chat is {plural(len(tokens), 'token')}; a comparison needs at least {MIN_TOKENS}.",
             )
         n_ctx = chunks[0].size
         n_batch = max(1, min(req.n_batch, n_ctx))
@@ -116,7 +121,7 @@ def compare_models(req: CompareModels, *, emit: Callable[[object], None], cancel
         )
         for chunk in chunks:
             run.chunk(chunk, n_batch)
-        speeds = [m.decode_speed(prompt, req.decode_tokens) if req.decode_tokens > 0 else 0.0 for m in models]
+        speeds = decode_speeds(models, prompt, req.decode_tokens)
         ppl_a, ppl_b = run.tally.ppl_a(), run.tally.ppl_b()
         summary = summarize(
             run.tally,
@@ -125,6 +130,7 @@ def compare_models(req: CompareModels, *, emit: Callable[[object], None], cancel
             n_chunks=len(chunks),
             n_ctx=n_ctx,
             elapsed_s=time.perf_counter() - t0,
+            n_ctx_asked=req.n_ctx,
         )
         log.info(
             "comparison %s: %d tokens, %d chunks, mean KL divergence %.6f, PPL ratio %.6f in %.1f s",

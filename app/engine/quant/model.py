@@ -68,6 +68,8 @@ class CompareModel:
         self._abort = llama_cpp.ggml_abort_callback(lambda _data: bool(cancel.is_set()))
         self.prefill_ns = 0
         self.prefill_tokens = 0
+        self._sampler: Any = None
+        self._pos = 0
 
     @property
     def file_bytes(self) -> int:
@@ -147,29 +149,42 @@ class CompareModel:
         out: npt.NDArray[np.float32] = np.ctypeslib.as_array(ptr, shape=(n_rows, self.n_vocab))
         return out
 
-    def decode_speed(self, prompt: Sequence[int], n_tokens: int) -> float:
-        """Decode tokens per second: ``prompt`` evaluated (not timed), then ``n_tokens`` greedy tokens, one
-        ``llama_decode`` each (llama.cpp's greedy sampler), timed. The KV cache is cleared first.
+    def start_decode(self, prompt: Sequence[int]) -> None:
+        """Before a decode-speed run: the KV cache cleared, ``prompt`` evaluated (not timed) and a greedy
+        sampler made (llama.cpp's; freed by :meth:`close` or the next call).
 
         Raises:
             Cancelled: as :meth:`decode`.
         """
+        self._free_sampler()
         self.clear()
         self.decode(prompt, 0, len(prompt) - 1, len(prompt))
-        sampler = llama_cpp.llama_sampler_init_greedy()
-        try:
-            seconds = 0.0
-            pos = len(prompt)
-            for _ in range(n_tokens):
-                tok = int(llama_cpp.llama_sampler_sample(sampler, self.ctx, -1))
-                seconds += self.decode([tok], pos, pos, pos + 1)
-                pos += 1
-        finally:
-            llama_cpp.llama_sampler_free(sampler)
-        return n_tokens / seconds if seconds > 0 else 0.0
+        self._sampler = llama_cpp.llama_sampler_init_greedy()
+        self._pos = len(prompt)
+
+    def decode_next(self) -> float:
+        """One greedy token sampled from the last logits and evaluated (one ``llama_decode``, after
+        :meth:`start_decode`).
+
+        Returns:
+            seconds that ``llama_decode`` took (the sampling is not counted).
+
+        Raises:
+            Cancelled: as :meth:`decode`.
+        """
+        tok = int(llama_cpp.llama_sampler_sample(self._sampler, self.ctx, -1))
+        seconds = self.decode([tok], self._pos, self._pos, self._pos + 1)
+        self._pos += 1
+        return seconds
+
+    def _free_sampler(self) -> None:
+        if self._sampler is not None:
+            llama_cpp.llama_sampler_free(self._sampler)
+            self._sampler = None
 
     def close(self) -> None:
-        """Free the batch, the context and the model."""
+        """Free the sampler, the batch, the context and the model."""
+        self._free_sampler()
         if self._batch is not None:
             llama_cpp.llama_batch_free(self._batch)
             self._batch = None
@@ -204,3 +219,32 @@ class Tokenizer:
         """Token ids of UTF-8 ``text`` (``add_bos``: BOS when the vocabulary adds it; ``special``: parse
         special-token texts), as ``llama_cpp.Llama.tokenize``."""
         return tokenize(self._vocab, text.decode("utf-8"), add_special=add_bos, parse_special=special)
+
+
+def decode_speeds(models: Sequence[CompareModel], prompt: Sequence[int], n_tokens: int) -> list[float]:
+    """Each model's decode tokens per second: ``prompt`` evaluated by each (not timed), then ``n_tokens`` greedy
+    tokens each, one ``llama_decode`` per token, timed, the models taking turns token by token (A, B, then
+    B, A...).
+
+    Turns, not one model after the other: whatever else the machine does during the measurement (the
+    window drawing the last chunk's tokens, another program) then slows every model alike. Measured one
+    after the other, model A's tokens ran while the window filled its worst-tokens table (about 2 s of
+    its CPU time on 2 CPUs), and the same file read 26 tok/s as A and 48 tok/s as B.
+
+    Returns:
+        tokens per second, one per model in order (0.0 when ``n_tokens`` is 0).
+
+    Raises:
+        Cancelled: as :meth:`CompareModel.decode`.
+    """
+    if n_tokens <= 0:
+        return [0.0 for _ in models]
+    for m in models:
+        m.start_decode(prompt)
+    seconds = [0.0 for _ in models]
+    order = list(range(len(models)))
+    for _ in range(n_tokens):
+        for i in order:
+            seconds[i] += models[i].decode_next()
+        order.reverse()  # neither model always goes first: a load that starts or ends mid-turn hits both
+    return [n_tokens / s if s > 0 else 0.0 for s in seconds]

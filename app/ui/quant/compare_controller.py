@@ -25,7 +25,7 @@ from app.ui.quant.compare_setup import CompareChoice
 def failure_text(ev: P.Failed) -> str:
     """What the window says for a failed comparison, by its kind."""
     if ev.kind is P.FailureKind.INCOMPATIBLE:
-        return f"These two files cannot be compared token by token: {ev.message}"
+        return ev.message  # the engine's sentence says it all: "These two models cannot be compared token by token: …"
     if ev.kind is P.FailureKind.ENGINE:
         return f"The comparison stopped: {ev.message} The chat's engine is not affected; try again."
     return f"The comparison failed: {ev.message}"

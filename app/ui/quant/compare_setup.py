@@ -17,7 +17,6 @@ from pathlib import Path
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QButtonGroup,
-    QComboBox,
     QFormLayout,
     QHBoxLayout,
     QLabel,
@@ -25,7 +24,6 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QRadioButton,
-    QSizePolicy,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -33,8 +31,10 @@ from PySide6.QtWidgets import (
 
 from app.core.chat.context import ChatMessage
 from app.core.models.library import ModelEntry
+from app.core.quant.pairing import default_pair, sibling
 from app.ui.common import dialogs, palette
 from app.ui.common.fmt import duration, format_bytes
+from app.ui.quant.compare_picker import ModelPicker
 
 DEFAULT_N_CTX = 512
 MAX_TEXT_FILE_BYTES = 20 * 1024 * 1024  # a passage file larger than this is refused (it would take hours)
@@ -62,70 +62,6 @@ class CompareChoice:
     messages: tuple[ChatMessage, ...] | None
     chat_template: str | None
     n_ctx: int
-
-
-class ModelPicker(QWidget):
-    """A combo of GGUF files (the loaded one first, then the library) and a Browse… button for any other."""
-
-    changed = Signal()
-
-    def __init__(self, name: str, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        row = QHBoxLayout(self)
-        row.setContentsMargins(0, 0, 0, 0)
-        self.combo = QComboBox()
-        self.combo.setObjectName(f"compareModel{name}")
-        self.combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.combo.setMinimumContentsLength(14)
-        self.combo.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        self.combo.currentIndexChanged.connect(lambda _i: self.changed.emit())
-        self.browse = QPushButton("Browse…")
-        self.browse.setToolTip(f"Pick model {name} from any GGUF file on this computer.")
-        self.browse.clicked.connect(self._browse)
-        row.addWidget(self.combo, 1)
-        row.addWidget(self.browse)
-
-    def fill(self, loaded: str | None, entries: Sequence[ModelEntry]) -> None:
-        """List ``loaded`` (marked) then the library's loadable entries; keep the current choice."""
-        keep = self.path
-        self.combo.blockSignals(True)
-        self.combo.clear()
-        seen: set[str] = set()
-        if loaded:
-            self._add(loaded, f"● {middle(Path(loaded).name)}", f"{loaded}\n● the model loaded in the chat")
-            seen.add(str(Path(loaded)))
-        for e in entries:
-            if e.ok and str(e.path) not in seen:
-                seen.add(str(e.path))
-                tip = f"{e.path}\n{e.name} · {e.quant} · {format_bytes(e.size)} · {e.source_label}"
-                self._add(str(e.path), f"{middle(e.file_name)}  ·  {format_bytes(e.size)}", tip)
-        self.combo.blockSignals(False)
-        if keep:
-            self.set_path(keep)
-        self.changed.emit()
-
-    def _add(self, path: str, label: str, tip: str) -> None:
-        self.combo.addItem(label, path)
-        self.combo.setItemData(self.combo.count() - 1, tip, role=3)  # Qt.ToolTipRole
-
-    @property
-    def path(self) -> str | None:
-        data = self.combo.currentData()
-        return str(data) if data else None
-
-    def set_path(self, path: str) -> None:
-        """Choose ``path`` (added to the list when it is not in it)."""
-        i = self.combo.findData(str(path))
-        if i < 0:
-            self._add(str(path), middle(Path(path).name), str(path))
-            i = self.combo.count() - 1
-        self.combo.setCurrentIndex(i)
-
-    def _browse(self) -> None:
-        start = Path(self.path).parent if self.path else Path.home()
-        chosen = dialogs.choose_gguf_file(self, start)
-        if chosen:
-            self.set_path(chosen)
 
 
 class CompareSetup(QWidget):
@@ -209,8 +145,9 @@ class CompareSetup(QWidget):
         self.n_ctx.setToolTip(
             "Chunk size in tokens. The text is cut into chunks of n_ctx tokens, each evaluated from an empty "
             "KV cache; only the second half of each chunk is scored, so every scored token sees at least "
-            "n_ctx/2 tokens before it (llama-perplexity's method; 512 is its usual setting). The text needs "
-            "at least n_ctx tokens."
+            "n_ctx/2 tokens before it (llama-perplexity's method; 512 is its usual setting). A passage needs "
+            "at least n_ctx tokens (2 × n_ctx for two chunks, as llama-perplexity asks); a chat shorter than "
+            "n_ctx is scored as one chunk of its own length, and the result says so."
         )
         self.n_ctx.setSuffix(" tokens per chunk")
         form.addRow(_form_label("n_ctx", self.n_ctx.toolTip()), self.n_ctx)
@@ -243,19 +180,23 @@ class CompareSetup(QWidget):
 
     # ------------------------------------------------------------------ filling
     def fill_models(self, loaded: str | None, entries: Sequence[ModelEntry]) -> None:
-        """Offer ``loaded`` and the library's ``entries`` in both pickers; B defaults to another file of
-        the same model as A (same name in its metadata), else the next file."""
-        had_b = self.model_b.path
+        """Offer ``loaded`` and the library's ``entries`` in both pickers. The first time, A is the loaded model
+        (else a library file that has another file of its model) and B another file of A's model
+        (:func:`~app.core.quant.pairing.default_pair`), or none: B then asks to be chosen, since any other
+        file would be refused. Later fills keep the person's choices."""
+        had_a, had_b = self.model_a.path, self.model_b.path
         self.model_a.fill(loaded, entries)
         self.model_b.fill(loaded, entries)
-        if had_b is None and self.model_a.path is not None:
+        pair_a, pair_b = default_pair(loaded, entries)
+        if had_a is None:
+            self.model_a.set_path(pair_a)
+        if had_b is None:
             a = self.model_a.path
-            name = next((e.name for e in entries if str(e.path) == a), None)
-            sibling = next((e for e in entries if e.ok and e.name == name and str(e.path) != a), None)
-            other = next((e for e in entries if e.ok and str(e.path) != a), None)
-            pick = sibling or other
-            if pick is not None:
-                self.model_b.set_path(str(pick.path))
+            if a == pair_a:
+                self.model_b.set_path(pair_b)
+            else:  # the person's A, kept from before: its own sibling
+                other = sibling(a, entries) if a else None
+                self.model_b.set_path(str(other.path) if other is not None else None)
 
     def set_pair(self, path_a: str, path_b: str) -> None:
         """Choose the two files (e.g. a quantization and its source, from the Library)."""
@@ -347,14 +288,6 @@ class CompareSetup(QWidget):
         self.progress.setValue(min(done, total))
         left = f" · {duration(eta_s)} left" if eta_s is not None else ""
         self.progress.setFormat(f"{done:,} / {total:,} tokens{left}")
-
-
-def middle(name: str, limit: int = 30) -> str:
-    """``name`` cut in its middle to ``limit`` characters (a GGUF's quantization is at its end)."""
-    if len(name) <= limit:
-        return name
-    head = (limit - 1) * 2 // 5
-    return name[:head] + "…" + name[-(limit - 1 - head) :]
 
 
 def _form_label(text: str, tip: str) -> QLabel:

@@ -17,6 +17,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QGridLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from app.core.gguf.gguf_info import format_bytes
+from app.core.quant.chunks import MIN_VERDICT_TOKENS, plural
 from app.core.quant.comparison import ComparisonSummary, ModelFigures
 from app.core.quant.reference import SOURCE, place_kl, reference_line
 from app.ui.common import palette
@@ -152,10 +153,22 @@ def file_value(f: ModelFigures, key: str) -> str:
 
 
 def verdict(s: ComparisonSummary) -> str:
-    """One sentence over the whole comparison, for its header."""
+    """One sentence over the whole comparison, for its header: where its mean KL divergence sits on
+    llama.cpp's scoreboard, only from :data:`~app.core.quant.chunks.MIN_VERDICT_TOKENS` scored tokens up
+    (llama-perplexity's own floor); a chat shorter than the n_ctx asked is said to be one shorter chunk."""
+    ran = f"{plural(s.n_scored, 'token')} scored in {plural(s.n_chunks, 'chunk')} of n_ctx {s.n_ctx:,}. "
+    if s.shrunk:
+        ran = (
+            f"The chat is {s.n_ctx:,} tokens, shorter than n_ctx {s.n_ctx_asked:,}: it was scored as one chunk of "
+            f"{s.n_ctx:,} ({plural(s.n_scored, 'token')} scored, its second half). "
+        )
+    if s.n_scored < MIN_VERDICT_TOKENS:
+        return (
+            f"{ran}Too few tokens for a verdict: llama-perplexity does no statistics under {MIN_VERDICT_TOKENS} "
+            f"scored tokens. Compare on a longer text (a few thousand tokens give steady figures)."
+        )
     return (
-        f"{s.n_scored:,} tokens scored in {s.n_chunks} chunk{'s' if s.n_chunks != 1 else ''} of n_ctx {s.n_ctx}. "
-        f"Mean KL divergence {s.kl_mean:.3g} nats: {place_kl(s.kl_mean)} in llama.cpp's LLaMA 3 8B scoreboard; "
+        f"{ran}Mean KL divergence {s.kl_mean:.3g} nats: {place_kl(s.kl_mean)} in llama.cpp's LLaMA 3 8B scoreboard; "
         f"same top-1 {100 * s.same_top1:.1f}%."
     )
 
@@ -190,7 +203,9 @@ class SummaryView(QWidget):
         outer.addLayout(row)
         self.values: dict[str, QLabel] = {}  # figure key ("kl_mean", "a.ppl"...) -> its value label
         half = 4  # the text's figures in two blocks: PPL and KL divergence's centre, then its tail and the rest
-        for block in (TEXT_FIGURES[:half], TEXT_FIGURES[half:]):
+        for i, block in enumerate((TEXT_FIGURES[:half], TEXT_FIGURES[half:])):
+            if i:
+                row.addWidget(_divider())
             grid = _grid()
             for r, (key, label, tip) in enumerate(block):
                 grid.addWidget(_label(label, tip), r, 0)
@@ -198,7 +213,6 @@ class SummaryView(QWidget):
                 grid.addWidget(self.values[key], r, 1)
             row.addLayout(grid)
             row.setAlignment(grid, Qt.AlignmentFlag.AlignTop)
-            row.addWidget(_divider())
         self.file_grid = _grid()
         self.file_names: dict[str, QLabel] = {}
         for c, side in enumerate(("a", "b"), start=1):
@@ -210,13 +224,19 @@ class SummaryView(QWidget):
             for c, side in enumerate(("a", "b"), start=1):
                 self.values[f"{side}.{key}"] = _label("–", tip, value=True)
                 self.file_grid.addWidget(self.values[f"{side}.{key}"], r, c)
-        row.addLayout(self.file_grid)
-        row.setAlignment(self.file_grid, Qt.AlignmentFlag.AlignTop)
+        # The files' figures under the text's, not beside them: three blocks side by side needed 835 px once
+        # filled, and the window widened itself (1280 -> 1309-1335 px) to show them.
         row.addStretch(1)
+        files_row = QHBoxLayout()
+        files_row.addLayout(self.file_grid)
+        files_row.addStretch(1)
+        outer.addLayout(files_row)
         self.elapsed = _label(
             "",
             "Wall time of the whole comparison in the engine process (both models, every chunk, the decode test).",
         )
+        # two long file names wrap: on one line they widened the window (1280 -> 1335 px)
+        self.elapsed.setWordWrap(True)
         outer.addWidget(self.elapsed)
 
     def clear(self, message: str) -> None:

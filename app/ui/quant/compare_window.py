@@ -162,12 +162,13 @@ class CompareWindow(QWidget):
         table = QTableWidget(0, 4)
         table.setObjectName("compareWorst")
         tips = (
-            "The token's position in the text (1 = the first).",
+            "The token's number in the text, counted from 1 (the CSV's token_number; its position, counted "
+            "from 0 as llama.cpp counts, is one less).",
             "The token that actually comes next there.",
             "KL divergence at this token: the list is sorted by it, highest first.",
-            "Each model's most likely next token there (blue: they differ).",
+            "Each model's most likely next token there (blue: they differ). Hover a row for both top fives.",
         )
-        for c, (label, tip) in enumerate(zip(("Position", "Token", "KL (nats)", "Top-1: A → B"), tips, strict=True)):
+        for c, (label, tip) in enumerate(zip(("#", "Token", "KL (nats)", "Top-1: A → B"), tips, strict=True)):
             head_item = QTableWidgetItem(label)
             head_item.setToolTip(tip)
             table.setHorizontalHeaderItem(c, head_item)
@@ -175,10 +176,19 @@ class CompareWindow(QWidget):
         table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        # Widths from the font, not ResizeToContents: measuring every cell at each setItem made filling 200 rows
+        # take 1.9 s of the window's CPU (while the engine timed model A's decode), and the measured columns
+        # widened the window. The top-1 column takes the room left; a cell too narrow is cut in its middle,
+        # so both ends of "A → B" show, and its tooltip has both top fives.
+        fm = table.fontMetrics()
         header = table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        header.setMinimumSectionSize(fm.horizontalAdvance("999"))
+        for c, sample in ((0, "99,999 "), (1, "M" * 7), (2, "0.00123 ")):
+            header.setSectionResizeMode(c, QHeaderView.ResizeMode.Interactive)
+            table.setColumnWidth(c, fm.horizontalAdvance(sample) + 12)
         header.setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
+        table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         table.cellClicked.connect(self._worst_clicked)
         table.currentCellChanged.connect(lambda row, _c, _pr, _pc: self._worst_clicked(row, 0))
 
