@@ -12,23 +12,30 @@ Pure functions of a request and the loaded model (:mod:`tests.support.scripted_h
   on, greedy at temperature 0; :func:`stored_funnel`: a stored step's candidates, the model column
   only, and the draw (greedy: the best).
 - :func:`sweep_point`, :func:`sweep_refusal`: a depth sweep's made-up figures, and its refusal past n_ctx.
+- :func:`speculation`: a speculated reply's made-up counts (rounds accepting 2, 0, then draft_max drafts);
+  :func:`draft_info`: the draft model a load reports.
 """
 
 from __future__ import annotations
 
+import collections
 import math
 import re
+from pathlib import Path
 
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from app.core import protocol as P
 from app.core.chat.chat_template import SAMPLE_CONVERSATION
-from app.core.chat.context import ROLLING_RESERVE_FRACTION, ChatMessage, ContextPolicy, Role
+from app.core.chat.context import ROLLING_RESERVE_FRACTION, ChatMessage, ContextPolicy, LoadSettings, Role
 from app.core.depth_sweep.plan import DepthPoint, check_plan
 from app.core.sampling.alternatives import StoredStep
 from app.core.sampling.funnel import Funnel, FunnelStage, FunnelStageKind
 from app.core.sampling.params import SamplerSettings
+from app.core.speculative.draft import DraftInfo
+from app.core.speculative.settings import Drafter, SpeculationSettings
+from app.core.speculative.stats import RoundEnd, SpeculationStats
 
 _SPECIAL = re.compile(r"<[^<>\s]+>")
 
@@ -159,3 +166,61 @@ def sweep_refusal(req: P.SweepDepth, model: P.ModelLoaded) -> P.Failed | None:
     """The engine's refusal of a plan that does not fit n_ctx (:func:`app.core.depth_sweep.plan.check_plan`)."""
     why = check_plan(req.depths, req.n_prompt, req.n_gen, req.repetitions, model.n_ctx)
     return P.Failed(req.request_id, P.FailureKind.BAD_SETTINGS, f"The depth sweep cannot run: {why}") if why else None
+
+
+def speculation(
+    n: int, s: SpeculationSettings, pieces: list[str], weights_bytes: int, token_s: float
+) -> SpeculationStats:
+    """A speculated reply's made-up counts: ``n`` tokens (``pieces``) in rounds that accept 2, 0, then
+    ``draft_max`` drafts in turn (each round adds its accepted drafts and the model's own token). A round
+    ends MISMATCH (the drafted text ``"~<the model's piece>"`` rejected at the model's token), DRAFT_MAX
+    (all accepted), or STOPPED (the reply ended inside it). Times: a verify per round of ``token_s``."""
+    accepted_at = [0] * s.draft_max
+    drafted_at = [0] * s.draft_max
+    ends: collections.Counter[RoundEnd] = collections.Counter()
+    accepted_tokens: list[int] = []
+    rejected: list[tuple[int, str]] = []
+    i = rounds = 0
+    while i < n:
+        a = min((2, 0, s.draft_max)[rounds % 3], n - i)
+        if i + a >= n:
+            end = RoundEnd.STOPPED
+        elif a == s.draft_max:
+            end = RoundEnd.DRAFT_MAX
+        else:
+            end = RoundEnd.MISMATCH
+            rejected.append((i + a, "~" + pieces[i + a]))
+        drafted = a if end is not RoundEnd.MISMATCH else a + 1
+        for j in range(drafted):
+            drafted_at[j] += 1
+        for j in range(a):
+            accepted_at[j] += 1
+        accepted_tokens.extend(range(i, i + a))
+        ends[end] += 1
+        rounds += 1
+        i += a + (0 if end is RoundEnd.STOPPED and i + a >= n else 1)
+    return SpeculationStats(
+        drafter=s.drafter,
+        draft_max=s.draft_max,
+        rounds=rounds,
+        drafted=sum(drafted_at),
+        accepted=len(accepted_tokens),
+        accepted_at=tuple(accepted_at),
+        drafted_at=tuple(drafted_at),
+        round_ends=tuple((e, ends[e]) for e in RoundEnd if ends[e]),
+        draft_s=0.0001 * rounds,
+        verify_s=token_s * rounds,
+        sample_s=0.00005 * n,
+        accepted_tokens=tuple(accepted_tokens),
+        rejected=tuple(rejected),
+        weight_bytes_per_token=weights_bytes * rounds / n if n else 0.0,
+    )
+
+
+def draft_info(settings: LoadSettings, kv_bytes: int) -> DraftInfo | None:
+    """The draft model a load with ``settings`` reports (its file's size as its weights, the model's KV cache)."""
+    s = settings.speculation
+    if not s.enabled or s.drafter is not Drafter.DRAFT_MODEL or not s.draft_model:
+        return None
+    size = Path(s.draft_model).stat().st_size if Path(s.draft_model).is_file() else 0
+    return DraftInfo(s.draft_model, 135_000_000, size, kv_bytes)

@@ -26,6 +26,12 @@ Loads: :meth:`ScriptBook.fail_next_load`, :meth:`ScriptBook.crash_next_load`.
 Depth sweeps (SweepDepth): one DepthMeasured per depth with made-up figures that fall with depth
 (:func:`tests.support.scripted_answers.sweep_point`), one per tick, Stop read between depths.
 
+Speculation: a model loaded with ``LoadSettings.speculation`` on reports it (and a draft model's
+:class:`DraftInfo`) in ModelLoaded, and each reply not asked ``speculate=False`` gets made-up
+:class:`SpeculationStats` (:func:`tests.support.scripted_answers.speculation`) in its Finished, its
+decode time one ``token_s`` per round instead of per token. A refused draft:
+``fail_next_load(reason, P.FailureKind.INCOMPATIBLE)``.
+
 Alternatives (``Generate.alternatives``): token ``100 + i`` at step i, its candidates
 ``100 + i + k`` with logits ``10 - k`` (k = 0: the token drawn, its piece; ``alt<k>`` the
 others), entropy ``0.1 x i`` bits (or the reply's ``entropy_bits``). A ``reply_prefix`` starts the
@@ -504,6 +510,11 @@ class ScriptedHost:
                 stop = StopReason.CONTEXT_FULL
         seed = req.sampler.seed if req.sampler.seed is not None else book.seed_when_random
         t_end = book.ttft_s + max(n - 1, 0) * book.token_s + book.token_s / 2
+        spec = None
+        if model.speculation.enabled and req.speculate is not False and n:
+            pieces = self._kv[len(self._kv) - n :]
+            spec = answers.speculation(n, model.speculation, pieces, model.info.tensor_bytes, book.token_s)
+        decode_s = book.token_s * max((spec.rounds if spec is not None else n) - 1, 0)
         finished = P.Finished(
             rid,
             text,
@@ -514,13 +525,14 @@ class ScriptedHost:
                 prefill_s=prefill_s,
                 ttft_s=book.ttft_s,
                 generated_tokens=n,
-                decode_s=book.token_s * max(n - 1, 0),
+                decode_s=decode_s,
                 n_ctx=n_ctx,
                 context_used=len(self._kv),
                 kv_used_bytes=model.kv_allocated_bytes * len(self._kv) // n_ctx,
                 kv_allocated_bytes=model.kv_allocated_bytes,
                 stop_reason=stop.value,
                 seed=seed,
+                speculation=spec,
             ),
             elapsed_s=t_end,
             alternatives=self._alternatives(req, n, script.entropy_bits if isinstance(script, Reply) else ())
@@ -628,4 +640,6 @@ def _model_loaded(rid: int, path: str, settings: LoadSettings) -> P.ModelLoaded:
         eos_text="</s>",
         eog_token_ids=(2,),
         add_bos=True,
+        speculation=settings.speculation,
+        draft=answers.draft_info(settings, layout.allocated_bytes),
     )

@@ -24,6 +24,7 @@ from app.ui.chat.reply import ReplyInFlight
 from app.ui.chat.shown import ShownChat
 from app.ui.chat.view import ChatView
 from app.ui.funnel.controller import StepTarget
+from app.ui.speculative.figures import DraftMarks
 from app.ui.window.settings_controller import SettingsController
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,14 @@ class ChatAlternatives:
         if w is None:
             return
         alts = self.store.alternatives(message_id) if on else None
-        w.show_tokens(alts, self.settings.settings.token_colour)
+        w.show_tokens(alts, self.settings.settings.token_colour, self.draft_marks(message_id) if on else None)
+
+    def draft_marks(self, message_id: int) -> DraftMarks | None:
+        """Stored reply ``message_id``'s drafted tokens (None: it was not speculated). The engine counts
+        its last request's tokens; a continued reply's earlier tokens come first in its token view."""
+        meta = self.store.get_message(message_id).meta
+        spec = meta.stats.speculation if meta.stats is not None else None
+        return DraftMarks.of(spec, meta.earlier_tokens) if spec is not None else None
 
     def set_token_colour(self, colour: TokenColour) -> None:
         """Colour every reply shown as its tokens by ``colour`` (with the Tokens panel, at once)."""

@@ -34,6 +34,8 @@ from app.ui.chat.presenter import Badge, BadgeKind, MessageLook
 from app.ui.chat.token_text import TokenText
 from app.ui.common import dialogs
 from app.ui.common.elided_label import ElidedLabel
+from app.ui.speculative.figures import DraftMarks
+from app.ui.speculative.marks_bar import DraftsBar
 
 __all__ = ["BadgeKind", "MessageAction", "MessageWidget"]
 
@@ -120,6 +122,7 @@ class MessageWidget(QFrame):
         )
         self.tokens_btn.setCheckable(True)
         self.token_text: TokenText | None = None  # the reply as its tokens, while shown
+        self.drafts_bar: DraftsBar | None = None  # its "Mark drafted tokens" toggle (a speculated reply)
         self.copy_btn = self._action_button("Copy", "Copy this message's text", self._copy)
         self.edit_btn = self._action_button("Edit", "Edit (the current version stays as a branch)", self._start_edit)
         self.regen_btn = self._action_button(
@@ -311,21 +314,33 @@ class MessageWidget(QFrame):
     def _tokens_toggled(self) -> None:
         self._emit(MessageAction.TOKENS, self.tokens_btn.isChecked())
 
-    def show_tokens(self, alts: ReplyAlternatives | None, colour: TokenColour = TokenColour.PROBABILITY) -> None:
+    def show_tokens(
+        self,
+        alts: ReplyAlternatives | None,
+        colour: TokenColour = TokenColour.PROBABILITY,
+        marks: DraftMarks | None = None,
+    ) -> None:
         """Show the reply as its tokens coloured by ``colour``, with hover and click (:class:`TokenText`);
-        None: the text again. Built once when asked, never while the reply streams."""
+        None: the text again. Built once when asked, never while the reply streams. ``marks``: the
+        reply was speculated: a "Mark drafted tokens" toggle above the tokens marks its drafts."""
         if self.token_text is not None:
             discard(self.token_text)
             self.token_text = None
+        if self.drafts_bar is not None:
+            discard(self.drafts_bar)
+            self.drafts_bar = None
         self.tokens_btn.setChecked(alts is not None)
         if alts is None:
             self.body.show()
             return
-        view = TokenText(alts, colour)
+        view = TokenText(alts, colour, marks)
         view.funnel_requested.connect(lambda step: self._emit(MessageAction.TOKEN_FUNNEL, step))
         view.branch_requested.connect(lambda step, tok: self._emit(MessageAction.BRANCH_FROM, (step, tok)))
         lay = self._lay
         lay.insertWidget(lay.indexOf(self.body) + 1, view)
+        if marks is not None:
+            self.drafts_bar = DraftsBar(marks, alts.n_steps, view.set_marks_shown)
+            lay.insertWidget(lay.indexOf(view), self.drafts_bar)
         self.body.hide()
         view.show()
         self.token_text = view

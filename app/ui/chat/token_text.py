@@ -7,12 +7,15 @@ with the Tokens panel).
 
 from __future__ import annotations
 
+import html
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QCursor
 from PySide6.QtWidgets import QLabel, QMenu, QSizePolicy, QToolTip, QWidget
 
 from app.core.sampling.alternatives import ReplyAlternatives, TokenColour
 from app.ui.common.token_alts import alternatives_menu, anchor_step, chips_html, tooltip_html
+from app.ui.speculative.figures import DraftMarks
 
 
 class TokenText(QLabel):
@@ -26,9 +29,18 @@ class TokenText(QLabel):
     funnel_requested = Signal(int)
     branch_requested = Signal(int, int)
 
-    def __init__(self, alts: ReplyAlternatives, colour: TokenColour, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        alts: ReplyAlternatives,
+        colour: TokenColour,
+        marks: DraftMarks | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
         super().__init__(parent)
         self.alts = alts
+        self.colour = colour
+        self.marks = marks  # a speculated reply's drafted tokens (app/ui/speculative/figures.py)
+        self.marks_shown = marks is not None
         self.menu: QMenu | None = None  # the last token menu built
         self.setObjectName("tokenText")
         self.setTextFormat(Qt.TextFormat.RichText)
@@ -37,18 +49,40 @@ class TokenText(QLabel):
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
         self.linkHovered.connect(self._hovered)
         self.linkActivated.connect(self._clicked)
-        self.setText(chips_html(alts, colour))
+        self._render()
 
     def set_colour(self, colour: TokenColour) -> None:
         """Colour the chips by ``colour`` (the Tokens panel's choice changed)."""
-        self.setText(chips_html(self.alts, colour))
+        self.colour = colour
+        self._render()
+
+    def set_marks_shown(self, on: bool) -> None:
+        """Mark the drafted-and-accepted tokens and the rejected drafts (``on``), or not."""
+        self.marks_shown = on and self.marks is not None
+        self._render()
+
+    def _render(self) -> None:
+        m = self.marks if self.marks_shown else None
+        if m is None:
+            self.setText(chips_html(self.alts, self.colour))
+        else:
+            self.setText(chips_html(self.alts, self.colour, m.accepted, frozenset(i for i, _t in m.rejected)))
+
+    def hover_html(self, step: int) -> str:
+        """The hover of token ``step``: its alternatives, and what was drafted there while the marks are shown."""
+        text = tooltip_html(self.alts.view(step))
+        if self.marks is not None and self.marks_shown:
+            extra = self.marks.hover(step)
+            if extra:
+                text += f"<br><b>{html.escape(extra)}</b>"
+        return text
 
     def _hovered(self, href: str) -> None:
         step = anchor_step(href)
         if step is None or step >= self.alts.n_steps:
             QToolTip.hideText()
             return
-        QToolTip.showText(QCursor.pos(), tooltip_html(self.alts.view(step)), self)
+        QToolTip.showText(QCursor.pos(), self.hover_html(step), self)
 
     def _clicked(self, href: str) -> None:
         step = anchor_step(href)

@@ -15,6 +15,7 @@ from app.core.chat.chat_settings import typed_stop_string
 from app.core.chat.context import ContextPolicy, GenerationStats, StopReason
 from app.core.conversations import MessageMeta
 from app.core.sampling.params import order_text
+from app.ui.speculative.figures import detail_lines, footer_part
 
 __all__ = ["reply_details", "reply_footer", "seconds", "stats_footer", "tok_s", "tokens", "ttft"]
 
@@ -52,6 +53,8 @@ def reply_footer(stats: GenerationStats) -> str:
         parts.append(f"prefill {tokens(stats.evaluated_tokens)} tok @ {tok_s(stats.prefill_tok_s)}")
     if stats.cached_tokens:
         parts.append(f"{tokens(stats.cached_tokens)} reused")
+    if stats.speculation is not None:
+        parts.append(footer_part(stats.speculation))
     parts.append(f"seed {stats.seed}")
     parts.append(StopReason(stats.stop_reason).label)
     return " · ".join(parts)
@@ -107,6 +110,8 @@ def reply_details(meta: MessageMeta) -> str:
             f"generated {tokens(st.generated_tokens)}"
         )
         lines.append(f"TTFT {ttft(st.ttft_s)} · prefill {tok_s(st.prefill_tok_s)} · decode {tok_s(st.decode_tok_s)}")
+        if st.speculation is not None:
+            lines.extend(detail_lines(st.speculation, st.decode_tok_s))
     if meta.chat_template is not None:
         lines.append("chat template: your override for this model (not the GGUF's)")
     if meta.engine:

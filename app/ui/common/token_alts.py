@@ -95,14 +95,26 @@ def tooltip_html(view: StepView) -> str:
     )
 
 
-def chips_html(alts: ReplyAlternatives, mode: TokenColour) -> str:
-    """Every token of a reply as a coloured chip that links to its step (for a rich-text label)."""
+def chips_html(
+    alts: ReplyAlternatives,
+    mode: TokenColour,
+    underlined: frozenset[int] = frozenset(),
+    flagged: frozenset[int] = frozenset(),
+) -> str:
+    """Every token of a reply as a coloured chip that links to its step (for a rich-text label).
+
+    ``underlined``: steps drawn underlined and bold (a speculated reply's accepted drafts);
+    ``flagged``: steps led by a red ▾ inside their chip (where a draft was rejected).
+    """
     parts = []
     for i, tok in enumerate(alts.tokens):
         text = alts.texts.get(tok, "")
         body = html.escape(text).replace("\n", "⏎<br>") or "∅"
+        deco = "underline; font-weight:600" if i in underlined else "none"
+        if i in flagged:
+            body = f"<span style='color:{palette.RED}; font-weight:bold'>▾</span>{body}"
         parts.append(
-            f"<a href='{step_anchor(i)}' style='text-decoration:none; color:{palette.TEXT}; "
+            f"<a href='{step_anchor(i)}' style='text-decoration:{deco}; color:{palette.TEXT}; "
             f"background-color:{step_colour(alts, i, mode)}'>{body}</a>"
         )
     return "<span style='white-space:pre-wrap'>" + "".join(parts) + "</span>"

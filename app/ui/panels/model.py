@@ -33,6 +33,8 @@ from app.ui.common.wheel_guard import guard_wheel
 from app.ui.panels.architecture_view import ArchitectureView
 from app.ui.panels.load_memory import LoadMemoryBox
 from app.ui.panels.rpc_servers import RpcServersBox
+from app.ui.speculative.draft_memory import draft_memory, speculation_fact
+from app.ui.speculative.settings_box import SpeculationBox
 from app.ui.window.model_change import ModelChange, ModelPhase
 
 
@@ -246,6 +248,9 @@ class ModelPanel(QWidget):
         self.rpc = RpcServersBox()  # rpc-server machines to split the model across (app/ui/panels/rpc_servers.py)
         self.rpc.edited.connect(self._person_edited)
         lay.addWidget(self.rpc)
+        self.speculation = SpeculationBox()  # speculative decoding (app/ui/speculative/settings_box.py)
+        self.speculation.edited.connect(self._person_edited)
+        lay.addWidget(self.speculation)
         for w in (
             self.n_ctx,
             self.n_gpu_layers,
@@ -311,6 +316,7 @@ class ModelPanel(QWidget):
             type_k=KVCacheType(self.type_k.currentData()),
             type_v=KVCacheType(self.type_v.currentData()),
             rpc_servers=self.rpc.servers(),
+            speculation=self.speculation.settings(),
         )
 
     def unapplied(self) -> tuple[str, ...]:
@@ -348,6 +354,7 @@ class ModelPanel(QWidget):
         self.policy.setCurrentIndex(max(0, i))
         self.swa_full.setChecked(s.swa_full)
         self.rpc.set_servers(s.rpc_servers)
+        self.speculation.set_settings(s.speculation)
         self.flash_attn.setCurrentIndex(max(0, self.flash_attn.findData(s.flash_attn.value)))
         self.type_k.setCurrentIndex(max(0, self.type_k.findData(s.type_k.value)))
         self.type_v.setCurrentIndex(max(0, self.type_v.findData(s.type_v.value)))
@@ -499,6 +506,7 @@ class ModelPanel(QWidget):
         elif (asked is FlashAttention.ON) != loaded.flash_attn_active:
             fa += f" (asked {asked.value}: llama.cpp changed it)"
         rows.append(("flash attention", fa))
+        rows.append(("speculation", speculation_fact(loaded)))
         kv = (
             f"K {loaded.kv_layout.type_k} · V {loaded.kv_layout.type_v} · "
             f"{format_bytes(loaded.kv_allocated_bytes)} (Glassbox's formula)"
@@ -552,8 +560,11 @@ class ModelPanel(QWidget):
         except ValueError as exc:
             self.estimate.setText(str(exc))
             return
+        draft_text, draft_bytes = draft_memory(s, self.loaded, s.n_ctx or self.info.context_length)
+        self.speculation.show_memory(draft_text)
+        with_draft = f"; with the draft model {format_bytes(est.total + draft_bytes)}" if draft_bytes else ""
         self.estimate.setText(
-            f"Memory at these settings: {est.breakdown()}" + (" — press Apply to reload" if changed else "")
+            f"Memory at these settings: {est.breakdown()}{with_draft}" + (" — press Apply to reload" if changed else "")
         )
 
 

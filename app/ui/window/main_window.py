@@ -40,6 +40,7 @@ from app.ui.inspect.controller import InspectController
 from app.ui.models import ModelsWindow
 from app.ui.panels.template import TemplateDialog
 from app.ui.server.controller import ServerController
+from app.ui.speculative.feature import SpeculationFeature
 from app.ui.window import window_layout
 from app.ui.window.banner import Banner
 from app.ui.window.base_model import BaseModelNotice
@@ -182,6 +183,23 @@ class MainWindow(QMainWindow):
         # Speed vs context (app/ui/depth_sweep): its own window, opened from the Stats panel and the View menu.
         self.depth_sweep = DepthSweep(engine, composer, notices, paths.data_dir, paths.cache_dir, self)
         self.stats_panel.sweep_requested.connect(self.depth_sweep.open)
+        # Speculative decoding (app/ui/speculative): the Model panel's settings, the Speculation dock, the speed-up.
+        self.speculation = SpeculationFeature(
+            engine,
+            loader,
+            chat,
+            self.shown,
+            self.model_panel.speculation,
+            p.speculation_panel,
+            p.speculation_dock,
+            p.tokens_dock,
+            p.model_dock,
+            lambda: [(f"{e.file_name} · {e.quant}", str(e.path)) for e in self.models.library.entries],
+            self.files.choose_model,
+            notices,
+            paths.cache_dir,
+            self,
+        )
         self.menus = Menus(
             self,
             loader,

@@ -28,6 +28,7 @@ from app.ui.panels.timeline import TimelinePanel
 from app.ui.panels.tokens import TokensPanel
 from app.ui.server.controller import ServerController
 from app.ui.server.panel import ServerPanel
+from app.ui.speculative.view import SpeculationView
 from app.ui.window.docks import DockRegistry, DockSpec
 from app.ui.window.settings_controller import SettingsController
 from app.ui.window.window_layout import LEFT_DOCK_LEAST, RIGHT_DOCK_LEAST
@@ -54,7 +55,7 @@ class Panels:
 
     Attributes:
         chats_panel, model_panel, stats_panel, sampler_panel, tokens_panel, server_panel,
-        funnel_panel, timeline_panel: the panels; each ``<name>_dock`` is its dock.
+        funnel_panel, timeline_panel, speculation_panel: the panels; each ``<name>_dock`` is its dock.
     """
 
     def __init__(
@@ -76,6 +77,7 @@ class Panels:
         self.server_panel = ServerPanel(server, settings_ctl)
         self.funnel_panel = FunnelPanel()
         self.timeline_panel = TimelinePanel(shown)
+        self.speculation_panel = SpeculationView(shown)
         stats, tokens, timeline = self.stats_panel, self.tokens_panel, self.timeline_panel
         add = docks.add
         self.chats_dock = add(DockSpec("Chats", "chatsDock", self.chats_panel, LEFT, False, LEFT_DOCK_LEAST, 3))
@@ -152,5 +154,16 @@ class Panels:
                 tab_with="tokensDock",
                 refresh=lambda _plot: timeline.refresh(),
                 shows=(LiveView.TIMELINE,),
+            )
+        )
+        spec = self.speculation_panel
+        self.speculation_dock = add(  # speculative decoding (off by default): there to open, beside Tokens
+            DockSpec(
+                "Speculation",
+                "speculationDock",
+                spec,
+                BOTTOM,
+                hidden=True,
+                refresh=lambda _plot: spec.refresh(),
             )
         )

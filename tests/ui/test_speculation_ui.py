@@ -1,0 +1,185 @@
+"""Speculative decoding in the window (issue 22 §3), on the scripted engine: the Model panel's settings
+reaching LoadModel and remembered for the file, the draft model picked and its memory, a refused draft's
+reason, the drafted tokens marked in a reply with the rejected draft on hover, the footer and Details,
+the Speculation view's bars, and "Measure speed-up" sending its two greedy requests without touching the
+chat. (The engine's own speculation on real models: the engine helper's tests.)"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+
+from app.core import protocol as P
+from app.core.chat.context import Role
+from app.core.gguf.gguf_info import format_bytes
+from app.core.hardware.speed_bound import decode_weight_bytes
+from app.core.speculative.settings import Drafter, SpeculationSettings
+from app.core.speculative.stats import RoundEnd
+from app.ui.speculative.figures import position_bars
+from tests.support import scripted_answers as answers
+from tests.support.fake_engine import reply
+from tests.support.window import WAIT_MS, banner_button, send
+
+PIECES = ("def", " add", "(a", ",", " b", "):", " return", " a", " +", " b")
+REFUSAL = "different vocabulary: token 1,234 is 'foo' in one and 'bar' in the other"
+
+
+def _apply(qtbot, window, **fields) -> P.LoadModel:
+    """Set the panel's speculation fields as a person would, press Apply, wait for the load; the LoadModel sent."""
+    box = window.model_panel.speculation
+    if not box.enabled.isChecked():
+        box.enabled.click()
+    if "draft_max" in fields:
+        box.draft_max.setValue(fields["draft_max"])
+    if "ngram" in fields:
+        box.ngram.setValue(fields["ngram"])
+    with qtbot.waitSignal(window.engine.model_loaded, timeout=WAIT_MS):
+        window.model_panel.apply_btn.click()
+    return window.engine.sent(P.LoadModel)[-1]
+
+
+def _reply_widget(window):
+    return next(w for w in reversed(window.chat_view.messages) if w.role is Role.ASSISTANT)
+
+
+def test_the_settings_reach_load_model_and_are_remembered_for_the_file(qtbot, window, tiny_model):
+    box = window.model_panel.speculation
+    assert box.fields.isHidden()  # off by default: only the switch shows
+    load = _apply(qtbot, window, draft_max=5, ngram=2)
+    assert load.settings.speculation == SpeculationSettings(True, Drafter.PROMPT_LOOKUP, 5, 0.75, 2, "")
+    assert window.settings.load_for(str(tiny_model)).speculation.draft_max == 5  # remembered for the file
+    facts = window.model_panel.facts
+    rows = {facts.itemAt(i, facts.ItemRole.LabelRole).widget().text(): i for i in range(facts.rowCount())}
+    value = facts.itemAt(rows["speculation"], facts.ItemRole.FieldRole).widget().text()
+    assert value == "prompt lookup · draft_max 5 · n-gram 2"
+    assert not box.ngram.isHidden() and box.p_min.isHidden()  # prompt lookup: the n-gram size, no p_min
+    assert box.note.text() == "Prompt lookup needs no second model: no extra memory."
+
+
+def test_a_draft_model_from_the_library_and_its_memory(qtbot, window, tiny_model, tmp_path_factory):
+    # A folder name that wraps as a person's does (the test's own tmp_path is one long unbreakable word).
+    draft = tmp_path_factory.mktemp("drafts") / "Tiny-Draft-Q4_1.gguf"
+    shutil.copy(tiny_model, draft)
+    box = window.model_panel.speculation
+    least = window.model_panel.minimumSizeHint().width()  # speculation off
+    box.set_sources(lambda: [("Tiny-Draft · Q4_1", str(draft))], lambda: None)
+    box.enabled.click()
+    menu = box.open_menu()
+    [pick] = [a for a in menu.actions() if a.data() == str(draft)]
+    pick.trigger()
+    assert box.settings().drafter is Drafter.DRAFT_MODEL and box.draft_name.text() == draft.name
+    assert not box.p_min.isHidden() and box.ngram.isHidden()
+    # The file's row widens the Model panel no further (beside the label column it did, past a 1366x768 dock).
+    assert window.model_panel.minimumSizeHint().width() <= least
+    assert box.note.text().startswith(f"Draft model {draft.name} at these settings: weights")
+    assert "with the draft model" in window.model_panel.estimate.text()  # counted with the model's memory
+    load = _apply(qtbot, window)
+    assert load.settings.speculation.draft_model == str(draft)
+    assert load.settings.speculation.drafter is Drafter.DRAFT_MODEL
+    qtbot.waitUntil(lambda: box.note.text().startswith(f"Draft model loaded: {draft.name}"), timeout=WAIT_MS)
+    assert window.model_panel.minimumSizeHint().width() <= least  # the facts name no file either
+
+
+def test_a_refused_draft_shows_its_reason_and_loads_without_speculation(qtbot, window, tiny_model, tmp_path):
+    draft = tmp_path / "Other-Vocab.gguf"
+    shutil.copy(tiny_model, draft)
+    box = window.model_panel.speculation
+    box.enabled.click()
+    box.choose(str(draft))
+    window.engine.fail_next_load(REFUSAL, P.FailureKind.INCOMPATIBLE)
+    with qtbot.waitSignal(window.engine.model_load_failed, timeout=WAIT_MS):
+        window.model_panel.apply_btn.click()
+    qtbot.waitUntil(lambda: box.refusal.isVisible(), timeout=WAIT_MS)
+    assert box.refusal.text() == f"The draft model was refused: {REFUSAL}"
+    assert "different vocabulary: token 1,234" in window.banner.text.text()
+    with qtbot.waitSignal(window.engine.model_loaded, timeout=WAIT_MS):
+        banner_button(window, "Load without speculation").click()
+    load = window.engine.sent(P.LoadModel)[-1]
+    assert not load.settings.speculation.enabled and load.settings.speculation.draft_model == str(draft)
+    assert not window.settings.load_for(str(tiny_model)).speculation.enabled  # remembered off
+    assert box.refusal.isHidden()
+
+
+def test_the_drafted_tokens_are_marked_and_the_rejected_draft_is_on_hover(qtbot, window):
+    _apply(qtbot, window, draft_max=4)
+    window.engine.script(reply(*PIECES))
+    fin = send(qtbot, window, "write add")
+    spec = fin.stats.speculation
+    assert spec == answers.speculation(
+        len(PIECES), window.engine.model.speculation, list(PIECES), window.engine.model.info.tensor_bytes, 0.02
+    )
+    w = _reply_widget(window)
+    assert f"drafts {spec.accepted}/{spec.drafted} accepted" in w.footer.text()
+    assert "speculative decoding: prompt lookup, draft_max 4" in w.how_made
+    assert f"{spec.mean_accepted_per_round:.2f} accepted per round" in w.how_made
+    w.tokens_btn.click()
+    tt, bar = w.token_text, w.drafts_bar
+    assert tt is not None and bar is not None and bar.check.isChecked()
+    chips = tt.text().split("<a href=")[1:]
+    underlined = {i for i, c in enumerate(chips) if "text-decoration:underline" in c}
+    assert underlined == set(spec.accepted_tokens) and underlined  # e.g. tokens 0 and 1: round 1 accepted two
+    flagged = {i for i, c in enumerate(chips) if "▾" in c}
+    assert flagged == {i for i, _t in spec.rejected}
+    step, drafted = spec.rejected[0]
+    assert drafted == "~" + PIECES[step]
+    assert f"proposed “{drafted}”" in tt.hover_html(step)
+    assert "accepted" in tt.hover_html(spec.accepted_tokens[0])
+    assert f"({len(spec.accepted_tokens)} of {len(PIECES)} tokens)" in bar.legend.text()
+    bar.check.click()  # the toggle: marks off
+    assert "underline" not in tt.text() and "▾" not in tt.text()
+    assert "proposed" not in tt.hover_html(step)
+
+
+def test_the_speculation_view_follows_the_reply_shown(qtbot, window):
+    view = window.panels.speculation_panel
+    window.model_panel.speculation.view_btn.click()  # "Speculation view" in the Model panel opens the dock
+    assert window.panels.speculation_dock.isVisible()
+    window.engine.script(reply("plain", " reply"))
+    send(qtbot, window, "hi")
+    qtbot.waitUntil(lambda: view.advice.isVisible() and "Turn on" in view.advice.text(), timeout=WAIT_MS)
+    assert view.details.isHidden()
+    view.settings_btn.click()  # what to do: the Model panel's switch, in view and focused
+    assert window.model_dock.isVisible() and window.model_panel.speculation.enabled.hasFocus()
+    _apply(qtbot, window, draft_max=3)
+    window.engine.script(reply(*PIECES))
+    fin = send(qtbot, window, "again")
+    spec = fin.stats.speculation
+    qtbot.waitUntil(lambda: view.spec == spec, timeout=WAIT_MS)
+    assert not view.details.isHidden() and view.advice.isHidden()
+    bars = position_bars(spec)
+    assert view.positions.heights == [100.0 * b.rate for b in bars]
+    assert view.positions.heights[0] == 100.0 * spec.accepted_at[0] / spec.drafted_at[0]
+    assert view.positions.labels[0] == f"{spec.accepted_at[0]}/{spec.drafted_at[0]}"
+    for end in RoundEnd:
+        assert view.end_counts[end].text() == f"{spec.ended(end):,}"
+    assert spec.ended(RoundEnd.MISMATCH) > 0
+    assert f"drafted <b>{spec.drafted:,}</b>" in view.headline.text()
+    assert f"{fin.stats.decode_tok_s:,.1f} tok/s" in view.headline.text()
+    plain = decode_weight_bytes(window.engine.model.info)
+    assert view.roofline.text().startswith(f"{format_bytes(int(spec.weight_bytes_per_token))} speculated, ")
+    assert f"{format_bytes(plain)} plain (÷{plain / spec.weight_bytes_per_token:.2f})" in view.roofline.text()
+
+
+def test_measure_speed_up_sends_two_greedy_requests_and_keeps_the_chat(qtbot, window):
+    _apply(qtbot, window, draft_max=4)
+    window.engine.script(reply(*PIECES), reply(*PIECES), reply(*PIECES))
+    send(qtbot, window, "write add")
+    view = window.panels.speculation_panel
+    window.panels.speculation_dock.show()
+    n_messages = len(window.chat_view.messages)
+    before = len(window.engine.sent(P.Generate))
+    measure = window.speculation.measure
+    qtbot.waitUntil(view.measure_btn.isEnabled, timeout=WAIT_MS)
+    view.measure_btn.click()
+    qtbot.waitUntil(lambda: measure.result is not None, timeout=WAIT_MS)
+    plain, spec = window.engine.sent(P.Generate)[before:]
+    assert (plain.speculate, spec.speculate) == (False, True)
+    assert plain.external and spec.external and plain.messages == spec.messages
+    assert plain.messages[-1] == replace(plain.messages[-1], role=Role.USER, content="write add")
+    assert plain.sampler.temperature == 0.0 == spec.sampler.temperature
+    result = measure.result
+    assert result.parted_at == -1 and result.spec is not None and result.ratio > 1.0
+    assert view.measure_text.text() == result.sentence() and "×" in view.measure_text.text()
+    assert len(window.chat_view.messages) == n_messages  # a measurement, not a new reply
+    send(qtbot, window, "another")  # another reply shown: the measurement was not of it
+    qtbot.waitUntil(view.measure_text.isHidden, timeout=WAIT_MS)

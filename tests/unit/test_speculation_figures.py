@@ -1,0 +1,107 @@
+"""The window's speculation figures in plain Python (app/ui/speculative/figures.py, measure.py's requests,
+draft_memory.py): marks by token step, the hover, the bars, round ends, the roofline sentence, the
+speed-up sentence, the advice for a reply not speculated, the draft's memory for a bad file."""
+
+from __future__ import annotations
+
+from app.core import protocol as P
+from app.core.chat.context import ChatMessage, LoadSettings, Role
+from app.core.sampling.params import Mirostat, SamplerSettings
+from app.core.speculative.settings import Drafter, SpeculationSettings
+from app.core.speculative.stats import RoundEnd, SpeculationStats
+from app.ui.speculative import figures as F
+from app.ui.speculative.draft_memory import draft_memory
+from app.ui.speculative.measure import MAX_TOKENS, MeasureSource, greedy_requests
+
+STATS = SpeculationStats(
+    drafter=Drafter.PROMPT_LOOKUP,
+    draft_max=4,
+    rounds=5,
+    drafted=10,
+    accepted=6,
+    accepted_at=(4, 2, 0, 0),
+    drafted_at=(5, 3, 2, 0),
+    round_ends=((RoundEnd.MISMATCH, 3), (RoundEnd.NO_DRAFT, 1), (RoundEnd.STOPPED, 1)),
+    draft_s=0.01,
+    verify_s=0.3,
+    sample_s=0.02,
+    accepted_tokens=(0, 1, 4, 5, 6, 9),
+    rejected=((2, " foo"), (7, "bar")),
+    weight_bytes_per_token=50e6,
+)
+
+
+def test_marks_count_the_reply_steps_after_an_earlier_part():
+    m = F.DraftMarks.of(STATS, offset=10)  # a continued reply: 10 tokens before Continue
+    assert m.accepted == frozenset({10, 11, 14, 15, 16, 19})
+    assert m.rejected_at(12) == " foo" and m.rejected_at(2) is None
+    assert "proposed “ foo”" in m.hover(12) and "accepted" in m.hover(10) and m.hover(13) == ""
+    assert m.legend(20) == (
+        "Underlined: drafted by the prompt lookup and accepted (6 of 20 tokens). "
+        "▾: a rejected draft (2), hover it for what was proposed."
+    )
+
+
+def test_the_bars_by_position_leave_out_positions_never_drafted():
+    bars = F.position_bars(STATS)
+    assert [(b.position, b.accepted, b.drafted) for b in bars] == [(1, 4, 5), (2, 2, 3), (3, 0, 2)]
+    assert [round(b.rate, 3) for b in bars] == [0.8, 0.667, 0.0]
+
+
+def test_round_ends_every_way_with_its_share():
+    rows = {end: (n, share) for end, _w, n, share in F.round_end_rows(STATS)}
+    assert rows[RoundEnd.MISMATCH] == (3, 0.6) and rows[RoundEnd.DRAFT_MAX] == (0, 0.0)
+    assert set(rows) == set(RoundEnd)
+
+
+def test_footer_and_details():
+    assert F.footer_part(STATS) == "drafts 6/10 accepted (60%)"
+    lines = F.detail_lines(STATS, 31.25)
+    assert lines[0] == "speculative decoding: prompt lookup, draft_max 4"
+    assert lines[1] == "drafted 10 · accepted 6 (60%) · 5 rounds · 1.20 accepted per round · decode 31.2 tok/s"
+
+
+def test_the_roofline_sentence():
+    assert F.WeightReads(100e6, 50e6).sentence() == "47.7 MiB speculated, 95.4 MiB plain (÷2.00)."
+    with_bw = F.WeightReads(100e6, 50e6, 10e9).sentence()
+    assert with_bw.endswith("At 10.0 GB/s: at most 200 tok/s, 100 plain.")
+    assert F.WeightReads(0, 50e6).sentence() == "Not known for this reply."
+
+
+def test_the_speed_up_sentence_says_where_greedy_texts_part():
+    same = F.Speedup(20.0, 30.0, 100, 100, F.parted_at("abc", "abc"), STATS)
+    assert same.ratio == 1.5
+    assert same.sentence() == (
+        "Speed-up ×1.50 (faster): 30.0 tok/s speculated (100 tokens), 20.0 plain (100), greedy · 60% of drafts accepted"
+    )
+    assert F.parted_at("abcd", "abxd") == 2 and F.parted_at("ab", "abc") == 2
+    differ = F.Speedup(20.0, 10.0, 100, 90, F.parted_at("abcd", "abxd"))
+    assert "(slower)" in differ.sentence() and differ.sentence().endswith("the two texts part at character 2")
+
+
+def test_what_to_do_when_a_reply_was_not_speculated():
+    assert "Load one" in F.not_speculated_advice(None)
+    assert "Turn on “Speculative decoding”" in F.not_speculated_advice(SpeculationSettings())
+    assert "Regenerate it" in F.not_speculated_advice(SpeculationSettings(enabled=True))
+
+
+def test_measure_speed_up_asks_greedy_both_ways_capped():
+    src = MeasureSource(
+        (ChatMessage(Role.USER, "hi"),), SamplerSettings(temperature=0.9, mirostat=Mirostat.V2, max_tokens=-1), ("END",)
+    )
+    plain, spec = greedy_requests(src)
+    assert (plain.speculate, spec.speculate) == (False, True) and plain.external and spec.external
+    assert plain.sampler.temperature == 0.0 and plain.sampler.mirostat is Mirostat.OFF
+    assert plain.sampler.max_tokens == MAX_TOKENS and plain.stop_strings == ("END",)
+    assert isinstance(plain, P.Generate) and plain.messages == spec.messages == src.messages
+
+
+def test_a_draft_model_that_cannot_be_read_is_named(tmp_path):
+    bad = tmp_path / "not-a-model.gguf"
+    bad.write_bytes(b"hello")
+    s = LoadSettings(speculation=SpeculationSettings(enabled=True, drafter=Drafter.DRAFT_MODEL, draft_model=str(bad)))
+    text, n = draft_memory(s, None, 4096)
+    assert n == 0 and text.startswith(f"The draft model {bad} cannot be read") and "Choose another" in text
+    off = LoadSettings(speculation=SpeculationSettings(enabled=True, drafter=Drafter.DRAFT_MODEL))
+    assert draft_memory(off, None, 4096)[0].startswith("Choose a draft model")
+    assert draft_memory(LoadSettings(), None, 4096) == ("", 0)
