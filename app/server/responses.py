@@ -4,7 +4,8 @@
 ``prompt_per_second``, ``predicted_n`` (tokens sampled), ``predicted_ms`` (first to last token),
 ``predicted_per_second`` ((predicted_n - 1) / predicted_ms: the first token belongs to TTFT, as in
 the Stats panel), ``cache_n`` (prompt tokens reused from the KV cache); Glassbox adds ``ttft_ms``
-(request reaching the engine to first token) and ``queued_ms`` (time waiting for the engine).
+(request reaching the engine to first token) and ``queued_ms`` (time waiting for the engine). A speculated
+reply adds llama-server's ``draft_n`` (drafted tokens verified) and ``draft_n_accepted`` (those accepted).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def usage(stats: GenerationStats) -> dict[str, Any]:
 
 def timings(stats: GenerationStats, queued_s: float) -> dict[str, Any]:
     """llama-server-style ``timings`` (see the module docstring), milliseconds and tokens/s."""
-    return {
+    out: dict[str, Any] = {
         "cache_n": stats.cached_tokens,
         "prompt_n": stats.evaluated_tokens,
         "prompt_ms": stats.prefill_s * 1000,
@@ -65,6 +66,10 @@ def timings(stats: GenerationStats, queued_s: float) -> dict[str, Any]:
         "ttft_ms": stats.ttft_s * 1000,
         "queued_ms": queued_s * 1000,
     }
+    if stats.speculation is not None:
+        out["draft_n"] = stats.speculation.drafted
+        out["draft_n_accepted"] = stats.speculation.accepted
+    return out
 
 
 class ReplyBuilder:

@@ -5,12 +5,16 @@ from __future__ import annotations
 import asyncio
 import json
 
+from dataclasses import replace
+
 import pytest
 
 from app.core import protocol as P
 from app.core.chat.context import ChatMessage, GenerationStats, Role, StopReason
 from app.core.server_settings import BusyPolicy, ServerSettings
 from app.core.settings import Settings, SettingsStore
+from app.core.speculative.settings import Drafter
+from app.core.speculative.stats import SpeculationStats
 from app.server.errors import ApiError
 from app.server.gateway import ApiJob, ModelCard
 from app.server.responses import ReplyBuilder, piece_bytes, timings
@@ -132,6 +136,13 @@ def test_timings_follow_llama_server():
     assert (t["prompt_n"], t["cache_n"], t["predicted_n"]) == (20, 10, 5)
     assert t["prompt_ms"] == 500 and t["prompt_per_second"] == 40 and t["predicted_ms"] == 200
     assert t["predicted_per_second"] == pytest.approx(20.0) and t["queued_ms"] == 250 and t["ttft_ms"] == 600
+    assert "draft_n" not in t and "draft_n_accepted" not in t  # not speculated
+
+
+def test_timings_of_a_speculated_reply_carry_llama_servers_draft_counts():
+    spec = SpeculationStats(Drafter.PROMPT_LOOKUP, 4, rounds=3, drafted=9, accepted=7)
+    t = timings(replace(STATS, speculation=spec), 0.0)
+    assert (t["draft_n"], t["draft_n_accepted"]) == (9, 7)
 
 
 def test_stream_sends_text_held_back_for_a_stop_string_in_the_last_chunk():

@@ -158,6 +158,8 @@ class SpeculationFeature(QObject):
         self.notices.show(
             NoticeTopic.MODEL,
             Severity.ERROR,
-            f"The draft model was refused, so the model was not loaded: {html.escape(ev.message)}",
+            # Marked as rich text (a tag first): without one the label read the escaped text as plain
+            # and showed "&#x27;" for an apostrophe.
+            f"<span>The draft model was refused, so the model was not loaded: {html.escape(ev.message)}</span>",
             actions,
         )
