@@ -162,6 +162,9 @@ def test_draft_model_reply_is_the_models_own(smollm2, smollm2_q8_0):
             assert s is not None and s.drafter is Drafter.DRAFT_MODEL
             assert s.acceptance_rate > 0.4, s  # Q4_1 drafting for its own Q8_0: mostly agrees
             check_adds_up(s, spec.stats.generated_tokens)
+            # The draft model's reads: its weights once per llama_decode, at least one per drafted token.
+            least = draft.weights_bytes * s.drafted / spec.stats.generated_tokens
+            assert least > 0 and s.draft_weight_bytes_per_token >= least, s
             verdict = same_or_near_tie(token_events(plain_ev), token_events(spec_ev), greedy=greedy)
             print("draft model", kw, verdict, f"acceptance {s.acceptance_rate:.2f}")
     finally:
@@ -178,6 +181,7 @@ def test_gemma_prompt_lookup_greedy_reply_is_the_models_own(gemma):
         spec = turn(eng, prompt, speculate=None, events=spec_ev, temperature=0.0, max_tokens=40, system="")
         s = spec.stats.speculation
         assert s is not None and s.accepted > 20, s
+        assert s.draft_weight_bytes_per_token == 0.0  # prompt lookup: no second model, nothing read
         check_adds_up(s, spec.stats.generated_tokens)
         print(
             "gemma prompt lookup, greedy:", same_or_near_tie(token_events(plain_ev), token_events(spec_ev), greedy=True)

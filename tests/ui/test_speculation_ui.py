@@ -20,6 +20,7 @@ from app.core.hardware.speed_bound import decode_weight_bytes
 from app.core.speculative.settings import Drafter, SpeculationSettings
 from app.core.speculative.stats import RoundEnd
 from app.ui.speculative.figures import position_bars
+from app.ui.speculative.measure import PAIRS
 from tests.support import scripted_answers as answers
 from tests.support.fake_engine import reply
 from tests.support.window import WAIT_MS, banner_button, send
@@ -175,9 +176,9 @@ def test_the_speculation_view_follows_the_reply_shown(qtbot, window):
     assert f"{format_bytes(plain)} plain (÷{plain / spec.weight_bytes_per_token:.2f})" in view.roofline.text()
 
 
-def test_measure_speed_up_sends_two_greedy_requests_and_keeps_the_chat(qtbot, window):
+def test_measure_speed_up_sends_alternating_greedy_pairs_and_keeps_the_chat(qtbot, window):
     _apply(qtbot, window, draft_max=4)
-    window.engine.script(reply(*PIECES), reply(*PIECES), reply(*PIECES))
+    window.engine.script(*[reply(*PIECES)] * (1 + 2 * PAIRS))
     send(qtbot, window, "write add")
     view = window.panels.speculation_panel
     window.panels.speculation_dock.show()
@@ -187,13 +188,15 @@ def test_measure_speed_up_sends_two_greedy_requests_and_keeps_the_chat(qtbot, wi
     qtbot.waitUntil(view.measure_btn.isEnabled, timeout=WAIT_MS)
     view.measure_btn.click()
     qtbot.waitUntil(lambda: measure.result is not None, timeout=WAIT_MS)
-    plain, spec = window.engine.sent(P.Generate)[before:]
-    assert (plain.speculate, spec.speculate) == (False, True)
+    runs = window.engine.sent(P.Generate)[before:]
+    assert [r.speculate for r in runs] == [False, True, True, False, False, True]  # P S, S P, P S
+    plain, spec = runs[:2]
     assert plain.external and spec.external and plain.messages == spec.messages
     assert plain.messages[-1] == replace(plain.messages[-1], role=Role.USER, content="write add")
     assert plain.sampler.temperature == 0.0 == spec.sampler.temperature
     result = measure.result
     assert result.parted_at == -1 and result.spec is not None and result.ratio > 1.0
+    assert len(result.ratios) == PAIRS and "median of 3 pairs, range ×" in result.sentence()
     assert view.measure_text.text() == result.sentence() and "×" in view.measure_text.text()
     assert len(window.chat_view.messages) == n_messages  # a measurement, not a new reply
     send(qtbot, window, "another")  # another reply shown: the measurement was not of it

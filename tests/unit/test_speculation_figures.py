@@ -4,14 +4,25 @@ speed-up sentence, the advice for a reply not speculated, the draft's memory for
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pytest
+
 from app.core import protocol as P
-from app.core.chat.context import ChatMessage, LoadSettings, Role
+from app.core.chat.context import ChatMessage, GenerationStats, LoadSettings, Role
 from app.core.sampling.params import Mirostat, SamplerSettings
 from app.core.speculative.settings import Drafter, SpeculationSettings
 from app.core.speculative.stats import RoundEnd, SpeculationStats
 from app.ui.speculative import figures as F
 from app.ui.speculative.draft_memory import draft_memory
-from app.ui.speculative.measure import MAX_TOKENS, MeasureSource, greedy_requests
+from app.ui.speculative.measure import (
+    MAX_TOKENS,
+    PAIRS,
+    MeasureSource,
+    greedy_requests,
+    paired_requests,
+    speedup_of,
+)
 
 STATS = SpeculationStats(
     drafter=Drafter.PROMPT_LOOKUP,
@@ -68,6 +79,19 @@ def test_the_roofline_sentence():
     assert F.WeightReads(0, 50e6).sentence() == "Not known for this reply."
 
 
+def test_the_roofline_counts_the_draft_models_reads():
+    # The reviewer's case: the model's reads alone looked like a saving (÷1.50); the draft model's own
+    # reads (its weights once per llama_decode) make it more than plain.
+    reads = F.WeightReads(143e6, 95.3e6, 10e9, draft=80e6)
+    assert reads.total == 175.3e6 and reads.saving == 143e6 / 175.3e6
+    assert reads.sentence().startswith(
+        "167.2 MiB speculated (model 90.9 MiB + draft model 76.3 MiB), 136.4 MiB plain (×1.23: more than plain)."
+    )
+    assert "at most 57 tok/s, 70 plain" in reads.sentence()
+    spec = replace(STATS, weight_bytes_per_token=50e6, draft_weight_bytes_per_token=20e6)
+    assert spec.total_weight_bytes_per_token == 70e6
+
+
 def test_the_speed_up_sentence_says_where_greedy_texts_part():
     same = F.Speedup(20.0, 30.0, 100, 100, F.parted_at("abc", "abc"), STATS)
     assert same.ratio == 1.5
@@ -77,6 +101,35 @@ def test_the_speed_up_sentence_says_where_greedy_texts_part():
     assert F.parted_at("abcd", "abxd") == 2 and F.parted_at("ab", "abc") == 2
     differ = F.Speedup(20.0, 10.0, 100, 90, F.parted_at("abcd", "abxd"))
     assert "(slower)" in differ.sentence() and differ.sentence().endswith("the two texts part at character 2")
+
+
+def test_pairs_give_a_median_and_a_range_and_say_within_noise():
+    # The reviewer's four presses (×1.80, ×1.12, ×0.82, ×1.06): one pair's verdict was chance.
+    noisy = F.Speedup(20.0, 21.2, 100, 100, -1, STATS, (1.80, 0.82, 1.06))
+    assert noisy.ratio == 1.06 and noisy.verdict == "within noise"
+    assert noisy.sentence().startswith("Speed-up ×1.06 (within noise, median of 3 pairs, range ×0.82–×1.80): ")
+    steady = F.Speedup(20.0, 30.0, 100, 100, -1, STATS, (1.45, 1.50, 1.62))
+    assert steady.verdict == "faster" and "(faster, median of 3 pairs, range ×1.45–×1.62)" in steady.sentence()
+    assert F.Speedup(20.0, 15.0, 100, 100, -1, None, (0.7, 0.75, 0.9)).verdict == "slower"
+
+
+def test_the_measurement_alternates_the_order_of_its_pairs():
+    src = MeasureSource((ChatMessage(Role.USER, "hi"),), SamplerSettings(temperature=0.7, max_tokens=-1))
+    sent = paired_requests(src)
+    assert [r.speculate for r in sent] == [False, True, True, False, False, True]
+    assert len(sent) == 2 * PAIRS and all(r.sampler.temperature == 0.0 and r.external for r in sent)
+
+    def fin(text: str, tok_s: float, spec: bool) -> P.Finished:
+        stats = GenerationStats(generated_tokens=11, decode_s=10 / tok_s, speculation=STATS if spec else None)
+        return P.Finished(0, text, stats)
+
+    ends = [fin("a", 10.0, False), fin("a", 15.0, True), fin("a", 8.0, True), fin("a", 10.0, False)]
+    ends += [fin("a", 10.0, False), fin("ab", 12.0, True)]
+    result = speedup_of(ends, sent)
+    assert result.ratios == pytest.approx((1.5, 0.8, 1.2))  # each pair speculated / plain, whatever its order
+    assert result.ratio == pytest.approx(1.2) and result.verdict == "within noise"
+    assert result.plain_tok_s == pytest.approx(10.0) and result.speculated_tok_s == pytest.approx(12.0)
+    assert result.parted_at == -1 and result.spec == STATS
 
 
 def test_what_to_do_when_a_reply_was_not_speculated():

@@ -26,6 +26,7 @@ def _stats() -> SpeculationStats:
         accepted_tokens=(1, 2, 5, 6, 7),
         rejected=((3, " foo"), (8, "bar")),
         weight_bytes_per_token=1234.5,
+        draft_weight_bytes_per_token=678.5,
     )
 
 

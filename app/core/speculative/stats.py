@@ -56,6 +56,9 @@ class SpeculationStats:
         rejected: ``(reply token index, the drafted text the model replaced there)`` per mismatch.
         weight_bytes_per_token: model weight bytes read per generated token (weights x verify
             batches / tokens generated), bytes; the roofline's figure (weights read once per batch).
+        draft_weight_bytes_per_token: the draft model's weight bytes read per generated token (its
+            weights x its llama_decode calls in the reply, catching up included / tokens generated),
+            bytes; 0.0 for prompt lookup (no second model).
     """
 
     drafter: Drafter
@@ -72,6 +75,12 @@ class SpeculationStats:
     accepted_tokens: tuple[int, ...] = ()
     rejected: tuple[tuple[int, str], ...] = ()
     weight_bytes_per_token: float = 0.0
+    draft_weight_bytes_per_token: float = 0.0
+
+    @property
+    def total_weight_bytes_per_token(self) -> float:
+        """Weight bytes read per generated token, the model's and the draft model's together."""
+        return self.weight_bytes_per_token + self.draft_weight_bytes_per_token
 
     @property
     def acceptance_rate(self) -> float:
@@ -104,6 +113,7 @@ class SpeculationStats:
             "accepted_tokens": list(self.accepted_tokens),
             "rejected": [[i, text] for i, text in self.rejected],
             "weight_bytes_per_token": self.weight_bytes_per_token,
+            "draft_weight_bytes_per_token": self.draft_weight_bytes_per_token,
             "acceptance_rate": self.acceptance_rate,
             "mean_accepted_per_round": self.mean_accepted_per_round,
         }
@@ -152,4 +162,5 @@ class SpeculationStats:
             accepted_tokens=ints("accepted_tokens"),
             rejected=tuple(rejected),
             weight_bytes_per_token=num("weight_bytes_per_token", float),
+            draft_weight_bytes_per_token=num("draft_weight_bytes_per_token", float),
         )

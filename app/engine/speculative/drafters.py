@@ -38,6 +38,9 @@ class PromptLookup:
         ngram: the n-gram matched, tokens.
     """
 
+    weights_bytes = 0  #: no second model: no weights read
+    forward_passes = 0  #: no llama_decode ever
+
     def __init__(self, ngram: int) -> None:
         self._ngram = ngram
 
@@ -119,6 +122,7 @@ class DraftModel:
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(self.model)))
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
         self._held: list[int] = []  # the tokens its KV cache holds, in order
+        self.forward_passes = 0  # its llama_decode calls so far (each reads every weight once)
 
     @property
     def n_params(self) -> int:
@@ -141,6 +145,7 @@ class DraftModel:
             batch.seq_id[i][0] = 0
             batch.logits[i] = i == len(tokens) - 1
         rc = int(llama_cpp.llama_decode(self.ctx, batch))
+        self.forward_passes += 1
         if rc != 0:
             raise EngineError(P.FailureKind.INTERNAL, f"the draft model's llama_decode returned {rc} at {pos0}.")
         self._held[pos0:] = list(tokens)

@@ -52,7 +52,18 @@ from app.engine.vocab import Vocab
 
 
 class Drafting(Protocol):
-    """A drafter (:class:`~app.engine.speculative.drafters.PromptLookup`, ``DraftModel``)."""
+    """A drafter (:class:`~app.engine.speculative.drafters.PromptLookup`, ``DraftModel``).
+
+    Attributes:
+        weights_bytes: its own model's weights, bytes (0: no model).
+        forward_passes: its llama_decode calls so far.
+    """
+
+    @property
+    def weights_bytes(self) -> int: ...
+
+    @property
+    def forward_passes(self) -> int: ...
 
     def draft(self, context: Sequence[int], k: int) -> Draft: ...
 
@@ -80,8 +91,11 @@ class _Tally:
         self.accepted_at = [0] * self.draft_max
         self.drafted_at = [0] * self.draft_max
 
-    def stats(self, s: SpeculationSettings, weights_bytes: int, generated: int) -> SpeculationStats:
-        """The reply's :class:`SpeculationStats` (trailing draft positions never drafted left out)."""
+    def stats(
+        self, s: SpeculationSettings, weights_bytes: int, generated: int, draft_bytes: int = 0
+    ) -> SpeculationStats:
+        """The reply's :class:`SpeculationStats` (trailing draft positions never drafted left out);
+        ``draft_bytes``: the draft model's weight bytes read in the reply (weights x its llama_decode calls)."""
         n = max((i + 1 for i, c in enumerate(self.drafted_at) if c), default=0)
         return SpeculationStats(
             drafter=s.drafter,
@@ -98,6 +112,7 @@ class _Tally:
             accepted_tokens=tuple(self.accepted_tokens),
             rejected=tuple(self.rejected),
             weight_bytes_per_token=weights_bytes * self.rounds / generated if generated else 0.0,
+            draft_weight_bytes_per_token=draft_bytes / generated if generated else 0.0,
         )
 
 
@@ -149,6 +164,7 @@ def speculative_loop(
     drafting = True
     want, keep_rows = sink.wants_logits, store is not None
     verifier = Verifier(llm, min(settings.draft_max + 1, llm.n_batch))
+    passes0 = drafter.forward_passes
 
     def draw(row: Logits | None, idx: int, context_used: int) -> tuple[int, StopReason | None]:
         """Sample at output row ``idx`` (-1: the last), record the step, hand the token to the sink."""
@@ -222,5 +238,6 @@ def speculative_loop(
     finally:
         verifier.close()
     text = sink.finish()
-    spec = tally.stats(settings, weights_bytes, len(gen))
+    draft_bytes = drafter.weights_bytes * (drafter.forward_passes - passes0)
+    spec = tally.stats(settings, weights_bytes, len(gen), draft_bytes)
     return DecodeResult(text, reason, len(gen), sink.t_first, sink.t_last, shifts, spec)

@@ -10,13 +10,15 @@ reads them:
 - why rounds stopped: ``round_ends`` (:class:`~app.core.speculative.stats.RoundEnd`);
 - the time split: ``draft_s``, ``verify_s``, ``sample_s`` (engine seconds);
 - the roofline: decode reads every weight once per llama_decode call (app/core/hardware/speed_bound.py),
-  so the plain loop reads ``decode_weight_bytes`` per token and the speculated one
-  ``weight_bytes_per_token`` (weights x verify batches / tokens generated); at a measured memory
-  bandwidth B (bytes/s) each bounds decode at B / bytes per token (KV cache reads left out).
+  so the plain loop reads ``decode_weight_bytes`` per token and the speculated one the model's
+  ``weight_bytes_per_token`` (weights x verify batches / tokens generated) plus the draft model's
+  ``draft_weight_bytes_per_token`` (its weights x its llama_decode calls / tokens generated); at a
+  measured memory bandwidth B (bytes/s) each bounds decode at B / bytes per token (KV cache reads left out).
 """
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 from app.core.gguf.gguf_info import format_bytes
@@ -149,37 +151,51 @@ class WeightReads:
 
     Attributes:
         plain: bytes per token of the plain loop (every weight once per token).
-        speculated: bytes per token with speculation (the engine's ``weight_bytes_per_token``).
+        speculated: the model's bytes per token with speculation (the engine's ``weight_bytes_per_token``).
         bandwidth_b_s: the machine's measured memory bandwidth, bytes/s (0: not measured).
+        draft: the draft model's bytes per token (``draft_weight_bytes_per_token``; 0: prompt lookup).
     """
 
     plain: float
     speculated: float
     bandwidth_b_s: float = 0.0
+    draft: float = 0.0
+
+    @property
+    def total(self) -> float:
+        """Bytes per token with speculation, the model's and the draft model's."""
+        return self.speculated + self.draft
 
     @property
     def saving(self) -> float:
-        """plain / speculated (1.0 when either is unknown)."""
-        return self.plain / self.speculated if self.plain > 0 and self.speculated > 0 else 1.0
+        """plain / total (1.0 when either is unknown); below 1.0: speculation reads more than plain."""
+        return self.plain / self.total if self.plain > 0 and self.speculated > 0 else 1.0
 
     EXPLAINED = (
         "Decode is bound by memory bandwidth: each llama_decode call reads every weight once. The plain loop "
         "calls it once per token; speculation calls it once per round and keeps every accepted token of the "
-        "round, so the weights read per token fall as the acceptance rises. At a bandwidth B, decode is bound "
-        "at B / bytes per token (the KV cache's reads left out)."
+        "round, so the weights read per token fall as the acceptance rises. A draft model reads its own weights "
+        "once per token it drafts (and per batch when it catches up), and those count too. At a bandwidth B, "
+        "decode is bound at B / bytes per token (the KV cache's reads left out)."
     )
 
     def sentence(self) -> str:
         """The figures in one or two short sentences (:attr:`EXPLAINED` says why)."""
         if self.plain <= 0 or self.speculated <= 0:
             return "Not known for this reply."
-        text = (
-            f"{format_bytes(int(self.speculated))} speculated, {format_bytes(int(self.plain))} plain "
-            f"(÷{self.saving:.2f})."
+        parts = (
+            f" (model {format_bytes(int(self.speculated))} + draft model {format_bytes(int(self.draft))})"
+            if self.draft > 0
+            else ""
         )
+        if self.saving >= 1.0:
+            compared = f"÷{self.saving:.2f}"
+        else:
+            compared = f"×{1 / self.saving:.2f}: more than plain"
+        text = f"{format_bytes(int(self.total))} speculated{parts}, {format_bytes(int(self.plain))} plain ({compared})."
         if self.bandwidth_b_s > 0:
             text += (
-                f" At {self.bandwidth_b_s / 1e9:.1f} GB/s: at most {self.bandwidth_b_s / self.speculated:,.0f} tok/s, "
+                f" At {self.bandwidth_b_s / 1e9:.1f} GB/s: at most {self.bandwidth_b_s / self.total:,.0f} tok/s, "
                 f"{self.bandwidth_b_s / self.plain:,.0f} plain."
             )
         return text
@@ -187,14 +203,16 @@ class WeightReads:
 
 @dataclass(frozen=True)
 class Speedup:
-    """One "Measure speed-up": the same prompt regenerated greedily without and with speculation.
+    """One "Measure speed-up": the same prompt regenerated greedily without and with speculation, in pairs.
 
     Attributes:
-        plain_tok_s / speculated_tok_s: decode speed of each, tok/s (the engine's figures).
-        plain_tokens / speculated_tokens: tokens each generated.
+        plain_tok_s / speculated_tok_s: decode speed of each, tok/s (the engine's figures; the median
+            over the pairs).
+        plain_tokens / speculated_tokens: tokens each generated (the first pair).
         parted_at: where the two greedy texts first differ, characters (-1: the same text; the
             verification is exact, so they should be).
         spec: the speculated run's counts (None: the engine did not speculate it).
+        ratios: each pair's speculated / plain decode speed (empty: one pair, the ratio of the speeds).
     """
 
     plain_tok_s: float
@@ -203,17 +221,29 @@ class Speedup:
     speculated_tokens: int
     parted_at: int
     spec: SpeculationStats | None = None
+    ratios: tuple[float, ...] = ()
 
     @property
     def ratio(self) -> float:
-        """speculated / plain decode speed (0.0 when the plain speed is unknown)."""
+        """The median of the pairs' speculated / plain decode speeds (0.0 when the plain speed is unknown)."""
+        if self.ratios:
+            return statistics.median(self.ratios)
         return self.speculated_tok_s / self.plain_tok_s if self.plain_tok_s > 0 else 0.0
+
+    @property
+    def verdict(self) -> str:
+        """ "faster" or "slower"; "within noise" when the pairs' ratios lie on both sides of 1.0."""
+        if len(self.ratios) > 1 and min(self.ratios) < 1.0 < max(self.ratios):
+            return "within noise"
+        return "faster" if self.ratio >= 1.0 else "slower"
 
     def sentence(self) -> str:
         """The result in one line."""
-        verdict = "faster" if self.ratio >= 1.0 else "slower"
+        spread = ""
+        if len(self.ratios) > 1:
+            spread = f", median of {len(self.ratios)} pairs, range ×{min(self.ratios):.2f}–×{max(self.ratios):.2f}"
         text = (
-            f"Speed-up ×{self.ratio:.2f} ({verdict}): {self.speculated_tok_s:,.1f} tok/s speculated "
+            f"Speed-up ×{self.ratio:.2f} ({self.verdict}{spread}): {self.speculated_tok_s:,.1f} tok/s speculated "
             f"({self.speculated_tokens:,} tokens), {self.plain_tok_s:,.1f} plain ({self.plain_tokens:,}), greedy"
         )
         if self.spec is not None:

@@ -258,6 +258,11 @@ class SpeculationView(QWidget):
                 for n, s in parts
             )
         )
-        reads = F.WeightReads(float(self.plain_weight_bytes), spec.weight_bytes_per_token, self.bandwidth_b_s)
+        reads = F.WeightReads(
+            float(self.plain_weight_bytes),
+            spec.weight_bytes_per_token,
+            self.bandwidth_b_s,
+            spec.draft_weight_bytes_per_token,
+        )
         self.roofline.setText(reads.sentence())
         self.roofline.setToolTip(F.WeightReads.EXPLAINED)
