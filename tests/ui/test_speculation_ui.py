@@ -96,18 +96,42 @@ def test_a_draft_model_from_the_library_and_its_memory(qtbot, window, tiny_model
     assert window.model_panel.minimumSizeHint().width() <= least  # the facts name no file either
 
 
-def test_a_refused_draft_shows_its_reason_and_loads_without_speculation(qtbot, window, tiny_model, tmp_path):
+def test_a_draft_whose_header_differs_is_refused_before_apply(qtbot, window, tiny_model, gemma):
+    # Gemma 3's SentencePiece vocabulary for the tiny byte-level BPE model: refused at once, nothing unloaded.
+    box, panel = window.model_panel.speculation, window.model_panel
+    loads = len(window.engine.sent(P.LoadModel))
+    box.enabled.click()
+    box.choose(str(gemma))
+    assert box.refusal.isVisible() and not panel.apply_btn.isEnabled()
+    assert (
+        f"{gemma.name} cannot be the draft model of {tiny_model.name}: different tokenizers: {tiny_model.name} "
+        f"uses byte-level BPE, {gemma.name} uses SentencePiece (SPM)."
+    ) in box.refusal.text()
+    assert window.engine.model is not None and len(window.engine.sent(P.LoadModel)) == loads
+    box.drafter.setCurrentIndex(box.drafter.findData(Drafter.PROMPT_LOOKUP.value))  # another drafter: Apply again
+    assert box.refusal.isHidden() and panel.apply_btn.isEnabled()
+
+
+def test_a_refused_draft_reloads_the_model_as_it_was_and_offers_loading_without(qtbot, window, tiny_model, tmp_path):
     draft = tmp_path / "Other-Vocab.gguf"
     shutil.copy(tiny_model, draft)
     box = window.model_panel.speculation
+    before = window.engine.sent(P.LoadModel)[-1].settings
+    assert not before.speculation.enabled
     box.enabled.click()
     box.choose(str(draft))
-    window.engine.fail_next_load(REFUSAL, P.FailureKind.INCOMPATIBLE)
+    window.engine.fail_next_load(REFUSAL, P.FailureKind.INCOMPATIBLE)  # the engine's full check refuses it
     with qtbot.waitSignal(window.engine.model_load_failed, timeout=WAIT_MS):
         window.model_panel.apply_btn.click()
-    qtbot.waitUntil(lambda: box.refusal.isVisible(), timeout=WAIT_MS)
-    assert box.refusal.text() == f"The draft model was refused: {REFUSAL}"
-    assert f"loaded: {REFUSAL}" in _shown(window.banner.text)  # escaped once: 'foo', not &#x27;foo&#x27;
+    # The model comes back with its last settings that worked, not left unloaded.
+    qtbot.waitUntil(lambda: window.engine.model is not None, timeout=WAIT_MS)
+    assert window.engine.sent(P.LoadModel)[-1].settings == before
+    assert window.model_panel.apply_btn.isEnabled()
+    assert not window.settings.load_for(str(tiny_model)).speculation.enabled  # the refused settings forgotten
+    assert box.refusal.isVisible() and box.refusal.text() == f"The draft model was refused: {REFUSAL}"
+    shown = _shown(window.banner.text)
+    assert f"{tiny_model.name} is loaded again with its last settings that worked: {REFUSAL}" in shown
+    assert "&#x27;" not in shown  # escaped once: 'foo', not &#x27;foo&#x27;
     with qtbot.waitSignal(window.engine.model_loaded, timeout=WAIT_MS):
         banner_button(window, "Load without speculation").click()
     load = window.engine.sent(P.LoadModel)[-1]

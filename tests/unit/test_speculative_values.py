@@ -6,8 +6,11 @@ import json
 
 from app.core.chat.context import GenerationStats, LoadSettings
 from app.core.conversations.model import MessageMeta
+from app.core.gguf.gguf_facts import GGUFInfo
+from app.core.quant.compatibility import CompatCheck
 from app.core.speculative.settings import Drafter, SpeculationSettings
 from app.core.speculative.stats import RoundEnd, SpeculationStats
+from app.core.speculative.vocab_header import header_incompatibility
 
 
 def _stats() -> SpeculationStats:
@@ -83,3 +86,34 @@ def test_a_draft_model_counts_in_the_fit_verdict(smollm2) -> None:
     with_draft = fit_verdict(info, 2048, memory=SystemMemory(ram_total=10**9, ram_available=10**9), draft_bytes=10**9)
     assert alone.verdict is not Verdict.DOES_NOT_FIT and with_draft.verdict is Verdict.DOES_NOT_FIT
     assert "draft model" in with_draft.breakdown() and "draft model" not in alone.breakdown()
+
+
+def _header(path: str, n_vocab: int, **md: object) -> GGUFInfo:
+    base = {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.bos_token_id": 1, "tokenizer.ggml.eos_token_id": 2}
+    return GGUFInfo(path, 0, 3, {**base, **md}, {"tokenizer.ggml.tokens": n_vocab}, (), 0)
+
+
+def test_the_header_check_refuses_what_both_headers_state_differently() -> None:
+    model = _header("/m/SmolLM2.gguf", 49152, **{"tokenizer.ggml.add_bos_token": False})
+    assert header_incompatibility(model, _header("/d/SmolLM2-Q8_0.gguf", 49152)) is None  # add_bos unstated: no refusal
+    gemma = _header("/d/gemma.gguf", 262144, **{"tokenizer.ggml.model": "llama"})
+    bad = header_incompatibility(model, gemma)
+    assert bad is not None and bad.check is CompatCheck.VOCAB_TYPE
+    assert bad.message.startswith(
+        "gemma.gguf cannot be the draft model of SmolLM2.gguf: different tokenizers: "
+        "SmolLM2.gguf uses byte-level BPE, gemma.gguf uses SentencePiece (SPM). A draft model must share"
+    )
+    bigger = header_incompatibility(model, _header("/d/big.gguf", 49152 + 129))
+    assert (
+        bigger is not None
+        and bigger.check is CompatCheck.VOCAB_SIZE
+        and "49,152 tokens in SmolLM2.gguf" in bigger.message
+    )
+    assert header_incompatibility(model, _header("/d/near.gguf", 49152 + 128)) is None  # llama.cpp allows 128
+    adds = {"tokenizer.ggml.add_bos_token": True}
+    bos = header_incompatibility(
+        _header("/m/a.gguf", 100, **adds), _header("/d/b.gguf", 100, **adds, **{"tokenizer.ggml.bos_token_id": 7})
+    )
+    assert bos is not None and bos.check is CompatCheck.BOS and "token 1 in a.gguf, token 7 in b.gguf" in bos.message
+    flag = header_incompatibility(model, _header("/d/c.gguf", 49152, **adds))
+    assert flag is not None and "SmolLM2.gguf does not add BOS, c.gguf adds BOS" in flag.message

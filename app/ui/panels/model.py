@@ -33,7 +33,7 @@ from app.ui.common.wheel_guard import guard_wheel
 from app.ui.panels.architecture_view import ArchitectureView
 from app.ui.panels.load_memory import LoadMemoryBox
 from app.ui.panels.rpc_servers import RpcServersBox
-from app.ui.speculative.draft_memory import draft_memory, speculation_fact
+from app.ui.speculative.draft_memory import draft_memory, draft_refusal, speculation_fact
 from app.ui.speculative.settings_box import SpeculationBox
 from app.ui.window.model_change import ModelChange, ModelPhase
 
@@ -541,7 +541,9 @@ class ModelPanel(QWidget):
         conflict = s.v_cache_conflict
         self.cache_note.setText(conflict or cache_costs(s))
         self.cache_note.setStyleSheet(f"color: {palette.AMBER if conflict else palette.TEXT_DIM};")
-        self.apply_btn.setEnabled(self.info is not None and not conflict)
+        refused = draft_refusal(s, self.info)  # the draft's header against the model's, before anything is dropped
+        self.speculation.show_header_refusal(refused)
+        self.apply_btn.setEnabled(self.info is not None and not conflict and not refused)
         self.apply_btn.setProperty("pending", changed and self.apply_btn.isEnabled())
         self.apply_btn.style().unpolish(self.apply_btn)
         self.apply_btn.style().polish(self.apply_btn)

@@ -15,6 +15,7 @@ from app.core.chat.context import LoadSettings
 from app.core.gguf.gguf_info import GGUFError, GGUFInfo, format_bytes, format_count, read_gguf_info
 from app.core.hardware.memory import estimate_memory, n_ubatch_for
 from app.core.speculative.settings import Drafter
+from app.core.speculative.vocab_header import header_incompatibility
 
 
 @functools.lru_cache(maxsize=8)
@@ -56,6 +57,22 @@ def draft_memory(s: LoadSettings, loaded: P.ModelLoaded | None, n_ctx: int) -> t
     except (OSError, GGUFError, ValueError) as exc:
         return f"The draft model {path} cannot be read ({exc}). Choose another GGUF file.", 0
     return f"Draft model {Path(path).name} at these settings: {est.breakdown()}", est.total
+
+
+def draft_refusal(s: LoadSettings, model: GGUFInfo | None) -> str:
+    """Why the draft model shown cannot draft for ``model``, as far as the two GGUF headers tell
+    (:func:`~app.core.speculative.vocab_header.header_incompatibility`); "" when they agree, when no draft
+    model is asked for, or when a header cannot be read (the engine's full check still runs at load)."""
+    spec = s.speculation
+    if model is None or not (spec.enabled and spec.drafter is Drafter.DRAFT_MODEL and spec.draft_model):
+        return ""
+    try:
+        st = os.stat(spec.draft_model)
+        draft = _info(spec.draft_model, st.st_mtime_ns, st.st_size)
+    except (OSError, GGUFError):
+        return ""
+    bad = header_incompatibility(model, draft)
+    return bad.message if bad is not None else ""
 
 
 def speculation_fact(loaded: P.ModelLoaded) -> str:

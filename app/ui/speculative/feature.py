@@ -2,9 +2,12 @@
 (its draft model picked from the library or a file dialog), a refused draft's reason, the Speculation
 view following the loaded model, and "Measure speed-up".
 
-A draft model the engine refuses (``FailureKind.INCOMPATIBLE``: a different vocabulary, named by
-``app/engine/compat.py``) fails the whole load; the reason shows under the settings and in the
-window's notice, with "Load without speculation" (the same file, speculation off, remembered).
+A draft model whose GGUF header already tells it cannot draft for the model is refused in the Model panel
+before Apply (:func:`~app.ui.speculative.draft_memory.draft_refusal`). One the engine still refuses at load
+(``FailureKind.INCOMPATIBLE``: a different vocabulary, named by ``app/engine/compat.py``) fails the whole
+load: the model that was loaded before is loaded again as it was (its last load settings that worked,
+remembered again for it), and the reason shows under the settings and in the window's notice, with
+"Load without speculation" (the file asked for, speculation off, remembered).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from app.ui.engine.client import EngineClient
 from app.ui.speculative.measure import MeasureSource, SpeedupMeasure
 from app.ui.speculative.settings_box import SpeculationBox
 from app.ui.speculative.view import SpeculationView
-from app.ui.window.model_change import ModelChange, ModelPhase
+from app.ui.window.model_change import LoadRequest, ModelChange, ModelPhase
 from app.ui.window.model_loader import ModelLoader
 from app.ui.window.notices import Notices, NoticeTopic
 
@@ -74,6 +77,9 @@ class SpeculationFeature(QObject):
         self.engine, self.loader, self.chat, self.shown = engine, loader, chat, shown
         self.box, self.view, self.dock, self.beside, self.notices = box, view, dock, beside, notices
         self.model_dock = model_dock
+        self._last_good: LoadRequest | None = None  # the last load on this machine that worked
+        self._restoring = False  # loading _last_good again after a refused draft (its refusal stays shown)
+        self._refused: tuple[str, list[tuple[str, Callable[[], object]]]] = ("", [])  # the refusal's notice
         self.measure = SpeedupMeasure(engine, self)
         box.set_sources(lambda: [c for c in library() if c[1] != loader.loaded_path], choose_file)
         box.view_requested.connect(self.show_view)
@@ -133,8 +139,14 @@ class SpeculationFeature(QObject):
         )
 
     def _model_changed(self, change: ModelChange) -> None:
-        if change.phase is ModelPhase.LOADING:
+        if change.phase is ModelPhase.LOADING and not self._restoring:
             self.box.show_refusal("")
+        if change.phase in (ModelPhase.LOADED, ModelPhase.FAILED) and self._restoring:
+            self._restoring = False
+            self._say_refused(*self._refused)  # the loader cleared the model's notices as it loaded
+        req = change.request
+        if change.phase is ModelPhase.LOADED and req is not None and req.remote is None:
+            self._last_good = req
         loaded = change.loaded if change.phase is ModelPhase.LOADED else self.engine.model
         if loaded is None or loaded.remote is not None:
             self.view.set_model(None, 0)
@@ -149,17 +161,25 @@ class SpeculationFeature(QObject):
     def _load_failed(self, ev: P.Failed) -> None:
         if ev.kind is not P.FailureKind.INCOMPATIBLE:
             return
-        self.box.show_refusal(ev.message)
         asked = self.loader.asked
-        actions = []
+        actions: list[tuple[str, Callable[[], object]]] = []
         if asked is not None and asked.settings.speculation.enabled:
             off = replace(asked.settings, speculation=replace(asked.settings.speculation, enabled=False))
             actions.append(("Load without speculation", lambda: self._load_without(asked.path, off)))
-        self.notices.show(
-            NoticeTopic.MODEL,
-            Severity.ERROR,
-            # Marked as rich text (a tag first): without one the label read the escaped text as plain
-            # and showed "&#x27;" for an apostrophe.
-            f"<span>The draft model was refused, so the model was not loaded: {html.escape(ev.message)}</span>",
-            actions,
-        )
+        good = self._last_good
+        if good is not None and not self._restoring:
+            what = f"{html.escape(Path(good.path).name)} is loaded again with its last settings that worked"
+            if asked is not None and asked.path == good.path:
+                self.loader.remember(good.settings)  # not the refused settings
+            self._restoring = True
+            self.loader.load_model(good.path, good.settings)
+        else:
+            what = "the model was not loaded"
+        self.box.show_refusal(ev.message)
+        self._refused = (f"The draft model was refused, so {what}: {html.escape(ev.message)}", actions)
+        self._say_refused(*self._refused)
+
+    def _say_refused(self, text: str, actions: list[tuple[str, Callable[[], object]]]) -> None:
+        # Marked as rich text (a tag first): without one the label read the escaped text as plain and
+        # showed "&#x27;" for an apostrophe.
+        self.notices.show(NoticeTopic.MODEL, Severity.ERROR, f"<span>{text}</span>", actions)

@@ -57,6 +57,7 @@ class SpeculationBox(QWidget):
         self._library: DrafterChoices = lambda: ()
         self._choose_file: Callable[[], str | None] = lambda: None
         self._draft_path = ""
+        self._header_refusal = False  # the refusal shown comes from the headers (cleared when they agree)
         self.menu: QMenu | None = None  # the last Choose… menu built
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 4, 0, 0)
@@ -192,8 +193,19 @@ class SpeculationBox(QWidget):
 
     def show_refusal(self, reason: str) -> None:
         """A load refused the draft model (``FailureKind.INCOMPATIBLE``): its reason ("" : none)."""
+        self._header_refusal = False
         self.refusal.setText(f"The draft model was refused: {reason}" if reason else "")
         self.refusal.setVisible(bool(reason))
+
+    def show_header_refusal(self, reason: str) -> None:
+        """The draft model chosen cannot draft for the model, as its GGUF header tells, before Apply ("" : it
+        can; a load's refusal shown stays)."""
+        if reason:
+            self.show_refusal(reason)
+            self.refusal.setText(f"This draft model cannot be used: {reason} Apply is off until you choose another.")
+            self._header_refusal = True
+        elif self._header_refusal:
+            self.show_refusal("")
 
     # ------------------------------------------------------------------ the draft model
     def open_menu(self, show: bool = False) -> QMenu:
