@@ -19,6 +19,7 @@ from app.core.gguf.gguf_info import format_bytes
 from app.core.hardware.speed_bound import decode_weight_bytes
 from app.core.speculative.settings import Drafter, SpeculationSettings
 from app.core.speculative.stats import RoundEnd
+from app.ui.speculative.draft_memory import COMPUTE_MEANS
 from app.ui.speculative.figures import position_bars
 from app.ui.speculative.measure import PAIRS
 from tests.support import scripted_answers as answers
@@ -88,11 +89,15 @@ def test_a_draft_model_from_the_library_and_its_memory(qtbot, window, tiny_model
     # The file's row widens the Model panel no further (beside the label column it did, past a 1366x768 dock).
     assert window.model_panel.minimumSizeHint().width() <= least
     assert box.note.text().startswith(f"Draft model {draft.name} at these settings: weights")
+    before = box.note.text()
     assert "with the draft model" in window.model_panel.estimate.text()  # counted with the model's memory
     load = _apply(qtbot, window)
     assert load.settings.speculation.draft_model == str(draft)
     assert load.settings.speculation.drafter is Drafter.DRAFT_MODEL
     qtbot.waitUntil(lambda: box.note.text().startswith(f"Draft model loaded: {draft.name}"), timeout=WAIT_MS)
+    # One way of counting before Apply and once loaded: weights + KV cache + compute buffer, said what it is.
+    for note in (before, box.note.text()):
+        assert " + KV cache " in note and " + compute " in note and note.endswith(COMPUTE_MEANS), note
     assert window.model_panel.minimumSizeHint().width() <= least  # the facts name no file either
 
 

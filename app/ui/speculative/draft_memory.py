@@ -1,7 +1,9 @@
 """The draft model's memory for the Model panel: what the loaded draft holds (the engine's
 :class:`~app.core.speculative.draft.DraftInfo`), or, before it is loaded, Glassbox's estimate from its
 GGUF at the panel's n_ctx and cache types (:func:`app.core.hardware.memory.estimate_memory`, the same
-formula as the model's). The bytes are added to the model's in the panel's memory line.
+formula as the model's). Both count the same parts: weights + KV cache + compute buffer (llama.cpp's
+scratch memory for one batch of the draft's own context; Glassbox's estimate in both, the engine reports
+the weights and KV cache of the loaded draft). The bytes are added to the model's in the panel's memory line.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from pathlib import Path
 from app.core import protocol as P
 from app.core.chat.context import LoadSettings
 from app.core.gguf.gguf_info import GGUFError, GGUFInfo, format_bytes, format_count, read_gguf_info
-from app.core.hardware.memory import estimate_memory, n_ubatch_for
+from app.core.hardware.memory import compute_buffer_estimate, estimate_memory, n_ubatch_for
 from app.core.speculative.settings import Drafter
 from app.core.speculative.vocab_header import header_incompatibility
+
+COMPUTE_MEANS = " (compute: llama.cpp's scratch buffer for one batch of the draft's context, estimated)"
 
 
 @functools.lru_cache(maxsize=8)
@@ -40,13 +44,6 @@ def draft_memory(s: LoadSettings, loaded: P.ModelLoaded | None, n_ctx: int) -> t
     if not spec.draft_model:
         return "Choose a draft model: a small GGUF with this model's vocabulary (the same tokenizer).", 0
     draft = loaded.draft if loaded is not None else None
-    if draft is not None and Path(draft.path) == Path(spec.draft_model):
-        return (
-            f"Draft model loaded: {Path(draft.path).name}, {format_count(draft.n_params)} parameters, "
-            f"weights {format_bytes(draft.weights_bytes)} + KV cache {format_bytes(draft.kv_bytes)} = "
-            f"{format_bytes(draft.total_bytes)}",
-            int(draft.total_bytes),
-        )
     path = spec.draft_model
     try:
         st = os.stat(path)
@@ -56,7 +53,16 @@ def draft_memory(s: LoadSettings, loaded: P.ModelLoaded | None, n_ctx: int) -> t
         )
     except (OSError, GGUFError, ValueError) as exc:
         return f"The draft model {path} cannot be read ({exc}). Choose another GGUF file.", 0
-    return f"Draft model {Path(path).name} at these settings: {est.breakdown()}", est.total
+    if draft is not None and Path(draft.path) == Path(spec.draft_model):
+        compute = compute_buffer_estimate(info, n_ctx or info.context_length, n_ubatch=n_ubatch_for(s.n_batch))
+        total = draft.total_bytes + compute
+        return (
+            f"Draft model loaded: {Path(draft.path).name}, {format_count(draft.n_params)} parameters, "
+            f"weights {format_bytes(draft.weights_bytes)} + KV cache {format_bytes(draft.kv_bytes)} "
+            f"+ compute {format_bytes(compute)} = {format_bytes(total)}{COMPUTE_MEANS}",
+            int(total),
+        )
+    return f"Draft model {Path(path).name} at these settings: {est.breakdown()}{COMPUTE_MEANS}", est.total
 
 
 def draft_refusal(s: LoadSettings, model: GGUFInfo | None) -> str:
