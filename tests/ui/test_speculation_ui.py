@@ -85,6 +85,13 @@ def test_a_draft_model_from_the_library_and_its_memory(qtbot, window, tiny_model
     [pick] = [a for a in menu.actions() if a.data() == str(draft)]
     pick.trigger()
     assert box.settings().drafter is Drafter.DRAFT_MODEL and box.draft_name.text() == draft.name
+    # Cut in the middle, so Q4_1 and Q8_0 drafts stay told apart at a 1366x768 dock's width (was "Tiny-Dr…").
+    box.draft_name.resize(box.draft_name.fontMetrics().horizontalAdvance("Tiny-D…Q4_1.gguf") + 2, 20)
+    elided = box.draft_name.elided_text()
+    assert "…" in elided and elided.endswith("Q4_1.gguf") and elided.startswith("Tiny"), elided
+    assert box.drafter.minimumWidth() >= box.drafter.sizeHint().width()  # "draft model" whole, never "draft mode"
+    lay = window.model_panel.speculation.parentWidget().layout()
+    assert lay.indexOf(box) < lay.indexOf(window.model_panel.rpc)  # above the RPC servers field
     assert not box.p_min.isHidden() and box.ngram.isHidden()
     # The file's row widens the Model panel no further (beside the label column it did, past a 1366x768 dock).
     assert window.model_panel.minimumSizeHint().width() <= least

@@ -245,12 +245,12 @@ class ModelPanel(QWidget):
         self._load_form = form
         form.setRowVisible(self.swa_full, False)  # shown for a model with sliding-window layers
         lay.addLayout(form)
-        self.rpc = RpcServersBox()  # rpc-server machines to split the model across (app/ui/panels/rpc_servers.py)
-        self.rpc.edited.connect(self._person_edited)
-        lay.addWidget(self.rpc)
         self.speculation = SpeculationBox()  # speculative decoding (app/ui/speculative/settings_box.py)
         self.speculation.edited.connect(self._person_edited)
         lay.addWidget(self.speculation)
+        self.rpc = RpcServersBox()  # rpc-server machines to split the model across (app/ui/panels/rpc_servers.py)
+        self.rpc.edited.connect(self._person_edited)
+        lay.addWidget(self.rpc)
         for w in (
             self.n_ctx,
             self.n_gpu_layers,

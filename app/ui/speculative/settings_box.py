@@ -10,6 +10,7 @@ the reason (:meth:`SpeculationBox.show_refusal`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -19,7 +20,6 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
     QFormLayout,
-    QHBoxLayout,
     QLabel,
     QMenu,
     QPushButton,
@@ -33,11 +33,29 @@ from app.ui.common import palette
 from app.ui.common.elided_label import ElidedLabel
 
 DrafterChoices = Callable[[], Sequence[tuple[str, str]]]  # (label, path) of the library's GGUF files
+# A GGUF name's last part naming its quant type: "-Q4_K_M.gguf", ".Q8_0.gguf", "-IQ3_XXS.gguf", "-BF16.gguf".
+QUANT_TAIL = re.compile(r"[-._](?:I?Q\d\w*|B?F16|F32)\.gguf$", re.IGNORECASE)
 
 WHAT_IT_DOES = (
     "A cheap guess drafts a few tokens; the model checks them all in one batch and keeps those its own "
     "sampler would have produced, so the text is the model's and each weight read serves several tokens."
 )
+
+
+class FileNameLabel(ElidedLabel):
+    """A GGUF file name cut in the middle where it does not fit, its quant type kept whole at the end
+    (``SmolLM2-13….Q8_0.gguf``): two quantizations of one model stay told apart."""
+
+    def elided_text(self) -> str:
+        """The name as painted at the current width."""
+        text, fm, width = self.text(), self.fontMetrics(), self.contentsRect().width()
+        if fm.horizontalAdvance(text) <= width:
+            return text
+        m = QUANT_TAIL.search(text)
+        tail = text[m.start() :] if m else text[-10:]
+        room = width - fm.horizontalAdvance(tail)
+        head = fm.elidedText(text[: len(text) - len(tail)], Qt.TextElideMode.ElideRight, room) if room > 0 else ""
+        return (head or "…") + tail
 
 
 class SpeculationBox(QWidget):
@@ -68,7 +86,9 @@ class SpeculationBox(QWidget):
         lay.addWidget(self.enabled)
         self.fields = QWidget()
         form = QFormLayout(self.fields)
-        form.setContentsMargins(18, 0, 0, 0)
+        form.setContentsMargins(8, 0, 0, 0)
+        # A narrow dock (1366x768): a field that does not fit beside its label goes under it, never cut.
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
         form.setHorizontalSpacing(10)
         form.setVerticalSpacing(4)
         self.drafter = QComboBox()
@@ -97,18 +117,13 @@ class SpeculationBox(QWidget):
         self.ngram.setObjectName("field_ngram")
         self.ngram.setRange(1, NGRAM_LIMIT)
         self.ngram.setToolTip("Prompt lookup matches the last this-many tokens against the prompt and reply.")
-        row = QWidget()
-        rl = QHBoxLayout(row)
-        rl.setContentsMargins(0, 0, 0, 0)
-        rl.setSpacing(6)
-        self.draft_name = ElidedLabel("none chosen")
+        # Elided in the middle: the end of the name (its quant type, Q4_1 or Q8_0) stays in view.
+        self.draft_name = FileNameLabel("none chosen")
         self.draft_name.setObjectName("draftModelName")
         self.choose_btn = QPushButton("Choose…")
         self.choose_btn.setObjectName("chooseDraftButton")
         self.choose_btn.setToolTip("A small GGUF with the same vocabulary as the model: from your library, or a file")
         self.choose_btn.clicked.connect(lambda: self.open_menu(show=True))
-        rl.addWidget(self.draft_name, 1)
-        rl.addWidget(self.choose_btn)
         for w, name in (
             (self.drafter, "drafter"),
             (self.draft_max, "draft_max"),
@@ -117,16 +132,19 @@ class SpeculationBox(QWidget):
         ):
             w.setAccessibleName(name)
             w.setMinimumWidth(60)
+        # "draft model" whole, or the row wraps under its label (WrapLongRows), never "draft mode".
+        self.drafter.setMinimumWidth(self.drafter.sizeHint().width())
         form.addRow("drafter", self.drafter)
         form.addRow("draft_max", self.draft_max)
         form.addRow("p_min", self.p_min)
         form.addRow("n-gram", self.ngram)
-        # The file on a row of its own, under its label: beside the label column it widened a 1366x768 dock.
+        # The file on a row of its own, the dock's whole width, under its label and Choose…: beside the label
+        # column it widened a 1366x768 dock, and beside the button its name was cut to "SmolLM2-…".
         self._draft_label = QLabel("draft model")
-        form.addRow(self._draft_label)
-        form.addRow(row)
+        form.addRow(self._draft_label, self.choose_btn)
+        form.addRow(self.draft_name)
         self._form = form
-        self._draft_row = row
+        self._draft_row = self.draft_name
         lay.addWidget(self.fields)
         self.note = QLabel("")
         self.note.setObjectName("speculationNote")
@@ -258,7 +276,7 @@ class SpeculationBox(QWidget):
         model = s.drafter is Drafter.DRAFT_MODEL
         self._form.setRowVisible(self.p_min, model)
         self._form.setRowVisible(self._draft_row, model)
-        self._form.setRowVisible(self._draft_label, model)
+        self._form.setRowVisible(self.choose_btn, model)
         self._form.setRowVisible(self.ngram, not model)
         if not s.enabled:
             self.show_memory("")
