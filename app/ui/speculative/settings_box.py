@@ -220,7 +220,7 @@ class SpeculationBox(QWidget):
         can; a load's refusal shown stays)."""
         if reason:
             self.show_refusal(reason)
-            self.refusal.setText(f"This draft model cannot be used: {reason} Apply is off until you choose another.")
+            self.refusal.setText(f"{reason} Apply is off until you choose another draft model.")
             self._header_refusal = True
         elif self._header_refusal:
             self.show_refusal("")
