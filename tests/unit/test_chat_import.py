@@ -414,3 +414,31 @@ def test_a_message_of_only_tool_calls_or_an_image_is_counted_once_not_also_as_em
     f = read_import_file(write_json(tmp_path / "conversations.json", data))
     assert f.skipped == {SkipReason.IMAGE: 2, SkipReason.REASONING: 1, SkipReason.TOOL: 4, SkipReason.EMPTY: 1}
     assert f.messages == 2
+
+
+def test_overlapping_files_of_one_import_bring_each_chat_once(tmp_path: Path, store: ConversationStore) -> None:
+    # The same ChatGPT export chosen twice over: its conversations.json and the .zip it came in.
+    preview = read_import_files(
+        [write_json(tmp_path / "conversations.json", chatgpt_export()), write_zip(tmp_path / "e.zip", chatgpt_export())]
+    ).without(store.fingerprints())
+    single = read_import_file(write_json(tmp_path / "one.json", chatgpt_export()))
+    assert (preview.chats, preview.messages) == (single.chats, single.messages)
+    assert preview.skipped[SkipReason.DUPLICATE] == single.chats
+    # What was left out of the second copy's chats is not counted twice (a chat with no text has
+    # no fingerprint: each file's is counted).
+    others = {SkipReason.DUPLICATE, SkipReason.EMPTY_CHAT}
+    assert {r: n for r, n in preview.skipped.items() if r not in others} == {
+        r: n for r, n in single.skipped.items() if r not in others
+    }
+    store.import_chats(preview)
+    assert _rows(store) == (single.chats, single.messages)
+
+
+def test_left_out_on_a_reimport_counts_only_what_the_import_would_bring(
+    tmp_path: Path, store: ConversationStore
+) -> None:
+    path = write_json(tmp_path / "claude.json", claude_export())
+    store.import_chats(read_import_files([path]).without(store.fingerprints()))
+    again = read_import_files([path]).without(store.fingerprints())
+    assert again.chats == 0
+    assert again.skipped == {SkipReason.ALREADY_IMPORTED: 2}

@@ -70,6 +70,7 @@ def parse(data: object, skipped: Counter[SkipReason]) -> list[ForeignConversatio
             where = f"{where} ({title[:40]!r})"
         msgs = need_list(c.get("chat_messages"), f"{where}: chat_messages")
         tree = any(isinstance(m, dict) and "parent_message_uuid" in m for m in msgs)
+        before = Counter(skipped)
         nodes: list[RawNode] = []
         previous: str | None = None
         for j, m in enumerate(msgs):
@@ -85,6 +86,7 @@ def parse(data: object, skipped: Counter[SkipReason]) -> list[ForeignConversatio
             leaf=leaf if leaf is not None else (previous if not tree else None),
             skipped=skipped,
             where=where,
+            counted_before=before,
         )
         if conv is not None:
             out.append(conv)

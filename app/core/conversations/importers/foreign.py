@@ -49,6 +49,7 @@ class SkipReason(str, enum.Enum):
     UNREACHABLE = "unreachable"
     EMPTY_CHAT = "empty_chat"
     ALREADY_IMPORTED = "already_imported"
+    DUPLICATE = "duplicate"
 
     @property
     def label(self) -> str:
@@ -66,6 +67,7 @@ _LABELS = {
     SkipReason.UNREACHABLE: "messages not connected to their chat",
     SkipReason.EMPTY_CHAT: "chats with no text",
     SkipReason.ALREADY_IMPORTED: "chats already in Glassbox (same title, start time and messages)",
+    SkipReason.DUPLICATE: "chats already in this import (the same chat in two of the files)",
 }
 
 
@@ -124,6 +126,8 @@ class ForeignConversation:
         messages: parents before children.
         leaf: the key of the message the source showed last (its selected branch), None: the
             newest branch.
+        left_out: what was left out of this chat, by reason (counted in its file's skipped
+            too): taken off again when the whole chat is not imported.
     """
 
     title: str
@@ -133,6 +137,7 @@ class ForeignConversation:
     system_prompt: str
     messages: tuple[ForeignMessage, ...]
     leaf: str | None
+    left_out: tuple[tuple[SkipReason, int], ...] = ()
 
     @property
     def fingerprint(self) -> tuple[str, int, int]:
@@ -156,6 +161,7 @@ def build_conversation(
     skipped: Counter[SkipReason],
     system_prompt: str = "",
     where: str = "",
+    counted_before: Counter[SkipReason] | None = None,
 ) -> ForeignConversation | None:
     """Make the Glassbox shape of one chat (the rules in the module docstring).
 
@@ -167,6 +173,8 @@ def build_conversation(
         skipped: counts of what was left out; added to.
         system_prompt: the source's system prompt, if it keeps one apart from the messages.
         where: the chat in words, for errors.
+        counted_before: a copy of ``skipped`` made before the parser read this chat's nodes
+            (when it counts parts it left out while reading them); None: as ``skipped`` is now.
 
     Returns:
         The chat, or None when no message is left (counted as :attr:`SkipReason.EMPTY_CHAT`).
@@ -174,6 +182,7 @@ def build_conversation(
     Raises:
         ValueError: two messages have the same key.
     """
+    before = Counter(skipped) if counted_before is None else counted_before
     order = list(nodes)
     by_key: dict[str, RawNode] = {}
     for n in order:
@@ -272,6 +281,7 @@ def build_conversation(
         system_prompt="\n\n".join(system),
         messages=tuple(messages),
         leaf=leaf_key,
+        left_out=tuple((r, skipped[r] - before[r]) for r in SkipReason if skipped[r] > before[r]),
     )
 
 

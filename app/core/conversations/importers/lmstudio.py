@@ -64,6 +64,7 @@ def parse(data: object, skipped: Counter[SkipReason]) -> list[ForeignConversatio
     created = epoch_seconds(c.get("createdAt"), "createdAt")
     used = c.get("lastUsedModel")
     default_model = opt_text(used.get("identifier"), "lastUsedModel.identifier") if isinstance(used, dict) else ""
+    before = Counter(skipped)
     nodes: list[RawNode] = []
     previous: str | None = None
     for i, raw in enumerate(need_list(c.get("messages"), "messages")):
@@ -89,6 +90,7 @@ def parse(data: object, skipped: Counter[SkipReason]) -> list[ForeignConversatio
         skipped=skipped,
         system_prompt=_system_prompt(c),
         where="the chat",
+        counted_before=before,
     )
     return [conv] if conv is not None else []
 

@@ -93,19 +93,29 @@ class ImportPreview:
     def without(self, fingerprints: Collection[tuple[str, int, int]]) -> ImportPreview:
         """This import less the chats from other apps already in the history (same
         :attr:`~.foreign.ForeignConversation.fingerprint`: importing a newer export of the same
-        account adds only what is new), counted as :attr:`SkipReason.ALREADY_IMPORTED`.
+        account adds only what is new), counted as :attr:`SkipReason.ALREADY_IMPORTED`, and less
+        a chat met a second time in this import (overlapping files: a ``conversations.json`` and
+        the .zip it came in), counted as :attr:`SkipReason.DUPLICATE`. What was left out of a chat
+        that does not come in is no longer counted (``Left out`` is what the import would bring).
 
         Args:
             fingerprints: the history's, from ``ConversationStore.fingerprints``.
         """
+        seen: set[tuple[str, int, int]] = set()
         files = []
         for f in self.files:
-            keep = tuple(c for c in f.conversations if c.fingerprint not in fingerprints)
-            gone = len(f.conversations) - len(keep)
-            if gone:
-                skipped = dict(f.skipped)
-                skipped[SkipReason.ALREADY_IMPORTED] = skipped.get(SkipReason.ALREADY_IMPORTED, 0) + gone
-                f = replace(f, conversations=keep, skipped=skipped)
+            keep: list[ForeignConversation] = []
+            skipped: Counter[SkipReason] = Counter(f.skipped)
+            for c in f.conversations:
+                fp = c.fingerprint
+                if fp in fingerprints or fp in seen:
+                    skipped[SkipReason.ALREADY_IMPORTED if fp in fingerprints else SkipReason.DUPLICATE] += 1
+                    skipped.subtract(dict(c.left_out))
+                else:
+                    seen.add(fp)
+                    keep.append(c)
+            if len(keep) != len(f.conversations):
+                f = replace(f, conversations=tuple(keep), skipped={r: n for r, n in skipped.items() if n > 0})
             files.append(f)
         return ImportPreview(tuple(files))
 
