@@ -442,3 +442,18 @@ def test_left_out_on_a_reimport_counts_only_what_the_import_would_bring(
     again = read_import_files([path]).without(store.fingerprints())
     assert again.chats == 0
     assert again.skipped == {SkipReason.ALREADY_IMPORTED: 2}
+
+
+def test_open_webui_reasoning_blocks_are_taken_out_and_counted(tmp_path: Path) -> None:
+    data = openwebui_export()
+    msgs = data[0]["chat"]["history"]["messages"]
+    thought = (
+        '<details type="reasoning" done="true" duration="3">\n<summary>Thought for 3 seconds</summary>\n'
+        "> The user greets me.\n> <b>Say hi</b>\n</details>\n"
+    )
+    msgs["a2"]["content"] = thought + msgs["a2"]["content"]
+    msgs["a1"]["content"] = thought  # thinking only: left out, counted once (not also as empty)
+    f = read_import_file(write_json(tmp_path / "chats.json", data))
+    texts = [m.content for m in f.conversations[0].messages]
+    assert texts == [f"Hello {ARABIC}", f"Second answer {CJK}"]
+    assert f.skipped[SkipReason.REASONING] == 2 and SkipReason.EMPTY not in f.skipped

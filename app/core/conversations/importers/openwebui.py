@@ -19,10 +19,16 @@ A bare ``chat`` object (``{"title", "history", "messages"}``) is read too. ``his
 (``parentId``/``childrenIds``): edits, regenerations and answers of several models side by side
 are siblings, so they become branches; ``currentId`` is the branch shown. Without ``history``,
 the ``messages`` list is read as one line. A message's ``files`` (images, documents) are counted.
+
+A reasoning model's thinking is kept in the reply's text as
+``<details type="reasoning" done="true" duration="3"><summary>Thought for 3 seconds</summary>
+> ...</details>`` (Open WebUI's ``backend/open_webui/utils/middleware.py``, which writes it): each
+such block is taken out and counted as :attr:`SkipReason.REASONING`.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
@@ -40,6 +46,7 @@ from app.core.conversations.importers.foreign import (
 )
 
 _ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT, "system": Role.SYSTEM}
+_REASONING = re.compile(r"<details\s[^>]*\btype=[\"']?reasoning\b[^>]*>.*?</details>\s*", re.DOTALL | re.IGNORECASE)
 
 
 def looks_like(data: object) -> bool:
@@ -64,7 +71,8 @@ def parse(data: object, skipped: Counter[SkipReason]) -> list[ForeignConversatio
         title = opt_text(row.get("title"), f"{where}: title") or opt_text(chat.get("title"), f"{where}: chat.title")
         if title:
             where = f"{where} ({title[:40]!r})"
-        nodes, leaf = _nodes(chat, where)
+        before = Counter(skipped)
+        nodes, leaf = _nodes(chat, where, skipped)
         params: dict[str, Any] = chat["params"] if isinstance(chat.get("params"), dict) else {}
         system = opt_text(params.get("system"), f"{where}: chat.params.system") or opt_text(
             chat.get("system"), f"{where}: chat.system"
@@ -81,13 +89,14 @@ def parse(data: object, skipped: Counter[SkipReason]) -> list[ForeignConversatio
             skipped=skipped,
             system_prompt=system,
             where=where,
+            counted_before=before,
         )
         if conv is not None:
             out.append(conv)
     return out
 
 
-def _nodes(chat: dict[str, Any], where: str) -> tuple[list[RawNode], str | None]:
+def _nodes(chat: dict[str, Any], where: str, skipped: Counter[SkipReason]) -> tuple[list[RawNode], str | None]:
     """The chat's messages and its shown leaf: the ``history`` tree, else the ``messages`` line."""
     history = chat.get("history")
     if history is not None:
@@ -104,7 +113,7 @@ def _nodes(chat: dict[str, Any], where: str) -> tuple[list[RawNode], str | None]
             m = need_dict(raw, w)
             parent = opt_key(m.get("parentId"), f"{w}.parentId")
             need_list(m.get("childrenIds", []), f"{w}.childrenIds")
-            nodes.append(_node(str(key), parent, m, w, ranks.get(str(key), 0)))
+            nodes.append(_node(str(key), parent, m, w, ranks.get(str(key), 0), skipped))
         return nodes, opt_key(h.get("currentId"), f"{where}: chat.history.currentId")
     line = need_list(chat.get("messages", []), f"{where}: chat.messages")
     nodes = []
@@ -113,12 +122,14 @@ def _nodes(chat: dict[str, Any], where: str) -> tuple[list[RawNode], str | None]
         w = f"{where}: chat.messages[{j}]"
         m = need_dict(raw, w)
         key = opt_key(m.get("id"), f"{w}.id") or f"#{j}"
-        nodes.append(_node(key, previous, m, w, 0))
+        nodes.append(_node(key, previous, m, w, 0, skipped))
         previous = key
     return nodes, previous
 
 
-def _node(key: str, parent: str | None, m: dict[str, Any], where: str, rank: int) -> RawNode:
+def _node(
+    key: str, parent: str | None, m: dict[str, Any], where: str, rank: int, skipped: Counter[SkipReason]
+) -> RawNode:
     role_name = opt_text(m.get("role"), f"{where}.role")
     role = _ROLES.get(role_name)
     content = m.get("content")
@@ -134,8 +145,11 @@ def _node(key: str, parent: str | None, m: dict[str, Any], where: str, rank: int
         text = "\n\n".join(t for t in texts if t)
     else:
         text = opt_text(content, f"{where}.content")
+    text, thoughts = _REASONING.subn("", text)
+    if role is not None:
+        skipped[SkipReason.REASONING] += thoughts
     images += len(need_list(m.get("files", []) or [], f"{where}.files"))
     model = opt_text(m.get("modelName"), f"{where}.modelName") or opt_text(m.get("model"), f"{where}.model")
     created = epoch_seconds(m.get("timestamp"), f"{where}.timestamp")
     skip = None if role is not None else SkipReason.TOOL if role_name == "tool" else SkipReason.OTHER
-    return RawNode(key, parent, role or Role.USER, text, created, model, skip, rank, images)
+    return RawNode(key, parent, role or Role.USER, text, created, model, skip, rank, images, emptied=thoughts > 0)
