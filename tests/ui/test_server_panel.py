@@ -126,3 +126,12 @@ def test_choosing_refuse_is_saved_as_the_policy_and_applied(qtbot, window):
     window.settings_ctl.save_now()
     stored = json_mod.loads(window.paths.settings_file.read_text(encoding="utf-8"))
     assert stored["server"]["busy_policy"] == "refuse"
+
+
+def test_cancel_request_waits_for_a_selected_request(window):
+    """With no request selected "Cancel request" has nothing to cancel: it is off, and says why."""
+    panel = window.server_panel
+    assert not panel.cancel.isEnabled()
+    assert "selected" in panel.cancel.toolTip()
+    panel.table.clearSelection()
+    assert not panel.cancel.isEnabled()

@@ -151,6 +151,8 @@ class ServerPanel(QWidget):
         self.cancel = QPushButton("Cancel request")
         self.cancel.setObjectName("serverCancel")
         self.cancel.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
+        self.cancel.setToolTip("Cancel the request selected in the log below (one that is queued or running).")
+        self.cancel.setEnabled(False)  # until a queued or running request is selected
         self.cancel.clicked.connect(self._cancel_selected)
         queue_row.addWidget(self.queue, 1)
         queue_row.addWidget(self.cancel)
