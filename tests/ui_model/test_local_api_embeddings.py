@@ -187,6 +187,7 @@ def test_the_server_panel_cancels_a_running_embeddings_request(qtbot, api, bg):
     with pytest.raises(openai.InternalServerError) as cancelled:
         fut.result()
     assert cancelled.value.status_code == 503 and cancelled.value.body["code"] == "cancelled"
+    assert "Server panel" in cancelled.value.body["message"] and "went away" not in cancelled.value.body["message"]
     assert win.server.entries[-1].status is RequestStatus.CANCELLED
     again = wait(qtbot, bg.submit(c.embeddings.create, model="any", input="hello", encoding_format="float"))
     assert len(again.data) == 1

@@ -33,6 +33,8 @@ BUSY_MESSAGE = (
     "The model is writing a reply in the Glassbox window, and Glassbox's Server panel is set to refuse "
     "requests meanwhile. Try again in a moment."
 )
+# What the client is told of a request the person cancelled in the Server panel.
+CANCELLED_IN_PANEL = "The request was cancelled in Glassbox's Server panel."
 
 
 class ServerController(QObject):
@@ -64,6 +66,7 @@ class ServerController(QObject):
         self.entries: list[ApiLogEntry] = []
         self._tickets: dict[int, int] = {}  # job id -> engine ticket, while queued or running
         self._embeds: dict[int, int] = {}  # embeddings job id -> engine request id, while running
+        self._cancelled_here: set[int] = set()  # job ids cancelled in the Server panel, until they end
         self._card: ModelCard | None = None
         self._submitted.connect(self._on_submitted)
         self._cancel_asked.connect(self._on_cancel_asked)
@@ -152,7 +155,14 @@ class ServerController(QObject):
 
     # ----------------------------------------------------------------------- UI thread
     def cancel_request(self, job_id: int) -> bool:
-        """Cancel a request from the window (queued: it never runs; running: stopped like Stop)."""
+        """Cancel a request from the window (queued: it never runs; running: stopped like Stop);
+        its client is told it was cancelled in the Server panel."""
+        done = self._cancel(job_id)
+        if done:
+            self._cancelled_here.add(job_id)
+        return done
+
+    def _cancel(self, job_id: int) -> bool:
         if job_id in self._embeds:
             return self.engine.cancel_embed(self._embeds[job_id])
         ticket = self._tickets.get(job_id)
@@ -196,6 +206,7 @@ class ServerController(QObject):
 
         def end(ev: object) -> None:
             self._embeds.pop(job.id, None)
+            ev = self._told_why(job.id, ev)
             if isinstance(ev, P.Embedded):
                 entry.embedded(ev)
             elif isinstance(ev, P.Failed):
@@ -219,10 +230,22 @@ class ServerController(QObject):
         entry.started()
         self.entry_changed.emit(entry)
 
+    def _told_why(self, job_id: int, ev: object) -> object:
+        """``ev``, its message saying so when the request was cancelled in the Server panel."""
+        here = job_id in self._cancelled_here
+        self._cancelled_here.discard(job_id)
+        if here and isinstance(ev, P.Failed) and ev.kind is P.FailureKind.CANCELLED:
+            return replace(ev, message=CANCELLED_IN_PANEL)
+        return ev
+
     def _end(self, job: ApiJob, entry: ApiLogEntry, ev: P.Finished | P.Failed) -> None:
         self._tickets.pop(job.id, None)
+        here = job.id in self._cancelled_here
+        told = self._told_why(job.id, ev)
+        assert isinstance(told, P.Finished | P.Failed)
+        ev = told
         if isinstance(ev, P.Finished):
-            who = "stopped (the client went away or the window cancelled it)"
+            who = "cancelled in the Server panel" if here else "stopped (the client went away or the model changed)"
             entry.finished(ev.text, ev.stats, who if ev.stats.stop_reason is StopReason.CANCELLED else "")
         else:
             entry.failed(ev.message, cancelled=ev.kind is P.FailureKind.CANCELLED)
@@ -231,7 +254,7 @@ class ServerController(QObject):
 
     @Slot(object)
     def _on_cancel_asked(self, job: ApiJob | EmbeddingJob) -> None:
-        self.cancel_request(job.id)
+        self._cancel(job.id)
 
     def _add(self, entry: ApiLogEntry) -> None:
         self.entries.append(entry)
