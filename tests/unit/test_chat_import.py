@@ -235,7 +235,7 @@ def test_a_glassbox_export_comes_back_through_the_same_import(tmp_path: Path, st
     ("name", "content", "problem"),
     [
         ("cut.json", json.dumps(chatgpt_export())[:-40], "not valid JSON"),
-        ("empty.json", "", "not valid JSON"),
+        ("empty.json", "", "the file is empty"),
         ("latin1.json", "caf\xe9".encode("latin-1"), "not UTF-8"),
         ("other.json", json.dumps({"hello": "world"}), "not a chat export Glassbox knows"),
         ("none.json", "[]", "holds no conversations"),
@@ -314,8 +314,12 @@ def test_a_damaged_zip_or_one_without_conversations_json_is_refused(tmp_path: Pa
     whole = write_zip(tmp_path / "whole.zip", chatgpt_export()).read_bytes()
     cut = tmp_path / "cut.zip"
     cut.write_bytes(whole[: len(whole) // 2])
-    with pytest.raises(ValueError, match=r"cut\.zip: cannot import"):
+    with pytest.raises(ValueError, match=r"cut\.zip: cannot import: the zip is damaged or cut off \(a download"):
         read_import_file(cut)
+    empty = tmp_path / "conversations.json"
+    empty.write_bytes(b"")
+    with pytest.raises(ValueError, match=r"conversations\.json: cannot import: the file is empty$"):
+        read_import_file(empty)
     other = tmp_path / "other.zip"
     with zipfile.ZipFile(other, "w") as z:
         z.writestr("readme.txt", "hi")

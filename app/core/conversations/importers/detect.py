@@ -28,6 +28,7 @@ from app.core.conversations.importers import chatgpt, claude, lmstudio, openwebu
 # The most a conversations.json inside a zip may hold, uncompressed (a zip bomb is refused).
 MAX_ZIP_MEMBER_BYTES = 2 * 1024**3
 ZIP_MEMBER = "conversations.json"
+_ZIP_MAGIC = b"PK\x03\x04"  # a zip's local file header (PKWARE APPNOTE.TXT 4.3.7)
 
 
 class ImportFormat(str, enum.Enum):
@@ -83,8 +84,8 @@ def load_json(path: Path) -> object:
 
     Raises:
         OSError: the file cannot be read.
-        ValueError: not UTF-8, not JSON (the message gives the line and column), a damaged zip,
-            or a zip without ``conversations.json``.
+        ValueError: empty, not UTF-8, not JSON (the message gives the line and column), a
+            damaged or cut-off zip, or a zip without ``conversations.json``.
     """
     if zipfile.is_zipfile(path):
         raw = _zip_member(path)
@@ -92,6 +93,10 @@ def load_json(path: Path) -> object:
     else:
         raw = path.read_bytes()
         where = "the file"
+        if raw.startswith(_ZIP_MAGIC):  # a zip's first entry, but no directory at its end
+            raise ValueError("the zip is damaged or cut off (a download that did not finish?)")
+    if not raw.strip():
+        raise ValueError(f"{where} is empty")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
