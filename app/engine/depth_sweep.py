@@ -207,7 +207,10 @@ def sweep_depth(m: LoadedModel, req: P.SweepDepth, emit: Callable[[object], None
             tg: list[float] = []
             for _ in range(req.repetitions):
                 if req.n_prompt:
-                    c.abortable(True)
+                    # Timed without the abort callback, as decode is: llama.cpp calls it between graph
+                    # nodes, a Python call each, which cost 10 % of prefill tok/s at depth 1k-2k against
+                    # llama-bench (bench/context_sweep.py); Stop is read before and after the run.
+                    c.abortable(False)
                     pp.append(req.n_prompt / max(_time_prefill(c, req.n_prompt), 1e-9))
                     c.back_to_mark()
                 if req.n_gen:
