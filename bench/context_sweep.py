@@ -80,6 +80,12 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--flash-attn", action="store_true")
     ap.add_argument("--kv", default="f16", help="K and V cache type (f16, q8_0...)")
+    ap.add_argument(
+        "--swa-full",
+        action="store_true",
+        help="Glassbox's default full-size cache for sliding-window layers; without it, as llama-bench runs "
+        "(it sets swa_full false: llama-bench.cpp), so a sliding-window model compares like for like",
+    )
     args = ap.parse_args()
     if not args.model or not Path(args.model).is_file():
         print("Give a GGUF with --model (or set GLASSBOX_TEST_SMOLLM2).", file=sys.stderr)
@@ -102,6 +108,7 @@ def main() -> int:
         flash_attn=FlashAttention.ON if args.flash_attn else FlashAttention.OFF,
         type_k=args.kv,
         type_v=args.kv,
+        swa_full=args.swa_full,
     )
     loaded = host.request(P.LoadModel(host.next_id(), args.model, settings), timeout=300)
     assert isinstance(loaded, P.ModelLoaded), getattr(loaded, "message", loaded)
@@ -141,6 +148,7 @@ def main() -> int:
         "rounds": args.rounds,
         "flash_attn": args.flash_attn,
         "kv": args.kv,
+        "swa_full": args.swa_full,
         "seconds": round(time.perf_counter() - t0, 1),
         **sides,
         "ratio": [{"depth": d, "pp": ratio(d, "pp"), "tg": ratio(d, "tg")} for d in depths],
