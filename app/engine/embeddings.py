@@ -40,6 +40,7 @@ import numpy as np
 from app.core import protocol as P
 from app.core.gguf.gguf_info import GGUFInfo
 from app.core.hardware.memory import pad
+from app.engine.batch import fill_batch
 from app.engine.errors import EngineError
 
 log = logging.getLogger(__name__)
@@ -274,16 +275,11 @@ class Embedder:
         n = sum(len(s) for s in seqs)
         batch = llama_cpp.llama_batch_init(n, 0, len(seqs))
         try:
-            batch.n_tokens = n
             i = 0
             for k, seq in enumerate(seqs):
-                for pos, tok in enumerate(seq):
-                    batch.token[i] = tok
-                    batch.pos[i] = pos
-                    batch.n_seq_id[i] = 1
-                    batch.seq_id[i][0] = k
-                    batch.logits[i] = True  # embeddings mode outputs every token (llama_context::decode)
-                    i += 1
+                # Embeddings mode outputs every token (llama_context::decode).
+                fill_batch(batch, seq, 0, logits=lambda _pos: True, seq=k, start=i)
+                i += len(seq)
             rc = int(llama_cpp.llama_decode(ctx, batch))
         finally:
             llama_cpp.llama_batch_free(batch)

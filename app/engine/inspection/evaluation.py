@@ -39,6 +39,7 @@ from app.core import protocol as P
 from app.core.gguf.gguf_info import GGUFInfo
 from app.core.hardware.memory import compute_buffer_estimate, kv_cache_layout, pad
 from app.core.inspection.token_inspection import InspectPath
+from app.engine.batch import fill_batch
 from app.engine.errors import EngineError
 from app.engine.inspection.chat_cache import ChatCache
 from app.engine.inspection.eval_callback import TensorCapture
@@ -302,13 +303,7 @@ class InspectContext:
         n = s1 - s0
         batch = llama_cpp.llama_batch_init(n, 0, 1)
         try:
-            batch.n_tokens = n
-            for i in range(n):
-                batch.token[i] = tokens[s0 + i]
-                batch.pos[i] = s0 + i
-                batch.n_seq_id[i] = 1
-                batch.seq_id[i][0] = 0
-                batch.logits[i] = all_logits or i == n - 1
+            fill_batch(batch, tokens[s0:s1], s0, logits=lambda pos: all_logits or pos == s1 - 1)
             rc = int(llama_cpp.llama_decode(self._ctx, batch))
         finally:
             llama_cpp.llama_batch_free(batch)

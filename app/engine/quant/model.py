@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from app.core import protocol as P
 from app.core.gguf.gguf_info import GGUFInfo
+from app.engine.batch import fill_batch
 from app.engine.errors import CancelFlag, EngineError
 from app.engine.loader import check_model
 from app.engine.vocab import Vocab
@@ -121,15 +122,7 @@ class CompareModel:
         if self._cancel.is_set():
             raise Cancelled
         batch = self._batch
-        n = len(tokens)
-        batch.n_tokens = n
-        for i, tok in enumerate(tokens):
-            pos = pos0 + i
-            batch.token[i] = tok
-            batch.pos[i] = pos
-            batch.n_seq_id[i] = 1
-            batch.seq_id[i][0] = 0
-            batch.logits[i] = out_from <= pos < out_to
+        fill_batch(batch, tokens, pos0, logits=lambda pos: out_from <= pos < out_to)
         t = time.perf_counter_ns()
         rc = int(llama_cpp.llama_decode(self.ctx, batch))
         ns = time.perf_counter_ns() - t

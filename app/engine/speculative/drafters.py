@@ -17,6 +17,7 @@ import numpy as np
 
 from app.core import protocol as P
 from app.core.speculative.stats import RoundEnd
+from app.engine.batch import fill_batch
 from app.engine.errors import EngineError
 from app.engine.prefill import common_prefix_len
 
@@ -137,13 +138,8 @@ class DraftModel:
     def _decode(self, tokens: Sequence[int], pos0: int) -> None:
         """Evaluate ``tokens`` at ``pos0...`` with logits for the last one only."""
         batch = self._batch
-        batch.n_tokens = len(tokens)
-        for i, tok in enumerate(tokens):
-            batch.token[i] = tok
-            batch.pos[i] = pos0 + i
-            batch.n_seq_id[i] = 1
-            batch.seq_id[i][0] = 0
-            batch.logits[i] = i == len(tokens) - 1
+        last = pos0 + len(tokens) - 1
+        fill_batch(batch, tokens, pos0, logits=lambda pos: pos == last)
         rc = int(llama_cpp.llama_decode(self.ctx, batch))
         self.forward_passes += 1
         if rc != 0:

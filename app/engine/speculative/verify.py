@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.core import protocol as P
+from app.engine.batch import fill_batch
 from app.engine.errors import EngineError
 
 
@@ -45,13 +46,7 @@ class Verifier:
         """
         llm, batch = self._llm, self._batch
         pos0 = llm.n_tokens
-        batch.n_tokens = len(tokens)
-        for i, tok in enumerate(tokens):
-            batch.token[i] = tok
-            batch.pos[i] = pos0 + i
-            batch.n_seq_id[i] = 1
-            batch.seq_id[i][0] = 0
-            batch.logits[i] = True
+        fill_batch(batch, tokens, pos0, logits=lambda _pos: True)
         rc = int(llama_cpp.llama_decode(llm.ctx, batch))
         if rc != 0:
             raise EngineError(P.FailureKind.INTERNAL, f"llama_decode returned {rc} verifying a draft at {pos0}.")
