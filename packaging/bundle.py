@@ -130,6 +130,25 @@ def link_versioned_copies(lib: Path) -> int:
     return saved
 
 
+#: CPU variants of a ``GGML_CPU_ALL_VARIANTS`` build the bundle leaves out. ``sapphirerapids`` is the only one
+#: built with AMX (ggml/src/CMakeLists.txt): where a CPU advertises AMX, ggml scores it highest, and on a VM
+#: that advertises AMX its ``ggml_backend_amx_mul_mat`` died with SIGILL at ``tilezero`` on the first prefill
+#: (this CI machine; llama.cpp issue #28756 is the same). Without it such a CPU loads ``zen4`` (AVX-512, VNNI, BF16),
+#: which Ollama measured 10 % faster than AMX on Sapphire Rapids when it dropped the same variant (ollama#9203).
+LEFT_OUT_CPU_VARIANTS = ("sapphirerapids",)
+
+
+def drop_cpu_variants(lib: Path, names: tuple[str, ...] = LEFT_OUT_CPU_VARIANTS) -> list[str]:
+    """Delete ``libggml-cpu-<name>.so`` (any version suffix) from ``lib`` for each name; returns the files deleted."""
+    dropped = []
+    for path in sorted(lib.iterdir()):
+        variant = path.name.removeprefix("libggml-cpu-").split(".so")[0]
+        if path.name.startswith("libggml-cpu-") and variant in names:
+            path.unlink()
+            dropped.append(path.name)
+    return dropped
+
+
 # Qt plugins loaded only when present (GTK theme, Wayland, image formats...) and the libraries only the Wayland
 # plugin loads: not a reason to depend on GTK or Wayland (on Wayland, Qt falls back to X11 through XWayland).
 OPTIONAL_PLUGIN = re.compile(r"/plugins/(?!platforms/libqxcb\.so|xcbglintegrations/)|/libQt6(Wayland|Wl)")
@@ -142,6 +161,9 @@ def check_libraries() -> None:
         if link.is_symlink() and not link.exists():  # points at a library the spec left out
             link.unlink()
     lib = BUNDLE / "_internal" / "llama_cpp" / "lib"
+    dropped = drop_cpu_variants(lib)
+    if dropped:
+        say(f"llama_cpp/lib: left out {', '.join(dropped)} (AMX: SIGILL on VMs that advertise it)")
     saved = link_versioned_copies(lib)
     if saved:
         say(f"llama_cpp/lib: the unversioned names are links to the versioned files ({saved / 2**20:.0f} MiB saved)")

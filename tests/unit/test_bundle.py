@@ -117,3 +117,14 @@ def test_the_deb_pins_libc6_ships_the_copyright_and_has_no_maintainer_scripts(bu
     assert (extracted / "usr/share/doc/glassbox/copyright").read_text() == (ROOT / "LICENSE").read_text()
     # The README's links into docs/ resolve inside the package too.
     assert (extracted / "usr/share/doc/glassbox/docs/guide/README.md").is_file()
+
+
+def test_the_amx_cpu_variant_is_left_out_and_the_others_kept(bundle, tmp_path):
+    for name in ["libggml-cpu-sapphirerapids.so", "libggml-cpu-zen4.so", "libggml-cpu-haswell.so", "libggml-base.so.0"]:
+        (tmp_path / name).write_bytes(b"x")
+    assert bundle.drop_cpu_variants(tmp_path) == ["libggml-cpu-sapphirerapids.so"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "libggml-base.so.0",
+        "libggml-cpu-haswell.so",
+        "libggml-cpu-zen4.so",
+    ]
