@@ -260,6 +260,8 @@ class Api:
                     if ev.stats.stop_reason is StopReason.CANCELLED:
                         yield _sse(_cancelled().body())
                         break
+                    for chunk in builder.call_chunks(ev):
+                        yield _sse(chunk)
                     yield _sse(builder.last_chunk(ev, self._queued_s(job, started_ns)))
                     if job.request.include_usage:
                         yield _sse(builder.usage_chunk(ev))

@@ -13,6 +13,7 @@ from app.core.quant.comparison import CompareModels
 from app.core.quant.types import QuantType
 from app.core.sampling.alternatives import StoredStep
 from app.core.sampling.params import SamplerSettings
+from app.core.tools.spec import ToolChoice, ToolSpec
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,13 @@ class Generate:
         speculate: None: speculate as loaded (``LoadSettings.speculation``); False: this reply
             without speculation ("measure speed-up" regenerates greedily both ways); True: with it
             when the load set a drafter up (ignored otherwise).
+        tools: functions offered to the model (the local API's ``tools``), rendered into the prompt:
+            through the chat template's ``tools`` when its Jinja source reads them, else (only with
+            a forced ``tool_choice``) described in the system message
+            (:func:`~app.core.tools.template.tools_system_prompt`). Empty: none.
+        tool_choice: with ``tools``: :attr:`~app.core.tools.spec.ToolChoiceKind.AUTO` fails with kind
+            ``template`` when the template does not offer tools (the model would not know them);
+            a forced choice goes with the constraint that forces the call (``constraint``).
     """
 
     request_id: int
@@ -89,6 +97,8 @@ class Generate:
     alternatives: int = 0
     reply_prefix: tuple[int, ...] = ()
     speculate: bool | None = None
+    tools: tuple[ToolSpec, ...] = ()
+    tool_choice: ToolChoice | None = None
 
 
 @dataclass(frozen=True)
