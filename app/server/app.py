@@ -36,6 +36,7 @@ _FAILED_STATUS = {
     P.FailureKind.CONTEXT_OVERFLOW: 400,
     P.FailureKind.TEMPLATE: 400,
     P.FailureKind.BAD_SETTINGS: 400,
+    P.FailureKind.CONSTRAINT: 400,
     P.FailureKind.NO_MODEL: 503,
     P.FailureKind.BUSY: 503,
     P.FailureKind.CANCELLED: 503,
