@@ -112,6 +112,7 @@ LANES: dict[type[Any], Lane] = {
     P.PrepareInspect: Lane.INSPECT,
     P.Embed: Lane.EMBED,
     P.CancelEmbed: Lane.READER,
+    P.CheckConstraint: Lane.READER,  # output constraints (issue 23 §1): milliseconds, answered while a reply streams
 }
 
 
@@ -146,6 +147,8 @@ HANDLERS: dict[type[Any], Callable[[Session, Any], object | None]] = {
     P.CancelEmbed: lambda session, req: session.cancel_embed(req),
     # Sizing a quantization (issue 21 §2): llama.cpp's dry run of each type offered, nothing written.
     P.PlanQuantize: lambda session, req: plan_quantize(req, llama_log=session.llama_log),
+    # Output constraints (issue 23 §1): a JSON schema converted and a grammar parsed, nothing generated.
+    P.CheckConstraint: lambda session, req: session.check_constraint(req),
 }
 
 

@@ -75,7 +75,9 @@ class DecodeResult:
     speculation: SpeculationStats | None = None
 
 
-def make_sampler(s: SamplerSettings, seed: int, prompt_tokens: Sequence[int], vocab: Vocab, n_ctx: int) -> Any:
+def make_sampler(
+    s: SamplerSettings, seed: int, prompt_tokens: Sequence[int], vocab: Vocab, n_ctx: int, grammar: Any = None
+) -> Any:
     """llama.cpp's sampler chain for ``s`` (:func:`app.engine.funnel.make_chain`, the stages the
     funnel runs one by one); free it with llama_sampler_free.
 
@@ -86,8 +88,10 @@ def make_sampler(s: SamplerSettings, seed: int, prompt_tokens: Sequence[int], vo
             main example does).
         vocab: the model's vocabulary.
         n_ctx: the context, tokens (the look-back when ``repeat_last_n`` is -1).
+        grammar: the output constraint's grammar sampler (:mod:`app.engine.constraint`), first in the
+            chain, which then owns it; None: no constraint.
     """
-    return make_chain(s, seed, prompt_tokens, vocab, n_ctx)
+    return make_chain(s, seed, prompt_tokens, vocab, n_ctx, grammar)
 
 
 def decode_loop(

@@ -36,6 +36,7 @@ _FAILED_STATUS = {
     P.FailureKind.CONTEXT_OVERFLOW: 400,
     P.FailureKind.TEMPLATE: 400,
     P.FailureKind.BAD_SETTINGS: 400,
+    P.FailureKind.CONSTRAINT: 400,
     P.FailureKind.NO_MODEL: 503,
     P.FailureKind.BUSY: 503,
     P.FailureKind.CANCELLED: 503,
@@ -260,6 +261,8 @@ class Api:
                     if ev.stats.stop_reason is StopReason.CANCELLED:
                         yield _sse(_cancelled().body())
                         break
+                    for chunk in builder.call_chunks(ev):
+                        yield _sse(chunk)
                     yield _sse(builder.last_chunk(ev, self._queued_s(job, started_ns)))
                     if job.request.include_usage:
                         yield _sse(builder.usage_chunk(ev))

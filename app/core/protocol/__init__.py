@@ -160,3 +160,10 @@ from app.core.protocol.requests import PlanQuantize  # noqa: E402
 
 __all__ += ["FallbackTensor", "PlanQuantize", "PlannedType", "QuantizePlanned"]
 # ---- end of sizing a quantization -------------------------------------------------------------------
+
+# ---- output constraints (issue 23 §1) ------------------------------------------------------------
+from app.core.protocol.answers import ConstraintChecked  # noqa: E402
+from app.core.protocol.requests import CheckConstraint  # noqa: E402
+
+__all__ += ["CheckConstraint", "ConstraintChecked"]
+# ---- end of output constraints -------------------------------------------------------------------

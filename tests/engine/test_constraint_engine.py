@@ -1,0 +1,131 @@
+"""Output constraints on real SmolLM2 and Gemma 3: a JSON schema's reply parses and validates, a GBNF
+grammar's reply is one of its words, a bad grammar or schema fails with its line or part named (a
+Generate and a CheckConstraint alike), and speculation keeps a constrained reply exact."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from app.core import protocol as P
+from app.core.chat.context import ChatMessage, StopReason
+from app.core.constraint.model import ConstraintKind, OutputConstraint
+from app.core.sampling.params import SamplerSettings
+from app.core.speculative.settings import Drafter, SpeculationSettings
+from tests.support.engine import SYSTEM, Engine, start_engine
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "colour": {"type": "string", "enum": ["red", "green", "blue"]},
+        "count": {"type": "integer"},
+        "owner": {
+            "type": "object",
+            "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer"}},
+            "required": ["name", "age"],
+        },
+    },
+    "required": ["colour", "count", "owner"],
+}
+YES_NO = 'root ::= "yes" | "no"'
+BAD_GRAMMAR = 'root ::= answer\nanswer ::= "yes" | "no"\nthing = "x"\n'
+
+
+@pytest.fixture(scope="module", params=["smollm2", "gemma"])
+def eng(request):
+    e = start_engine(request.getfixturevalue(request.param), n_ctx=1024, n_threads=2)
+    yield e
+    e.host.stop()
+
+
+def constrained(eng: Engine, prompt: str, c: OutputConstraint, *, speculate=None, **sampler) -> P.Finished | P.Failed:
+    msgs = (ChatMessage(*SYSTEM), ChatMessage("user", prompt))
+    req = P.Generate(
+        eng.host.next_id(), msgs, SamplerSettings(**sampler), constraint=c, speculate=speculate, keep_logits=True
+    )
+    return eng.host.request(req, timeout=120)
+
+
+def test_a_json_schema_reply_parses_and_validates(eng):
+    c = OutputConstraint(ConstraintKind.JSON_SCHEMA, json.dumps(SCHEMA))
+    for seed in (1, 2):
+        done = constrained(eng, "Describe a toy as JSON.", c, temperature=0.8, seed=seed, max_tokens=120)
+        assert isinstance(done, P.Finished), done
+        assert done.stats.stop_reason == StopReason.EOS, (done.stats.stop_reason, done.text)  # the grammar ended it
+        value = json.loads(done.text)
+        jsonschema.validate(value, SCHEMA)
+
+
+def test_a_gbnf_reply_is_exactly_one_of_its_words(eng):
+    c = OutputConstraint(ConstraintKind.GBNF, YES_NO)
+    for seed in (1, 2, 3):
+        done = constrained(eng, "Is the sky blue?", c, temperature=1.0, seed=seed, max_tokens=20)
+        assert isinstance(done, P.Finished), done
+        assert done.text in ("yes", "no")
+        assert done.stats.stop_reason == StopReason.EOS
+
+
+def test_json_object_gives_a_json_object(eng):
+    done = constrained(
+        eng, "Give me a JSON object.", OutputConstraint(ConstraintKind.JSON), temperature=0.0, max_tokens=80
+    )
+    assert isinstance(done, P.Finished), done
+    if done.stats.stop_reason == StopReason.EOS:
+        assert isinstance(json.loads(done.text), dict)
+    else:  # cut by max_tokens: still the start of an object
+        assert done.text.lstrip().startswith("{")
+
+
+def test_a_bad_grammar_fails_naming_its_line(eng):
+    c = OutputConstraint(ConstraintKind.GBNF, BAD_GRAMMAR)
+    failed = constrained(eng, "Is the sky blue?", c, max_tokens=5)
+    assert isinstance(failed, P.Failed) and failed.kind == P.FailureKind.CONSTRAINT
+    assert "line 3" in failed.message, failed.message
+    checked = eng.host.request(P.CheckConstraint(eng.host.next_id(), c))
+    assert isinstance(checked, P.Failed) and checked.kind == P.FailureKind.CONSTRAINT and "line 3" in checked.message
+    undefined = eng.host.request(
+        P.CheckConstraint(
+            eng.host.next_id(), OutputConstraint(ConstraintKind.GBNF, 'root ::= greeting\ngreeting ::= "hi " name\n')
+        )
+    )
+    assert isinstance(undefined, P.Failed) and "line 2" in undefined.message and "'name'" in undefined.message
+    no_root = eng.host.request(
+        P.CheckConstraint(eng.host.next_id(), OutputConstraint(ConstraintKind.GBNF, 'start ::= "a"'))
+    )
+    assert isinstance(no_root, P.Failed) and "'root'" in no_root.message
+    # the engine lives on: a good constraint right after
+    ok = eng.host.request(P.CheckConstraint(eng.host.next_id(), OutputConstraint(ConstraintKind.GBNF, YES_NO)))
+    assert isinstance(ok, P.ConstraintChecked) and ok.n_rules == 1
+
+
+def test_an_unsupported_schema_names_the_part(eng):
+    schema = {"type": "object", "properties": {"x": {"type": "object", "patternProperties": {"^a": {}}}}}
+    c = OutputConstraint(ConstraintKind.JSON_SCHEMA, json.dumps(schema))
+    failed = eng.host.request(P.CheckConstraint(eng.host.next_id(), c))
+    assert isinstance(failed, P.Failed) and failed.kind == P.FailureKind.CONSTRAINT
+    assert "'patternProperties' at $.properties.x" in failed.message
+    bad_pattern = {"type": "string", "pattern": "abc"}  # the converter wants ^...$
+    failed = constrained(eng, "hi", OutputConstraint(ConstraintKind.JSON_SCHEMA, json.dumps(bad_pattern)), max_tokens=4)
+    assert isinstance(failed, P.Failed) and failed.kind == P.FailureKind.CONSTRAINT and "converter" in failed.message
+    ok = eng.host.request(
+        P.CheckConstraint(eng.host.next_id(), OutputConstraint(ConstraintKind.JSON_SCHEMA, json.dumps(SCHEMA)))
+    )
+    assert isinstance(ok, P.ConstraintChecked) and "root ::=" in ok.gbnf
+
+
+def test_speculation_keeps_a_constrained_reply_exact(smollm2):
+    lookup = SpeculationSettings(enabled=True, drafter=Drafter.PROMPT_LOOKUP, draft_max=8, ngram=3)
+    e = start_engine(smollm2, n_ctx=1024, n_threads=2, speculation=lookup)
+    try:
+        c = OutputConstraint(ConstraintKind.JSON_SCHEMA, json.dumps(SCHEMA))
+        prompt = 'Repeat exactly: {"colour": "red", "count": 3, "owner": {"name": "Ann", "age": 7}}'
+        plain = constrained(e, prompt, c, speculate=False, temperature=0.0, max_tokens=80)
+        spec = constrained(e, prompt, c, speculate=None, temperature=0.0, max_tokens=80)
+        assert isinstance(plain, P.Finished) and isinstance(spec, P.Finished), (plain, spec)
+        assert spec.stats.speculation is not None and spec.stats.speculation.rounds > 0
+        assert spec.text == plain.text
+        jsonschema.validate(json.loads(spec.text), SCHEMA)
+    finally:
+        e.host.stop()
