@@ -55,7 +55,7 @@ def test_names_are_unique_and_a_removed_server_takes_its_switches_with_it() -> N
 
 def test_the_settings_survive_a_restart(tmp_path) -> None:
     mcp = (
-        McpSettings(call_timeout_s=15.0)
+        McpSettings(call_timeout_s=15.0, use_in_chats=True)
         .with_server(McpServerConfig.stdio("files", "npx -y server ~/notes", env=(("TOKEN", "s3cret"),)))
         .with_server(McpServerConfig.http("web", "https://example.org/mcp"))
         .with_tool_enabled("files", "write_file", False)

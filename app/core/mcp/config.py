@@ -151,11 +151,14 @@ class McpSettings:
         disabled_tools: ``(server name, tool name)`` pairs switched off; a tool not listed is on
             (a server's new tools are offered until switched off; each call is still confirmed).
         call_timeout_s: how long a tool call may take before it is reported as hung, seconds.
+        use_in_chats: offer the tools switched on to the model in the chat (Tools → Use MCP tools in
+            chats; off by default: each call is confirmed, but a person turns tools on knowingly).
     """
 
     servers: tuple[McpServerConfig, ...] = ()
     disabled_tools: tuple[tuple[str, str], ...] = ()
     call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S
+    use_in_chats: bool = False
 
     def server(self, name: str) -> McpServerConfig | None:
         """The server called ``name``, or None."""
@@ -193,6 +196,7 @@ class McpSettings:
             "servers": [s.to_dict() for s in self.servers],
             "disabled_tools": [list(p) for p in self.disabled_tools],
             "call_timeout_s": self.call_timeout_s,
+            "use_in_chats": self.use_in_chats,
         }
 
     @classmethod
@@ -217,7 +221,12 @@ class McpSettings:
             timeout_s = min(MAX_CALL_TIMEOUT_S, max(MIN_CALL_TIMEOUT_S, float(timeout)))
         else:
             timeout_s = DEFAULT_CALL_TIMEOUT_S
-        return cls(servers=servers, disabled_tools=disabled, call_timeout_s=timeout_s)
+        return cls(
+            servers=servers,
+            disabled_tools=disabled,
+            call_timeout_s=timeout_s,
+            use_in_chats=data.get("use_in_chats") is True,
+        )
 
 
 def _text(value: object) -> str:

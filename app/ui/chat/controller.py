@@ -290,15 +290,15 @@ class ChatController(QObject):
             history = (ChatMessage(Role.SYSTEM, system),) if system else ()
         return (*history, ChatMessage(Role.USER, draft))
 
-    def send(self, text: str) -> bool:
-        """Append the person's message and ask for a reply. Returns False if nothing was sent
-        (the text then stays in the box)."""
+    def send(self, text: str, *, from_composer: bool = True) -> bool:
+        """Append a message, ask for a reply; False if not sent (text kept). Not from_composer: a tool's result."""
         if self.busy:
             self._say_busy()
             return False
         if not self._engine_ready():
             return False
-        self.composer.take_draft()  # sent: not a draft of the chat it is sent in, nor of the one it makes
+        if from_composer:
+            self.composer.take_draft()  # sent: not a draft of the chat it is sent in, nor of the one it makes
         if self.conversation_id is not None and self.store.get_conversation(self.conversation_id).deleted_at:
             # The chat shown was deleted (Undo still possible): never write into the trash.
             self.shown.show(None, ())

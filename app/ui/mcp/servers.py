@@ -100,6 +100,10 @@ class McpServers(QObject):
         """How long a tool call may take before it is reported as hung, seconds."""
         self._change(lambda s: replace(s, mcp=replace(s.mcp, call_timeout_s=float(seconds))))
 
+    def set_use_in_chats(self, on: bool) -> None:
+        """Offer the tools switched on to the model in the chat, or not."""
+        self._change(lambda s: replace(s, mcp=replace(s.mcp, use_in_chats=bool(on))))
+
     def reconnect(self, name: str) -> None:
         """Close the server ``name`` and connect it again (a server that stopped, or was changed outside)."""
         self._pool.reconnect(name)

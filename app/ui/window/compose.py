@@ -61,12 +61,15 @@ def create_window(paths: Paths, engine: EngineClient | None = None) -> MainWindo
 
 def add_mcp_servers(window: MainWindow) -> McpLauncher:
     """Tools → MCP servers… (issue 23 §2): the person's MCP servers, connected while the window runs
-    (closed when it closes), and their dialog."""
+    (closed when it closes), their dialog, and their tools in the chat (Tools → Use MCP tools in chats)."""
+    from app.ui.mcp.chat_tools import ChatTools
     from app.ui.mcp.entry import McpLauncher
     from app.ui.mcp.servers import McpServers
 
-    launcher = McpLauncher(window, McpServers(window.settings_ctl, watch=window, parent=window))
+    servers = McpServers(window.settings_ctl, watch=window, parent=window)
+    launcher = McpLauncher(window, servers)
     launcher.add_to(window.menus.actions.tools_menu)
+    ChatTools(servers, window.chat, window.engine, window)
     return launcher
 
 
