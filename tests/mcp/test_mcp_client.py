@@ -4,6 +4,8 @@ that will not start. Each failure is an ``McpServerError`` naming the server, ne
 
 from __future__ import annotations
 
+import socket
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -15,6 +17,7 @@ from app.mcp.client import McpClient
 from app.mcp.pool import McpPool
 from app.mcp.values import McpFailure, McpServerError, ServerState
 from tests.support.mcp_server import SERVER_NAME, script_path
+from tests.support.servers import free_port
 
 WAIT_S = 30.0  # for a future; the events themselves take well under a second here
 
@@ -146,3 +149,31 @@ def test_the_pool_follows_the_settings_and_offers_only_connected_tools_switched_
     finally:
         assert pool.close_all()
     assert pool.clients == ()
+
+
+def test_a_streamable_http_server_lists_calls_and_is_reported_when_it_goes_away() -> None:
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, str(script_path()), "--http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    client = McpClient(McpServerConfig.http("web", f"http://127.0.0.1:{port}/mcp"))
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while True:  # until uvicorn listens (about 1.5 s here)
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and server.poll() is None, "the HTTP test server did not start"
+                time.sleep(0.05)
+        assert {t.name for t in client.start().result(WAIT_S)} == {"add", "echo", "crash", "hang"}
+        assert client.call_tool("add", {"a": 20, "b": 22}).result(WAIT_S).text == "42"
+        server.kill()
+        server.wait(WAIT_S)
+        error = _error(client.call_tool("add", {"a": 1, "b": 1}, timeout_s=5))
+        assert error.failure is McpFailure.DIED and "'web' stopped during the call to add" in error.message
+        assert client.state is ServerState.STOPPED
+    finally:
+        server.kill()
+        server.wait(WAIT_S)
+        assert client.close(WAIT_S)

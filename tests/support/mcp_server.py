@@ -1,6 +1,7 @@
 """A small MCP server for the tests, on the official SDK's ``MCPServer`` (FastMCP in mcp 1.x), over stdio.
 
-Run as ``python tests/support/mcp_server.py`` (what :func:`stdio_config` starts). Its tools:
+Run as ``python tests/support/mcp_server.py`` (stdio), or with ``--http PORT`` (streamable HTTP at
+``http://127.0.0.1:PORT/mcp``). Its tools:
 ``add(a, b)`` (a + b), ``echo(text)`` (the text back), ``crash()`` (the process exits at once with
 code 3, mid-call: the client sees the connection end) and ``hang()`` (sleeps an hour, for the time
 limit).
@@ -53,4 +54,7 @@ def script_path() -> Path:
 
 
 if __name__ == "__main__":
-    server.run("stdio")
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":  # streamable HTTP on 127.0.0.1:<port>, path /mcp
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run("stdio")

@@ -89,6 +89,11 @@ def test_a_tool_call_is_confirmed_run_and_its_result_fed_back(qtbot, tiny_model:
         # The chat holds it all: the question, the call, the result, the answer.
         texts = [m.text for m in win.chat_view.messages]
         assert texts[-1] == "Done." and texts[-2] == fed.content and json.loads(texts[-3]) == call
+        assert win.chat_view.messages[-2].title.text() == f"Tool result · {call['name']}"  # not "You"
+        conv = win.chat.conversation_id
+        assert conv is not None
+        win.chat.open_conversation(conv)  # shown again from the store: the same header
+        qtbot.waitUntil(lambda: win.chat_view.messages[-2].title.text() == f"Tool result · {call['name']}")
     finally:
         close_window(win)
 

@@ -38,7 +38,7 @@ from app.ui.chat.chat_settings import ChatSettingsController
 from app.ui.chat.composer import Composer
 from app.ui.chat.drafts import Drafts
 from app.ui.chat.message import MessageAction, MessageWidget
-from app.ui.chat.presenter import ContinueRule, MessageLook, stored_look
+from app.ui.chat.presenter import ContinueRule, MessageLook, stored_look, tool_result_title
 from app.ui.chat.reply import ReplyInFlight, new_reply_meta
 from app.ui.chat.shown import ShownChat
 from app.ui.chat.streaming import ReplyStreaming
@@ -317,7 +317,7 @@ class ChatController(QObject):
             self.conversation_changed.emit(conv)
         path = self.store.active_path(conv)
         mid = self.store.add_message(conv, path[-1].id if path else None, Role.USER, text)
-        self.view.add_message(Role.USER, text, message_id=mid)
+        self.view.add_message(Role.USER, text, tool_result_title(text), message_id=mid)
         self.conversations_changed.emit()
         return self._start_reply(parent_id=mid, sent_user=(mid, text))
 

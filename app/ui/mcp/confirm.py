@@ -72,7 +72,7 @@ class ToolCallDialog(QDialog):
         buttons.rejected.connect(self.reject)
         lay.addWidget(buttons)
         self.finished.connect(self._answer)
-        self.resize(560, 360)
+        self.resize(560, 300)
 
     def _answer(self, result: int) -> None:
         if not self._answered:
