@@ -22,12 +22,12 @@ from concurrent.futures import Future, InvalidStateError
 from typing import Any, TextIO, TypeVar, cast
 
 from app.core.mcp.config import DEFAULT_CALL_TIMEOUT_S, McpServerConfig
-from app.mcp import connection
-from app.mcp.values import McpFailure, McpServerError, McpTool, ServerState, ToolResult
+from app.mcp.values import STARTING, McpFailure, McpServerError, McpTool, ServerState, ToolResult
 
 log = logging.getLogger(__name__)
 
 DEFAULT_CONNECT_TIMEOUT_S = 60.0  # `npx -y some-server` may download the server on its first start
+STDERR_TAIL_CHARS = 600  # of a failed server's stderr, quoted in its error
 _T = TypeVar("_T")
 
 
@@ -100,6 +100,8 @@ class McpClient:
         doing = f"the call to {name}"
 
         async def run(session: Any) -> ToolResult:
+            from app.mcp import connection  # imported on the client's thread by then (see _run)
+
             return await connection.call_tool(session, self.name, name, arguments, timeout_s)
 
         return self._submit(run, doing, timeout_s)
@@ -108,6 +110,8 @@ class McpClient:
         """List the tools again (``tools/list``); the future ends with them or an :class:`McpServerError`."""
 
         async def run(session: Any) -> tuple[McpTool, ...]:
+            from app.mcp import connection
+
             tools = await connection.list_tools(session, self.name)
             self.tools = tools
             return tools
@@ -137,17 +141,28 @@ class McpClient:
 
     def _run(self) -> None:
         try:
+            # The SDK (pydantic, httpx2...: about 1 s to import here) is loaded on the first client's
+            # thread, not at the window's start: a person with no MCP server never pays for it.
+            from app.mcp import connection
+        except ImportError as exc:
+            msg = f"MCP server {self.name!r} could not start: the mcp package could not be loaded ({exc})."
+            self._fail(McpServerError(self.name, McpFailure.WONT_START, msg))
+            self._settle_all()
+            return
+        try:
             with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as stderr:
                 self._stderr = cast(TextIO, stderr)
                 asyncio.run(self._main())
         except BaseException as exc:  # nothing may end the thread with a traceback
-            error = connection.describe(exc, self.name, connection.STARTING, self._connect_timeout_s)
+            error = connection.describe(exc, self.name, STARTING, self._connect_timeout_s)
             log.warning("MCP server %r: %s", self.name, error)
             self._fail(error)
         finally:
             self._settle_all()
 
     async def _main(self) -> None:
+        from app.mcp import connection
+
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         with self._lock:
@@ -166,7 +181,7 @@ class McpClient:
                 log.info("MCP server %r connected: %d tools", self.name, len(tools))
                 await stop.wait()
         except BaseException as exc:  # reported, never raised out of the thread
-            doing = "its session" if self._ready.done() else connection.STARTING
+            doing = "its session" if self._ready.done() else STARTING
             error = connection.describe(exc, self.name, doing, self._connect_timeout_s, self._stderr_tail())
             log.warning("MCP server %r: %s", self.name, error)
             self._fail(error)
@@ -196,6 +211,8 @@ class McpClient:
                 _settle(future, self._not_connected())
                 raise
             except BaseException as exc:  # handed to the future, never raised
+                from app.mcp import connection
+
                 if self._state is ServerState.CLOSED:
                     _settle(future, self._not_connected())
                     return
@@ -275,13 +292,13 @@ class McpClient:
         try:
             fd = stderr.fileno()
             size = os.fstat(fd).st_size
-            start = max(since, size - 4 * connection.STDERR_TAIL_CHARS)
+            start = max(since, size - 4 * STDERR_TAIL_CHARS)
             if hasattr(os, "pread"):  # reads without moving the offset the server's writes share
                 raw = os.pread(fd, size - start, start)
             else:  # no pread (Windows)
                 stderr.seek(start)
                 raw = stderr.read().encode("utf-8")
-            text = raw.decode("utf-8", errors="replace")[-connection.STDERR_TAIL_CHARS :]
+            text = raw.decode("utf-8", errors="replace")[-STDERR_TAIL_CHARS:]
         except (OSError, ValueError):
             return ""
         lines = [line.strip() for line in text.splitlines() if line.strip()]

@@ -21,11 +21,9 @@ from pydantic import ValidationError
 
 from app import APP_NAME, __version__
 from app.core.mcp.config import McpServerConfig, McpTransport
-from app.mcp.values import McpFailure, McpServerError, McpTool, ToolResult
+from app.mcp.values import STARTING, McpFailure, McpServerError, McpTool, ToolResult
 
 MAX_TOOL_PAGES = 50  # tools/list pages followed (a server whose cursor never ends cannot hang the start)
-STDERR_TAIL_CHARS = 600  # of a failed server's stderr, quoted in its error
-STARTING = "starting"  # what a client is doing until its tools are listed (:func:`describe`)
 
 
 @asynccontextmanager

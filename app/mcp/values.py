@@ -6,6 +6,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+STARTING = "starting"  # what a client is doing until its tools are listed (``describe`` in app.mcp.connection)
+
 
 class ServerState(str, enum.Enum):
     """Where one server's connection stands."""

@@ -177,3 +177,15 @@ def test_a_streamable_http_server_lists_calls_and_is_reported_when_it_goes_away(
         server.kill()
         server.wait(WAIT_S)
         assert client.close(WAIT_S)
+
+
+def test_the_window_does_not_load_the_sdk_until_a_server_starts() -> None:
+    """The SDK takes about 1 s to import here: the window's MCP parts load it on the first client's thread."""
+    code = (
+        "import sys\n"
+        "import app.ui.window.compose, app.ui.mcp.entry, app.ui.mcp.chat_tools, app.mcp.pool\n"
+        "print(sorted(k for k in sys.modules if k.split('.')[0] in ('mcp', 'mcp_types', 'httpx2')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
