@@ -153,30 +153,24 @@ def test_a_forced_call_is_a_listed_function_with_arguments_that_match_its_schema
 
 def test_a_tool_result_in_the_history_is_accepted_and_answered(qtbot, api, bg):
     win, c = api
+    first = create(qtbot, bg, c, messages=ASK, tools=[WEATHER], tool_choice="required")
+    call = first.choices[0].message.tool_calls[0]
+    # the client's own round trip: its assistant message back as it came, then the tool's result
     history = [
         *ASK,
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": "call_1",
-                    "type": "function",
-                    "function": {"name": "get_weather", "arguments": '{"city": "Paris", "unit": "celsius"}'},
-                }
-            ],
-        },
-        {"role": "tool", "tool_call_id": "call_1", "content": '{"temperature": 21, "sky": "sunny"}'},
+        first.choices[0].message,
+        {"role": "tool", "tool_call_id": call.id, "content": '{"temperature": 21, "sky": "sunny"}'},
     ]
     reply = create(qtbot, bg, c, messages=history, tools=[WEATHER], tool_choice="none", max_tokens=24)
     choice = reply.choices[0]
     assert choice.message.content and choice.message.tool_calls is None
     assert choice.finish_reason in ("stop", "length") and reply.usage.completion_tokens > 0
+    sent = win.server.entries[-1].messages  # as the template saw them: the call and its result as text
+    assert [m.role.value for m in sent] == ["user", "assistant", "user"]
+    assert json.loads(sent[1].content) == {"name": "get_weather", "arguments": json.loads(call.function.arguments)}
+    assert json.loads(sent[2].content)["tool_response"]["tool_call_id"] == call.id and "sunny" in sent[2].content
     again = create(qtbot, bg, c, messages=history, tools=[WEATHER, ADD], tool_choice="required")
-    print("FOLLOW", repr(choice.message.content), again.choices[0].message.tool_calls[0].function)
     check_call(again.choices[0].message.tool_calls[0], {"get_weather", "add"})
-    entry = win.server.entries[-1]
-    assert "call_1" in entry.messages[-1].content and "sunny" in entry.messages[-1].content
 
 
 def test_auto_on_a_template_without_tools_is_a_400_that_says_what_to_do(qtbot, api, bg):
