@@ -23,11 +23,13 @@ person's Sampler panel, so a client gets the same reply whatever the person has 
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import dataclass
 from typing import Any
 
 from app.core import protocol as P
 from app.core.chat.context import ChatMessage, ContextPolicy, Role
+from app.core.constraint.schema_check import schema_problem
 from app.core.sampling.param_specs import PARAMS
 from app.core.sampling.params import SamplerSettings
 from app.core.tools.forced import forced_call_constraint
@@ -262,9 +264,22 @@ def _tools(body: dict[str, Any], endpoint: Endpoint) -> tuple[tuple[ToolSpec, ..
         return (), NO_TOOLS
     try:
         tools = parse_tools(body.get("tools"))
-        return tools, parse_tool_choice(body.get("tool_choice"), tools)
+        choice = parse_tool_choice(body.get("tool_choice"), tools)
     except ToolError as exc:
         raise bad_request(str(exc), exc.param) from None
+    if choice.forced:  # the call is sampled under a grammar: each schema must be one it can hold
+        for i, tool in enumerate(tools):
+            if choice.kind is ToolChoiceKind.FUNCTION and tool.name != choice.name:
+                continue
+            problem = schema_problem(json.dumps(tool.parameters))
+            if problem:
+                raise bad_request(
+                    f"tools[{i}] ({tool.name}): {problem}. A forced tool call is sampled under llama.cpp's grammar, "
+                    "which cannot hold the arguments to that keyword: drop it from the tool's parameters, or use "
+                    'tool_choice "auto" with a model whose chat template offers tools.',
+                    f"tools[{i}].function.parameters",
+                )
+    return tools, choice
 
 
 def _refuse_unsupported(body: dict[str, Any]) -> None:

@@ -81,6 +81,23 @@ def test_bad_tools_are_a_400_naming_the_field(body, param):
     assert err.value.status == 400 and err.value.param == param
 
 
+def test_a_forced_call_to_a_schema_the_grammar_cannot_hold_is_a_400_naming_the_tool_and_keyword():
+    bounded = {
+        "type": "function",
+        "function": {
+            "name": "roll",
+            "parameters": {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}},
+        },
+    }
+    with pytest.raises(ApiError) as err:
+        parse_request({**ASK, "tools": [WEATHER, bounded], "tool_choice": "required"}, Endpoint.CHAT)
+    assert err.value.param == "tools[1].function.parameters"
+    assert "roll" in str(err.value) and "'minimum'" in str(err.value) and "$.properties.n" in str(err.value)
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    assert parse_request({**ASK, "tools": [WEATHER, bounded], "tool_choice": named}, Endpoint.CHAT).generate.constraint
+    assert parse_request({**ASK, "tools": [WEATHER, bounded]}, Endpoint.CHAT).tool_names  # auto constrains nothing
+
+
 def test_completions_take_no_tools():
     with pytest.raises(ApiError) as err:
         parse_request({"prompt": "x", "tools": [WEATHER]}, Endpoint.COMPLETIONS)
