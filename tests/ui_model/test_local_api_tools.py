@@ -210,3 +210,16 @@ def test_auto_sends_the_tools_through_a_template_that_reads_them(qtbot, api, bg)
             assert call.function.name in SCHEMAS and call.id.startswith("call_")
     else:
         assert choice.message.content is not None and choice.finish_reason in ("stop", "length")
+    streamed = wait(
+        qtbot,
+        bg.submit(
+            lambda: list(
+                c.chat.completions.create(
+                    model="any", messages=ASK, tools=[WEATHER, ADD], temperature=0, max_tokens=48, stream=True
+                )
+            )
+        ),
+    )
+    deltas = [ch.choices[0].delta for ch in streamed if ch.choices]
+    assert "".join(d.content or "" for d in deltas) == (choice.message.content or "")  # greedy: the same reply
+    assert streamed[-1].choices[0].finish_reason == choice.finish_reason
