@@ -5,8 +5,9 @@ a string or a list of ``{"type": "text"}`` parts), ``stream``, ``stream_options.
 ``max_tokens`` / ``max_completion_tokens``, ``temperature``, ``top_p``, ``min_p``, ``top_k``,
 ``seed``, ``stop`` (a string or up to 4 strings), ``presence_penalty``, ``frequency_penalty``,
 ``repeat_penalty``, ``logprobs`` (bool) and ``top_logprobs`` (0-20). ``/v1/completions`` takes
-``prompt`` (one string) instead of ``messages`` and ``logprobs`` as a number (0-20). Other
-fields (``n`` above 1, ``tools``, ``response_format``) are refused with 400 rather than ignored.
+``prompt`` (one string) instead of ``messages`` and ``logprobs`` as a number (0-20). Both take
+``response_format`` (text, ``json_object``, ``json_schema``: :mod:`app.server.response_format`). Other
+fields (``n`` above 1, ``tools``) are refused with 400 rather than ignored.
 
 Sampling starts from llama-server's defaults (temperature 0.8, top_k 40, top_p 0.95, min_p 0.05,
 no repeat penalty, no max_tokens: until the end token or the context is full), not from the
@@ -24,6 +25,7 @@ from app.core.chat.context import ChatMessage, ContextPolicy, Role
 from app.core.sampling.param_specs import PARAMS
 from app.core.sampling.params import SamplerSettings
 from app.server.errors import bad_request
+from app.server.response_format import parse_response_format
 
 MAX_STOP = 4
 MAX_TOP_LOGPROBS = 20
@@ -184,7 +186,7 @@ def _refuse_unsupported(body: dict[str, Any]) -> None:
     n = body.get("n", 1)
     if n not in (1, None):
         raise bad_request("'n' above 1 is not supported: send one request per reply.", "n")
-    for name in ("tools", "functions", "response_format"):
+    for name in ("tools", "functions"):
         if body.get(name) not in (None, [], {"type": "text"}):
             raise bad_request(f"'{name}' is not supported by Glassbox's local API.", name)
 
@@ -206,6 +208,7 @@ def parse_request(body: object, endpoint: Endpoint) -> ParsedRequest:
     include_usage = bool(isinstance(opts, dict) and opts.get("include_usage") is True)
     sampler = _sampler(body)
     stop = _stop(body)
+    constraint = parse_response_format(body)
     if endpoint is Endpoint.CHAT:
         messages = _messages(body)
         logprobs = _flag(body, "logprobs")
@@ -235,5 +238,6 @@ def parse_request(body: object, endpoint: Endpoint) -> ParsedRequest:
         raw_prompt=raw_prompt,
         candidates_every_token=top_logprobs > 0,
         external=True,
+        constraint=constraint,
     )
     return ParsedRequest(endpoint, gen, stream, include_usage, logprobs, top_logprobs, model)
