@@ -180,6 +180,9 @@ def test_auto_on_a_template_without_tools_is_a_400_that_says_what_to_do(qtbot, a
     message = err.value.body["message"]
     assert "does not offer tools" in message or "cannot offer tools" in message
     assert '"required"' in message
+    with pytest.raises(openai.BadRequestError) as err:  # streamed: the same 400, not a stream that fails
+        create(qtbot, bg, c, messages=ASK, tools=[WEATHER], stream=True)
+    assert '"required"' in err.value.body["message"]
     ok = create(qtbot, bg, c, messages=ASK, tools=[WEATHER], tool_choice="none", max_tokens=4)  # still answers
     assert ok.choices[0].message.content is not None
 

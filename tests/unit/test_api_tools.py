@@ -98,6 +98,15 @@ def test_a_forced_call_to_a_schema_the_grammar_cannot_hold_is_a_400_naming_the_t
     assert parse_request({**ASK, "tools": [WEATHER, bounded]}, Endpoint.CHAT).tool_names  # auto constrains nothing
 
 
+def test_a_forced_call_and_a_response_format_are_not_both_taken():
+    fmt = {"response_format": {"type": "json_object"}}
+    with pytest.raises(ApiError) as err:
+        parse_request({**ASK, **fmt, "tool_choice": "required"}, Endpoint.CHAT)
+    assert err.value.param == "response_format" and "send one of them" in str(err.value)
+    auto = parse_request({**ASK, **fmt}, Endpoint.CHAT).generate  # auto: the tools offered, the format kept
+    assert auto.tools and auto.constraint is not None and auto.constraint.kind is ConstraintKind.JSON
+
+
 def test_completions_take_no_tools():
     with pytest.raises(ApiError) as err:
         parse_request({"prompt": "x", "tools": [WEATHER]}, Endpoint.COMPLETIONS)
