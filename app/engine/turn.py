@@ -209,7 +209,12 @@ class Turn:
         chain = make_sampler(req.sampler, seed, prompt.tokens, m.vocab, m.n_ctx, self._grammar)
         self._grammar = None  # the chain owns it
         keep = req.keep_logits or req.alternatives > 0
-        store = ReplyLogits(req.request_id, req.sampler, seed, prompt.tokens, m.vocab.n_tokens) if keep else None
+        store = None
+        if keep:
+            n_before = len(prompt.tokens) - len(prefix)  # the grammar's state: the reply from its prefix on
+            store = ReplyLogits(
+                req.request_id, req.sampler, seed, prompt.tokens, m.vocab.n_tokens, self._gbnf, n_before
+            )
         if store is not None:
             m.store = store
         common: dict[str, Any] = {

@@ -5,15 +5,17 @@ a string or a list of ``{"type": "text"}`` parts), ``stream``, ``stream_options.
 ``max_tokens`` / ``max_completion_tokens``, ``temperature``, ``top_p``, ``min_p``, ``top_k``,
 ``seed``, ``stop`` (a string or up to 4 strings), ``presence_penalty``, ``frequency_penalty``,
 ``repeat_penalty``, ``logprobs`` (bool) and ``top_logprobs`` (0-20). ``/v1/completions`` takes
-``prompt`` (one string) instead of ``messages`` and ``logprobs`` as a number (0-20). Other
-fields (``n`` above 1, ``functions``, ``response_format``) are refused with 400 rather than ignored.
+``prompt`` (one string) instead of ``messages`` and ``logprobs`` as a number (0-20). Both take
+``response_format`` (text, ``json_object``, ``json_schema``: :mod:`app.server.response_format`). Other
+fields (``n`` above 1, ``functions``) are refused with 400 rather than ignored.
 
 Tools (chat only): ``tools`` and ``tool_choice`` (:mod:`app.core.tools`). A forced choice
 ("required", or a named function) asks the engine for a reply under
-:func:`~app.core.tools.forced.forced_call_constraint`; "auto" offers the tools through the chat
-template; "none" leaves them out. The history may hold assistant messages with ``tool_calls``
-and ``role: "tool"`` messages (``tool_call_id``): they are written as text any template renders
-(:mod:`app.core.tools.history`), consecutive tool results in one user message.
+:func:`~app.core.tools.forced.forced_call_constraint` (with ``response_format`` too: a 400, both
+shape the reply); "auto" offers the tools through the chat template; "none" leaves them out. The
+history may hold assistant messages with ``tool_calls`` and ``role: "tool"`` messages
+(``tool_call_id``): they are written as text any template renders (:mod:`app.core.tools.history`),
+consecutive tool results in one user message.
 
 Sampling starts from llama-server's defaults (temperature 0.8, top_k 40, top_p 0.95, min_p 0.05,
 no repeat penalty, no max_tokens: until the end token or the context is full), not from the
@@ -23,11 +25,13 @@ person's Sampler panel, so a client gets the same reply whatever the person has 
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import dataclass
 from typing import Any
 
 from app.core import protocol as P
 from app.core.chat.context import ChatMessage, ContextPolicy, Role
+from app.core.constraint.schema_check import schema_problem
 from app.core.sampling.param_specs import PARAMS
 from app.core.sampling.params import SamplerSettings
 from app.core.tools.forced import forced_call_constraint
@@ -42,6 +46,7 @@ from app.core.tools.spec import (
     parse_tools,
 )
 from app.server.errors import bad_request
+from app.server.response_format import parse_response_format
 
 MAX_STOP = 4
 MAX_TOP_LOGPROBS = 20
@@ -262,18 +267,30 @@ def _tools(body: dict[str, Any], endpoint: Endpoint) -> tuple[tuple[ToolSpec, ..
         return (), NO_TOOLS
     try:
         tools = parse_tools(body.get("tools"))
-        return tools, parse_tool_choice(body.get("tool_choice"), tools)
+        choice = parse_tool_choice(body.get("tool_choice"), tools)
     except ToolError as exc:
         raise bad_request(str(exc), exc.param) from None
+    if choice.forced:  # the call is sampled under a grammar: each schema must be one it can hold
+        for i, tool in enumerate(tools):
+            if choice.kind is ToolChoiceKind.FUNCTION and tool.name != choice.name:
+                continue
+            problem = schema_problem(json.dumps(tool.parameters))
+            if problem:
+                raise bad_request(
+                    f"tools[{i}] ({tool.name}): {problem}. A forced tool call is sampled under llama.cpp's grammar, "
+                    "which cannot hold the arguments to that keyword: drop it from the tool's parameters, or use "
+                    'tool_choice "auto" with a model whose chat template offers tools.',
+                    f"tools[{i}].function.parameters",
+                )
+    return tools, choice
 
 
 def _refuse_unsupported(body: dict[str, Any]) -> None:
     n = body.get("n", 1)
     if n not in (1, None):
         raise bad_request("'n' above 1 is not supported: send one request per reply.", "n")
-    for name in ("functions", "response_format"):
-        if body.get(name) not in (None, [], {"type": "text"}):
-            raise bad_request(f"'{name}' is not supported by Glassbox's local API.", name)
+    if body.get("functions") not in (None, []):
+        raise bad_request("'functions' (the old form of tools) is not supported: send 'tools' instead.", "functions")
 
 
 def parse_request(body: object, endpoint: Endpoint) -> ParsedRequest:
@@ -293,7 +310,15 @@ def parse_request(body: object, endpoint: Endpoint) -> ParsedRequest:
     include_usage = bool(isinstance(opts, dict) and opts.get("include_usage") is True)
     sampler = _sampler(body)
     stop = _stop(body)
+    constraint = parse_response_format(body)
     tools, tool_choice = _tools(body, endpoint)
+    if tool_choice.forced:
+        if constraint is not None:
+            raise bad_request(
+                "'response_format' and a forced 'tool_choice' both set the shape of the reply; send one of them.",
+                "response_format",
+            )
+        constraint = forced_call_constraint(tools, tool_choice)
     if endpoint is Endpoint.CHAT:
         messages = _messages(body)
         logprobs = _flag(body, "logprobs")
@@ -325,6 +350,6 @@ def parse_request(body: object, endpoint: Endpoint) -> ParsedRequest:
         external=True,
         tools=tools if tool_choice.kind is not ToolChoiceKind.NONE else (),
         tool_choice=tool_choice,
-        constraint=forced_call_constraint(tools, tool_choice) if tool_choice.forced else None,
+        constraint=constraint,
     )
     return ParsedRequest(endpoint, gen, stream, include_usage, logprobs, top_logprobs, model, tools, tool_choice)

@@ -12,6 +12,7 @@ import pytest
 from app.core import protocol as P
 from app.core.chat.context import ChatMessage, StopReason
 from app.core.constraint.model import ConstraintKind, OutputConstraint
+from app.core.sampling.funnel import FunnelStageKind
 from app.core.sampling.params import SamplerSettings
 from app.core.speculative.settings import Drafter, SpeculationSettings
 from tests.support.engine import SYSTEM, Engine, start_engine
@@ -35,7 +36,7 @@ BAD_GRAMMAR = 'root ::= answer\nanswer ::= "yes" | "no"\nthing = "x"\n'
 
 @pytest.fixture(scope="module", params=["smollm2", "gemma"])
 def eng(request):
-    e = start_engine(request.getfixturevalue(request.param), n_ctx=1024, n_threads=2)
+    e = start_engine(request.getfixturevalue(request.param), n_ctx=1024, n_threads=1)
     yield e
     e.host.stop()
 
@@ -50,8 +51,8 @@ def constrained(eng: Engine, prompt: str, c: OutputConstraint, *, speculate=None
 
 def test_a_json_schema_reply_parses_and_validates(eng):
     c = OutputConstraint(ConstraintKind.JSON_SCHEMA, json.dumps(SCHEMA))
-    for seed in (1, 2):
-        done = constrained(eng, "Describe a toy as JSON.", c, temperature=0.8, seed=seed, max_tokens=120)
+    for seed in (1,):
+        done = constrained(eng, "Describe a toy as JSON.", c, temperature=0.8, seed=seed, max_tokens=200)
         assert isinstance(done, P.Finished), done
         assert done.stats.stop_reason == StopReason.EOS, (done.stats.stop_reason, done.text)  # the grammar ended it
         value = json.loads(done.text)
@@ -60,7 +61,7 @@ def test_a_json_schema_reply_parses_and_validates(eng):
 
 def test_a_gbnf_reply_is_exactly_one_of_its_words(eng):
     c = OutputConstraint(ConstraintKind.GBNF, YES_NO)
-    for seed in (1, 2, 3):
+    for seed in (1, 2):
         done = constrained(eng, "Is the sky blue?", c, temperature=1.0, seed=seed, max_tokens=20)
         assert isinstance(done, P.Finished), done
         assert done.text in ("yes", "no")
@@ -117,7 +118,7 @@ def test_an_unsupported_schema_names_the_part(eng):
 
 def test_speculation_keeps_a_constrained_reply_exact(smollm2):
     lookup = SpeculationSettings(enabled=True, drafter=Drafter.PROMPT_LOOKUP, draft_max=8, ngram=3)
-    e = start_engine(smollm2, n_ctx=1024, n_threads=2, speculation=lookup)
+    e = start_engine(smollm2, n_ctx=1024, n_threads=1, speculation=lookup)
     try:
         c = OutputConstraint(ConstraintKind.JSON_SCHEMA, json.dumps(SCHEMA))
         prompt = 'Repeat exactly: {"colour": "red", "count": 3, "owner": {"name": "Ann", "age": 7}}'
@@ -129,3 +130,31 @@ def test_speculation_keeps_a_constrained_reply_exact(smollm2):
         jsonschema.validate(json.loads(spec.text), SCHEMA)
     finally:
         e.host.stop()
+
+
+def test_the_funnel_shows_the_grammar_first_cutting_and_keeping_the_drawn_token(eng):
+    c = OutputConstraint(ConstraintKind.JSON_SCHEMA, json.dumps(SCHEMA))
+    msgs = (ChatMessage(*SYSTEM), ChatMessage("user", "Describe a toy as JSON."))
+    s = SamplerSettings(temperature=0.8, seed=7, max_tokens=60)
+    req = P.Generate(eng.host.next_id(), msgs, s, constraint=c, keep_logits=True, alternatives=10)
+    done = eng.host.request(req, timeout=120)
+    assert isinstance(done, P.Finished) and done.alternatives is not None, done
+    n = done.stats.generated_tokens
+    cut_somewhere = False
+    for step in range(n):
+        ev = eng.host.request(P.ComputeFunnel(eng.host.next_id(), reply_id=req.request_id, step=step))
+        assert isinstance(ev, P.FunnelComputed), ev
+        f = ev.funnel
+        model, grammar = f.stages[0], f.stages[1]
+        assert grammar.kind == FunnelStageKind.GRAMMAR
+        assert grammar.probs[[t for t, _ in f.rows].index(f.drawn)] > 0  # the drawn token survives the grammar
+        cut_somewhere |= grammar.survivors < model.survivors
+    assert cut_somewhere
+    # a stored step (the reply's kept top-10) with its constraint: the grammar fed the reply before the step
+    stored = done.alternatives.stored_step(n - 2, reply_id=1, settings=s, seed=done.stats.seed)
+    ev = eng.host.request(P.ComputeFunnel(eng.host.next_id(), stored=stored, constraint=c))
+    assert isinstance(ev, P.FunnelComputed) and ev.funnel.stages[1].kind == FunnelStageKind.GRAMMAR, ev
+    assert ev.funnel.stages[1].survivors <= ev.funnel.stages[0].survivors
+    # without the constraint: no grammar column
+    ev = eng.host.request(P.ComputeFunnel(eng.host.next_id(), stored=stored))
+    assert isinstance(ev, P.FunnelComputed) and all(st.kind != FunnelStageKind.GRAMMAR for st in ev.funnel.stages)

@@ -113,27 +113,15 @@ def test_a_forced_call_is_a_listed_function_with_arguments_that_match_its_schema
     assert choice.finish_reason == "tool_calls" and choice.message.content is None
     (call,) = choice.message.tool_calls
     check_call(call, {"get_weather"})
-    print("NAMED", call.function.arguments, named.usage)
-    required = create(
-        qtbot,
-        bg,
-        c,
-        messages=[{"role": "user", "content": "What is 2 plus 3?"}],
-        tools=[WEATHER, ADD],
-        tool_choice="required",
-    )
-    assert required.choices[0].finish_reason == "tool_calls"
-    check_call(required.choices[0].message.tool_calls[0], {"get_weather", "add"})
-    print("REQ", required.choices[0].message.tool_calls[0].function)
-    # streamed: the call whole in one delta, finish_reason tool_calls, no text
+    # "required", streamed: a call of either tool, whole in one delta, finish_reason tool_calls, no text
     stream = wait(
         qtbot,
         bg.submit(
             lambda: list(
                 c.chat.completions.create(
                     model="any",
-                    messages=ASK,
-                    tools=[WEATHER],
+                    messages=[{"role": "user", "content": "What is 2 plus 3?"}],
+                    tools=[WEATHER, ADD],
                     tool_choice="required",
                     temperature=0,
                     max_tokens=120,
@@ -145,38 +133,29 @@ def test_a_forced_call_is_a_listed_function_with_arguments_that_match_its_schema
     deltas = [ch.choices[0].delta for ch in stream if ch.choices]
     calls = [tc for d in deltas for tc in (d.tool_calls or [])]
     assert len(calls) == 1 and calls[0].index == 0
-    check_call(calls[0], {"get_weather"})
+    check_call(calls[0], {"get_weather", "add"})
     assert not "".join(d.content or "" for d in deltas)
     assert stream[-1].choices[0].finish_reason == "tool_calls"
-    assert json.loads(calls[0].function.arguments) == json.loads(choice.message.tool_calls[0].function.arguments)
 
 
 def test_a_tool_result_in_the_history_is_accepted_and_answered(qtbot, api, bg):
     win, c = api
+    first = create(qtbot, bg, c, messages=ASK, tools=[WEATHER], tool_choice="required")
+    call = first.choices[0].message.tool_calls[0]
+    # the client's own round trip: its assistant message back as it came, then the tool's result
     history = [
         *ASK,
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": "call_1",
-                    "type": "function",
-                    "function": {"name": "get_weather", "arguments": '{"city": "Paris", "unit": "celsius"}'},
-                }
-            ],
-        },
-        {"role": "tool", "tool_call_id": "call_1", "content": '{"temperature": 21, "sky": "sunny"}'},
+        first.choices[0].message,
+        {"role": "tool", "tool_call_id": call.id, "content": '{"temperature": 21, "sky": "sunny"}'},
     ]
-    reply = create(qtbot, bg, c, messages=history, tools=[WEATHER], tool_choice="none", max_tokens=24)
+    reply = create(qtbot, bg, c, messages=history, tools=[WEATHER], tool_choice="none", max_tokens=8)
     choice = reply.choices[0]
     assert choice.message.content and choice.message.tool_calls is None
     assert choice.finish_reason in ("stop", "length") and reply.usage.completion_tokens > 0
-    again = create(qtbot, bg, c, messages=history, tools=[WEATHER, ADD], tool_choice="required")
-    print("FOLLOW", repr(choice.message.content), again.choices[0].message.tool_calls[0].function)
-    check_call(again.choices[0].message.tool_calls[0], {"get_weather", "add"})
-    entry = win.server.entries[-1]
-    assert "call_1" in entry.messages[-1].content and "sunny" in entry.messages[-1].content
+    sent = win.server.entries[-1].messages  # as the template saw them: the call and its result as text
+    assert [m.role.value for m in sent] == ["user", "assistant", "user"]
+    assert json.loads(sent[1].content) == {"name": "get_weather", "arguments": json.loads(call.function.arguments)}
+    assert json.loads(sent[2].content)["tool_response"]["tool_call_id"] == call.id and "sunny" in sent[2].content
 
 
 def test_auto_on_a_template_without_tools_is_a_400_that_says_what_to_do(qtbot, api, bg):
@@ -186,6 +165,9 @@ def test_auto_on_a_template_without_tools_is_a_400_that_says_what_to_do(qtbot, a
     message = err.value.body["message"]
     assert "does not offer tools" in message or "cannot offer tools" in message
     assert '"required"' in message
+    with pytest.raises(openai.BadRequestError) as err:  # streamed: the same 400, not a stream that fails
+        create(qtbot, bg, c, messages=ASK, tools=[WEATHER], stream=True)
+    assert '"required"' in err.value.body["message"]
     ok = create(qtbot, bg, c, messages=ASK, tools=[WEATHER], tool_choice="none", max_tokens=4)  # still answers
     assert ok.choices[0].message.content is not None
 
@@ -204,15 +186,27 @@ def test_auto_sends_the_tools_through_a_template_that_reads_them(qtbot, api, bg)
     win, c = api
     path = win.engine.model.info.path
     win.settings_ctl.apply(lambda s: s.with_chat_template(path, HERMES_LIKE))
-    auto = create(qtbot, bg, c, messages=ASK, tools=[WEATHER, ADD], max_tokens=48)
+    auto = create(qtbot, bg, c, messages=ASK, tools=[WEATHER, ADD], max_tokens=24)
     plain = create(qtbot, bg, c, messages=ASK, tools=[WEATHER, ADD], tool_choice="none", max_tokens=4)
     tool_tokens = auto.usage.prompt_tokens - plain.usage.prompt_tokens
     assert tool_tokens > 80  # both signatures rendered by the template (about 130 tokens)
     choice = auto.choices[0]
-    print("AUTO", tool_tokens, choice.message)
     if choice.message.tool_calls:  # whatever the model chose, the answer is well formed
         assert choice.finish_reason == "tool_calls"
         for call in choice.message.tool_calls:
             assert call.function.name in SCHEMAS and call.id.startswith("call_")
     else:
         assert choice.message.content is not None and choice.finish_reason in ("stop", "length")
+    streamed = wait(
+        qtbot,
+        bg.submit(
+            lambda: list(
+                c.chat.completions.create(
+                    model="any", messages=ASK, tools=[WEATHER, ADD], temperature=0, max_tokens=24, stream=True
+                )
+            )
+        ),
+    )
+    deltas = [ch.choices[0].delta for ch in streamed if ch.choices]
+    assert "".join(d.content or "" for d in deltas) == (choice.message.content or "")  # greedy: the same reply
+    assert streamed[-1].choices[0].finish_reason == choice.finish_reason

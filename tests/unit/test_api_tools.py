@@ -81,6 +81,32 @@ def test_bad_tools_are_a_400_naming_the_field(body, param):
     assert err.value.status == 400 and err.value.param == param
 
 
+def test_a_forced_call_to_a_schema_the_grammar_cannot_hold_is_a_400_naming_the_tool_and_keyword():
+    bounded = {
+        "type": "function",
+        "function": {
+            "name": "roll",
+            "parameters": {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}},
+        },
+    }
+    with pytest.raises(ApiError) as err:
+        parse_request({**ASK, "tools": [WEATHER, bounded], "tool_choice": "required"}, Endpoint.CHAT)
+    assert err.value.param == "tools[1].function.parameters"
+    assert "roll" in str(err.value) and "'minimum'" in str(err.value) and "$.properties.n" in str(err.value)
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    assert parse_request({**ASK, "tools": [WEATHER, bounded], "tool_choice": named}, Endpoint.CHAT).generate.constraint
+    assert parse_request({**ASK, "tools": [WEATHER, bounded]}, Endpoint.CHAT).tool_names  # auto constrains nothing
+
+
+def test_a_forced_call_and_a_response_format_are_not_both_taken():
+    fmt = {"response_format": {"type": "json_object"}}
+    with pytest.raises(ApiError) as err:
+        parse_request({**ASK, **fmt, "tool_choice": "required"}, Endpoint.CHAT)
+    assert err.value.param == "response_format" and "send one of them" in str(err.value)
+    auto = parse_request({**ASK, **fmt}, Endpoint.CHAT).generate  # auto: the tools offered, the format kept
+    assert auto.tools and auto.constraint is not None and auto.constraint.kind is ConstraintKind.JSON
+
+
 def test_completions_take_no_tools():
     with pytest.raises(ApiError) as err:
         parse_request({"prompt": "x", "tools": [WEATHER]}, Endpoint.COMPLETIONS)
