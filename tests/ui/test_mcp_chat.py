@@ -13,7 +13,7 @@ import pytest
 
 from app.core import protocol as P
 from app.core.chat.context import Role
-from app.core.constraint.model import ConstraintKind
+from app.core.constraint.model import ConstraintKind, OutputConstraint
 from app.core.mcp.config import McpServerConfig, McpSettings
 from app.core.settings import Settings, SettingsStore
 from app.core.tools.spec import ToolChoiceKind
@@ -98,7 +98,7 @@ def test_a_tool_call_is_confirmed_run_and_its_result_fed_back(qtbot, tiny_model:
         close_window(win)
 
 
-def test_tools_are_offered_only_when_switched_on(qtbot, tiny_model: Path) -> None:  # type: ignore[no-untyped-def]
+def test_tools_are_offered_only_when_switched_on_and_never_with_an_output_format(qtbot, tiny_model: Path) -> None:  # type: ignore[no-untyped-def]
     win = _window(qtbot, tiny_model)
     try:
         launcher = win.findChild(McpLauncher)
@@ -107,5 +107,14 @@ def test_tools_are_offered_only_when_switched_on(qtbot, tiny_model: Path) -> Non
         assert not win.settings_ctl.settings.mcp.use_in_chats
         send(qtbot, win, "hello")
         assert win.engine.sent(P.Generate)[-1].tools == ()
+        # Back on, but the chat has an output format (JSON): its format shapes the reply, no tools.
+        launcher.use_action.setChecked(True)
+        win.chat.chat_settings.edit_constraint(OutputConstraint(ConstraintKind.JSON))
+        send(qtbot, win, "again")
+        sent = win.engine.sent(P.Generate)[-1]
+        assert sent.tools == () and sent.constraint == OutputConstraint(ConstraintKind.JSON)
+        win.chat.chat_settings.edit_constraint(OutputConstraint())
+        send(qtbot, win, "and now")
+        assert len(win.engine.sent(P.Generate)[-1].tools) == 4
     finally:
         close_window(win)

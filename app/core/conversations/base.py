@@ -18,6 +18,7 @@ from typing import Any
 
 from app.core.chat.chat_settings import clean_stop_strings
 from app.core.chat.context import Role
+from app.core.constraint.model import ConstraintKind, OutputConstraint
 from app.core.conversations.model import Conversation, Message, MessageMeta, json_dict, make_title
 from app.core.conversations.schema import MSG_SELECT
 from app.core.sampling.params import SamplerSettings
@@ -77,7 +78,7 @@ def lastrowid(cur: sqlite3.Cursor) -> int:
 
 def conversation_from_row(row: Row) -> Conversation:
     """A :class:`Conversation` from a row selected with ``CONV_SELECT``."""
-    cid, created, updated, deleted, custom, leaf, title, model, system, sampler, stops = row
+    cid, created, updated, deleted, custom, leaf, title, model, system, sampler, stops, constraint = row
     return Conversation(
         id=cid,
         title=title,
@@ -90,7 +91,24 @@ def conversation_from_row(row: Row) -> Conversation:
         sampler=SamplerSettings.from_dict(json_dict(sampler)),
         current_leaf_id=leaf,
         stop_strings=stop_strings_from_cell(stops),
+        constraint=constraint_from_cell(constraint),
     )
+
+
+def constraint_cell(c: OutputConstraint) -> str:
+    """A chat's output constraint as its stored JSON (``{"kind", "text"}``)."""
+    return json.dumps({"kind": c.kind.value, "text": c.text})
+
+
+def constraint_from_cell(raw: object) -> OutputConstraint:
+    """A chat's output constraint from its stored JSON (anything unreadable, or an unknown kind: none)."""
+    try:
+        data = json.loads(raw) if isinstance(raw, (str, bytes)) else None
+        kind = ConstraintKind(data.get("kind")) if isinstance(data, dict) else ConstraintKind.NONE
+    except ValueError:
+        return OutputConstraint()
+    text = data.get("text") if isinstance(data, dict) else ""
+    return OutputConstraint(kind, text if isinstance(text, str) and kind != ConstraintKind.NONE else "")
 
 
 def stop_strings_from_cell(raw: object) -> tuple[str, ...]:

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from app.core.chat.chat_settings import ChatSettings, clean_stop_strings
 from app.core.chat.context import ChatMessage, GenerationStats, LoadSettings, Role, StopReason
+from app.core.constraint.model import OutputConstraint
 from app.core.inspection.timeline import TurnTimeline
 from app.core.sampling.params import SamplerSettings
 from app.core.speculative.stats import SpeculationStats
@@ -250,6 +251,7 @@ class Conversation:
         sampler: sampler settings for new replies.
         current_leaf_id: the last message of the selected branch (None when empty).
         stop_strings: extra stop strings for new replies.
+        constraint: the output constraint of new replies (issue 23 §1; kind NONE: free text).
     """
 
     id: int
@@ -263,11 +265,12 @@ class Conversation:
     sampler: SamplerSettings
     current_leaf_id: int | None
     stop_strings: tuple[str, ...] = ()
+    constraint: OutputConstraint = field(default_factory=OutputConstraint)
 
     @property
     def chat_settings(self) -> ChatSettings:
         """What applies to this chat's new replies (:mod:`app.core.chat.chat_settings`)."""
-        return ChatSettings(self.sampler, self.system_prompt, self.stop_strings)
+        return ChatSettings(self.sampler, self.system_prompt, self.stop_strings, self.constraint)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from PySide6.QtCore import QObject, Signal
 from app.core import protocol as P
 from app.core.chat.chat_settings import ChatSettings
 from app.core.chat.context import ChatMessage, GenerationStats, StopReason
+from app.core.constraint.model import ConstraintKind
 from app.core.conversations import ConversationStore, MessageMeta
 from app.core.mcp.offer import ToolOffer
 from app.ui.chat.alternatives import ChatAlternatives
@@ -141,6 +142,7 @@ class ReplyStreaming(QObject):
             chat_template=chat_template,
             alternatives=self.settings.settings.alternatives_per_token,
             reply_prefix=reply_prefix,
+            constraint=cs.constraint if cs.constraint.kind != ConstraintKind.NONE else None,
             tools=self.tool_offer(tuple(messages), reply.message_id)
             if self.tool_offer is not None and not continue_last and not reply_prefix
             else None,

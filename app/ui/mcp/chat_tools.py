@@ -9,7 +9,7 @@ person's message is a forced call (``tool_choice`` required: llama.cpp's grammar
 call of one of the tools) and the reply after a result is free text. Glassbox's messages have three
 roles, so a result is a user message (:func:`~app.core.tools.history.tool_result_text`), as llama.cpp's
 template polyfills write it. A server that is dead or hangs is a result that says so, and a notice:
-the chat goes on.
+the chat goes on. A chat with an output format (JSON, a schema, a grammar) is offered no tools.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QWidget
 
 from app.core.chat.context import ChatMessage, GenerationStats, Role, StopReason
+from app.core.constraint.model import ConstraintKind
 from app.core.mcp.offer import ToolOffer
 from app.core.tools.calls import parse_tool_calls
 from app.core.tools.history import tool_result_text
@@ -121,6 +122,8 @@ class ChatTools(QObject):
         self._offered.clear()
         if not self._servers.config.use_in_chats or self._engine.model is None or self._engine.model.remote:
             return None
+        if self._chat.chat_settings.current.constraint.kind is not ConstraintKind.NONE:
+            return None  # the chat's output format shapes every reply: a call could not be written
         named = offered_names(self._servers.enabled_tools())
         rounds = results_in_a_row(messages)
         if not named or rounds >= MAX_ROUNDS:
