@@ -118,3 +118,38 @@ def test_tools_are_offered_only_when_switched_on_and_never_with_an_output_format
         assert len(win.engine.sent(P.Generate)[-1].tools) == 4
     finally:
         close_window(win)
+
+
+TOOLS_TEMPLATE = (
+    "{% if tools %}<|tools|>{% for t in tools %}{{ t.function.name }} {% endfor %}{% endif %}"
+    "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}<|assistant|>"
+)
+
+
+def test_a_template_that_reads_tools_gets_them_and_the_model_decides_up_to_four_rounds(qtbot, tiny_model: Path) -> None:  # type: ignore[no-untyped-def]
+    win = _window(qtbot, tiny_model)
+    try:
+        tools = win.findChild(ChatTools)
+        assert tools is not None
+        win.settings_ctl.apply(lambda s: s.with_chat_template(str(tiny_model), TOOLS_TEMPLATE))
+        call = json.dumps({"name": "add", "arguments": {"a": 1, "b": 1}})
+        win.engine.script(*[reply(call)] * 5)
+        send(qtbot, win, "Keep adding")
+        for n in range(1, 5):  # each call allowed; the model keeps calling while it is offered the tools
+            qtbot.waitUntil(lambda: tools.dialog is not None and tools.dialog.isVisible(), timeout=CALL_MS)
+            assert tools.dialog is not None
+            tools.dialog.allow_button.click()
+            qtbot.waitUntil(lambda n=n: len(win.engine.sent(P.Generate)) == n + 1, timeout=CALL_MS)
+        sent = win.engine.sent(P.Generate)
+        # Through the template (auto, no constraint) until 4 results in a row; the 5th reply gets no tools.
+        assert all(g.tool_choice is not None and g.tool_choice.kind is ToolChoiceKind.AUTO for g in sent[:4])
+        assert all(g.constraint is None for g in sent) and sent[4].tools == ()
+        qtbot.waitUntil(lambda: reply_over(win) and not tools.busy, timeout=CALL_MS)
+        assert tools.dialog is None  # a call made without tools offered is not run
+        assert [
+            json.loads(m.content)["tool_response"]["content"]
+            for m in sent[4].messages
+            if m.content.startswith('{"tool_response"')
+        ] == ["2"] * 4
+    finally:
+        close_window(win)
