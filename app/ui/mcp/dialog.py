@@ -12,7 +12,7 @@ import html
 import json
 import shlex
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QBrush
 from PySide6.QtWidgets import (
     QButtonGroup,
@@ -126,8 +126,13 @@ class McpToolsDialog(QDialog):
         buttons.rejected.connect(self.close)
         lay.addWidget(buttons)
 
-        servers.state_changed.connect(lambda _name: self.refresh())
-        servers.config_changed.connect(self.refresh)
+        # Rebuilt after the event that changed things, never inside it (a check's own itemChanged).
+        self._refresh_timer = QTimer(self)
+        self._refresh_timer.setSingleShot(True)
+        self._refresh_timer.setInterval(0)
+        self._refresh_timer.timeout.connect(self.refresh)
+        servers.state_changed.connect(lambda _name: self._refresh_timer.start())
+        servers.config_changed.connect(self._refresh_timer.start)
         self.resize(880, 620)
         self.refresh()
 
@@ -190,6 +195,7 @@ class McpToolsDialog(QDialog):
         self.add_error.clear()
         for edit in (self.name_edit, self.target_edit, self.env_edit):
             edit.clear()
+        self.refresh()
         self.select_server(config.name)
         return True
 
