@@ -27,6 +27,8 @@ from app.mcp.values import STARTING, McpFailure, McpServerError, McpTool, Server
 log = logging.getLogger(__name__)
 
 DEFAULT_CONNECT_TIMEOUT_S = 60.0  # `npx -y some-server` may download the server on its first start
+PING_EVERY_S = 15.0  # an idle connection is pinged this often, so a server that died shows as stopped
+PING_TIMEOUT_S = 10.0
 STDERR_TAIL_CHARS = 600  # of a failed server's stderr, quoted in its error
 _T = TypeVar("_T")
 
@@ -37,6 +39,8 @@ class McpClient:
     Args:
         config: the server.
         connect_timeout_s: time for the handshake and the tool list, seconds.
+        ping_every_s: how often a connected server is pinged (MCP ``ping``), seconds: one whose
+            connection has closed becomes :attr:`ServerState.STOPPED` without waiting for a call.
         on_state: called with the new :class:`ServerState` whenever it changes, on whichever thread
             changed it, under the client's lock (a Qt user emits a signal, queued to the window's
             thread; it must not call back into the client).
@@ -53,11 +57,13 @@ class McpClient:
         *,
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
         on_state: Callable[[ServerState], None] | None = None,
+        ping_every_s: float = PING_EVERY_S,
     ) -> None:
         self.config = config
         self.tools: tuple[McpTool, ...] = ()
         self.error = ""
         self._connect_timeout_s = connect_timeout_s
+        self._ping_every_s = ping_every_s
         self._on_state = on_state
         self._lock = threading.Lock()
         self._state = ServerState.IDLE
@@ -161,6 +167,8 @@ class McpClient:
             self._settle_all()
 
     async def _main(self) -> None:
+        import anyio
+
         from app.mcp import connection
 
         loop = asyncio.get_running_loop()
@@ -179,7 +187,18 @@ class McpClient:
                         self._set_state(ServerState.CONNECTED)
                 _settle(self._ready, tools)
                 log.info("MCP server %r connected: %d tools", self.name, len(tools))
-                await stop.wait()
+                while not stop.is_set():
+                    with anyio.move_on_after(self._ping_every_s):
+                        await stop.wait()
+                    if not stop.is_set() and not await connection.alive(session, PING_TIMEOUT_S):
+                        msg = f"MCP server {self.name!r} stopped (its connection closed while it was idle)."
+                        tail = self._stderr_tail()
+                        self._fail(
+                            McpServerError(
+                                self.name, McpFailure.DIED, msg + (f" Its last output: {tail}" if tail else "")
+                            )
+                        )
+                        break
         except BaseException as exc:  # reported, never raised out of the thread
             doing = "its session" if self._ready.done() else STARTING
             error = connection.describe(exc, self.name, doing, self._connect_timeout_s, self._stderr_tail())

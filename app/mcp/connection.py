@@ -86,6 +86,19 @@ async def call_tool(
     return ToolResult(server, name, result_text(result), bool(result.is_error), time.perf_counter() - t0)
 
 
+async def alive(session: ClientSession, timeout_s: float) -> bool:
+    """Whether the server still answers: an MCP ``ping``; False only when the connection has closed (a
+    server busy past ``timeout_s`` seconds, or one that refuses pings, counts as alive)."""
+    try:
+        with anyio.fail_after(timeout_s):
+            await session.send_ping()
+    except MCPError as exc:
+        return exc.code != mcp_types.CONNECTION_CLOSED
+    except TimeoutError:
+        return True
+    return True
+
+
 def result_text(result: mcp_types.CallToolResult) -> str:
     """A tool result as the text the model and the person see: the text parts joined by blank lines,
     an embedded text resource's text, other parts named; the structured result as JSON when no part

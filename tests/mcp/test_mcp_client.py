@@ -4,9 +4,12 @@ that will not start. Each failure is an ``McpServerError`` naming the server, ne
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 
@@ -16,7 +19,7 @@ from app.core.mcp.config import McpServerConfig, McpSettings
 from app.mcp.client import McpClient
 from app.mcp.pool import McpPool
 from app.mcp.values import McpFailure, McpServerError, ServerState
-from tests.support.mcp_server import SERVER_NAME, script_path
+from tests.support.mcp_server import PIDFILE_ENV, SERVER_NAME, script_path
 from tests.support.servers import free_port
 
 WAIT_S = 30.0  # for a future; the events themselves take well under a second here
@@ -189,3 +192,19 @@ def test_the_window_does_not_load_the_sdk_until_a_server_starts() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_server_that_dies_while_idle_shows_as_stopped_without_a_call(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    pidfile = tmp_path / "server.pid"
+    config = McpServerConfig.stdio("idle", f"{sys.executable} {script_path()}", env=((PIDFILE_ENV, str(pidfile)),))
+    stopped = threading.Event()
+    client = McpClient(config, ping_every_s=0.1, on_state=lambda s: stopped.set() if s is ServerState.STOPPED else None)
+    try:
+        client.start().result(WAIT_S)
+        assert client.state is ServerState.CONNECTED
+        os.kill(int(pidfile.read_text(encoding="utf-8")), signal.SIGKILL)
+        assert stopped.wait(WAIT_S), "the dead server still shows as connected"
+        assert client.error.startswith("MCP server 'idle' stopped (its connection closed while it was idle)")
+        assert _error(client.call_tool("add", {"a": 1, "b": 1})).failure is McpFailure.NOT_CONNECTED
+    finally:
+        assert client.close(WAIT_S)

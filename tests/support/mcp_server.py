@@ -4,7 +4,7 @@ Run as ``python tests/support/mcp_server.py`` (stdio), or with ``--http PORT`` (
 ``http://127.0.0.1:PORT/mcp``). Its tools:
 ``add(a, b)`` (a + b), ``echo(text)`` (the text back), ``crash()`` (the process exits at once with
 code 3, mid-call: the client sees the connection end) and ``hang()`` (sleeps an hour, for the time
-limit).
+limit). With ``GLASSBOX_TEST_MCP_PIDFILE`` set, it writes its process id there first.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from mcp.server.mcpserver import MCPServer
 
 SERVER_NAME = "glassbox-test"
 CRASH_EXIT_CODE = 3
+PIDFILE_ENV = "GLASSBOX_TEST_MCP_PIDFILE"
 
 server = MCPServer(SERVER_NAME)
 
@@ -54,6 +55,8 @@ def script_path() -> Path:
 
 
 if __name__ == "__main__":
+    if os.environ.get(PIDFILE_ENV):  # where a test finds the process to kill while it is idle
+        Path(os.environ[PIDFILE_ENV]).write_text(str(os.getpid()), encoding="utf-8")
     if len(sys.argv) == 3 and sys.argv[1] == "--http":  # streamable HTTP on 127.0.0.1:<port>, path /mcp
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:
