@@ -22,6 +22,7 @@ from app.paths import default_paths
 from app.ui.mcp.chat_tools import DENIED, ChatTools
 from app.ui.mcp.entry import McpLauncher
 from app.ui.window.main_window import MainWindow
+from app.ui.window.notices import NoticeTopic
 from tests.support.fake_engine import reply
 from tests.support.mcp_server import script_path
 from tests.support.window import close_window, load, make_window, reply_over, send
@@ -77,6 +78,9 @@ def test_a_tool_call_is_confirmed_run_and_its_result_fed_back(qtbot, tiny_model:
         assert dialog is not None
         assert json.loads(dialog.arguments.toPlainText()) == call["arguments"]  # the exact arguments
         (dialog.allow_button if allow else dialog.deny_button).click()
+        if allow and call["name"] == "hang":  # the person sees the call running, with its limit
+            assert win.notices.showing(NoticeTopic.TOOL)
+            assert win.banner.text.text() == "Running hang on MCP server 'calc'… (at most 1 s)"
 
         qtbot.waitUntil(lambda: len(win.engine.sent(P.Generate)) == 2, timeout=CALL_MS)
         qtbot.waitUntil(lambda: reply_over(win) and win.chat_view.messages[-1].text == "Done.", timeout=CALL_MS)
@@ -86,6 +90,10 @@ def test_a_tool_call_is_confirmed_run_and_its_result_fed_back(qtbot, tiny_model:
         response = json.loads(fed.content)["tool_response"]
         assert response["name"] == call["name"] and response["content"].startswith(result)
         assert second.tools == () and second.tool_choice is None  # the reply after the result: in words
+        failed = result.startswith("Error")
+        assert win.notices.showing(NoticeTopic.TOOL) is failed  # a server's failure is also said in the banner
+        if failed:
+            assert win.banner.text.text() == response["content"].removeprefix("Error: ")
         # The chat holds it all: the question, the call, the result, the answer.
         texts = [m.text for m in win.chat_view.messages]
         assert texts[-1] == "Done." and texts[-2] == fed.content and json.loads(texts[-3]) == call

@@ -36,7 +36,7 @@ from app.ui.common.severity import Severity
 from app.ui.engine.client import EngineClient
 from app.ui.mcp.confirm import ToolCallDialog
 from app.ui.mcp.servers import McpServers
-from app.ui.window.notices import NoticeTopic
+from app.ui.window.notices import Notices, NoticeTopic
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +87,7 @@ class ChatTools(QObject):
         servers: the MCP connections.
         chat: the chat (its replies, its store, ``send``).
         engine: the engine client (the loaded model's chat template).
+        notices: the window's notices (a call running; a server that failed).
         parent: the window (the confirmation dialog's parent).
 
     Signals:
@@ -99,8 +100,11 @@ class ChatTools(QObject):
     round_ended = Signal(str)
     _call_done = Signal(object, object)  # (Future, McpTool), from a client's thread (queued)
 
-    def __init__(self, servers: McpServers, chat: ChatController, engine: EngineClient, parent: QWidget) -> None:
+    def __init__(
+        self, servers: McpServers, chat: ChatController, engine: EngineClient, notices: Notices, parent: QWidget
+    ) -> None:
         super().__init__(parent)
+        self._notices = notices
         self._servers = servers
         self._chat = chat
         self._engine = engine
@@ -185,13 +189,18 @@ class ChatTools(QObject):
         if client is None:
             self._record(f"Error: MCP server {tool.server!r} was removed.")
             return
-        future = client.call_tool(tool.name, arguments, self._servers.config.call_timeout_s)
+        limit = self._servers.config.call_timeout_s
+        self._notices.show(
+            NoticeTopic.TOOL, Severity.INFO, f"Running {tool.name} on MCP server {tool.server!r}… (at most {limit:g} s)"
+        )
+        future = client.call_tool(tool.name, arguments, limit)
         future.add_done_callback(lambda f: self._call_done.emit(f, tool))
 
     def _on_call_done(self, future: Future[ToolResult], tool: McpTool) -> None:
+        self._notices.clear(NoticeTopic.TOOL)
         error = future.exception()
         if isinstance(error, McpServerError):
-            self._chat.notice.emit(Severity.WARNING, error.message, NoticeTopic.GENERAL)
+            self._notices.show(NoticeTopic.TOOL, Severity.WARNING, error.message)
             self._record(f"Error: {error.message}")
         elif error is not None:  # the client ends its futures with McpServerError only; kept safe anyway
             log.error("MCP call to %s failed: %r", tool.name, error)

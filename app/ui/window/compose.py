@@ -69,7 +69,7 @@ def add_mcp_servers(window: MainWindow) -> McpLauncher:
     servers = McpServers(window.settings_ctl, watch=window, parent=window)
     launcher = McpLauncher(window, servers)
     launcher.add_to(window.menus.actions.tools_menu)
-    ChatTools(servers, window.chat, window.engine, window)
+    ChatTools(servers, window.chat, window.engine, window.notices, window)
     return launcher
 
 
