@@ -286,6 +286,7 @@ class ScriptedHost:
             P.PrepareInspect: lambda r: None,
             P.Shutdown: lambda r: self.stop(),
             P.SweepDepth: lambda r: self._queue(self._sweep_events(r)),
+            P.CheckConstraint: lambda r: self._out.put(answers.check_constraint(r)),
         }
 
     # ------------------------------------------------------------------ the host interface

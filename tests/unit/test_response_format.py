@@ -65,3 +65,24 @@ def test_schema_problem_names_the_keyword_and_its_path():
     assert "only local" in (schema_problem('{"$ref": "https://example.com/s.json"}') or "")
     assert (schema_problem('{"type": "object",\n "x": }') or "").startswith("The JSON schema is not valid JSON: line 2")
     assert "must be a JSON object" in (schema_problem("[1]") or "")
+
+
+def test_a_remote_engine_is_asked_for_the_same_format():
+    from app.core import protocol as P
+    from app.core.chat.context import ChatMessage
+    from app.core.remote import RemoteFacts, ServerKind
+    from app.core.sampling.params import SamplerSettings
+    from app.remote.generation import request_body
+
+    facts = RemoteFacts("http://127.0.0.1:1/v1", ServerKind.LLAMA_SERVER, ("m",), "m")
+    msgs = (ChatMessage("user", "hi"),)
+
+    def body(c):
+        return request_body(P.Generate(1, msgs, SamplerSettings(), constraint=c), facts)
+
+    assert "response_format" not in body(None) and "grammar" not in body(None)
+    assert body(OutputConstraint(ConstraintKind.JSON))["response_format"] == {"type": "json_object"}
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    fmt = body(OutputConstraint(ConstraintKind.JSON_SCHEMA, json.dumps(schema)))["response_format"]
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["schema"] == schema
+    assert body(OutputConstraint(ConstraintKind.GBNF, 'root ::= "a"'))["grammar"] == 'root ::= "a"'

@@ -10,8 +10,7 @@ The pieces it composes, each the one owner of its part:
 
 - :class:`~app.ui.chat.shown.ShownChat`: the chat and turn shown, which the panels follow (this
   controller tells it what it built on screen);
-- :class:`~app.ui.chat.chat_settings.ChatSettingsController`: what applies to the chat shown
-  (sampler, system prompt, stop strings) and the rule for new chats;
+- :class:`~app.ui.chat.chat_settings.ChatSettingsController`: what applies to the chat shown, and the rule for new chats;
 - :class:`~app.ui.chat.reply.ReplyInFlight`: the reply being written, streamed into by
   :class:`~app.ui.chat.streaming.ReplyStreaming` (the engine's events);
 - :mod:`app.ui.chat.presenter`: what a stored message's widget shows.
@@ -312,6 +311,7 @@ class ChatController(QObject):
                 model_path=model.info.path if model else "",
                 sampler=cs.sampler,
                 stop_strings=cs.stop_strings,
+                constraint=cs.constraint,
             )
             self.shown.show(conv, ())
             self.conversation_changed.emit(conv)

@@ -18,6 +18,7 @@ from PySide6.QtCore import QObject, Signal
 from app.core import protocol as P
 from app.core.chat.chat_settings import ChatSettings
 from app.core.chat.context import ChatMessage, GenerationStats, StopReason
+from app.core.constraint.model import ConstraintKind
 from app.core.conversations import ConversationStore, MessageMeta
 from app.ui.chat.alternatives import ChatAlternatives
 from app.ui.chat.composer import Composer
@@ -136,6 +137,7 @@ class ReplyStreaming(QObject):
             chat_template=chat_template,
             alternatives=self.settings.settings.alternatives_per_token,
             reply_prefix=reply_prefix,
+            constraint=cs.constraint if cs.constraint.kind != ConstraintKind.NONE else None,
         )
         if rid is None:
             self._abandon()
