@@ -22,7 +22,6 @@ import numpy as np
 import numpy.typing as npt
 
 from app.core import protocol as P
-from app.core.constraint.model import OutputConstraint
 from app.core.sampling.alternatives import StoredStep
 from app.core.sampling.params import SamplerSettings
 from app.engine.constraint.grammar import constraint_gbnf
@@ -120,9 +119,9 @@ def live_step(store: ReplyLogits, step: int) -> KeptStep:
     )
 
 
-def stored_step(stored: StoredStep, constraint: OutputConstraint | None = None) -> KeptStep:
-    """A stored reply's step (its top-N: the funnel is not exact beyond them); ``constraint``: the one its
-    reply was made under (the grammar column; its history's last ``step`` tokens are the reply's).
+def stored_step(stored: StoredStep) -> KeptStep:
+    """A stored reply's step (its top-N: the funnel is not exact beyond them); its ``constraint`` (the one
+    its reply was made under) gives the grammar column (its history's last ``step`` tokens are the reply's).
 
     Raises:
         EngineError: ``no_logits`` (no candidates stored); ``constraint`` (it does not convert).
@@ -140,7 +139,7 @@ def stored_step(stored: StoredStep, constraint: OutputConstraint | None = None) 
         history=stored.history,
         seed=stored.seed,
         texts=stored.texts,
-        gbnf=constraint_gbnf(constraint),
+        gbnf=constraint_gbnf(stored.constraint),
         reply_start=max(0, len(stored.history) - stored.step),
     )
 

@@ -26,6 +26,7 @@ from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 from app.core.chat.context import ROLLING_RESERVE_FRACTION, ChatMessage, ContextPolicy, Role
 from app.core.conversations.turns import repeated_roles
 from app.core.protocol import FailureKind
+from app.core.tools.history import template_messages
 from app.core.tools.spec import ToolSpec
 from app.core.tools.template import template_supports_tools, tools_system_prompt
 from app.engine.errors import EngineError
@@ -253,7 +254,7 @@ class PromptBuilder:
         """``messages`` and the template's extra variables with the offered tools (see :meth:`tools_offered`)."""
         if not self._tools:
             return messages, {}
-        if template_supports_tools(getattr(self._formatter, "template", None)):
+        if self._template_reads_tools:
             return messages, {"tools": [t.openai() for t in self._tools]}
         if not self._tools_forced:
             which = (
@@ -273,6 +274,11 @@ class PromptBuilder:
             first = messages[0]
             return [ChatMessage(Role.SYSTEM, f"{first.content.rstrip()}\n\n{described}"), *messages[1:]], {}
         return [ChatMessage(Role.SYSTEM, described), *messages], {}
+
+    @property
+    def _template_reads_tools(self) -> bool:
+        """The template in use reads ``tools`` (:func:`~app.core.tools.template.template_supports_tools`)."""
+        return template_supports_tools(getattr(self._formatter, "template", None))
 
     @property
     def has_template(self) -> bool:
@@ -319,8 +325,14 @@ class PromptBuilder:
         tail = ""
         if continue_last and msgs and msgs[-1].role == "assistant":
             tail = msgs.pop().content
+        # A template that offers tools shows calls and results its own way (app.core.tools.history).
+        as_dicts = (
+            template_messages(msgs)
+            if self._template_reads_tools
+            else [{"role": m.role, "content": m.content} for m in msgs]
+        )
         try:
-            out: str = self._formatter(messages=[{"role": m.role, "content": m.content} for m in msgs], **extra).prompt
+            out: str = self._formatter(messages=as_dicts, **extra).prompt
         except Exception as exc:  # jinja2 raise_exception(...) or a template bug
             if self.override is None:
                 raise EngineError(FailureKind.TEMPLATE, template_refusal(messages, exc)) from None

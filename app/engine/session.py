@@ -243,7 +243,7 @@ class Session:
         """
         if req.stored is not None:
             settings = checked_sampler(req.sampler, req.stored.settings)
-            kept = stored_step(req.stored, req.constraint)
+            kept = stored_step(req.stored)
             with self._model_lock:
                 m = self._require()
                 return step_funnel(req, kept, settings, m.funnel_vocab, m.n_ctx)

@@ -5,6 +5,7 @@ Generate and a CheckConstraint alike), and speculation keeps a constrained reply
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import jsonschema
 import pytest
@@ -151,10 +152,10 @@ def test_the_funnel_shows_the_grammar_first_cutting_and_keeping_the_drawn_token(
         cut_somewhere |= grammar.survivors < model.survivors
     assert cut_somewhere
     # a stored step (the reply's kept top-10) with its constraint: the grammar fed the reply before the step
-    stored = done.alternatives.stored_step(n - 2, reply_id=1, settings=s, seed=done.stats.seed)
-    ev = eng.host.request(P.ComputeFunnel(eng.host.next_id(), stored=stored, constraint=c))
+    stored = done.alternatives.stored_step(n - 2, reply_id=1, settings=s, seed=done.stats.seed, constraint=c)
+    ev = eng.host.request(P.ComputeFunnel(eng.host.next_id(), stored=stored))
     assert isinstance(ev, P.FunnelComputed) and ev.funnel.stages[1].kind == FunnelStageKind.GRAMMAR, ev
     assert ev.funnel.stages[1].survivors <= ev.funnel.stages[0].survivors
     # without the constraint: no grammar column
-    ev = eng.host.request(P.ComputeFunnel(eng.host.next_id(), stored=stored))
+    ev = eng.host.request(P.ComputeFunnel(eng.host.next_id(), stored=replace(stored, constraint=None)))
     assert isinstance(ev, P.FunnelComputed) and all(st.kind != FunnelStageKind.GRAMMAR for st in ev.funnel.stages)

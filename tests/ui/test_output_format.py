@@ -51,6 +51,9 @@ def test_check_names_the_line_ok_keeps_it_and_replies_carry_it(qtbot, tiny_model
         assert win.conversations.get_conversation(conv).constraint == OutputConstraint(ConstraintKind.GBNF, GRAMMAR)
         send(qtbot, win, "second")
         assert win.engine.sent(P.Generate)[-1].constraint == OutputConstraint(ConstraintKind.GBNF, GRAMMAR)
+        # the reply records it (its stored funnel steps get the grammar column); the earlier reply had none
+        path = win.conversations.active_path(conv)
+        assert path[-1].meta.constraint.text == GRAMMAR and path[1].meta.constraint.kind == ConstraintKind.NONE
         sent = [r for r in win.engine.requests if isinstance(r, P.CheckConstraint)]
         assert len(sent) == 3 and sent[-1].constraint.text == GRAMMAR  # Check, OK (failed), OK
         win.new_chat()  # the chat's own: a new chat has none

@@ -49,3 +49,17 @@ def test_an_unreadable_cell_is_none() -> None:
     assert constraint_from_cell('{"kind": "xml", "text": "x"}') == OutputConstraint()
     assert constraint_from_cell('{"kind": "gbnf", "text": 3}') == OutputConstraint(ConstraintKind.GBNF, "")
     assert constraint_from_cell(None) == OutputConstraint()
+
+
+def test_a_reply_records_its_format_and_its_stored_funnel_step_carries_it(tmp_path: Path) -> None:
+    from app.core.conversations.model import MessageMeta
+    from app.core.sampling.alternatives import ReplyAlternatives
+    from app.core.sampling.params import SamplerSettings
+
+    meta = MessageMeta(constraint=GRAMMAR)
+    assert MessageMeta.from_dict(meta.to_dict()).constraint == GRAMMAR
+    assert "constraint" not in MessageMeta().to_dict()  # only when there was one
+    assert MessageMeta.from_dict({"constraint": "bad"}).constraint == OutputConstraint()
+    alts = ReplyAlternatives(2, (5, 6), (0.0, 0.0), (1.0, 1.0), (5, 7, 6, 8), (1.0, 0.5, 1.0, 0.5), (1, 2, 3), {})
+    st = alts.stored_step(1, 9, SamplerSettings(), 0, GRAMMAR)
+    assert st.constraint == GRAMMAR and st.history == (1, 2, 3, 5)

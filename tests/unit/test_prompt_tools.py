@@ -10,7 +10,8 @@ import pytest
 
 from app.core.chat.context import ChatMessage, Role
 from app.core.protocol import FailureKind
-from app.core.tools.spec import parse_tools
+from app.core.tools.history import tool_calls_text, tool_result_text
+from app.core.tools.spec import ToolCall, parse_tools
 from app.engine.errors import EngineError
 from app.engine.prompt import PromptBuilder, compile_template
 
@@ -67,3 +68,29 @@ def test_auto_with_no_place_for_the_tools_is_refused_with_what_to_do(source, wor
         b.render(ASK)
     assert err.value.kind is FailureKind.TEMPLATE
     assert words in err.value.message and 'tool_choice "required"' in err.value.message
+
+
+QWEN_LIKE = (
+    "{% if tools %}<tools>{% for t in tools %}{{ t | tojson }}{% endfor %}</tools>\n{% endif %}"
+    "{% for m in messages %}{% if m.role == 'tool' %}<|im_start|>user\n<tool_response>\n{{ m.content }}\n"
+    "</tool_response><|im_end|>\n{% elif m.tool_calls %}<|im_start|>assistant\n{{ m.content }}"
+    "{% for c in m.tool_calls %}<tool_call>\n{{ {'name': c.function.name, 'arguments': c.function.arguments} | tojson }}"
+    "\n</tool_call>{% endfor %}<|im_end|>\n{% else %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endif %}"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def test_a_tool_aware_template_shows_the_history_s_calls_and_results_its_own_way():
+    call = ToolCall("call_1", "get_weather", '{"city": "Oslo"}')
+    history = [
+        ChatMessage(Role.USER, "Weather in Oslo?"),
+        ChatMessage(Role.ASSISTANT, tool_calls_text("", [call])),
+        ChatMessage(Role.USER, tool_result_text("get_weather", "call_1", "4 C")),
+    ]
+    native = builder(QWEN_LIKE)
+    with native.tools_offered(TOOLS, forced=False):
+        text = native.render(history)
+    assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>' in text
+    assert "<tool_response>\n4 C\n</tool_response>" in text and 'tool_response"' not in text
+    plain = builder(CHATML).render(history)  # a template without tools: the text as written
+    assert '{"tool_response": {"name": "get_weather", "tool_call_id": "call_1", "content": "4 C"}}' in plain

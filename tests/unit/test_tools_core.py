@@ -8,11 +8,12 @@ import json
 import jsonschema
 import pytest
 
+from app.core.chat.context import ChatMessage, Role
 from app.core.constraint.model import ConstraintKind
 from app.core.gguf.gguf_info import read_gguf_info
 from app.core.tools.calls import parse_tool_calls
 from app.core.tools.forced import forced_call_constraint
-from app.core.tools.history import tool_calls_text, tool_result_text
+from app.core.tools.history import template_messages, tool_calls_text, tool_result_text
 from app.core.tools.spec import (
     ToolCall,
     ToolChoice,
@@ -222,3 +223,35 @@ def test_the_system_prompt_lists_each_tool_and_the_call_shape():
     text = tools_system_prompt(parse_tools([WEATHER, TIME]))
     assert '"name": "get_weather"' in text and '"name": "get_time"' in text
     assert '"required": ["city", "unit"]' in text and '{"name": <the tool' in text
+
+
+def test_a_tool_aware_template_gets_the_calls_and_results_back_as_its_messages():
+    calls = [ToolCall("call_a", "get_weather", '{"city": "Oslo"}'), ToolCall("call_b", "get_time", "{}")]
+    results = "\n".join(
+        [tool_result_text("get_weather", "call_a", "4 C"), tool_result_text("get_time", "call_b", "9:00")]
+    )
+    history = [
+        ChatMessage(Role.USER, "Weather and time?"),
+        ChatMessage(Role.ASSISTANT, tool_calls_text("Checking.", calls)),
+        ChatMessage(Role.USER, results),
+        ChatMessage(Role.ASSISTANT, '{"answer": 4}'),  # JSON, but not a call: as it is
+        ChatMessage(Role.USER, '{"tool_response": "not one"}'),
+    ]
+    out = template_messages(history)
+    assert out[0] == {"role": "user", "content": "Weather and time?"}
+    assert out[1] == {
+        "role": "assistant",
+        "content": "Checking.",
+        "tool_calls": [
+            {"id": "call_a", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}},
+            {"id": "call_b", "type": "function", "function": {"name": "get_time", "arguments": {}}},
+        ],
+    }
+    assert out[2:4] == [
+        {"role": "tool", "tool_call_id": "call_a", "name": "get_weather", "content": "4 C"},
+        {"role": "tool", "tool_call_id": "call_b", "name": "get_time", "content": "9:00"},
+    ]
+    assert out[4] == {"role": "assistant", "content": '{"answer": 4}'}
+    assert out[5] == {"role": "user", "content": '{"tool_response": "not one"}'}
+    unanswered = template_messages([ChatMessage(Role.ASSISTANT, tool_calls_text("", calls[:1]))])
+    assert unanswered[0]["content"] == "" and unanswered[0]["tool_calls"][0]["id"] == "call_0_0"

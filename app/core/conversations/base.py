@@ -18,7 +18,8 @@ from typing import Any
 
 from app.core.chat.chat_settings import clean_stop_strings
 from app.core.chat.context import Role
-from app.core.constraint.model import ConstraintKind, OutputConstraint
+from app.core.constraint.model import OutputConstraint
+from app.core.constraint.stored import constraint_from_dict, constraint_to_dict
 from app.core.conversations.model import Conversation, Message, MessageMeta, json_dict, make_title
 from app.core.conversations.schema import MSG_SELECT
 from app.core.sampling.params import SamplerSettings
@@ -96,19 +97,16 @@ def conversation_from_row(row: Row) -> Conversation:
 
 
 def constraint_cell(c: OutputConstraint) -> str:
-    """A chat's output constraint as its stored JSON (``{"kind", "text"}``)."""
-    return json.dumps({"kind": c.kind.value, "text": c.text})
+    """A chat's output constraint as its stored JSON (:mod:`app.core.constraint.stored`)."""
+    return json.dumps(constraint_to_dict(c))
 
 
 def constraint_from_cell(raw: object) -> OutputConstraint:
-    """A chat's output constraint from its stored JSON (anything unreadable, or an unknown kind: none)."""
+    """A chat's output constraint from its stored JSON (anything unreadable: none)."""
     try:
-        data = json.loads(raw) if isinstance(raw, (str, bytes)) else None
-        kind = ConstraintKind(data.get("kind")) if isinstance(data, dict) else ConstraintKind.NONE
+        return constraint_from_dict(json.loads(raw) if isinstance(raw, (str, bytes)) else None)
     except ValueError:
         return OutputConstraint()
-    text = data.get("text") if isinstance(data, dict) else ""
-    return OutputConstraint(kind, text if isinstance(text, str) and kind != ConstraintKind.NONE else "")
 
 
 def stop_strings_from_cell(raw: object) -> tuple[str, ...]:

@@ -166,9 +166,9 @@ class ComputeFunnel:
         stored: run on this stored step instead (a reply from the conversation store: its
             kept top-N, :class:`~app.core.sampling.alternatives.StoredStep`); ``reply_id`` and ``step``
             are then ignored, and ``sampler`` None means the stored reply's own settings.
-        constraint: for a stored step, the output constraint its reply was made under (its grammar
-            column, the grammar fed the reply's tokens before the step); None: no grammar column. A live
-            reply's own constraint is used for a live step (this is then ignored).
+
+    A reply made under an output constraint gets a grammar column first: a live reply's own (kept
+    with its logits), a stored step's ``stored.constraint``.
     """
 
     request_id: int
@@ -177,7 +177,6 @@ class ComputeFunnel:
     sampler: SamplerSettings | None = None
     rows: int = 12
     stored: StoredStep | None = None
-    constraint: OutputConstraint | None = None
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ the source finds the same templates without rendering anything.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 
@@ -19,6 +20,7 @@ _STRING = re.compile(r"'[^']*'|\"[^\"]*\"")
 _TOOLS = re.compile(r"(?<![\w.])tools\b")
 
 
+@functools.lru_cache(maxsize=16)  # asked at every render (a few templates in use at a time)
 def template_supports_tools(source: str | None) -> bool:
     """Whether a chat template's Jinja source uses the ``tools`` variable (outside string literals).
 
