@@ -9,6 +9,7 @@ from PySide6.QtCore import Qt
 
 from app.core import protocol as P
 from app.core.constraint.model import ConstraintKind, OutputConstraint
+from app.ui.common.stats_format import reply_details
 from app.ui.constraint.chip import OFF_TEXT
 from app.ui.constraint.dialog import KINDS
 from tests.support.window import close_window, load, make_window, send
@@ -54,6 +55,8 @@ def test_check_names_the_line_ok_keeps_it_and_replies_carry_it(qtbot, tiny_model
         # the reply records it (its stored funnel steps get the grammar column); the earlier reply had none
         path = win.conversations.active_path(conv)
         assert path[-1].meta.constraint.text == GRAMMAR and path[1].meta.constraint.kind == ConstraintKind.NONE
+        assert "output format: a GBNF grammar" in reply_details(path[-1].meta)
+        assert "output format" not in reply_details(path[1].meta)
         sent = [r for r in win.engine.requests if isinstance(r, P.CheckConstraint)]
         assert len(sent) == 3 and sent[-1].constraint.text == GRAMMAR  # Check, OK (failed), OK
         win.new_chat()  # the chat's own: a new chat has none
