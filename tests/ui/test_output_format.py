@@ -107,3 +107,27 @@ def test_a_new_chats_format_is_kept_until_it_is_stored_and_a_schema_is_checked_h
         assert win.conversations.get_conversation(conv).constraint.kind == ConstraintKind.NONE
     finally:
         close_window(win)
+
+
+def test_the_funnel_names_the_grammar_first_in_the_chain_it_shows(qtbot):
+    from app.core.sampling.funnel import Funnel, FunnelStage, FunnelStageKind
+    from app.core.sampling.params import SamplerSettings
+    from app.ui.funnel.legend import SHORT, STAGE_HELP
+
+    win = make_window(qtbot)
+    try:
+        s = SamplerSettings(temperature=0.0)
+        stages = (
+            FunnelStage(FunnelStageKind.MODEL, (0.6, 0.4), 64, 1.0, 0.0),
+            FunnelStage(FunnelStageKind.GRAMMAR, (0.0, 1.0), 2, 0.0, 0.0),
+            FunnelStage(FunnelStageKind.GREEDY, (0.0, 1.0), 2, 0.0, 0.0, picked=7),
+        )
+        f = Funnel(1, 0, ((5, "Sure"), (7, "{")), stages, 7, s, 0, 64, False, 0.001)
+        win.funnel_panel.show_funnel(f, True)
+        assert win.funnel_panel.order_label.text().replace("\u200b", "").startswith("grammar→")
+        assert SHORT[FunnelStageKind.GRAMMAR] == "gram" and "grammar sampler" in STAGE_HELP[FunnelStageKind.GRAMMAR]
+        without = Funnel(1, 0, f.rows, (stages[0], stages[2]), 7, s, 0, 64, False, 0.001)
+        win.funnel_panel.show_funnel(without, True)
+        assert "grammar" not in win.funnel_panel.order_label.text()
+    finally:
+        close_window(win)
