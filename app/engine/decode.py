@@ -15,12 +15,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import llama_cpp
-
 from app.core import protocol as P
 from app.core.chat.context import ContextPolicy, StopReason
 from app.core.sampling.params import SamplerSettings
 from app.core.speculative.stats import SpeculationStats
+from app.engine.constraint.sampler import draw_for
 from app.engine.errors import CancelFlag
 from app.engine.forced import ForcedTokens
 from app.engine.funnel import make_chain
@@ -141,6 +140,7 @@ def decode_loop(
     logits: Logits | None = None
     lse = 0.0
     cands: tuple[tuple[int, str, float], ...] = ()
+    draw = draw_for(req, vocab.n_tokens)  # llama_sampler_sample, checked under an output constraint
     while True:
         if cancel.is_set():
             reason = StopReason.CANCELLED
@@ -151,7 +151,7 @@ def decode_loop(
         if sink.wants_logits:
             logits = inspector.logits()
             lse, cands = sink.look(logits)
-        token = llama_cpp.llama_sampler_sample(chain, llm.ctx, -1)
+        token = draw(chain, llm.ctx, -1)
         if forced is not None:
             token = forced.next(token)
         if store is not None:

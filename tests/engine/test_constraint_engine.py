@@ -102,6 +102,21 @@ def test_a_bad_grammar_fails_naming_its_line(eng):
     assert isinstance(ok, P.ConstraintChecked) and ok.n_rules == 1
 
 
+def test_a_grammar_no_token_can_continue_fails_the_reply_not_the_engine(eng):
+    # llama.cpp would draw a token the grammar refuses and abort the engine on accepting it
+    nothing = OutputConstraint(ConstraintKind.GBNF, "root ::= [^\\x00-\\U0010FFFF]")
+    failed = constrained(eng, "hi", nothing, max_tokens=5, seed=1)
+    if "gemma" in eng.loaded.info.path:
+        # Gemma 3's byte tokens: llama.cpp's grammar lets a partial UTF-8 sequence through (its grammar is
+        # only checked once a character completes), so the reply goes on in stray bytes, and the engine lives
+        assert isinstance(failed, P.Finished), failed
+    else:
+        assert isinstance(failed, P.Failed) and failed.kind == P.FailureKind.CONSTRAINT, failed
+        assert "allows no token" in failed.message
+    done = constrained(eng, "Is the sky blue?", OutputConstraint(ConstraintKind.GBNF, YES_NO), max_tokens=5)
+    assert isinstance(done, P.Finished) and done.text in ("yes", "no")  # the same engine goes on
+
+
 def test_an_unsupported_schema_names_the_part(eng):
     schema = {"type": "object", "properties": {"x": {"type": "object", "patternProperties": {"^a": {}}}}}
     c = OutputConstraint(ConstraintKind.JSON_SCHEMA, json.dumps(schema))

@@ -9,6 +9,7 @@ from PySide6.QtCore import Qt
 
 from app.core import protocol as P
 from app.core.constraint.model import ConstraintKind, OutputConstraint
+from app.ui.common.stats_format import reply_details
 from app.ui.constraint.chip import OFF_TEXT
 from app.ui.constraint.dialog import KINDS
 from tests.support.window import close_window, load, make_window, send
@@ -54,6 +55,8 @@ def test_check_names_the_line_ok_keeps_it_and_replies_carry_it(qtbot, tiny_model
         # the reply records it (its stored funnel steps get the grammar column); the earlier reply had none
         path = win.conversations.active_path(conv)
         assert path[-1].meta.constraint.text == GRAMMAR and path[1].meta.constraint.kind == ConstraintKind.NONE
+        assert "output format: a GBNF grammar" in reply_details(path[-1].meta)
+        assert "output format" not in reply_details(path[1].meta)
         sent = [r for r in win.engine.requests if isinstance(r, P.CheckConstraint)]
         assert len(sent) == 3 and sent[-1].constraint.text == GRAMMAR  # Check, OK (failed), OK
         win.new_chat()  # the chat's own: a new chat has none
@@ -102,5 +105,29 @@ def test_a_new_chats_format_is_kept_until_it_is_stored_and_a_schema_is_checked_h
         qtbot.waitUntil(lambda: win.output_format.dialog is None)
         assert win.output_format.chip.text() == OFF_TEXT
         assert win.conversations.get_conversation(conv).constraint.kind == ConstraintKind.NONE
+    finally:
+        close_window(win)
+
+
+def test_the_funnel_names_the_grammar_first_in_the_chain_it_shows(qtbot):
+    from app.core.sampling.funnel import Funnel, FunnelStage, FunnelStageKind
+    from app.core.sampling.params import SamplerSettings
+    from app.ui.funnel.legend import SHORT, STAGE_HELP
+
+    win = make_window(qtbot)
+    try:
+        s = SamplerSettings(temperature=0.0)
+        stages = (
+            FunnelStage(FunnelStageKind.MODEL, (0.6, 0.4), 64, 1.0, 0.0),
+            FunnelStage(FunnelStageKind.GRAMMAR, (0.0, 1.0), 2, 0.0, 0.0),
+            FunnelStage(FunnelStageKind.GREEDY, (0.0, 1.0), 2, 0.0, 0.0, picked=7),
+        )
+        f = Funnel(1, 0, ((5, "Sure"), (7, "{")), stages, 7, s, 0, 64, False, 0.001)
+        win.funnel_panel.show_funnel(f, True)
+        assert win.funnel_panel.order_label.text().replace("\u200b", "").startswith("grammar→")
+        assert SHORT[FunnelStageKind.GRAMMAR] == "gram" and "grammar sampler" in STAGE_HELP[FunnelStageKind.GRAMMAR]
+        without = Funnel(1, 0, f.rows, (stages[0], stages[2]), 7, s, 0, 64, False, 0.001)
+        win.funnel_panel.show_funnel(without, True)
+        assert "grammar" not in win.funnel_panel.order_label.text()
     finally:
         close_window(win)

@@ -63,3 +63,27 @@ def test_a_reply_records_its_format_and_its_stored_funnel_step_carries_it(tmp_pa
     alts = ReplyAlternatives(2, (5, 6), (0.0, 0.0), (1.0, 1.0), (5, 7, 6, 8), (1.0, 0.5, 1.0, 0.5), (1, 2, 3), {})
     st = alts.stored_step(1, 9, SamplerSettings(), 0, GRAMMAR)
     assert st.constraint == GRAMMAR and st.history == (1, 2, 3, 5)
+
+
+def test_a_json_export_carries_the_chats_format_and_an_import_restores_it(tmp_path: Path) -> None:
+    import json
+
+    import pytest
+
+    with ConversationStore(tmp_path / "a.sqlite3") as s:
+        cid = s.create_conversation(constraint=GRAMMAR)
+        s.add_message(cid, None, "user", "yes or no?")
+        plain = s.create_conversation()
+        s.add_message(plain, None, "user", "anything")
+        s.export_json(cid, tmp_path / "c.json")
+        s.export_json(plain, tmp_path / "p.json")
+    data = json.loads((tmp_path / "c.json").read_text())
+    assert data["conversation"]["constraint"] == {"kind": "gbnf", "text": GRAMMAR.text}
+    assert "constraint" not in json.loads((tmp_path / "p.json").read_text())["conversation"]
+    with ConversationStore(tmp_path / "b.sqlite3") as s:
+        assert s.get_conversation(s.import_json(tmp_path / "c.json")).constraint == GRAMMAR
+        assert s.get_conversation(s.import_json(tmp_path / "p.json")).constraint == OutputConstraint()
+        data["conversation"]["constraint"] = "gbnf"
+        (tmp_path / "bad.json").write_text(json.dumps(data))
+        with pytest.raises(ValueError, match=r"conversation\.constraint"):
+            s.import_json(tmp_path / "bad.json")

@@ -18,12 +18,16 @@ import re
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import llama_cpp
+import numpy as np
 
 from app.core import protocol as P
+from app.core.constraint.model import ConstraintKind
 from app.engine.errors import EngineError
+from app.engine.funnel import TOKEN_DATA, as_cur_p
 from app.engine.llama_log import LlamaLog
 
 _STDERR_LOCK = threading.Lock()
@@ -143,3 +147,57 @@ def feed(grammar: Any, tokens: list[int] | tuple[int, ...], vocab: Any) -> None:
                 f"Token {i + 1} of the reply ({vocab.display(int(t))!r}) does not fit the output format.",
             )
         llama_cpp.llama_sampler_accept(grammar, int(t))
+
+
+class CheckedDraw:
+    """``llama_sampler_sample`` for a chain with a grammar, with one check llama.cpp does not make.
+
+    A grammar that allows no token at a step (every candidate cut: a character class nothing in the
+    vocabulary produces, a logit bias banning the only allowed tokens) leaves the draw to pick a token
+    the grammar refuses, and ``llama_sampler_accept`` then aborts the engine process
+    (``llama_grammar_accept_impl`` throws through C). So a constrained reply draws as
+    ``llama_sampler_sample`` does on a CPU context (src/llama-sampler.cpp: the logits row into a
+    ``llama_token_data`` array, ``llama_sampler_apply``, the selected entry, ``llama_sampler_accept``),
+    with the selected entry checked before it is accepted. Same array, same chain: the same token.
+
+    Args:
+        n_vocab: the vocabulary's size (the logits row's length).
+    """
+
+    def __init__(self, n_vocab: int) -> None:
+        self._n = n_vocab
+        self._arr = np.empty(n_vocab, dtype=TOKEN_DATA)
+        self._ids = np.arange(n_vocab, dtype=np.int32)
+
+    def __call__(self, chain: Any, ctx: Any, idx: int) -> int:
+        """Draw at output row ``idx`` of ``ctx`` (-1: the last) with ``chain``; the chain accepts the token.
+
+        Raises:
+            EngineError: ``constraint``: the output format allows no token here.
+        """
+        row = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, idx), shape=(self._n,))
+        arr = self._arr
+        arr["id"] = self._ids
+        arr["logit"] = row
+        arr["p"] = 0.0
+        cur = as_cur_p(arr)
+        llama_cpp.llama_sampler_apply(chain, ctypes.byref(cur))
+        sel = int(cur.selected)
+        if not 0 <= sel < int(cur.size) or not math.isfinite(float(cur.data[sel].logit)):
+            raise EngineError(
+                P.FailureKind.CONSTRAINT,
+                "The output format allows no token at this point of the reply: nothing in the model's "
+                "vocabulary can continue it (or the logit bias banned what could). Check the grammar.",
+            )
+        token = int(cur.data[sel].id)
+        llama_cpp.llama_sampler_accept(chain, token)
+        return token
+
+
+def draw_for(req: P.Generate, n_vocab: int) -> Callable[[Any, Any, int], int]:
+    """How the decode loops draw for ``req``: :class:`CheckedDraw` with an output constraint, else
+    ``llama_sampler_sample`` itself."""
+    c = req.constraint
+    if c is None or c.kind == ConstraintKind.NONE:
+        return llama_cpp.llama_sampler_sample  # type: ignore[no-any-return]
+    return CheckedDraw(n_vocab)
