@@ -25,7 +25,7 @@ from app.ui.window.main_window import MainWindow
 from app.ui.window.notices import NoticeTopic
 from tests.support.fake_engine import reply
 from tests.support.mcp_server import script_path
-from tests.support.window import close_window, load, make_window, reply_over, send
+from tests.support.window import banner_button, close_window, load, make_window, reply_over, send
 
 CONNECT_MS = 20_000
 CALL_MS = 20_000
@@ -161,3 +161,23 @@ def test_a_template_that_reads_tools_gets_them_and_the_model_decides_up_to_four_
         ] == ["2"] * 4
     finally:
         close_window(win)
+
+
+def test_stop_in_the_banner_gives_up_a_running_call(qtbot, tiny_model: Path) -> None:  # type: ignore[no-untyped-def]
+    win = _window(qtbot, tiny_model)
+    try:
+        tools = win.findChild(ChatTools)
+        launcher = win.findChild(McpLauncher)
+        assert tools is not None and launcher is not None
+        launcher.servers.set_call_timeout(60)
+        win.engine.script(reply(json.dumps({"name": "hang", "arguments": {}})))
+        send(qtbot, win, "Wait for it")
+        qtbot.waitUntil(lambda: tools.dialog is not None and tools.dialog.isVisible())
+        assert tools.dialog is not None
+        tools.dialog.allow_button.click()
+        assert win.banner.text.text() == "Running hang on MCP server 'calc'… (at most 60 s)"
+        banner_button(win, "Stop").click()
+        assert not tools.busy and win.banner.text.text().startswith("Stopped: the tool's result will not go")
+        assert len(win.engine.sent(P.Generate)) == 1 and win.chat_view.messages[-1].text.startswith('{"name": "hang"')
+    finally:
+        close_window(win)  # the call still in flight ends with the server, and is dropped

@@ -191,12 +191,26 @@ class ChatTools(QObject):
             return
         limit = self._servers.config.call_timeout_s
         self._notices.show(
-            NoticeTopic.TOOL, Severity.INFO, f"Running {tool.name} on MCP server {tool.server!r}… (at most {limit:g} s)"
+            NoticeTopic.TOOL,
+            Severity.INFO,
+            f"Running {tool.name} on MCP server {tool.server!r}… (at most {limit:g} s)",
+            [("Stop", self.stop_call)],
         )
         future = client.call_tool(tool.name, arguments, limit)
         future.add_done_callback(lambda f: self._call_done.emit(f, tool))
 
+    def stop_call(self) -> None:
+        """Give up the round whose call is running (the banner's Stop): its results are not sent to the
+        model, and the call's answer, when it comes, is dropped (the server is not told: MCP has no
+        reliable cancel)."""
+        if self._round is None or self.dialog is not None:
+            return
+        self._round = None
+        self._notices.show(NoticeTopic.TOOL, Severity.INFO, "Stopped: the tool's result will not go to the model.")
+
     def _on_call_done(self, future: Future[ToolResult], tool: McpTool) -> None:
+        if self._round is None:  # stopped meanwhile
+            return
         self._notices.clear(NoticeTopic.TOOL)
         error = future.exception()
         if isinstance(error, McpServerError):
