@@ -210,3 +210,45 @@ def test_auto_sends_the_tools_through_a_template_that_reads_them(qtbot, api, bg)
     deltas = [ch.choices[0].delta for ch in streamed if ch.choices]
     assert "".join(d.content or "" for d in deltas) == (choice.message.content or "")  # greedy: the same reply
     assert streamed[-1].choices[0].finish_reason == choice.finish_reason
+
+
+PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+}
+REGISTER = {  # a nested pydantic argument, as the MCP SDK writes it: a $ref into the parameters' $defs
+    "type": "function",
+    "function": {
+        "name": "register_person",
+        "description": "Register a person.",
+        "parameters": {
+            "type": "object",
+            "properties": {"person": {"$ref": "#/$defs/Person"}},
+            "required": ["person"],
+            "$defs": {"Person": PERSON},
+        },
+    },
+}
+
+
+@smollm2_only
+def test_a_forced_call_whose_arguments_use_a_ref_validates(qtbot, api, bg):
+    """Before: "Error resolving ref stdin#/$defs/Person", a 400 for this tool and every tool beside it."""
+    _win, c = api
+    reply = create(
+        qtbot,
+        bg,
+        c,
+        messages=[{"role": "user", "content": "Register Ann, who is 31."}],
+        tools=[REGISTER, ADD],
+        tool_choice={"type": "function", "function": {"name": "register_person"}},
+        max_tokens=60,
+    )
+    choice = reply.choices[0]
+    assert choice.finish_reason == "tool_calls", choice
+    (call,) = choice.message.tool_calls
+    assert call.function.name == "register_person"
+    args = json.loads(call.function.arguments)
+    jsonschema.validate(args, REGISTER["function"]["parameters"])
+    assert isinstance(args["person"]["age"], int)

@@ -4,11 +4,16 @@
 - ``JSON_SCHEMA``: llama-cpp-python's converter (``llama_cpp.llama_grammar.json_schema_to_gbnf``), after
   :func:`app.core.constraint.schema_check.schema_problem` refused what it would silently ignore; what the
   converter itself raises (``AssertionError`` for an unrecognized schema or a pattern without ``^...$``,
-  ``ValueError`` for a bad ``$ref`` or quantifier, ``KeyError`` for a ``$ref`` to nothing) is named;
+  ``ValueError`` for a bad ``$ref`` or quantifier, ``KeyError`` for a ``$ref`` to nothing) is said in words
+  (:func:`converter_words`), with the tool named when the schema is a forced call's;
 - ``GBNF``: the text as given.
 """
 
 from __future__ import annotations
+
+import json
+import re
+from typing import Any
 
 from llama_cpp.llama_grammar import JSON_GBNF, json_schema_to_gbnf
 
@@ -38,8 +43,67 @@ def constraint_gbnf(constraint: OutputConstraint | None) -> str | None:
         raise EngineError(P.FailureKind.CONSTRAINT, problem[0].upper() + problem[1:])
     try:
         return str(json_schema_to_gbnf(constraint.text))
-    except (AssertionError, ValueError, KeyError, TypeError, RecursionError) as exc:
-        what = str(exc) or type(exc).__name__
+    except _CONVERTER_ERRORS as exc:
+        tool = _failing_tool(constraint.text)
+        which = f"tool {tool!r}: its arguments' JSON schema" if tool else "The JSON schema"
         raise EngineError(
-            P.FailureKind.CONSTRAINT, f"llama-cpp-python's JSON-schema converter cannot handle this schema: {what}"
+            P.FailureKind.CONSTRAINT,
+            f"{which} cannot be turned into a grammar by llama-cpp-python's JSON-schema converter: "
+            f"{converter_words(exc)}.",
         ) from None
+
+
+_CONVERTER_ERRORS = (AssertionError, ValueError, KeyError, TypeError, RecursionError)
+_REF_RE = re.compile(r"Error resolving ref (?:stdin)?(#\S*?): (\S+) not in")
+
+
+def converter_words(exc: BaseException) -> str:
+    """What the converter raised, in words: its references without the ``stdin`` it puts in front, and
+    never the internal dict it appends ("Error resolving ref stdin#/$defs/P: $defs not in {...}" becomes
+    "the reference '#/$defs/P' points at nothing ('$defs' is not there)")."""
+    text = str(exc) or type(exc).__name__
+    m = _REF_RE.search(text)
+    if m:
+        return f"the reference '{m.group(1)}' points at nothing ('{m.group(2)}' is not there)"
+    text = text.replace("stdin#", "#")
+    for cut in (": {", ": [", " in {", " in ["):  # the converter's repr of a schema or node
+        at = text.find(cut)
+        if at >= 0:
+            text = text[:at]
+    return text.rstrip(".")
+
+
+def _failing_tool(text: str) -> str | None:
+    """The tool whose call the converter cannot handle, when ``text`` is a forced call's schema
+    (:func:`~app.core.tools.forced.calls_schema`: one call, or ``anyOf`` over calls in ``$defs``)."""
+    try:
+        schema = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(schema, dict):
+        return None
+    name = _call_name(schema)
+    if name is not None:
+        return name
+    defs = schema.get("$defs")
+    if not isinstance(defs, dict) or not isinstance(schema.get("anyOf"), list):
+        return None
+    for alt in schema["anyOf"]:
+        ref = alt.get("$ref") if isinstance(alt, dict) else None
+        call = defs.get(ref[len("#/$defs/") :]) if isinstance(ref, str) and ref.startswith("#/$defs/") else None
+        if not isinstance(call, dict) or _call_name(call) is None:
+            continue
+        try:
+            json_schema_to_gbnf(json.dumps({**call, **{k: schema[k] for k in ("$defs", "definitions") if k in schema}}))
+        except _CONVERTER_ERRORS:
+            return _call_name(call)
+    return None
+
+
+def _call_name(schema: dict[str, Any]) -> str | None:
+    """The tool's name when ``schema`` is one call's schema (``properties.name.const``), else None."""
+    props = schema.get("properties")
+    if not isinstance(props, dict) or set(props) != {"name", "arguments"} or not isinstance(props["name"], dict):
+        return None
+    name = props["name"].get("const")
+    return name if isinstance(name, str) else None
