@@ -81,6 +81,37 @@ def test_bad_tools_are_a_400_naming_the_field(body, param):
     assert err.value.status == 400 and err.value.param == param
 
 
+@pytest.mark.parametrize("choice", [None, "required", "none"])
+@pytest.mark.parametrize("parameters", [{"type": "string"}, {"properties": {"a": {}}}, [1], "object"])
+def test_parameters_that_are_not_an_object_schema_are_a_400_naming_the_field(parameters, choice):
+    """Before: {"type": "string"} was accepted, and "required" then sampled a bare string as the arguments."""
+    tool = {"type": "function", "function": {"name": "a", "parameters": parameters}}
+    body = {**ASK, "tools": [WEATHER, tool]}
+    if choice:
+        body["tool_choice"] = choice
+    with pytest.raises(ApiError) as err:
+        parse_request(body, Endpoint.CHAT)
+    assert err.value.status == 400 and err.value.param == "tools[1].function.parameters"
+    assert "must be a JSON schema of type object" in err.value.message
+    for fine in ({}, None):  # no arguments: an empty object schema
+        tool["function"]["parameters"] = fine
+        (_, empty) = parse_request(body, Endpoint.CHAT).tools
+        assert empty.parameters == {"type": "object", "properties": {}}
+
+
+def test_an_mcp_input_schema_that_is_not_an_object_is_named():
+    from app.core.tools.checks import tool_problem, usable_tools
+    from app.core.tools.spec import ToolSpec
+
+    text = ToolSpec("echo", "", {"type": "string"})
+    assert tool_problem(text) == (
+        'tool \'echo\': its arguments\' schema must be a JSON schema of type object ("type": "object", '
+        '"properties": {...}), not one of type "string"'
+    )
+    ok = ToolSpec("ok", "", {"type": "object", "properties": {}})
+    assert usable_tools((text, ok)) == ((ok,), (tool_problem(text),))
+
+
 def test_a_forced_call_to_a_schema_the_grammar_cannot_hold_is_a_400_naming_the_tool_and_keyword():
     bounded = {
         "type": "function",

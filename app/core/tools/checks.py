@@ -12,7 +12,7 @@ llama-cpp-python's converter.
 from __future__ import annotations
 
 from app.core.constraint.schema_check import schema_issue
-from app.core.tools.spec import ToolSpec
+from app.core.tools.spec import ToolSpec, object_schema_problem
 
 
 def tool_problem(tool: ToolSpec) -> str | None:
@@ -21,8 +21,13 @@ def tool_problem(tool: ToolSpec) -> str | None:
     Returns:
         e.g. "tool 'lookup': its arguments' JSON schema uses 'patternProperties' at $.properties.q, which
         llama.cpp's grammar cannot express (the converter would ignore it)"; the path is from the
-        ``parameters`` schema's root (``$``).
+        ``parameters`` schema's root (``$``). Parameters that are not an object schema (an MCP tool's input
+        schema; :func:`~app.core.tools.spec.parse_tools` never lets one through from the API): "tool 'x':
+        its arguments' schema must be a JSON schema of type object (...), not one of type ...".
     """
+    problem = object_schema_problem(tool.parameters)
+    if problem:
+        return f"tool {tool.name!r}: its arguments' schema {problem}"
     issue = schema_issue(tool.parameters)
     if issue is None:
         return None
