@@ -249,3 +249,30 @@ def test_auto_streams_text_once_it_cannot_be_a_call_and_holds_back_a_tag():
     sent, calls, last = _stream(_builder({**ASK, "stream": True}), ['{"answer"', ": 4}"])
     assert sent == [] and calls == []
     assert last["choices"][0]["delta"] == {"content": '{"answer": 4}'} and last["choices"][0]["finish_reason"] == "stop"
+
+
+def test_engine_refusals_name_the_field_they_are_about():
+    from app.server.app import failed_error
+
+    def refused(kind, message, body):
+        err = failed_error(P.Failed(1, kind, message), parse_request(body, Endpoint.CHAT))
+        assert err.status == 400
+        return err.param
+
+    no_tools = "This model's chat template does not offer tools (its Jinja source never reads 'tools'): ..."
+    assert refused(P.FailureKind.TEMPLATE, no_tools, ASK) == "tool_choice"  # "auto", the default
+    bad_schema = "tool 'get_weather': its arguments' JSON schema cannot be turned into a grammar ..."
+    assert refused(P.FailureKind.CONSTRAINT, bad_schema, {**ASK, "tool_choice": "required"}) == (
+        "tools[0].function.parameters"
+    )
+    rf = {"messages": ASK["messages"], "response_format": {"type": "json_object"}}
+    assert refused(P.FailureKind.CONSTRAINT, "The JSON schema cannot be ...", rf) == "response_format"
+    assert refused(P.FailureKind.CONTEXT_OVERFLOW, "too long", ASK) is None
+
+
+def test_a_function_without_parameters_is_fine_and_the_error_does_not_claim_it_is_required():
+    (fn,) = parse_request({**ASK, "tools": [{"type": "function", "function": {"name": "now"}}]}, Endpoint.CHAT).tools
+    assert fn.parameters == {"type": "object", "properties": {}}
+    with pytest.raises(ApiError) as err:
+        parse_request({**ASK, "tools": [{"type": "function"}]}, Endpoint.CHAT)
+    assert err.value.param == "tools[0].function" and "'parameters' when the function takes arguments" in str(err.value)

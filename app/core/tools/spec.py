@@ -151,7 +151,10 @@ def parse_tools(raw: object, param: str = "tools") -> tuple[ToolSpec, ...]:
             )
         fn = item.get("function")
         if not isinstance(fn, dict):
-            raise ToolError(f"{at}.function must be an object with 'name' and 'parameters'.", f"{at}.function")
+            raise ToolError(
+                f"{at}.function must be an object with a 'name' (and 'parameters' when the function takes arguments).",
+                f"{at}.function",
+            )
         name = fn.get("name")
         if not isinstance(name, str) or not NAME_RE.match(name):
             raise ToolError(
