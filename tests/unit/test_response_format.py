@@ -109,3 +109,17 @@ def test_what_the_converter_would_raise_on_is_said_in_words_before_it_runs(schem
     said = bad.value.message
     assert bad.value.param == "response_format" and "$.properties." in said
     assert "stdin" not in said and "{'" not in said
+
+
+def test_the_json_grammars_root_ends_at_the_closing_bracket():
+    """Trailing whitespace after the root let a reply run on to max_tokens (llama.cpp's json.gbnf ends
+    ``"}" ws``); the engine's grammars end at the bracket, the end token then the only one left."""
+    from app.engine.constraint.grammar import JSON_OBJECT_GBNF, constraint_gbnf
+
+    (root,) = [line for line in JSON_OBJECT_GBNF.split("\n") if line.startswith("root")]
+    assert root.endswith('"}"') and root.startswith('root ::= "{" ws')
+    obj = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    for schema, end in ((obj, '"}"'), ({"type": "array", "items": {"type": "integer"}}, '"]"')):
+        gbnf = constraint_gbnf(OutputConstraint(ConstraintKind.JSON_SCHEMA, json.dumps(schema))) or ""
+        (root,) = [line for line in gbnf.split("\n") if line.startswith("root")]
+        assert root.endswith(end), root

@@ -1,6 +1,7 @@
 """An output constraint as GBNF text for llama.cpp's grammar sampler.
 
-- ``JSON``: llama-cpp-python's ``JSON_GBNF`` (llama.cpp's ``grammars/json.gbnf``: an object at the root);
+- ``JSON``: llama-cpp-python's ``JSON_GBNF`` (llama.cpp's ``grammars/json.gbnf``: an object at the root),
+  its root ending at the closing brace (:data:`JSON_OBJECT_GBNF`; llama.cpp's lets whitespace follow);
 - ``JSON_SCHEMA``: llama-cpp-python's converter (``llama_cpp.llama_grammar.json_schema_to_gbnf``), after
   :func:`app.core.constraint.schema_check.schema_problem` refused what it would silently ignore; what the
   converter itself raises (``AssertionError`` for an unrecognized schema or a pattern without ``^...$``,
@@ -33,7 +34,7 @@ def constraint_gbnf(constraint: OutputConstraint | None) -> str | None:
     if constraint is None or constraint.kind == ConstraintKind.NONE:
         return None
     if constraint.kind == ConstraintKind.JSON:
-        return JSON_GBNF
+        return JSON_OBJECT_GBNF
     if constraint.kind == ConstraintKind.GBNF:
         if not constraint.text.strip():
             raise EngineError(P.FailureKind.CONSTRAINT, "The GBNF grammar is empty: write a rule 'root ::= ...'.")
@@ -42,7 +43,7 @@ def constraint_gbnf(constraint: OutputConstraint | None) -> str | None:
     if problem is not None:
         raise EngineError(P.FailureKind.CONSTRAINT, problem[0].upper() + problem[1:])
     try:
-        return str(json_schema_to_gbnf(constraint.text))
+        return ending_at_root(str(json_schema_to_gbnf(constraint.text)), "space")
     except _CONVERTER_ERRORS as exc:
         tool = _failing_tool(constraint.text)
         which = f"tool {tool!r}: its arguments' JSON schema" if tool else "The JSON schema"
@@ -53,6 +54,36 @@ def constraint_gbnf(constraint: OutputConstraint | None) -> str | None:
         ) from None
 
 
+def ending_at_root(gbnf: str, ws: str) -> str:
+    """``gbnf`` with a one-line ``root`` rule's trailing whitespace rule ``ws`` dropped, so the reply ends at
+    its closing ``}`` or ``]``: the end token is then the only one the grammar leaves, where the trailing
+    ``ws`` let a model go on in spaces and newlines until ``max_tokens``. A root that does not end so is
+    kept as it is (the converter writes ``root ::= "{" space ... "}" space`` for an object schema)."""
+    lines = gbnf.split("\n")
+    for i, line in enumerate(lines):
+        m = _ROOT_WS_RE.match(line)
+        if m and m.group(2) == ws:
+            lines[i] = m.group(1)
+            break
+    return "\n".join(lines)
+
+
+def _json_object_gbnf() -> str:
+    """llama-cpp-python's ``JSON_GBNF`` (llama.cpp's ``grammars/json.gbnf``) with ``root`` its ``object`` rule
+    without the trailing ``ws`` (:func:`ending_at_root`); JSON_GBNF itself when its object rule has
+    another shape."""
+    m = re.search(r"^object ::=\s*(.*?)\n\n", JSON_GBNF, re.S | re.M)
+    if not m:
+        return JSON_GBNF
+    body = " ".join(m.group(1).split())
+    root = ending_at_root(f"root ::= {body}", "ws")
+    if root == f"root ::= {body}":
+        return JSON_GBNF
+    return re.sub(r"^root\s*::=.*$", lambda _m: root, JSON_GBNF, count=1, flags=re.M)
+
+
+_ROOT_WS_RE = re.compile(r'^(root\s*::=.*["\]}]) ([a-z-]+)\s*$')
+JSON_OBJECT_GBNF = _json_object_gbnf()
 _CONVERTER_ERRORS = (AssertionError, ValueError, KeyError, TypeError, RecursionError)
 _REF_RE = re.compile(r"Error resolving ref (?:stdin)?(#\S*?): (\S+) not in")
 
