@@ -137,7 +137,9 @@ class Turn:
         if req.raw_prompt is not None:
             prompt = m.prompt.fit_raw(req.raw_prompt)
         else:
-            prompt = m.prompt.fit(list(req.messages), req.continue_last, policy)
+            forced = req.tool_choice is not None and req.tool_choice.forced
+            with m.prompt.tools_offered(req.tools, forced):
+                prompt = m.prompt.fit(list(req.messages), req.continue_last, policy)
         m.prompt.cached_turn = None  # the cache changes from here; set again when the turn ends
         if req.external:  # the person's cache is copied out and back (app.engine.kv_snapshot)
             snap = None if m.cache_from_api else kv_snapshot.take(m.llm, m.layout.used_bytes(m.llm.n_tokens))

@@ -36,7 +36,7 @@ _FAILED_STATUS = {
     P.FailureKind.CONTEXT_OVERFLOW: 400,
     P.FailureKind.TEMPLATE: 400,
     P.FailureKind.BAD_SETTINGS: 400,
-    P.FailureKind.CONSTRAINT: 400,  # response_format's schema the converter refuses (app/server/response_format.py)
+    P.FailureKind.CONSTRAINT: 400,  # a schema the converter refuses (response_format's, a forced tool call's)
     P.FailureKind.NO_MODEL: 503,
     P.FailureKind.BUSY: 503,
     P.FailureKind.CANCELLED: 503,
@@ -182,9 +182,10 @@ class Api:
         builder = ReplyBuilder(job, model)
         if parsed.stream:
             first: object = None
-            if parsed.generate.constraint is not None:
-                # The engine checks a constraint before evaluating anything: a refused one is a 400, not a
-                # stream that starts and fails, so the stream waits for the engine's first event.
+            if parsed.generate.constraint is not None or parsed.generate.tools:
+                # The engine checks a constraint (and that the template can offer the tools) before
+                # evaluating anything: a refusal is a 400, not a stream that starts and fails, so the
+                # stream waits for the engine's first event.
                 self.open_jobs.add(job)
                 try:
                     first = await self._first_event(request, job)
@@ -290,6 +291,8 @@ class Api:
                     if ev.stats.stop_reason is StopReason.CANCELLED:
                         yield _sse(_cancelled().body())
                         break
+                    for chunk in builder.call_chunks(ev):
+                        yield _sse(chunk)
                     yield _sse(builder.last_chunk(ev, self._queued_s(job, started_ns)))
                     if job.request.include_usage:
                         yield _sse(builder.usage_chunk(ev))

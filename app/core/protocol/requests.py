@@ -14,6 +14,7 @@ from app.core.quant.comparison import CompareModels
 from app.core.quant.types import QuantType
 from app.core.sampling.alternatives import StoredStep
 from app.core.sampling.params import SamplerSettings
+from app.core.tools.spec import ToolChoice, ToolSpec
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,13 @@ class Generate:
             sampler first in the chain (:mod:`app.engine.constraint`); None or kind NONE: free text.
             A constraint that does not convert or parse fails the request with kind ``constraint``
             (the schema's part or the grammar's line named) before anything is evaluated.
+        tools: functions offered to the model (the local API's ``tools``), rendered into the prompt:
+            through the chat template's ``tools`` when its Jinja source reads them, else (only with
+            a forced ``tool_choice``) described in the system message
+            (:func:`~app.core.tools.template.tools_system_prompt`). Empty: none.
+        tool_choice: with ``tools``: :attr:`~app.core.tools.spec.ToolChoiceKind.AUTO` fails with kind
+            ``template`` when the template does not offer tools (the model would not know them);
+            a forced choice goes with the constraint that forces the call (``constraint``).
     """
 
     request_id: int
@@ -96,6 +104,8 @@ class Generate:
     reply_prefix: tuple[int, ...] = ()
     speculate: bool | None = None
     constraint: OutputConstraint | None = None
+    tools: tuple[ToolSpec, ...] = ()
+    tool_choice: ToolChoice | None = None
 
 
 @dataclass(frozen=True)

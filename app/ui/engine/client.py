@@ -48,6 +48,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from app.core import protocol as P
 from app.core.chat.context import ChatMessage, ContextPolicy, LoadSettings
 from app.core.constraint.model import OutputConstraint
+from app.core.mcp.offer import ToolOffer
 from app.core.remote import RemoteEndpoint
 from app.core.sampling.alternatives import StoredStep
 from app.core.sampling.params import SamplerSettings
@@ -324,6 +325,7 @@ class EngineClient(QObject):
         alternatives: int = 0,
         reply_prefix: tuple[int, ...] = (),
         constraint: OutputConstraint | None = None,
+        tools: ToolOffer | None = None,
     ) -> int | None:
         """Start a reply. Returns the request id, or None when not ready (nothing is sent).
 
@@ -331,7 +333,8 @@ class EngineClient(QObject):
         ``chat_template``: the person's template for this model (None: the GGUF's).
         ``alternatives``: top candidates per token sent back with Finished; ``reply_prefix``: the
         tokens the reply starts with (a branch from an alternative); ``constraint``: the chat's output
-        format (None: free text); see :class:`P.Generate`.
+        format (None: free text); ``tools``: the tools offered to the model, their choice, and for a
+        forced call its constraint (MCP tools in a chat; it replaces ``constraint``); see :class:`P.Generate`.
         """
         if self._link.host is None or self._state != EngineState.READY:
             return None
@@ -351,7 +354,9 @@ class EngineClient(QObject):
             chat_template=chat_template,
             alternatives=alternatives,
             reply_prefix=tuple(reply_prefix),
-            constraint=constraint,
+            constraint=tools.constraint if tools is not None and tools.constraint is not None else constraint,
+            tools=tools.tools if tools is not None else (),
+            tool_choice=tools.choice if tools is not None else None,
         )
         if self._queue.in_flight is not None:  # an external request is in the engine: this reply goes next
             self._queue.hold(req)
