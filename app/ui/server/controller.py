@@ -104,7 +104,8 @@ class ServerController(QObject):
         if not s.enabled:
             self.stop()
             return
-        if self._server is not None and self._running_with == replace(s, parallel=self._running_with.parallel):
+        running = self._running_with
+        if self._server is not None and running is not None and running == replace(s, parallel=running.parallel):
             return  # the number of parallel sequences needs no restart: the engine client applies it
         self.stop()
         server = ServerThread(self, s.api_key, s.host, s.port, s.cors_origins)
