@@ -116,7 +116,7 @@ def test_a_client_that_hangs_up_frees_its_sequence(qtbot, api, bg):
     entry = win.server.entries[-1]
     assert entry.stats.stop_reason is StopReason.CANCELLED and entry.stats.generated_tokens < 2000
     assert win.engine.external_in_flight_tickets == ()
-    qtbot.waitUntil(lambda: win.notices and not win.notices[-1].sequences, timeout=5_000)  # its sequence is free
+    qtbot.waitUntil(lambda: bool(win.notices) and not win.notices[-1].sequences, timeout=5_000)  # its sequence is free
     r = wait(qtbot, bg.submit(chat, client(url, key), "Say hello."))  # and the next request is served
     assert r.choices[0].message.content
 

@@ -53,11 +53,12 @@ def summary_text(ev: P.SequencesProgressed | None, parallel: int) -> str:
         f"{ev.n_seq} sequences × n_ctx {fmt.tokens(ev.n_ctx_seq)}: KV cache {ev.kv_bytes / MIB:,.0f} MiB, "
         f"compute {ev.compute_bytes / MIB:,.0f} MiB, beside the chat's. "
     )
+    flight = f"{running} in flight" + (f", {waiting} waiting for their context" if waiting else "")
     if ev.paused:
-        return head + f"Paused while your reply is written ({running} in flight, {waiting} waiting)."
+        return head + f"Paused while your reply is written ({flight})."
     if not ev.sequences:
         return head + "None in flight."
-    return head + f"{running} in flight, {waiting} waiting; last step {ev.step_tokens} tokens."
+    return head + f"{flight}; last step {ev.step_tokens} tokens in one llama_decode."
 
 
 class SequencesView(QWidget):
