@@ -64,7 +64,7 @@ class Settings:
         stop_strings: the extra stop strings of new chats.
         recent_models: most recent first, absolute paths.
         window_geometry: Qt's saveGeometry, base64.
-        window_state, sampling_state: Qt's saveState of the Chat and the Sampling layout's docks,
+        window_state, sampling_state: Qt's saveState of the Chat layout's and the Sampling lab's docks,
             base64 ("": not left yet, laid out as at first).
         workspace: the layout shown when the window was last closed.
         first_turn_hint: the empty chat walks the first turn ("send a message, then click a red token")

@@ -50,7 +50,7 @@ def test_one_click_shows_the_sampler_funnel_and_tokens_at_once_at_1366x768(qtbot
     assert window.tabifiedDockWidgets(window.funnel_dock)  # the chat layout: the Funnel is a tab beside Stats
     qtbot.mouseClick(window.top_bar.lab_toggle, Qt.MouseButton.LeftButton)
     assert window.workspaces.current is Workspace.SAMPLING and window.top_bar.lab_toggle.isChecked()
-    assert _layout_action(window, "Sampling layout").isChecked()
+    assert _layout_action(window, "Sampling lab").isChecked()
     sampler, funnel, tokens = _lab_docks(window)
     qtbot.waitUntil(lambda: all(d.isVisible() for d in (sampler, funnel, tokens)), timeout=WAIT_MS)
     for dock in (sampler, funnel, tokens):

@@ -461,3 +461,21 @@ def test_open_webui_reasoning_blocks_are_taken_out_and_counted(tmp_path: Path) -
     texts = [m.content for m in f.conversations[0].messages]
     assert texts == [f"Hello {ARABIC}", f"Second answer {CJK}"]
     assert f.skipped[SkipReason.REASONING] == 2 and SkipReason.EMPTY not in f.skipped
+
+
+def test_open_webui_tool_call_blocks_are_taken_out_and_counted_as_tool_calls(tmp_path: Path) -> None:
+    data = openwebui_export()
+    msgs = data[0]["chat"]["history"]["messages"]
+    call = (
+        '<details type="tool_calls" done="true" id="call_1" name="get_weather" '
+        'arguments="{&quot;city&quot;: &quot;Paris&quot;}" result="&quot;12 C&quot;" files="" embeds="">\n'
+        "<summary>Tool Executed</summary>\n</details>\n"
+    )
+    code = '<details type="code_interpreter" done="true" output="4">\n<summary>Analyzed</summary>\n```py\n2+2\n```\n</details>\n'
+    msgs["a2"]["content"] = call + msgs["a2"]["content"]
+    msgs["a1"]["content"] = call + code  # only tool blocks: left out, counted twice (not also as empty)
+    f = read_import_file(write_json(tmp_path / "chats.json", data))
+    texts = [m.content for m in f.conversations[0].messages]
+    assert texts == [f"Hello {ARABIC}", f"Second answer {CJK}"]
+    assert all("<details" not in t for t in texts)
+    assert f.skipped[SkipReason.TOOL] == 3 and SkipReason.EMPTY not in f.skipped

@@ -68,9 +68,9 @@ class DraftModel:
     Its cache follows the context by common prefix: each :meth:`draft` removes what differs
     (``llama_memory_seq_rm``: the rejected tail of the last round) and evaluates what is new (the
     model's accepted tokens and its token, in batches of ``n_batch``), then drafts one token per
-    ``llama_decode`` while its top token's probability is at least ``p_min`` (llama.cpp's
-    ``common_speculative_gen_draft`` draws greedily likewise; it keeps the first token below p_min
-    too, this stops before it).
+    ``llama_decode`` while its top token's probability is at least ``p_min``, as llama.cpp's draft
+    loop does (the vendored common/speculative.cpp: greedy, and a top token under p_min ends the
+    draft without being kept).
 
     Args:
         path: the draft GGUF (already checked by Glassbox's GGUF checks).

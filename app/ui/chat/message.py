@@ -43,6 +43,20 @@ __all__ = ["BadgeKind", "MessageAction", "MessageWidget"]
 # message widgets are imported (window creation), long before a reply can need them (markdown.warm_up).
 warm_up()
 
+#: Characters of a message the chat lays out; the rest is one click away ("Show all...", a plain-text
+#: window). Qt lays a label's text out whole: a 4.9 MB message (an imported chat) took 16.5 s in
+#: ``open_conversation`` and froze the window; 50,000 characters take about 0.2 s here.
+SHOWN_CHARS = 50_000
+
+
+def shown_part(text: str, limit: int = SHOWN_CHARS) -> str:
+    """``text`` if it has at most ``limit`` characters, else its start, cut at the last line break in
+    the final fifth of ``limit`` (at ``limit`` when there is none)."""
+    if len(text) <= limit:
+        return text
+    cut = text.rfind("\n", limit * 4 // 5, limit)
+    return text[: cut if cut > 0 else limit]
+
 
 class MessageAction(str, enum.Enum):
     """What a message's buttons ask for (the payload each carries, if any)."""
@@ -159,12 +173,25 @@ class MessageWidget(QFrame):
         h.add_item((self.delete_btn,), ((self.delete_btn, lambda: "Delete"),), priority=7, offered=stored)
         lay.addWidget(self.header)
         if role is Role.USER:
-            self.body: QLabel | MarkdownView = rich_label(plain_to_html(text), "userText")
+            self.body: QLabel | MarkdownView = rich_label(plain_to_html(shown_part(text)), "userText")
         else:
             self.body = MarkdownView()
             if text:
-                self.body.set_markdown(text)
+                self.body.set_markdown(shown_part(text))
         lay.addWidget(self.body)
+        self.more = QWidget()  # "Showing the first n of m characters  [Show all...]" under a cut body
+        more_lay = QHBoxLayout(self.more)
+        more_lay.setContentsMargins(0, 0, 0, 0)
+        self.more_label = QLabel("")
+        self.more_label.setObjectName("msgFooter")
+        self.more_label.setWordWrap(True)
+        self.more_button = QPushButton("Show all…")
+        self.more_button.setToolTip("The whole message as plain text, in a window (Copy copies it all)")
+        self.more_button.clicked.connect(self.show_all)
+        more_lay.addWidget(self.more_label, 1)
+        more_lay.addWidget(self.more_button)
+        lay.addWidget(self.more)
+        self.whole_dialog: dialogs.TextDialog | None = None
         self.editor: QPlainTextEdit | None = None
         self._edit_bar: QWidget | None = None
         self.footer = QLabel("")
@@ -176,6 +203,7 @@ class MessageWidget(QFrame):
         self._text = text
         self._shown = text
         self._streaming = False
+        self._show_cut(shown_part(text))
 
     def _action_button(self, text: str, tip: str, slot: Callable[[], object] | None = None) -> QToolButton:
         b = QToolButton()
@@ -205,11 +233,31 @@ class MessageWidget(QFrame):
         if self._shown == self._text:
             return False
         self._shown = self._text
+        target = self._target()
         if isinstance(self.body, MarkdownView):
-            self.body.set_markdown(self._text, self._streaming)
+            self.body.set_markdown(target, self._streaming)
         else:
-            self.body.setText(plain_to_html(self._text))
+            self.body.setText(plain_to_html(target))
+        self._show_cut(target)
         return True
+
+    def _target(self) -> str:
+        """What the body shows of the text: all of it while it streams, else :func:`shown_part`."""
+        return self._text if self._streaming else shown_part(self._text)
+
+    def _show_cut(self, shown: str) -> None:
+        """Say under the body how much of the text it shows, when not all."""
+        cut = len(shown) < len(self._text)
+        if cut:
+            self.more_label.setText(f"Showing the first {len(shown):,} of {len(self._text):,} characters.")
+        self.more.setVisible(cut)
+
+    def show_all(self) -> None:
+        """Open the whole text (plain, selectable, with Copy) in a window of its own."""
+        if self.whole_dialog is not None:
+            self.whole_dialog.close()
+            self.whole_dialog.deleteLater()
+        self.whole_dialog = dialogs.show_text(self, "The whole message", self._text)
 
     def render_part(self, max_chars: int) -> bool:
         """Render some more of the pending text: a reply up to the first paragraph break at least
@@ -224,14 +272,15 @@ class MessageWidget(QFrame):
         if self._shown == self._text:
             return True
         body = self.body
-        if not isinstance(body, MarkdownView) or self._streaming or not self._text.startswith(self._shown):
+        target = self._target()
+        if not isinstance(body, MarkdownView) or self._streaming or not target.startswith(self._shown):
             self.refresh()
             return True
-        cut = self._text.find("\n\n", len(self._shown) + max_chars)
+        cut = target.find("\n\n", len(self._shown) + max_chars)
         if cut < 0:
             self.refresh()
         else:
-            self._shown = self._text[:cut]
+            self._shown = target[:cut]
             body.set_markdown(self._shown, streaming=True)
         return cut < 0
 
@@ -353,7 +402,12 @@ class MessageWidget(QFrame):
         """
         self._streaming = on
         if not on and isinstance(self.body, MarkdownView):
-            self.body.set_markdown(self._shown, streaming=False)
+            if self._shown == self._text:
+                shown = shown_part(self._text)
+                self._show_cut(shown)
+            else:
+                shown = self._shown  # a part of it (render_part): the rest comes on the next parts
+            self.body.set_markdown(shown, streaming=False)
         for b in (self.edit_btn, self.regen_btn, self.delete_btn):
             # While hidden for the stream they keep their place (held), so Details and Copy do not
             # move under the pointer when the reply ends (a click meant for Details regenerated it).

@@ -33,7 +33,7 @@ FIRST_TURN_HINT = (
     "<b>Your first turn:</b> send a message. As the reply streams, the Tokens panel colours each token "
     "by how likely the model thought it: green likely, red unlikely. Then click a red token to see in the "
     "Funnel how each sampler stage narrowed the choice, and move a Sampler slider (temperature, top_p, "
-    "min_p) to watch that token's odds change. View → Sampling layout puts the three side by side."
+    "min_p) to watch that token's odds change. View → Sampling lab puts the three side by side."
 )
 
 

@@ -236,7 +236,9 @@ class ModelPanel(QWidget):
         form.addRow("n_gpu_layers", self.n_gpu_layers)
         form.addRow("n_threads", self.n_threads)
         form.addRow("n_batch", self.n_batch)
-        form.addRow("context policy", self.policy)
+        # Its own row under its label: beside it, a narrow dock (210 px at 1366x768) cut it to "Stop at th".
+        form.addRow(QLabel("context policy"))
+        form.addRow(self.policy)
         self.swa_full.setAccessibleName("full-size SWA cache")
         form.addRow("SWA cache", self.swa_full)
         form.addRow("flash attention", self.flash_attn)

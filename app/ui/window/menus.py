@@ -184,7 +184,7 @@ KeySpec = str | QKeySequence | QKeySequence.StandardKey
 # View → the layouts, with their keys (Ctrl+1 / Ctrl+2 are the pages', Ctrl+Shift+digit the docks').
 LAYOUT_ACTIONS: tuple[tuple[Workspace, str, str], ...] = (
     (Workspace.CHAT, "C&hat layout", "Ctrl+Alt+1"),
-    (Workspace.SAMPLING, "S&ampling layout", "Ctrl+Alt+2"),
+    (Workspace.SAMPLING, "S&ampling lab", "Ctrl+Alt+2"),
 )
 
 

@@ -135,7 +135,7 @@ class StateLabel(QLabel):
 class LabToggle(QToolButton):
     """The sampling lab's toggle. It never holds the window wide (its least width is 0): the bar gives
     it its whole label, "Lab" when narrower, or hides it when even that would squeeze the model picker
-    (View → Sampling layout stays)."""
+    (View → Sampling lab stays)."""
 
     def minimumSizeHint(self) -> QSize:
         return QSize(0, super().minimumSizeHint().height())
@@ -172,7 +172,7 @@ class TopBar(_NavBar):
         self.lab_toggle.setText(LAB_SHORT_TEXT)  # its least width; the whole label when the bar has room
         self.lab_toggle.setCheckable(True)
         self.lab_toggle.setToolTip(
-            "The sampling lab: the Sampler, the Funnel and the Tokens side by side (View → Sampling layout); "
+            "The sampling lab: the Sampler, the Funnel and the Tokens side by side (View → Sampling lab); "
             "click again for the chat layout. Each layout stays as you leave it."
         )
         self.lab_toggle.clicked.connect(

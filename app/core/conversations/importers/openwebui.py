@@ -23,7 +23,10 @@ the ``messages`` list is read as one line. A message's ``files`` (images, docume
 A reasoning model's thinking is kept in the reply's text as
 ``<details type="reasoning" done="true" duration="3"><summary>Thought for 3 seconds</summary>
 > ...</details>`` (Open WebUI's ``backend/open_webui/utils/middleware.py``, which writes it): each
-such block is taken out and counted as :attr:`SkipReason.REASONING`.
+such block is taken out and counted as :attr:`SkipReason.REASONING`. Tool calls are kept the same way,
+``<details type="tool_calls" done="true" id=... name=... arguments=... result=...><summary>Tool
+Executed</summary></details>`` (and ``type="code_interpreter"`` for its code runs): each is taken out
+and counted as :attr:`SkipReason.TOOL`, the reply's own text kept.
 """
 
 from __future__ import annotations
@@ -47,6 +50,9 @@ from app.core.conversations.importers.foreign import (
 
 _ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT, "system": Role.SYSTEM}
 _REASONING = re.compile(r"<details\s[^>]*\btype=[\"']?reasoning\b[^>]*>.*?</details>\s*", re.DOTALL | re.IGNORECASE)
+_TOOL_BLOCK = re.compile(
+    r"<details\s[^>]*\btype=[\"']?(?:tool_calls|code_interpreter)\b[^>]*>.*?</details>\s*", re.DOTALL | re.IGNORECASE
+)
 
 
 def looks_like(data: object) -> bool:
@@ -146,10 +152,14 @@ def _node(
     else:
         text = opt_text(content, f"{where}.content")
     text, thoughts = _REASONING.subn("", text)
+    text, calls = _TOOL_BLOCK.subn("", text)
     if role is not None:
         skipped[SkipReason.REASONING] += thoughts
+        skipped[SkipReason.TOOL] += calls
     images += len(need_list(m.get("files", []) or [], f"{where}.files"))
     model = opt_text(m.get("modelName"), f"{where}.modelName") or opt_text(m.get("model"), f"{where}.model")
     created = epoch_seconds(m.get("timestamp"), f"{where}.timestamp")
     skip = None if role is not None else SkipReason.TOOL if role_name == "tool" else SkipReason.OTHER
-    return RawNode(key, parent, role or Role.USER, text, created, model, skip, rank, images, emptied=thoughts > 0)
+    return RawNode(
+        key, parent, role or Role.USER, text, created, model, skip, rank, images, emptied=thoughts + calls > 0
+    )
