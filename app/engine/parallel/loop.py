@@ -266,6 +266,8 @@ class ParallelRunner:
         self._step_tokens = n
         if n:
             rc = int(llama_cpp.llama_decode(self._ctx, batch))
+            if rc != 0 and self._stop.is_set():
+                return  # aborted for close(): the loop ends every request with the unload's message
             if rc != 0:
                 self._fail_all(P.FailureKind.INTERNAL, f"llama_decode failed in the parallel context (code {rc}).")
                 return
