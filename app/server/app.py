@@ -237,7 +237,7 @@ class Api:
                 ev = await job.next_event()
                 if isinstance(ev, P.TokenEvent):
                     batch.append(ev)
-                    if not job.has_events():  # more already waiting: send them in one chunk
+                    if job.has_events():  # more already waiting: send them in one chunk
                         continue
                     chunk = builder.text_chunk(batch)
                     batch = []

@@ -12,7 +12,6 @@ several sequences runs other matrix kernels, so logits can move in the last bits
 from __future__ import annotations
 
 import concurrent.futures
-import time
 from dataclasses import replace
 
 import openai
@@ -21,7 +20,7 @@ import pytest
 from app.core import protocol as P
 from app.core.chat.context import StopReason
 from app.ui.server.request_log import RequestStatus
-from tests.support.window import REPLY_TIMEOUT_MS, send, short_replies
+from tests.support.window import send, short_replies
 from tests.ui_model.test_local_api import COUNTING, _raw_post, chat, serve, wait
 
 NEAR_TIE_LOGIT = 0.6
@@ -121,6 +120,7 @@ def test_a_client_that_hangs_up_frees_its_sequence(qtbot, api, bg):
     assert r.choices[0].message.content
 
 
+@pytest.mark.timing
 def test_a_request_arriving_mid_decode_joins_at_once(qtbot, api, bg):
     win, url, key = api
     long = bg.submit(client(url, key).completions.create, model="m", prompt=COUNTING, max_tokens=60, temperature=0)
@@ -140,9 +140,8 @@ def test_the_persons_reply_pauses_the_api_sequences(qtbot, api, bg):
     short_replies(win)
     long = bg.submit(client(url, key).completions.create, model="m", prompt=COUNTING, max_tokens=80, temperature=0)
     qtbot.waitUntil(lambda: bool(win.server.entries) and len(win.server.entries[-1].reply) > 10, timeout=20_000)
-    t0 = time.monotonic()
     reply = send(qtbot, win, "Tell me about cats.")
-    assert reply.stats.generated_tokens > 0 and time.monotonic() - t0 < REPLY_TIMEOUT_MS / 1000
+    assert reply.stats.generated_tokens > 0
     assert any(n.paused and n.sequences for n in win.notices)
     r = wait(qtbot, long)
     assert r.usage.completion_tokens == 80 and r.choices[0].finish_reason == "length"
