@@ -1,5 +1,5 @@
 """The engine's parallel API sequences (app/engine/parallel/, issue 23 §4) on SmolLM2, through the pipe:
-refusals in words, stop reasons, cancelling a waiting and a decoding request, a model switch under them."""
+refusals in words, stop reasons, a sequence's cells reused by the next request's common prefix, cancelling a waiting and a decoding request, a model switch under them."""
 
 from __future__ import annotations
 
@@ -51,6 +51,8 @@ def test_refusals_name_the_value_and_stop_reasons_are_a_replys(engine):
     assert isinstance(fin, P.Finished) and fin.stats.stop_reason is StopReason.MAX_TOKENS and fin.text == ""
     fin = got[stop][-1]
     assert fin.stats.stop_reason is StopReason.STOP_STRING and "15" not in fin.text and "14" in fin.text
+    # it waited for a sequence, and the one it got held the same prompt: only its last token is evaluated again
+    assert fin.stats.cached_tokens == fin.stats.prompt_tokens - 1 and fin.stats.evaluated_tokens == 1
     fin = got[full][-1]
     assert isinstance(fin, P.Finished) and fin.stats.generated_tokens == 40
     assert fin.text == "".join(e.text for e in got[full] if isinstance(e, P.TokenEvent))

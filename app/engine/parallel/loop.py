@@ -14,7 +14,9 @@ What llama-server's slot loop does (``tools/server/server.cpp``, ``update_slots`
   token carries its sequence id, and logits are asked for only where a sequence samples next;
 - after ``llama_decode``, each sequence samples from its own entry (``llama_sampler_sample(chain, ctx,
   i)``, which reads ``llama_get_logits_ith``) with its own sampler chain;
-- a sequence that ends frees its cells (``llama_memory_seq_rm(mem, seq, -1, -1)``) for the next request.
+- a sequence that ends is free for the next request, its cells kept: the next request given it keeps the
+  longest common prefix of the two (``llama_memory_seq_rm(mem, seq, n_keep, -1)``), as llama-server's slots
+  keep their prompt cache, and the free sequence whose cells share the most with the new prompt is chosen.
 
 The person's own reply goes first: each step runs inside :meth:`PersonFirst.api_step`, so while a turn,
 a depth sweep or a prompt render runs in the chat context, no API sequence advances (their state says
@@ -57,6 +59,15 @@ _COMPUTE_RE = re.compile(r"compute buffer size =\s*([0-9.]+) MiB")
 PAUSE_POLL_S = 0.1  # how often a paused loop looks at its inbox (cancels, new requests), seconds
 
 
+def _common(a: list[int], b: list[int]) -> int:
+    """The length of the common prefix of two token lists."""
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
 def _last_of(end: int, last: bool) -> Callable[[int], bool]:
     """The logits rule of a prompt slice: only at position ``end``, and only when it is the prompt's last token."""
     return lambda pos: last and pos == end
@@ -96,6 +107,7 @@ class ParallelRunner:
         self._inspector = Inspector(m.llm, m.vocab)
         self._waiting: collections.deque[P.GenerateParallel] = collections.deque()
         self._active: dict[int, Sequence] = {}  # seq id -> sequence
+        self._held: dict[int, list[int]] = {}  # seq id -> the tokens its cells hold (free sequences too)
         self._last_progress = 0.0
         self._step_tokens = 0
         self._thread = threading.Thread(target=self._run, name="glassbox-parallel", daemon=True)
@@ -210,11 +222,12 @@ class ParallelRunner:
                 return
             self._waiting.popleft()
             try:
-                self._start(req, free[0])
+                self._start(req, free)
             except EngineError as exc:
                 self._send(P.Failed(req.request_id, exc.kind, exc.message))
 
-    def _start(self, req: P.GenerateParallel, seq_id: int) -> None:
+    def _start(self, req: P.GenerateParallel, free: list[int]) -> None:
+        """Start ``req`` in the free sequence whose cells share the longest prefix with its prompt."""
         m, gen = self._m, req.generate
         tokens, text = prompt_tokens(m, gen)
         if len(tokens) >= self.n_ctx_seq:
@@ -222,16 +235,25 @@ class ParallelRunner:
                 P.FailureKind.CONTEXT_OVERFLOW,
                 f"The prompt is {len(tokens)} tokens but each parallel sequence holds {self.n_ctx_seq} (n_ctx).",
             )
+        seq_id, cached = max(((s, _common(self._held.get(s, []), tokens)) for s in free), key=lambda sc: sc[1])
+        cached = min(cached, len(tokens) - 1)  # the prompt's last token is evaluated again: its logits start the reply
+        mem = llama_cpp.llama_get_memory(self._ctx)
+        if not llama_cpp.llama_memory_seq_rm(mem, seq_id, cached, -1):  # a part cannot go (e.g. sliding window)
+            llama_cpp.llama_memory_seq_rm(mem, seq_id, -1, -1)
+            cached = 0
+        self._held.pop(seq_id, None)
         stops = tuple(gen.stop_strings) + m.prompt.stop_strings
-        seq = Sequence(req.request_id, gen, seq_id, tokens, m, self._inspector, self._send, self.n_ctx_seq, stops)
+        seq = Sequence(
+            req.request_id, gen, seq_id, tokens, m, self._inspector, self._send, self.n_ctx_seq, stops, cached
+        )
         self._active[seq_id] = seq
         self._send(
             P.PromptPrepared(
                 request_id=req.request_id,
                 elapsed_s=0.0,
                 prompt_tokens=len(tokens),
-                cached_tokens=0,
-                to_evaluate=len(tokens),
+                cached_tokens=cached,
+                to_evaluate=len(tokens) - cached,
                 dropped_messages=0,
                 new_tokens=(),
                 prompt_text=text,
@@ -284,9 +306,9 @@ class ParallelRunner:
             self._end(seq)
 
     def _end(self, seq: Sequence) -> None:
+        """``seq`` is over: its sequence is free (its cells kept for the next request's common prefix)."""
         del self._active[seq.seq_id]
-        mem = llama_cpp.llama_get_memory(self._ctx)
-        llama_cpp.llama_memory_seq_rm(mem, seq.seq_id, -1, -1)
+        self._held[seq.seq_id] = seq.held()
         self._forget_cancel(seq.request_id)
         self._send(seq.finished())
 
@@ -299,6 +321,7 @@ class ParallelRunner:
                 seq.chain = None
         if self._ctx is not None:
             llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self._ctx), True)
+        self._held.clear()
         self._active.clear()
         self._waiting.clear()
         for rid in ended:
@@ -386,6 +409,7 @@ class ParallelRunner:
         )
 
     def _free(self) -> None:
+        self._held.clear()
         if self._batch is not None:
             llama_cpp.llama_batch_free(self._batch)
             self._batch = None

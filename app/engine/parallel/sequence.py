@@ -6,8 +6,9 @@ evaluated, the token sampled last and not yet evaluated, its own llama.cpp sampl
 :class:`~app.engine.token_sink.TokenSink` (events, text, stop strings). The loop puts its tokens in the
 shared ``llama_batch`` and calls :meth:`Sequence.sample` with the batch index of its logits.
 
-What differs from a turn in the chat context (:mod:`app.engine.turn`): nothing is reused from a KV
-cache (each sequence starts empty: ``cached_tokens`` is 0), a full context ends the reply
+What differs from a turn in the chat context (:mod:`app.engine.turn`): the KV cache reused is what its
+sequence held from the request before it (the common prefix of the two, as llama-server's slots keep
+their prompt cache; ``cached_tokens``), a full context ends the reply
 (``context_full``; the rolling policy does not apply here), and llama.cpp's own perf counters are
 per context, not per sequence, so they are not reported (``GenerationStats.unreported``).
 """
@@ -68,6 +69,7 @@ class Sequence:
         emit: sends an event to the window.
         n_ctx_seq: the sequence's context, tokens.
         stop_strings: every stop string (the request's and the prompt format's).
+        cached: the prompt's first tokens its cells hold already (from the request before; fewer than the prompt's).
 
     Attributes:
         prefilled: prompt tokens put in a batch so far; n_past: tokens in its KV cache.
@@ -86,6 +88,7 @@ class Sequence:
         emit: Any,
         n_ctx_seq: int,
         stop_strings: tuple[str, ...],
+        cached: int = 0,
     ) -> None:
         self.t0 = time.perf_counter_ns()
         self.request_id = request_id
@@ -106,8 +109,9 @@ class Sequence:
             emit=emit,
             t0=self.t0,
         )
-        self.prefilled = 0
-        self.n_past = 0
+        self.cached = cached
+        self.prefilled = cached
+        self.n_past = cached
         self.pending: int | None = None
         self.reason: StopReason | None = None
         self.t_prefilled = 0
@@ -166,6 +170,11 @@ class Sequence:
         else:
             self.pending = token
 
+    def held(self) -> list[int]:
+        """The tokens its cells hold: the prompt as far as evaluated, then the reply's evaluated tokens (the
+        token sampled last, which ended it, never is)."""
+        return (self.tokens + self.sink.generated)[: self.n_past]
+
     def finished(self) -> P.Finished:
         """Its terminal event (sends what the sink holds first); frees its sampler chain."""
         text = self.sink.finish()
@@ -176,9 +185,9 @@ class Sequence:
         t_pre = self.t_prefilled or time.perf_counter_ns()
         stats = GenerationStats(
             prompt_tokens=len(self.tokens),
-            cached_tokens=0,
-            evaluated_tokens=self.prefilled,
-            prefill_s=(t_pre - self.t0) / 1e9 if self.prefilled else 0.0,
+            cached_tokens=self.cached,
+            evaluated_tokens=self.prefilled - self.cached,
+            prefill_s=(t_pre - self.t0) / 1e9 if self.prefilled > self.cached else 0.0,
             ttft_s=(sink.t_first - self.t0) / 1e9 if sink.t_first else 0.0,
             generated_tokens=n,
             decode_s=(sink.t_last - sink.t_first) / 1e9 if n > 1 else 0.0,
