@@ -21,6 +21,7 @@ from typing import Any
 
 from app.core.chat.chat_settings import ChatSettings, clean_stop_strings
 from app.core.chat.context import LoadSettings
+from app.core.mcp.config import McpSettings
 from app.core.remote import RemoteSettings
 from app.core.sampling.alternatives import DEFAULT_PER_TOKEN, MAX_PER_TOKEN, TokenColour
 from app.core.sampling.params import SamplerSettings
@@ -92,6 +93,9 @@ class Settings:
         alternatives_per_token: candidates each reply keeps per generated token (1 to
             :data:`~app.core.sampling.alternatives.MAX_PER_TOKEN`), :mod:`app.core.sampling.alternatives`.
         token_colour: what a token's colour shows in the chat's token view and the Tokens panel.
+        mcp: the MCP servers set up in Tools → MCP servers, and the tools switched off
+            (:mod:`app.core.mcp.config`); a stdio server's environment variables are stored here in
+            plain text, like the Hub token.
     """
 
     sampler: SamplerSettings = field(default_factory=SamplerSettings)
@@ -142,6 +146,7 @@ class Settings:
     alternatives_per_token: int = DEFAULT_PER_TOKEN
     token_colour: TokenColour = TokenColour.PROBABILITY
     stop_strings: tuple[str, ...] = ()
+    mcp: McpSettings = field(default_factory=McpSettings)
 
     @property
     def new_chat(self) -> ChatSettings:
@@ -216,6 +221,7 @@ class Settings:
             "remote": self.remote.to_dict(),
             "alternatives_per_token": self.alternatives_per_token,
             "token_colour": TokenColour(self.token_colour).value,
+            "mcp": self.mcp.to_dict(),
         }
 
     @classmethod
@@ -250,6 +256,7 @@ class Settings:
             token_colour=TokenColour.ENTROPY
             if data.get("token_colour") == TokenColour.ENTROPY.value
             else TokenColour.PROBABILITY,
+            mcp=McpSettings.from_dict(data.get("mcp")),
         )
 
 

@@ -110,6 +110,7 @@ LANES: dict[type[Any], Lane] = {
     P.CancelEmbed: Lane.READER,
     P.GenerateParallel: Lane.READER,  # only queued here: the parallel loop has its own thread
     P.CancelSequence: Lane.READER,
+    P.CheckConstraint: Lane.READER,  # output constraints (issue 23 §1): milliseconds, answered while a reply streams
 }
 
 
@@ -147,6 +148,8 @@ HANDLERS: dict[type[Any], Callable[[Session, Any], object | None]] = {
     P.CancelSequence: lambda session, req: session.cancel_sequence(req),
     # Sizing a quantization (issue 21 §2): llama.cpp's dry run of each type offered, nothing written.
     P.PlanQuantize: lambda session, req: plan_quantize(req, llama_log=session.llama_log),
+    # Output constraints (issue 23 §1): a JSON schema converted and a grammar parsed, nothing generated.
+    P.CheckConstraint: lambda session, req: session.check_constraint(req),
 }
 
 

@@ -15,12 +15,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import llama_cpp
-
 from app.core import protocol as P
 from app.core.chat.context import ContextPolicy, StopReason
 from app.core.sampling.params import SamplerSettings
 from app.core.speculative.stats import SpeculationStats
+from app.engine.constraint.sampler import draw_for
 from app.engine.errors import CancelFlag
 from app.engine.forced import ForcedTokens
 from app.engine.funnel import make_chain
@@ -75,7 +74,9 @@ class DecodeResult:
     speculation: SpeculationStats | None = None
 
 
-def make_sampler(s: SamplerSettings, seed: int, prompt_tokens: Sequence[int], vocab: Vocab, n_ctx: int) -> Any:
+def make_sampler(
+    s: SamplerSettings, seed: int, prompt_tokens: Sequence[int], vocab: Vocab, n_ctx: int, grammar: Any = None
+) -> Any:
     """llama.cpp's sampler chain for ``s`` (:func:`app.engine.funnel.make_chain`, the stages the
     funnel runs one by one); free it with llama_sampler_free.
 
@@ -86,8 +87,10 @@ def make_sampler(s: SamplerSettings, seed: int, prompt_tokens: Sequence[int], vo
             main example does).
         vocab: the model's vocabulary.
         n_ctx: the context, tokens (the look-back when ``repeat_last_n`` is -1).
+        grammar: the output constraint's grammar sampler (:mod:`app.engine.constraint`), first in the
+            chain, which then owns it; None: no constraint.
     """
-    return make_chain(s, seed, prompt_tokens, vocab, n_ctx)
+    return make_chain(s, seed, prompt_tokens, vocab, n_ctx, grammar)
 
 
 def decode_loop(
@@ -137,6 +140,7 @@ def decode_loop(
     logits: Logits | None = None
     lse = 0.0
     cands: tuple[tuple[int, str, float], ...] = ()
+    draw = draw_for(req, vocab.n_tokens)  # llama_sampler_sample, checked under an output constraint
     while True:
         if cancel.is_set():
             reason = StopReason.CANCELLED
@@ -147,7 +151,7 @@ def decode_loop(
         if sink.wants_logits:
             logits = inspector.logits()
             lse, cands = sink.look(logits)
-        token = llama_cpp.llama_sampler_sample(chain, llm.ctx, -1)
+        token = draw(chain, llm.ctx, -1)
         if forced is not None:
             token = forced.next(token)
         if store is not None:

@@ -15,6 +15,15 @@ logit but the top one to -inf; the draw (dist, greedy, mirostat) sets ``selected
 After each stage the funnel renormalises: probabilities are the softmax of the surviving
 finite logits, which is what the next stage sees.
 
+The output constraint (a grammar, :mod:`app.engine.constraint`) is the first stage when there is one.
+llama.cpp's own ``common_sampler_sample`` (common/sampling.cpp) keeps the grammar outside the chain: it
+samples with the chain first, checks the drawn token against the grammar, and only when it is rejected
+applies the grammar to the whole array and then the chain again ("grammar-based rejection sampling"; with
+``grammar_first`` it applies the grammar first). Glassbox always runs it first (``grammar_first``): one
+chain, the same stages in the reply and in the funnel, and the distribution the person sees is the one
+drawn from. The chain's ``llama_sampler_accept`` feeds the grammar each drawn token, so its state is the
+reply so far; history (the prompt) is fed to the penalties and DRY only, never to the grammar.
+
 History: penalties and DRY look at the tokens before the step (the prompt and the reply
 so far); the funnel feeds them with ``llama_sampler_accept`` as the chain was fed. The
 stages with random numbers (XTC, dist, mirostat) are created fresh with the reply's
@@ -83,10 +92,12 @@ def history_window(s: SamplerSettings, n_ctx: int) -> int:
     return n
 
 
-def build_stages(s: SamplerSettings, seed: int, vocab: Vocab, n_ctx: int) -> Stages:
+def build_stages(s: SamplerSettings, seed: int, vocab: Vocab, n_ctx: int, grammar: Any = None) -> Stages:
     """llama.cpp sampler objects for ``s``, in the order they run; the last one draws.
 
-    Follows llama.cpp's ``common_sampler_init``: logit bias first; then the stages of
+    Follows llama.cpp's ``common_sampler_init``: the grammar (when given: a sampler from
+    :func:`app.engine.constraint.sampler.grammar_sampler`, fed the reply's tokens so far; its
+    ownership passes to the caller of this function with the others), then logit bias; then the stages of
     ``s.order`` that are on; then dist(seed). With mirostat on: logit bias, temperature,
     mirostat (which draws). At temperature 0 (greedy): logit bias, penalties and DRY (the
     stages that can move the argmax), then greedy. The caller owns the objects (free each
@@ -99,7 +110,7 @@ def build_stages(s: SamplerSettings, seed: int, vocab: Vocab, n_ctx: int) -> Sta
         n_ctx: the context, tokens (the look-back when a window is -1).
     """
     n_vocab = vocab.n_tokens
-    out: Stages = []
+    out: Stages = [] if grammar is None else [(FunnelStageKind.GRAMMAR, grammar)]
     if s.logit_bias:
         arr = (llama_cpp.llama_logit_bias * len(s.logit_bias))()
         for i, (tok, bias) in enumerate(s.logit_bias):
@@ -204,16 +215,19 @@ def _init_stage(stage: SamplerStage, s: SamplerSettings, seed: int, vocab: Vocab
     return llama_cpp.llama_sampler_init_temp_ext(s.temperature, s.dynatemp_range, s.dynatemp_exponent)
 
 
-def make_chain(s: SamplerSettings, seed: int, history: Sequence[int], vocab: Vocab, n_ctx: int) -> Any:
+def make_chain(
+    s: SamplerSettings, seed: int, history: Sequence[int], vocab: Vocab, n_ctx: int, grammar: Any = None
+) -> Any:
     """llama.cpp's sampler chain for ``s`` (:func:`build_stages` in a ``llama_sampler_chain``),
-    fed the last tokens of ``history`` for the penalties and DRY; free it with llama_sampler_free."""
+    fed the last tokens of ``history`` for the penalties and DRY (never the grammar: its state is the
+    reply's tokens only); the chain owns ``grammar``. Free it with llama_sampler_free."""
     chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
-    for _kind, smpl in build_stages(s, seed, vocab, n_ctx):
-        llama_cpp.llama_sampler_chain_add(chain, smpl)
     n = history_window(s, n_ctx)
-    if n > 0:
-        for t in history[-n:]:
-            llama_cpp.llama_sampler_accept(chain, t)
+    for kind, smpl in build_stages(s, seed, vocab, n_ctx, grammar):
+        if n > 0 and kind != FunnelStageKind.GRAMMAR:
+            for t in history[-n:]:
+                llama_cpp.llama_sampler_accept(smpl, t)
+        llama_cpp.llama_sampler_chain_add(chain, smpl)
     return chain
 
 
@@ -290,6 +304,7 @@ def run_funnel(
     exact: bool,
     n_rows: int = FUNNEL_ROWS,
     texts: dict[int, str] | None = None,
+    grammar: Any = None,
 ) -> Funnel:
     """The funnel of one step: ``settings``' stages applied one by one with llama.cpp's samplers.
 
@@ -306,6 +321,8 @@ def run_funnel(
         n_rows: tokens to show (the most likely under the raw model, the final top ones, the drawn one).
         texts: the rows' texts when they are known already (a stored reply's, which another model
             may have written); else the vocabulary's.
+        grammar: the reply's grammar sampler fed the reply's tokens before this step (the column
+            :data:`FunnelStageKind.GRAMMAR` first); freed here with the other stages.
 
     Returns:
         The :class:`~app.core.sampling.funnel.Funnel`: the model column, one column per stage, the draw last.
@@ -319,7 +336,7 @@ def run_funnel(
         row_list.append(drawn)
     arr = token_array(ids, logits)
     cur = as_cur_p(arr)
-    stages = build_stages(settings, seed, vocab, n_ctx)
+    stages = build_stages(settings, seed, vocab, n_ctx, grammar)
     columns: list[tuple[FunnelStageKind, npt.NDArray[np.void], int]] = []  # (stage, its survivors, picked)
     try:
         n_hist = history_window(settings, n_ctx)

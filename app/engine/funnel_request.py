@@ -8,19 +8,24 @@ A step's candidates were kept in one of two places:
   sent with the request): its top-N with their texts (another model may have written them), never exact.
 
 Both become a :class:`KeptStep`; :func:`step_funnel` runs llama.cpp's samplers on it
-(:func:`app.engine.funnel.run_funnel`).
+(:func:`app.engine.funnel.run_funnel`). A reply made under an output constraint gets the grammar
+column first: llama.cpp's grammar sampler made from its GBNF and fed the reply's tokens before the
+step (not the prompt's), applied to the step's kept candidates.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import llama_cpp
 import numpy as np
 import numpy.typing as npt
 
 from app.core import protocol as P
 from app.core.sampling.alternatives import StoredStep
 from app.core.sampling.params import SamplerSettings
+from app.engine.constraint.grammar import constraint_gbnf
+from app.engine.constraint.sampler import feed, grammar_sampler
 from app.engine.errors import EngineError
 from app.engine.funnel import run_funnel
 from app.engine.funnel_store import ReplyLogits
@@ -43,6 +48,8 @@ class KeptStep:
         history: the tokens before the step (prompt, then the reply so far), for penalties and DRY.
         seed: the seed the reply used.
         texts: the candidates' texts when kept with them (a stored reply); None: the vocabulary's.
+        gbnf: the reply's output constraint as GBNF (the grammar column); None: none.
+        reply_start: where the reply's tokens start in ``history`` (the grammar is fed ``history[reply_start:]``).
     """
 
     reply_id: int
@@ -55,6 +62,8 @@ class KeptStep:
     history: tuple[int, ...]
     seed: int
     texts: dict[int, str] | None = None
+    gbnf: str | None = None
+    reply_start: int = 0
 
 
 def checked_sampler(asked: SamplerSettings | None, kept: SamplerSettings) -> SamplerSettings:
@@ -105,14 +114,17 @@ def live_step(store: ReplyLogits, step: int) -> KeptStep:
         drawn=data.drawn,
         history=data.history,
         seed=store.seed,
+        gbnf=store.gbnf,
+        reply_start=store.reply_start,
     )
 
 
 def stored_step(stored: StoredStep) -> KeptStep:
-    """A stored reply's step (its top-N: the funnel is not exact beyond them).
+    """A stored reply's step (its top-N: the funnel is not exact beyond them); its ``constraint`` (the one
+    its reply was made under) gives the grammar column (its history's last ``step`` tokens are the reply's).
 
     Raises:
-        EngineError: ``no_logits`` (no candidates stored).
+        EngineError: ``no_logits`` (no candidates stored); ``constraint`` (it does not convert).
     """
     if not stored.ids:
         raise EngineError(P.FailureKind.NO_LOGITS, f"Token {stored.step + 1} of the reply has no stored candidates.")
@@ -127,6 +139,8 @@ def stored_step(stored: StoredStep) -> KeptStep:
         history=stored.history,
         seed=stored.seed,
         texts=stored.texts,
+        gbnf=constraint_gbnf(stored.constraint),
+        reply_start=max(0, len(stored.history) - stored.step),
     )
 
 
@@ -138,7 +152,19 @@ def step_funnel(
     Args:
         vocab: a vocabulary the calling thread may use (the loaded model's ``funnel_vocab``).
         n_ctx: the loaded context, tokens (penalties over the whole context: ``repeat_last_n`` -1).
+
+    Raises:
+        EngineError: ``constraint``: the grammar does not parse, or refuses one of the reply's tokens
+            before the step (a stored reply made under another constraint).
     """
+    grammar = None
+    if kept.gbnf is not None:
+        grammar = grammar_sampler(vocab.ptr, kept.gbnf, None)
+        try:
+            feed(grammar, kept.history[kept.reply_start :], vocab)
+        except EngineError:
+            llama_cpp.llama_sampler_free(grammar)
+            raise
     funnel = run_funnel(
         ids=kept.ids,
         logits=kept.logits,
@@ -154,5 +180,6 @@ def step_funnel(
         exact=kept.exact,
         n_rows=max(1, min(req.rows, MAX_ROWS)),
         texts=kept.texts,
+        grammar=grammar,
     )
     return P.FunnelComputed(req.request_id, funnel)

@@ -124,11 +124,23 @@ class ReplyLogits:
         settings: the reply's sampler settings; seed: the seed it used.
         prompt: the prompt's tokens (the history before the first step).
         n_vocab: the vocabulary's size.
+        gbnf: the reply's output constraint as GBNF (the funnel's grammar column); None: none.
+        reply_start: where the reply's tokens start in a step's history (the prompt's length, less a
+            branch's prefix, which the grammar was fed too); -1: the prompt's length.
     """
 
     def __init__(
-        self, reply_id: int, settings: SamplerSettings, seed: int, prompt: Sequence[int], n_vocab: int
+        self,
+        reply_id: int,
+        settings: SamplerSettings,
+        seed: int,
+        prompt: Sequence[int],
+        n_vocab: int,
+        gbnf: str | None = None,
+        reply_start: int = -1,
     ) -> None:
+        self.gbnf = gbnf
+        self.reply_start = len(prompt) if reply_start < 0 else reply_start
         self.reply_id = reply_id
         self.settings = settings
         self.seed = seed
@@ -192,7 +204,14 @@ class ReplyLogits:
 
     def _reduce_one(self, step: int, buf: npt.NDArray[np.float32], ebuf: npt.NDArray[np.float32]) -> None:
         """Reduce ``step`` (in its ring slot) and append it to the reduced steps."""
-        ids, logits, lse, entropy = reduce_step(self._ring[step % FULL_STEPS], buf, ebuf)
+        row = self._ring[step % FULL_STEPS]
+        ids, logits, lse, entropy = reduce_step(row, buf, ebuf)
+        drawn = self.tokens[step]
+        if self.gbnf is not None and drawn not in ids:
+            # Under a grammar the drawn token can rank below the raw model's top-M: kept too (last, as its
+            # logit is below all of theirs), so the funnel's grammar column shows it surviving.
+            ids = np.append(ids, np.int32(drawn))
+            logits = np.append(logits, row[drawn])
         with self._lock:
             self._ids.append(ids)
             self._logits.append(logits)

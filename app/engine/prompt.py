@@ -6,7 +6,9 @@ llama-cpp-python render it), the person's override of it for this model
 without one, a plain transcript;
 tokenized with special tokens parsed and BOS added when the tokenizer wants
 it. A prompt that does not fit n_ctx is refused with both numbers (policy
-STOP) or loses its oldest turns (policy ROLLING).
+STOP) or loses its oldest turns (policy ROLLING). Tools offered with a request
+(:meth:`PromptBuilder.tools_offered`) go to the template's ``tools`` as llama.cpp's
+common/chat.cpp passes them, or into the system message for a template without them.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 from app.core.chat.context import ROLLING_RESERVE_FRACTION, ChatMessage, ContextPolicy, Role
 from app.core.conversations.turns import repeated_roles
 from app.core.protocol import FailureKind
+from app.core.tools.history import template_messages
+from app.core.tools.spec import ToolSpec
+from app.core.tools.template import template_supports_tools, tools_system_prompt
 from app.engine.errors import EngineError
 from app.engine.kv_reuse import CachedTurn, splice_messages, splice_prompt
 from app.engine.vocab import Vocab
@@ -190,6 +195,8 @@ class PromptBuilder:
         self._trained_ctx = trained_ctx
         self.cached_turn: CachedTurn | None = None
         self.timing = PromptTiming()
+        self._tools: tuple[ToolSpec, ...] = ()
+        self._tools_forced = False
 
     def use_template(self, source: str | None) -> None:
         """Render with ``source`` (the person's template for this model) from now on; None: the GGUF's.
@@ -224,6 +231,54 @@ class PromptBuilder:
             yield
         finally:
             self.use_template(before)
+
+    @contextlib.contextmanager
+    def tools_offered(self, tools: tuple[ToolSpec, ...], forced: bool) -> Iterator[None]:
+        """Render with ``tools`` offered to the model inside the block only (a request's ``tools``).
+
+        A template whose Jinja source reads ``tools`` gets them as OpenAI's tool objects (what
+        llama.cpp's common/chat.cpp passes); otherwise, when ``forced`` (the reply is constrained
+        to a call), they are described in the system message; otherwise rendering fails (below).
+
+        Raises (from :meth:`render` inside the block):
+            EngineError: ``template`` when ``tools`` are offered, not ``forced``, and the template
+                (or the plain transcript of a model without one) has no place for them.
+        """
+        self._tools, self._tools_forced = tools, forced
+        try:
+            yield
+        finally:
+            self._tools, self._tools_forced = (), False
+
+    def _with_tools(self, messages: list[ChatMessage]) -> tuple[list[ChatMessage], dict[str, Any]]:
+        """``messages`` and the template's extra variables with the offered tools (see :meth:`tools_offered`)."""
+        if not self._tools:
+            return messages, {}
+        if self._template_reads_tools:
+            return messages, {"tools": [t.openai() for t in self._tools]}
+        if not self._tools_forced:
+            which = (
+                "This model's chat template does not"
+                if self._formatter is not None
+                else "This model has no chat template, so it cannot"
+            )
+            raise EngineError(
+                FailureKind.TEMPLATE,
+                f"{which} offer tools (its Jinja source never reads 'tools'), so with tool_choice \"auto\" "
+                'the model would not know them. Send tool_choice "required" or '
+                '{"type": "function", "function": {"name": ...}}: the reply is then constrained to a call of '
+                "one of your tools, whatever the template. Or use a model whose chat template supports tools.",
+            )
+        described = tools_system_prompt(self._tools)
+        if messages and messages[0].role is Role.SYSTEM:
+            first = messages[0]
+            return [ChatMessage(Role.SYSTEM, f"{first.content.rstrip()}\n\n{described}"), *messages[1:]], {}
+        return [ChatMessage(Role.SYSTEM, described), *messages], {}
+
+    @property
+    def _template_reads_tools(self) -> bool:
+        """The template in use reads ``tools`` (:func:`~app.core.tools.template.template_supports_tools`)."""
+        return template_supports_tools(getattr(self._formatter, "template", None))
 
     @property
     def has_template(self) -> bool:
@@ -264,14 +319,20 @@ class PromptBuilder:
             self.timing.render_ns += time.perf_counter_ns() - t
 
     def _render(self, messages: Sequence[ChatMessage], continue_last: bool) -> str:
+        msgs, extra = self._with_tools(list(messages))
         if self._formatter is None:
-            return self._plain.render(messages, continue_last)
-        msgs = list(messages)
+            return self._plain.render(msgs, continue_last)
         tail = ""
         if continue_last and msgs and msgs[-1].role == "assistant":
             tail = msgs.pop().content
+        # A template that offers tools shows calls and results its own way (app.core.tools.history).
+        as_dicts = (
+            template_messages(msgs)
+            if self._template_reads_tools
+            else [{"role": m.role, "content": m.content} for m in msgs]
+        )
         try:
-            out: str = self._formatter(messages=[{"role": m.role, "content": m.content} for m in msgs]).prompt
+            out: str = self._formatter(messages=as_dicts, **extra).prompt
         except Exception as exc:  # jinja2 raise_exception(...) or a template bug
             if self.override is None:
                 raise EngineError(FailureKind.TEMPLATE, template_refusal(messages, exc)) from None

@@ -26,10 +26,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import llama_cpp
+
 from app.core import protocol as P
 from app.core.chat.context import ChatMessage
 from app.core.gguf.gguf_info import GGUFInfo
 from app.core.hardware.memory import KVCacheLayout
+from app.engine.constraint.grammar import constraint_gbnf
+from app.engine.constraint.sampler import grammar_sampler
 from app.engine.depth_sweep import sweep_depth
 from app.engine.embeddings import Embedder
 from app.engine.errors import CancelFlag, EngineError
@@ -212,7 +216,23 @@ class Session:
                 policy, or nothing left to drop), or a template error; nothing is generated then.
         """
         with self._gate.person(), self._chat_lock:
-            return Turn(self._require(), req, self.emit, self.cancel).run()
+            return Turn(self._require(), req, self.emit, self.cancel, self.llama_log).run()
+
+    def check_constraint(self, req: P.CheckConstraint) -> P.ConstraintChecked:
+        """Convert ``req.constraint`` to GBNF and parse it with llama.cpp's grammar sampler on the loaded
+        vocabulary (then freed); safe during a reply (the reader lane).
+
+        Raises:
+            EngineError: ``no_model``; ``constraint`` (the schema's part or the grammar's line named).
+        """
+        gbnf = constraint_gbnf(req.constraint)
+        if gbnf is None:
+            return P.ConstraintChecked(req.request_id, "", 0)
+        with self._model_lock:
+            smpl = grammar_sampler(self._require().funnel_vocab.ptr, gbnf, self.llama_log)
+            llama_cpp.llama_sampler_free(smpl)
+        n_rules = sum(1 for line in gbnf.splitlines() if "::=" in line)
+        return P.ConstraintChecked(req.request_id, gbnf, n_rules)
 
     def sweep_depth(self, req: P.SweepDepth) -> P.DepthSwept:
         """Measure tok/s against depth in the chat context (:mod:`app.engine.depth_sweep`), under the

@@ -34,11 +34,14 @@ from app.core.chat.textstream import TextStream
 from app.core.sampling.alternatives import ReplyAlternatives
 from app.engine import kv_snapshot
 from app.engine.alternative import no_alternatives, prefix_text, prefixed_tokens, reply_alternatives
+from app.engine.constraint.grammar import constraint_gbnf
+from app.engine.constraint.sampler import feed, grammar_sampler
 from app.engine.decode import DecodeResult, TurnStats, decode_loop, make_sampler
 from app.engine.errors import CancelFlag, EngineError
 from app.engine.forced import forced_from_env
 from app.engine.funnel_store import ReplyLogits
 from app.engine.kv_reuse import CachedTurn
+from app.engine.llama_log import LlamaLog
 from app.engine.loader import LoadedModel
 from app.engine.prefill import rewind_to_prefix
 from app.engine.prompt import FittedPrompt
@@ -69,14 +72,31 @@ class Turn:
         req: the request.
         emit: sends each event to the UI (PromptPrepared, PrefillProgress, TokenEvent, ContextShifted).
         cancel: the Stop flag.
+        llama_log: the process's llama.cpp log (a grammar's parse error is read from it); None: not read.
+
+    An output constraint (``req.constraint``) becomes llama.cpp's grammar sampler before the prompt is
+    rendered (a bad one fails with ``constraint`` before anything is evaluated), fed the reply's prefix
+    when it has one, and goes first in the chain (:func:`app.engine.funnel.build_stages`). With
+    speculation the reply stays exact: the speculative loop draws with the same chain at each position
+    and the chain (the grammar with it) accepts only the tokens drawn, never a draft it rejected.
     """
 
-    def __init__(self, m: LoadedModel, req: P.Generate, emit: Callable[[object], None], cancel: CancelFlag) -> None:
+    def __init__(
+        self,
+        m: LoadedModel,
+        req: P.Generate,
+        emit: Callable[[object], None],
+        cancel: CancelFlag,
+        llama_log: LlamaLog | None = None,
+    ) -> None:
         self.t0 = time.perf_counter_ns()  # when the request started to run; TTFT counts from it
         self._m = m
         self._req = req
         self._emit = emit
         self._cancel = cancel
+        self._llama_log = llama_log
+        self._grammar: Any = None  # the constraint's sampler until the chain owns it
+        self._gbnf: str | None = None
 
     def run(self) -> P.Finished:
         """Run the turn, emitting PromptPrepared, PrefillProgress and TokenEvent events.
@@ -86,13 +106,26 @@ class Turn:
 
         Raises:
             EngineError: a sampler value out of range, context overflow (STOP policy, or nothing
-                left to drop), or a template error; nothing is generated then.
+                left to drop), a template error, or a constraint that does not convert or parse
+                (``constraint``); nothing is generated then.
         """
-        m, req = self._m, self._req
         try:
-            req.sampler.validated()
+            self._req.sampler.validated()
         except ValueError as exc:
             raise EngineError(P.FailureKind.BAD_SETTINGS, f"The sampler settings cannot be used: {exc}.") from None
+        self._gbnf = constraint_gbnf(self._req.constraint)
+        if self._gbnf is not None:
+            self._grammar = grammar_sampler(self._m.vocab.ptr, self._gbnf, self._llama_log)
+        try:
+            return self._run()
+        finally:
+            if self._grammar is not None:  # not handed to a chain (a failure before decoding)
+                llama_cpp.llama_sampler_free(self._grammar)
+                self._grammar = None
+
+    def _run(self) -> P.Finished:
+        """:meth:`run` once the sampler settings and the constraint are checked."""
+        m, req = self._m, self._req
         policy = ContextPolicy(req.context_policy or m.settings.context_policy)
         person_turn = m.prompt.cached_turn  # an external request leaves it as it was (see P.Generate)
         m.prompt.use_template(req.chat_template)
@@ -100,7 +133,9 @@ class Turn:
         if req.raw_prompt is not None:
             prompt = m.prompt.fit_raw(req.raw_prompt)
         else:
-            prompt = m.prompt.fit(list(req.messages), req.continue_last, policy)
+            forced = req.tool_choice is not None and req.tool_choice.forced
+            with m.prompt.tools_offered(req.tools, forced):
+                prompt = m.prompt.fit(list(req.messages), req.continue_last, policy)
         m.prompt.cached_turn = None  # the cache changes from here; set again when the turn ends
         if req.external:  # the person's cache is copied out and back (app.engine.kv_snapshot)
             snap = None if m.cache_from_api else kv_snapshot.take(m.llm, m.layout.used_bytes(m.llm.n_tokens))
@@ -169,9 +204,17 @@ class Turn:
             none = no_alternatives(req.alternatives, prompt.tokens) if req.alternatives > 0 else None
             return self._finish(stats, DecodeResult(shown, StopReason.EOS, 0, 0, 0, 0), none)
 
-        chain = make_sampler(req.sampler, seed, prompt.tokens, m.vocab, m.n_ctx)
+        if self._grammar is not None and prefix:
+            feed(self._grammar, prefix, m.vocab)
+        chain = make_sampler(req.sampler, seed, prompt.tokens, m.vocab, m.n_ctx, self._grammar)
+        self._grammar = None  # the chain owns it
         keep = req.keep_logits or req.alternatives > 0
-        store = ReplyLogits(req.request_id, req.sampler, seed, prompt.tokens, m.vocab.n_tokens) if keep else None
+        store = None
+        if keep:
+            n_before = len(prompt.tokens) - len(prefix)  # the grammar's state: the reply from its prefix on
+            store = ReplyLogits(
+                req.request_id, req.sampler, seed, prompt.tokens, m.vocab.n_tokens, self._gbnf, n_before
+            )
         if store is not None:
             m.store = store
         common: dict[str, Any] = {

@@ -25,6 +25,7 @@ reply ends with Finished, stop reason ``cancelled``, holding the text received s
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
@@ -33,6 +34,7 @@ from typing import Any
 
 from app.core import protocol as P
 from app.core.chat.context import GenerationStats, StopReason
+from app.core.constraint.model import ConstraintKind
 from app.core.remote import RemoteEndpoint, RemoteFacts, ServerKind
 from app.core.sampling.params import SamplerSettings
 from app.remote.http import Call, RemoteError, post_json
@@ -46,7 +48,8 @@ _FINISH = {"stop": StopReason.EOS, "eos": StopReason.EOS, "length": StopReason.M
 
 def request_body(req: P.Generate, facts: RemoteFacts) -> dict[str, Any]:
     """The JSON body for ``req``: OpenAI's fields plus llama.cpp's samplers (top_k, min_p, repeat_penalty),
-    which llama-server, vLLM and llama-cpp-python's server use and others ignore."""
+    which llama-server, vLLM and llama-cpp-python's server use and others ignore; an output constraint as
+    ``response_format`` (JSON, a JSON schema) or llama-server's ``grammar`` (GBNF)."""
     s: SamplerSettings = req.sampler
     body: dict[str, Any] = {
         "model": facts.model,
@@ -76,6 +79,14 @@ def request_body(req: P.Generate, facts: RemoteFacts) -> dict[str, Any]:
         # At least 1: llama-cpp-python's server sends logprobs only with top_logprobs, and llama-server
         # computes 20 when none is given; the logprobs are what count the tokens in each chunk.
         body["top_logprobs"] = min(20, max(1, req.top_candidates))
+    c = req.constraint
+    if c is not None and c.kind == ConstraintKind.JSON:
+        body["response_format"] = {"type": "json_object"}
+    elif c is not None and c.kind == ConstraintKind.JSON_SCHEMA:
+        schema = json.loads(c.text)
+        body["response_format"] = {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}
+    elif c is not None and c.kind == ConstraintKind.GBNF:
+        body["grammar"] = c.text  # llama-server's and llama-cpp-python's server's field; others ignore it
     return body
 
 

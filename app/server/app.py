@@ -36,6 +36,7 @@ _FAILED_STATUS = {
     P.FailureKind.CONTEXT_OVERFLOW: 400,
     P.FailureKind.TEMPLATE: 400,
     P.FailureKind.BAD_SETTINGS: 400,
+    P.FailureKind.CONSTRAINT: 400,  # a schema the converter refuses (response_format's, a forced tool call's)
     P.FailureKind.NO_MODEL: 503,
     P.FailureKind.BUSY: 503,
     P.FailureKind.CANCELLED: 503,
@@ -180,12 +181,40 @@ class Api:
         self.gateway.submit(job)
         builder = ReplyBuilder(job, model)
         if parsed.stream:
-            return StreamingResponse(self._stream(job, builder), media_type="text/event-stream")
+            first: object = None
+            if parsed.generate.constraint is not None or parsed.generate.tools:
+                # The engine checks a constraint (and that the template can offer the tools) before
+                # evaluating anything: a refusal is a 400, not a stream that starts and fails, so the
+                # stream waits for the engine's first event.
+                self.open_jobs.add(job)
+                try:
+                    first = await self._first_event(request, job)
+                finally:
+                    self.open_jobs.discard(job)
+                if first is None:
+                    return Response(status_code=499)  # nobody is listening any more
+                if isinstance(first, P.Failed):
+                    return _error(failed_error(first))
+            return StreamingResponse(self._stream(job, builder, first), media_type="text/event-stream")
         self.open_jobs.add(job)
         try:
             return await self._whole(request, job, builder)
         finally:
             self.open_jobs.discard(job)
+
+    async def _first_event(self, request: Request, job: ApiJob) -> object:
+        """The job's first event, or None (the job cancelled) when the client goes away first."""
+        gone = asyncio.ensure_future(_disconnected(request))
+        nxt = asyncio.ensure_future(job.next_event())
+        try:
+            await asyncio.wait({nxt, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+        if nxt.done():
+            return nxt.result()
+        nxt.cancel()
+        self.gateway.cancel(job)
+        return None
 
     def _queued_s(self, job: ApiJob, started_ns: int | None) -> float:
         return ((started_ns or job.arrived_ns) - job.arrived_ns) / 1e9
@@ -220,8 +249,10 @@ class Api:
             if not done:
                 self.gateway.cancel(job)
 
-    async def _stream(self, job: ApiJob, builder: ReplyBuilder) -> AsyncIterator[bytes]:
+    async def _stream(self, job: ApiJob, builder: ReplyBuilder, first: object = None) -> AsyncIterator[bytes]:
         """Server-sent events: chunks as tokens come, the last with finish_reason and timings, then [DONE].
+
+        ``first``: the job's first event when it was read already (a constrained request, :meth:`_generate`).
 
         The batch of tokens the engine sends (~30 a second) becomes one chunk. When the client
         goes away Starlette stops this generator, and the ``finally`` cancels the request.
@@ -234,7 +265,7 @@ class Api:
                 yield _sse(builder.first_chunk())
             batch: list[P.TokenEvent] = []
             while True:
-                ev = await job.next_event()
+                ev, first = (first, None) if first is not None else (await job.next_event(), None)
                 if isinstance(ev, P.TokenEvent):
                     batch.append(ev)
                     if job.has_events():  # more already waiting: send them in one chunk
@@ -260,6 +291,8 @@ class Api:
                     if ev.stats.stop_reason is StopReason.CANCELLED:
                         yield _sse(_cancelled().body())
                         break
+                    for chunk in builder.call_chunks(ev):
+                        yield _sse(chunk)
                     yield _sse(builder.last_chunk(ev, self._queued_s(job, started_ns)))
                     if job.request.include_usage:
                         yield _sse(builder.usage_chunk(ev))

@@ -6,6 +6,10 @@
 the Stats panel), ``cache_n`` (prompt tokens reused from the KV cache); Glassbox adds ``ttft_ms``
 (request reaching the engine to first token) and ``queued_ms`` (time waiting for the engine). A speculated
 reply adds llama-server's ``draft_n`` (drafted tokens verified) and ``draft_n_accepted`` (those accepted).
+
+A chat request with tools gets its calls back as OpenAI's ``tool_calls`` (``finish_reason``
+``tool_calls``, ``content`` null unless the model wrote words too); a stream holds back what may be
+a call (:mod:`app.server.tool_replies`) and sends the calls whole in one delta.
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ from typing import Any
 
 from app.core import protocol as P
 from app.core.chat.context import GenerationStats, StopReason
+from app.core.tools.calls import ParsedReply
 from app.server.gateway import ApiJob, ModelCard
 from app.server.schema import Endpoint
+from app.server.tool_replies import CallWatch, delta_calls, message_calls
 
 _FINISH = {
     StopReason.EOS: "stop",
@@ -90,6 +96,19 @@ class ReplyBuilder:
         self.sent_text = ""  # streamed so far
         self.tokens: list[P.TokenEvent] = []
         self._eog = set(model.eog_token_ids)
+        names = req.tool_names
+        self._watch = CallWatch(names, req.tool_choice.forced) if self.chat and names is not None else None
+        self._streamed = ""  # the reply's text so far (tools: some of it held back)
+        self._pending: list[P.TokenEvent] = []  # tokens whose text is held back (tools)
+        self._parsed: ParsedReply | None = None
+
+    def calls(self, fin: P.Finished) -> ParsedReply | None:
+        """The finished reply's tool calls, or None when it has none (or no tools were offered)."""
+        if self._watch is None:
+            return None
+        if self._parsed is None:
+            self._parsed = self._watch.parse(fin.text)
+        return self._parsed if self._parsed.calls else None
 
     # ------------------------------------------------------------------------- logprobs
     def take(self, tok: P.TokenEvent) -> None:
@@ -154,9 +173,18 @@ class ReplyBuilder:
 
     def completion(self, fin: P.Finished, queued_s: float) -> dict[str, Any]:
         """The whole (non-streamed) response."""
+        choice = self._choice(fin.text, finish_reason(fin.stats), self.tokens, delta=False)
+        parsed = self.calls(fin)
+        if parsed is not None:
+            choice["message"] = {
+                "role": "assistant",
+                "content": parsed.content or None,
+                "tool_calls": message_calls(parsed),
+            }
+            choice["finish_reason"] = "tool_calls"
         return {
             **self._head(False),
-            "choices": [self._choice(fin.text, finish_reason(fin.stats), self.tokens, delta=False)],
+            "choices": [choice],
             "usage": usage(fin.stats),
             "timings": timings(fin.stats, queued_s),
             "system_fingerprint": "glassbox",
@@ -175,18 +203,42 @@ class ReplyBuilder:
         """A chunk for newly sampled ``tokens``; None when they add neither text nor logprobs."""
         text = "".join(t.text for t in tokens)
         kept = [t for t in tokens if t.token_id not in self._eog]
+        if self._watch is not None:  # send only what cannot be a call; logprobs go with their text
+            self._streamed += text
+            self._pending += kept
+            text = self._streamed[len(self.sent_text) : self._watch.sendable(self._streamed)]
+            if not text:
+                return None
+            kept, self._pending = self._pending, []
         if not text and not (kept and self.job.request.logprobs):
             return None
         self.sent_text += text
         return {**self._head(True), "choices": [self._choice(text, None, kept, delta=True)]}
 
+    def call_chunks(self, fin: P.Finished) -> list[dict[str, Any]]:
+        """The stream's chunk with the reply's tool calls, whole (sent before :meth:`last_chunk`);
+        none when the reply has no calls. Words before the calls not sent yet go with them."""
+        parsed = self.calls(fin)
+        if parsed is None:
+            return []
+        delta: dict[str, Any] = {"tool_calls": delta_calls(parsed)}
+        if parsed.content and not self.sent_text.strip():
+            delta = {"content": parsed.content, **delta}
+        self.sent_text = fin.text  # nothing of it goes out as text any more
+        lp = self.logprobs(self._pending) if self._pending else None
+        self._pending = []
+        return [{**self._head(True), "choices": [{"index": 0, "delta": delta, "logprobs": lp, "finish_reason": None}]}]
+
     def last_chunk(self, fin: P.Finished, queued_s: float) -> dict[str, Any]:
-        """The chunk with ``finish_reason`` (and any text held back for a stop string), with ``timings``."""
+        """The chunk with ``finish_reason`` (and any text held back for a stop string or a possible
+        tool call), with ``timings``; ``tool_calls`` after :meth:`call_chunks` sent calls."""
         rest = fin.text[len(self.sent_text) :] if fin.text.startswith(self.sent_text) else ""
         self.sent_text += rest
+        finish = "tool_calls" if self.calls(fin) is not None else finish_reason(fin.stats)
+        pending, self._pending = self._pending, []
         return {
             **self._head(True),
-            "choices": [self._choice(rest, finish_reason(fin.stats), [], delta=True)],
+            "choices": [self._choice(rest, finish, pending, delta=True)],
             "timings": timings(fin.stats, queued_s),
         }
 

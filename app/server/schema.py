@@ -5,8 +5,17 @@ a string or a list of ``{"type": "text"}`` parts), ``stream``, ``stream_options.
 ``max_tokens`` / ``max_completion_tokens``, ``temperature``, ``top_p``, ``min_p``, ``top_k``,
 ``seed``, ``stop`` (a string or up to 4 strings), ``presence_penalty``, ``frequency_penalty``,
 ``repeat_penalty``, ``logprobs`` (bool) and ``top_logprobs`` (0-20). ``/v1/completions`` takes
-``prompt`` (one string) instead of ``messages`` and ``logprobs`` as a number (0-20). Other
-fields (``n`` above 1, ``tools``, ``response_format``) are refused with 400 rather than ignored.
+``prompt`` (one string) instead of ``messages`` and ``logprobs`` as a number (0-20). Both take
+``response_format`` (text, ``json_object``, ``json_schema``: :mod:`app.server.response_format`). Other
+fields (``n`` above 1, ``functions``) are refused with 400 rather than ignored.
+
+Tools (chat only): ``tools`` and ``tool_choice`` (:mod:`app.core.tools`). A forced choice
+("required", or a named function) asks the engine for a reply under
+:func:`~app.core.tools.forced.forced_call_constraint` (with ``response_format`` too: a 400, both
+shape the reply); "auto" offers the tools through the chat template; "none" leaves them out. The
+history may hold assistant messages with ``tool_calls`` and ``role: "tool"`` messages
+(``tool_call_id``): they are written as text any template renders (:mod:`app.core.tools.history`),
+consecutive tool results in one user message.
 
 Sampling starts from llama-server's defaults (temperature 0.8, top_k 40, top_p 0.95, min_p 0.05,
 no repeat penalty, no max_tokens: until the end token or the context is full), not from the
@@ -16,18 +25,33 @@ person's Sampler panel, so a client gets the same reply whatever the person has 
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import dataclass
 from typing import Any
 
 from app.core import protocol as P
 from app.core.chat.context import ChatMessage, ContextPolicy, Role
+from app.core.constraint.schema_check import schema_problem
 from app.core.sampling.param_specs import PARAMS
 from app.core.sampling.params import SamplerSettings
+from app.core.tools.forced import forced_call_constraint
+from app.core.tools.history import tool_calls_text, tool_result_text
+from app.core.tools.spec import (
+    ToolCall,
+    ToolChoice,
+    ToolChoiceKind,
+    ToolError,
+    ToolSpec,
+    parse_tool_choice,
+    parse_tools,
+)
 from app.server.errors import bad_request
+from app.server.response_format import parse_response_format
 
 MAX_STOP = 4
 MAX_TOP_LOGPROBS = 20
 API_DEFAULT_SAMPLER = SamplerSettings(repeat_penalty=1.0, max_tokens=-1)
+NO_TOOLS = ToolChoice(ToolChoiceKind.NONE)
 
 _SPECS = {p.name: p for p in PARAMS}
 
@@ -53,6 +77,8 @@ class ParsedRequest:
         logprobs: report each token's log-probability.
         top_logprobs: alternatives per token (0-20).
         model: the ``model`` the client named (echoed when the loaded model has no other name).
+        tools: the functions offered (chat only; empty: none).
+        tool_choice: whether the reply must, may or must not be a call.
     """
 
     endpoint: Endpoint
@@ -62,6 +88,15 @@ class ParsedRequest:
     logprobs: bool
     top_logprobs: int
     model: str
+    tools: tuple[ToolSpec, ...] = ()
+    tool_choice: ToolChoice = NO_TOOLS
+
+    @property
+    def tool_names(self) -> frozenset[str] | None:
+        """The names a reply may call (parsed back into ``tool_calls``), or None when no tools are offered."""
+        if not self.tools or self.tool_choice.kind is ToolChoiceKind.NONE:
+            return None
+        return frozenset(t.name for t in self.tools)
 
     @property
     def messages(self) -> tuple[ChatMessage, ...]:
@@ -162,31 +197,100 @@ def _content(msg: dict[str, Any], i: int) -> str:
     raise bad_request(f"messages[{i}].content must be a string or a list of text parts.", f"messages[{i}].content")
 
 
+def _tool_calls(raw: object, i: int) -> list[ToolCall]:
+    """An assistant message's ``tool_calls`` (OpenAI's shape; arguments as JSON text)."""
+    at = f"messages[{i}].tool_calls"
+    if not isinstance(raw, list):
+        raise bad_request(f"{at} must be a list of calls.", at)
+    calls = []
+    for j, c in enumerate(raw):
+        fn = c.get("function") if isinstance(c, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not isinstance(c.get("id", ""), str):
+            raise bad_request(
+                f'{at}[{j}] must be {{"id": ..., "type": "function", "function": {{"name": ..., "arguments": ...}}}}.',
+                f"{at}[{j}]",
+            )
+        args = fn.get("arguments", "")
+        if not isinstance(args, str):
+            raise bad_request(
+                f"{at}[{j}].function.arguments must be JSON text (a string).", f"{at}[{j}].function.arguments"
+            )
+        calls.append(ToolCall(c.get("id", ""), fn["name"], args))
+    return calls
+
+
 def _messages(body: dict[str, Any]) -> tuple[ChatMessage, ...]:
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:
         raise bad_request("'messages' must be a non-empty list of {role, content} objects.", "messages")
     out: list[ChatMessage] = []
+    called: dict[str, str] = {}  # call id -> the function called (named in its result)
+    after_tool = False  # the last message written is a tool's result
     for i, m in enumerate(raw):
         if not isinstance(m, dict):
             raise bad_request(f"messages[{i}] must be an object with 'role' and 'content'.", f"messages[{i}]")
+        if m.get("role") == "tool":
+            call_id = m.get("tool_call_id")
+            if not isinstance(call_id, str) or not call_id:
+                raise bad_request(
+                    f"messages[{i}] (role \"tool\") needs 'tool_call_id': the id of the call it answers.",
+                    f"messages[{i}].tool_call_id",
+                )
+            text = tool_result_text(called.get(call_id, str(m.get("name") or "")), call_id, _content(m, i))
+            if after_tool:  # several results in a row: one user turn, so roles keep taking turns
+                text = f"{out.pop().content}\n{text}"
+            out.append(ChatMessage(Role.USER, text))
+            after_tool = True
+            continue
         role = _ROLES.get(m.get("role"))  # type: ignore[arg-type]
         if role is None:
             raise bad_request(
-                f"messages[{i}].role {m.get('role')!r} is not supported (system, developer, user, assistant).",
+                f"messages[{i}].role {m.get('role')!r} is not supported (system, developer, user, assistant, tool).",
                 f"messages[{i}].role",
             )
-        out.append(ChatMessage(role, _content(m, i)))
+        content = _content(m, i)
+        if role is Role.ASSISTANT and m.get("tool_calls"):
+            calls = _tool_calls(m["tool_calls"], i)
+            called.update((c.id, c.name) for c in calls)
+            content = tool_calls_text(content, calls)
+        out.append(ChatMessage(role, content))
+        after_tool = False
     return tuple(out)
+
+
+def _tools(body: dict[str, Any], endpoint: Endpoint) -> tuple[tuple[ToolSpec, ...], ToolChoice]:
+    """``tools`` and ``tool_choice`` read and checked (chat only)."""
+    if endpoint is not Endpoint.CHAT:
+        for name in ("tools", "tool_choice"):
+            if body.get(name) is not None:
+                raise bad_request(f"'{name}' is for /v1/chat/completions; /v1/completions takes a prompt only.", name)
+        return (), NO_TOOLS
+    try:
+        tools = parse_tools(body.get("tools"))
+        choice = parse_tool_choice(body.get("tool_choice"), tools)
+    except ToolError as exc:
+        raise bad_request(str(exc), exc.param) from None
+    if choice.forced:  # the call is sampled under a grammar: each schema must be one it can hold
+        for i, tool in enumerate(tools):
+            if choice.kind is ToolChoiceKind.FUNCTION and tool.name != choice.name:
+                continue
+            problem = schema_problem(json.dumps(tool.parameters))
+            if problem:
+                raise bad_request(
+                    f"tools[{i}] ({tool.name}): {problem}. A forced tool call is sampled under llama.cpp's grammar, "
+                    "which cannot hold the arguments to that keyword: drop it from the tool's parameters, or use "
+                    'tool_choice "auto" with a model whose chat template offers tools.',
+                    f"tools[{i}].function.parameters",
+                )
+    return tools, choice
 
 
 def _refuse_unsupported(body: dict[str, Any]) -> None:
     n = body.get("n", 1)
     if n not in (1, None):
         raise bad_request("'n' above 1 is not supported: send one request per reply.", "n")
-    for name in ("tools", "functions", "response_format"):
-        if body.get(name) not in (None, [], {"type": "text"}):
-            raise bad_request(f"'{name}' is not supported by Glassbox's local API.", name)
+    if body.get("functions") not in (None, []):
+        raise bad_request("'functions' (the old form of tools) is not supported: send 'tools' instead.", "functions")
 
 
 def parse_request(body: object, endpoint: Endpoint) -> ParsedRequest:
@@ -206,6 +310,15 @@ def parse_request(body: object, endpoint: Endpoint) -> ParsedRequest:
     include_usage = bool(isinstance(opts, dict) and opts.get("include_usage") is True)
     sampler = _sampler(body)
     stop = _stop(body)
+    constraint = parse_response_format(body)
+    tools, tool_choice = _tools(body, endpoint)
+    if tool_choice.forced:
+        if constraint is not None:
+            raise bad_request(
+                "'response_format' and a forced 'tool_choice' both set the shape of the reply; send one of them.",
+                "response_format",
+            )
+        constraint = forced_call_constraint(tools, tool_choice)
     if endpoint is Endpoint.CHAT:
         messages = _messages(body)
         logprobs = _flag(body, "logprobs")
@@ -235,5 +348,8 @@ def parse_request(body: object, endpoint: Endpoint) -> ParsedRequest:
         raw_prompt=raw_prompt,
         candidates_every_token=top_logprobs > 0,
         external=True,
+        tools=tools if tool_choice.kind is not ToolChoiceKind.NONE else (),
+        tool_choice=tool_choice,
+        constraint=constraint,
     )
-    return ParsedRequest(endpoint, gen, stream, include_usage, logprobs, top_logprobs, model)
+    return ParsedRequest(endpoint, gen, stream, include_usage, logprobs, top_logprobs, model, tools, tool_choice)

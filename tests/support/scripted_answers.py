@@ -12,6 +12,8 @@ Pure functions of a request and the loaded model (:mod:`tests.support.scripted_h
   on, greedy at temperature 0; :func:`stored_funnel`: a stored step's candidates, the model column
   only, and the draw (greedy: the best).
 - :func:`sweep_point`, :func:`sweep_refusal`: a depth sweep's made-up figures, and its refusal past n_ctx.
+- :func:`check_constraint`: an output format checked as the engine words it: a schema by the same plain
+  check, a grammar line by line (each non-empty line outside a comment needs ``::=``; a rule ``root``);
 - :func:`speculation`: a speculated reply's made-up counts (rounds accepting 2, 0, then draft_max drafts);
   :func:`draft_info`: the draft model a load reports.
 """
@@ -29,6 +31,8 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from app.core import protocol as P
 from app.core.chat.chat_template import SAMPLE_CONVERSATION
 from app.core.chat.context import ROLLING_RESERVE_FRACTION, ChatMessage, ContextPolicy, LoadSettings, Role
+from app.core.constraint.model import ConstraintKind
+from app.core.constraint.schema_check import schema_problem
 from app.core.depth_sweep.plan import DepthPoint, check_plan
 from app.core.sampling.alternatives import StoredStep
 from app.core.sampling.funnel import Funnel, FunnelStage, FunnelStageKind
@@ -224,3 +228,29 @@ def draft_info(settings: LoadSettings, kv_bytes: int) -> DraftInfo | None:
         return None
     size = Path(s.draft_model).stat().st_size if Path(s.draft_model).is_file() else 0
     return DraftInfo(s.draft_model, 135_000_000, size, kv_bytes)
+
+
+def check_constraint(req: P.CheckConstraint) -> P.ConstraintChecked | P.Failed:
+    """The answer to CheckConstraint (see the module docstring)."""
+    c = req.constraint
+    if c.kind == ConstraintKind.NONE:
+        return P.ConstraintChecked(req.request_id, "", 0)
+    if c.kind == ConstraintKind.JSON:
+        return P.ConstraintChecked(req.request_id, 'root ::= object\nobject ::= "{" "}"', 2)
+    if c.kind == ConstraintKind.JSON_SCHEMA:
+        problem = schema_problem(c.text)
+        if problem:
+            return P.Failed(req.request_id, P.FailureKind.CONSTRAINT, problem[0].upper() + problem[1:])
+        return P.ConstraintChecked(req.request_id, 'root ::= "{" "}"', 1)
+    rules = 0
+    for i, line in enumerate(c.text.split("\n"), 1):
+        text = line.split("#", 1)[0].strip()
+        if not text or text.startswith("|"):
+            continue
+        if "::=" not in text:
+            msg = f"The grammar does not parse: line {i}, column 1: expecting ::= (at “{text[:30]}”)."
+            return P.Failed(req.request_id, P.FailureKind.CONSTRAINT, msg)
+        rules += 1
+    if not re.search(r"^\s*root\s*::=", c.text, re.M):
+        return P.Failed(req.request_id, P.FailureKind.CONSTRAINT, "The grammar has no rule 'root'.")
+    return P.ConstraintChecked(req.request_id, c.text, rules)

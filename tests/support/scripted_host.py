@@ -289,6 +289,7 @@ class ScriptedHost:
             # The local API's parallel sequences (issue 23 §4), played one at a time as external replies.
             P.GenerateParallel: lambda r: self._generate(replace(r.generate, request_id=r.request_id, external=True)),
             P.CancelSequence: lambda r: self._cancelled_ids.add(r.request_id),
+            P.CheckConstraint: lambda r: self._out.put(answers.check_constraint(r)),
         }
         self._cancelled_ids: set[int] = set()  # parallel requests cancelled (CancelSequence)
 

@@ -9,10 +9,12 @@ something about the real app.
 from __future__ import annotations
 
 import os
+import re
 import signal
 
 from app.core import protocol as P
 from app.core.chat.context import ChatMessage, LoadSettings, StopReason
+from app.core.constraint.model import ConstraintKind, OutputConstraint
 from app.core.sampling.params import SamplerSettings
 from app.ui.engine.client import EngineClient, EngineState
 from tests.support.fake_engine import CrashMidReply, Endless, FakeEngine
@@ -180,3 +182,34 @@ def test_a_load_during_a_reply_stays_loading_until_the_model_is_in_on_both(qtbot
     finally:
         fake.shutdown()
     assert fake_states == real_states == [EngineState.LOADING, EngineState.READY]
+
+
+def _checks(qtbot, engine: EngineClient, model) -> list[tuple[str, str]]:
+    """Check three output formats; returns (answer type, the message's "line N" or part) for each."""
+    with qtbot.waitSignal(engine.engine_ready, timeout=WAIT_MS):
+        engine.start()
+    with qtbot.waitSignal(engine.model_loaded, timeout=WAIT_MS):
+        engine.load_model(str(model), LoadSettings(n_ctx=512))
+    out = []
+    for c in (
+        OutputConstraint(ConstraintKind.GBNF, 'root ::= "yes" | "no"'),
+        OutputConstraint(ConstraintKind.GBNF, 'root ::= a\na = "x"\n'),
+        OutputConstraint(ConstraintKind.JSON_SCHEMA, '{"type": "integer", "minimum": 1}'),
+    ):
+        with qtbot.waitSignal(engine.constraint_checked, timeout=WAIT_MS) as got:
+            assert engine.check_constraint(c) is not None
+        ev = got.args[0]
+        where = re.search(r"line \d+|'\w+' at \$", getattr(ev, "message", ""))
+        out.append((type(ev).__name__, where.group(0) if where else ""))
+    engine.shutdown()
+    return out
+
+
+def test_the_fake_engine_checks_output_formats_like_the_real_one(qtbot, smollm2):
+    real = EngineClient()
+    try:
+        real_checks = _checks(qtbot, real, smollm2)
+    finally:
+        real.shutdown()
+    fake_checks = _checks(qtbot, FakeEngine(), smollm2)
+    assert fake_checks == real_checks == [("ConstraintChecked", ""), ("Failed", "line 2"), ("Failed", "'minimum' at $")]

@@ -46,7 +46,7 @@ def _room_modules(room: str) -> list[str]:
     return sorted(m.name for m in pkgutil.walk_packages(package.__path__, prefix=room + "."))
 
 
-@pytest.mark.parametrize("room", ["app.core", "app.engine", "app.remote"])
+@pytest.mark.parametrize("room", ["app.core", "app.engine", "app.remote", "app.mcp"])
 def test_importing_a_room_at_run_time_loads_nothing_it_forbids(room: str) -> None:
     """Every module of ``room`` imported in a fresh interpreter; no forbidden package in sys.modules."""
     (forbidden,) = [c["forbidden_modules"] for c in _contracts() if c.get("source_modules") == [room]]

@@ -10,6 +10,7 @@ The rule (:func:`after_edit`), in one place:
 - a sampler or stop strings edit applies to the chat shown and becomes the default for new
   chats, but only what the person changed (:func:`carried`): the other values of an old chat
   stay that chat's own;
+- an output constraint (JSON, a schema, a grammar) is the chat's own: never a default;
 - a system prompt edit applies to the chat shown only (or to the new chat about to start); it
   becomes the default only when the person asks for it (``Use for new chats too``).
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 
+from app.core.constraint.model import OutputConstraint
 from app.core.sampling.params import SamplerSettings
 
 
@@ -30,11 +32,14 @@ class ChatSettings:
         system_prompt: its system message ("" for none).
         stop_strings: extra stop strings of its replies (the chat template's end of turn is
             the engine's own), in the order typed.
+        constraint: the output constraint of its replies (issue 23 §1): the chat's own, never
+            carried to new chats (a new chat starts with none).
     """
 
     sampler: SamplerSettings = field(default_factory=SamplerSettings)
     system_prompt: str = ""
     stop_strings: tuple[str, ...] = ()
+    constraint: OutputConstraint = field(default_factory=OutputConstraint)
 
 
 def carried(defaults: SamplerSettings, before: SamplerSettings, after: SamplerSettings) -> SamplerSettings:

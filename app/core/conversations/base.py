@@ -18,6 +18,8 @@ from typing import Any
 
 from app.core.chat.chat_settings import clean_stop_strings
 from app.core.chat.context import Role
+from app.core.constraint.model import OutputConstraint
+from app.core.constraint.stored import constraint_from_dict, constraint_to_dict
 from app.core.conversations.model import Conversation, Message, MessageMeta, json_dict, make_title
 from app.core.conversations.schema import MSG_SELECT
 from app.core.sampling.params import SamplerSettings
@@ -77,7 +79,7 @@ def lastrowid(cur: sqlite3.Cursor) -> int:
 
 def conversation_from_row(row: Row) -> Conversation:
     """A :class:`Conversation` from a row selected with ``CONV_SELECT``."""
-    cid, created, updated, deleted, custom, leaf, title, model, system, sampler, stops = row
+    cid, created, updated, deleted, custom, leaf, title, model, system, sampler, stops, constraint = row
     return Conversation(
         id=cid,
         title=title,
@@ -90,7 +92,21 @@ def conversation_from_row(row: Row) -> Conversation:
         sampler=SamplerSettings.from_dict(json_dict(sampler)),
         current_leaf_id=leaf,
         stop_strings=stop_strings_from_cell(stops),
+        constraint=constraint_from_cell(constraint),
     )
+
+
+def constraint_cell(c: OutputConstraint) -> str:
+    """A chat's output constraint as its stored JSON (:mod:`app.core.constraint.stored`)."""
+    return json.dumps(constraint_to_dict(c))
+
+
+def constraint_from_cell(raw: object) -> OutputConstraint:
+    """A chat's output constraint from its stored JSON (anything unreadable: none)."""
+    try:
+        return constraint_from_dict(json.loads(raw) if isinstance(raw, (str, bytes)) else None)
+    except ValueError:
+        return OutputConstraint()
 
 
 def stop_strings_from_cell(raw: object) -> tuple[str, ...]:

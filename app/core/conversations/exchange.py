@@ -5,14 +5,15 @@ branch with its settings and stats::
 
     {"format": "glassbox.conversation", "version": 1, "exported_at": <s>,
      "conversation": {title, title_is_custom, created_at, updated_at, system_prompt,
-                      model_path, sampler, stop_strings?, current_leaf_id},
+                      model_path, sampler, stop_strings?, constraint?, current_leaf_id},
      "messages": [{id, parent_id, role, content, created_at, complete, selected_seq, meta,
                    alternatives?}]}
 
 Times are seconds since the epoch; parents come before their children. ``alternatives``
 (a reply's kept top-N per token, :mod:`app.core.sampling.alternatives`) is the stored binary form in
 base64, present only on replies that kept them; ``stop_strings`` (the chat's extra stop
-strings, a list of text) reads as none when absent. A Glassbox that does not know a key ignores
+strings, a list of text) reads as none when absent, as does ``constraint`` (the chat's output
+format, ``{"kind", "text"}``: :mod:`app.core.constraint.stored`; written only when there is one). A Glassbox that does not know a key ignores
 it, so the format version stays 1. An import is checked completely (:func:`read_export`)
 before anything is written.
 """
@@ -25,12 +26,14 @@ import json
 import sqlite3
 import time
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from app.core.chat.chat_settings import clean_stop_strings, typed_stop_string
 from app.core.chat.context import Role
+from app.core.constraint.model import ConstraintKind, OutputConstraint
+from app.core.constraint.stored import constraint_from_dict, constraint_to_dict
 from app.core.conversations.base import descend, lastrowid
 from app.core.conversations.model import DEFAULT_TITLE, Conversation, Message, MessageMeta, as_float, as_int
 from app.core.sampling.alternatives import ReplyAlternatives
@@ -52,6 +55,7 @@ class ImportedConversation:
     sampler: SamplerSettings
     current_leaf_id: int | None
     stop_strings: tuple[str, ...] = ()
+    constraint: OutputConstraint = field(default_factory=OutputConstraint)
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,11 @@ def export_dict(
             "model_path": conv.model_path,
             "sampler": conv.sampler.to_dict(),
             "stop_strings": list(conv.stop_strings),
+            **(
+                {"constraint": constraint_to_dict(conv.constraint)}
+                if conv.constraint.kind != ConstraintKind.NONE
+                else {}
+            ),
             "current_leaf_id": current_leaf_id,
         },
         "messages": [
@@ -211,7 +220,7 @@ def insert_import(
     """
     cur = conn.execute(
         "INSERT INTO conversations (created_at, updated_at, title_custom, title, model_path, system_prompt, "
-        "sampler_json, stop_strings_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        "sampler_json, stop_strings_json, constraint_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             conv.created_at,
             now,
@@ -221,6 +230,7 @@ def insert_import(
             conv.system_prompt,
             json.dumps(conv.sampler.to_dict()),
             json.dumps(list(conv.stop_strings)),
+            json.dumps(constraint_to_dict(conv.constraint)),
         ),
     )
     cid = lastrowid(cur)
@@ -288,6 +298,9 @@ def validate_export(data: object) -> tuple[ImportedConversation, list[ImportedMe
     stops = c.get("stop_strings", [])
     if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
         raise ValueError("conversation.stop_strings is not a list of text")
+    constraint = c.get("constraint")
+    if constraint is not None and not isinstance(constraint, dict):
+        raise ValueError('conversation.constraint is not an object ({"kind", "text"})')
     leaf = c.get("current_leaf_id")
     if leaf is not None and as_int(leaf) is None:
         raise ValueError("conversation.current_leaf_id is not a message id")
@@ -300,6 +313,7 @@ def validate_export(data: object) -> tuple[ImportedConversation, list[ImportedMe
         sampler=SamplerSettings.from_dict(sampler),
         current_leaf_id=as_int(leaf),
         stop_strings=clean_stop_strings(stops),
+        constraint=constraint_from_dict(constraint),
     )
 
     raw_msgs = data.get("messages")

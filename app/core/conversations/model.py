@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from app.core.chat.chat_settings import ChatSettings, clean_stop_strings
 from app.core.chat.context import ChatMessage, GenerationStats, LoadSettings, Role, StopReason
+from app.core.constraint.model import ConstraintKind, OutputConstraint
+from app.core.constraint.stored import constraint_from_dict, constraint_to_dict
 from app.core.inspection.timeline import TurnTimeline
 from app.core.sampling.params import SamplerSettings
 from app.core.speculative.stats import SpeculationStats
@@ -58,6 +60,8 @@ class MessageMeta:
             for a continued reply, its last part), None when not recorded.
         stop_strings: the extra stop strings the reply was asked with (the chat template's end of
             turn is the engine's own); replies stored before they were recorded read as none.
+        constraint: the output format the reply was asked with (issue 23 §1; its stored funnel's
+            grammar column); stored only when there was one.
     """
 
     model_path: str = ""
@@ -75,6 +79,7 @@ class MessageMeta:
     chat_template: str | None = None
     timeline: TurnTimeline | None = None
     stop_strings: tuple[str, ...] = ()
+    constraint: OutputConstraint = field(default_factory=OutputConstraint)
 
     @property
     def seed_used(self) -> int | None:
@@ -136,6 +141,8 @@ class MessageMeta:
             "earlier_tokens": self.earlier_tokens,
             "stop_strings": list(self.stop_strings),
         }
+        if self.constraint.kind != ConstraintKind.NONE:
+            out["constraint"] = constraint_to_dict(self.constraint)
         if self.chat_template is not None:
             out["chat_template"] = self.chat_template
         if self.timeline is not None:
@@ -177,6 +184,7 @@ class MessageMeta:
             chat_template=template if isinstance(template, str) else None,
             timeline=TurnTimeline.from_dict(data.get("timeline")),
             stop_strings=clean_stop_strings(data.get("stop_strings")),
+            constraint=constraint_from_dict(data.get("constraint")),
         )
 
 
@@ -250,6 +258,7 @@ class Conversation:
         sampler: sampler settings for new replies.
         current_leaf_id: the last message of the selected branch (None when empty).
         stop_strings: extra stop strings for new replies.
+        constraint: the output constraint of new replies (issue 23 §1; kind NONE: free text).
     """
 
     id: int
@@ -263,11 +272,12 @@ class Conversation:
     sampler: SamplerSettings
     current_leaf_id: int | None
     stop_strings: tuple[str, ...] = ()
+    constraint: OutputConstraint = field(default_factory=OutputConstraint)
 
     @property
     def chat_settings(self) -> ChatSettings:
         """What applies to this chat's new replies (:mod:`app.core.chat.chat_settings`)."""
-        return ChatSettings(self.sampler, self.system_prompt, self.stop_strings)
+        return ChatSettings(self.sampler, self.system_prompt, self.stop_strings, self.constraint)
 
 
 @dataclass(frozen=True)

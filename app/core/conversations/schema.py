@@ -99,9 +99,15 @@ def _migrate_v3(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE conversations ADD COLUMN stop_strings_json TEXT NOT NULL DEFAULT '[]'")
 
 
+def _migrate_v4(conn: sqlite3.Connection) -> None:
+    # A chat's output constraint (issue 23 §1: none, JSON, a JSON schema, a GBNF grammar) as JSON
+    # {"kind", "text"}, kept with it as its stop strings are; chats stored before read as none.
+    conn.execute("ALTER TABLE conversations ADD COLUMN constraint_json TEXT NOT NULL DEFAULT '{}'")
+
+
 # Step i (0-based) takes a database from user_version i to i + 1, inside one
 # transaction. Append steps; never change a released one.
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_migrate_v1, _migrate_v2, _migrate_v3]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_migrate_v1, _migrate_v2, _migrate_v3, _migrate_v4]
 
 CONV_COLS = (
     "id",
@@ -115,6 +121,7 @@ CONV_COLS = (
     "system_prompt",
     "sampler_json",
     "stop_strings_json",
+    "constraint_json",
 )
 MSG_COLS = (
     "id",

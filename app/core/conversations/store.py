@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from app.core.chat.context import ChatMessage, Role
+from app.core.constraint.model import OutputConstraint
 from app.core.conversations import schema
 from app.core.conversations.alternatives import AlternativesMixin
-from app.core.conversations.base import conversation_from_row, lastrowid
+from app.core.conversations.base import constraint_cell, conversation_from_row, lastrowid
 from app.core.conversations.exchange import (
     conversation_markdown,
     export_dict,
@@ -252,6 +253,7 @@ class ConversationStore(MessagesMixin, AlternativesMixin):
         sampler: SamplerSettings | None = None,
         title: str | None = None,
         stop_strings: tuple[str, ...] = (),
+        constraint: OutputConstraint | None = None,
     ) -> int:
         """Start an empty conversation.
 
@@ -261,6 +263,7 @@ class ConversationStore(MessagesMixin, AlternativesMixin):
             sampler: sampler settings for its replies (defaults if None).
             title: a title; None = made from the first user message later.
             stop_strings: extra stop strings for its replies.
+            constraint: the output constraint of its replies (None: none).
 
         Returns:
             The new conversation's id.
@@ -270,7 +273,7 @@ class ConversationStore(MessagesMixin, AlternativesMixin):
         with self._write() as conn:
             cur = conn.execute(
                 "INSERT INTO conversations (created_at, updated_at, title_custom, title, model_path, "
-                "system_prompt, sampler_json, stop_strings_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "system_prompt, sampler_json, stop_strings_json, constraint_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     now,
                     now,
@@ -280,6 +283,7 @@ class ConversationStore(MessagesMixin, AlternativesMixin):
                     system_prompt,
                     json.dumps((sampler or SamplerSettings()).to_dict()),
                     json.dumps(list(stop_strings)),
+                    constraint_cell(constraint or OutputConstraint()),
                 ),
             )
             return lastrowid(cur)
@@ -311,6 +315,7 @@ class ConversationStore(MessagesMixin, AlternativesMixin):
         model_path: str | None = None,
         sampler: SamplerSettings | None = None,
         stop_strings: tuple[str, ...] | None = None,
+        constraint: OutputConstraint | None = None,
     ) -> None:
         """Change a conversation's settings (arguments left as None stay as they are).
 
@@ -324,6 +329,7 @@ class ConversationStore(MessagesMixin, AlternativesMixin):
             ("model_path", model_path),
             ("sampler_json", json.dumps(sampler.to_dict()) if sampler is not None else None),
             ("stop_strings_json", json.dumps(list(stop_strings)) if stop_strings is not None else None),
+            ("constraint_json", constraint_cell(constraint) if constraint is not None else None),
         ):
             if value is not None:
                 sets.append(f"{column} = ?")

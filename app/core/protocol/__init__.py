@@ -167,3 +167,10 @@ from app.core.protocol.requests import CancelSequence, GenerateParallel  # noqa:
 
 __all__ += ["CancelSequence", "GenerateParallel", "SequenceFigures", "SequenceState", "SequencesProgressed"]
 # ---- end of several API requests decoded together ---------------------------------------------------
+
+# ---- output constraints (issue 23 §1) ------------------------------------------------------------
+from app.core.protocol.answers import ConstraintChecked  # noqa: E402
+from app.core.protocol.requests import CheckConstraint  # noqa: E402
+
+__all__ += ["CheckConstraint", "ConstraintChecked"]
+# ---- end of output constraints -------------------------------------------------------------------

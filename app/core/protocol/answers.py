@@ -128,6 +128,7 @@ class FailureKind(str, enum.Enum):
     REMOTE = "remote"  #: a remote engine (app.remote) could not be reached or answered with an error
     QUANTIZE = "quantize"  #: llama.cpp's quantizer failed or its result could not be written (disk full)
     INCOMPATIBLE = "incompatible"  #: two models' vocabularies differ (CompareModels; the check named in the message)
+    CONSTRAINT = "constraint"  #: an output constraint that does not convert or parse (the part or line named)
 
 
 @dataclass(frozen=True)
@@ -436,3 +437,24 @@ class QuantizePlanned:
 TERMINAL_EVENTS = (*TERMINAL_EVENTS, QuantizePlanned)
 
 # ---- end of sizing a quantization -----------------------------------------------------------------------
+
+# ---- output constraints (issue 23 §1): app/engine/constraint/ -------------------------------------
+
+
+@dataclass(frozen=True)
+class ConstraintChecked:
+    """The answer to :class:`~app.core.protocol.requests.CheckConstraint`: the constraint can be used.
+
+    Attributes:
+        gbnf: the GBNF grammar llama.cpp's grammar sampler is given ("" for kind NONE).
+        n_rules: the grammar's rules (lines of the form ``name ::= ...``).
+    """
+
+    request_id: int
+    gbnf: str
+    n_rules: int
+
+
+TERMINAL_EVENTS = (*TERMINAL_EVENTS, ConstraintChecked)
+
+# ---- end of output constraints -------------------------------------------------------------------

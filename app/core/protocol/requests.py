@@ -9,10 +9,12 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass
 
 from app.core.chat.context import ChatMessage, ContextPolicy, LoadSettings
+from app.core.constraint.model import OutputConstraint
 from app.core.quant.comparison import CompareModels
 from app.core.quant.types import QuantType
 from app.core.sampling.alternatives import StoredStep
 from app.core.sampling.params import SamplerSettings
+from app.core.tools.spec import ToolChoice, ToolSpec
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,18 @@ class Generate:
         speculate: None: speculate as loaded (``LoadSettings.speculation``); False: this reply
             without speculation ("measure speed-up" regenerates greedily both ways); True: with it
             when the load set a drafter up (ignored otherwise).
+        constraint: the shape the reply must take (JSON, a JSON schema, a GBNF grammar;
+            :class:`~app.core.constraint.model.OutputConstraint`), enforced by llama.cpp's grammar
+            sampler first in the chain (:mod:`app.engine.constraint`); None or kind NONE: free text.
+            A constraint that does not convert or parse fails the request with kind ``constraint``
+            (the schema's part or the grammar's line named) before anything is evaluated.
+        tools: functions offered to the model (the local API's ``tools``), rendered into the prompt:
+            through the chat template's ``tools`` when its Jinja source reads them, else (only with
+            a forced ``tool_choice``) described in the system message
+            (:func:`~app.core.tools.template.tools_system_prompt`). Empty: none.
+        tool_choice: with ``tools``: :attr:`~app.core.tools.spec.ToolChoiceKind.AUTO` fails with kind
+            ``template`` when the template does not offer tools (the model would not know them);
+            a forced choice goes with the constraint that forces the call (``constraint``).
     """
 
     request_id: int
@@ -89,6 +103,9 @@ class Generate:
     alternatives: int = 0
     reply_prefix: tuple[int, ...] = ()
     speculate: bool | None = None
+    constraint: OutputConstraint | None = None
+    tools: tuple[ToolSpec, ...] = ()
+    tool_choice: ToolChoice | None = None
 
 
 @dataclass(frozen=True)
@@ -149,6 +166,9 @@ class ComputeFunnel:
         stored: run on this stored step instead (a reply from the conversation store: its
             kept top-N, :class:`~app.core.sampling.alternatives.StoredStep`); ``reply_id`` and ``step``
             are then ignored, and ``sampler`` None means the stored reply's own settings.
+
+    A reply made under an output constraint gets a grammar column first: a live reply's own (kept
+    with its logits), a stored step's ``stored.constraint``.
     """
 
     request_id: int
@@ -372,6 +392,29 @@ class CancelSequence:
 
 # ---- end of several API requests decoded together ---------------------------------------------------------
 
+# ---- output constraints (issue 23 §1): app/engine/constraint/ -------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckConstraint:
+    """Check an output constraint without generating: a JSON schema through the converter, the
+    resulting or given GBNF through llama.cpp's grammar parser (the window's Check button, the local
+    API's 400 for a schema the converter cannot handle).
+
+    Answered on the engine's reader lane (at once, while a reply streams) with
+    :class:`~app.core.protocol.answers.ConstraintChecked`, or :class:`Failed` (``constraint``: the
+    schema's unsupported part or the grammar's line named; ``no_model``).
+
+    Attributes:
+        constraint: the constraint to check.
+    """
+
+    request_id: int
+    constraint: OutputConstraint
+
+
+# ---- end of output constraints -------------------------------------------------------------------
+
 
 Request = (
     LoadModel
@@ -391,4 +434,5 @@ Request = (
     | PlanQuantize  # sizing a quantization with llama.cpp's dry run (issue 21 §2)
     | GenerateParallel  # several API requests decoded together (issue 23 §4)
     | CancelSequence
+    | CheckConstraint  # output constraints (issue 23 §1)
 )

@@ -29,6 +29,7 @@ import zlib
 from array import array
 from dataclasses import dataclass, field, replace
 
+from app.core.constraint.model import OutputConstraint
 from app.core.sampling.params import SamplerSettings
 
 DEFAULT_PER_TOKEN = 10  # alternatives kept per generated token (a setting)
@@ -89,6 +90,8 @@ class StoredStep:
         history: the tokens before the step (the prompt's kept tail, then the reply so far).
         texts: text of every id above and of ``drawn``.
         settings: the reply's sampler settings; seed: the seed it used.
+        constraint: the output format the reply was made under (the funnel's grammar column, the
+            grammar fed the reply's tokens before the step: the last ``step`` of ``history``); None: none.
     """
 
     reply_id: int
@@ -101,6 +104,7 @@ class StoredStep:
     texts: dict[int, str]
     settings: SamplerSettings
     seed: int
+    constraint: OutputConstraint | None = None
 
 
 @dataclass(frozen=True)
@@ -191,8 +195,11 @@ class ReplyAlternatives:
             outside=max(0.0, 1.0 - sum(c.p for c in cands)),
         )
 
-    def stored_step(self, step: int, reply_id: int, settings: SamplerSettings, seed: int) -> StoredStep:
-        """What :class:`~app.core.protocol.ComputeFunnel` carries to run the funnel on ``step``.
+    def stored_step(
+        self, step: int, reply_id: int, settings: SamplerSettings, seed: int, constraint: OutputConstraint | None = None
+    ) -> StoredStep:
+        """What :class:`~app.core.protocol.ComputeFunnel` carries to run the funnel on ``step`` (``constraint``:
+        the output format the reply was made under, None: none).
 
         Raises:
             IndexError: no such step.
@@ -215,6 +222,7 @@ class ReplyAlternatives:
             texts=texts,
             settings=settings,
             seed=seed,
+            constraint=constraint,
         )
 
     def head(self, n: int) -> ReplyAlternatives:

@@ -19,6 +19,7 @@ class FunnelStageKind(str, enum.Enum):
     """A column of the funnel: the raw model, a chain stage, or the draw."""
 
     MODEL = "model"
+    GRAMMAR = "grammar"  # the output constraint: llama.cpp's grammar sampler, first in the chain
     LOGIT_BIAS = "logit_bias"
     PENALTIES = "penalties"
     DRY = "dry"

@@ -244,7 +244,17 @@ class ParallelRunner:
         self._held.pop(seq_id, None)
         stops = tuple(gen.stop_strings) + m.prompt.stop_strings
         seq = Sequence(
-            req.request_id, gen, seq_id, tokens, m, self._inspector, self._send, self.n_ctx_seq, stops, cached
+            req.request_id,
+            gen,
+            seq_id,
+            tokens,
+            m,
+            self._inspector,
+            self._send,
+            self.n_ctx_seq,
+            stops,
+            cached,
+            self._llama_log,
         )
         self._active[seq_id] = seq
         self._send(

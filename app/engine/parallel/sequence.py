@@ -2,7 +2,8 @@
 
 A :class:`Sequence` holds what llama-server's slot holds: the prompt's tokens and how many are
 evaluated, the token sampled last and not yet evaluated, its own llama.cpp sampler chain
-(:func:`app.engine.funnel.make_chain`, the same chain a reply in the window gets), and its
+(:func:`app.engine.funnel.make_chain`, the same chain a reply in the window gets, with the output
+constraint's grammar sampler first when the request has one, drawn as :mod:`app.engine.constraint` draws), and its
 :class:`~app.engine.token_sink.TokenSink` (events, text, stop strings). The loop puts its tokens in the
 shared ``llama_batch`` and calls :meth:`Sequence.sample` with the batch index of its logits.
 
@@ -24,9 +25,12 @@ import numpy as np
 
 from app.core import protocol as P
 from app.core.chat.context import ContextPolicy, GenerationStats, StopReason
+from app.engine.constraint.grammar import constraint_gbnf
+from app.engine.constraint.sampler import draw_for, grammar_sampler
 from app.engine.errors import EngineError
 from app.engine.funnel import make_chain
 from app.engine.inspector import Inspector, Logits
+from app.engine.llama_log import LlamaLog
 from app.engine.loader import LoadedModel
 from app.engine.token_sink import TokenSink
 
@@ -37,7 +41,8 @@ UNREPORTED = ("llama_prefill_ms", "llama_decode_ms", "llama_n_prefill", "llama_n
 def prompt_tokens(m: LoadedModel, req: P.Generate) -> tuple[list[int], str]:
     """The request's prompt tokens and text, as a turn in the chat context renders them (the request's
     chat template, the context policy's fitting); call it only while no turn uses the prompt builder
-    (inside :meth:`~app.engine.parallel.gate.PersonFirst.api_step`).
+    (inside :meth:`~app.engine.parallel.gate.PersonFirst.api_step`). The request's ``tools`` are offered
+    to the template as :mod:`app.engine.turn` offers them.
 
     Raises:
         EngineError: ``bad_settings`` (sampler values out of range), ``template``, ``context_overflow``.
@@ -52,7 +57,9 @@ def prompt_tokens(m: LoadedModel, req: P.Generate) -> tuple[list[int], str]:
             fitted = b.fit_raw(req.raw_prompt)
         else:
             policy = ContextPolicy(req.context_policy or m.settings.context_policy)
-            fitted = b.fit(list(req.messages), req.continue_last, policy)
+            forced = req.tool_choice is not None and req.tool_choice.forced
+            with b.tools_offered(req.tools, forced):  # the request's tools, as a turn offers them
+                fitted = b.fit(list(req.messages), req.continue_last, policy)
         return fitted.tokens, fitted.text
 
 
@@ -70,6 +77,10 @@ class Sequence:
         n_ctx_seq: the sequence's context, tokens.
         stop_strings: every stop string (the request's and the prompt format's).
         cached: the prompt's first tokens its cells hold already (from the request before; fewer than the prompt's).
+        llama_log: the process's llama.cpp log (a constraint's grammar error is read from it).
+
+    Raises:
+        EngineError: ``constraint`` (the request's output constraint does not convert or parse).
 
     Attributes:
         prefilled: prompt tokens put in a batch so far; n_past: tokens in its KV cache.
@@ -89,6 +100,7 @@ class Sequence:
         n_ctx_seq: int,
         stop_strings: tuple[str, ...],
         cached: int = 0,
+        llama_log: LlamaLog | None = None,
     ) -> None:
         self.t0 = time.perf_counter_ns()
         self.request_id = request_id
@@ -100,7 +112,11 @@ class Sequence:
         self._n_vocab = m.vocab.n_tokens
         self.n_ctx_seq = n_ctx_seq
         self.seed = req.sampler.resolved_seed()
-        self.chain = make_chain(req.sampler, self.seed, tokens, m.vocab, n_ctx_seq)
+        gbnf = constraint_gbnf(req.constraint)
+        grammar = grammar_sampler(m.vocab.ptr, gbnf, llama_log) if gbnf is not None else None
+        self.chain = make_chain(req.sampler, self.seed, tokens, m.vocab, n_ctx_seq, grammar)  # it owns the grammar
+        self._draw = draw_for(req, self._n_vocab)
+        self.failure: EngineError | None = None  # the constraint allowed no token: it ends with Failed
         self.sink = TokenSink(
             vocab=m.vocab,
             inspector=inspector,
@@ -159,7 +175,12 @@ class Sequence:
         if self.sink.wants_logits:
             logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, index), shape=(self._n_vocab,))
             lse, cands = self.sink.look(logits)
-        token = int(llama_cpp.llama_sampler_sample(self.chain, ctx, index))
+        try:
+            token = int(self._draw(self.chain, ctx, index))
+        except EngineError as exc:  # the output constraint allows no token here
+            self.failure = exc
+            self.reason = StopReason.CANCELLED
+            return
         eog = self._m.vocab.is_eog(token)
         used = self.n_past if eog else min(self.n_past + 1, self.n_ctx_seq)
         ended = self.sink.take(token, used, logits, lse, cands)
@@ -175,11 +196,14 @@ class Sequence:
         token sampled last, which ended it, never is)."""
         return (self.tokens + self.sink.generated)[: self.n_past]
 
-    def finished(self) -> P.Finished:
-        """Its terminal event (sends what the sink holds first); frees its sampler chain."""
+    def finished(self) -> P.Finished | P.Failed:
+        """Its terminal event (sends what the sink holds first): Finished, or Failed when its output
+        constraint allowed no token; frees its sampler chain."""
         text = self.sink.finish()
         llama_cpp.llama_sampler_free(self.chain)
         self.chain = None
+        if self.failure is not None:
+            return P.Failed(self.request_id, self.failure.kind, self.failure.message)
         sink, layout = self.sink, self._m.layout
         n = self.generated
         t_pre = self.t_prefilled or time.perf_counter_ns()

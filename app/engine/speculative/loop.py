@@ -34,12 +34,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import llama_cpp
-
 from app.core import protocol as P
 from app.core.chat.context import ContextPolicy, StopReason
 from app.core.speculative.settings import SpeculationSettings
 from app.core.speculative.stats import RoundEnd, SpeculationStats
+from app.engine.constraint.sampler import draw_for
 from app.engine.decode import DecodeResult
 from app.engine.errors import CancelFlag
 from app.engine.forced import ForcedTokens
@@ -164,13 +163,14 @@ def speculative_loop(
     drafting = True
     want, keep_rows = sink.wants_logits, store is not None
     verifier = Verifier(llm, min(settings.draft_max + 1, llm.n_batch))
+    sample = draw_for(req, vocab.n_tokens)  # llama_sampler_sample, checked under an output constraint
     passes0 = drafter.forward_passes
 
     def draw(row: Logits | None, idx: int, context_used: int) -> tuple[int, StopReason | None]:
         """Sample at output row ``idx`` (-1: the last), record the step, hand the token to the sink."""
         lse, cands = sink.look(row) if want and row is not None else (0.0, ())
         ts = time.perf_counter_ns()
-        token = int(llama_cpp.llama_sampler_sample(chain, llm.ctx, idx))
+        token = int(sample(chain, llm.ctx, idx))
         tally.sample_ns += time.perf_counter_ns() - ts
         if forced is not None:
             token = forced.next(token)

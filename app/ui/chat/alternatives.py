@@ -102,7 +102,7 @@ class ChatAlternatives:
             return None
         meta = self.store.get_message(message_id).meta
         settings = meta.sampler if meta.sampler is not None else self._sampler()
-        stored = alts.stored_step(step, message_id, settings, meta.seed_used or 0)
+        stored = alts.stored_step(step, message_id, settings, meta.seed_used or 0, meta.constraint)
         live = self.shown.live_reply
         if live is not None and live[0] == message_id and message_id != self._streaming():
             offset = self.shown.live.alternatives_offset

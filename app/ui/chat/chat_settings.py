@@ -1,5 +1,5 @@
-"""The one owner of what applies to the chat shown: its sampler settings, system prompt and stop
-strings (:class:`~app.core.chat.chat_settings.ChatSettings`), and the rule for new chats.
+"""The one owner of what applies to the chat shown: its sampler settings, system prompt, stop
+strings and output format (:class:`~app.core.chat.chat_settings.ChatSettings`), and the rule for new chats.
 
 It follows the chat shown (:class:`~app.ui.chat.shown.ShownChat`): a stored chat's settings are
 its own (``Conversation.chat_settings``); a new chat's are the defaults (``Settings.new_chat``),
@@ -21,6 +21,7 @@ from dataclasses import replace
 from PySide6.QtCore import QObject, Signal
 
 from app.core.chat.chat_settings import ChatSettings, after_edit
+from app.core.constraint.model import OutputConstraint
 from app.core.conversations import ConversationStore
 from app.core.sampling.params import SamplerSettings
 from app.core.settings import Settings
@@ -55,6 +56,7 @@ class ChatSettingsController(QObject):
         self.store = store
         self._conv: int | None = None
         self._pending_system_prompt: str | None = None  # a new chat's, edited before its first message
+        self._pending_constraint: OutputConstraint | None = None  # a new chat's output format, likewise
         self._current = settings.settings.new_chat
         self._applying = False  # the panels are being set: what they emit meanwhile is not an edit
         shown.changed.connect(self._shown_changed)
@@ -71,6 +73,7 @@ class ChatSettingsController(QObject):
             return
         self._conv = state.conversation_id
         self._pending_system_prompt = None
+        self._pending_constraint = None
         if self._conv is None:
             self._set(self.settings.settings.new_chat)
             return
@@ -84,7 +87,8 @@ class ChatSettingsController(QObject):
         if self._conv is None:
             pending = self._pending_system_prompt
             new = s.new_chat
-            self._set(new if pending is None else replace(new, system_prompt=pending))
+            new = new if pending is None else replace(new, system_prompt=pending)
+            self._set(new if self._pending_constraint is None else replace(new, constraint=self._pending_constraint))
 
     def _set(self, cs: ChatSettings) -> None:
         if cs != self._current:
@@ -105,6 +109,11 @@ class ChatSettingsController(QObject):
         if self._edit(replace(self._current, system_prompt=text)):
             self.system_prompt_edited.emit(text)
 
+    def edit_constraint(self, constraint: OutputConstraint) -> None:
+        """The person chose the output format of the chat shown (or of the new chat about to start); it is
+        the chat's own (never a default for new chats)."""
+        self._edit(replace(self._current, constraint=constraint))
+
     def use_system_prompt_for_new_chats(self) -> None:
         """Make the system prompt shown the default of every new chat."""
         self.settings.update(system_prompt=self._current.system_prompt)
@@ -122,9 +131,13 @@ class ChatSettingsController(QObject):
                 sampler=after.sampler if after.sampler != before.sampler else None,
                 system_prompt=after.system_prompt if after.system_prompt != before.system_prompt else None,
                 stop_strings=after.stop_strings if after.stop_strings != before.stop_strings else None,
+                constraint=after.constraint if after.constraint != before.constraint else None,
             )
-        elif after.system_prompt != before.system_prompt:
-            self._pending_system_prompt = after.system_prompt
+        else:
+            if after.system_prompt != before.system_prompt:
+                self._pending_system_prompt = after.system_prompt
+            if after.constraint != before.constraint:
+                self._pending_constraint = after.constraint
         defaults = self.settings.settings.new_chat
         carried = after_edit(defaults, before, after)
         if carried != defaults:

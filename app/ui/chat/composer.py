@@ -6,7 +6,7 @@ import math
 
 from PySide6.QtCore import QEvent, QRectF, Qt, Signal
 from PySide6.QtGui import QFontMetricsF, QKeyEvent, QResizeEvent, QShowEvent, QTextCursor, QTextOption
-from PySide6.QtWidgets import QFrame, QGridLayout, QPlainTextEdit, QPushButton, QWidget
+from PySide6.QtWidgets import QFrame, QGridLayout, QHBoxLayout, QPlainTextEdit, QPushButton, QWidget
 
 from app.ui.common.elided_label import ElidedLabel
 from app.ui.common.severity import Severity
@@ -151,7 +151,10 @@ class Composer(QFrame):
         self.count.setFixedHeight(self.count.fontMetrics().height())
         lay.addWidget(self.box, 0, 0)
         lay.addWidget(self.button, 0, 1, Qt.AlignmentFlag.AlignBottom)
-        lay.addWidget(self.count, 1, 0)
+        self._footer = QHBoxLayout()
+        self._footer.setContentsMargins(0, 0, 0, 0)
+        self._footer.addWidget(self.count, 1)
+        lay.addLayout(self._footer, 1, 0, 1, 2)
         lay.setColumnStretch(0, 1)
         self.box.submitted.connect(self._submit)
         self.box.stop_requested.connect(self.stop_requested)
@@ -159,6 +162,10 @@ class Composer(QFrame):
         self.setFocusProxy(self.box)
         self._generating = False
         self._held = ""  # why Send is held ("" when it is not): set_held
+
+    def add_to_footer(self, widget: QWidget) -> None:
+        """Put ``widget`` on the line under the box, right of the draft's count (the output format's chip)."""
+        self._footer.addWidget(widget, 0, Qt.AlignmentFlag.AlignVCenter)
 
     @property
     def draft(self) -> str:

@@ -10,8 +10,7 @@ The pieces it composes, each the one owner of its part:
 
 - :class:`~app.ui.chat.shown.ShownChat`: the chat and turn shown, which the panels follow (this
   controller tells it what it built on screen);
-- :class:`~app.ui.chat.chat_settings.ChatSettingsController`: what applies to the chat shown
-  (sampler, system prompt, stop strings) and the rule for new chats;
+- :class:`~app.ui.chat.chat_settings.ChatSettingsController`: what applies to the chat shown, and the rule for new chats;
 - :class:`~app.ui.chat.reply.ReplyInFlight`: the reply being written, streamed into by
   :class:`~app.ui.chat.streaming.ReplyStreaming` (the engine's events);
 - :mod:`app.ui.chat.presenter`: what a stored message's widget shows.
@@ -38,7 +37,7 @@ from app.ui.chat.chat_settings import ChatSettingsController
 from app.ui.chat.composer import Composer
 from app.ui.chat.drafts import Drafts
 from app.ui.chat.message import MessageAction, MessageWidget
-from app.ui.chat.presenter import ContinueRule, MessageLook, stored_look
+from app.ui.chat.presenter import ContinueRule, MessageLook, stored_look, tool_result_title
 from app.ui.chat.reply import ReplyInFlight, new_reply_meta
 from app.ui.chat.shown import ShownChat
 from app.ui.chat.streaming import ReplyStreaming
@@ -290,15 +289,15 @@ class ChatController(QObject):
             history = (ChatMessage(Role.SYSTEM, system),) if system else ()
         return (*history, ChatMessage(Role.USER, draft))
 
-    def send(self, text: str) -> bool:
-        """Append the person's message and ask for a reply. Returns False if nothing was sent
-        (the text then stays in the box)."""
+    def send(self, text: str, *, from_composer: bool = True) -> bool:
+        """Append a message, ask for a reply; False if not sent (text kept). Not from_composer: a tool's result."""
         if self.busy:
             self._say_busy()
             return False
         if not self._engine_ready():
             return False
-        self.composer.take_draft()  # sent: not a draft of the chat it is sent in, nor of the one it makes
+        if from_composer:
+            self.composer.take_draft()  # sent: not a draft of the chat it is sent in, nor of the one it makes
         if self.conversation_id is not None and self.store.get_conversation(self.conversation_id).deleted_at:
             # The chat shown was deleted (Undo still possible): never write into the trash.
             self.shown.show(None, ())
@@ -312,12 +311,13 @@ class ChatController(QObject):
                 model_path=model.info.path if model else "",
                 sampler=cs.sampler,
                 stop_strings=cs.stop_strings,
+                constraint=cs.constraint,
             )
             self.shown.show(conv, ())
             self.conversation_changed.emit(conv)
         path = self.store.active_path(conv)
         mid = self.store.add_message(conv, path[-1].id if path else None, Role.USER, text)
-        self.view.add_message(Role.USER, text, message_id=mid)
+        self.view.add_message(Role.USER, text, tool_result_title(text), message_id=mid)
         self.conversations_changed.emit()
         return self._start_reply(parent_id=mid, sent_user=(mid, text))
 

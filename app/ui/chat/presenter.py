@@ -11,6 +11,7 @@ reply being written, :func:`ended_look` for a reply that just ended; the widget 
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -118,10 +119,25 @@ class MessageLook:
 
 
 def title_of(m: Message) -> str:
-    """A message's header name: a reply's model ("" for a question: the widget says "You")."""
+    """A message's header name: a reply's model, "Tool result · add" for a tool's result (MCP tools in the
+    chat), "" for a question (the widget says "You")."""
+    if m.role is Role.USER:
+        return tool_result_title(m.content)
     if m.role is not Role.ASSISTANT:
         return ""
     return m.meta.model_name or (Path(m.meta.model_path).stem if m.meta.model_path else "Assistant")
+
+
+def tool_result_title(text: str) -> str:
+    """ "Tool result · <tool>" when ``text`` is a tool's result as the chat stores it
+    (:func:`app.core.tools.history.tool_result_text`, one per line), else ""."""
+    if not text.startswith('{"tool_response"'):
+        return ""
+    try:
+        name = json.loads(text.split("\n", 1)[0])["tool_response"]["name"]
+    except (ValueError, KeyError, TypeError):
+        return ""
+    return f"Tool result · {name}" if isinstance(name, str) and name else "Tool result"
 
 
 def stored_look(

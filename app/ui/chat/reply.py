@@ -126,7 +126,7 @@ def new_reply_meta(
     server's: the provenance names the server, not a file), the engine build (``ready``), the chat's
     settings ``cs`` and ``system_prompt``, the person's ``chat_template`` override (None: the GGUF's)."""
     if model is None:
-        return MessageMeta(sampler=cs.sampler, stop_strings=cs.stop_strings)
+        return MessageMeta(sampler=cs.sampler, stop_strings=cs.stop_strings, constraint=cs.constraint)
     remote = model.remote
     if remote is not None:
         engine = remote.engine_label
@@ -143,4 +143,5 @@ def new_reply_meta(
         engine=engine,
         endpoint=remote.base_url if remote is not None else "",
         stop_strings=cs.stop_strings,
+        constraint=cs.constraint,
     )

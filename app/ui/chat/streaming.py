@@ -18,7 +18,9 @@ from PySide6.QtCore import QObject, Signal
 from app.core import protocol as P
 from app.core.chat.chat_settings import ChatSettings
 from app.core.chat.context import ChatMessage, GenerationStats, StopReason
+from app.core.constraint.model import ConstraintKind
 from app.core.conversations import ConversationStore, MessageMeta
+from app.core.mcp.offer import ToolOffer
 from app.ui.chat.alternatives import ChatAlternatives
 from app.ui.chat.composer import Composer
 from app.ui.chat.presenter import (
@@ -98,6 +100,9 @@ class ReplyStreaming(QObject):
         self._rule = rule
         self._repairs = repairs
         self.reply: ReplyInFlight | None = None
+        # The tools a new reply offers the model, from its history and message id (the window's MCP
+        # ChatTools sets it; None: none).
+        self.tool_offer: Callable[[tuple[ChatMessage, ...], int], ToolOffer | None] | None = None
         engine.prompt_prepared.connect(self._on_prompt)
         engine.prefill_progressed.connect(self.turn.on_prefill)
         engine.token_received.connect(self._on_token)
@@ -119,7 +124,8 @@ class ReplyStreaming(QObject):
         keep_logits: bool,
     ) -> int | None:
         """Ask the engine for ``reply`` (already shown as thinking) from ``messages`` with the chat's
-        settings ``cs``; returns the request id (None: not sent, the reply is marked "not sent")."""
+        settings ``cs`` (and the tools :attr:`tool_offer` gives a new reply); returns the request id
+        (None: not sent, the reply is marked "not sent")."""
         self.reply = reply
         self.turn.start(reply.message_id)
         # The Timeline and the funnel count the reply's tokens (its earlier ones too).
@@ -136,6 +142,10 @@ class ReplyStreaming(QObject):
             chat_template=chat_template,
             alternatives=self.settings.settings.alternatives_per_token,
             reply_prefix=reply_prefix,
+            constraint=cs.constraint if cs.constraint.kind != ConstraintKind.NONE else None,
+            tools=self.tool_offer(tuple(messages), reply.message_id)
+            if self.tool_offer is not None and not continue_last and not reply_prefix
+            else None,
         )
         if rid is None:
             self._abandon()

@@ -13,9 +13,17 @@ from pathlib import Path
 
 from app.core.chat.chat_settings import typed_stop_string
 from app.core.chat.context import ContextPolicy, GenerationStats, StopReason
+from app.core.constraint.model import ConstraintKind
 from app.core.conversations import MessageMeta
 from app.core.sampling.params import order_text
 from app.ui.speculative.figures import detail_lines, footer_part
+
+#: A reply's output format in its Details.
+FORMAT_NAMES = {
+    ConstraintKind.JSON: "JSON",
+    ConstraintKind.JSON_SCHEMA: "a JSON schema",
+    ConstraintKind.GBNF: "a GBNF grammar",
+}
 
 __all__ = ["reply_details", "reply_footer", "seconds", "stats_footer", "tok_s", "tokens", "ttft"]
 
@@ -80,7 +88,8 @@ def stats_footer(meta: MessageMeta) -> str:
 
 
 def reply_details(meta: MessageMeta) -> str:
-    """The Details tooltip of a reply (lines): model, quant, load, sampler, seed, stop strings, tokens, speeds, engine.
+    """The Details tooltip of a reply (lines): model, quant, load, sampler, seed, stop strings, output format,
+    tokens, speeds, engine.
 
     Empty when the reply has no record of how it was made.
     """
@@ -103,6 +112,10 @@ def reply_details(meta: MessageMeta) -> str:
         lines.append(f"seed {s.seed if s.seed is not None else 'random'}")
     if meta.stop_strings:
         lines.append("stop strings: " + ", ".join(f"“{typed_stop_string(x)}”" for x in meta.stop_strings))
+    if meta.constraint.kind != ConstraintKind.NONE:
+        lines.append(
+            f"output format: {FORMAT_NAMES[meta.constraint.kind]} (llama.cpp's grammar sampler, first in the chain)"
+        )
     st = meta.stats
     if st is not None:
         lines.append(

@@ -54,6 +54,8 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from app.core import protocol as P
 from app.core.chat.context import ChatMessage, ContextPolicy, LoadSettings
+from app.core.constraint.model import OutputConstraint
+from app.core.mcp.offer import ToolOffer
 from app.core.protocol.parallel import MAX_SEQUENCES
 from app.core.remote import RemoteEndpoint
 from app.core.sampling.alternatives import StoredStep
@@ -120,6 +122,8 @@ class EngineClient(QObject):
             (:attr:`external_queue`, :attr:`external_in_flight`).
         sequences_progressed(object): :class:`~app.core.protocol.SequencesProgressed`, the engine's
             parallel API sequences now (a few times a second while any is in flight).
+        constraint_checked(object): :class:`~app.core.protocol.ConstraintChecked` or
+            :class:`~app.core.protocol.Failed` for :meth:`check_constraint`.
         sweep_started(int), sweep_progressed(object), sweep_ended(object): a depth sweep
             (:meth:`sweep_depth`) was sent; one :class:`~app.core.protocol.DepthMeasured`; it is over:
             :class:`~app.core.protocol.DepthSwept`, :class:`~app.core.protocol.Failed`, or None when the
@@ -154,6 +158,7 @@ class EngineClient(QObject):
     sweep_started = Signal(int)
     sweep_progressed = Signal(P.DepthMeasured)
     sweep_ended = Signal(object)  # P.DepthSwept | P.Failed | None
+    constraint_checked = Signal(object)  # P.ConstraintChecked | P.Failed
 
     def __init__(
         self, log_path: str | None = None, parent: QObject | None = None, *, host_factory: HostFactory | None = None
@@ -204,6 +209,8 @@ class EngineClient(QObject):
             (K.SWEEP, P.Failed): self._sweep_ended,
             (K.EMBED, P.Embedded): self._embed_ended,
             (K.EMBED, P.Failed): self._embed_ended,
+            (K.CHECK, P.ConstraintChecked): self.constraint_checked.emit,
+            (K.CHECK, P.Failed): self.constraint_checked.emit,
         }
         # Events that answer no request.
         self._notices: dict[type, Callable[[Any], None]] = {
@@ -330,13 +337,17 @@ class EngineClient(QObject):
         chat_template: str | None = None,
         alternatives: int = 0,
         reply_prefix: tuple[int, ...] = (),
+        constraint: OutputConstraint | None = None,
+        tools: ToolOffer | None = None,
     ) -> int | None:
         """Start a reply. Returns the request id, or None when not ready (nothing is sent).
 
         ``keep_logits``: the engine keeps the reply's logits per step for :meth:`compute_funnel`.
         ``chat_template``: the person's template for this model (None: the GGUF's).
         ``alternatives``: top candidates per token sent back with Finished; ``reply_prefix``: the
-        tokens the reply starts with (a branch from an alternative); see :class:`P.Generate`.
+        tokens the reply starts with (a branch from an alternative); ``constraint``: the chat's output
+        format (None: free text); ``tools``: the tools offered to the model, their choice, and for a
+        forced call its constraint (MCP tools in a chat; it replaces ``constraint``); see :class:`P.Generate`.
         """
         if self._link.host is None or self._state != EngineState.READY:
             return None
@@ -356,6 +367,9 @@ class EngineClient(QObject):
             chat_template=chat_template,
             alternatives=alternatives,
             reply_prefix=tuple(reply_prefix),
+            constraint=tools.constraint if tools is not None and tools.constraint is not None else constraint,
+            tools=tools.tools if tools is not None else (),
+            tool_choice=tools.choice if tools is not None else None,
         )
         if self._queue.serial_in_flight:  # an external request is in the engine: this reply goes next
             self._queue.hold(req)
@@ -425,6 +439,17 @@ class EngineClient(QObject):
         if self._link.host is None or self.model is None or self.remote is not None:
             return None
         return self._ask(K.COUNT, lambda rid: P.CountPrompt(rid, tuple(messages), chat_template, policy))
+
+    def check_constraint(self, constraint: OutputConstraint) -> int | None:
+        """Ask the engine whether ``constraint`` converts and parses (answered at once, while a reply streams too).
+
+        Returns:
+            The request id (answered by :attr:`constraint_checked`), or None with no model or a remote
+            engine (nothing is sent).
+        """
+        if self._link.host is None or self.model is None or self.remote is not None:
+            return None
+        return self._ask(K.CHECK, lambda rid: P.CheckConstraint(rid, constraint))
 
     def inspect_token(self, position: int, token_id: int, turn_start: int = -1) -> int | None:
         """Ask the engine to inspect one context position (answered while a reply streams too).

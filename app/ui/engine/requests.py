@@ -27,6 +27,7 @@ class RequestKind(enum.Enum):
     INSPECT = "inspect"  # InspectToken
     SWEEP = "sweep"  # SweepDepth (at most one; it holds the chat context like a reply)
     EMBED = "embed"  # Embed (the local API's embeddings; several may wait, the engine runs them in turn)
+    CHECK = "check"  # CheckConstraint (an output format checked, issue 23 §1)
 
 
 class RequestTable:

@@ -30,6 +30,7 @@ LEGEND = (
 #: Each stage's column name in the table (and in every tooltip that names a stage).
 SHORT: dict[FunnelStageKind, str] = {
     FunnelStageKind.MODEL: "model",
+    FunnelStageKind.GRAMMAR: "gram",
     FunnelStageKind.LOGIT_BIAS: "bias",
     FunnelStageKind.PENALTIES: "pen",
     FunnelStageKind.DRY: "DRY",
@@ -99,6 +100,12 @@ FOOTER_HELP: dict[FooterRow, str] = {
 STAGE_HELP: dict[FunnelStageKind, str] = {
     FunnelStageKind.MODEL: (
         "model: the raw model's probabilities (the softmax of its logits at temperature 1), before any sampler stage."
+    ),
+    FunnelStageKind.GRAMMAR: (
+        "gram: the chat's output format (JSON, a JSON schema or a GBNF grammar), run by llama.cpp's grammar "
+        "sampler first in the chain: every token that cannot continue the reply as the grammar allows is cut "
+        "(its state is the reply's tokens before this step). Once the grammar is complete only end-of-"
+        "generation tokens are left, so the reply stops."
     ),
     FunnelStageKind.LOGIT_BIAS: (
         "bias: logit bias, before every other stage: each listed token's bias is added to its logit "

@@ -324,7 +324,8 @@ class FunnelPanel(QWidget):
         self.mode_label.setStyleSheet(f"color: {palette.GREEN if as_drawn else palette.AMBER};")
         self.mode_label.setToolTip(AS_DRAWN_HELP if as_drawn else WHAT_IF_HELP)
         self.own_button.setVisible(not as_drawn)
-        self.order_label.setText(wrappable(order_text(funnel.settings)))
+        grammar = any(st.kind == FunnelStageKind.GRAMMAR for st in funnel.stages)  # an output format: first
+        self.order_label.setText(wrappable(("grammar→" if grammar else "") + order_text(funnel.settings)))
         note = funnel_note(funnel)
         self.note.setText(note or "")
         self.note.setVisible(note is not None)

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from app.core.hardware.fit import SystemMemory
     from app.paths import Paths
     from app.ui.engine.client import EngineClient
+    from app.ui.mcp.entry import McpLauncher
     from app.ui.models import ModelsWindow
     from app.ui.quant.compare_entry import CompareLauncher
     from app.ui.window.main_window import MainWindow
@@ -54,7 +55,22 @@ def create_window(paths: Paths, engine: EngineClient | None = None) -> MainWindo
     if recent:
         window.open_conversation(recent[0].id)
     add_compare_window(window)
+    add_mcp_servers(window)
     return window
+
+
+def add_mcp_servers(window: MainWindow) -> McpLauncher:
+    """Tools → MCP servers… (issue 23 §2): the person's MCP servers, connected while the window runs
+    (closed when it closes), their dialog, and their tools in the chat (Tools → Use MCP tools in chats)."""
+    from app.ui.mcp.chat_tools import ChatTools
+    from app.ui.mcp.entry import McpLauncher
+    from app.ui.mcp.servers import McpServers
+
+    servers = McpServers(window.settings_ctl, watch=window, parent=window)
+    launcher = McpLauncher(window, servers)
+    launcher.add_to(window.menus.actions.tools_menu)
+    ChatTools(servers, window.chat, window.engine, window.notices, window)
+    return launcher
 
 
 def add_compare_window(window: MainWindow) -> CompareLauncher:

@@ -33,6 +33,7 @@ from app.ui.chat.view import ChatView
 from app.ui.common.accessibility import name_widgets
 from app.ui.common.repaint_clock import RepaintClock
 from app.ui.common.severity import Severity
+from app.ui.constraint.feature import OutputFormat
 from app.ui.depth_sweep.feature import DepthSweep
 from app.ui.engine.client import EngineClient
 from app.ui.funnel.controller import FunnelController
@@ -156,6 +157,7 @@ class MainWindow(QMainWindow):
         self.chat_notices = ChatNotices(page, chats, conversations, engine, notices, self.load_model)
         self.base_model = BaseModelNotice(chat, engine, settings, notices, self.show_template, self)
         self.bias_vocabulary = BiasVocabularyCheck(chat_settings, engine, notices, self)
+        self.output_format = OutputFormat(engine, chat_settings, composer, self, self)  # the chat's output format
         sampler = self.sampler_panel
         self.per_chat = PerChatSettings(chat, chat_settings, settings, sampler, self.funnel, notices)
         self.token_panels = TokenPanels(chat, self.funnel, p, settings, self.shown)

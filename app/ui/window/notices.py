@@ -42,6 +42,7 @@ class NoticeTopic(str, enum.Enum):
     CONTEXT = "context"  # the context filled (a reply stopped at n_ctx, or old turns were dropped)
     DELETED_MESSAGE = "deleted-message"  # Undo of a message deletion, until the chat changes
     SEND = "send"  # a message sent that could not be answered (too long for n_ctx...), until the chat changes
+    TOOL = "tool"  # an MCP tool call running, or how it failed (app/ui/mcp/chat_tools.py)
     BASE_MODEL = "base-model"  # the model has no chat template: a plain transcript (app/ui/window/base_model.py)
     LOGIT_BIAS = "logit-bias"  # the logit bias was set for another vocabulary (app/ui/window/bias_vocabulary.py)
     INTERNAL_ERROR = "internal-error"  # an unexpected error in the window (app/diagnostics.py), with its log

@@ -1,0 +1,257 @@
+"""app/core/tools: OpenAI's tools / tool_choice read and checked, the forced-call constraint, the
+calls models write read back, and which chat templates offer tools."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from app.core.chat.context import ChatMessage, Role
+from app.core.constraint.model import ConstraintKind
+from app.core.gguf.gguf_info import read_gguf_info
+from app.core.tools.calls import parse_tool_calls
+from app.core.tools.forced import forced_call_constraint
+from app.core.tools.history import template_messages, tool_calls_text, tool_result_text
+from app.core.tools.spec import (
+    ToolCall,
+    ToolChoice,
+    ToolChoiceKind,
+    ToolError,
+    parse_tool_choice,
+    parse_tools,
+)
+from app.core.tools.template import template_supports_tools, tools_system_prompt
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "unit": {"enum": ["C", "F"]}},
+            "required": ["city", "unit"],
+        },
+    },
+}
+TIME = {"type": "function", "function": {"name": "get_time"}}
+
+
+def test_tools_are_read_with_their_schema_and_a_missing_schema_means_no_arguments():
+    tools = parse_tools([WEATHER, TIME])
+    assert [t.name for t in tools] == ["get_weather", "get_time"]
+    assert tools[0].description == "The weather in a city."
+    assert tools[0].parameters["required"] == ["city", "unit"]
+    assert tools[1].parameters == {"type": "object", "properties": {}}
+    assert tools[0].openai() == WEATHER
+    assert parse_tools(None) == ()
+
+
+@pytest.mark.parametrize(
+    ("raw", "param", "words"),
+    [
+        ({"type": "function"}, "tools", "must be a list"),
+        ([{"type": "code_interpreter"}], "tools[0]", "only functions"),
+        ([{"type": "function", "function": "f"}], "tools[0].function", "must be an object"),
+        ([{"type": "function", "function": {"name": "has space"}}], "tools[0].function.name", "1 to 64"),
+        ([TIME, TIME], "tools[1].function.name", "given twice"),
+        (
+            [{"type": "function", "function": {"name": "f", "parameters": "x"}}],
+            "tools[0].function.parameters",
+            "JSON schema",
+        ),
+        (
+            [{"type": "function", "function": {"name": "f", "description": 3}}],
+            "tools[0].function.description",
+            "string",
+        ),
+    ],
+)
+def test_bad_tools_are_refused_naming_the_item(raw, param, words):
+    with pytest.raises(ToolError, match=words) as err:
+        parse_tools(raw)
+    assert err.value.param == param
+
+
+def test_tool_choice_is_read_and_checked_against_the_tools():
+    tools = parse_tools([WEATHER, TIME])
+    assert parse_tool_choice(None, tools) == ToolChoice(ToolChoiceKind.AUTO)
+    assert parse_tool_choice(None, ()) == ToolChoice(ToolChoiceKind.NONE)
+    assert parse_tool_choice("required", tools).forced
+    assert not parse_tool_choice("auto", tools).forced and not parse_tool_choice("none", tools).forced
+    named = parse_tool_choice({"type": "function", "function": {"name": "get_time"}}, tools)
+    assert named == ToolChoice(ToolChoiceKind.FUNCTION, "get_time") and named.forced
+    with pytest.raises(ToolError, match="not in 'tools' \\(get_weather, get_time\\)"):
+        parse_tool_choice({"type": "function", "function": {"name": "nope"}}, tools)
+    with pytest.raises(ToolError, match="lists none"):
+        parse_tool_choice("required", ())
+    for bad in ("always", "function", 3, {"type": "function"}):
+        with pytest.raises(ToolError):
+            parse_tool_choice(bad, tools)
+
+
+def test_the_forced_constraint_is_a_call_of_the_named_tool_or_any_of_them():
+    tools = parse_tools([WEATHER, TIME])
+    named = forced_call_constraint(tools, ToolChoice(ToolChoiceKind.FUNCTION, "get_weather"))
+    assert named.kind is ConstraintKind.JSON_SCHEMA
+    schema = json.loads(named.text)
+    good = {"name": "get_weather", "arguments": {"city": "Oslo", "unit": "C"}}
+    jsonschema.validate(good, schema)
+    for bad in (
+        {"name": "get_time", "arguments": {}},
+        {"name": "get_weather", "arguments": {"city": "Oslo"}},
+        {"name": "get_weather", "arguments": {"city": "Oslo", "unit": "K"}},
+        {"name": "get_weather"},
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)
+    anyone = json.loads(forced_call_constraint(tools, ToolChoice(ToolChoiceKind.REQUIRED)).text)
+    jsonschema.validate(good, anyone)
+    jsonschema.validate({"name": "get_time", "arguments": {}}, anyone)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"name": "other", "arguments": {}}, anyone)
+    with pytest.raises(ValueError, match="does not force"):
+        forced_call_constraint(tools, ToolChoice(ToolChoiceKind.AUTO))
+    with pytest.raises(ValueError, match="not among"):
+        forced_call_constraint(tools, ToolChoice(ToolChoiceKind.FUNCTION, "nope"))
+
+
+def test_llama_cpp_python_turns_the_forced_constraint_into_a_grammar():
+    """The engine converts the schema with llama-cpp-python's converter: ``const`` and ``anyOf`` must survive."""
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    tools = parse_tools([WEATHER, TIME])
+    gbnf = json_schema_to_gbnf(forced_call_constraint(tools, ToolChoice(ToolChoiceKind.REQUIRED)).text)
+    assert '\\"get_weather\\"' in gbnf and '\\"get_time\\"' in gbnf and "root ::=" in gbnf
+
+
+def _calls(text, names=None):
+    return [(c.name, json.loads(c.arguments)) for c in parse_tool_calls(text, names).calls]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>',  # Hermes / Qwen
+        '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}',  # left open at the end token
+        '{"name": "get_weather", "parameters": {"city": "Oslo"}}',  # Llama 3.1
+        '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Oslo"}}',
+        '  {"name": "get_weather", "arguments": "{\\"city\\": \\"Oslo\\"}"}\n',  # arguments as JSON text
+        '[{"name": "get_weather", "arguments": {"city": "Oslo"}}]',
+        '```json\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n```',
+        '{"tool_call": {"name": "get_weather", "arguments": {"city": "Oslo"}}}',  # llama.cpp's generic
+        '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Oslo"}}]',  # Mistral
+        '{"type": "function", "function": {"name": "get_weather", "arguments": "{\\"city\\":\\"Oslo\\"}"}}',
+    ],
+)
+def test_each_shape_models_write_is_read_as_one_call(text):
+    parsed = parse_tool_calls(text)
+    assert _calls(text) == [("get_weather", {"city": "Oslo"})]
+    assert parsed.content == ""
+    assert parsed.calls[0].id.startswith("call_") and len(parsed.calls[0].id) == 29
+
+
+def test_several_calls_and_the_text_around_them():
+    text = (
+        "Let me check both.\n<tool_call>\n"
+        '{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>\n'
+        '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>'
+    )
+    parsed = parse_tool_calls(text)
+    assert parsed.content == "Let me check both."
+    assert [c.name for c in parsed.calls] == ["get_weather", "get_time"]
+    assert len({c.id for c in parsed.calls}) == 2
+    llama = '{"name": "get_weather", "parameters": {"city": "Oslo"}}; {"name": "get_time", "parameters": {}}'
+    assert _calls(llama) == [("get_weather", {"city": "Oslo"}), ("get_time", {})]
+    generic = '{"tool_calls": [{"name": "get_time", "arguments": {}}, {"name": "get_time", "arguments": {}}]}'
+    assert len(_calls(generic)) == 2
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The weather in Oslo is mild.",
+        '{"city": "Oslo", "temperature": 4}',  # JSON, but not a call
+        '{"name": "Oslo"}',  # a name and no arguments: data, not a call
+        '{"name": "get_weather", "arguments": [1, 2]}',  # arguments not an object
+        '{"name": "get_weather", "arguments": "not json"}',
+        '<tool_call>{"name": "get_weather", "argu</tool_call>',  # cut off inside
+        '{"name": "get_weather", "arguments": {}} and then some words',
+        "",
+    ],
+)
+def test_anything_else_is_content_never_half_a_call(text):
+    parsed = parse_tool_calls(text)
+    assert parsed.calls == () and parsed.content == text.strip()
+
+
+def test_a_call_of_a_tool_not_offered_is_content():
+    text = '{"name": "rm_rf", "arguments": {}}'
+    assert _calls(text) == [("rm_rf", {})]
+    assert parse_tool_calls(text, names={"get_weather"}).calls == ()
+
+
+def test_history_text_reads_back_as_the_same_calls():
+    calls = [ToolCall.new("get_weather", {"city": "Zürich"}), ToolCall("call_1", "get_time", "")]
+    text = tool_calls_text("Checking.", calls)
+    assert text.startswith("Checking.\n") and "Zürich" in text
+    assert _calls(text.split("\n", 1)[1]) == [("get_weather", {"city": "Zürich"}), ("get_time", {})]
+    result = json.loads(tool_result_text("get_weather", "call_1", '{"temp": 4}'))
+    assert result == {"tool_response": {"name": "get_weather", "tool_call_id": "call_1", "content": '{"temp": 4}'}}
+
+
+QWEN_LIKE = (
+    "{%- if tools %}{{- '<|im_start|>system\\n# Tools\\n' }}{%- for tool in tools %}{{- tool | tojson }}"
+    "{%- endfor %}{%- endif %}{%- for message in messages %}{{ message.content }}{%- endfor %}"
+)
+
+
+def test_a_template_offers_tools_when_its_jinja_reads_the_tools_variable(smollm2):
+    assert template_supports_tools(QWEN_LIKE)
+    assert template_supports_tools("{% set t = tools | default([]) %}{{ messages[0].content }}")
+    assert not template_supports_tools("{{ 'tools are not used here' }}{{ messages[0].content }}")
+    assert not template_supports_tools("You may use tools. {{ messages[0].content }}")  # text, not code
+    assert not template_supports_tools("{{ message.tools_used }}")
+    assert not template_supports_tools(None) and not template_supports_tools("")
+    smol = read_gguf_info(smollm2).chat_template
+    assert smol and not template_supports_tools(smol)  # SmolLM2's ChatML template has no tools
+
+
+def test_the_system_prompt_lists_each_tool_and_the_call_shape():
+    text = tools_system_prompt(parse_tools([WEATHER, TIME]))
+    assert '"name": "get_weather"' in text and '"name": "get_time"' in text
+    assert '"required": ["city", "unit"]' in text and '{"name": <the tool' in text
+
+
+def test_a_tool_aware_template_gets_the_calls_and_results_back_as_its_messages():
+    calls = [ToolCall("call_a", "get_weather", '{"city": "Oslo"}'), ToolCall("call_b", "get_time", "{}")]
+    results = "\n".join(
+        [tool_result_text("get_weather", "call_a", "4 C"), tool_result_text("get_time", "call_b", "9:00")]
+    )
+    history = [
+        ChatMessage(Role.USER, "Weather and time?"),
+        ChatMessage(Role.ASSISTANT, tool_calls_text("Checking.", calls)),
+        ChatMessage(Role.USER, results),
+        ChatMessage(Role.ASSISTANT, '{"answer": 4}'),  # JSON, but not a call: as it is
+        ChatMessage(Role.USER, '{"tool_response": "not one"}'),
+    ]
+    out = template_messages(history)
+    assert out[0] == {"role": "user", "content": "Weather and time?"}
+    assert out[1] == {
+        "role": "assistant",
+        "content": "Checking.",
+        "tool_calls": [
+            {"id": "call_a", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}},
+            {"id": "call_b", "type": "function", "function": {"name": "get_time", "arguments": {}}},
+        ],
+    }
+    assert out[2:4] == [
+        {"role": "tool", "tool_call_id": "call_a", "name": "get_weather", "content": "4 C"},
+        {"role": "tool", "tool_call_id": "call_b", "name": "get_time", "content": "9:00"},
+    ]
+    assert out[4] == {"role": "assistant", "content": '{"answer": 4}'}
+    assert out[5] == {"role": "user", "content": '{"tool_response": "not one"}'}
+    unanswered = template_messages([ChatMessage(Role.ASSISTANT, tool_calls_text("", calls[:1]))])
+    assert unanswered[0]["content"] == "" and unanswered[0]["tool_calls"][0]["id"] == "call_0_0"
