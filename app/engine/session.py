@@ -335,6 +335,9 @@ class Session:
         """
         with self._model_lock:
             m = self._require()
+            if self._parallel is not None and not self._parallel.alive:  # a bug ended its loop
+                self._parallel.close()
+                self._parallel = None
             if self._parallel is None:
                 self._parallel = ParallelRunner(m, self.emit, self._gate, self.llama_log)
             self._parallel.submit(req)

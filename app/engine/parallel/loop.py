@@ -114,6 +114,11 @@ class ParallelRunner:
         self._thread.start()
 
     # ------------------------------------------------------------------ other threads
+    @property
+    def alive(self) -> bool:
+        """The loop runs (False after a bug ended it: the session makes a new runner)."""
+        return self._thread.is_alive()
+
     def submit(self, req: P.GenerateParallel) -> None:
         """Queue ``req`` (the pipe reader's thread).
 
