@@ -148,3 +148,25 @@ def test_with_parallel_sequences_api_requests_go_together_and_the_persons_reply_
         qtbot.waitUntil(lambda: client.external_in_flight_tickets == () and not client.generating, timeout=WAIT_MS)
     finally:
         client.shutdown()
+
+
+def test_a_model_switch_stops_every_parallel_sequence_and_loads_when_they_have_ended(qtbot, tiny_model):
+    client = _loaded(qtbot, tiny_model)
+    try:
+        client.set_parallel(2)
+        client.script(Endless("a "), Endless("b "))
+        events: dict[str, list] = {"a": [], "b": []}
+        for k in events:
+            client.submit_external(_api(k), events[k].append)
+        sent = [g.request_id for g in client.sent(P.GenerateParallel)]
+        assert len(sent) == 2
+        loads_before = len(client.sent(P.LoadModel))
+        with qtbot.waitSignal(client.model_loaded, timeout=WAIT_MS):
+            client.load_model(str(tiny_model), LoadSettings())
+            assert sorted(c.request_id for c in client.sent(P.CancelSequence)) == sorted(sent)
+            assert len(client.sent(P.LoadModel)) == loads_before  # sent once they have ended
+        assert all(isinstance(events[k][-1], P.Finished) for k in events)
+        assert all(events[k][-1].stats.stop_reason == StopReason.CANCELLED for k in events)
+        assert client.external_in_flight_tickets == () and client.state is EngineState.READY
+    finally:
+        client.shutdown()
