@@ -10,7 +10,8 @@ from typing import Any
 DEFAULT_PORT = 8765
 LOOPBACK = "127.0.0.1"
 ALL_INTERFACES = "0.0.0.0"
-DEFAULT_PARALLEL = 4  # API requests decoded together (issue 23 §4); 1: one at a time
+DEFAULT_PARALLEL = 1  # API requests decoded together (issue 23 §4): one at a time unless the person sets more
+# (each sequence holds the loaded n_ctx's KV cache: N times the chat's, not yet in the fit verdict)
 MAX_PARALLEL = 16  # app.core.protocol.parallel.MAX_SEQUENCES
 
 

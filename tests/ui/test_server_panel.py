@@ -146,7 +146,11 @@ def test_parallel_sequences_are_set_in_the_panel_without_a_restart_and_shown_in_
     panel = window.server_panel
     switch_on(window)
     url = window.server.url
-    assert panel.parallel.value() == DEFAULT_PARALLEL == window.engine.parallel == 4
+    # One at a time unless the person asks for more: N sequences each hold the loaded n_ctx's KV cache.
+    assert panel.parallel.value() == DEFAULT_PARALLEL == window.engine.parallel == 1
+    assert "one at a time" in panel.sequences.summary.text()
+    panel.parallel.setValue(4)
+    panel.parallel.editingFinished.emit()
     assert "Up to 4 API requests" in panel.sequences.summary.text()
     panel.parallel.setValue(2)
     panel.parallel.editingFinished.emit()
