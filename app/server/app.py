@@ -290,7 +290,7 @@ class Api:
                 ev, first = (first, None) if first is not None else (await job.next_event(), None)
                 if isinstance(ev, P.TokenEvent):
                     batch.append(ev)
-                    if not job.has_events():  # more already waiting: send them in one chunk
+                    if job.has_events():  # more already waiting: send them in one chunk
                         continue
                     chunk = builder.text_chunk(batch)
                     batch = []
