@@ -19,6 +19,7 @@ from app.core.tools.spec import (
     ToolChoice,
     ToolChoiceKind,
     ToolError,
+    ToolSpec,
     parse_tool_choice,
     parse_tools,
 )
@@ -221,6 +222,28 @@ def test_a_tool_the_grammar_cannot_express_is_named_and_left_out_of_the_offer():
     usable, problems = usable_tools(tools)
     assert [t.name for t in usable] == ["get_weather", "register_person"]
     assert problems[1].startswith("tool 'lost': its arguments' JSON schema uses '$ref' \"#/$defs/P\" at $.properties.p")
+
+
+def test_the_engine_names_the_tool_whose_schema_the_grammar_cannot_express():
+    """What the window's chat gets for a forced call over MCP tools: before, "Unsupported in a JSON schema:
+    'minimum' at $.anyOf[1].properties.arguments.properties.n", no tool named."""
+    from app.engine.constraint.grammar import constraint_gbnf
+    from app.engine.errors import EngineError
+
+    roll = ToolSpec("roll", "", {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}})
+    odd_def = {"type": "object", "properties": {"p": {"$ref": "#/$defs/P"}}, "$defs": {"P": {"not": {}}}}
+    reg = ToolSpec("reg", "", odd_def)
+    (weather,) = parse_tools([WEATHER])
+    cases = [
+        ((roll,), "tool 'roll': its arguments' JSON schema uses 'minimum' at $.properties.n, "),
+        ((weather, roll), "tool 'roll': its arguments' JSON schema uses 'minimum' at $.properties.n, "),
+        ((weather, reg), "tool 'reg': its arguments' JSON schema uses 'not' at $.$defs.P, "),
+        ((reg,), "tool 'reg': its arguments' JSON schema uses 'not' at $.$defs.P, "),
+    ]
+    for tools, said in cases:
+        with pytest.raises(EngineError) as err:
+            constraint_gbnf(forced_call_constraint(tools, ToolChoice(ToolChoiceKind.REQUIRED)))
+        assert str(err.value).startswith(said) and "which llama.cpp's grammar cannot express" in str(err.value)
 
 
 def test_what_the_converter_still_refuses_names_the_tool_in_words():

@@ -3,8 +3,9 @@ sentence that names the tool, and :func:`usable_tools` splits a list into the to
 offer and those sentences, so one tool with a schema llama.cpp's grammar cannot express does not take
 the others' calls down with it (they share one grammar, :func:`~app.core.tools.forced.calls_schema`).
 
-The local API refuses such a tool with a 400 (:mod:`app.server.schema`); the window's MCP tools drop it
-from the offer and show the sentence. Plain Python: the check is
+The local API refuses such a tool with a 400 (:mod:`app.server.schema`); the window's MCP tools can drop it
+from the offer and show the sentence; the engine, given a forced call's whole schema, says the same
+sentence (:func:`call_schema_problem`, the path taken back into the tool's own parameters). Plain Python: the check is
 :func:`~app.core.constraint.schema_check.schema_issue`, the list the engine checks before it runs
 llama-cpp-python's converter.
 """
@@ -31,11 +32,55 @@ def tool_problem(tool: ToolSpec) -> str | None:
     issue = schema_issue(tool.parameters)
     if issue is None:
         return None
-    why = f" ({issue.why})" if issue.why else ""
-    return (
-        f"tool {tool.name!r}: its arguments' JSON schema uses {issue.what} at {issue.path}, "
-        f"which llama.cpp's grammar cannot express{why}"
-    )
+    return _sentence(tool.name, issue.what, issue.path, issue.why)
+
+
+def _sentence(name: str, what: str, path: str, why: str) -> str:
+    tail = f" ({why})" if why else ""
+    return f"tool {name!r}: its arguments' JSON schema uses {what} at {path}, which llama.cpp's grammar cannot express{tail}"
+
+
+def call_schema_problem(schema: object) -> str | None:
+    """:func:`tool_problem`'s sentence for a forced call's whole schema (:func:`~app.core.tools.forced.calls_schema`,
+    what the engine receives), naming the tool and the path in its own parameters; None when the schema
+    has no issue or is not a call schema (the caller then says it its own way).
+
+    Args:
+        schema: the parsed JSON schema.
+    """
+    if not isinstance(schema, dict):
+        return None
+    issue = schema_issue(schema)
+    if issue is None:
+        return None
+    single = call_name(schema)
+    if single is not None:
+        arguments = "$.properties.arguments"
+        if issue.path == arguments or issue.path.startswith((arguments + ".", arguments + "[")):
+            return _sentence(single, issue.what, "$" + issue.path[len(arguments) :], issue.why)
+        return _sentence(single, issue.what, issue.path, issue.why)
+    defs = schema.get("$defs")
+    if not isinstance(defs, dict) or not issue.path.startswith("$.$defs."):
+        return None
+    rest = issue.path[len("$.$defs.") :]
+    for name, call in defs.items():
+        if call_name(call) != name:
+            continue
+        arguments = f"{name}.properties.arguments"
+        if rest == arguments or rest.startswith((arguments + ".", arguments + "[")):
+            return _sentence(name, issue.what, "$" + rest[len(arguments) :], issue.why)
+        if rest.startswith(name + "."):  # one of its hoisted $defs, "<tool>.X"
+            return _sentence(name, issue.what, "$.$defs." + rest[len(name) + 1 :], issue.why)
+    return None
+
+
+def call_name(schema: object) -> str | None:
+    """The tool's name when ``schema`` is one call's schema (``properties.name.const``), else None."""
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(props, dict) or set(props) != {"name", "arguments"} or not isinstance(props["name"], dict):
+        return None
+    name = props["name"].get("const")
+    return name if isinstance(name, str) else None
 
 
 def usable_tools(tools: tuple[ToolSpec, ...]) -> tuple[tuple[ToolSpec, ...], tuple[str, ...]]:

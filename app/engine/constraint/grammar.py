@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from llama_cpp.llama_grammar import JSON_GBNF, json_schema_to_gbnf
 
 from app.core import protocol as P
 from app.core.constraint.model import ConstraintKind, OutputConstraint
 from app.core.constraint.schema_check import schema_problem
+from app.core.tools.checks import call_name, call_schema_problem
 from app.engine.errors import EngineError
 
 
@@ -39,6 +39,9 @@ def constraint_gbnf(constraint: OutputConstraint | None) -> str | None:
         if not constraint.text.strip():
             raise EngineError(P.FailureKind.CONSTRAINT, "The GBNF grammar is empty: write a rule 'root ::= ...'.")
         return constraint.text
+    tool_said = _call_problem(constraint.text)
+    if tool_said is not None:
+        raise EngineError(P.FailureKind.CONSTRAINT, tool_said)
     problem = schema_problem(constraint.text)
     if problem is not None:
         raise EngineError(P.FailureKind.CONSTRAINT, problem[0].upper() + problem[1:])
@@ -104,6 +107,14 @@ def converter_words(exc: BaseException) -> str:
     return text.rstrip(".")
 
 
+def _call_problem(text: str) -> str | None:
+    """:func:`~app.core.tools.checks.call_schema_problem` for the JSON text ``text`` (None when not JSON)."""
+    try:
+        return call_schema_problem(json.loads(text))
+    except ValueError:
+        return None
+
+
 def _failing_tool(text: str) -> str | None:
     """The tool whose call the converter cannot handle, when ``text`` is a forced call's schema
     (:func:`~app.core.tools.forced.calls_schema`: one call, or ``anyOf`` over calls in ``$defs``)."""
@@ -113,7 +124,7 @@ def _failing_tool(text: str) -> str | None:
         return None
     if not isinstance(schema, dict):
         return None
-    name = _call_name(schema)
+    name = call_name(schema)
     if name is not None:
         return name
     defs = schema.get("$defs")
@@ -122,19 +133,10 @@ def _failing_tool(text: str) -> str | None:
     for alt in schema["anyOf"]:
         ref = alt.get("$ref") if isinstance(alt, dict) else None
         call = defs.get(ref[len("#/$defs/") :]) if isinstance(ref, str) and ref.startswith("#/$defs/") else None
-        if not isinstance(call, dict) or _call_name(call) is None:
+        if not isinstance(call, dict) or call_name(call) is None:
             continue
         try:
             json_schema_to_gbnf(json.dumps({**call, **{k: schema[k] for k in ("$defs", "definitions") if k in schema}}))
         except _CONVERTER_ERRORS:
-            return _call_name(call)
+            return call_name(call)
     return None
-
-
-def _call_name(schema: dict[str, Any]) -> str | None:
-    """The tool's name when ``schema`` is one call's schema (``properties.name.const``), else None."""
-    props = schema.get("properties")
-    if not isinstance(props, dict) or set(props) != {"name", "arguments"} or not isinstance(props["name"], dict):
-        return None
-    name = props["name"].get("const")
-    return name if isinstance(name, str) else None
