@@ -37,6 +37,9 @@ def reply_alternatives(store: ReplyLogits, per_token: int, vocab: Vocab, prompt:
         per_token: N, at most :data:`MAX_PER_TOKEN` (and the store's top 64).
         vocab: for the tokens' display texts.
         prompt: the tokens before the first step; the last :data:`MAX_HISTORY` are kept.
+
+    Under an output constraint each step keeps its drawn token: the last of the N when it is not among
+    the top N (a token the grammar forced can rank far below them).
     """
     k = max(1, min(per_token, MAX_PER_TOKEN))
     ids_list, logits_list, lse, entropy = store.reduced()
@@ -47,6 +50,14 @@ def reply_alternatives(store: ReplyLogits, per_token: int, vocab: Vocab, prompt:
     for s in range(n):
         row_ids = ids_list[s][:k].tolist()
         row_logits = logits_list[s][:k].tolist()
+        if store.gbnf is not None and tokens[s] not in row_ids:
+            # Under a grammar the drawn token can rank below the top N: it takes the last place (its logit is
+            # kept last in the reduced row), so a stored step's funnel shows it surviving the grammar.
+            at = ids_list[s].tolist().index(tokens[s]) if tokens[s] in ids_list[s] else -1
+            if at >= 0:
+                room = min(len(row_ids), k - 1)
+                row_ids = [*row_ids[:room], tokens[s]]
+                row_logits = [*row_logits[:room], float(logits_list[s][at])]
         pad = k - len(row_ids)
         ids.extend(row_ids + [-1] * pad)
         logits.extend(row_logits + [0.0] * pad)

@@ -193,3 +193,29 @@ def test_continuing_a_constrained_reply_goes_on_from_its_text(eng):
     jsonschema.validate(json.loads(start + done.text), SCHEMA)  # the whole message, not the new part alone
     ev = eng.host.request(P.ComputeFunnel(eng.host.next_id(), reply_id=req.request_id, step=1))
     assert isinstance(ev, P.FunnelComputed), ev  # the funnel's grammar (if any) fed the same text
+
+
+ANSWER = 'root ::= "Answer: " ans "."\nans ::= "yes" | "no"\n'
+
+
+def test_a_stored_constrained_step_keeps_its_drawn_token_through_the_grammar(smollm2):
+    # The grammar forces tokens the raw model ranks far below its top N ('n' after 'A'): each stored step
+    # keeps the drawn token, so the stored funnel's grammar column keeps it (before: 0 survivors at 3 steps).
+    eng = start_engine(smollm2, n_ctx=1024, n_threads=1)
+    try:
+        c = OutputConstraint(ConstraintKind.GBNF, ANSWER)
+        s = SamplerSettings(seed=3)
+        msgs = (ChatMessage(*SYSTEM), ChatMessage("user", "Is the sky green?"))
+        req = P.Generate(eng.host.next_id(), msgs, s, constraint=c, keep_logits=True, alternatives=20)
+        done = eng.host.request(req, timeout=120)
+        assert isinstance(done, P.Finished) and done.alternatives is not None, done
+        alts = done.alternatives
+        for step in range(alts.n_steps):
+            stored = alts.stored_step(step, reply_id=1, settings=s, seed=done.stats.seed, constraint=c)
+            assert stored.drawn in stored.ids and len(stored.ids) == 20
+            ev = eng.host.request(P.ComputeFunnel(eng.host.next_id(), stored=stored))
+            assert isinstance(ev, P.FunnelComputed), ev
+            f = ev.funnel
+            assert f.stages[1].probs[[t for t, _ in f.rows].index(f.drawn)] > 0, (step, f.drawn)
+    finally:
+        eng.host.stop()
