@@ -76,7 +76,7 @@ class Turn:
 
     An output constraint (``req.constraint``) becomes llama.cpp's grammar sampler before the prompt is
     rendered (a bad one fails with ``constraint`` before anything is evaluated), fed the reply's prefix
-    when it has one (and the continued message's text with ``continue_last``), and goes first in the chain (:func:`app.engine.funnel.build_stages`). With
+    when it has one (checked first: a token it does not allow fails the turn before the KV cache changes) (and the continued message's text with ``continue_last``), and goes first in the chain (:func:`app.engine.funnel.build_stages`). With
     speculation the reply stays exact: the speculative loop draws with the same chain at each position
     and the chain (the grammar with it) accepts only the tokens drawn, never a draft it rejected.
     """
@@ -121,11 +121,31 @@ class Turn:
                 # Continuing a reply: the grammar goes on from the message's text so far (the grammar reads
                 # characters, so any tokenization of that text leaves it in the same state).
                 feed(self._grammar, self._m.prompt.tokenize(self._req.messages[-1].content, False), self._m.vocab)
+            if self._grammar is not None and self._req.reply_prefix:
+                self._feed_prefix()
             return self._run()
         finally:
             if self._grammar is not None:  # not handed to a chain (a failure before decoding)
                 llama_cpp.llama_sampler_free(self._grammar)
                 self._grammar = None
+
+    def _feed_prefix(self) -> None:
+        """Feed a branch's prefix to the grammar before anything is rendered or evaluated, so a token the
+        output format does not allow is refused with the KV cache and the cached turn as they were.
+
+        Raises:
+            EngineError: ``constraint``, naming the token and its place in the reply.
+        """
+        prefix, vocab = list(self._req.reply_prefix), self._m.vocab
+        feed(self._grammar, prefix[:-1], vocab)  # the reply's own tokens (another format's: refused as they are)
+        try:
+            feed(self._grammar, prefix[-1:], vocab)
+        except EngineError:
+            raise EngineError(
+                P.FailureKind.CONSTRAINT,
+                f"The output format does not allow {vocab.display(prefix[-1])!r} as token {len(prefix)} of this "
+                "reply: no branch was made. Choose a token the format allows (or turn the format off).",
+            ) from None
 
     def _run(self) -> P.Finished:
         """:meth:`run` once the sampler settings and the constraint are checked."""
@@ -208,8 +228,6 @@ class Turn:
             none = no_alternatives(req.alternatives, prompt.tokens) if req.alternatives > 0 else None
             return self._finish(stats, DecodeResult(shown, StopReason.EOS, 0, 0, 0, 0), none)
 
-        if self._grammar is not None and prefix:
-            feed(self._grammar, prefix, m.vocab)
         chain = make_sampler(req.sampler, seed, prompt.tokens, m.vocab, m.n_ctx, self._grammar)
         self._grammar = None  # the chain owns it
         keep = req.keep_logits or req.alternatives > 0

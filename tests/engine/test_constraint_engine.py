@@ -219,3 +219,35 @@ def test_a_stored_constrained_step_keeps_its_drawn_token_through_the_grammar(smo
             assert f.stages[1].probs[[t for t, _ in f.rows].index(f.drawn)] > 0, (step, f.drawn)
     finally:
         eng.host.stop()
+
+
+def test_a_branch_to_a_token_the_format_forbids_is_refused_before_anything_is_evaluated(smollm2):
+    eng = start_engine(smollm2, n_ctx=1024, n_threads=1)
+    try:
+        c = OutputConstraint(ConstraintKind.GBNF, ANSWER)
+        s = SamplerSettings(seed=3)
+        msgs = (ChatMessage(*SYSTEM), ChatMessage("user", "Is the sky green?"))
+        first = eng.host.request(P.Generate(eng.host.next_id(), msgs, s, constraint=c, alternatives=20), timeout=120)
+        assert isinstance(first, P.Finished) and first.text == "Answer: no.", first
+        alts = first.alternatives
+        step = alts.tokens.index(4607)  # 'no' after 'Answer: '
+        bad = next(
+            x
+            for x in alts.view(step).candidates
+            if x.text and not ("yes".startswith(x.text) or "no".startswith(x.text))
+        )
+        events: list[object] = []
+        req = P.Generate(eng.host.next_id(), msgs, s, constraint=c, reply_prefix=(*alts.tokens[:step], bad.token_id))
+        ev = eng.host.request(req, timeout=60, on_event=events.append)
+        assert isinstance(ev, P.Failed) and ev.kind is P.FailureKind.CONSTRAINT, ev
+        assert repr(bad.text) in ev.message and f"token {step + 1}" in ev.message and "no branch" in ev.message
+        assert not [e for e in events if isinstance(e, P.PromptPrepared)]  # refused before the prompt was prepared
+        # the allowed token goes on as before, with the prompt and the reply's tokens still in the KV cache
+        events.clear()
+        req = P.Generate(eng.host.next_id(), msgs, s, constraint=c, reply_prefix=alts.tokens[: step + 1])
+        ev = eng.host.request(req, timeout=60, on_event=events.append)
+        assert isinstance(ev, P.Finished) and ev.text == "Answer: no.", ev
+        prepared = next(e for e in events if isinstance(e, P.PromptPrepared))
+        assert prepared.to_evaluate == 1
+    finally:
+        eng.host.stop()

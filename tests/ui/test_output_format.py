@@ -131,3 +131,21 @@ def test_the_funnel_names_the_grammar_first_in_the_chain_it_shows(qtbot):
         assert "grammar" not in win.funnel_panel.order_label.text()
     finally:
         close_window(win)
+
+
+def test_a_refused_branch_leaves_the_reply_it_branched_from_shown(qtbot, window):
+    from app.core.chat.context import Role
+    from tests.support.fake_engine import Refuse, reply
+
+    window.engine.script(reply("Answer", ":", " no", "."))
+    send(qtbot, window, "Is the sky green?")
+    old = next(w for w in reversed(window.chat_view.messages) if w.role is Role.ASSISTANT)
+    old_id, old_text = old.message_id, old.text
+    refusal = "The output format does not allow ' maybe' as token 3 of this reply: no branch was made."
+    window.engine.script(Refuse(P.FailureKind.CONSTRAINT, refusal))
+    assert window.chat.branch_from_alternative(old_id, 2, 7)
+    qtbot.waitUntil(lambda: not window.chat.busy, timeout=5000)
+    shown = [(w.message_id, w.text) for w in window.chat_view.messages if w.role is Role.ASSISTANT]
+    assert shown == [(old_id, old_text)]  # before: the reply was gone from the view (still stored)
+    assert [m.id for m in window.conversations.active_path(window.chat.conversation_id)][-1] == old_id
+    assert window.conversations.siblings(old_id).next_id is None  # the refused branch is not kept

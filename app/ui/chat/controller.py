@@ -130,6 +130,7 @@ class ChatController(QObject):
         self.drafts = Drafts(composer, store, self.new_chat)  # each chat's unsent text; the box holds the shown chat's
         self.conversation_changed.connect(self.drafts.show_chat)
         self.streaming.sent_refused.connect(self.drafts.sent_refused)
+        self.streaming.branch_dropped.connect(self.render)
         composer.submitted.connect(self.send)
         composer.stop_requested.connect(self.stop)
         view.action_requested.connect(self._on_action)
@@ -559,10 +560,9 @@ class ChatController(QObject):
             self.funnel_step_requested.emit(target)
 
     def branch_from_alternative(self, message_id: int, step: int, token: int) -> bool:
-        """Continue reply ``message_id`` from token ``step`` with ``token`` instead: a new branch (‹ n/m ›)
-        next to it, whose first ``step`` tokens are the reply's own; the engine keeps them in its KV
-        cache and evaluates only ``token`` before decoding on. False when nothing was started (a reply
-        in flight, no model, or the reply kept no alternatives)."""
+        """Continue reply ``message_id`` from token ``step`` with ``token`` instead: a new branch (‹ n/m ›) next
+        to it, whose first ``step`` tokens are the reply's own (kept in the engine's KV cache: only ``token`` is
+        evaluated). False when nothing was started (a reply in flight, no model, or no alternatives kept)."""
         if not self._may_start():
             return False
         model = self.engine.model

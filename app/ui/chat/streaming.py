@@ -74,6 +74,7 @@ class ReplyStreaming(QObject):
     reply_conversation_changed = Signal(object)  # int | None
     conversations_changed = Signal()
     sent_refused = Signal(int, str)
+    branch_dropped = Signal()  # a refused branch (nothing generated) was deleted: its sibling is selected again
 
     def __init__(
         self,
@@ -275,11 +276,15 @@ class ReplyStreaming(QObject):
         # Nothing was generated: drop the empty reply.
         self.reply = None
         shown = reply.conversation_id == self.shown.conversation_id  # else the person is browsing another chat
+        sib = self.store.siblings(reply.message_id)
         self.store.delete_message(reply.message_id)
         if reply.widget is not None:
             self.view.remove_widget(reply.widget)
         self.turn.on_finished(ev.stats)
         self.shown.refresh()
+        if shown and (sib.previous_id is not None or sib.next_id is not None):
+            # A branch or a regenerated reply refused: the reply it stood beside is shown again, unchanged.
+            self.branch_dropped.emit()
         self.reply_conversation_changed.emit(None)
         repairs = self._repairs() if ev.kind is P.FailureKind.TEMPLATE else []
         if repairs:  # keep what was sent: the repair makes it answerable
