@@ -149,3 +149,21 @@ def test_a_refused_branch_leaves_the_reply_it_branched_from_shown(qtbot, window)
     assert shown == [(old_id, old_text)]  # before: the reply was gone from the view (still stored)
     assert [m.id for m in window.conversations.active_path(window.chat.conversation_id)][-1] == old_id
     assert window.conversations.siblings(old_id).next_id is None  # the refused branch is not kept
+
+
+def test_the_dialog_grows_with_its_text_and_nothing_overlaps(qtbot, window):
+    from app.ui.constraint.dialog import OutputFormatDialog
+
+    dlg = OutputFormatDialog(window.engine, OutputConstraint(ConstraintKind.NONE, ""), window)
+    qtbot.addWidget(dlg)
+    dlg.kind.setCurrentIndex([k for k, _ in KINDS].index(ConstraintKind.JSON_SCHEMA))
+    dlg.show()
+    qtbot.waitExposed(dlg)
+    for words in (5, 60, 150):
+        dlg._say(" ".join(["The schema cannot be used here"] * words) + ".", ok=False)
+        qtbot.wait(0)  # the layout runs
+        dlg.layout().activate()
+        verdict, editor, ok = dlg.verdict.geometry(), dlg.editor.geometry(), dlg.ok_button.geometry()
+        assert verdict.top() >= editor.bottom() and ok.top() >= verdict.bottom(), (words, verdict, editor, ok)
+        assert ok.bottom() <= dlg.height() and dlg.help.geometry().bottom() <= editor.top()
+        assert verdict.height() >= dlg.verdict.heightForWidth(verdict.width())  # every wrapped line shown

@@ -14,7 +14,7 @@ import contextlib
 import re
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor, QFont, QTextCursor, QTextFormat
+from PySide6.QtGui import QColor, QFont, QResizeEvent, QTextCursor, QTextFormat
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -152,6 +152,7 @@ class OutputFormatDialog(QDialog):
         self.check_button.setEnabled(kind != ConstraintKind.NONE)
         self.help.setText(HELP[kind])
         self._say("", ok=True)
+        self._fit()
 
     def _edited(self) -> None:
         self._texts[self.kind.currentData()] = self.editor.toPlainText()
@@ -230,6 +231,38 @@ class OutputFormatDialog(QDialog):
                 self.editor.setTextCursor(cursor)
                 self.editor.ensureCursorVisible()
         self.editor.setExtraSelections(marks)
+        self._fit()
+
+    # ------------------------------------------------------------------ layout
+    def _needed_height(self, width: int) -> int:
+        """The least height, pixels, that shows everything at ``width`` without overlap: the wrapped labels
+        at their height for that width (a layout's minimum leaves them out), the rest at their minimum."""
+        lay = self.layout()
+        m = lay.contentsMargins()
+        inner = max(1, width - m.left() - m.right())
+        heights = []
+        for i in range(lay.count()):
+            item = lay.itemAt(i)
+            w = item.widget()
+            if isinstance(w, QLabel) and w.wordWrap():
+                if w.text():
+                    heights.append(w.heightForWidth(inner))
+            elif not item.isEmpty():
+                heights.append(item.minimumSize().height())
+        return m.top() + m.bottom() + sum(heights) + lay.spacing() * max(0, len(heights) - 1)
+
+    def _fit(self) -> None:
+        """Keep the dialog at least as tall as its text needs (help and verdict grow with their text)."""
+        need = self._needed_height(self.width())
+        self.setMinimumHeight(need)
+        if self.height() < need:
+            self.resize(self.width(), need)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        """A new width wraps the labels again: the least height follows."""
+        super().resizeEvent(event)
+        if event.size().width() != event.oldSize().width():
+            self._fit()
 
     # ------------------------------------------------------------------ closing
     def _ok(self) -> None:
