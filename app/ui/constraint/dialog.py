@@ -84,7 +84,7 @@ class OutputFormatDialog(QDialog):
         self._rid: int | None = None  # the check waiting for the engine
         self._accept_when_ok = False  # OK was pressed: keep the format when the check passes
         self._texts: dict[ConstraintKind, str] = {current.kind: current.text}
-        lay = QVBoxLayout(self)
+        lay = self._lay = QVBoxLayout(self)
         row = QHBoxLayout()
         row.addWidget(QLabel("Replies in this chat:"))
         self.kind = QComboBox()
@@ -237,12 +237,14 @@ class OutputFormatDialog(QDialog):
     def _needed_height(self, width: int) -> int:
         """The least height, pixels, that shows everything at ``width`` without overlap: the wrapped labels
         at their height for that width (a layout's minimum leaves them out), the rest at their minimum."""
-        lay = self.layout()
+        lay = self._lay
         m = lay.contentsMargins()
         inner = max(1, width - m.left() - m.right())
         heights = []
         for i in range(lay.count()):
             item = lay.itemAt(i)
+            if item is None:
+                continue
             w = item.widget()
             if isinstance(w, QLabel) and w.wordWrap():
                 if w.text():
