@@ -251,3 +251,21 @@ def test_a_branch_to_a_token_the_format_forbids_is_refused_before_anything_is_ev
         assert prepared.to_evaluate == 1
     finally:
         eng.host.stop()
+
+
+def test_an_unclosed_string_names_the_line_it_opened_on(smollm2):
+    from app.engine.constraint.sampler import parse_failure
+
+    eng = start_engine(smollm2, n_ctx=256, n_threads=1)
+    try:
+        for gbnf, says in (
+            ('root ::= answer "."\nanswer ::= "yes" | "no\n', "line 2: a string opened here is never closed"),
+            ('root ::= [a-z\n\nx ::= "y"\n', "line 1: a character class '[' opened here is never closed"),
+        ):
+            c = OutputConstraint(ConstraintKind.GBNF, gbnf)
+            ev = eng.host.request(P.CheckConstraint(eng.host.next_id(), c))
+            assert isinstance(ev, P.Failed) and says in ev.message, ev  # before: only "unexpected end of input"
+    finally:
+        eng.host.stop()
+    printed = "parse: error parsing grammar: unexpected end of input\n\nroot ::= x\n"
+    assert "line 1 (the last)" in parse_failure("root ::= x\n", printed, [])

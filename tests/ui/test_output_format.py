@@ -167,3 +167,26 @@ def test_the_dialog_grows_with_its_text_and_nothing_overlaps(qtbot, window):
         assert verdict.top() >= editor.bottom() and ok.top() >= verdict.bottom(), (words, verdict, editor, ok)
         assert ok.bottom() <= dlg.height() and dlg.help.geometry().bottom() <= editor.top()
         assert verdict.height() >= dlg.verdict.heightForWidth(verdict.width())  # every wrapped line shown
+
+
+def test_a_schema_s_generated_grammar_error_marks_no_line_in_the_schema(qtbot, window):
+    from app.ui.constraint.dialog import OutputFormatDialog
+
+    dlg = OutputFormatDialog(window.engine, OutputConstraint(ConstraintKind.JSON_SCHEMA, '{\n"type": "object"\n}'))
+    qtbot.addWidget(dlg)
+    dlg._rid = 99
+    dlg._checked(P.Failed(99, P.FailureKind.CONSTRAINT, "The grammar does not parse: line 2, column 9: expecting name"))
+    assert dlg.verdict.text().startswith("The grammar made from this schema cannot be used")
+    assert not dlg.editor.extraSelections()  # the generated grammar's line 2 is not the schema's
+    dlg.editor.setPlainText('{"enum": []}')
+    dlg.check()
+    assert dlg.verdict.text() == "'enum' at $ is empty: no value can match"
+    dlg.editor.setPlainText('{"type": "object",\n "x": }')
+    dlg.check()
+    assert "line 2" in dlg.verdict.text() and dlg.editor.extraSelections()  # the schema's own JSON error
+    dlg.editor.setPlainText('{"type": "object", "properties": {"a": {"$ref": "#/$defs/nope"}}}')
+    dlg.check()
+    assert "'$ref' \"#/$defs/nope\" at $.properties.a (it points at nothing" in dlg.verdict.text()
+    dlg.editor.setPlainText('{"type": "string", "pattern": "[a-z]+"}')
+    dlg.check()
+    assert 'the pattern "[a-z]+" at $ (the converter needs it anchored' in dlg.verdict.text()

@@ -123,3 +123,11 @@ def test_the_json_grammars_root_ends_at_the_closing_bracket():
         gbnf = constraint_gbnf(OutputConstraint(ConstraintKind.JSON_SCHEMA, json.dumps(schema))) or ""
         (root,) = [line for line in gbnf.split("\n") if line.startswith("root")]
         assert root.endswith(end), root
+
+
+def test_an_empty_enum_is_refused_in_words_with_its_path():
+    # before: the converter's grammar failed to parse, its line marked against the schema's editor
+    assert schema_problem('{"enum": []}') == "'enum' at $ is empty: no value can match"
+    deep = '{"type": "object", "properties": {"a": {"enum": []}}}'
+    assert schema_problem(deep) == "'enum' at $.properties.a is empty: no value can match"
+    assert schema_problem('{"enum": ["x"]}') is None

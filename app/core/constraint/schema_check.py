@@ -10,7 +10,8 @@ date-time and uuid enforced; others are annotations, as JSON Schema allows). Eve
 ignores *silently*, so a reply would not be held to it (``minimum``, ``patternProperties``, ``not``,
 ``if``...): :func:`schema_problem` refuses those, naming the keyword and where it is
 (``'patternProperties' at $.properties.x``), as OpenAI's strict mode refuses what it cannot enforce.
-It also refuses, in words and with the path, two things the converter would raise on with its own
+It also refuses an empty ``enum`` (no value can match: the converter would write a grammar llama.cpp cannot
+parse), and, in words and with the path, two things the converter would raise on with its own
 internals in the message: a ``pattern`` not written ``^...$``, and a local ``$ref`` that points at nothing
 (resolved from the root through objects only, as the converter resolves it).
 Annotations (``title``, ``description``, ``default``, ``examples``, ``$schema``...) are allowed.
@@ -82,15 +83,20 @@ class SchemaIssue:
         what: the part, in words: ``'patternProperties'``, ``type "date"``, ``the pattern "[a-z]+"``.
         path: where it is, as ``$.properties.x`` (``$`` the schema's root).
         why: a short reason ("the converter would ignore it"), "" when ``what`` says it.
+        unmatchable: the part is enforceable but no value can match it (an empty ``enum``).
     """
 
     what: str
     path: str
     why: str = ""
+    unmatchable: bool = False
 
     @property
     def sentence(self) -> str:
-        """``unsupported in a JSON schema: <what> at <path> (<why>)``."""
+        """``unsupported in a JSON schema: <what> at <path> (<why>)``; a part no value can match (``unmatchable``):
+        ``<what> at <path> <why>``."""
+        if self.unmatchable:
+            return f"{self.what} at {self.path} {self.why}"
         tail = f" ({self.why})" if self.why else ""
         return f"unsupported in a JSON schema: {self.what} at {self.path}{tail}"
 
@@ -147,6 +153,8 @@ def _walk(node: Any, path: str, root: dict[str, Any]) -> SchemaIssue | None:
                 return SchemaIssue(f"'$ref' {json.dumps(value)}", path, "only local '#/...' references")
             if not _resolves(root, value):
                 return SchemaIssue(f"'$ref' {json.dumps(value)}", path, "it points at nothing in the schema")
+        elif key == "enum" and value == []:
+            return SchemaIssue("'enum'", path, "is empty: no value can match", unmatchable=True)
         elif key == "pattern":
             if not (isinstance(value, str) and value.startswith("^") and value.endswith("$")):
                 return SchemaIssue(

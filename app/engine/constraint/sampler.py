@@ -93,6 +93,12 @@ def parse_failure(gbnf: str, printed: str, log_lines: list[str]) -> str:
                 near = rest.split("\n", 1)[0][:30]
                 return f"The grammar does not parse: line {line}, column {col}: {what[:cut]} (at “{near}”)."
             cut = what.find(" at ", cut + 1)
+        opened = _unclosed_at(gbnf) if "unexpected end of input" in what else None
+        if opened is not None:
+            line, kind = opened
+            return f"The grammar does not parse: line {line}: {kind} opened here is never closed (unexpected end of input)."
+        if "unexpected end of input" in what:
+            return f"The grammar does not parse: line {gbnf.rstrip().count(chr(10)) + 1} (the last): unexpected end of input."
         return f"The grammar does not parse: {what.strip()}."
     logged = " ".join(line.strip() for line in log_lines if "grammar" in line)
     if "does not contain a 'root' symbol" in logged:
@@ -104,6 +110,39 @@ def parse_failure(gbnf: str, printed: str, log_lines: list[str]) -> str:
     if logged:
         return f"The grammar cannot be used: {logged}"
     return "The grammar cannot be used: llama.cpp refused it without saying why."
+
+
+def _unclosed_at(gbnf: str) -> tuple[int, str] | None:
+    """Where a string, a character class or a group the GBNF never closes was opened: (line, 1-based; what, in
+    words), scanning as llama.cpp's parser does (``#`` comments to the line's end, ``\\`` escapes in strings
+    and classes, which run across newlines); None when everything closes."""
+    line, i, n = 1, 0, len(gbnf)
+    groups: list[int] = []
+    while i < n:
+        c = gbnf[i]
+        if c == "#":
+            while i < n and gbnf[i] != "\n":
+                i += 1
+            continue
+        if c in '"[':
+            close, start = ('"' if c == '"' else "]"), line
+            i += 1
+            while i < n and gbnf[i] != close:
+                if gbnf[i] == "\\":
+                    i += 1
+                if i < n and gbnf[i] == "\n":
+                    line += 1
+                i += 1
+            if i >= n:
+                return start, "a string" if c == '"' else "a character class '['"
+        elif c == "(":
+            groups.append(line)
+        elif c == ")" and groups:
+            groups.pop()
+        elif c == "\n":
+            line += 1
+        i += 1
+    return (groups[-1], "a group '('") if groups else None
 
 
 def _line_using(gbnf: str, name: str) -> int:

@@ -206,7 +206,11 @@ class OutputFormatDialog(QDialog):
         self._rid = None
         if isinstance(ev, P.Failed):
             self._accept_when_ok = False
-            self._say(ev.message, ok=False)
+            message = ev.message
+            if self.kind.currentData() == ConstraintKind.JSON_SCHEMA and message.startswith("The grammar "):
+                # The converter's grammar, not the schema: its lines are not the editor's.
+                message = f"The grammar made from this schema cannot be used (llama.cpp: {message})"
+            self._say(message, ok=False)
             return
         rules = f"{ev.n_rules} grammar rule{'s' if ev.n_rules != 1 else ''}"
         self._say(f"✓ It can be used ({rules} for llama.cpp's grammar sampler).", ok=True)
@@ -218,7 +222,9 @@ class OutputFormatDialog(QDialog):
         self.verdict.setText(text)
         self.verdict.setStyleSheet(f"color: {palette.GREEN if ok else palette.RED}")
         marks: list[QTextEdit.ExtraSelection] = []
-        m = _LINE_RE.search(text) if not ok else None
+        # A line named is the editor's: a grammar's, or a schema's JSON error (never the generated grammar's).
+        editors = self.kind.currentData() == ConstraintKind.GBNF or text.startswith("The JSON schema is not valid JSON")
+        m = _LINE_RE.search(text) if not ok and editors else None
         if m:
             block = self.editor.document().findBlockByNumber(int(m.group(1)) - 1)
             if block.isValid():
