@@ -190,3 +190,22 @@ def test_a_schema_s_generated_grammar_error_marks_no_line_in_the_schema(qtbot, w
     dlg.editor.setPlainText('{"type": "string", "pattern": "[a-z]+"}')
     dlg.check()
     assert 'the pattern "[a-z]+" at $ (the converter needs it anchored' in dlg.verdict.text()
+
+
+def test_continue_uses_the_format_the_reply_was_written_with(qtbot, window):
+    from app.core.chat.context import Role
+    from tests.support.fake_engine import reply
+
+    gbnf = OutputConstraint(ConstraintKind.GBNF, GRAMMAR)
+    window.chat_settings.edit_constraint(gbnf)
+    window.engine.script(reply("y"), reply("es"))
+    send(qtbot, window, "Is the sky blue?")
+    rid = next(w for w in reversed(window.chat_view.messages) if w.role is Role.ASSISTANT).message_id
+    assert window.conversations.get_message(rid).meta.constraint == gbnf
+    window.chat_settings.edit_constraint(OutputConstraint(ConstraintKind.JSON, ""))  # the chat's format changes
+    assert window.chat.continue_reply(rid)
+    qtbot.waitUntil(lambda: not window.chat.busy, timeout=5000)
+    sent = window.engine.sent(P.Generate)[-1]
+    assert sent.continue_last and sent.constraint == gbnf  # before: the chat's current JSON
+    send(qtbot, window, "And the grass?")  # a new reply: the chat's current format
+    assert window.engine.sent(P.Generate)[-1].constraint == OutputConstraint(ConstraintKind.JSON, "")

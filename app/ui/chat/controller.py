@@ -38,7 +38,7 @@ from app.ui.chat.composer import Composer
 from app.ui.chat.drafts import Drafts
 from app.ui.chat.message import MessageAction, MessageWidget
 from app.ui.chat.presenter import ContinueRule, MessageLook, stored_look, tool_result_title
-from app.ui.chat.reply import ReplyInFlight, new_reply_meta
+from app.ui.chat.reply import ReplyInFlight, continued_settings, new_reply_meta
 from app.ui.chat.shown import ShownChat
 from app.ui.chat.streaming import ReplyStreaming
 from app.ui.chat.view import ChatView
@@ -485,7 +485,7 @@ class ChatController(QObject):
         rid = self.streaming.start(
             reply,
             messages,
-            self.chat_settings.current,
+            continued_settings(self.chat_settings.current, self.store.get_message(message_id).meta, continue_last),
             continue_last=continue_last,
             reply_prefix=reply_prefix,
             chat_template=self.chat_template,

@@ -145,3 +145,10 @@ def new_reply_meta(
         stop_strings=cs.stop_strings,
         constraint=cs.constraint,
     )
+
+
+def continued_settings(cs: ChatSettings, meta: MessageMeta, continuing: bool) -> ChatSettings:
+    """The chat's settings ``cs`` for a reply stored with ``meta``: when ``continuing`` it, its own output format
+    (``meta.constraint``, the one it was written under) instead of the chat's current one, so the continuation
+    goes on under the grammar its text so far was made with; else (or stored without one) ``cs`` as it is."""
+    return replace(cs, constraint=meta.constraint) if continuing and meta.constraint is not None else cs
