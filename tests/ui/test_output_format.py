@@ -125,10 +125,13 @@ def test_the_funnel_names_the_grammar_first_in_the_chain_it_shows(qtbot):
         f = Funnel(1, 0, ((5, "Sure"), (7, "{")), stages, 7, s, 0, 64, False, 0.001)
         win.funnel_panel.show_funnel(f, True)
         assert win.funnel_panel.order_label.text().replace("\u200b", "").startswith("grammar→")
+        assert win.funnel_panel.note.text() == "the output format allowed 2 of 64"  # before: no note
+        assert not win.funnel_panel.note.isHidden()
         assert SHORT[FunnelStageKind.GRAMMAR] == "gram" and "grammar sampler" in STAGE_HELP[FunnelStageKind.GRAMMAR]
         without = Funnel(1, 0, f.rows, (stages[0], stages[2]), 7, s, 0, 64, False, 0.001)
         win.funnel_panel.show_funnel(without, True)
         assert "grammar" not in win.funnel_panel.order_label.text()
+        assert "output format" not in win.funnel_panel.note.text()
     finally:
         close_window(win)
 

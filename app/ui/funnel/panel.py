@@ -81,9 +81,24 @@ _CUTTING_KINDS = frozenset(
 
 
 def funnel_note(f: Funnel) -> str | None:
-    """The one line on what temperature could do in this funnel: nothing when one token is left before
-    it (naming the stage that left one), only reshape the survivors when a stage before it cut
-    (naming the stages that did cut here); None when temperature saw every token the model had."""
+    """The one line on this funnel: what the output format removed (when its grammar column cut
+    candidates: "the output format allowed 2 of 64"), then what temperature could do: nothing when one
+    token is left before it (naming the stage that left one), only reshape the survivors when a stage
+    before it cut (naming the stages that did cut here); None when neither has anything to say."""
+    phrases = [p for p in (_grammar_phrase(f), _temperature_note(f)) if p]
+    return "; ".join(phrases) if phrases else None
+
+
+def _grammar_phrase(f: Funnel) -> str | None:
+    """The phrase "the output format allowed n of m" when the grammar column cut candidates (m: those it was given)."""
+    for before, st in zip(f.stages, f.stages[1:], strict=False):
+        if st.kind is FunnelStageKind.GRAMMAR and st.survivors < before.survivors:
+            return f"the output format allowed {st.survivors} of {before.survivors}"
+    return None
+
+
+def _temperature_note(f: Funnel) -> str | None:
+    """What temperature could do in ``f`` (see :func:`funnel_note`)."""
     kinds = [st.kind for st in f.stages]
     if FunnelStageKind.TEMPERATURE not in kinds:
         return None
