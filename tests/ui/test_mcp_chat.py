@@ -181,3 +181,35 @@ def test_stop_in_the_banner_gives_up_a_running_call(qtbot, tiny_model: Path) -> 
         assert len(win.engine.sent(P.Generate)) == 1 and win.chat_view.messages[-1].text.startswith('{"name": "hang"')
     finally:
         close_window(win)  # the call still in flight ends with the server, and is dropped
+
+
+def test_a_stopped_calls_late_answer_is_dropped_not_given_to_the_next_call(qtbot, tiny_model: Path) -> None:  # type: ignore[no-untyped-def]
+    """Review 24 #1: call #1 (answers after 1 s) given up with Stop, then in a new chat call #2 (answers after
+    2.5 s) allowed: call #1's answer comes while call #2 runs, and must not become call #2's result."""
+    win = _window(qtbot, tiny_model)
+    try:
+        tools = win.findChild(ChatTools)
+        launcher = win.findChild(McpLauncher)
+        assert tools is not None and launcher is not None
+        launcher.servers.set_call_timeout(30)
+        first = json.dumps({"name": "hang", "arguments": {"seconds": 1}})
+        second = json.dumps({"name": "hang", "arguments": {"seconds": 2.5}})
+        win.engine.script(reply(first), reply(second), reply("Done", "."))
+        send(qtbot, win, "Call it first")
+        qtbot.waitUntil(lambda: tools.dialog is not None and tools.dialog.isVisible())
+        assert tools.dialog is not None
+        tools.dialog.allow_button.click()
+        first_chat = win.chat.conversation_id
+        banner_button(win, "Stop").click()
+        win.chat.new_chat()
+        send(qtbot, win, "Call it second")
+        qtbot.waitUntil(lambda: tools.dialog is not None and tools.dialog.isVisible())
+        assert tools.dialog is not None
+        tools.dialog.allow_button.click()
+        qtbot.waitUntil(lambda: len(win.engine.sent(P.Generate)) == 3, timeout=CALL_MS)
+        fed = win.engine.sent(P.Generate)[-1].messages[-1]
+        assert json.loads(fed.content)["tool_response"]["content"] == "woke after 2.5 s (call #2)"
+        assert win.chat.conversation_id != first_chat  # the result went to the second chat, where it was called
+        qtbot.waitUntil(lambda: reply_over(win) and not tools.busy, timeout=CALL_MS)
+    finally:
+        close_window(win)

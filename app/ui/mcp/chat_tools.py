@@ -73,11 +73,20 @@ def results_in_a_row(messages: tuple[ChatMessage, ...]) -> int:
 
 @dataclass
 class _Round:
-    """The calls of one reply, run one after the other."""
+    """The calls of one reply, run one after the other.
+
+    Attributes:
+        conversation_id: the chat the reply belongs to.
+        calls: the calls not yet answered (the first one is being confirmed or run).
+        results: the answered calls' results, as sent back.
+        running: the number of the call running now (0: none); an answer carrying another number is
+            not this round's (a call given up with Stop, answering late) and is dropped.
+    """
 
     conversation_id: int
     calls: list[tuple[ToolCall, McpTool]]
     results: list[str] = field(default_factory=list)
+    running: int = 0
 
 
 class ChatTools(QObject):
@@ -98,7 +107,7 @@ class ChatTools(QObject):
     """
 
     round_ended = Signal(str)
-    _call_done = Signal(object, object)  # (Future, McpTool), from a client's thread (queued)
+    _call_done = Signal(object, int, object)  # (Future, call number, conversation id), from a client's thread (queued)
 
     def __init__(
         self, servers: McpServers, chat: ChatController, engine: EngineClient, notices: Notices, parent: QWidget
@@ -111,6 +120,7 @@ class ChatTools(QObject):
         self._parent = parent
         self._offered: dict[int, dict[str, McpTool]] = {}  # message id -> the tools its reply was offered
         self._round: _Round | None = None
+        self._calls_made = 0  # each call run gets the next number (its identity: see _Round.running)
         self.dialog: ToolCallDialog | None = None
         chat.streaming.tool_offer = self.offer
         chat.reply_finished.connect(self._reply_finished)
@@ -196,8 +206,11 @@ class ChatTools(QObject):
             f"Running {tool.name} on MCP server {tool.server!r}… (at most {limit:g} s)",
             [("Stop", self.stop_call)],
         )
+        self._calls_made += 1
+        number, conversation = self._calls_made, r.conversation_id
+        r.running = number
         future = client.call_tool(tool.name, arguments, limit)
-        future.add_done_callback(lambda f: self._call_done.emit(f, tool))
+        future.add_done_callback(lambda f: self._call_done.emit(f, number, conversation))
 
     def stop_call(self) -> None:
         """Give up the round whose call is running (the banner's Stop): its results are not sent to the
@@ -208,9 +221,13 @@ class ChatTools(QObject):
         self._round = None
         self._notices.show(NoticeTopic.TOOL, Severity.INFO, "Stopped: the tool's result will not go to the model.")
 
-    def _on_call_done(self, future: Future[ToolResult], tool: McpTool) -> None:
-        if self._round is None:  # stopped meanwhile
-            return
+    def _on_call_done(self, future: Future[ToolResult], number: int, conversation_id: int) -> None:
+        r = self._round
+        if r is None or r.running != number or r.conversation_id != conversation_id:
+            log.info("MCP call #%d answered after it was given up: its result is dropped", number)
+            return  # stopped meanwhile (its round given up, perhaps another one running now)
+        r.running = 0
+        _call, tool = r.calls[0]
         self._notices.clear(NoticeTopic.TOOL)
         error = future.exception()
         if isinstance(error, McpServerError):
