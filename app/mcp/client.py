@@ -70,6 +70,7 @@ class McpClient:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
+        self._scope: Any = None  # the session's anyio CancelScope: close cancels it (a handshake too)
         self._session: Any = None  # the SDK's ClientSession, only touched on the client's thread
         self._pending: set[Future[Any]] = set()
         self._ready: Future[tuple[McpTool, ...]] = Future()
@@ -125,18 +126,19 @@ class McpClient:
         return self._submit(run, "listing its tools", self._connect_timeout_s)
 
     def close(self, wait_s: float = 0.0) -> bool:
-        """Close the connection: a stdio server's stdin is closed, then it is stopped (SIGTERM, SIGKILL:
-        the SDK's shutdown, at most about 6 s for a server that ignores both). Calls in flight end
-        with ``NOT_CONNECTED``.
+        """Close the connection, whatever it is doing (a handshake too): the session's cancel scope is
+        cancelled, and the SDK's stdio transport stops the server's process in its shielded shutdown
+        (stdin closed, 2 s, then SIGTERM to its process group, 2 s, SIGKILL: about 4 s for a server that
+        ignores all but the kill). Calls in flight end with ``NOT_CONNECTED``.
 
         Returns whether the client's thread ended within ``wait_s`` seconds (True when it never started).
         """
         with self._lock:
-            loop, stop, thread = self._loop, self._stop, self._thread
+            loop, thread = self._loop, self._thread
             self._set_state(ServerState.CLOSED)
-        if loop is not None and stop is not None:
+        if loop is not None:
             with contextlib.suppress(RuntimeError):  # the loop already ended
-                loop.call_soon_threadsafe(stop.set)
+                loop.call_soon_threadsafe(self._cancel)
         if thread is None:
             self._settle_all()
             return True
@@ -173,32 +175,15 @@ class McpClient:
 
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
+        scope = anyio.CancelScope()
         with self._lock:
             if self._state is ServerState.CLOSED:
                 return
-            self._loop, self._stop = loop, stop
+            self._loop, self._stop, self._scope = loop, stop, scope
         assert self._stderr is not None
         try:
-            async with connection.open_session(self.config, self._stderr) as session:
-                tools = await connection.handshake(session, self.name, self._connect_timeout_s)
-                self._session, self.tools = session, tools
-                with self._lock:
-                    if self._state is ServerState.CONNECTING:  # not closed meanwhile
-                        self._set_state(ServerState.CONNECTED)
-                _settle(self._ready, tools)
-                log.info("MCP server %r connected: %d tools", self.name, len(tools))
-                while not stop.is_set():
-                    with anyio.move_on_after(self._ping_every_s):
-                        await stop.wait()
-                    if not stop.is_set() and not await connection.alive(session, PING_TIMEOUT_S):
-                        msg = f"MCP server {self.name!r} stopped (its connection closed while it was idle)."
-                        tail = self._stderr_tail()
-                        self._fail(
-                            McpServerError(
-                                self.name, McpFailure.DIED, msg + (f" Its last output: {tail}" if tail else "")
-                            )
-                        )
-                        break
+            with scope:  # cancelled by close (on this loop): the SDK's exit then stops the process
+                await self._session_until_stopped(stop)
         except BaseException as exc:  # reported, never raised out of the thread
             doing = "its session" if self._ready.done() else STARTING
             error = connection.describe(exc, self.name, doing, self._connect_timeout_s, self._stderr_tail())
@@ -206,6 +191,39 @@ class McpClient:
             self._fail(error)
         finally:
             self._session = None
+
+    def _cancel(self) -> None:
+        """On the client's loop: end the session (:meth:`close`)."""
+        if self._stop is not None:
+            self._stop.set()
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def _session_until_stopped(self, stop: asyncio.Event) -> None:
+        """Open the session, shake hands, list the tools, then keep it (pinged) until ``stop`` or its death."""
+        import anyio
+
+        from app.mcp import connection
+
+        assert self._stderr is not None
+        async with connection.open_session(self.config, self._stderr) as session:
+            tools = await connection.handshake(session, self.name, self._connect_timeout_s)
+            self._session, self.tools = session, tools
+            with self._lock:
+                if self._state is ServerState.CONNECTING:  # not closed meanwhile
+                    self._set_state(ServerState.CONNECTED)
+            _settle(self._ready, tools)
+            log.info("MCP server %r connected: %d tools", self.name, len(tools))
+            while not stop.is_set():
+                with anyio.move_on_after(self._ping_every_s):
+                    await stop.wait()
+                if not stop.is_set() and not await connection.alive(session, PING_TIMEOUT_S):
+                    msg = f"MCP server {self.name!r} stopped (its connection closed while it was idle)."
+                    tail = self._stderr_tail()
+                    self._fail(
+                        McpServerError(self.name, McpFailure.DIED, msg + (f" Its last output: {tail}" if tail else ""))
+                    )
+                    break
 
     def _submit(self, work: Callable[[Any], Coroutine[Any, Any, _T]], doing: str, timeout_s: float) -> Future[_T]:
         """``work(session)`` run on the client's loop; its errors become :class:`McpServerError`."""

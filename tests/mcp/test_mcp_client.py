@@ -208,3 +208,32 @@ def test_a_server_that_dies_while_idle_shows_as_stopped_without_a_call(tmp_path)
         assert _error(client.call_tool("add", {"a": 1, "b": 1})).failure is McpFailure.NOT_CONNECTED
     finally:
         assert client.close(WAIT_S)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_closing_during_the_handshake_ends_the_servers_process(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Review 24 #2: a command that never speaks MCP (it sleeps, deaf to its stdin closing), closed while the
+    handshake waits (60 s limit): the process is stopped, not left an orphan."""
+    pidfile = tmp_path / "server.pid"
+    silent = f"{sys.executable} -c \"import os, time; open(os.environ['PIDFILE'], 'w').write(str(os.getpid())); time.sleep(3600)\""
+    pool = McpPool()
+    pool.apply(McpSettings().with_server(McpServerConfig.stdio("mute", silent, env=(("PIDFILE", str(pidfile)),))))
+    deadline = time.monotonic() + WAIT_S
+    while not (pidfile.exists() and pidfile.read_text(encoding="utf-8")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pid = int(pidfile.read_text(encoding="utf-8"))
+    client = pool.client("mute")
+    assert client is not None and client.state is ServerState.CONNECTING and not _gone(pid)
+    try:
+        assert pool.close_all(), "the client's thread did not end within the pool's 8 s"
+        assert _gone(pid), "the server's process outlived its client"
+    finally:
+        if not _gone(pid):
+            os.kill(pid, signal.SIGKILL)
