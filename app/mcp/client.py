@@ -22,7 +22,7 @@ from concurrent.futures import Future, InvalidStateError
 from typing import Any, TextIO, TypeVar, cast
 
 from app.core.mcp.config import DEFAULT_CALL_TIMEOUT_S, McpServerConfig
-from app.mcp.values import STARTING, McpFailure, McpServerError, McpTool, ServerState, ToolResult
+from app.mcp.values import STARTING, CloseReason, McpFailure, McpServerError, McpTool, ServerState, ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,8 @@ class McpClient:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
-        self._scope: Any = None  # the session's anyio CancelScope: close cancels it (a handshake too)
+        self._closed_for = CloseReason.DISCONNECTED
+        self._scope: Any = None  # the open session's anyio CancelScope: close cancels it (a handshake too)
         self._session: Any = None  # the SDK's ClientSession, only touched on the client's thread
         self._pending: set[Future[Any]] = set()
         self._ready: Future[tuple[McpTool, ...]] = Future()
@@ -125,16 +126,18 @@ class McpClient:
 
         return self._submit(run, "listing its tools", self._connect_timeout_s)
 
-    def close(self, wait_s: float = 0.0) -> bool:
+    def close(self, wait_s: float = 0.0, reason: CloseReason = CloseReason.DISCONNECTED) -> bool:
         """Close the connection, whatever it is doing (a handshake too): the session's cancel scope is
         cancelled, and the SDK's stdio transport stops the server's process in its shielded shutdown
         (stdin closed, 2 s, then SIGTERM to its process group, 2 s, SIGKILL: about 4 s for a server that
-        ignores all but the kill). Calls in flight end with ``NOT_CONNECTED``.
+        ignores all but the kill). Calls in flight end with ``NOT_CONNECTED``, saying ``reason``.
 
         Returns whether the client's thread ended within ``wait_s`` seconds (True when it never started).
         """
         with self._lock:
             loop, thread = self._loop, self._thread
+            if self._state is not ServerState.CLOSED:
+                self._closed_for = reason
             self._set_state(ServerState.CLOSED)
         if loop is not None:
             with contextlib.suppress(RuntimeError):  # the loop already ended
@@ -169,21 +172,18 @@ class McpClient:
             self._settle_all()
 
     async def _main(self) -> None:
-        import anyio
 
         from app.mcp import connection
 
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
-        scope = anyio.CancelScope()
         with self._lock:
             if self._state is ServerState.CLOSED:
                 return
-            self._loop, self._stop, self._scope = loop, stop, scope
+            self._loop, self._stop = loop, stop
         assert self._stderr is not None
         try:
-            with scope:  # cancelled by close (on this loop): the SDK's exit then stops the process
-                await self._session_until_stopped(stop)
+            await self._session_until_stopped(stop)
         except BaseException as exc:  # reported, never raised out of the thread
             doing = "its session" if self._ready.done() else STARTING
             error = connection.describe(exc, self.name, doing, self._connect_timeout_s, self._stderr_tail())
@@ -200,30 +200,46 @@ class McpClient:
             self._scope.cancel()
 
     async def _session_until_stopped(self, stop: asyncio.Event) -> None:
-        """Open the session, shake hands, list the tools, then keep it (pinged) until ``stop`` or its death."""
+        """Open the session (a stdio server started) and keep it (:meth:`_keep_session`) until ``stop``, its
+        death, or :meth:`close`."""
         import anyio
 
         from app.mcp import connection
 
         assert self._stderr is not None
         async with connection.open_session(self.config, self._stderr) as session:
-            tools = await connection.handshake(session, self.name, self._connect_timeout_s)
-            self._session, self.tools = session, tools
-            with self._lock:
-                if self._state is ServerState.CONNECTING:  # not closed meanwhile
-                    self._set_state(ServerState.CONNECTED)
-            _settle(self._ready, tools)
-            log.info("MCP server %r connected: %d tools", self.name, len(tools))
-            while not stop.is_set():
-                with anyio.move_on_after(self._ping_every_s):
-                    await stop.wait()
-                if not stop.is_set() and not await connection.alive(session, PING_TIMEOUT_S):
-                    msg = f"MCP server {self.name!r} stopped (its connection closed while it was idle)."
-                    tail = self._stderr_tail()
-                    self._fail(
-                        McpServerError(self.name, McpFailure.DIED, msg + (f" Its last output: {tail}" if tail else ""))
-                    )
-                    break
+            # Cancelled by close, on this loop, once the process runs (never mid-spawn, where the SDK
+            # could lose the process): the SDK's shielded exit then stops it.
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                if stop.is_set():
+                    scope.cancel()
+                await self._keep_session(session, stop)
+            self._scope = None
+
+    async def _keep_session(self, session: Any, stop: asyncio.Event) -> None:
+        """Shake hands, list the tools, then keep the session (pinged) until ``stop`` or its death."""
+        import anyio
+
+        from app.mcp import connection
+
+        tools = await connection.handshake(session, self.name, self._connect_timeout_s)
+        self._session, self.tools = session, tools
+        with self._lock:
+            if self._state is ServerState.CONNECTING:  # not closed meanwhile
+                self._set_state(ServerState.CONNECTED)
+        _settle(self._ready, tools)
+        log.info("MCP server %r connected: %d tools", self.name, len(tools))
+        while not stop.is_set():
+            with anyio.move_on_after(self._ping_every_s):
+                await stop.wait()
+            if not stop.is_set() and not await connection.alive(session, PING_TIMEOUT_S):
+                msg = f"MCP server {self.name!r} stopped (its connection closed while it was idle)."
+                tail = self._stderr_tail()
+                self._fail(
+                    McpServerError(self.name, McpFailure.DIED, msg + (f" Its last output: {tail}" if tail else ""))
+                )
+                break
 
     def _submit(self, work: Callable[[Any], Coroutine[Any, Any, _T]], doing: str, timeout_s: float) -> Future[_T]:
         """``work(session)`` run on the client's loop; its errors become :class:`McpServerError`."""
@@ -271,6 +287,12 @@ class McpClient:
 
     def _not_connected(self) -> McpServerError:
         state = self._state
+        if state is ServerState.CLOSED and self._closed_for is CloseReason.REMOVED:
+            msg = f"MCP server {self.name!r} is not connected: it was removed in Tools → MCP servers."
+            return McpServerError(self.name, McpFailure.NOT_CONNECTED, msg)
+        if state is ServerState.CLOSED and self._closed_for is CloseReason.RESTARTED:
+            msg = f"MCP server {self.name!r} is not connected: it was restarted (Reconnect, or its settings changed)."
+            return McpServerError(self.name, McpFailure.NOT_CONNECTED, msg)
         why = {
             ServerState.IDLE: "it was not started",
             ServerState.CONNECTING: "it is still starting",

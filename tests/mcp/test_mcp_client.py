@@ -237,3 +237,21 @@ def test_closing_during_the_handshake_ends_the_servers_process(tmp_path) -> None
     finally:
         if not _gone(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_call_cut_short_by_removing_its_server_says_it_was_removed() -> None:
+    """Review 24 #3: not "it was disconnected: reconnect it", since there is nothing left to reconnect."""
+    pool = McpPool()
+    settings = McpSettings().with_server(_config("mine"))
+    pool.apply(settings)
+    client = pool.client("mine")
+    assert client is not None
+    try:
+        client.start().result(WAIT_S)
+        pending = client.call_tool("hang", {}, timeout_s=60)
+        pool.apply(settings.without_server("mine"))
+        error = _error(pending)
+        assert error.failure is McpFailure.NOT_CONNECTED
+        assert error.message == "MCP server 'mine' is not connected: it was removed in Tools → MCP servers."
+    finally:
+        assert pool.close_all()
