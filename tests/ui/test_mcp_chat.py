@@ -213,3 +213,29 @@ def test_a_stopped_calls_late_answer_is_dropped_not_given_to_the_next_call(qtbot
         qtbot.waitUntil(lambda: reply_over(win) and not tools.busy, timeout=CALL_MS)
     finally:
         close_window(win)
+
+
+@pytest.mark.parametrize("then", ["next-turn", "new-chat"])
+def test_the_stopped_notice_goes_with_the_next_turn_or_another_chat(qtbot, tiny_model: Path, then: str) -> None:  # type: ignore[no-untyped-def]
+    """Review 24 #4: "Stopped: the tool's result will not go to the model." is about that call only."""
+    win = _window(qtbot, tiny_model)
+    try:
+        tools = win.findChild(ChatTools)
+        launcher = win.findChild(McpLauncher)
+        assert tools is not None and launcher is not None
+        launcher.servers.set_call_timeout(60)
+        win.engine.script(reply(json.dumps({"name": "hang", "arguments": {}})), reply("Fine", "."))
+        send(qtbot, win, "Wait for it")
+        qtbot.waitUntil(lambda: tools.dialog is not None and tools.dialog.isVisible())
+        assert tools.dialog is not None
+        tools.dialog.allow_button.click()
+        banner_button(win, "Stop").click()
+        assert win.notices.showing(NoticeTopic.TOOL) and win.banner.text.text().startswith("Stopped:")
+        if then == "new-chat":
+            win.chat.new_chat()
+        else:
+            send(qtbot, win, "Never mind")
+            qtbot.waitUntil(lambda: reply_over(win) and win.chat_view.messages[-1].text == "Fine.", timeout=CALL_MS)
+        assert not win.notices.showing(NoticeTopic.TOOL)
+    finally:
+        close_window(win)

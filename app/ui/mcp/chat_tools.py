@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
@@ -120,10 +121,12 @@ class ChatTools(QObject):
         self._parent = parent
         self._offered: dict[int, dict[str, McpTool]] = {}  # message id -> the tools its reply was offered
         self._round: _Round | None = None
+        self._stopped_said = False  # the "Stopped" notice is ChatTools' last TOOL notice (it goes with the turn)
         self._calls_made = 0  # each call run gets the next number (its identity: see _Round.running)
         self.dialog: ToolCallDialog | None = None
         chat.streaming.tool_offer = self.offer
         chat.reply_finished.connect(self._reply_finished)
+        chat.conversation_changed.connect(self._drop_stopped_notice)
         self._call_done.connect(self._on_call_done)
 
     @property
@@ -134,6 +137,7 @@ class ChatTools(QObject):
     def offer(self, messages: tuple[ChatMessage, ...], message_id: int) -> ToolOffer | None:
         """The tools the reply ``message_id`` to ``messages`` is offered (None: none; see the module)."""
         self._offered.clear()
+        self._drop_stopped_notice()  # the next turn starts
         if not self._servers.config.use_in_chats or self._engine.model is None or self._engine.model.remote:
             return None
         if self._chat.chat_settings.current.constraint.kind is not ConstraintKind.NONE:
@@ -200,8 +204,7 @@ class ChatTools(QObject):
             self._record(f"Error: MCP server {tool.server!r} was removed.")
             return
         limit = self._servers.config.call_timeout_s
-        self._notices.show(
-            NoticeTopic.TOOL,
+        self._show(
             Severity.INFO,
             f"Running {tool.name} on MCP server {tool.server!r}… (at most {limit:g} s)",
             [("Stop", self.stop_call)],
@@ -219,7 +222,19 @@ class ChatTools(QObject):
         if self._round is None or self.dialog is not None:
             return
         self._round = None
-        self._notices.show(NoticeTopic.TOOL, Severity.INFO, "Stopped: the tool's result will not go to the model.")
+        self._show(Severity.INFO, "Stopped: the tool's result will not go to the model.")
+        self._stopped_said = True
+
+    def _show(self, severity: Severity, text: str, actions: list[tuple[str, Callable[[], None]]] | None = None) -> None:
+        """A notice about the tools (``NoticeTopic.TOOL``)."""
+        self._stopped_said = False
+        self._notices.show(NoticeTopic.TOOL, severity, text, actions or [])
+
+    def _drop_stopped_notice(self, *_: object) -> None:
+        """Hide the "Stopped" notice when it is still up (the chat changed, or the next turn started)."""
+        if self._stopped_said:
+            self._stopped_said = False
+            self._notices.clear(NoticeTopic.TOOL)
 
     def _on_call_done(self, future: Future[ToolResult], number: int, conversation_id: int) -> None:
         r = self._round
@@ -231,7 +246,7 @@ class ChatTools(QObject):
         self._notices.clear(NoticeTopic.TOOL)
         error = future.exception()
         if isinstance(error, McpServerError):
-            self._notices.show(NoticeTopic.TOOL, Severity.WARNING, error.message)
+            self._show(Severity.WARNING, error.message)
             self._record(f"Error: {error.message}")
         elif error is not None:  # the client ends its futures with McpServerError only; kept safe anyway
             log.error("MCP call to %s failed: %r", tool.name, error)
