@@ -74,6 +74,7 @@ class McpClient:
         self._scope: Any = None  # the open session's anyio CancelScope: close cancels it (a handshake too)
         self._session: Any = None  # the SDK's ClientSession, only touched on the client's thread
         self._pending: set[Future[Any]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()  # the requests running, on the client's loop
         self._ready: Future[tuple[McpTool, ...]] = Future()
         self._stderr: TextIO | None = None
 
@@ -103,7 +104,10 @@ class McpClient:
 
         The future ends with a :class:`ToolResult` (``is_error`` when the tool reported one) or a
         :class:`McpServerError`: ``NOT_CONNECTED``, ``TIMED_OUT`` (the server stays connected),
-        ``DIED`` (the server is then :attr:`ServerState.STOPPED`), ``REFUSED``.
+        ``DIED`` (the server is then :attr:`ServerState.STOPPED`), ``REFUSED``. Cancelling the future
+        (``future.cancel()``, the chat's Stop) gives the call up: its request is no longer awaited, so
+        the server's later death is one while idle, not "during the call" (the server is not told; it
+        may go on working).
         """
         doing = f"the call to {name}"
 
@@ -279,8 +283,18 @@ class McpClient:
                 with self._lock:
                     self._pending.discard(future)
 
+        def begin() -> None:  # on the client's loop
+            if future.cancelled():
+                with self._lock:
+                    self._pending.discard(future)
+                return
+            task = loop.create_task(run())
+            self._tasks.add(task)  # the loop keeps only a weak reference
+            task.add_done_callback(self._tasks.discard)
+            future.add_done_callback(lambda f: _cancel_soon(loop, task) if f.cancelled() else None)
+
         try:
-            loop.call_soon_threadsafe(lambda: loop.create_task(run()))
+            loop.call_soon_threadsafe(begin)
         except RuntimeError:  # the loop ended between the check and the call
             _settle(future, self._not_connected())
         return future
@@ -362,6 +376,12 @@ class McpClient:
             return ""
         lines = [line.strip() for line in text.splitlines() if line.strip()]
         return " / ".join(lines[-5:])
+
+
+def _cancel_soon(loop: asyncio.AbstractEventLoop, task: asyncio.Task[None]) -> None:
+    """Cancel ``task`` on ``loop`` (from any thread); nothing when the loop has ended."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(task.cancel)
 
 
 def _settle(future: Future[Any], outcome: object) -> None:

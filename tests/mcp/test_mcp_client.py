@@ -255,3 +255,24 @@ def test_a_call_cut_short_by_removing_its_server_says_it_was_removed() -> None:
         assert error.message == "MCP server 'mine' is not connected: it was removed in Tools → MCP servers."
     finally:
         assert pool.close_all()
+
+
+def test_a_server_that_dies_after_its_call_was_given_up_is_reported_as_stopped_while_idle(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Review 24 #5: a call given up (the chat's Stop cancels its future), then the server killed: no call
+    is in flight, so not "stopped during the call to hang"."""
+    pidfile = tmp_path / "server.pid"
+    config = McpServerConfig.stdio("idle", f"{sys.executable} {script_path()}", env=((PIDFILE_ENV, str(pidfile)),))
+    stopped = threading.Event()
+    client = McpClient(config, ping_every_s=1.0, on_state=lambda s: stopped.set() if s is ServerState.STOPPED else None)
+    try:
+        client.start().result(WAIT_S)
+        given_up = client.call_tool("hang", {}, timeout_s=60)
+        assert given_up.cancel()
+        deadline = time.monotonic() + 2.0
+        while client._pending and time.monotonic() < deadline:  # the client lets it go (at once)
+            time.sleep(0.01)
+        os.kill(int(pidfile.read_text(encoding="utf-8")), signal.SIGKILL)
+        assert stopped.wait(WAIT_S), "the dead server still shows as connected"
+        assert client.error.startswith("MCP server 'idle' stopped (its connection closed while it was idle)")
+    finally:
+        assert client.close(WAIT_S)

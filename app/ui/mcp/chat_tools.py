@@ -88,6 +88,7 @@ class _Round:
     calls: list[tuple[ToolCall, McpTool]]
     results: list[str] = field(default_factory=list)
     running: int = 0
+    future: Future[ToolResult] | None = None  # the running call's answer (cancelled by Stop)
 
 
 class ChatTools(QObject):
@@ -213,15 +214,19 @@ class ChatTools(QObject):
         number, conversation = self._calls_made, r.conversation_id
         r.running = number
         future = client.call_tool(tool.name, arguments, limit)
+        r.future = future
         future.add_done_callback(lambda f: self._call_done.emit(f, number, conversation))
 
     def stop_call(self) -> None:
         """Give up the round whose call is running (the banner's Stop): its results are not sent to the
-        model, and the call's answer, when it comes, is dropped (the server is not told: MCP has no
-        reliable cancel)."""
-        if self._round is None or self.dialog is not None:
+        model, the client stops waiting for the call (its future cancelled), and an answer that still
+        comes is dropped (the server is not told: MCP has no reliable cancel)."""
+        r = self._round
+        if r is None or self.dialog is not None:
             return
         self._round = None
+        if r.future is not None:
+            r.future.cancel()  # the client stops waiting for it (the server's later death is then while idle)
         self._show(Severity.INFO, "Stopped: the tool's result will not go to the model.")
         self._stopped_said = True
 
@@ -241,7 +246,7 @@ class ChatTools(QObject):
         if r is None or r.running != number or r.conversation_id != conversation_id:
             log.info("MCP call #%d answered after it was given up: its result is dropped", number)
             return  # stopped meanwhile (its round given up, perhaps another one running now)
-        r.running = 0
+        r.running, r.future = 0, None
         _call, tool = r.calls[0]
         self._notices.clear(NoticeTopic.TOOL)
         error = future.exception()
