@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from PySide6.QtWidgets import QLabel
 
 from app.core import protocol as P
 from app.core.chat.context import Role
@@ -19,6 +20,7 @@ from app.core.settings import Settings, SettingsStore
 from app.core.tools.spec import ToolChoiceKind
 from app.mcp.values import ServerState
 from app.paths import default_paths
+from app.ui.chat.message import result_html
 from app.ui.mcp.chat_tools import DENIED, ChatTools
 from app.ui.mcp.entry import McpLauncher
 from app.ui.window.main_window import MainWindow
@@ -241,5 +243,40 @@ def test_the_stopped_notice_goes_with_the_next_turn_or_another_chat(qtbot, tiny_
             send(qtbot, win, "Never mind")
             qtbot.waitUntil(lambda: reply_over(win) and win.chat_view.messages[-1].text == "Fine.", timeout=CALL_MS)
         assert not win.notices.showing(NoticeTopic.TOOL)
+    finally:
+        close_window(win)
+
+
+@pytest.mark.parametrize(
+    ("echoed", "shown"),
+    [
+        ('line one\nline "two"', 'line one\nline "two"'),  # text as text, not one escaped line
+        ('{"rows":[1,2]}', '{\n  "rows": [\n    1,\n    2\n  ]\n}'),  # JSON indented
+    ],
+    ids=["text", "json"],
+)
+def test_the_call_shows_as_written_and_its_result_readably(qtbot, tiny_model: Path, echoed: str, shown: str) -> None:  # type: ignore[no-untyped-def]
+    """Review 24 #6: the dialog shows the arguments character for character (and indented in a second tab);
+    the chat shows the result's content readably, while the model gets the tool_response message as it is."""
+    win = _window(qtbot, tiny_model)
+    try:
+        tools = win.findChild(ChatTools)
+        assert tools is not None
+        arguments = '{"text":' + json.dumps(echoed) + "}"  # no space after the colon, as a model may write it
+        win.engine.script(reply('{"name": "echo", "arguments": ' + arguments + "}"), reply("Done", "."))
+        send(qtbot, win, "Echo it")
+        qtbot.waitUntil(lambda: tools.dialog is not None and tools.dialog.isVisible())
+        dialog = tools.dialog
+        assert dialog is not None
+        assert dialog.arguments.toPlainText() == arguments  # exactly as written
+        assert dialog.indented is not None and json.loads(dialog.indented.toPlainText()) == {"text": echoed}
+        dialog.allow_button.click()
+        qtbot.waitUntil(lambda: reply_over(win) and win.chat_view.messages[-1].text == "Done.", timeout=CALL_MS)
+        fed = win.engine.sent(P.Generate)[-1].messages[-1]
+        assert json.loads(fed.content)["tool_response"]["content"] == echoed  # the model's copy as it was
+        result = win.chat_view.messages[-2]
+        assert result.text == fed.content  # stored and copied as it was...
+        assert isinstance(result.body, QLabel) and result.body.text() == result_html(shown)  # ...shown readably
+        assert "\n" in result.body.text() and "\\n" not in result.body.text()
     finally:
         close_window(win)
