@@ -10,6 +10,9 @@ from typing import Any
 DEFAULT_PORT = 8765
 LOOPBACK = "127.0.0.1"
 ALL_INTERFACES = "0.0.0.0"
+DEFAULT_PARALLEL = 1  # API requests decoded together (issue 23 §4): one at a time unless the person sets more
+# (each sequence holds the loaded n_ctx's KV cache: N times the chat's, not yet in the fit verdict)
+MAX_PARALLEL = 16  # app.core.protocol.parallel.MAX_SEQUENCES
 
 
 class BusyPolicy(str, enum.Enum):
@@ -37,6 +40,9 @@ class ServerSettings:
             anyone on the network who has the key can then use the model.
         cors_origins: origins allowed by CORS (browser pages); empty: CORS off.
         busy_policy: what a request does while the person's reply is being written.
+        parallel: API requests decoded together at most, 1 to :data:`MAX_PARALLEL` (llama-server's
+            ``--parallel``): each a sequence of a second llama.cpp context with the loaded n_ctx, so its
+            KV cache costs ``parallel`` times the chat's; 1: one at a time in the chat context, as before.
     """
 
     enabled: bool = False
@@ -45,6 +51,7 @@ class ServerSettings:
     expose_lan: bool = False
     cors_origins: tuple[str, ...] = ()
     busy_policy: BusyPolicy = BusyPolicy.QUEUE
+    parallel: int = DEFAULT_PARALLEL
 
     def __post_init__(self) -> None:
         # A Qt item's data comes back as plain text ("refuse"): keep the field an enum.
@@ -69,6 +76,7 @@ class ServerSettings:
             "expose_lan": self.expose_lan,
             "cors_origins": list(self.cors_origins),
             "busy_policy": self.busy_policy.value,
+            "parallel": self.parallel,
         }
 
     @classmethod
@@ -84,6 +92,7 @@ class ServerSettings:
         except ValueError:
             policy = d.busy_policy
         key = data.get("api_key")
+        parallel = data.get("parallel")
         return cls(
             enabled=data.get("enabled") is True,
             port=port if isinstance(port, int) and not isinstance(port, bool) and 0 <= port <= 65535 else d.port,
@@ -93,4 +102,7 @@ class ServerSettings:
             if isinstance(origins, list)
             else (),
             busy_policy=policy,
+            parallel=parallel
+            if isinstance(parallel, int) and not isinstance(parallel, bool) and 1 <= parallel <= MAX_PARALLEL
+            else d.parallel,
         )

@@ -21,7 +21,7 @@ import llama_cpp
 from app.core import protocol as P
 from app.engine.backends import load_backends
 from app.engine.devices import gpu_devices
-from app.engine.errors import CancelFlag, EngineError
+from app.engine.errors import CancelFlag, EngineError, ParentGone
 from app.engine.llama_log import LlamaLog
 from app.engine.quant.compare import compare_models
 from app.engine.quant.dry_run import plan_quantize
@@ -30,10 +30,6 @@ from app.engine.rpc import rpc_supported
 from app.engine.session import Session
 
 log = logging.getLogger(__name__)
-
-
-class ParentGone(Exception):
-    """The UI end of the pipe is closed: nobody is listening, so the engine ends."""
 
 
 def serve(conn: Connection, cancel: CancelFlag, t0: float) -> None:
@@ -112,6 +108,8 @@ LANES: dict[type[Any], Lane] = {
     P.PrepareInspect: Lane.INSPECT,
     P.Embed: Lane.EMBED,
     P.CancelEmbed: Lane.READER,
+    P.GenerateParallel: Lane.READER,  # only queued here: the parallel loop has its own thread
+    P.CancelSequence: Lane.READER,
     P.CheckConstraint: Lane.READER,  # output constraints (issue 23 §1): milliseconds, answered while a reply streams
 }
 
@@ -145,6 +143,9 @@ HANDLERS: dict[type[Any], Callable[[Session, Any], object | None]] = {
     # Embeddings (issue 23 §3): the loaded model in a context of its own, on the embed lane.
     P.Embed: lambda session, req: session.embed(req),
     P.CancelEmbed: lambda session, req: session.cancel_embed(req),
+    # Several API requests decoded together (issue 23 §4): the parallel loop's own thread and context.
+    P.GenerateParallel: lambda session, req: session.generate_parallel(req),
+    P.CancelSequence: lambda session, req: session.cancel_sequence(req),
     # Sizing a quantization (issue 21 §2): llama.cpp's dry run of each type offered, nothing written.
     P.PlanQuantize: lambda session, req: plan_quantize(req, llama_log=session.llama_log),
     # Output constraints (issue 23 §1): a JSON schema converted and a grammar parsed, nothing generated.

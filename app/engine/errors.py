@@ -1,4 +1,4 @@
-"""What the engine's parts share about failing and stopping: EngineError and the cancel flag's shape."""
+"""What the engine's parts share about failing and stopping: EngineError, ParentGone and the cancel flag's shape."""
 
 from __future__ import annotations
 
@@ -25,3 +25,7 @@ class EngineError(Exception):
         super().__init__(message)
         self.kind = kind
         self.message = message
+
+
+class ParentGone(Exception):
+    """The UI end of the pipe is closed: nobody is listening, so the engine ends (raised by the child's emit)."""

@@ -257,15 +257,15 @@ class PromptBuilder:
         if self._template_reads_tools:
             return messages, {"tools": [t.openai() for t in self._tools]}
         if not self._tools_forced:
-            which = (
-                "This model's chat template does not"
+            why = (
+                "This model's chat template does not offer tools (its Jinja source never reads 'tools')"
                 if self._formatter is not None
-                else "This model has no chat template, so it cannot"
+                else "This model has no chat template (Glassbox writes a plain transcript), so nothing offers it tools"
             )
             raise EngineError(
                 FailureKind.TEMPLATE,
-                f"{which} offer tools (its Jinja source never reads 'tools'), so with tool_choice \"auto\" "
-                'the model would not know them. Send tool_choice "required" or '
+                f'{why}: with tool_choice "auto" the model would not know them. '
+                'Send tool_choice "required" or '
                 '{"type": "function", "function": {"name": ...}}: the reply is then constrained to a call of '
                 "one of your tools, whatever the template. Or use a model whose chat template supports tools.",
             )

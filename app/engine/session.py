@@ -12,7 +12,10 @@ against context length) and :mod:`app.engine.inspection` (inspect a token in a s
   (taken before the model lock): the model lock is held only while the inspection starts, so a
   funnel never waits seconds behind an inspection;
 - the **embed lock** while embeddings run (:mod:`app.engine.embeddings`, on the embed thread, in a
-  context of their own) and while a model is freed (taken first).
+  context of their own) and while a model is freed (taken first);
+- the **person-first gate** (:class:`~app.engine.parallel.gate.PersonFirst`) around the person's turn, a
+  depth sweep and each prompt render or count: the local API's parallel sequences
+  (:mod:`app.engine.parallel`, a context of their own on their own thread) pause meanwhile.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ from app.engine.funnel_request import checked_sampler, live_reply, live_step, st
 from app.engine.inspection.chat_cache import take_chat_cache
 from app.engine.llama_log import LlamaLog
 from app.engine.loader import LoadedModel, check_model, load_model
+from app.engine.parallel.gate import PersonFirst
+from app.engine.parallel.loop import ParallelRunner
 from app.engine.prompt_requests import count_prompt, render_prompt
 from app.engine.turn import Turn, clear_chat
 from app.engine.vocab import Vocab
@@ -67,6 +72,8 @@ class Session:
         self._embed_lock = threading.Lock()
         self._embedder: Embedder | None = None  # the loaded model's embeddings context, made on first use
         self._embed_cancels: set[int] = set()  # Embed request ids cancelled (CancelEmbed), until they end
+        self._gate = PersonFirst()  # the person's work first, the API's parallel sequences after
+        self._parallel: ParallelRunner | None = None  # the API's parallel sequences, made on first use
 
     # ------------------------------------------------------------------------ loaded state
     @property
@@ -132,6 +139,10 @@ class Session:
             m.token_inspector.request_stop()
         if self._embedder is not None:
             self._embedder.request_stop()
+        with self._model_lock:
+            runner, self._parallel = self._parallel, None
+        if runner is not None:
+            runner.close()  # its context uses the model: freed first (its requests end with Failed)
         with self._embed_lock, self._inspect_lock, self._model_lock:
             if self._embedder is not None:
                 self._embedder.close()  # its context uses the model: freed first
@@ -182,7 +193,8 @@ class Session:
         Raises:
             EngineError: ``no_model``; ``template``.
         """
-        return render_prompt(self._require(), req)
+        with self._gate.person():
+            return render_prompt(self._require(), req)
 
     def count_prompt(self, req: P.CountPrompt) -> P.PromptCounted:
         """:func:`app.engine.prompt_requests.count_prompt` on the loaded model.
@@ -190,7 +202,8 @@ class Session:
         Raises:
             EngineError: ``no_model``; ``template``.
         """
-        return count_prompt(self._require(), req)
+        with self._gate.person():
+            return count_prompt(self._require(), req)
 
     def generate(self, req: P.Generate) -> P.Finished:
         """Run one turn (:class:`app.engine.turn.Turn`), emitting PromptPrepared, PrefillProgress and TokenEvent events.
@@ -202,7 +215,7 @@ class Session:
             EngineError: no model, a sampler value out of range, context overflow (STOP
                 policy, or nothing left to drop), or a template error; nothing is generated then.
         """
-        with self._chat_lock:
+        with self._gate.person(), self._chat_lock:
             return Turn(self._require(), req, self.emit, self.cancel, self.llama_log).run()
 
     def check_constraint(self, req: P.CheckConstraint) -> P.ConstraintChecked:
@@ -228,7 +241,7 @@ class Session:
         Raises:
             EngineError: ``no_model``; ``bad_settings`` (a depth that does not fit n_ctx); ``internal``.
         """
-        with self._chat_lock:
+        with self._gate.person(), self._chat_lock:
             return sweep_depth(self._require(), req, self.emit, self.cancel)
 
     def funnel(self, req: P.ComputeFunnel) -> P.FunnelComputed:
@@ -311,3 +324,27 @@ class Session:
         """Mark the Embed ``req.request_id`` cancelled (any thread): it ends with Failed ``cancelled``
         (:meth:`app.engine.embeddings.Embedder.embed`). No answer."""
         self._embed_cancels.add(req.request_id)
+
+    # ------------------------------------------------------------- parallel API sequences (issue 23 §4)
+    def generate_parallel(self, req: P.GenerateParallel) -> None:
+        """Hand ``req`` to the parallel loop (:mod:`app.engine.parallel.loop`, made on first use); its
+        events and its terminal Finished or Failed come from the loop's thread. No answer here.
+
+        Raises:
+            EngineError: ``no_model``; ``bad_settings`` (a number of sequences out of range).
+        """
+        with self._model_lock:
+            m = self._require()
+            if self._parallel is not None and not self._parallel.alive:  # a bug ended its loop
+                self._parallel.close()
+                self._parallel = None
+            if self._parallel is None:
+                self._parallel = ParallelRunner(m, self.emit, self._gate, self.llama_log)
+            self._parallel.submit(req)
+
+    def cancel_sequence(self, req: P.CancelSequence) -> None:
+        """Stop the parallel request ``req.request_id`` (any thread; nothing when it has ended). No answer."""
+        with self._model_lock:
+            runner = self._parallel
+        if runner is not None:
+            runner.cancel(req.request_id)

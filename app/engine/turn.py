@@ -76,7 +76,7 @@ class Turn:
 
     An output constraint (``req.constraint``) becomes llama.cpp's grammar sampler before the prompt is
     rendered (a bad one fails with ``constraint`` before anything is evaluated), fed the reply's prefix
-    when it has one, and goes first in the chain (:func:`app.engine.funnel.build_stages`). With
+    when it has one (and the continued message's text with ``continue_last``), and goes first in the chain (:func:`app.engine.funnel.build_stages`). With
     speculation the reply stays exact: the speculative loop draws with the same chain at each position
     and the chain (the grammar with it) accepts only the tokens drawn, never a draft it rejected.
     """
@@ -117,6 +117,10 @@ class Turn:
         if self._gbnf is not None:
             self._grammar = grammar_sampler(self._m.vocab.ptr, self._gbnf, self._llama_log)
         try:
+            if self._grammar is not None and self._req.continue_last and self._req.messages:
+                # Continuing a reply: the grammar goes on from the message's text so far (the grammar reads
+                # characters, so any tokenization of that text leaves it in the same state).
+                feed(self._grammar, self._m.prompt.tokenize(self._req.messages[-1].content, False), self._m.vocab)
             return self._run()
         finally:
             if self._grammar is not None:  # not handed to a chain (a failure before decoding)
@@ -211,10 +215,13 @@ class Turn:
         keep = req.keep_logits or req.alternatives > 0
         store = None
         if keep:
-            n_before = len(prompt.tokens) - len(prefix)  # the grammar's state: the reply from its prefix on
-            store = ReplyLogits(
-                req.request_id, req.sampler, seed, prompt.tokens, m.vocab.n_tokens, self._gbnf, n_before
-            )
+            gbnf, n_before = self._gbnf, len(prompt.tokens) - len(prefix)  # the grammar reads the reply from here
+            if gbnf is not None and req.continue_last and req.messages:  # ... and the continued message's text
+                cont = m.prompt.tokenize(req.messages[-1].content, False)
+                held = prompt.tokens[n_before - len(cont) : n_before] if len(cont) <= n_before else []
+                # The prompt holds the text as other tokens (the template's tokenization): no grammar column.
+                gbnf, n_before = (gbnf, n_before - len(cont)) if held == cont else (None, n_before)
+            store = ReplyLogits(req.request_id, req.sampler, seed, prompt.tokens, m.vocab.n_tokens, gbnf, n_before)
         if store is not None:
             m.store = store
         common: dict[str, Any] = {

@@ -25,11 +25,12 @@ from starlette.routing import Route
 
 from app.core import protocol as P
 from app.core.chat.context import StopReason
+from app.core.tools.spec import ToolChoiceKind
 from app.server.embeddings import embeddings_body, parse_embeddings
 from app.server.errors import ApiError, bad_request
 from app.server.gateway import ApiJob, EmbeddingJob, EngineGateway, ModelCard
 from app.server.responses import ReplyBuilder
-from app.server.schema import Endpoint, parse_request
+from app.server.schema import Endpoint, ParsedRequest, parse_request
 
 # Engine failure kinds and the HTTP status each gets.
 _FAILED_STATUS = {
@@ -48,11 +49,32 @@ def _error(exc: ApiError) -> JSONResponse:
     return JSONResponse(exc.body(), status_code=exc.status)
 
 
-def failed_error(ev: P.Failed) -> ApiError:
-    """The API error for an engine :class:`~app.core.protocol.Failed`."""
+def failed_error(ev: P.Failed, parsed: ParsedRequest | None = None) -> ApiError:
+    """The API error for an engine :class:`~app.core.protocol.Failed`, naming the request field at fault
+    (:func:`failed_param`) when ``parsed`` is the request it answers."""
     status = _FAILED_STATUS.get(ev.kind, 500)
     kind = "invalid_request_error" if status == 400 else "server_error"
-    return ApiError(status, ev.message, kind, None, ev.kind)
+    param = failed_param(ev, parsed) if parsed is not None and status == 400 else None
+    return ApiError(status, ev.message, kind, param, ev.kind)
+
+
+def failed_param(ev: P.Failed, parsed: ParsedRequest) -> str | None:
+    """The field of ``parsed`` an engine refusal is about, or None.
+
+    - ``template`` with tools offered by "auto" (a chat template with no place for them): ``tool_choice``;
+    - ``constraint`` with a forced call: ``tools[i].function.parameters`` of the tool the message names
+      ("tool 'x': ..."), else ``tool_choice``; without one: ``response_format``.
+    """
+    if ev.kind is P.FailureKind.TEMPLATE and parsed.tools and parsed.tool_choice.kind is ToolChoiceKind.AUTO:
+        return "tool_choice"
+    if ev.kind is not P.FailureKind.CONSTRAINT:
+        return None
+    if not parsed.tool_choice.forced:
+        return "response_format"
+    for i, tool in enumerate(parsed.tools):
+        if ev.message.startswith(f"tool {tool.name!r}:"):
+            return f"tools[{i}].function.parameters"
+    return "tool_choice"
 
 
 def _cancelled() -> ApiError:
@@ -194,7 +216,7 @@ class Api:
                 if first is None:
                     return Response(status_code=499)  # nobody is listening any more
                 if isinstance(first, P.Failed):
-                    return _error(failed_error(first))
+                    return _error(failed_error(first, parsed))
             return StreamingResponse(self._stream(job, builder, first), media_type="text/event-stream")
         self.open_jobs.add(job)
         try:
@@ -238,7 +260,7 @@ class Api:
                     builder.take(ev)
                 elif isinstance(ev, P.Failed):
                     done = True
-                    return _error(failed_error(ev))
+                    return _error(failed_error(ev, job.request))
                 elif isinstance(ev, P.Finished):
                     done = True
                     if ev.stats.stop_reason is StopReason.CANCELLED:
@@ -268,7 +290,7 @@ class Api:
                 ev, first = (first, None) if first is not None else (await job.next_event(), None)
                 if isinstance(ev, P.TokenEvent):
                     batch.append(ev)
-                    if not job.has_events():  # more already waiting: send them in one chunk
+                    if job.has_events():  # more already waiting: send them in one chunk
                         continue
                     chunk = builder.text_chunk(batch)
                     batch = []
@@ -284,7 +306,7 @@ class Api:
                     started_ns = time.perf_counter_ns()
                 elif isinstance(ev, P.Failed):
                     done = True
-                    yield _sse(failed_error(ev).body())
+                    yield _sse(failed_error(ev, job.request).body())
                     break
                 elif isinstance(ev, P.Finished):
                     done = True

@@ -4,7 +4,10 @@
 - ``{"type": "json_object"}``: any JSON object (llama.cpp's JSON grammar);
 - ``{"type": "json_schema", "json_schema": {"name": ..., "schema": {...}, "strict": ...}}``: the schema,
   converted by llama-cpp-python's converter in the engine. The schema is always enforced as
-  ``strict`` would (``strict`` is read and checked, not needed); without ``schema``, any JSON object.
+  ``strict`` would (``strict`` is read and checked, not needed). Without ``schema``, any JSON object:
+  OpenAI's API description makes ``json_schema.schema`` optional for Chat Completions
+  (``ResponseFormatJsonSchema`` in its OpenAPI document 2.3.0; only ``name`` is required), without saying
+  what it then enforces, so Glassbox enforces what ``json_object`` does.
 
 A schema that uses what the converter would silently ignore is refused here with 400 naming the part
 (:func:`app.core.constraint.schema_check.schema_problem`, the list the engine checks too); what the
@@ -49,7 +52,8 @@ def parse_response_format(body: dict[str, Any]) -> OutputConstraint | None:
     spec = fmt.get("json_schema")
     if not isinstance(spec, dict):
         raise bad_request(
-            "'response_format.json_schema' must be an object with 'name' and 'schema'.", "response_format"
+            "'response_format.json_schema' must be an object with a 'name' and the 'schema' the reply must match.",
+            "response_format",
         )
     name = spec.get("name")
     if not isinstance(name, str) or not _NAME_RE.match(name):

@@ -25,15 +25,14 @@ person's Sampler panel, so a client gets the same reply whatever the person has 
 from __future__ import annotations
 
 import enum
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from app.core import protocol as P
 from app.core.chat.context import ChatMessage, ContextPolicy, Role
-from app.core.constraint.schema_check import schema_problem
 from app.core.sampling.param_specs import PARAMS
 from app.core.sampling.params import SamplerSettings
+from app.core.tools.checks import tool_problem
 from app.core.tools.forced import forced_call_constraint
 from app.core.tools.history import tool_calls_text, tool_result_text
 from app.core.tools.spec import (
@@ -274,12 +273,12 @@ def _tools(body: dict[str, Any], endpoint: Endpoint) -> tuple[tuple[ToolSpec, ..
         for i, tool in enumerate(tools):
             if choice.kind is ToolChoiceKind.FUNCTION and tool.name != choice.name:
                 continue
-            problem = schema_problem(json.dumps(tool.parameters))
+            problem = tool_problem(tool)
             if problem:
                 raise bad_request(
-                    f"tools[{i}] ({tool.name}): {problem}. A forced tool call is sampled under llama.cpp's grammar, "
-                    "which cannot hold the arguments to that keyword: drop it from the tool's parameters, or use "
-                    'tool_choice "auto" with a model whose chat template offers tools.',
+                    f"tools[{i}]: {problem}. A forced tool call is sampled under that grammar: drop that part "
+                    'from the tool\'s parameters, or use tool_choice "auto" with a model whose chat template '
+                    "offers tools.",
                     f"tools[{i}].function.parameters",
                 )
     return tools, choice

@@ -174,3 +174,22 @@ def test_the_funnel_shows_the_grammar_first_cutting_and_keeping_the_drawn_token(
     # without the constraint: no grammar column
     ev = eng.host.request(P.ComputeFunnel(eng.host.next_id(), stored=replace(stored, constraint=None)))
     assert isinstance(ev, P.FunnelComputed) and all(st.kind != FunnelStageKind.GRAMMAR for st in ev.funnel.stages)
+
+
+def test_continuing_a_constrained_reply_goes_on_from_its_text(eng):
+    c = OutputConstraint(ConstraintKind.JSON_SCHEMA, json.dumps(SCHEMA))
+    start = '{"colour": "green", "count": '
+    msgs = (ChatMessage(*SYSTEM), ChatMessage("user", "Describe a toy as JSON."), ChatMessage("assistant", start))
+    req = P.Generate(
+        eng.host.next_id(),
+        msgs,
+        SamplerSettings(temperature=0.0, max_tokens=80),
+        continue_last=True,
+        constraint=c,
+        keep_logits=True,
+    )
+    done = eng.host.request(req, timeout=120)
+    assert isinstance(done, P.Finished), done
+    jsonschema.validate(json.loads(start + done.text), SCHEMA)  # the whole message, not the new part alone
+    ev = eng.host.request(P.ComputeFunnel(eng.host.next_id(), reply_id=req.request_id, step=1))
+    assert isinstance(ev, P.FunnelComputed), ev  # the funnel's grammar (if any) fed the same text

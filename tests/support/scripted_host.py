@@ -47,7 +47,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -286,8 +286,12 @@ class ScriptedHost:
             P.PrepareInspect: lambda r: None,
             P.Shutdown: lambda r: self.stop(),
             P.SweepDepth: lambda r: self._queue(self._sweep_events(r)),
+            # The local API's parallel sequences (issue 23 §4), played one at a time as external replies.
+            P.GenerateParallel: lambda r: self._generate(replace(r.generate, request_id=r.request_id, external=True)),
+            P.CancelSequence: lambda r: self._cancelled_ids.add(r.request_id),
             P.CheckConstraint: lambda r: self._out.put(answers.check_constraint(r)),
         }
+        self._cancelled_ids: set[int] = set()  # parallel requests cancelled (CancelSequence)
 
     # ------------------------------------------------------------------ the host interface
     def start(self) -> None:
@@ -490,7 +494,7 @@ class ScriptedHost:
             if isinstance(script, CrashMidReply) and n == len(script.pieces):
                 yield _Crash(script.description)
                 return
-            if self._cancel.is_set():
+            if self._cancel.is_set() or rid in self._cancelled_ids:
                 stop = StopReason.CANCELLED
                 break
             if max_tokens >= 0 and n >= max_tokens:

@@ -118,3 +118,55 @@ def test_a_second_load_goes_to_a_fresh_host_without_a_second_engine_ready(qtbot,
         assert [type(r).__name__ for r in client.requests] == ["LoadModel", "ResetContext", "LoadModel", "Generate"]
     finally:
         client.shutdown()
+
+
+def test_with_parallel_sequences_api_requests_go_together_and_the_persons_reply_is_not_held(qtbot, tiny_model):
+    """Issue 23 §4: with N = 2, two API requests are in the engine at once (GenerateParallel), a third waits;
+    the person's reply goes to the engine at once (the engine pauses the API's sequences), and cancelling
+    an API request sends CancelSequence for it alone, never the shared Stop flag."""
+    client = _loaded(qtbot, tiny_model)
+    try:
+        client.set_parallel(2)
+        client.script(Endless("a "), Endless("b "), reply("mine"), Endless("c "))
+        events: dict[str, list] = {"a": [], "b": [], "c": []}
+        tickets = {k: client.submit_external(_api(k), events[k].append) for k in ("a", "b", "c")}
+        sent = client.sent(P.GenerateParallel)
+        assert [(g.generate.messages[0].content, g.n_seq) for g in sent] == [("a", 2), ("b", 2)]
+        assert client.external_in_flight_tickets == (tickets["a"], tickets["b"]) and client.external_queue == (
+            tickets["c"],
+        )
+        rid = client.generate(ASK, SamplerSettings())
+        assert rid is not None and [g.request_id for g in client.sent(P.Generate)] == [rid]  # sent, not held
+        assert client.cancel_external(tickets["a"])
+        assert [c.request_id for c in client.sent(P.CancelSequence)] == [sent[0].request_id]
+        qtbot.waitUntil(lambda: bool(events["a"]) and isinstance(events["a"][-1], P.Finished), timeout=WAIT_MS)
+        assert events["a"][-1].stats.stop_reason == StopReason.CANCELLED
+        # its sequence is free: the waiting request goes in
+        qtbot.waitUntil(lambda: len(client.sent(P.GenerateParallel)) == 3, timeout=WAIT_MS)
+        for k in ("b", "c"):
+            assert client.cancel_external(tickets[k])
+        qtbot.waitUntil(lambda: client.external_in_flight_tickets == () and not client.generating, timeout=WAIT_MS)
+    finally:
+        client.shutdown()
+
+
+def test_a_model_switch_stops_every_parallel_sequence_and_loads_when_they_have_ended(qtbot, tiny_model):
+    client = _loaded(qtbot, tiny_model)
+    try:
+        client.set_parallel(2)
+        client.script(Endless("a "), Endless("b "))
+        events: dict[str, list] = {"a": [], "b": []}
+        for k in events:
+            client.submit_external(_api(k), events[k].append)
+        sent = [g.request_id for g in client.sent(P.GenerateParallel)]
+        assert len(sent) == 2
+        loads_before = len(client.sent(P.LoadModel))
+        with qtbot.waitSignal(client.model_loaded, timeout=WAIT_MS):
+            client.load_model(str(tiny_model), LoadSettings())
+            assert sorted(c.request_id for c in client.sent(P.CancelSequence)) == sorted(sent)
+            assert len(client.sent(P.LoadModel)) == loads_before  # sent once they have ended
+        assert all(isinstance(events[k][-1], P.Finished) for k in events)
+        assert all(events[k][-1].stats.stop_reason == StopReason.CANCELLED for k in events)
+        assert client.external_in_flight_tickets == () and client.state is EngineState.READY
+    finally:
+        client.shutdown()

@@ -135,3 +135,42 @@ def test_cancel_request_waits_for_a_selected_request(window):
     assert "selected" in panel.cancel.toolTip()
     panel.table.clearSelection()
     assert not panel.cancel.isEnabled()
+
+
+def test_parallel_sequences_are_set_in_the_panel_without_a_restart_and_shown_in_flight(window):
+    """Issue 23 §4: the number is stored and given to the engine client (the server keeps its address);
+    the engine's notice becomes one row per sequence, under the parallel context's size and memory."""
+    from app.core import protocol as P
+    from app.core.server_settings import DEFAULT_PARALLEL
+
+    panel = window.server_panel
+    switch_on(window)
+    url = window.server.url
+    # One at a time unless the person asks for more: N sequences each hold the loaded n_ctx's KV cache.
+    assert panel.parallel.value() == DEFAULT_PARALLEL == window.engine.parallel == 1
+    assert "one at a time" in panel.sequences.summary.text()
+    panel.parallel.setValue(4)
+    panel.parallel.editingFinished.emit()
+    assert "Up to 4 API requests" in panel.sequences.summary.text()
+    panel.parallel.setValue(2)
+    panel.parallel.editingFinished.emit()
+    assert window.settings_ctl.settings.server.parallel == 2 and window.engine.parallel == 2
+    assert window.server.url == url  # no restart
+    figures = (
+        P.SequenceFigures(7, 0, P.SequenceState.DECODING, 30, 30, 12, 21.5),
+        P.SequenceFigures(8, 1, P.SequenceState.PREFILL, 40, 16, 0, 0.0),
+    )
+    window.engine.sequences_progressed.emit(P.SequencesProgressed(figures, 2, 4096, 180 << 20, 99 << 20, 17))
+    table = panel.sequences.table
+    assert table.rowCount() == 2 and table.isVisibleTo(panel)
+    cells = [[table.item(r, c).text() for c in range(table.columnCount())] for r in range(2)]
+    assert cells[0][0] == "0" and cells[0][2] == "decoding" and cells[0][3] == "30 / 30" and cells[0][4] == "12"
+    assert "21" in cells[0][5] and cells[1][2] == "prefill" and cells[1][3] == "16 / 40"
+    summary = panel.sequences.summary.text()
+    assert "2 sequences × n_ctx 4,096" in summary and "KV cache 180 MiB" in summary and "2 in flight" in summary
+    window.engine.sequences_progressed.emit(P.SequencesProgressed(figures[:1], 2, 4096, 180 << 20, 99 << 20, 1, True))
+    assert "Paused while your reply is written" in panel.sequences.summary.text()
+    panel.parallel.setValue(1)
+    panel.parallel.editingFinished.emit()
+    assert window.engine.parallel == 1 and not table.isVisibleTo(panel)
+    assert "one at a time" in panel.sequences.summary.text()

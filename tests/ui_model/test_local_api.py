@@ -34,6 +34,14 @@ def serve(win, **changes):
     return win.server.url, win.settings_ctl.settings.server.api_key
 
 
+def one_at_a_time(win):
+    """API requests one at a time in the chat context (the Server panel's parallel sequences at 1),
+    the server left running at its address."""
+    url = win.server.url
+    win.settings_ctl.update(server=replace(win.settings_ctl.settings.server, parallel=1))
+    assert win.engine.parallel == 1 and win.server.url == url
+
+
 _opened: list[openai.OpenAI] = []
 
 
@@ -103,7 +111,12 @@ def test_models_and_chat_not_streamed(qtbot, api, bg):
 
 
 def test_chat_streamed_with_usage_same_text_as_not_streamed(qtbot, api, bg):
-    _win, c = api
+    """One request at a time: the second request evaluates only the prompt's last token again (the KV cache
+    holds the first's), as the first did not; with parallel sequences the batch shapes differ more, and
+    llama.cpp's logits are not bit-identical across batch shapes (llama-server's ``cache_prompt`` caveat),
+    so a near-tie can turn: tests/ui_model/test_local_api_parallel.py compares those under the near-tie rule."""
+    win, c = api
+    one_at_a_time(win)
     whole = wait(qtbot, bg.submit(chat, c, "Name three colours.", max_tokens=12))
 
     def streamed():
@@ -215,7 +228,10 @@ def test_closing_the_connection_cancels_the_generation(qtbot, window, stream):
 
 
 def test_two_clients_at_once_get_their_own_replies(qtbot, api, bg):
-    _win, c = api
+    """One request at a time (the same greedy texts exactly); with parallel sequences:
+    tests/ui_model/test_local_api_parallel.py (near-ties may turn across batch shapes)."""
+    win, c = api
+    one_at_a_time(win)
     prompts = ["Say the word apple.", "Count to three."]
     alone = [wait(qtbot, bg.submit(chat, c, p, max_tokens=10)).choices[0].message.content for p in prompts]
     futs = [bg.submit(chat, client(c.base_url, c.api_key), p, max_tokens=10) for p in prompts]
@@ -226,8 +242,10 @@ def test_two_clients_at_once_get_their_own_replies(qtbot, api, bg):
 def test_a_request_while_the_person_chats_waits_and_keeps_their_conversation(qtbot, api, bg):
     """The API request waits for the person's reply, then runs; the person's next turn is the one
     it would have been without the API request (same text, same tokens, the same KV cache reused,
-    the same greedy reply); a queued request can be cancelled from the window."""
+    the same greedy reply); a queued request can be cancelled from the window. One request at a time
+    (parallel sequences 1: the chat context's path; tests/ui_model/test_local_api_parallel.py has N = 4)."""
     win, c = api
+    one_at_a_time(win)
     greedy = replace(win.sampler_panel.settings(), temperature=0.0)
     win.sampler_panel.set_settings(greedy, emit=True)
     prepared = []
@@ -254,8 +272,9 @@ def test_a_request_while_the_person_chats_waits_and_keeps_their_conversation(qtb
     assert win.engine.external_in_flight is None  # the person's reply is in the engine; the API waits
     assert "2 waiting" in win.server_panel.queue.text()
     assert all(e.status is RequestStatus.QUEUED for e in win.server.entries[-2:])
-    # cancel the second from the window
-    win.server_panel.table.selectRow(0)  # newest first
+    # cancel the second from the window (the two threads' requests may reach the server in either order)
+    goodbye = next(e.job_id for e in win.server.entries if e.messages[-1].content == "Say goodbye.")
+    win.server_panel.table.selectRow(win.server_panel._row_of(goodbye))
     assert win.server_panel.cancel.isEnabled()
     win.server_panel.cancel.click()
     with pytest.raises(openai.InternalServerError) as cancelled:
@@ -307,10 +326,12 @@ def test_refuse_while_the_person_chats(qtbot, window, bg):
 
 def test_the_persons_reply_waits_for_an_api_request_in_flight_and_stop_ends_it_alone(qtbot, api, bg):
     """The person sends while an API request is in the engine: their reply goes next (before
-    queued API requests); Stop before it starts ends only it, and the engine is not restarted."""
+    queued API requests); Stop before it starts ends only it, and the engine is not restarted.
+    One request at a time (parallel sequences 1)."""
     from PySide6.QtCore import Qt
 
     win, c = api
+    one_at_a_time(win)
     pid = win.engine.pid
     long = bg.submit(c.completions.create, model="m", prompt=COUNTING, max_tokens=60, temperature=0)
     qtbot.waitUntil(lambda: win.engine.external_in_flight is not None, timeout=10_000)

@@ -85,18 +85,44 @@ def test_a_schema_the_converter_cannot_enforce_is_a_400_naming_the_part(qtbot, a
     assert refused.value.status_code == 400
     assert "'minimum' at $.properties.x" in refused.value.body["message"]
     assert refused.value.body["param"] == "response_format"
-    # one the list lets through but the converter itself refuses (a pattern without ^...$): the engine's
-    # constraint failure, before anything is evaluated; a 400 even when streamed
-    pattern = {"type": "object", "properties": {"code": {"type": "string", "pattern": "[A-Z]+"}}}
+    # one the list lets through but the converter itself refuses (a quantifier it cannot read): the
+    # engine's constraint failure, before anything is evaluated; a 400 naming the field even when streamed,
+    # the converter's reason in words
+    pattern = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^A{x}$"}}}
     fmt = {"type": "json_schema", "json_schema": {"name": "pat", "schema": pattern}}
     for stream in (False, True):
         with pytest.raises(openai.BadRequestError) as refused:
             wait(qtbot, bg.submit(ask, c, fmt, stream=stream))
         assert refused.value.status_code == 400 and "converter" in refused.value.body["message"]
-        assert refused.value.body["code"] == "constraint"
+        assert refused.value.body["code"] == "constraint" and refused.value.body["param"] == "response_format"
     with pytest.raises(openai.BadRequestError) as refused:
         wait(qtbot, bg.submit(ask, c, {"type": "xml"}))
     assert refused.value.body["param"] == "response_format"
+
+
+def test_a_greedy_json_object_reply_stops_at_its_closing_brace(qtbot, api):
+    """llama.cpp's JSON grammar lets whitespace follow the closing brace, and a reply could run on in it to
+    max_tokens; the root now ends at the brace, so the end token is the only one left there."""
+    c, bg = api
+    prompts = ["A cat as JSON:", "A JSON object describing a city:"]
+    for prompt in prompts:
+        r = wait(
+            qtbot,
+            bg.submit(
+                c.completions.create,
+                model="any",
+                prompt=prompt,
+                max_tokens=60,
+                temperature=0,
+                extra_body={"response_format": {"type": "json_object"}},
+            ),
+        )
+        text = r.choices[0].text
+        assert r.choices[0].finish_reason == "stop" and text.endswith("}"), repr(text)
+        assert isinstance(json.loads(text), dict)
+    r = wait(qtbot, bg.submit(ask, c, {"type": "json_object"}, max_tokens=120))
+    content = r.choices[0].message.content
+    assert r.choices[0].finish_reason == "stop" and content.endswith("}"), repr(content)
 
 
 def test_a_streamed_json_schema_reply_validates(qtbot, api):

@@ -116,6 +116,10 @@ def test_server_settings_off_by_default_round_trip_and_bad_values(tmp_path):
     bad = ServerSettings.from_dict({"enabled": "yes", "port": 70000, "busy_policy": "maybe", "cors_origins": "x"})
     assert bad == ServerSettings()
     assert Settings.from_dict({"version": 2}).server == ServerSettings()  # a file from before the API
+    # parallel sequences (issue 23 §4): kept when 1 to 16, else the default 4 (a file from before has none)
+    assert ServerSettings.from_dict({"parallel": 8}).parallel == 8 and ServerSettings().parallel == 1
+    assert [ServerSettings.from_dict({"parallel": v}).parallel for v in (0, 17, True, "4", None)] == [1] * 5
+    assert ServerSettings.from_dict(ServerSettings(parallel=1).to_dict()).parallel == 1
 
 
 def _job(body, endpoint):

@@ -222,3 +222,33 @@ def test_an_embeddings_client_that_goes_away_cancels_its_request(serve):
     while not gw.cancelled and time.monotonic() < deadline:
         time.sleep(0.02)
     assert gw.cancelled == gw.jobs and isinstance(gw.cancelled[0], EmbeddingJob)
+
+
+def test_a_streamed_token_is_sent_when_it_comes_not_held_for_the_next(serve):
+    """A token alone in the job's queue goes out at once (tokens already waiting behind it are joined into
+    one chunk); the server used to hold each token until another event came, so a stream whose tokens came
+    one per engine batch reached the client only when the reply ended."""
+    s, gw = serve(None)  # the test delivers the events itself
+    c = socket.create_connection(("127.0.0.1", s.port))
+    body = json.dumps({"prompt": "x", "stream": True}).encode()
+    c.sendall(
+        f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    deadline = time.monotonic() + 5
+    while not gw.jobs and time.monotonic() < deadline:
+        time.sleep(0.01)
+    job = gw.jobs[-1]
+    job.deliver(REPLY[0])  # PromptPrepared
+    job.deliver(REPLY[1])  # the first token; nothing after it yet
+    c.settimeout(5)
+    data = b""
+    while b'"text": "Hi"' not in data and b'"text":"Hi"' not in data:
+        chunk = c.recv(4096)
+        assert chunk, data
+        data += chunk
+    job.deliver(REPLY[-1])  # Finished
+    while b"[DONE]" not in data:
+        data += c.recv(4096)
+    c.close()

@@ -81,6 +81,37 @@ def test_bad_tools_are_a_400_naming_the_field(body, param):
     assert err.value.status == 400 and err.value.param == param
 
 
+@pytest.mark.parametrize("choice", [None, "required", "none"])
+@pytest.mark.parametrize("parameters", [{"type": "string"}, {"properties": {"a": {}}}, [1], "object"])
+def test_parameters_that_are_not_an_object_schema_are_a_400_naming_the_field(parameters, choice):
+    """Before: {"type": "string"} was accepted, and "required" then sampled a bare string as the arguments."""
+    tool = {"type": "function", "function": {"name": "a", "parameters": parameters}}
+    body = {**ASK, "tools": [WEATHER, tool]}
+    if choice:
+        body["tool_choice"] = choice
+    with pytest.raises(ApiError) as err:
+        parse_request(body, Endpoint.CHAT)
+    assert err.value.status == 400 and err.value.param == "tools[1].function.parameters"
+    assert "must be a JSON schema of type object" in err.value.message
+    for fine in ({}, None):  # no arguments: an empty object schema
+        tool["function"]["parameters"] = fine
+        (_, empty) = parse_request(body, Endpoint.CHAT).tools
+        assert empty.parameters == {"type": "object", "properties": {}}
+
+
+def test_an_mcp_input_schema_that_is_not_an_object_is_named():
+    from app.core.tools.checks import tool_problem, usable_tools
+    from app.core.tools.spec import ToolSpec
+
+    text = ToolSpec("echo", "", {"type": "string"})
+    assert tool_problem(text) == (
+        'tool \'echo\': its arguments\' schema must be a JSON schema of type object ("type": "object", '
+        '"properties": {...}), not one of type "string"'
+    )
+    ok = ToolSpec("ok", "", {"type": "object", "properties": {}})
+    assert usable_tools((text, ok)) == ((ok,), (tool_problem(text),))
+
+
 def test_a_forced_call_to_a_schema_the_grammar_cannot_hold_is_a_400_naming_the_tool_and_keyword():
     bounded = {
         "type": "function",
@@ -218,3 +249,30 @@ def test_auto_streams_text_once_it_cannot_be_a_call_and_holds_back_a_tag():
     sent, calls, last = _stream(_builder({**ASK, "stream": True}), ['{"answer"', ": 4}"])
     assert sent == [] and calls == []
     assert last["choices"][0]["delta"] == {"content": '{"answer": 4}'} and last["choices"][0]["finish_reason"] == "stop"
+
+
+def test_engine_refusals_name_the_field_they_are_about():
+    from app.server.app import failed_error
+
+    def refused(kind, message, body):
+        err = failed_error(P.Failed(1, kind, message), parse_request(body, Endpoint.CHAT))
+        assert err.status == 400
+        return err.param
+
+    no_tools = "This model's chat template does not offer tools (its Jinja source never reads 'tools'): ..."
+    assert refused(P.FailureKind.TEMPLATE, no_tools, ASK) == "tool_choice"  # "auto", the default
+    bad_schema = "tool 'get_weather': its arguments' JSON schema cannot be turned into a grammar ..."
+    assert refused(P.FailureKind.CONSTRAINT, bad_schema, {**ASK, "tool_choice": "required"}) == (
+        "tools[0].function.parameters"
+    )
+    rf = {"messages": ASK["messages"], "response_format": {"type": "json_object"}}
+    assert refused(P.FailureKind.CONSTRAINT, "The JSON schema cannot be ...", rf) == "response_format"
+    assert refused(P.FailureKind.CONTEXT_OVERFLOW, "too long", ASK) is None
+
+
+def test_a_function_without_parameters_is_fine_and_the_error_does_not_claim_it_is_required():
+    (fn,) = parse_request({**ASK, "tools": [{"type": "function", "function": {"name": "now"}}]}, Endpoint.CHAT).tools
+    assert fn.parameters == {"type": "object", "properties": {}}
+    with pytest.raises(ApiError) as err:
+        parse_request({**ASK, "tools": [{"type": "function"}]}, Endpoint.CHAT)
+    assert err.value.param == "tools[0].function" and "'parameters' when the function takes arguments" in str(err.value)

@@ -129,6 +129,33 @@ def test_the_persons_reply_is_held_behind_the_request_in_flight_and_remembers_st
     assert q.take_held() is None
 
 
+def test_with_parallel_sequences_up_to_the_limit_go_in_and_each_event_reaches_its_own_sink():
+    """Issue 23 §4: up to N requests in the engine at once, sent as parallel sequences, events by request id."""
+    got: dict[int, list] = {1: [], 2: [], 3: []}
+    q = ExternalQueue()
+    for n in (1, 2, 3):
+        q.submit(_gen(text=f"r{n}"), got[n].append)
+    assert q.start_next(51, limit=2) is not None and q.start_next(52, limit=2) is not None
+    assert q.start_next(53, limit=2) is None  # two in the engine: the third waits
+    assert q.in_flight_tickets == (1, 2) and q.tickets == (3,) and q.parallel_ids() == (51, 52)
+    assert not q.serial_in_flight and q.request_id_of(2) == (52, True) and q.ticket_of(51) == 1
+    q.deliver(P.TokenBatch(52, (_tok(52, 0),)))
+    q.deliver(P.TokenBatch(51, (_tok(51, 0), _tok(51, 1))))
+    assert q.end(_finished(52)) is True  # it was a parallel sequence
+    assert [e.request_id for e in got[2]] == [52, 52] and [e.request_id for e in got[1]] == [51, 51]
+    assert q.start_next(53, limit=2) is not None and q.in_flight_tickets == (1, 3)
+    q.fail_all("gone")
+    assert isinstance(got[1][-1], P.Failed) and isinstance(got[3][-1], P.Failed) and q.in_flight is None
+
+
+def test_one_at_a_time_a_request_is_serial_and_not_a_parallel_sequence():
+    q = ExternalQueue()
+    q.submit(_gen(), lambda _e: None)
+    q.start_next(7)
+    assert q.serial_in_flight and q.parallel_ids() == () and q.request_id_of(1) == (7, False)
+    assert q.end(_finished(7)) is False
+
+
 def test_the_table_and_the_queue_load_no_qt():
     code = (
         "import sys, app.ui.engine.requests, app.ui.engine.external\n"

@@ -35,7 +35,12 @@ def test_text_json_object_and_json_schema():
     [
         ({"response_format": "json"}, "must be an object"),
         ({"response_format": {"type": "xml"}}, '"xml"'),
-        ({"response_format": {"type": "json_schema"}}, "'name' and 'schema'"),
+        ({"response_format": {"type": "json_schema"}}, "a 'name' and the 'schema'"),
+        (
+            fmt({"type": "object", "properties": {"x": {"$ref": "#/$defs/none"}}}),
+            "'$ref' \"#/$defs/none\" at $.properties.x",
+        ),
+        (fmt({"type": "object", "properties": {"x": {"type": "string", "pattern": "[a-z]+"}}}), "at $.properties.x"),
         (fmt({}, name="has space"), "json_schema.name"),
         (fmt({}, strict="yes"), "strict"),
         (fmt([1]), "must be a JSON schema object"),
@@ -86,3 +91,35 @@ def test_a_remote_engine_is_asked_for_the_same_format():
     fmt = body(OutputConstraint(ConstraintKind.JSON_SCHEMA, json.dumps(schema)))["response_format"]
     assert fmt["type"] == "json_schema" and fmt["json_schema"]["schema"] == schema
     assert body(OutputConstraint(ConstraintKind.GBNF, 'root ::= "a"'))["grammar"] == 'root ::= "a"'
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"x": {"$ref": "#/$defs/none"}}},
+        {"type": "object", "properties": {"x": {"type": "string", "pattern": "[a-z]+"}}},
+        {"type": "object", "properties": {"p": {"$ref": "#/$defs/P/x"}}, "$defs": {"P": {"type": "string"}}},
+    ],
+)
+def test_what_the_converter_would_raise_on_is_said_in_words_before_it_runs(schema):
+    """Before: the engine's 400 quoted the converter ("Error resolving ref stdin#/$defs/none: $defs not in
+    {'type': 'object', ...}") and named no field."""
+    with pytest.raises(ApiError) as bad:
+        parse_response_format(fmt(schema))
+    said = bad.value.message
+    assert bad.value.param == "response_format" and "$.properties." in said
+    assert "stdin" not in said and "{'" not in said
+
+
+def test_the_json_grammars_root_ends_at_the_closing_bracket():
+    """Trailing whitespace after the root let a reply run on to max_tokens (llama.cpp's json.gbnf ends
+    ``"}" ws``); the engine's grammars end at the bracket, the end token then the only one left."""
+    from app.engine.constraint.grammar import JSON_OBJECT_GBNF, constraint_gbnf
+
+    (root,) = [line for line in JSON_OBJECT_GBNF.split("\n") if line.startswith("root")]
+    assert root.endswith('"}"') and root.startswith('root ::= "{" ws')
+    obj = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    for schema, end in ((obj, '"}"'), ({"type": "array", "items": {"type": "integer"}}, '"]"')):
+        gbnf = constraint_gbnf(OutputConstraint(ConstraintKind.JSON_SCHEMA, json.dumps(schema))) or ""
+        (root,) = [line for line in gbnf.split("\n") if line.startswith("root")]
+        assert root.endswith(end), root

@@ -19,6 +19,7 @@ from app.core.tools.spec import (
     ToolChoice,
     ToolChoiceKind,
     ToolError,
+    ToolSpec,
     parse_tool_choice,
     parse_tools,
 )
@@ -125,6 +126,145 @@ def test_llama_cpp_python_turns_the_forced_constraint_into_a_grammar():
     tools = parse_tools([WEATHER, TIME])
     gbnf = json_schema_to_gbnf(forced_call_constraint(tools, ToolChoice(ToolChoiceKind.REQUIRED)).text)
     assert '\\"get_weather\\"' in gbnf and '\\"get_time\\"' in gbnf and "root ::=" in gbnf
+
+
+PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+}
+REGISTER = {  # as the MCP SDK writes a nested pydantic argument
+    "type": "function",
+    "function": {
+        "name": "register_person",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "person": {"$ref": "#/$defs/Person"},
+                "friends": {"type": "array", "items": {"$ref": "#/$defs/Person"}},
+            },
+            "required": ["person"],
+            "$defs": {"Person": PERSON},
+        },
+    },
+}
+LABEL = {  # another tool whose own 'Person' is something else, in draft 7's 'definitions', and a ref into itself
+    "type": "function",
+    "function": {
+        "name": "label",
+        "parameters": {
+            "type": "object",
+            "properties": {"who": {"$ref": "#/definitions/Person"}, "again": {"$ref": "#/properties/who"}},
+            "required": ["who", "again"],
+            "definitions": {"Person": {"type": "string", "enum": ["ann", "bob"]}},
+        },
+    },
+}
+
+
+def _validator(text):
+    """A validator whose every ``$ref`` must resolve from the document's root (``referencing`` raises otherwise)."""
+    from referencing import Registry
+    from referencing.jsonschema import DRAFT202012
+
+    schema = json.loads(text)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    registry = Registry().with_resource("urn:call", DRAFT202012.create_resource(schema))
+    return jsonschema.Draft202012Validator({"$ref": "urn:call"}, registry=registry)
+
+
+def test_a_tools_defs_are_hoisted_so_its_refs_resolve_from_the_wrapper():
+    tools = parse_tools([REGISTER, LABEL, WEATHER])
+    ann = {"name": "register_person", "arguments": {"person": {"name": "Ann", "age": 31}}}
+    for choice in (ToolChoice(ToolChoiceKind.FUNCTION, "register_person"), ToolChoice(ToolChoiceKind.REQUIRED)):
+        v = _validator(forced_call_constraint(tools, choice).text)
+        assert v.is_valid(ann)
+        assert v.is_valid({**ann, "arguments": {**ann["arguments"], "friends": [{"name": "Bo", "age": 2}]}})
+        assert not v.is_valid({"name": "register_person", "arguments": {"person": {"name": "Ann"}}})
+        assert not v.is_valid({"name": "register_person", "arguments": {"person": "ann"}})
+    anyone = _validator(forced_call_constraint(tools, ToolChoice(ToolChoiceKind.REQUIRED)).text)
+    assert anyone.is_valid({"name": "label", "arguments": {"who": "ann", "again": "bob"}})  # its own Person
+    assert not anyone.is_valid({"name": "label", "arguments": {"who": "ann", "again": "cy"}})  # the ref into itself
+    assert not anyone.is_valid({"name": "label", "arguments": {"who": {"name": "Ann", "age": 31}, "again": "ann"}})
+    assert anyone.is_valid({"name": "get_weather", "arguments": {"city": "Oslo", "unit": "C"}})
+    one = _validator(forced_call_constraint(tools, ToolChoice(ToolChoiceKind.FUNCTION, "label")).text)
+    assert one.is_valid({"name": "label", "arguments": {"who": "bob", "again": "bob"}})
+    assert not one.is_valid({"name": "label", "arguments": {"who": "bob", "again": 3}})
+
+
+def test_llama_cpp_python_converts_calls_whose_arguments_use_refs():
+    """Before the hoisting the converter raised "Error resolving ref stdin#/$defs/Person" for every tool offered."""
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    tools = parse_tools([REGISTER, LABEL, WEATHER])
+    for choice in (ToolChoice(ToolChoiceKind.REQUIRED), ToolChoice(ToolChoiceKind.FUNCTION, "register_person")):
+        gbnf = json_schema_to_gbnf(forced_call_constraint(tools, choice).text)
+        assert '\\"age\\"' in gbnf and "root ::=" in gbnf
+
+
+def test_a_tool_the_grammar_cannot_express_is_named_and_left_out_of_the_offer():
+    from app.core.tools.checks import tool_problem, usable_tools
+
+    bounded = {
+        "type": "function",
+        "function": {"name": "roll", "parameters": {"type": "object", "properties": {"n": {"minimum": 1}}}},
+    }
+    dangling = {
+        "type": "function",
+        "function": {"name": "lost", "parameters": {"type": "object", "properties": {"p": {"$ref": "#/$defs/P"}}}},
+    }
+    tools = parse_tools([WEATHER, bounded, REGISTER, dangling])
+    assert tool_problem(tools[0]) is None and tool_problem(tools[2]) is None
+    assert tool_problem(tools[1]) == (
+        "tool 'roll': its arguments' JSON schema uses 'minimum' at $.properties.n, which llama.cpp's grammar "
+        "cannot express (the converter would ignore it)"
+    )
+    usable, problems = usable_tools(tools)
+    assert [t.name for t in usable] == ["get_weather", "register_person"]
+    assert problems[1].startswith("tool 'lost': its arguments' JSON schema uses '$ref' \"#/$defs/P\" at $.properties.p")
+
+
+def test_the_engine_names_the_tool_whose_schema_the_grammar_cannot_express():
+    """What the window's chat gets for a forced call over MCP tools: before, "Unsupported in a JSON schema:
+    'minimum' at $.anyOf[1].properties.arguments.properties.n", no tool named."""
+    from app.engine.constraint.grammar import constraint_gbnf
+    from app.engine.errors import EngineError
+
+    roll = ToolSpec("roll", "", {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}})
+    odd_def = {"type": "object", "properties": {"p": {"$ref": "#/$defs/P"}}, "$defs": {"P": {"not": {}}}}
+    reg = ToolSpec("reg", "", odd_def)
+    (weather,) = parse_tools([WEATHER])
+    cases = [
+        ((roll,), "tool 'roll': its arguments' JSON schema uses 'minimum' at $.properties.n, "),
+        ((weather, roll), "tool 'roll': its arguments' JSON schema uses 'minimum' at $.properties.n, "),
+        ((weather, reg), "tool 'reg': its arguments' JSON schema uses 'not' at $.$defs.P, "),
+        ((reg,), "tool 'reg': its arguments' JSON schema uses 'not' at $.$defs.P, "),
+    ]
+    for tools, said in cases:
+        with pytest.raises(EngineError) as err:
+            constraint_gbnf(forced_call_constraint(tools, ToolChoice(ToolChoiceKind.REQUIRED)))
+        assert str(err.value).startswith(said) and "which llama.cpp's grammar cannot express" in str(err.value)
+
+
+def test_what_the_converter_still_refuses_names_the_tool_in_words():
+    from app.engine.constraint.grammar import constraint_gbnf, converter_words
+    from app.engine.errors import EngineError
+
+    quantifier = {
+        "type": "function",
+        "function": {
+            "name": "odd",
+            "parameters": {"type": "object", "properties": {"x": {"type": "string", "pattern": "^a{x}$"}}},
+        },
+    }
+    tools = parse_tools([WEATHER, quantifier, REGISTER])
+    for choice in (ToolChoice(ToolChoiceKind.REQUIRED), ToolChoice(ToolChoiceKind.FUNCTION, "odd")):
+        with pytest.raises(EngineError) as err:
+            constraint_gbnf(forced_call_constraint(tools, choice))
+        assert str(err.value).startswith("tool 'odd': its arguments' JSON schema cannot be turned into a grammar")
+    said = converter_words(AssertionError("Error resolving ref stdin#/$defs/P: $defs not in {'type': 'object'}"))
+    assert said == "the reference '#/$defs/P' points at nothing ('$defs' is not there)"
+    assert converter_words(AssertionError("Unrecognized schema: {'a': 1}")) == "Unrecognized schema"
 
 
 def _calls(text, names=None):

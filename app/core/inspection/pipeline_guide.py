@@ -453,10 +453,12 @@ def pipeline_guide(loaded: ModelLoaded | None, sampler: SamplerSettings) -> tupl
             "13. What a local single-user app does not do",
             "Servers for many users batch requests continuously (new requests join a running batch), page the KV "
             "cache in blocks (PagedAttention), share cached prefixes across users and decode speculatively (a "
-            "small draft model proposes tokens, the large one checks them at once). Glassbox does none of these: "
-            "one reply at a time on one KV cache. The nearest: the local API's request queue, and the KV cache "
-            "reused between turns of a chat.",
-            (("here", "one sequence, one KV cache; API requests wait in a queue"),),
+            "small draft model proposes tokens, the large one checks them at once). Glassbox's local API batches "
+            "continuously as llama-server's --parallel does: up to N requests are sequences of a second context, "
+            "one token each per llama_decode, a new one joining at the next step (the Server panel shows them). "
+            "It does not page the KV cache (each sequence has its own n_ctx cells) nor share prefixes between "
+            "requests; your own chat is one reply at a time on its own KV cache, reused between turns.",
+            (("here", "your chat: one sequence, one KV cache; the local API: up to N sequences decoded together"),),
             (LiveView.SERVER, LiveView.TOKENS),
         ),
         GuideSection(

@@ -161,6 +161,13 @@ from app.core.protocol.requests import PlanQuantize  # noqa: E402
 __all__ += ["FallbackTensor", "PlanQuantize", "PlannedType", "QuantizePlanned"]
 # ---- end of sizing a quantization -------------------------------------------------------------------
 
+# ---- several API requests decoded together (issue 23 §4) -------------------------------------------
+from app.core.protocol.parallel import SequenceFigures, SequencesProgressed, SequenceState  # noqa: E402
+from app.core.protocol.requests import CancelSequence, GenerateParallel  # noqa: E402
+
+__all__ += ["CancelSequence", "GenerateParallel", "SequenceFigures", "SequenceState", "SequencesProgressed"]
+# ---- end of several API requests decoded together ---------------------------------------------------
+
 # ---- output constraints (issue 23 §1) ------------------------------------------------------------
 from app.core.protocol.answers import ConstraintChecked  # noqa: E402
 from app.core.protocol.requests import CheckConstraint  # noqa: E402

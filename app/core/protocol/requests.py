@@ -361,6 +361,37 @@ class PlanQuantize:
 # ---- end of sizing a quantization -----------------------------------------------------------------------
 
 
+# ---- several API requests decoded together (issue 23 §4; its events: app/core/protocol/parallel.py) ----
+@dataclass(frozen=True)
+class GenerateParallel:
+    """Run ``generate`` as one of at most ``n_seq`` sequences decoded together, in a second llama.cpp context
+    (:mod:`app.core.protocol.parallel`): answered as a Generate is (PromptPrepared, TokenBatch, then one
+    Finished or Failed), the person's KV cache untouched.
+
+    Attributes:
+        request_id: the id every event of this request carries (``generate.request_id`` is ignored).
+        generate: the request (an ``external`` one: the local API's).
+        n_seq: sequences of the parallel context, 2 to 16 (``MAX_SEQUENCES``). The engine makes its
+            context with this many (each with the loaded n_ctx) when none is in flight; a request
+            asking for another number waits until the ones in flight have ended.
+    """
+
+    request_id: int
+    generate: Generate
+    n_seq: int
+
+
+@dataclass(frozen=True)
+class CancelSequence:
+    """Stop the :class:`GenerateParallel` with ``request_id``: a decoding one ends with Finished, stop
+    reason ``cancelled``; a waiting one with Failed ``cancelled``. No answer of its own; nothing when
+    that request has ended already."""
+
+    request_id: int
+
+
+# ---- end of several API requests decoded together ---------------------------------------------------------
+
 # ---- output constraints (issue 23 §1): app/engine/constraint/ -------------------------------------
 
 
@@ -401,5 +432,7 @@ Request = (
     | Embed  # embeddings (issue 23 §3)
     | CancelEmbed
     | PlanQuantize  # sizing a quantization with llama.cpp's dry run (issue 21 §2)
+    | GenerateParallel  # several API requests decoded together (issue 23 §4)
+    | CancelSequence
     | CheckConstraint  # output constraints (issue 23 §1)
 )

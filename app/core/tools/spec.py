@@ -108,6 +108,22 @@ class ToolCall:
         return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
 
 
+def object_schema_problem(schema: object) -> str | None:
+    """Why ``schema`` cannot be a function's parameters, or None: OpenAI (and MCP, for a tool's input
+    schema) wants a JSON schema of type object, the arguments being a JSON object.
+
+    Returns:
+        e.g. 'must be a JSON schema of type object ("type": "object", "properties": {...}), not one of
+        type "string"'.
+    """
+    want = 'must be a JSON schema of type object ("type": "object", "properties": {...})'
+    if not isinstance(schema, dict):
+        return f"{want}, not {json.dumps(schema)[:60]}"
+    if schema.get("type") != "object":
+        return f"{want}, not one of type {json.dumps(schema.get('type'))[:60]}"
+    return None
+
+
 def parse_tools(raw: object, param: str = "tools") -> tuple[ToolSpec, ...]:
     """OpenAI's ``tools`` list read into :class:`ToolSpec` values.
 
@@ -117,8 +133,9 @@ def parse_tools(raw: object, param: str = "tools") -> tuple[ToolSpec, ...]:
 
     Raises:
         ToolError: not a list, an item that is not ``{"type": "function", "function": {...}}``, a
-            bad or repeated name, ``parameters`` or ``description`` of the wrong type (the
-            message and ``param`` name the item, e.g. ``tools[0].function.name``).
+            bad or repeated name, ``parameters`` that is not a JSON schema of type object
+            (:func:`object_schema_problem`; absent or ``{}``: no arguments), ``description`` of the
+            wrong type (the message and ``param`` name the item, e.g. ``tools[0].function.name``).
     """
     if raw is None:
         return ()
@@ -134,7 +151,10 @@ def parse_tools(raw: object, param: str = "tools") -> tuple[ToolSpec, ...]:
             )
         fn = item.get("function")
         if not isinstance(fn, dict):
-            raise ToolError(f"{at}.function must be an object with 'name' and 'parameters'.", f"{at}.function")
+            raise ToolError(
+                f"{at}.function must be an object with a 'name' (and 'parameters' when the function takes arguments).",
+                f"{at}.function",
+            )
         name = fn.get("name")
         if not isinstance(name, str) or not NAME_RE.match(name):
             raise ToolError(
@@ -149,10 +169,11 @@ def parse_tools(raw: object, param: str = "tools") -> tuple[ToolSpec, ...]:
         if not isinstance(description, str):
             raise ToolError(f"{at}.function.description must be a string.", f"{at}.function.description")
         parameters = fn.get("parameters")
-        if parameters is None:
+        if parameters is None or parameters == {}:
             parameters = dict(EMPTY_PARAMETERS)
-        if not isinstance(parameters, dict):
-            raise ToolError(f"{at}.function.parameters must be a JSON schema object.", f"{at}.function.parameters")
+        problem = object_schema_problem(parameters)
+        if problem:
+            raise ToolError(f"{at}.function.parameters {problem}.", f"{at}.function.parameters")
         out.append(ToolSpec(name, description, parameters))
     return tuple(out)
 

@@ -31,6 +31,7 @@ from app.engine.funnel import TOKEN_DATA, as_cur_p
 from app.engine.llama_log import LlamaLog
 
 _STDERR_LOCK = threading.Lock()
+GREEDY_TRIES = 64  # candidates a greedy constrained draw tries one by one before the whole chain runs
 _PARSE_RE = re.compile(r"error parsing grammar: (.*)", re.S)
 _UNDEFINED_RE = re.compile(r"Undefined rule identifier '([^']+)'")
 _RULE_RE = re.compile(r"^\s*([a-zA-Z0-9_-]+)\s*::=\s*(.*)$")
@@ -160,14 +161,27 @@ class CheckedDraw:
     ``llama_token_data`` array, ``llama_sampler_apply``, the selected entry, ``llama_sampler_accept``),
     with the selected entry checked before it is accepted. Same array, same chain: the same token.
 
+    Greedy (temperature 0, :func:`app.engine.funnel.build_stages`' chain: the grammar, then only stages
+    that change logits one token at a time, logit bias, penalties, DRY, then greedy) draws the same token
+    without the grammar's pass over the whole vocabulary (30-126 ms a token on Gemma 3's 262k): masking
+    first and changing logits after is changing them first and masking after, so the token is the best
+    of the changed logits that the grammar allows, the lowest id on a tie as llama.cpp's greedy picks.
+    The candidates are tried best first, each alone against the grammar (its verdict on a token does
+    not depend on the others: ``llama_grammar_reject_candidates``), among the best :data:`GREEDY_TRIES`;
+    when none is allowed there, the whole chain runs as above.
+
     Args:
         n_vocab: the vocabulary's size (the logits row's length).
+        greedy: the chain is a greedy one (``SamplerSettings.is_greedy``).
     """
 
-    def __init__(self, n_vocab: int) -> None:
+    def __init__(self, n_vocab: int, greedy: bool = False) -> None:
         self._n = n_vocab
+        self._greedy = greedy
         self._arr = np.empty(n_vocab, dtype=TOKEN_DATA)
         self._ids = np.arange(n_vocab, dtype=np.int32)
+        self._one = (llama_cpp.llama_token_data * 1)()
+        self.shortcuts = 0  # greedy draws that needed no whole-vocabulary grammar pass (tests read it)
 
     def __call__(self, chain: Any, ctx: Any, idx: int) -> int:
         """Draw at output row ``idx`` of ``ctx`` (-1: the last) with ``chain``; the chain accepts the token.
@@ -176,10 +190,13 @@ class CheckedDraw:
             EngineError: ``constraint``: the output format allows no token here.
         """
         row = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, idx), shape=(self._n,))
-        arr = self._arr
-        arr["id"] = self._ids
-        arr["logit"] = row
-        arr["p"] = 0.0
+        if self._greedy:
+            token = self._greedy_token(chain, row)
+            if token is not None:
+                self.shortcuts += 1
+                llama_cpp.llama_sampler_accept(chain, token)
+                return token
+        arr = self._fill(row)
         cur = as_cur_p(arr)
         llama_cpp.llama_sampler_apply(chain, ctypes.byref(cur))
         sel = int(cur.selected)
@@ -193,11 +210,45 @@ class CheckedDraw:
         llama_cpp.llama_sampler_accept(chain, token)
         return token
 
+    def _fill(self, row: Any) -> Any:
+        arr = self._arr
+        arr["id"] = self._ids
+        arr["logit"] = row
+        arr["p"] = 0.0
+        return arr
+
+    def _greedy_token(self, chain: Any, row: Any) -> int | None:
+        """The greedy chain's token without the grammar's whole-vocabulary pass; None: not found among the
+        best :data:`GREEDY_TRIES` (or a stage moved the array: the caller runs the whole chain)."""
+        n = int(llama_cpp.llama_sampler_chain_n(chain))
+        arr = self._fill(row)
+        cur = as_cur_p(arr)
+        for i in range(1, n - 1):  # the stages between the grammar (0) and greedy (n - 1)
+            llama_cpp.llama_sampler_apply(llama_cpp.llama_sampler_chain_get(chain, i), ctypes.byref(cur))
+        moved = int(cur.size) != self._n or ctypes.cast(cur.data, ctypes.c_void_p).value != arr.ctypes.data
+        if moved or not np.array_equal(arr["id"], self._ids):  # entry i must still be token i
+            return None
+        logits = arr["logit"]
+        k = min(GREEDY_TRIES, self._n)
+        best = np.argpartition(-logits, k - 1)[:k]
+        best = best[np.lexsort((best, -logits[best]))]  # best first, the lowest id first on a tie
+        grammar = llama_cpp.llama_sampler_chain_get(chain, 0)
+        one = self._one
+        for t in best.tolist():
+            if not math.isfinite(float(logits[t])):
+                return None
+            one[0] = llama_cpp.llama_token_data(t, float(logits[t]), 0.0)
+            single = llama_cpp.llama_token_data_array(data=one, size=1, selected=-1, sorted=False)
+            llama_cpp.llama_sampler_apply(grammar, ctypes.byref(single))
+            if math.isfinite(one[0].logit):
+                return int(t)
+        return None
+
 
 def draw_for(req: P.Generate, n_vocab: int) -> Callable[[Any, Any, int], int]:
-    """How the decode loops draw for ``req``: :class:`CheckedDraw` with an output constraint, else
-    ``llama_sampler_sample`` itself."""
+    """How the decode loops draw for ``req``: :class:`CheckedDraw` with an output constraint (its greedy
+    shortcut at temperature 0), else ``llama_sampler_sample`` itself."""
     c = req.constraint
     if c is None or c.kind == ConstraintKind.NONE:
         return llama_cpp.llama_sampler_sample  # type: ignore[no-any-return]
-    return CheckedDraw(n_vocab)
+    return CheckedDraw(n_vocab, greedy=req.sampler.is_greedy)

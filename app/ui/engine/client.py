@@ -24,6 +24,13 @@ first, ahead of queued external requests); Stop before it was sent ends it at on
 engine (Finished, CANCELLED, nothing evaluated). The engine keeps the person's KV cache across
 an external request (``Generate.external``: :mod:`app.engine.kv_snapshot`).
 
+With N parallel sequences (:meth:`EngineClient.set_parallel`, the Server panel's setting; issue 23
+§4) and the local engine, up to N external requests are in the engine at once, each a
+:class:`~app.core.protocol.GenerateParallel` decoded with the others in a context of its own
+(:mod:`app.engine.parallel`), each stopped by its own :class:`~app.core.protocol.CancelSequence`
+(never by the shared Stop flag). The person's reply is then never held: the engine pauses the API
+sequences while it runs. N = 1 is the one-at-a-time path above, unchanged.
+
 The engine can also be a remote server (:meth:`EngineClient.load_model` with ``remote``): a
 :class:`~app.remote.host.RemoteHost` then stands where the engine process stood, with the same
 interface and the same events, so everything above holds for it (a switch between the local engine
@@ -49,6 +56,7 @@ from app.core import protocol as P
 from app.core.chat.context import ChatMessage, ContextPolicy, LoadSettings
 from app.core.constraint.model import OutputConstraint
 from app.core.mcp.offer import ToolOffer
+from app.core.protocol.parallel import MAX_SEQUENCES
 from app.core.remote import RemoteEndpoint
 from app.core.sampling.alternatives import StoredStep
 from app.core.sampling.params import SamplerSettings
@@ -112,6 +120,8 @@ class EngineClient(QObject):
             was sent to the engine; emitted with every one, just before it goes to the host.
         external_queue_changed(): an external request was queued, sent, or ended
             (:attr:`external_queue`, :attr:`external_in_flight`).
+        sequences_progressed(object): :class:`~app.core.protocol.SequencesProgressed`, the engine's
+            parallel API sequences now (a few times a second while any is in flight).
         constraint_checked(object): :class:`~app.core.protocol.ConstraintChecked` or
             :class:`~app.core.protocol.Failed` for :meth:`check_constraint`.
         sweep_started(int), sweep_progressed(object), sweep_ended(object): a depth sweep
@@ -144,6 +154,7 @@ class EngineClient(QObject):
     inspection_failed = Signal(P.Failed)
     request_sent = Signal(object)  # any request of app.core.protocol.requests
     external_queue_changed = Signal()
+    sequences_progressed = Signal(P.SequencesProgressed)
     sweep_started = Signal(int)
     sweep_progressed = Signal(P.DepthMeasured)
     sweep_ended = Signal(object)  # P.DepthSwept | P.Failed | None
@@ -167,6 +178,7 @@ class EngineClient(QObject):
         self._quiet_ready = False  # the next EngineReady comes from a switch: not emitted again
         self.ready_info: P.EngineReady | None = None
         self._embed_sinks: dict[int, ExternalSink] = {}  # request id -> who waits for the Embedded
+        self._parallel = 1  # API requests decoded together at most (set_parallel); 1: one at a time
         self.model: P.ModelLoaded | None = None
         # What each answer does: (kind of request, event type) -> handler.
         self._answers: dict[tuple[RequestKind, type], Callable[[Any], None]] = {
@@ -204,6 +216,7 @@ class EngineClient(QObject):
         self._notices: dict[type, Callable[[Any], None]] = {
             P.EngineReady: self._engine_ready,
             P.LogLine: self.log_line.emit,
+            P.SequencesProgressed: self.sequences_progressed.emit,
         }
 
     # ------------------------------------------------------------------ read-outs
@@ -293,7 +306,7 @@ class EngineClient(QObject):
             "The model was switched in Glassbox while the embeddings were computed; send the request again."
         )
         if self._queue.in_flight is not None:  # the model goes away under it: stop it (it ends with what it has)
-            self._cancel_in_flight()
+            self._cancel_externals_in_flight()
         if self.generating or self.sweeping:
             self.cancel()  # the load is sent when the reply (or sweep) has ended (_send_pending_load)
         elif self._queue.in_flight is None:
@@ -358,7 +371,7 @@ class EngineClient(QObject):
             tools=tools.tools if tools is not None else (),
             tool_choice=tools.choice if tools is not None else None,
         )
-        if self._queue.in_flight is not None:  # an external request is in the engine: this reply goes next
+        if self._queue.serial_in_flight:  # an external request is in the engine: this reply goes next
             self._queue.hold(req)
             return rid
         self._link.clear_cancel()
@@ -524,14 +537,53 @@ class EngineClient(QObject):
         return ticket
 
     def cancel_external(self, ticket: int) -> bool:
-        """Cancel an external request: a queued one ends at once (Failed ``cancelled``), the one in
-        flight is stopped like Stop (it ends with Finished, CANCELLED). False when it has ended."""
+        """Cancel an external request: a queued one ends at once (Failed ``cancelled``), one in
+        flight is stopped like Stop (it ends with Finished, CANCELLED; a parallel sequence alone, by
+        :class:`~app.core.protocol.CancelSequence`). False when it has ended."""
         if self._queue.cancel_waiting(ticket):
             return True
-        if self._queue.in_flight == ticket and self._link.host is not None:
+        found = self._queue.request_id_of(ticket)
+        if found is None or self._link.host is None:
+            return False
+        rid, parallel = found
+        if parallel:
+            self._send(P.CancelSequence(rid))
+        else:
             self._cancel_in_flight()
-            return True
-        return False
+        return True
+
+    def _cancel_externals_in_flight(self) -> None:
+        """Stop every external request in the engine (a model switch)."""
+        for rid in self._queue.parallel_ids():
+            self._send(P.CancelSequence(rid))
+        if self._queue.serial_in_flight:
+            self._cancel_in_flight()
+
+    def set_parallel(self, n: int) -> None:
+        """Decode up to ``n`` API requests together (1: one at a time, the plain path); requests sent
+        already keep the number they were sent with. Used with the local engine only."""
+        self._parallel = max(1, min(int(n), MAX_SEQUENCES))
+        self._pump_external()
+
+    @property
+    def parallel(self) -> int:
+        """API requests decoded together at most, as set (:meth:`set_parallel`)."""
+        return self._parallel
+
+    @property
+    def parallel_in_use(self) -> bool:
+        """API requests go to the engine as parallel sequences now (set above 1, the local engine)."""
+        return self._parallel > 1 and self._remote is None
+
+    def external_ticket_of(self, request_id: int) -> int | None:
+        """The ticket of the external request in the engine sent as ``request_id`` (the id a
+        :class:`~app.core.protocol.SequenceFigures` carries), or None."""
+        return self._queue.ticket_of(request_id)
+
+    @property
+    def external_in_flight_tickets(self) -> tuple[int, ...]:
+        """Tickets of every external request in the engine."""
+        return self._queue.in_flight_tickets
 
     @property
     def external_queue(self) -> tuple[int, ...]:
@@ -544,7 +596,11 @@ class EngineClient(QObject):
         return self._queue.in_flight
 
     def _pump_external(self) -> None:
-        """Send the next queued external request when the engine is free."""
+        """Send the next queued external request when the engine is free (as many as there are free
+        parallel sequences, with N > 1)."""
+        if self.parallel_in_use:
+            self._pump_parallel()
+            return
         if (
             self._queue.in_flight is not None
             or not self._queue.tickets
@@ -563,8 +619,31 @@ class EngineClient(QObject):
         self._link.clear_cancel()
         self._send(req)
 
+    def _pump_parallel(self) -> None:
+        """Send queued external requests as parallel sequences while fewer than N are in the engine; the
+        person's reply in flight does not hold them (the engine pauses them while it runs)."""
+        while (
+            self._queue.tickets
+            and not self._queue.serial_in_flight
+            and self._pending_load is None
+            and self._requests.one(K.LOAD) is None
+            and self._state in (EngineState.READY, EngineState.GENERATING)
+            and self._link.host is not None
+        ):
+            rid = next(self._ids)
+            req = self._queue.start_next(rid, limit=self._parallel)
+            if req is None:
+                return
+            self._requests.expect(rid, K.EXTERNAL)
+            self._send(P.GenerateParallel(rid, req, self._parallel))
+
     def _external_ended(self, ev: P.Finished | P.Failed) -> None:
-        """The external request in flight ended: hand the event over, then the next in line goes."""
+        """An external request in flight ended: hand the event over, then the next in line goes."""
+        if ev.request_id in self._queue.parallel_ids():  # the shared Stop flag and the held reply are not its
+            self._queue.end(ev)
+            self._send_pending_load()
+            self._pump_external()
+            return
         self._link.unwatch_stop()
         self._queue.end(ev)
         held = self._queue.take_held()

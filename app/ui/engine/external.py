@@ -1,7 +1,8 @@
 """The local API's requests on the one engine: who waits, who is in, and the person's reply held behind it.
 
-Plain Python (no Qt), driven by :class:`app.ui.engine.client.EngineClient`. Exactly one Generate is
-in the engine at a time, so Stop (the one shared cancel flag) always means that one:
+Plain Python (no Qt), driven by :class:`app.ui.engine.client.EngineClient`. With one sequence (the
+Server panel's "parallel sequences" at 1) exactly one Generate is in the engine at a time, so Stop
+(the one shared cancel flag) always means that one:
 
 - an external request (:meth:`ExternalQueue.submit`) waits in line until the client finds the engine
   free and calls :meth:`ExternalQueue.start_next`;
@@ -9,6 +10,12 @@ in the engine at a time, so Stop (the one shared cancel flag) always means that 
   (:meth:`ExternalQueue.hold`) and goes first when that request ends (:meth:`ExternalQueue.take_held`),
   ahead of the external requests still waiting; Stop before it was sent marks it
   (:meth:`ExternalQueue.cancel_held`), and it ends at once when it is sent (nothing evaluated).
+
+With N parallel sequences (issue 23 §4), up to N requests are in the engine at once
+(:meth:`ExternalQueue.start_next` with ``limit``), each sent as a
+:class:`~app.core.protocol.GenerateParallel` and stopped by its own
+:class:`~app.core.protocol.CancelSequence`; the person's reply is never held behind them (the engine
+pauses them while it runs). Events are handed to the sink of the request whose id they carry.
 
 Every external request ends exactly once at its sink: with the engine's Finished or Failed, or with a
 Failed of kind ``cancelled`` (cancelled while waiting) or ``engine`` (:meth:`ExternalQueue.fail_all`).
@@ -62,7 +69,7 @@ class ExternalQueue:
         self._changed = changed
         self._numbers = itertools.count(1)
         self._waiting: collections.deque[ExternalTicket] = collections.deque()
-        self._in: tuple[int, ExternalTicket] | None = None  # (request id, ticket) in the engine
+        self._in: dict[int, tuple[ExternalTicket, bool]] = {}  # request id -> (ticket, sent as parallel)
         self._held: _Held | None = None
 
     # ------------------------------------------------------------------ read-outs
@@ -73,13 +80,37 @@ class ExternalQueue:
 
     @property
     def in_flight(self) -> int | None:
-        """The ticket of the request in the engine, or None."""
-        return self._in[1].ticket if self._in is not None else None
+        """The ticket of the (first) request in the engine, or None."""
+        return next((t.ticket for t, _par in self._in.values()), None)
 
     @property
     def in_flight_id(self) -> int | None:
-        """The request id the request in the engine was sent with, or None."""
-        return self._in[0] if self._in is not None else None
+        """The request id the (first) request in the engine was sent with, or None."""
+        return next(iter(self._in), None)
+
+    @property
+    def in_flight_tickets(self) -> tuple[int, ...]:
+        """Tickets of every request in the engine, first sent first."""
+        return tuple(t.ticket for t, _par in self._in.values())
+
+    @property
+    def serial_in_flight(self) -> bool:
+        """A request sent as a plain Generate (one at a time, the shared Stop flag) is in the engine."""
+        return any(not par for _t, par in self._in.values())
+
+    def request_id_of(self, ticket: int) -> tuple[int, bool] | None:
+        """The request id of the request in the engine with ``ticket`` and whether it was sent as
+        parallel; None when it is not in the engine."""
+        return next(((rid, par) for rid, (t, par) in self._in.items() if t.ticket == ticket), None)
+
+    def ticket_of(self, request_id: int) -> int | None:
+        """The ticket of the request in the engine sent as ``request_id``, or None."""
+        found = self._in.get(request_id)
+        return found[0].ticket if found is not None else None
+
+    def parallel_ids(self) -> tuple[int, ...]:
+        """Request ids of the requests in the engine sent as parallel sequences."""
+        return tuple(rid for rid, (_t, par) in self._in.items() if par)
 
     # ------------------------------------------------------------------ the line
     def submit(self, request: P.Generate, sink: ExternalSink) -> int:
@@ -99,42 +130,43 @@ class ExternalQueue:
                 return True
         return False
 
-    def start_next(self, request_id: int) -> P.Generate | None:
+    def start_next(self, request_id: int, limit: int = 1) -> P.Generate | None:
         """Take the first waiting request into the engine as ``request_id``; returns the Generate to
-        send, or None when none waits or one is in already."""
-        if not self._waiting or self._in is not None:
+        send, or None when none waits or ``limit`` requests are in already (``limit`` > 1: it is
+        sent as a parallel sequence)."""
+        if not self._waiting or len(self._in) >= limit:
             return None
         ticket = self._waiting.popleft()
-        self._in = (request_id, ticket)
+        self._in[request_id] = (ticket, limit > 1)
         self._changed()
         return replace(ticket.request, request_id=request_id)
 
     def deliver(self, event: object) -> None:
-        """A non-terminal event of the request in the engine, to its sink (a TokenBatch one TokenEvent at a time)."""
-        if self._in is None:
+        """A non-terminal event of a request in the engine, to its sink (a TokenBatch one TokenEvent at a time)."""
+        found = self._in.get(getattr(event, "request_id", -1))
+        if found is None:
             return
-        sink = self._in[1].sink
+        sink = found[0].sink
         if isinstance(event, P.TokenBatch):
             for tok in event.tokens:
                 sink(tok)
         else:
             sink(event)
 
-    def end(self, event: P.Finished | P.Failed) -> None:
-        """The request in the engine ended with ``event``: out of the engine, then its sink hears it."""
-        if self._in is None:
-            return
-        _rid, ticket = self._in
-        self._in = None
+    def end(self, event: P.Finished | P.Failed) -> bool:
+        """The request in the engine with ``event.request_id`` ended with ``event``: out of the engine,
+        then its sink hears it. Returns whether it had been sent as a parallel sequence."""
+        found = self._in.pop(event.request_id, None)
+        if found is None:
+            return False
         self._changed()
-        ticket.sink(event)
+        found[0].sink(event)
+        return found[1]
 
     def fail_all(self, message: str) -> None:
         """End every external request, in the engine and waiting, with Failed ``engine`` and ``message``."""
-        ended: list[tuple[int, ExternalTicket]] = []
-        if self._in is not None:
-            ended.append(self._in)
-            self._in = None
+        ended: list[tuple[int, ExternalTicket]] = [(rid, t) for rid, (t, _par) in self._in.items()]
+        self._in.clear()
         ended.extend((0, t) for t in self._waiting)
         self._waiting.clear()
         if ended:

@@ -20,7 +20,7 @@ class RequestKind(enum.Enum):
 
     LOAD = "load"  # LoadModel (at most one: a new load replaces the one before)
     REPLY = "reply"  # the person's Generate (at most one)
-    EXTERNAL = "external"  # a Generate of the local API (at most one in the engine)
+    EXTERNAL = "external"  # a Generate of the local API (one in the engine; up to N as parallel sequences)
     FUNNEL = "funnel"  # ComputeFunnel
     RENDER = "render"  # RenderPrompt
     COUNT = "count"  # CountPrompt

@@ -97,14 +97,16 @@ class ServerController(QObject):
         if self._closed:
             return
         self._applied = s
+        self.engine.set_parallel(s.parallel)
         if s.enabled and not s.api_key:
             self._settings.update(server=s.with_key())  # comes back here through settings.changed
             return
         if not s.enabled:
             self.stop()
             return
-        if self._server is not None and self._running_with == s:
-            return
+        running = self._running_with
+        if self._server is not None and running is not None and running == replace(s, parallel=running.parallel):
+            return  # the number of parallel sequences needs no restart: the engine client applies it
         self.stop()
         server = ServerThread(self, s.api_key, s.host, s.port, s.cors_origins)
         try:
@@ -265,6 +267,11 @@ class ServerController(QObject):
         """``1 running, 2 waiting`` (API requests in the engine's queue)."""
         running = sum(e.status is RequestStatus.RUNNING for e in self.entries)
         return f"{running} running, {len(self.engine.external_queue)} waiting"
+
+    def entry_of_ticket(self, ticket: int) -> ApiLogEntry | None:
+        """The log entry of the request the engine client gave ``ticket`` (queued or running), or None."""
+        job_id = next((j for j, t in self._tickets.items() if t == ticket), None)
+        return next((e for e in self.entries if e.job_id == job_id), None) if job_id is not None else None
 
     def _on_model_loaded(self, ev: P.ModelLoaded) -> None:
         self._card = ModelCard(

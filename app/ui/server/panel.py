@@ -1,4 +1,5 @@
-"""The Server panel: the local API's switch, address, key, exposure, busy policy, queue and request log.
+"""The Server panel: the local API's switch, address, key, exposure, busy policy, parallel sequences
+(and those in flight, :mod:`app.ui.server.sequences`), queue and request log.
 
 The log lists each API request (newest first) with its figures: queue wait, TTFT, prefill
 (tokens and tok/s), decode (tokens and tok/s); the conversation of the selected one shows
@@ -30,17 +31,24 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.server_settings import BusyPolicy, ServerSettings
+from app.core.server_settings import MAX_PARALLEL, BusyPolicy, ServerSettings
 from app.ui.common import stats_format as fmt
 from app.ui.common.wrapped_check import WrappedCheck
 from app.ui.server.controller import ServerController
 from app.ui.server.request_log import ApiLogEntry, RequestStatus
+from app.ui.server.sequences import SequencesView
 from app.ui.window.settings_controller import SettingsController
 
 LAN_WARNING = (
     "Listens on every network interface (0.0.0.0): anyone on your network who has the key can generate "
     "text with the loaded model and read its file name. Your chats, files and settings are not served. "
     "Traffic is plain HTTP (not encrypted)."
+)
+PARALLEL_HELP = (
+    "API requests decoded together, as llama-server's --parallel: each one is a sequence of a second "
+    "llama.cpp context with the loaded n_ctx, so its KV cache costs this many times the chat's. Your own "
+    "reply goes first: the API's sequences pause while it is written. 1: one request at a time, in the "
+    "chat's context."
 )
 LOG_LEAST_HEIGHT = 80  # the request log's and the conversation's least height, pixels (a few lines each)
 COLUMNS = ("time", "client", "endpoint", "status", "queued", "TTFT", "prefill", "decode", "tokens in/out")
@@ -125,6 +133,12 @@ class ServerPanel(QWidget):
         self.busy.addItem("Refuse (503) while I am chatting", BusyPolicy.REFUSE)
         self.busy.activated.connect(lambda _i: self._update(busy_policy=BusyPolicy(self.busy.currentData())))
         form.addRow("While my reply is written", self.busy)
+        self.parallel = QSpinBox()
+        self.parallel.setObjectName("serverParallel")
+        self.parallel.setRange(1, MAX_PARALLEL)
+        self.parallel.setToolTip(PARALLEL_HELP)
+        self.parallel.editingFinished.connect(lambda: self._update(parallel=self.parallel.value()))
+        form.addRow("Parallel sequences", self.parallel)
         self.cors = QLineEdit()
         self.cors.setPlaceholderText("off (e.g. http://localhost:3000)")
         self.cors.setToolTip("The web pages' origins allowed to call the API, comma-separated; empty: none.")
@@ -144,6 +158,8 @@ class ServerPanel(QWidget):
         self.lan_note.setWordWrap(True)
         lay.addWidget(self.lan_note)
 
+        self.sequences = SequencesView(server)
+        lay.addWidget(self.sequences)
         queue_row = QHBoxLayout()
         self.queue = QLabel("")
         self.queue.setObjectName("serverQueue")
@@ -198,8 +214,10 @@ class ServerPanel(QWidget):
         self.key.setText(s.api_key)
         self.port.setValue(s.port)
         self.busy.setCurrentIndex(max(0, self.busy.findData(s.busy_policy)))
+        self.parallel.setValue(s.parallel)
         self.cors.setText(", ".join(s.cors_origins))
         self.lan_note.setVisible(s.expose_lan)
+        self.sequences.show_sequences(None)
         self._show_server()
 
     def _show_server(self) -> None:

@@ -247,7 +247,7 @@ class TopBar(_NavBar):
         """Show ``engine``'s state from now on, and the local API's requests it is answering."""
 
         def show(*_args: object) -> None:
-            api = len(engine.external_queue) + (engine.external_in_flight is not None)
+            api = len(engine.external_queue) + len(engine.external_in_flight_tickets)
             self.show_state(engine.state, api)
 
         engine.state_changed.connect(show)
