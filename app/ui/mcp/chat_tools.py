@@ -192,7 +192,13 @@ class ChatTools(QObject):
         elif rounds:
             return None  # the forced call was made and answered: now the reply in words
         else:
-            offer = ToolOffer.forced(specs)
+            forced, left_out = ToolOffer.forced_usable(specs)
+            if left_out:
+                self._show(Severity.WARNING, "Not offered to the model: " + "; ".join(left_out) + ".")
+            if forced is None:
+                return None
+            offer = forced
+            named = {n: t for n, t in named.items() if n in {spec.name for spec in forced.tools}}
         self._offered[message_id] = named
         return offer
 
