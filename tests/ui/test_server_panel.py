@@ -112,6 +112,19 @@ def test_the_top_bar_says_when_the_engine_answers_api_requests(qtbot, window):
     qtbot.waitUntil(lambda: label.full_text == "● ready", timeout=5000)
 
 
+def test_the_top_bar_tells_api_requests_answered_from_those_waiting(qtbot, window):
+    """Review 25 F9: requests in the engine and requests queued for it are told apart ("answering 4 API
+    requests, 1 waiting", not "answering 5 API requests")."""
+    label = window.top_bar.state_label
+    window.server_panel.parallel.setValue(2)
+    window.server_panel.parallel.editingFinished.emit()
+    _ids, events = _parallel_in_flight(window, 3)
+    assert label.full_text == "● answering 2 API requests, 1 waiting"
+    window.engine.resume()
+    qtbot.waitUntil(lambda: _ended(events), timeout=10_000)
+    qtbot.waitUntil(lambda: label.full_text == "● ready", timeout=5000)
+
+
 def test_choosing_refuse_is_saved_as_the_policy_and_applied(qtbot, window):
     """The busy policy chosen in the panel is stored as a BusyPolicy (a Qt item's data is plain
     text: it used to break every later settings save and never refuse anything)."""
