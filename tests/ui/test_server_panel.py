@@ -202,8 +202,8 @@ def test_parallel_sequences_are_set_in_the_panel_without_a_restart_and_shown_in_
     table = panel.sequences.table
     assert table.rowCount() == 2 and table.isVisibleTo(panel)
     cells = [[table.item(r, c).text() for c in range(table.columnCount())] for r in range(2)]
-    assert cells[0][0] == "0" and cells[0][2] == "decoding" and cells[0][3] == "30 / 30" and cells[0][4] == "12"
-    assert "21" in cells[0][5] and cells[1][2] == "prefill" and cells[1][3] == "16 / 40"
+    assert cells[0][0] == "0" and cells[0][1] == "decoding" and cells[0][4] == "30 / 30" and cells[0][2] == "12"
+    assert "21" in cells[0][3] and cells[1][1] == "prefill" and cells[1][4] == "16 / 40"
     summary = panel.sequences.summary.text()
     assert "2 sequences × n_ctx 4,096" in summary and "KV cache 180 MiB" in summary and "2 in flight" in summary
     window.engine.sequences_progressed.emit(P.SequencesProgressed(figures, 2, 4096, 180 << 20, 99 << 20, 1, True))
@@ -237,7 +237,7 @@ def test_sequences_leave_the_table_when_they_end_and_the_context_with_the_model(
         window.engine.resume()  # the switch stops the sequences; the engine answers them, then loads
     qtbot.waitUntil(lambda: _ended(events), timeout=10_000)
     summary = panel.sequences.summary.text()
-    assert table.rowCount() == 0, [table.item(r, 2).text() for r in range(table.rowCount())]
+    assert table.rowCount() == 0, [table.item(r, 1).text() for r in range(table.rowCount())]
     assert "KV cache" not in summary and "in flight" not in summary
     assert "Up to 4 API requests" in summary and table.isVisibleTo(panel)
 
@@ -266,3 +266,11 @@ def test_setting_one_sequence_mid_flight_keeps_the_running_ones_shown(qtbot, win
     qtbot.waitUntil(lambda: _ended(events), timeout=10_000)
     assert table.rowCount() == 0 and not table.isVisibleTo(panel)
     assert "one at a time in the chat's context" in panel.sequences.summary.text()
+
+
+def test_the_sequences_sit_right_under_the_address(window):
+    """Review 25 F9: at 1366x768 the Server dock is short (under Stats and the Sampler): the sequences in
+    flight come right under the address, before the key and the settings, so they are seen without scrolling."""
+    panel = window.server_panel
+    top = panel.sequences.mapTo(panel, panel.sequences.rect().topLeft()).y()
+    assert panel.address.geometry().bottom() <= top < panel.key.mapTo(panel, panel.key.rect().topLeft()).y()

@@ -2,8 +2,10 @@
 
 It follows the engine client's ``sequences_progressed`` notices (:class:`~app.core.protocol.SequencesProgressed`,
 sent by the engine at most every 0.25 s while sequences are in flight, so the rows change at most at
-that rate): each sequence's request (client and endpoint from the log), state, prompt tokens evaluated,
-tokens generated and decode speed, and above them the parallel context's size and memory, beside the chat's.
+that rate): each sequence's state, tokens generated, decode speed, prompt tokens evaluated and request
+(client and endpoint from the log; last, as the longest), and above them the parallel context's size and
+memory, beside the chat's. A row goes when its request ends; the panel puts the view right under the
+address, where a short dock (1366x768) still shows it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from app.ui.common import stats_format as fmt
 from app.ui.engine.client import EngineState
 from app.ui.server.controller import ServerController
 
-SEQ_COLUMNS = ("seq", "request", "state", "prompt", "tokens", "speed")
+SEQ_COLUMNS = ("seq", "state", "tokens", "speed", "prompt", "request")  # the figures first, the long name last
 MIB = 1024 * 1024
 ROWS_SHOWN = 4  # the table's height fits this many rows (it scrolls beyond)
 
@@ -34,11 +36,11 @@ def sequence_cells(f: P.SequenceFigures, who: str) -> tuple[str, ...]:
     speed = fmt.tok_s(f.decode_tok_s) if f.decode_tok_s > 0 else ""
     return (
         str(f.seq_id) if f.seq_id >= 0 else "",
-        who,
         f.state.value,
-        prompt,
         fmt.tokens(f.generated) if f.generated else "",
         speed,
+        prompt,
+        who,
     )
 
 
