@@ -22,7 +22,7 @@ from concurrent.futures import Future, InvalidStateError
 from typing import Any, TextIO, TypeVar, cast
 
 from app.core.mcp.config import DEFAULT_CALL_TIMEOUT_S, McpServerConfig
-from app.mcp.values import STARTING, McpFailure, McpServerError, McpTool, ServerState, ToolResult
+from app.mcp.values import STARTING, CloseReason, McpFailure, McpServerError, McpTool, ServerState, ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +70,11 @@ class McpClient:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
+        self._closed_for = CloseReason.DISCONNECTED
+        self._scope: Any = None  # the open session's anyio CancelScope: close cancels it (a handshake too)
         self._session: Any = None  # the SDK's ClientSession, only touched on the client's thread
         self._pending: set[Future[Any]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()  # the requests running, on the client's loop
         self._ready: Future[tuple[McpTool, ...]] = Future()
         self._stderr: TextIO | None = None
 
@@ -101,7 +104,10 @@ class McpClient:
 
         The future ends with a :class:`ToolResult` (``is_error`` when the tool reported one) or a
         :class:`McpServerError`: ``NOT_CONNECTED``, ``TIMED_OUT`` (the server stays connected),
-        ``DIED`` (the server is then :attr:`ServerState.STOPPED`), ``REFUSED``.
+        ``DIED`` (the server is then :attr:`ServerState.STOPPED`), ``REFUSED``. Cancelling the future
+        (``future.cancel()``, the chat's Stop) gives the call up: its request is no longer awaited, so
+        the server's later death is one while idle, not "during the call" (the server is not told; it
+        may go on working).
         """
         doing = f"the call to {name}"
 
@@ -124,19 +130,22 @@ class McpClient:
 
         return self._submit(run, "listing its tools", self._connect_timeout_s)
 
-    def close(self, wait_s: float = 0.0) -> bool:
-        """Close the connection: a stdio server's stdin is closed, then it is stopped (SIGTERM, SIGKILL:
-        the SDK's shutdown, at most about 6 s for a server that ignores both). Calls in flight end
-        with ``NOT_CONNECTED``.
+    def close(self, wait_s: float = 0.0, reason: CloseReason = CloseReason.DISCONNECTED) -> bool:
+        """Close the connection, whatever it is doing (a handshake too): the session's cancel scope is
+        cancelled, and the SDK's stdio transport stops the server's process in its shielded shutdown
+        (stdin closed, 2 s, then SIGTERM to its process group, 2 s, SIGKILL: about 4 s for a server that
+        ignores all but the kill). Calls in flight end with ``NOT_CONNECTED``, saying ``reason``.
 
         Returns whether the client's thread ended within ``wait_s`` seconds (True when it never started).
         """
         with self._lock:
-            loop, stop, thread = self._loop, self._stop, self._thread
+            loop, thread = self._loop, self._thread
+            if self._state is not ServerState.CLOSED:
+                self._closed_for = reason
             self._set_state(ServerState.CLOSED)
-        if loop is not None and stop is not None:
+        if loop is not None:
             with contextlib.suppress(RuntimeError):  # the loop already ended
-                loop.call_soon_threadsafe(stop.set)
+                loop.call_soon_threadsafe(self._cancel)
         if thread is None:
             self._settle_all()
             return True
@@ -167,7 +176,6 @@ class McpClient:
             self._settle_all()
 
     async def _main(self) -> None:
-        import anyio
 
         from app.mcp import connection
 
@@ -179,26 +187,7 @@ class McpClient:
             self._loop, self._stop = loop, stop
         assert self._stderr is not None
         try:
-            async with connection.open_session(self.config, self._stderr) as session:
-                tools = await connection.handshake(session, self.name, self._connect_timeout_s)
-                self._session, self.tools = session, tools
-                with self._lock:
-                    if self._state is ServerState.CONNECTING:  # not closed meanwhile
-                        self._set_state(ServerState.CONNECTED)
-                _settle(self._ready, tools)
-                log.info("MCP server %r connected: %d tools", self.name, len(tools))
-                while not stop.is_set():
-                    with anyio.move_on_after(self._ping_every_s):
-                        await stop.wait()
-                    if not stop.is_set() and not await connection.alive(session, PING_TIMEOUT_S):
-                        msg = f"MCP server {self.name!r} stopped (its connection closed while it was idle)."
-                        tail = self._stderr_tail()
-                        self._fail(
-                            McpServerError(
-                                self.name, McpFailure.DIED, msg + (f" Its last output: {tail}" if tail else "")
-                            )
-                        )
-                        break
+            await self._session_until_stopped(stop)
         except BaseException as exc:  # reported, never raised out of the thread
             doing = "its session" if self._ready.done() else STARTING
             error = connection.describe(exc, self.name, doing, self._connect_timeout_s, self._stderr_tail())
@@ -206,6 +195,55 @@ class McpClient:
             self._fail(error)
         finally:
             self._session = None
+
+    def _cancel(self) -> None:
+        """On the client's loop: end the session (:meth:`close`)."""
+        if self._stop is not None:
+            self._stop.set()
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def _session_until_stopped(self, stop: asyncio.Event) -> None:
+        """Open the session (a stdio server started) and keep it (:meth:`_keep_session`) until ``stop``, its
+        death, or :meth:`close`."""
+        import anyio
+
+        from app.mcp import connection
+
+        assert self._stderr is not None
+        async with connection.open_session(self.config, self._stderr) as session:
+            # Cancelled by close, on this loop, once the process runs (never mid-spawn, where the SDK
+            # could lose the process): the SDK's shielded exit then stops it.
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                if stop.is_set():
+                    scope.cancel()
+                await self._keep_session(session, stop)
+            self._scope = None
+
+    async def _keep_session(self, session: Any, stop: asyncio.Event) -> None:
+        """Shake hands, list the tools, then keep the session (pinged) until ``stop`` or its death."""
+        import anyio
+
+        from app.mcp import connection
+
+        tools = await connection.handshake(session, self.name, self._connect_timeout_s)
+        self._session, self.tools = session, tools
+        with self._lock:
+            if self._state is ServerState.CONNECTING:  # not closed meanwhile
+                self._set_state(ServerState.CONNECTED)
+        _settle(self._ready, tools)
+        log.info("MCP server %r connected: %d tools", self.name, len(tools))
+        while not stop.is_set():
+            with anyio.move_on_after(self._ping_every_s):
+                await stop.wait()
+            if not stop.is_set() and not await connection.alive(session, PING_TIMEOUT_S):
+                msg = f"MCP server {self.name!r} stopped (its connection closed while it was idle)."
+                tail = self._stderr_tail()
+                self._fail(
+                    McpServerError(self.name, McpFailure.DIED, msg + (f" Its last output: {tail}" if tail else ""))
+                )
+                break
 
     def _submit(self, work: Callable[[Any], Coroutine[Any, Any, _T]], doing: str, timeout_s: float) -> Future[_T]:
         """``work(session)`` run on the client's loop; its errors become :class:`McpServerError`."""
@@ -245,14 +283,30 @@ class McpClient:
                 with self._lock:
                     self._pending.discard(future)
 
+        def begin() -> None:  # on the client's loop
+            if future.cancelled():
+                with self._lock:
+                    self._pending.discard(future)
+                return
+            task = loop.create_task(run())
+            self._tasks.add(task)  # the loop keeps only a weak reference
+            task.add_done_callback(self._tasks.discard)
+            future.add_done_callback(lambda f: _cancel_soon(loop, task) if f.cancelled() else None)
+
         try:
-            loop.call_soon_threadsafe(lambda: loop.create_task(run()))
+            loop.call_soon_threadsafe(begin)
         except RuntimeError:  # the loop ended between the check and the call
             _settle(future, self._not_connected())
         return future
 
     def _not_connected(self) -> McpServerError:
         state = self._state
+        if state is ServerState.CLOSED and self._closed_for is CloseReason.REMOVED:
+            msg = f"MCP server {self.name!r} is not connected: it was removed in Tools → MCP servers."
+            return McpServerError(self.name, McpFailure.NOT_CONNECTED, msg)
+        if state is ServerState.CLOSED and self._closed_for is CloseReason.RESTARTED:
+            msg = f"MCP server {self.name!r} is not connected: it was restarted (Reconnect, or its settings changed)."
+            return McpServerError(self.name, McpFailure.NOT_CONNECTED, msg)
         why = {
             ServerState.IDLE: "it was not started",
             ServerState.CONNECTING: "it is still starting",
@@ -322,6 +376,12 @@ class McpClient:
             return ""
         lines = [line.strip() for line in text.splitlines() if line.strip()]
         return " / ".join(lines[-5:])
+
+
+def _cancel_soon(loop: asyncio.AbstractEventLoop, task: asyncio.Task[None]) -> None:
+    """Cancel ``task`` on ``loop`` (from any thread); nothing when the loop has ended."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(task.cancel)
 
 
 def _settle(future: Future[Any], outcome: object) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from app.core.mcp.config import McpServerConfig, McpSettings
 from app.mcp.client import McpClient
-from app.mcp.values import McpTool, ServerState
+from app.mcp.values import CloseReason, McpTool, ServerState
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,8 @@ class McpPool:
         settings changed; the others keep their connection."""
         wanted = {s.name: s for s in settings.servers}
         for name in [n for n, c in self._clients.items() if wanted.get(n) != c.config]:
-            self._clients.pop(name).close()
+            reason = CloseReason.RESTARTED if name in wanted else CloseReason.REMOVED
+            self._clients.pop(name).close(reason=reason)
         for name, config in wanted.items():
             if name not in self._clients:
                 self._start(config)
@@ -55,7 +56,7 @@ class McpPool:
         """Close the server ``name``'s client (if any) and start a new one."""
         client = self._clients.pop(name, None)
         if client is not None:
-            client.close()
+            client.close(reason=CloseReason.RESTARTED)
             self._start(client.config)
 
     def client(self, name: str) -> McpClient | None:

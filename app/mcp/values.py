@@ -20,6 +20,14 @@ class ServerState(str, enum.Enum):
     CLOSED = "closed"  # closed by Glassbox
 
 
+class CloseReason(str, enum.Enum):
+    """Why Glassbox closed a server's connection (what a call it cut short says)."""
+
+    DISCONNECTED = "disconnected"  # the window closed, or a caller closed it
+    REMOVED = "removed"  # taken out of Tools → MCP servers
+    RESTARTED = "restarted"  # Reconnect, or its settings changed: a new connection replaces it
+
+
 class McpFailure(str, enum.Enum):
     """Why a server could not do what was asked."""
 

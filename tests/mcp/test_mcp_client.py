@@ -208,3 +208,71 @@ def test_a_server_that_dies_while_idle_shows_as_stopped_without_a_call(tmp_path)
         assert _error(client.call_tool("add", {"a": 1, "b": 1})).failure is McpFailure.NOT_CONNECTED
     finally:
         assert client.close(WAIT_S)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_closing_during_the_handshake_ends_the_servers_process(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Review 24 #2: a command that never speaks MCP (it sleeps, deaf to its stdin closing), closed while the
+    handshake waits (60 s limit): the process is stopped, not left an orphan."""
+    pidfile = tmp_path / "server.pid"
+    silent = f"{sys.executable} -c \"import os, time; open(os.environ['PIDFILE'], 'w').write(str(os.getpid())); time.sleep(3600)\""
+    pool = McpPool()
+    pool.apply(McpSettings().with_server(McpServerConfig.stdio("mute", silent, env=(("PIDFILE", str(pidfile)),))))
+    deadline = time.monotonic() + WAIT_S
+    while not (pidfile.exists() and pidfile.read_text(encoding="utf-8")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pid = int(pidfile.read_text(encoding="utf-8"))
+    client = pool.client("mute")
+    assert client is not None and client.state is ServerState.CONNECTING and not _gone(pid)
+    try:
+        assert pool.close_all(), "the client's thread did not end within the pool's 8 s"
+        assert _gone(pid), "the server's process outlived its client"
+    finally:
+        if not _gone(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_call_cut_short_by_removing_its_server_says_it_was_removed() -> None:
+    """Review 24 #3: not "it was disconnected: reconnect it", since there is nothing left to reconnect."""
+    pool = McpPool()
+    settings = McpSettings().with_server(_config("mine"))
+    pool.apply(settings)
+    client = pool.client("mine")
+    assert client is not None
+    try:
+        client.start().result(WAIT_S)
+        pending = client.call_tool("hang", {}, timeout_s=60)
+        pool.apply(settings.without_server("mine"))
+        error = _error(pending)
+        assert error.failure is McpFailure.NOT_CONNECTED
+        assert error.message == "MCP server 'mine' is not connected: it was removed in Tools → MCP servers."
+    finally:
+        assert pool.close_all()
+
+
+def test_a_server_that_dies_after_its_call_was_given_up_is_reported_as_stopped_while_idle(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Review 24 #5: a call given up (the chat's Stop cancels its future), then the server killed: no call
+    is in flight, so not "stopped during the call to hang"."""
+    pidfile = tmp_path / "server.pid"
+    config = McpServerConfig.stdio("idle", f"{sys.executable} {script_path()}", env=((PIDFILE_ENV, str(pidfile)),))
+    stopped = threading.Event()
+    client = McpClient(config, ping_every_s=1.0, on_state=lambda s: stopped.set() if s is ServerState.STOPPED else None)
+    try:
+        client.start().result(WAIT_S)
+        given_up = client.call_tool("hang", {}, timeout_s=60)
+        assert given_up.cancel()
+        deadline = time.monotonic() + 2.0
+        while client._pending and time.monotonic() < deadline:  # the client lets it go (at once)
+            time.sleep(0.01)
+        os.kill(int(pidfile.read_text(encoding="utf-8")), signal.SIGKILL)
+        assert stopped.wait(WAIT_S), "the dead server still shows as connected"
+        assert client.error.startswith("MCP server 'idle' stopped (its connection closed while it was idle)")
+    finally:
+        assert client.close(WAIT_S)

@@ -3,8 +3,8 @@
 Run as ``python tests/support/mcp_server.py`` (stdio), or with ``--http PORT`` (streamable HTTP at
 ``http://127.0.0.1:PORT/mcp``). Its tools:
 ``add(a, b)`` (a + b), ``echo(text)`` (the text back), ``crash()`` (the process exits at once with
-code 3, mid-call: the client sees the connection end) and ``hang()`` (sleeps an hour, for the time
-limit). With ``GLASSBOX_TEST_MCP_PIDFILE`` set, it writes its process id there first.
+code 3, mid-call: the client sees the connection end) and ``hang(seconds)`` (sleeps an hour by default, for the time
+limit; with ``seconds``, answers ``woke after <seconds> s (call #<n>)``, n counting its calls: a slow tool). With ``GLASSBOX_TEST_MCP_PIDFILE`` set, it writes its process id there first.
 """
 
 from __future__ import annotations
@@ -42,11 +42,17 @@ def crash() -> str:
     os._exit(CRASH_EXIT_CODE)
 
 
+_HANG_CALLS = [0]
+
+
 @server.tool()
-async def hang() -> str:
-    """Never answer (a server that hangs): sleeps an hour (ended with the server when its stdin closes)."""
-    await anyio.sleep(3600)
-    return "woke"
+async def hang(seconds: float = 3600.0) -> str:
+    """Never answer (a server that hangs): sleeps an hour (ended with the server when its stdin closes);
+    with ``seconds``, a slow tool that answers which call of it this was."""
+    _HANG_CALLS[0] += 1
+    n = _HANG_CALLS[0]
+    await anyio.sleep(seconds)
+    return f"woke after {seconds:g} s (call #{n})"
 
 
 def script_path() -> Path:

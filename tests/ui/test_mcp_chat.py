@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from PySide6.QtWidgets import QLabel
 
 from app.core import protocol as P
 from app.core.chat.context import Role
@@ -19,6 +20,7 @@ from app.core.settings import Settings, SettingsStore
 from app.core.tools.spec import ToolChoiceKind
 from app.mcp.values import ServerState
 from app.paths import default_paths
+from app.ui.chat.message import result_html
 from app.ui.mcp.chat_tools import DENIED, ChatTools
 from app.ui.mcp.entry import McpLauncher
 from app.ui.window.main_window import MainWindow
@@ -179,5 +181,122 @@ def test_stop_in_the_banner_gives_up_a_running_call(qtbot, tiny_model: Path) -> 
         banner_button(win, "Stop").click()
         assert not tools.busy and win.banner.text.text().startswith("Stopped: the tool's result will not go")
         assert len(win.engine.sent(P.Generate)) == 1 and win.chat_view.messages[-1].text.startswith('{"name": "hang"')
+        client = launcher.servers.client("calc")
+        assert client is not None
+        qtbot.waitUntil(lambda: not client._pending)  # the client no longer waits for it (review 24 #5)
     finally:
         close_window(win)  # the call still in flight ends with the server, and is dropped
+
+
+def test_a_stopped_calls_late_answer_is_dropped_not_given_to_the_next_call(qtbot, tiny_model: Path) -> None:  # type: ignore[no-untyped-def]
+    """Review 24 #1: call #1 (answers after 1 s) given up with Stop, then in a new chat call #2 (answers after
+    2.5 s) allowed: call #1's answer comes while call #2 runs, and must not become call #2's result."""
+    win = _window(qtbot, tiny_model)
+    try:
+        tools = win.findChild(ChatTools)
+        launcher = win.findChild(McpLauncher)
+        assert tools is not None and launcher is not None
+        launcher.servers.set_call_timeout(30)
+        first = json.dumps({"name": "hang", "arguments": {"seconds": 1}})
+        second = json.dumps({"name": "hang", "arguments": {"seconds": 2.5}})
+        win.engine.script(reply(first), reply(second), reply("Done", "."))
+        send(qtbot, win, "Call it first")
+        qtbot.waitUntil(lambda: tools.dialog is not None and tools.dialog.isVisible())
+        assert tools.dialog is not None
+        tools.dialog.allow_button.click()
+        first_chat = win.chat.conversation_id
+        banner_button(win, "Stop").click()
+        win.chat.new_chat()
+        send(qtbot, win, "Call it second")
+        qtbot.waitUntil(lambda: tools.dialog is not None and tools.dialog.isVisible())
+        assert tools.dialog is not None
+        tools.dialog.allow_button.click()
+        qtbot.waitUntil(lambda: len(win.engine.sent(P.Generate)) == 3, timeout=CALL_MS)
+        fed = win.engine.sent(P.Generate)[-1].messages[-1]
+        # Its own answer (the server counts from #1 or #2: Stop may cancel call #1 before it reaches the server).
+        assert json.loads(fed.content)["tool_response"]["content"].startswith("woke after 2.5 s (call #")
+        assert win.chat.conversation_id != first_chat  # the result went to the second chat, where it was called
+        qtbot.waitUntil(lambda: reply_over(win) and not tools.busy, timeout=CALL_MS)
+    finally:
+        close_window(win)
+
+
+@pytest.mark.parametrize("then", ["next-turn", "new-chat"])
+def test_the_stopped_notice_goes_with_the_next_turn_or_another_chat(qtbot, tiny_model: Path, then: str) -> None:  # type: ignore[no-untyped-def]
+    """Review 24 #4: "Stopped: the tool's result will not go to the model." is about that call only."""
+    win = _window(qtbot, tiny_model)
+    try:
+        tools = win.findChild(ChatTools)
+        launcher = win.findChild(McpLauncher)
+        assert tools is not None and launcher is not None
+        launcher.servers.set_call_timeout(60)
+        win.engine.script(reply(json.dumps({"name": "hang", "arguments": {}})), reply("Fine", "."))
+        send(qtbot, win, "Wait for it")
+        qtbot.waitUntil(lambda: tools.dialog is not None and tools.dialog.isVisible())
+        assert tools.dialog is not None
+        tools.dialog.allow_button.click()
+        banner_button(win, "Stop").click()
+        assert win.notices.showing(NoticeTopic.TOOL) and win.banner.text.text().startswith("Stopped:")
+        if then == "new-chat":
+            win.chat.new_chat()
+        else:
+            send(qtbot, win, "Never mind")
+            qtbot.waitUntil(lambda: reply_over(win) and win.chat_view.messages[-1].text == "Fine.", timeout=CALL_MS)
+        assert not win.notices.showing(NoticeTopic.TOOL)
+    finally:
+        close_window(win)
+
+
+@pytest.mark.parametrize(
+    ("echoed", "shown"),
+    [
+        ('line one\nline "two"', 'line one\nline "two"'),  # text as text, not one escaped line
+        ('{"rows":[1,2]}', '{\n  "rows": [\n    1,\n    2\n  ]\n}'),  # JSON indented
+    ],
+    ids=["text", "json"],
+)
+def test_the_call_shows_as_written_and_its_result_readably(qtbot, tiny_model: Path, echoed: str, shown: str) -> None:  # type: ignore[no-untyped-def]
+    """Review 24 #6: the dialog shows the arguments character for character (and indented in a second tab);
+    the chat shows the result's content readably, while the model gets the tool_response message as it is."""
+    win = _window(qtbot, tiny_model)
+    try:
+        tools = win.findChild(ChatTools)
+        assert tools is not None
+        arguments = '{"text":' + json.dumps(echoed) + "}"  # no space after the colon, as a model may write it
+        win.engine.script(reply('{"name": "echo", "arguments": ' + arguments + "}"), reply("Done", "."))
+        send(qtbot, win, "Echo it")
+        qtbot.waitUntil(lambda: tools.dialog is not None and tools.dialog.isVisible())
+        dialog = tools.dialog
+        assert dialog is not None
+        assert dialog.arguments.toPlainText() == arguments  # exactly as written
+        assert dialog.indented is not None and json.loads(dialog.indented.toPlainText()) == {"text": echoed}
+        dialog.allow_button.click()
+        qtbot.waitUntil(lambda: reply_over(win) and win.chat_view.messages[-1].text == "Done.", timeout=CALL_MS)
+        fed = win.engine.sent(P.Generate)[-1].messages[-1]
+        assert json.loads(fed.content)["tool_response"]["content"] == echoed  # the model's copy as it was
+        result = win.chat_view.messages[-2]
+        assert result.text == fed.content  # stored and copied as it was...
+        assert isinstance(result.body, QLabel) and result.body.text() == result_html(shown)  # ...shown readably
+        assert "\n" in result.body.text() and "\\n" not in result.body.text()
+    finally:
+        close_window(win)
+
+
+def test_written_arguments_are_found_in_the_replys_text_for_each_call() -> None:
+    """The parser gives arguments re-serialized; the dialog shows them as written (several calls, a
+    Llama 3.1 "parameters" call, arguments written as JSON text, and one not found: the parsed form)."""
+    from app.core.tools.spec import ToolCall
+    from app.ui.mcp.chat_tools import written_arguments
+
+    text = (
+        '<tool_call>{"name": "add", "arguments": {"b":2,  "a":1}}</tool_call>\n'
+        '<tool_call>{"name": "add", "parameters": {"a": 1.50}}</tool_call>\n'
+        '{"name": "echo", "arguments": "{\\"text\\":\\"hi\\"}"}'
+    )
+    calls = [
+        ToolCall("1", "add", '{"b": 2, "a": 1}'),
+        ToolCall("2", "add", '{"a": 1.5}'),
+        ToolCall("3", "echo", '{"text": "hi"}'),
+        ToolCall("4", "echo", '{"text": "absent"}'),
+    ]
+    assert written_arguments(text, calls) == ['{"b":2,  "a":1}', '{"a": 1.50}', '{"text":"hi"}', '{"text": "absent"}']

@@ -102,3 +102,15 @@ def test_a_reply_being_written_then_ended():
     assert cut.how_made == base.how_made  # not saved: the provenance it started with stays
     empty = ended_look(base, "", CUT_OFF, None, None, ContinueRule())
     assert not empty.can_continue and empty.footer == ""
+
+
+def test_a_tool_results_content_shows_readably_and_other_text_as_it_is() -> None:
+    from app.core.tools.history import tool_result_text
+    from app.ui.chat.presenter import tool_result_readable
+
+    one = tool_result_text("echo", "call_1", "a\nb")
+    assert tool_result_readable(one) == "a\nb"
+    two = one + "\n" + tool_result_text("add", "call_2", '{"sum":5}')
+    assert tool_result_readable(two) == 'echo:\na\nb\n\nadd:\n{\n  "sum": 5\n}'
+    assert tool_result_readable('{"tool_response" is what I typed') is None
+    assert tool_result_readable("hello") is None

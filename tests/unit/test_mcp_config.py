@@ -85,3 +85,23 @@ def test_a_damaged_entry_is_dropped_and_bad_fields_get_defaults(tmp_path) -> Non
     assert [(s.name, s.command, s.args, s.env) for s in mcp.servers] == [("ok", "npx", ("a",), (("K", "v"),))]
     assert mcp.disabled_tools == (("ok", "t"),) and mcp.call_timeout_s == DEFAULT_CALL_TIMEOUT_S
     assert Settings.from_dict({}).mcp == McpSettings()
+
+
+def test_a_forced_offer_leaves_out_a_tool_the_grammar_cannot_express_and_names_it():
+    import json
+
+    from app.core.constraint.model import ConstraintKind
+    from app.core.mcp.offer import ToolOffer
+    from app.core.tools.spec import ToolSpec
+
+    add = ToolSpec("add", "Add two numbers", {"type": "object", "properties": {"a": {"type": "integer"}}})
+    roll = ToolSpec(
+        "roll", "Roll a die", {"type": "object", "properties": {"sides": {"type": "integer", "minimum": 2}}}
+    )
+    offer, left_out = ToolOffer.forced_usable((add, roll))
+    assert offer is not None and [t.name for t in offer.tools] == ["add"]
+    assert offer.constraint is not None and offer.constraint.kind is ConstraintKind.JSON_SCHEMA
+    assert "roll" not in json.dumps(json.loads(offer.constraint.text))
+    assert len(left_out) == 1 and "'roll'" in left_out[0] and "minimum" in left_out[0]
+    none, why = ToolOffer.forced_usable((roll,))
+    assert none is None and len(why) == 1

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.core.constraint.model import OutputConstraint
+from app.core.tools.checks import usable_tools
 from app.core.tools.forced import forced_call_constraint
 from app.core.tools.spec import ToolChoice, ToolChoiceKind, ToolSpec
 
@@ -41,3 +42,14 @@ class ToolOffer:
         """
         choice = ToolChoice(ToolChoiceKind.REQUIRED)
         return cls(tools, choice, forced_call_constraint(tools, choice))
+
+    @classmethod
+    def forced_usable(cls, tools: tuple[ToolSpec, ...]) -> tuple[ToolOffer | None, tuple[str, ...]]:
+        """:meth:`forced` over the tools whose arguments' schema llama.cpp's grammar can express, so that
+        one tool it cannot (a ``minimum``, a ``not``) does not stop every call.
+
+        Returns:
+            (the offer, or None when no tool is left; one sentence per tool left out, naming it and why).
+        """
+        usable, problems = usable_tools(tools)
+        return (cls.forced(usable) if usable else None), problems

@@ -9,6 +9,7 @@ comes out as :attr:`MessageWidget.action_requested`.
 from __future__ import annotations
 
 import enum
+import html
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt, Signal
@@ -30,7 +31,7 @@ from app.core.sampling.alternatives import ReplyAlternatives, TokenColour
 from app.ui.chat.header import MessageHeader
 from app.ui.chat.markdown import plain_to_html, warm_up
 from app.ui.chat.markdown_view import MarkdownView, discard, rich_label
-from app.ui.chat.presenter import Badge, BadgeKind, MessageLook
+from app.ui.chat.presenter import Badge, BadgeKind, MessageLook, tool_result_readable
 from app.ui.chat.token_text import TokenText
 from app.ui.common import dialogs
 from app.ui.common.elided_label import ElidedLabel
@@ -47,6 +48,12 @@ warm_up()
 #: window). Qt lays a label's text out whole: a 4.9 MB message (an imported chat) took 16.5 s in
 #: ``open_conversation`` and froze the window; 50,000 characters take about 0.2 s here.
 SHOWN_CHARS = 50_000
+
+
+def result_html(text: str) -> str:
+    """A tool's readable result (:func:`~app.ui.chat.presenter.tool_result_readable`) for a rich-text
+    label: escaped, its spaces and line breaks kept (indented JSON stays indented), in the fixed font."""
+    return f'<div style="white-space: pre-wrap; font-family: monospace;">{html.escape(text)}</div>'
 
 
 def shown_part(text: str, limit: int = SHOWN_CHARS) -> str:
@@ -173,7 +180,9 @@ class MessageWidget(QFrame):
         h.add_item((self.delete_btn,), ((self.delete_btn, lambda: "Delete"),), priority=7, offered=stored)
         lay.addWidget(self.header)
         if role is Role.USER:
-            self.body: QLabel | MarkdownView = rich_label(plain_to_html(shown_part(text)), "userText")
+            self.body: QLabel | MarkdownView = rich_label(
+                self._user_html(shown_part(self._readable(text)), text), "userText"
+            )
         else:
             self.body = MarkdownView()
             if text:
@@ -203,7 +212,7 @@ class MessageWidget(QFrame):
         self._text = text
         self._shown = text
         self._streaming = False
-        self._show_cut(shown_part(text))
+        self._show_cut(shown_part(self._readable(text)))
 
     def _action_button(self, text: str, tip: str, slot: Callable[[], object] | None = None) -> QToolButton:
         b = QToolButton()
@@ -237,19 +246,31 @@ class MessageWidget(QFrame):
         if isinstance(self.body, MarkdownView):
             self.body.set_markdown(target, self._streaming)
         else:
-            self.body.setText(plain_to_html(target))
+            self.body.setText(self._user_html(target, self._text))
         self._show_cut(target)
         return True
 
+    def _readable(self, text: str) -> str:
+        """What the body shows for ``text``: a tool's result as text (:func:`tool_result_readable`; the
+        message's text, copied and sent, stays as stored), anything else as it is."""
+        readable = tool_result_readable(text) if self.role is Role.USER else None
+        return text if readable is None else readable
+
+    @staticmethod
+    def _user_html(shown: str, text: str) -> str:
+        """A user message's body: a tool's result kept as laid out (:func:`result_html`), else plain text."""
+        return result_html(shown) if tool_result_readable(text) is not None else plain_to_html(shown)
+
     def _target(self) -> str:
         """What the body shows of the text: all of it while it streams, else :func:`shown_part`."""
-        return self._text if self._streaming else shown_part(self._text)
+        return self._text if self._streaming else shown_part(self._readable(self._text))
 
     def _show_cut(self, shown: str) -> None:
         """Say under the body how much of the text it shows, when not all."""
-        cut = len(shown) < len(self._text)
+        whole = len(self._readable(self._text))
+        cut = len(shown) < whole
         if cut:
-            self.more_label.setText(f"Showing the first {len(shown):,} of {len(self._text):,} characters.")
+            self.more_label.setText(f"Showing the first {len(shown):,} of {whole:,} characters.")
         self.more.setVisible(cut)
 
     def show_all(self) -> None:

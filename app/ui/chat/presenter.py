@@ -10,6 +10,7 @@ reply being written, :func:`ended_look` for a reply that just ended; the widget 
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 from dataclasses import dataclass
@@ -138,6 +139,30 @@ def tool_result_title(text: str) -> str:
     except (ValueError, KeyError, TypeError):
         return ""
     return f"Tool result · {name}" if isinstance(name, str) and name else "Tool result"
+
+
+def tool_result_readable(text: str) -> str | None:
+    """A tool's result as the chat shows it (review 24 #6): the ``content`` of each ``tool_response``
+    line of ``text`` as text (JSON content indented by 2), each headed ``<name>:`` when there are
+    several; None when ``text`` is not (only) tool results. What goes to the model stays ``text``."""
+    if not text.startswith('{"tool_response"'):
+        return None
+    parts: list[tuple[str, str]] = []
+    for line in text.split("\n"):
+        try:
+            response = json.loads(line)["tool_response"]
+            name, content = response.get("name", ""), response["content"]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+        if not isinstance(content, str):
+            content = json.dumps(content, indent=2, ensure_ascii=False)
+        elif content.lstrip()[:1] in ("{", "["):
+            with contextlib.suppress(ValueError):  # not JSON after all: as written
+                content = json.dumps(json.loads(content), indent=2, ensure_ascii=False)
+        parts.append((str(name), content))
+    if len(parts) == 1:
+        return parts[0][1]
+    return "\n\n".join(f"{name or 'tool'}:\n{content}" for name, content in parts)
 
 
 def stored_look(

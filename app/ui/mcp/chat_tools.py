@@ -14,9 +14,11 @@ the chat goes on. A chat with an output format (JSON, a schema, a grammar) is of
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
@@ -60,6 +62,44 @@ def offered_names(tools: tuple[McpTool, ...]) -> dict[str, McpTool]:
     return named
 
 
+_ARGUMENTS_KEY = re.compile(r'"(?:arguments|parameters)"\s*:\s*')
+
+
+def written_arguments(content: str, calls: list[ToolCall]) -> list[str]:
+    """Each call's arguments exactly as the model wrote them in ``content`` (the parser gives them
+    re-serialized: spacing, key order and number forms can differ): the value after an ``"arguments"`` or
+    ``"parameters"`` key, in order, that reads as the same JSON; the parsed form when none does."""
+    decoder = json.JSONDecoder()
+    found: list[tuple[int, str, object]] = []  # (end, text, value) of each argument value written
+    for m in _ARGUMENTS_KEY.finditer(content):
+        try:
+            value, end = decoder.raw_decode(content, m.end())
+        except ValueError:
+            continue
+        raw = content[m.end() : end]
+        if isinstance(value, str):  # arguments written as JSON text: the text inside the string
+            raw = value
+            try:
+                value = json.loads(value)
+            except ValueError:
+                continue
+        found.append((end, raw, value))
+    out: list[str] = []
+    start = 0
+    for call in calls:
+        try:
+            parsed = json.loads(call.arguments) if call.arguments.strip() else {}
+        except ValueError:
+            parsed = None
+        hit = next((i for i in range(start, len(found)) if found[i][2] == parsed), None)
+        if hit is None:
+            out.append(call.arguments)
+        else:
+            out.append(found[hit][1])
+            start = hit + 1
+    return out
+
+
 def results_in_a_row(messages: tuple[ChatMessage, ...]) -> int:
     """How many tool results end ``messages`` (the turns since the person last wrote)."""
     n = 0
@@ -73,11 +113,21 @@ def results_in_a_row(messages: tuple[ChatMessage, ...]) -> int:
 
 @dataclass
 class _Round:
-    """The calls of one reply, run one after the other."""
+    """The calls of one reply, run one after the other.
+
+    Attributes:
+        conversation_id: the chat the reply belongs to.
+        calls: the calls not yet answered (the first one is being confirmed or run).
+        results: the answered calls' results, as sent back.
+        running: the number of the call running now (0: none); an answer carrying another number is
+            not this round's (a call given up with Stop, answering late) and is dropped.
+    """
 
     conversation_id: int
     calls: list[tuple[ToolCall, McpTool]]
     results: list[str] = field(default_factory=list)
+    running: int = 0
+    future: Future[ToolResult] | None = None  # the running call's answer (cancelled by Stop)
 
 
 class ChatTools(QObject):
@@ -98,7 +148,7 @@ class ChatTools(QObject):
     """
 
     round_ended = Signal(str)
-    _call_done = Signal(object, object)  # (Future, McpTool), from a client's thread (queued)
+    _call_done = Signal(object, int, object)  # (Future, call number, conversation id), from a client's thread (queued)
 
     def __init__(
         self, servers: McpServers, chat: ChatController, engine: EngineClient, notices: Notices, parent: QWidget
@@ -111,9 +161,12 @@ class ChatTools(QObject):
         self._parent = parent
         self._offered: dict[int, dict[str, McpTool]] = {}  # message id -> the tools its reply was offered
         self._round: _Round | None = None
+        self._stopped_said = False  # the "Stopped" notice is ChatTools' last TOOL notice (it goes with the turn)
+        self._calls_made = 0  # each call run gets the next number (its identity: see _Round.running)
         self.dialog: ToolCallDialog | None = None
         chat.streaming.tool_offer = self.offer
         chat.reply_finished.connect(self._reply_finished)
+        chat.conversation_changed.connect(self._drop_stopped_notice)
         self._call_done.connect(self._on_call_done)
 
     @property
@@ -124,6 +177,7 @@ class ChatTools(QObject):
     def offer(self, messages: tuple[ChatMessage, ...], message_id: int) -> ToolOffer | None:
         """The tools the reply ``message_id`` to ``messages`` is offered (None: none; see the module)."""
         self._offered.clear()
+        self._drop_stopped_notice()  # the next turn starts
         if not self._servers.config.use_in_chats or self._engine.model is None or self._engine.model.remote:
             return None
         if self._chat.chat_settings.current.constraint.kind is not ConstraintKind.NONE:
@@ -138,7 +192,13 @@ class ChatTools(QObject):
         elif rounds:
             return None  # the forced call was made and answered: now the reply in words
         else:
-            offer = ToolOffer.forced(specs)
+            forced, left_out = ToolOffer.forced_usable(specs)
+            if left_out:
+                self._show(Severity.WARNING, "Not offered to the model: " + "; ".join(left_out) + ".")
+            if forced is None:
+                return None
+            offer = forced
+            named = {n: t for n, t in named.items() if n in {spec.name for spec in forced.tools}}
         self._offered[message_id] = named
         return offer
 
@@ -151,7 +211,10 @@ class ChatTools(QObject):
         parsed = parse_tool_calls(message.content, names=named.keys())
         if not parsed.calls:
             return
-        self._round = _Round(message.conversation_id, [(c, named[c.name]) for c in parsed.calls])
+        calls = list(parsed.calls)
+        written = written_arguments(message.content, calls)
+        calls = [dataclasses.replace(c, arguments=w) for c, w in zip(calls, written, strict=True)]
+        self._round = _Round(message.conversation_id, [(c, named[c.name]) for c in calls])
         self._next_call()
 
     def _next_call(self) -> None:
@@ -190,31 +253,53 @@ class ChatTools(QObject):
             self._record(f"Error: MCP server {tool.server!r} was removed.")
             return
         limit = self._servers.config.call_timeout_s
-        self._notices.show(
-            NoticeTopic.TOOL,
+        self._show(
             Severity.INFO,
             f"Running {tool.name} on MCP server {tool.server!r}… (at most {limit:g} s)",
             [("Stop", self.stop_call)],
         )
+        self._calls_made += 1
+        number, conversation = self._calls_made, r.conversation_id
+        r.running = number
         future = client.call_tool(tool.name, arguments, limit)
-        future.add_done_callback(lambda f: self._call_done.emit(f, tool))
+        r.future = future
+        future.add_done_callback(lambda f: self._call_done.emit(f, number, conversation))
 
     def stop_call(self) -> None:
         """Give up the round whose call is running (the banner's Stop): its results are not sent to the
-        model, and the call's answer, when it comes, is dropped (the server is not told: MCP has no
-        reliable cancel)."""
-        if self._round is None or self.dialog is not None:
+        model, the client stops waiting for the call (its future cancelled), and an answer that still
+        comes is dropped (the server is not told: MCP has no reliable cancel)."""
+        r = self._round
+        if r is None or self.dialog is not None:
             return
         self._round = None
-        self._notices.show(NoticeTopic.TOOL, Severity.INFO, "Stopped: the tool's result will not go to the model.")
+        if r.future is not None:
+            r.future.cancel()  # the client stops waiting for it (the server's later death is then while idle)
+        self._show(Severity.INFO, "Stopped: the tool's result will not go to the model.")
+        self._stopped_said = True
 
-    def _on_call_done(self, future: Future[ToolResult], tool: McpTool) -> None:
-        if self._round is None:  # stopped meanwhile
-            return
+    def _show(self, severity: Severity, text: str, actions: list[tuple[str, Callable[[], None]]] | None = None) -> None:
+        """A notice about the tools (``NoticeTopic.TOOL``)."""
+        self._stopped_said = False
+        self._notices.show(NoticeTopic.TOOL, severity, text, actions or [])
+
+    def _drop_stopped_notice(self, *_: object) -> None:
+        """Hide the "Stopped" notice when it is still up (the chat changed, or the next turn started)."""
+        if self._stopped_said:
+            self._stopped_said = False
+            self._notices.clear(NoticeTopic.TOOL)
+
+    def _on_call_done(self, future: Future[ToolResult], number: int, conversation_id: int) -> None:
+        r = self._round
+        if r is None or r.running != number or r.conversation_id != conversation_id:
+            log.info("MCP call #%d answered after it was given up: its result is dropped", number)
+            return  # stopped meanwhile (its round given up, perhaps another one running now)
+        r.running, r.future = 0, None
+        _call, tool = r.calls[0]
         self._notices.clear(NoticeTopic.TOOL)
         error = future.exception()
         if isinstance(error, McpServerError):
-            self._notices.show(NoticeTopic.TOOL, Severity.WARNING, error.message)
+            self._show(Severity.WARNING, error.message)
             self._record(f"Error: {error.message}")
         elif error is not None:  # the client ends its futures with McpServerError only; kept safe anyway
             log.error("MCP call to %s failed: %r", tool.name, error)

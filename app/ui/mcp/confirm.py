@@ -1,5 +1,5 @@
 """``ToolCallDialog``: before a tool runs, the person sees the exact call (server, tool, arguments as the
-model wrote them) and allows or denies it (LM Studio asks the same way). Window-modal, never blocking:
+model wrote them, and indented to read) and allows or denies it (LM Studio asks the same way). Window-modal, never blocking:
 :attr:`ToolCallDialog.decided` says the answer."""
 
 from __future__ import annotations
@@ -9,7 +9,16 @@ import json
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.core.tools.spec import ToolCall
 from app.mcp.values import McpTool
@@ -23,6 +32,14 @@ def pretty_arguments(arguments: str) -> str:
         return arguments
 
 
+def _text_box(text: str, name: str) -> QPlainTextEdit:
+    box = QPlainTextEdit(text)
+    box.setReadOnly(True)
+    box.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+    box.setAccessibleName(name)
+    return box
+
+
 class ToolCallDialog(QDialog):
     """Allow or deny one tool call.
 
@@ -34,7 +51,10 @@ class ToolCallDialog(QDialog):
         decided(bool): True when the person allowed the call (Deny, Esc or closing: False); once.
 
     Attributes:
-        arguments: the exact arguments (read-only, selectable).
+        arguments: the exact arguments, character for character as the model wrote them (read-only,
+            selectable; the first tab).
+        indented: the same arguments indented (JSON), in the second tab; None when that would be the
+            same text (or they are not JSON).
         allow_button, deny_button: the answers (Deny is the default).
     """
 
@@ -53,11 +73,19 @@ class ToolCallDialog(QDialog):
         )
         head.setWordWrap(True)
         lay.addWidget(head)
-        self.arguments = QPlainTextEdit(pretty_arguments(call.arguments))
-        self.arguments.setReadOnly(True)
-        self.arguments.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
-        self.arguments.setAccessibleName("The call's arguments")
-        lay.addWidget(self.arguments, 1)
+        self.arguments = _text_box(call.arguments, "The call's arguments, exactly as the model wrote them")
+        pretty = pretty_arguments(call.arguments)
+        self.indented = _text_box(pretty, "The call's arguments, indented") if pretty != call.arguments else None
+        if self.indented is None:
+            lay.addWidget(self.arguments, 1)
+        else:
+            self.arguments.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
+            tabs = QTabWidget()
+            tabs.addTab(self.arguments, "As written")
+            tabs.addTab(self.indented, "Indented")
+            tabs.setTabToolTip(0, "The arguments character for character as the model wrote them: what the tool gets")
+            tabs.setTabToolTip(1, "The same arguments, indented to read")
+            lay.addWidget(tabs, 1)
         if tool.description:
             about = QLabel(f"What it does, in the server's words: {html.escape(tool.description)}")
             about.setWordWrap(True)
