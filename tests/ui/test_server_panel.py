@@ -112,6 +112,19 @@ def test_the_top_bar_says_when_the_engine_answers_api_requests(qtbot, window):
     qtbot.waitUntil(lambda: label.full_text == "● ready", timeout=5000)
 
 
+def test_the_top_bar_tells_api_requests_answered_from_those_waiting(qtbot, window):
+    """Review 25 F9: requests in the engine and requests queued for it are told apart ("answering 4 API
+    requests, 1 waiting", not "answering 5 API requests")."""
+    label = window.top_bar.state_label
+    window.server_panel.parallel.setValue(2)
+    window.server_panel.parallel.editingFinished.emit()
+    _ids, events = _parallel_in_flight(window, 3)
+    assert label.full_text == "● answering 2 API requests, 1 waiting"
+    window.engine.resume()
+    qtbot.waitUntil(lambda: _ended(events), timeout=10_000)
+    qtbot.waitUntil(lambda: label.full_text == "● ready", timeout=5000)
+
+
 def test_choosing_refuse_is_saved_as_the_policy_and_applied(qtbot, window):
     """The busy policy chosen in the panel is stored as a BusyPolicy (a Qt item's data is plain
     text: it used to break every later settings save and never refuse anything)."""
@@ -137,7 +150,30 @@ def test_cancel_request_waits_for_a_selected_request(window):
     assert not panel.cancel.isEnabled()
 
 
-def test_parallel_sequences_are_set_in_the_panel_without_a_restart_and_shown_in_flight(window):
+def _parallel_in_flight(window, n_requests):
+    """``n_requests`` API chats sent as parallel sequences, the scripted engine paused (they stay in flight);
+    returns their request ids (as the engine's notices carry them) and each one's event list."""
+    from app.core import protocol as P
+
+    sent: list = []
+    window.engine.request_sent.connect(sent.append)
+    window.engine.pause()
+    chat = parse_request({"messages": [{"role": "user", "content": "hi"}]}, Endpoint.CHAT)
+    events: list[list] = [[] for _ in range(n_requests)]
+    for ev_list in events:
+        window.engine.submit_external(chat.generate, ev_list.append)
+    window.engine.request_sent.disconnect(sent.append)
+    ids = [r.request_id for r in sent if isinstance(r, P.GenerateParallel)]
+    return ids, events
+
+
+def _ended(events) -> bool:
+    from app.core import protocol as P
+
+    return all(evs and isinstance(evs[-1], (P.Finished, P.Failed)) for evs in events)
+
+
+def test_parallel_sequences_are_set_in_the_panel_without_a_restart_and_shown_in_flight(qtbot, window):
     """Issue 23 §4: the number is stored and given to the engine client (the server keeps its address);
     the engine's notice becomes one row per sequence, under the parallel context's size and memory."""
     from app.core import protocol as P
@@ -156,21 +192,85 @@ def test_parallel_sequences_are_set_in_the_panel_without_a_restart_and_shown_in_
     panel.parallel.editingFinished.emit()
     assert window.settings_ctl.settings.server.parallel == 2 and window.engine.parallel == 2
     assert window.server.url == url  # no restart
+    ids, events = _parallel_in_flight(window, 2)
+    assert len(ids) == 2
     figures = (
-        P.SequenceFigures(7, 0, P.SequenceState.DECODING, 30, 30, 12, 21.5),
-        P.SequenceFigures(8, 1, P.SequenceState.PREFILL, 40, 16, 0, 0.0),
+        P.SequenceFigures(ids[0], 0, P.SequenceState.DECODING, 30, 30, 12, 21.5),
+        P.SequenceFigures(ids[1], 1, P.SequenceState.PREFILL, 40, 16, 0, 0.0),
     )
     window.engine.sequences_progressed.emit(P.SequencesProgressed(figures, 2, 4096, 180 << 20, 99 << 20, 17))
     table = panel.sequences.table
     assert table.rowCount() == 2 and table.isVisibleTo(panel)
     cells = [[table.item(r, c).text() for c in range(table.columnCount())] for r in range(2)]
-    assert cells[0][0] == "0" and cells[0][2] == "decoding" and cells[0][3] == "30 / 30" and cells[0][4] == "12"
-    assert "21" in cells[0][5] and cells[1][2] == "prefill" and cells[1][3] == "16 / 40"
+    assert cells[0][0] == "0" and cells[0][1] == "decoding" and cells[0][4] == "30 / 30" and cells[0][2] == "12"
+    assert "21" in cells[0][3] and cells[1][1] == "prefill" and cells[1][4] == "16 / 40"
     summary = panel.sequences.summary.text()
     assert "2 sequences × n_ctx 4,096" in summary and "KV cache 180 MiB" in summary and "2 in flight" in summary
-    window.engine.sequences_progressed.emit(P.SequencesProgressed(figures[:1], 2, 4096, 180 << 20, 99 << 20, 1, True))
+    window.engine.sequences_progressed.emit(P.SequencesProgressed(figures, 2, 4096, 180 << 20, 99 << 20, 1, True))
     assert "Paused while your reply is written" in panel.sequences.summary.text()
+    window.engine.resume()
+    qtbot.waitUntil(lambda: _ended(events), timeout=10_000)
     panel.parallel.setValue(1)
     panel.parallel.editingFinished.emit()
     assert window.engine.parallel == 1 and not table.isVisibleTo(panel)
     assert "one at a time" in panel.sequences.summary.text()
+
+
+def test_sequences_leave_the_table_when_they_end_and_the_context_with_the_model(qtbot, window, tiny_model):
+    """Review 25 F3: the rows of requests that ended (here by a model switch) go at once, not at the
+    engine's next notice (none comes once the last has ended), and the summary no longer gives the old
+    model's parallel context (its n_ctx and KV cache) once the model is switched."""
+    from app.core import protocol as P
+
+    panel = window.server_panel
+    switch_on(window)
+    panel.parallel.setValue(4)
+    panel.parallel.editingFinished.emit()
+    ids, events = _parallel_in_flight(window, 4)
+    assert len(ids) == 4
+    figures = tuple(P.SequenceFigures(rid, i, P.SequenceState.DECODING, 30, 30, 9, 20.0) for i, rid in enumerate(ids))
+    window.engine.sequences_progressed.emit(P.SequencesProgressed(figures, 4, 4096, 360 << 20, 99 << 20, 4))
+    table = panel.sequences.table
+    assert table.rowCount() == 4 and "4 in flight" in panel.sequences.summary.text()
+    with qtbot.waitSignal(window.engine.model_loaded, timeout=15_000):
+        assert window.load_model(str(tiny_model))
+        window.engine.resume()  # the switch stops the sequences; the engine answers them, then loads
+    qtbot.waitUntil(lambda: _ended(events), timeout=10_000)
+    summary = panel.sequences.summary.text()
+    assert table.rowCount() == 0, [table.item(r, 1).text() for r in range(table.rowCount())]
+    assert "KV cache" not in summary and "in flight" not in summary
+    assert "Up to 4 API requests" in summary and table.isVisibleTo(panel)
+
+
+def test_setting_one_sequence_mid_flight_keeps_the_running_ones_shown(qtbot, window):
+    """Review 25 F4: with sequences running, setting N back to 1 keeps their rows (they finish first,
+    decoded together) and the summary says so; the table goes when the last one ends."""
+    from app.core import protocol as P
+
+    panel = window.server_panel
+    switch_on(window)
+    panel.parallel.setValue(2)
+    panel.parallel.editingFinished.emit()
+    ids, events = _parallel_in_flight(window, 3)  # two sent as sequences, the third queued in the window
+    assert len(ids) == 2 and len(window.engine.external_queue) == 1
+    figures = tuple(P.SequenceFigures(rid, i, P.SequenceState.DECODING, 30, 30, 9, 20.0) for i, rid in enumerate(ids))
+    window.engine.sequences_progressed.emit(P.SequencesProgressed(figures, 2, 4096, 180 << 20, 99 << 20, 2))
+    panel.parallel.setValue(1)
+    panel.parallel.editingFinished.emit()
+    table = panel.sequences.table
+    assert window.engine.parallel == 1 and table.isVisibleTo(panel) and table.rowCount() == 2
+    summary = panel.sequences.summary.text()
+    assert "1 from the next request" in summary and "2 in flight" in summary and "finish first" in summary
+    assert "the 1 queued then run one at a time" in summary
+    window.engine.resume()
+    qtbot.waitUntil(lambda: _ended(events), timeout=10_000)
+    assert table.rowCount() == 0 and not table.isVisibleTo(panel)
+    assert "one at a time in the chat's context" in panel.sequences.summary.text()
+
+
+def test_the_sequences_sit_right_under_the_address(window):
+    """Review 25 F9: at 1366x768 the Server dock is short (under Stats and the Sampler): the sequences in
+    flight come right under the address, before the key and the settings, so they are seen without scrolling."""
+    panel = window.server_panel
+    top = panel.sequences.mapTo(panel, panel.sequences.rect().topLeft()).y()
+    assert panel.address.geometry().bottom() <= top < panel.key.mapTo(panel, panel.key.rect().topLeft()).y()

@@ -140,11 +140,25 @@ def test_the_persons_reply_pauses_the_api_sequences(qtbot, api, bg):
     short_replies(win)
     long = bg.submit(client(url, key).completions.create, model="m", prompt=COUNTING, max_tokens=80, temperature=0)
     qtbot.waitUntil(lambda: bool(win.server.entries) and len(win.server.entries[-1].reply) > 10, timeout=20_000)
+    # a decode rate shown before the pause (the rate after it is compared with it below)
+    qtbot.waitUntil(lambda: any(n.sequences and n.sequences[0].generated > 2 for n in win.notices), timeout=20_000)
     reply = send(qtbot, win, "Tell me about cats.")
     assert reply.stats.generated_tokens > 0
     assert any(n.paused and n.sequences for n in win.notices)
     r = wait(qtbot, long)
     assert r.usage.completion_tokens == 80 and r.choices[0].finish_reason == "length"
+    # Review 25 F9: its decode tok/s counts decoding time only, not the time paused for the person's reply:
+    # the rate just after the pause is about the rate just before it (counting the pause, it fell to about
+    # a third here: a second or so paused against half a second of decode).
+    first_paused = next(i for i, n in enumerate(win.notices) if n.paused and n.sequences)
+    before = [n.sequences[0] for n in win.notices[:first_paused] if n.sequences and n.sequences[0].generated > 2]
+    after = [
+        n.sequences[0]
+        for n in win.notices[first_paused:]
+        if n.sequences and not n.paused and n.sequences[0].generated > before[-1].generated
+    ]
+    assert before and after
+    assert after[0].decode_tok_s > 0.6 * before[-1].decode_tok_s, (before[-1], after[0])
     conv = win.chat.conversation_id
     assert [m.content for m in win.conversations.chat_history(conv) if m.role.value == "user"] == [
         "Tell me about cats."

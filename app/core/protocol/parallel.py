@@ -45,7 +45,8 @@ class SequenceFigures:
         state: where it is.
         prompt_tokens: tokens of its prompt; prefilled: how many are evaluated.
         generated: tokens sampled so far.
-        decode_tok_s: generated tokens per second since its first token (0 before the second).
+        decode_tok_s: generated tokens per second of decoding since its first token, the time it was
+            paused for the person's reply left out (0 before the second).
     """
 
     request_id: int

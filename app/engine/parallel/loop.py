@@ -110,6 +110,7 @@ class ParallelRunner:
         self._held: dict[int, list[int]] = {}  # seq id -> the tokens its cells hold (free sequences too)
         self._last_progress = 0.0
         self._step_tokens = 0
+        self._t_stepped = 0  # the last step's end, time.perf_counter_ns
         self._thread = threading.Thread(target=self._run, name="glassbox-parallel", daemon=True)
         self._thread.start()
 
@@ -156,6 +157,7 @@ class ParallelRunner:
                 self._drop_cancelled_waiting()
                 self._end_cancelled()
                 with self._gate.api_step(PAUSE_POLL_S) as ok:
+                    self._mark_paused(not ok)
                     if ok:
                         self._admit()
                         if self._active:
@@ -168,6 +170,16 @@ class ParallelRunner:
             self._fail_all(P.FailureKind.INTERNAL, f"The engine's parallel loop hit an internal error ({exc}).")
             return
         self._fail_all(P.FailureKind.ENGINE, "The model was unloaded in Glassbox; send the request again.")
+
+    def _mark_paused(self, paused: bool) -> None:
+        """The active sequences' pauses for the person's reply, left out of their decode time: a pause
+        runs from the end of the last step (when it was seen, up to PAUSE_POLL_S later) to the next step."""
+        now = time.perf_counter_ns()
+        for seq in self._active.values():
+            if paused:
+                seq.pause(self._t_stepped or now)
+            else:
+                seq.resume(now)
 
     def _send(self, event: object) -> None:
         self._emit(event)
@@ -317,6 +329,7 @@ class ParallelRunner:
         for seq_id, i in at.items():
             seq = self._active[seq_id]
             seq.sample(self._ctx, i, self._cancelled(seq.request_id))
+        self._t_stepped = time.perf_counter_ns()
         for seq in [s for s in self._active.values() if s.reason is not None]:
             self._end(seq)
 

@@ -131,6 +131,8 @@ class Sequence:
         self.pending: int | None = None
         self.reason: StopReason | None = None
         self.t_prefilled = 0
+        self.paused_ns = 0  # time paused for the person's reply after its first token, ns (not decode time)
+        self._paused_at: int | None = None
 
     @property
     def prefilling(self) -> bool:
@@ -140,10 +142,29 @@ class Sequence:
     def generated(self) -> int:
         return len(self.sink.generated)
 
+    def pause(self, since_ns: int) -> None:
+        """The loop stopped stepping it at ``since_ns`` (``time.perf_counter_ns``) for the person's reply;
+        counted once it has a first token (a pause before it is prefill's, not decode's)."""
+        if self._paused_at is None and self.sink.t_first:
+            self._paused_at = since_ns
+
+    def resume(self, now_ns: int) -> None:
+        """The loop steps it again: the pause since :meth:`pause` is left out of its decode time."""
+        if self._paused_at is not None:
+            self.paused_ns += now_ns - self._paused_at
+            self._paused_at = None
+
+    def decode_s(self) -> float:
+        """Seconds it was decoding: from its first token to its last, less the time paused for the
+        person's reply meanwhile (:meth:`pause`); 0.0 before its second token."""
+        if self.generated < 2:
+            return 0.0
+        return max(0, self.sink.t_last - self.sink.t_first - self.paused_ns) / 1e9
+
     def figures(self, paused: bool) -> P.SequenceFigures:
-        """What the Server panel shows of it."""
+        """What the Server panel shows of it; its decode tok/s counts decoding time only (:meth:`decode_s`)."""
         n = self.generated
-        span = (self.sink.t_last - self.sink.t_first) / 1e9
+        span = self.decode_s()
         state = P.SequenceState.PREFILL if self.prefilling else P.SequenceState.DECODING
         return P.SequenceFigures(
             self.request_id,
@@ -214,7 +235,7 @@ class Sequence:
             prefill_s=(t_pre - self.t0) / 1e9 if self.prefilled > self.cached else 0.0,
             ttft_s=(sink.t_first - self.t0) / 1e9 if sink.t_first else 0.0,
             generated_tokens=n,
-            decode_s=(sink.t_last - sink.t_first) / 1e9 if n > 1 else 0.0,
+            decode_s=self.decode_s(),  # the time paused for the person's reply left out
             n_ctx=self.n_ctx_seq,
             context_used=self.n_past,
             kv_used_bytes=layout.used_bytes(self.n_past),

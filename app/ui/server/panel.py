@@ -104,6 +104,10 @@ class ServerPanel(QWidget):
         self.address.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.address.setWordWrap(True)
         lay.addWidget(self.address)
+        # The sequences in flight right under the address: the dock is short at 1366x768 (under Stats
+        # and the Sampler), and what runs now matters more there than the settings below.
+        self.sequences = SequencesView(server)
+        lay.addWidget(self.sequences)
 
         form = QFormLayout()
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapAllRows)
@@ -158,8 +162,6 @@ class ServerPanel(QWidget):
         self.lan_note.setWordWrap(True)
         lay.addWidget(self.lan_note)
 
-        self.sequences = SequencesView(server)
-        lay.addWidget(self.sequences)
         queue_row = QHBoxLayout()
         self.queue = QLabel("")
         self.queue.setObjectName("serverQueue")

@@ -35,6 +35,14 @@ _STATE_TEXT = {
 }
 
 
+def api_text(answering: int, waiting: int) -> str:
+    """The state label's words for the local API's requests: in the engine (answered) and queued."""
+    if not answering:
+        return "1 API request waiting" if waiting == 1 else f"{waiting} API requests waiting"
+    text = "answering an API request" if answering == 1 else f"answering {answering} API requests"
+    return text + (f", {waiting} waiting" if waiting else "")
+
+
 class _NavBar(QFrame):
     """A bar that starts with the Chat / Models buttons.
 
@@ -227,19 +235,21 @@ class TopBar(_NavBar):
         fm = self.model_button.fontMetrics()
         self.model_button.setText(fm.elidedText(self._model_text, Qt.TextElideMode.ElideMiddle, room))
 
-    def show_state(self, state: EngineState, api_requests: int = 0) -> None:
+    def show_state(self, state: EngineState, api_answering: int = 0, api_waiting: int = 0) -> None:
         """``● ready``, ``● loading…``... coloured by the stylesheet's ``state`` property.
 
-        ``api_requests``: local API requests in the engine or waiting (see app/ui/server): while the
-        person's own chat is idle, the engine is busy with them and the label says so.
+        ``api_answering``: local API requests in the engine; ``api_waiting``: those queued for it (see
+        app/ui/server). While the person's own chat is idle, the engine is busy with them and the label
+        says so, the ones answered apart from the ones waiting ("answering 4 API requests, 1 waiting").
         """
+        api_requests = api_answering + api_waiting
         shown = EngineState.GENERATING if state is EngineState.READY and api_requests else state
         self.state_label.setProperty("state", shown.value)
         self.state_label.style().unpolish(self.state_label)
         self.state_label.style().polish(self.state_label)
         text = _STATE_TEXT[state]
         if shown is not state:
-            text = "answering an API request" if api_requests == 1 else f"answering {api_requests} API requests"
+            text = api_text(api_answering, api_waiting)
         self.state_label.set_full_text(f"● {text}")
         self._elide_model_text()  # the picker gets what the state leaves
 
@@ -247,8 +257,7 @@ class TopBar(_NavBar):
         """Show ``engine``'s state from now on, and the local API's requests it is answering."""
 
         def show(*_args: object) -> None:
-            api = len(engine.external_queue) + len(engine.external_in_flight_tickets)
-            self.show_state(engine.state, api)
+            self.show_state(engine.state, len(engine.external_in_flight_tickets), len(engine.external_queue))
 
         engine.state_changed.connect(show)
         engine.external_queue_changed.connect(show)
