@@ -133,6 +133,7 @@ def test_a_request_arriving_mid_decode_joins_at_once(qtbot, api, bg):
     assert wait(qtbot, long).usage.completion_tokens == 60
 
 
+@pytest.mark.timing  # compares decode rates before and after the pause: run alone, in the timing pass
 def test_the_persons_reply_pauses_the_api_sequences(qtbot, api, bg):
     """The person's reply goes first: the API's sequences pause while it is written (the notices say so),
     then go on; the person's figures are a reply's alone, and their chat holds their turns only."""
