@@ -26,7 +26,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -48,47 +47,21 @@ def main() -> None:
     args = ap.parse_args()
 
     import openai
-    from PySide6.QtCore import QCoreApplication, QEventLoop, QTimer
+    from PySide6.QtCore import QCoreApplication
 
-    from app.core.chat.context import LoadSettings
-    from app.core.server_settings import ServerSettings
-    from app.core.settings import Settings, SettingsStore
-    from app.ui.engine.client import EngineClient
-    from app.ui.server.controller import ServerController
-    from app.ui.window.settings_controller import SettingsController
-
-    app = QCoreApplication.instance() or QCoreApplication([])
-    tmp = tempfile.TemporaryDirectory()
-    settings = SettingsController(SettingsStore(Path(tmp.name) / "settings.json"), Settings())
-    engine = EngineClient()
-    server = ServerController(engine, settings)
-
-    def spin_until(done, timeout_s: float) -> None:
-        loop = QEventLoop()
-        timer = QTimer()
-        timer.timeout.connect(lambda: loop.quit() if done() else None)
-        timer.start(20)
-        deadline = time.monotonic() + timeout_s
-        while not done() and time.monotonic() < deadline:
-            loop.exec()
-        timer.stop()
-        if not done():
-            raise TimeoutError("timed out")
+    from bench._api import start_api
+    from bench._window import loop_wait
 
     def in_thread(fn):
         """Run ``fn`` in a thread while the Qt loop turns; its result."""
         box: list[object] = []
         t = threading.Thread(target=lambda: box.append(fn()), daemon=True)
         t.start()
-        spin_until(lambda: not t.is_alive(), 600)
+        loop_wait(lambda: not t.is_alive(), 600)
         return box[0]
 
-    engine.start()
-    engine.load_model(args.model, LoadSettings(n_ctx=args.n_ctx))
-    spin_until(lambda: engine.model is not None, 120)
-    settings.update(server=ServerSettings(enabled=True, port=0))
-    assert server.running, server.error
-    c = openai.OpenAI(base_url=server.url, api_key=settings.settings.server.api_key, max_retries=0, timeout=600)
+    api = start_api(args.model, args.n_ctx)
+    c = openai.OpenAI(base_url=api.url, api_key=api.key, max_retries=0, timeout=600)
 
     def timed(inputs: list[str]) -> tuple[float, float, int]:
         t0 = time.perf_counter()
@@ -113,9 +86,8 @@ def main() -> None:
     t = ref.model_extra["timings"]
     out["chat_prefill_s_per_1000_tokens"] = round(1000 / t["prompt_per_second"], 3)
     c.close()
-    server.shutdown()
-    engine.shutdown()
-    app.processEvents()
+    api.close()
+    QCoreApplication.processEvents()
     print(json.dumps(out))
 
 

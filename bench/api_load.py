@@ -35,7 +35,6 @@ import os
 import re
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import replace
@@ -59,7 +58,7 @@ def ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
 
 
-def run_round(url: str, key: str, clients: int, seconds: float, max_tokens: int, spin_until, tag: int) -> dict:
+def run_round(url: str, key: str, clients: int, seconds: float, max_tokens: int, loop_wait, tag: int) -> dict:
     """``clients`` closed-loop clients for ``seconds``; the round's figures (see the module docstring)."""
     import openai
 
@@ -108,7 +107,7 @@ def run_round(url: str, key: str, clients: int, seconds: float, max_tokens: int,
     t_start = time.monotonic()
     for t in threads:
         t.start()
-    spin_until(lambda: not any(t.is_alive() for t in threads), seconds + 600)
+    loop_wait(lambda: not any(t.is_alive() for t in threads), seconds + 600)
     wall = time.monotonic() - t_start
 
     ok = [r for r in results if not r["error"]]
@@ -158,39 +157,13 @@ def main() -> None:
     ap.add_argument("--n-ctx", type=int, default=2048)
     args = ap.parse_args()
 
-    from PySide6.QtCore import QCoreApplication, QEventLoop, QTimer
+    from PySide6.QtCore import QCoreApplication
 
-    from app.core.chat.context import LoadSettings
-    from app.core.server_settings import ServerSettings
-    from app.core.settings import Settings, SettingsStore
-    from app.ui.engine.client import EngineClient
-    from app.ui.server.controller import ServerController
-    from app.ui.window.settings_controller import SettingsController
+    from bench._api import start_api
+    from bench._window import loop_wait
 
-    app = QCoreApplication.instance() or QCoreApplication([])
-    tmp = tempfile.TemporaryDirectory()
-    settings = SettingsController(SettingsStore(Path(tmp.name) / "settings.json"), Settings())
-    engine = EngineClient()
-    server = ServerController(engine, settings)
-
-    def spin_until(done, timeout_s: float) -> None:
-        loop = QEventLoop()
-        timer = QTimer()
-        timer.timeout.connect(lambda: loop.quit() if done() else None)
-        timer.start(20)
-        deadline = time.monotonic() + timeout_s
-        while not done() and time.monotonic() < deadline:
-            loop.exec()
-        timer.stop()
-        if not done():
-            raise TimeoutError("timed out")
-
-    engine.start()
-    engine.load_model(args.model, LoadSettings(n_ctx=args.n_ctx))
-    spin_until(lambda: engine.model is not None, 120)
-    settings.update(server=ServerSettings(enabled=True, port=0, parallel=args.parallel[0]))
-    assert server.running, server.error
-    url, key = server.url, settings.settings.server.api_key
+    api = start_api(args.model, args.n_ctx, parallel=args.parallel[0])
+    engine, settings, url, key = api.engine, api.settings, api.url, api.key
     load_start = os.getloadavg()[0]
 
     rounds = []
@@ -199,12 +172,11 @@ def main() -> None:
         settings.update(server=replace(settings.settings.server, parallel=n_seq))
         assert engine.parallel == n_seq
         for clients in args.clients:
-            r = {"parallel": n_seq, **run_round(url, key, clients, args.seconds, args.max_tokens, spin_until, tag)}
+            r = {"parallel": n_seq, **run_round(url, key, clients, args.seconds, args.max_tokens, loop_wait, tag)}
             tag += 1
             print(json.dumps(r), flush=True)
             rounds.append(r)
-    server.shutdown()
-    engine.shutdown()
+    api.close()
 
     def find(n_seq: int, clients: int) -> dict | None:
         return next((r for r in rounds if r["parallel"] == n_seq and r["clients"] == clients), None)
@@ -225,7 +197,7 @@ def main() -> None:
         "rounds": rounds,
         "goals": goals,
     }
-    app.processEvents()
+    QCoreApplication.processEvents()
     print(json.dumps(summary))
 
 
