@@ -20,18 +20,11 @@ import pytest
 from app.core.chat.context import StopReason
 from app.core.server_settings import BusyPolicy
 from app.ui.server.request_log import RequestStatus
+from tests.support.local_api import open_client, serve, wait
 from tests.support.window import REPLY_TIMEOUT_MS, send, short_replies
 
 MODEL_ID = "SmolLM2-135M-Instruct.Q4_1"
 COUNTING = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,"  # SmolLM2 goes on counting: a long greedy completion
-
-
-def serve(win, **changes):
-    """Switch the window's server on (any free port unless given); returns (base URL, key)."""
-    s = win.settings_ctl.settings.server
-    win.settings_ctl.update(server=replace(s, enabled=True, port=changes.pop("port", 0), **changes))
-    assert win.server.running, win.server.error
-    return win.server.url, win.settings_ctl.settings.server.api_key
 
 
 def one_at_a_time(win):
@@ -47,7 +40,7 @@ _opened: list[openai.OpenAI] = []
 
 def client(url, key) -> openai.OpenAI:
     """An OpenAI client for the window's server (closed when the test ends: the ``bg`` fixture)."""
-    c = openai.OpenAI(base_url=url, api_key=key, max_retries=0, timeout=60)
+    c = open_client(url, key)
     _opened.append(c)
     return c
 
@@ -60,11 +53,6 @@ def bg():
     pool.shutdown(wait=True)
     while _opened:
         _opened.pop().close()
-
-
-def wait(qtbot, fut, timeout=REPLY_TIMEOUT_MS):
-    qtbot.waitUntil(fut.done, timeout=timeout)
-    return fut.result()
 
 
 @pytest.fixture

@@ -7,9 +7,7 @@ while the Qt event loop turns, as in :mod:`tests.ui_model.test_local_api`).
 from __future__ import annotations
 
 import base64
-import concurrent.futures
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import openai
@@ -17,44 +15,16 @@ import pytest
 
 from app.ui.server.panel import entry_cells
 from app.ui.server.request_log import RequestStatus
-from tests.support.window import REPLY_TIMEOUT_MS, send
+from tests.support.local_api import (  # noqa: F401 - the fixtures api, bg and window_model
+    api_fixture,
+    bg_fixture,
+    smollm2_only,
+    wait,
+    window_model_fixture,
+)
+from tests.support.window import send
 
 N_EMBD = {"SmolLM2-135M-Instruct.Q4_1": 576, "gemma-3-270m-q4_k_m": 640}
-
-
-@pytest.fixture(params=["smollm2", "gemma"])
-def window_model(request: pytest.FixtureRequest) -> Path:
-    """The model the ``window`` loads: each test runs on SmolLM2 and Gemma 3 unless it says otherwise."""
-    path: Path = request.getfixturevalue(request.param)
-    return path
-
-
-smollm2_only = pytest.mark.parametrize("window_model", ["smollm2"], indirect=True)
-
-
-@pytest.fixture
-def bg():
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
-    yield pool
-    pool.shutdown(wait=True)
-
-
-@pytest.fixture
-def api(window):
-    s = window.settings_ctl.settings.server
-    window.settings_ctl.update(server=replace(s, enabled=True, port=0))
-    assert window.server.running, window.server.error
-    c = openai.OpenAI(
-        base_url=window.server.url, api_key=window.settings_ctl.settings.server.api_key, max_retries=0, timeout=60
-    )
-    yield window, c
-    c.close()
-    window.server.switch(False)
-
-
-def wait(qtbot, fut, timeout=REPLY_TIMEOUT_MS):
-    qtbot.waitUntil(fut.done, timeout=timeout)
-    return fut.result()
 
 
 def vectors(resp) -> np.ndarray:

@@ -20,8 +20,9 @@ import pytest
 from app.core import protocol as P
 from app.core.chat.context import StopReason
 from app.ui.server.request_log import RequestStatus
+from tests.support.local_api import open_client, serve, wait
 from tests.support.window import send, short_replies
-from tests.ui_model.test_local_api import COUNTING, _raw_post, chat, serve, wait
+from tests.ui_model.test_local_api import COUNTING, _raw_post, chat
 
 NEAR_TIE_LOGIT = 0.6
 PROMPTS = ("Name three fruits.", "Say hello.", "What is the capital of France?", "Count to five.")
@@ -30,7 +31,7 @@ _opened: list[openai.OpenAI] = []
 
 
 def client(url, key) -> openai.OpenAI:
-    c = openai.OpenAI(base_url=url, api_key=key, max_retries=0, timeout=60)
+    c = open_client(url, key)
     _opened.append(c)
     return c
 

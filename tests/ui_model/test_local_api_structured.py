@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-from dataclasses import replace
 
 import jsonschema
 import openai
 import pytest
 
-from tests.support.window import REPLY_TIMEOUT_MS
+from tests.support.local_api import open_client, serve, wait
 
 SCHEMA = {
     "type": "object",
@@ -32,12 +31,7 @@ SCHEMA = {
 
 @pytest.fixture
 def api(window):
-    s = window.settings_ctl.settings.server
-    window.settings_ctl.update(server=replace(s, enabled=True, port=0))
-    assert window.server.running, window.server.error
-    c = openai.OpenAI(
-        base_url=window.server.url, api_key=window.settings_ctl.settings.server.api_key, max_retries=0, timeout=60
-    )
+    c = open_client(*serve(window))
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
     yield c, pool
     pool.shutdown(wait=True)
@@ -54,11 +48,6 @@ def ask(c, response_format, **kw):
         response_format=response_format,
         **kw,
     )
-
-
-def wait(qtbot, fut):
-    qtbot.waitUntil(fut.done, timeout=REPLY_TIMEOUT_MS)
-    return fut.result()
 
 
 def test_json_schema_reply_validates_and_json_object_parses(qtbot, api):

@@ -10,16 +10,19 @@ tried on SmolLM2 with a tool-aware template set as the person's override.
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
-from dataclasses import replace
-from pathlib import Path
 
 import jsonschema
 import openai
 import pytest
 
-from tests.support.window import REPLY_TIMEOUT_MS
+from tests.support.local_api import (  # noqa: F401 - the fixtures api, bg and window_model
+    api_fixture,
+    bg_fixture,
+    smollm2_only,
+    wait,
+    window_model_fixture,
+)
 
 WEATHER = {
     "type": "function",
@@ -47,41 +50,6 @@ ADD = {
 }
 SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in (WEATHER, ADD)}
 ASK = [{"role": "user", "content": "What is the weather like in Paris today?"}]
-
-
-@pytest.fixture(params=["smollm2", "gemma"])
-def window_model(request: pytest.FixtureRequest) -> Path:
-    """The model the ``window`` loads: each test runs on SmolLM2 and Gemma 3 unless it says otherwise."""
-    path: Path = request.getfixturevalue(request.param)
-    return path
-
-
-smollm2_only = pytest.mark.parametrize("window_model", ["smollm2"], indirect=True)
-
-
-@pytest.fixture
-def bg():
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
-    yield pool
-    pool.shutdown(wait=True)
-
-
-@pytest.fixture
-def api(window):
-    s = window.settings_ctl.settings.server
-    window.settings_ctl.update(server=replace(s, enabled=True, port=0))
-    assert window.server.running, window.server.error
-    c = openai.OpenAI(
-        base_url=window.server.url, api_key=window.settings_ctl.settings.server.api_key, max_retries=0, timeout=60
-    )
-    yield window, c
-    c.close()
-    window.server.switch(False)
-
-
-def wait(qtbot, fut, timeout=REPLY_TIMEOUT_MS):
-    qtbot.waitUntil(fut.done, timeout=timeout)
-    return fut.result()
 
 
 def create(qtbot, bg, c, **kw):
