@@ -38,7 +38,10 @@ and a server, or between servers, goes to a fresh host like a model switch). The
 scripted host there (``host_factory``), so they run all of this client.
 
 Size: the facade holds every signal and command of the engine the window uses, with one table of
-answers; its parts (host_link, requests, external) are already modules of their own.
+answers; its parts (host_link, requests, external) are already modules of their own. Over 600 lines
+since the local API's parallel sequences and embeddings came in (issue 23): the next split is the
+local API's side (``submit_external`` to ``_fail_embeds``: the queue's pumping, parallel sequences,
+embeddings) into a class of its own behind a narrow interface (is the engine free, send, expect).
 """
 
 from __future__ import annotations
