@@ -280,23 +280,3 @@ def test_the_call_shows_as_written_and_its_result_readably(qtbot, tiny_model: Pa
         assert "\n" in result.body.text() and "\\n" not in result.body.text()
     finally:
         close_window(win)
-
-
-def test_written_arguments_are_found_in_the_replys_text_for_each_call() -> None:
-    """The parser gives arguments re-serialized; the dialog shows them as written (several calls, a
-    Llama 3.1 "parameters" call, arguments written as JSON text, and one not found: the parsed form)."""
-    from app.core.tools.spec import ToolCall
-    from app.ui.mcp.chat_tools import written_arguments
-
-    text = (
-        '<tool_call>{"name": "add", "arguments": {"b":2,  "a":1}}</tool_call>\n'
-        '<tool_call>{"name": "add", "parameters": {"a": 1.50}}</tool_call>\n'
-        '{"name": "echo", "arguments": "{\\"text\\":\\"hi\\"}"}'
-    )
-    calls = [
-        ToolCall("1", "add", '{"b": 2, "a": 1}'),
-        ToolCall("2", "add", '{"a": 1.5}'),
-        ToolCall("3", "echo", '{"text": "hi"}'),
-        ToolCall("4", "echo", '{"text": "absent"}'),
-    ]
-    assert written_arguments(text, calls) == ['{"b":2,  "a":1}', '{"a": 1.50}', '{"text":"hi"}', '{"text": "absent"}']

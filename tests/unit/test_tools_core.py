@@ -395,3 +395,16 @@ def test_a_tool_aware_template_gets_the_calls_and_results_back_as_its_messages()
     assert out[5] == {"role": "user", "content": '{"tool_response": "not one"}'}
     unanswered = template_messages([ChatMessage(Role.ASSISTANT, tool_calls_text("", calls[:1]))])
     assert unanswered[0]["content"] == "" and unanswered[0]["tool_calls"][0]["id"] == "call_0_0"
+
+
+def test_parsed_arguments_are_the_text_the_model_wrote() -> None:
+    """Not re-serialized (the confirmation dialog and the API's tool_calls show what the model wrote): several
+    calls, a Llama 3.1 "parameters" call, arguments written as JSON text."""
+    text = (
+        '<tool_call>{"name": "add", "arguments": {"b":2,  "a":1}}</tool_call>\n'
+        '<tool_call>{"name": "add", "parameters": {"a": 1.50}}</tool_call>\n'
+        '<tool_call>{"name": "echo", "arguments": "{\\"text\\":\\"hi\\"}"}</tool_call>'
+    )
+    calls = parse_tool_calls(text).calls
+    assert [c.arguments for c in calls] == ['{"b":2,  "a":1}', '{"a": 1.50}', '{"text":"hi"}']
+    assert [c.name for c in calls] == ["add", "add", "echo"]

@@ -12,11 +12,13 @@ The shapes read (what models write when their chat template offers tools, and wh
 - llama.cpp's generic format ``{"tool_call": {...}}`` / ``{"tool_calls": [...]}`` and Mistral's
   ``[TOOL_CALLS][...]``; OpenAI's own ``{"function": {"name", "arguments"}}`` items.
 
-Anything else is content, not a call: a reply is never half read. Each call gets a fresh ``call_`` id.
+Anything else is content, not a call: a reply is never half read. Each call gets a fresh ``call_`` id,
+and its arguments are the text the model wrote (not decoded and dumped again).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Collection
@@ -27,6 +29,44 @@ from app.core.tools.spec import ToolCall
 
 _TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+_ARGUMENTS_KEY = re.compile(r'"(?:arguments|parameters)"\s*:\s*')
+
+
+def _as_written(content: str, calls: list[ToolCall]) -> list[ToolCall]:
+    """``calls`` with their arguments exactly as the model wrote them in ``content`` (decoding and dumping
+    them changes spacing, key order and number forms): the value after an ``"arguments"`` or
+    ``"parameters"`` key, in order, that reads as the same JSON; the dumped form when none does."""
+    decoder = json.JSONDecoder()
+    found: list[tuple[int, str, object]] = []  # (end, text, value) of each argument value written
+    for m in _ARGUMENTS_KEY.finditer(content):
+        try:
+            value, end = decoder.raw_decode(content, m.end())
+        except ValueError:
+            continue
+        raw = content[m.end() : end]
+        if isinstance(value, str):  # arguments written as JSON text: the text inside the string
+            raw = value
+            try:
+                value = json.loads(value)
+            except ValueError:
+                continue
+        found.append((end, raw, value))
+    out: list[ToolCall] = []
+    start = 0
+    for call in calls:
+        try:
+            parsed = json.loads(call.arguments) if call.arguments.strip() else {}
+        except ValueError:
+            parsed = None
+        hit = next((i for i in range(start, len(found)) if found[i][2] == parsed), None)
+        if hit is None:
+            out.append(call)
+        else:
+            out.append(dataclasses.replace(call, arguments=found[hit][1]))
+            start = hit + 1
+    return out
+
+
 _PREFIXES = ("<|python_tag|>", "[TOOL_CALLS]")
 
 
@@ -153,4 +193,4 @@ def parse_tool_calls(text: str, names: Collection[str] | None = None) -> ParsedR
         calls, content = _bare(text), ""
     if not calls or (names is not None and any(c.name not in names for c in calls)):
         return plain
-    return ParsedReply(content, tuple(calls))
+    return ParsedReply(content, tuple(_as_written(text, calls)))

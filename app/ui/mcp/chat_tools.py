@@ -14,7 +14,6 @@ the chat goes on. A chat with an output format (JSON, a schema, a grammar) is of
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import re
@@ -60,44 +59,6 @@ def offered_names(tools: tuple[McpTool, ...]) -> dict[str, McpTool]:
             name = re.sub(r"[^A-Za-z0-9_-]", "_", f"{tool.server}_{tool.name}")[:64]
         named.setdefault(name, tool)
     return named
-
-
-_ARGUMENTS_KEY = re.compile(r'"(?:arguments|parameters)"\s*:\s*')
-
-
-def written_arguments(content: str, calls: list[ToolCall]) -> list[str]:
-    """Each call's arguments exactly as the model wrote them in ``content`` (the parser gives them
-    re-serialized: spacing, key order and number forms can differ): the value after an ``"arguments"`` or
-    ``"parameters"`` key, in order, that reads as the same JSON; the parsed form when none does."""
-    decoder = json.JSONDecoder()
-    found: list[tuple[int, str, object]] = []  # (end, text, value) of each argument value written
-    for m in _ARGUMENTS_KEY.finditer(content):
-        try:
-            value, end = decoder.raw_decode(content, m.end())
-        except ValueError:
-            continue
-        raw = content[m.end() : end]
-        if isinstance(value, str):  # arguments written as JSON text: the text inside the string
-            raw = value
-            try:
-                value = json.loads(value)
-            except ValueError:
-                continue
-        found.append((end, raw, value))
-    out: list[str] = []
-    start = 0
-    for call in calls:
-        try:
-            parsed = json.loads(call.arguments) if call.arguments.strip() else {}
-        except ValueError:
-            parsed = None
-        hit = next((i for i in range(start, len(found)) if found[i][2] == parsed), None)
-        if hit is None:
-            out.append(call.arguments)
-        else:
-            out.append(found[hit][1])
-            start = hit + 1
-    return out
 
 
 def results_in_a_row(messages: tuple[ChatMessage, ...]) -> int:
@@ -211,10 +172,7 @@ class ChatTools(QObject):
         parsed = parse_tool_calls(message.content, names=named.keys())
         if not parsed.calls:
             return
-        calls = list(parsed.calls)
-        written = written_arguments(message.content, calls)
-        calls = [dataclasses.replace(c, arguments=w) for c, w in zip(calls, written, strict=True)]
-        self._round = _Round(message.conversation_id, [(c, named[c.name]) for c in calls])
+        self._round = _Round(message.conversation_id, [(c, named[c.name]) for c in parsed.calls])
         self._next_call()
 
     def _next_call(self) -> None:
