@@ -158,3 +158,15 @@ def test_a_draft_model_that_cannot_be_read_is_named(tmp_path):
     off = LoadSettings(speculation=SpeculationSettings(enabled=True, drafter=Drafter.DRAFT_MODEL))
     assert draft_memory(off, None, 4096)[0].startswith("Choose a draft model")
     assert draft_memory(LoadSettings(), None, 4096) == ("", 0)
+
+
+def test_what_a_round_costs_in_words():
+    spec = replace(STATS, adaptive=True, verify_steps=(1.0, 1.22, 1.8, 0.0, 2.59))
+    assert F.cost_sentence(spec) == (
+        "Verifying 2 tokens 1.22 · 3 tokens 1.80 · 5 tokens 2.59 one-token steps on this machine. "
+        "Drafts of 2.0 tokens on average, the length that pays here (at most draft_max 4)."
+    )
+    fixed = replace(STATS, adaptive=False)
+    assert F.cost_sentence(fixed) == "Drafts of 2.0 tokens on average (fixed: up to draft_max 4)."
+    assert F.cost_sentence(replace(STATS, drafted=0, drafted_at=())) == ""
+    assert F.ROUND_END_WORDS[RoundEnd.SKIPPED] == "did not pay" and "pay" in F.ROUND_END_MEANING[RoundEnd.SKIPPED]
