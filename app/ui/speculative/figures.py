@@ -157,11 +157,11 @@ def cost_sentence(spec: SpeculationStats) -> str:
     )
     if not measured:
         return how if spec.drafted else ""
-    shown = (
-        measured if len(measured) <= 4 else [measured[0], *measured[1:-1][:: max(1, len(measured) // 3)], measured[-1]]
-    )
-    costs = " · ".join(f"{m} tokens {x:.2f}" for m, x in shown[:5])
-    return f"Verifying {costs} one-token steps on this machine. {how}"
+    if len(measured) > 5:  # five sizes, the first and the last among them
+        measured = [measured[round(i * (len(measured) - 1) / 4)] for i in range(5)]
+    sizes = " / ".join(str(m) for m, _x in measured)
+    steps = " / ".join(f"{x:.2f}" for _m, x in measured)
+    return f"Verifying {sizes} tokens costs {steps} one-token steps on this machine. {how}"
 
 
 COST_EXPLAINED = (
