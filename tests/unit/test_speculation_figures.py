@@ -172,5 +172,5 @@ def test_what_a_round_costs_in_words():
     assert F.ROUND_END_WORDS[RoundEnd.SKIPPED] == "did not pay" and "pay" in F.ROUND_END_MEANING[RoundEnd.SKIPPED]
     many = replace(STATS, verify_steps=tuple(1.0 + 0.1 * i for i in range(17)))
     assert F.cost_sentence(many).startswith(
-        "Verifying 2 / 5 / 9 / 13 / 17 tokens costs 1.10 / 1.40 / 1.80 / 2.20 / 2.60 "
+        "Verifying 2 / 6 / 10 / 13 / 17 tokens costs 1.10 / 1.50 / 1.90 / 2.20 / 2.60 "
     )
