@@ -40,6 +40,7 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import llama_cpp
@@ -48,6 +49,8 @@ import numpy.typing as npt
 
 from app.core.sampling.funnel import Funnel, FunnelStage, FunnelStageKind
 from app.core.sampling.params import Mirostat, SamplerSettings, SamplerStage
+from app.engine.funnel_known import known_columns
+from app.engine.funnel_store import TOP_M
 from app.engine.vocab import Vocab
 
 # llama_token_data as numpy sees it: {int32 id; float logit; float p;}, 12 bytes.
@@ -305,6 +308,8 @@ def run_funnel(
     n_rows: int = FUNNEL_ROWS,
     texts: dict[int, str] | None = None,
     grammar: Any = None,
+    entropy_bits: float = math.nan,
+    stored: bool = False,
 ) -> Funnel:
     """The funnel of one step: ``settings``' stages applied one by one with llama.cpp's samplers.
 
@@ -323,6 +328,13 @@ def run_funnel(
             may have written); else the vocabulary's.
         grammar: the reply's grammar sampler fed the reply's tokens before this step (the column
             :data:`FunnelStageKind.GRAMMAR` first); freed here with the other stages.
+        entropy_bits: the raw model's entropy over the whole vocabulary, bits, when known (not ``exact``:
+            the model column's; NaN: not known, and not computed from the top-M).
+        stored: the candidates are a stored reply's top-N (said on the funnel).
+
+    Not ``exact``, ``ids`` are the top-M best first (a token appended after them, a grammar's drawn one,
+    is below them): each column says whether its figures are the chain's
+    (:func:`app.engine.funnel_known.known_columns`), and the rows outside ``ids`` are named (``unkept``).
 
     Returns:
         The :class:`~app.core.sampling.funnel.Funnel`: the model column, one column per stage, the draw last.
@@ -371,14 +383,25 @@ def run_funnel(
     # Entropy of the raw model, -sum p log2 p with p = exp(l - lse), in float32 (over the top-M when not exact).
     centred = logits - np.float32(logsumexp)
     p_all = np.exp(centred)
+    if exact:
+        model_h = max(0.0, -float(np.dot(p_all, centred)) / math.log(2))
+    else:  # over the top-M it would be too low: the whole vocabulary's, when the step kept it
+        model_h = entropy_bits
     model = FunnelStage(
         FunnelStageKind.MODEL,
         tuple(float(x) for x in model_p),
-        int(ids.shape[0]),
-        max(0.0, -float(np.dot(p_all, centred)) / math.log(2)),
+        vocab.n_tokens if not exact else int(ids.shape[0]),
+        model_h,
         max(0.0, 1.0 - float(model_p.sum())),
     )
     out = [model] + [_summary(kind, entries, row_ids, picked) for kind, entries, picked in columns]
+    unkept: tuple[int, ...] = ()
+    if not exact:
+        kept = set(ids.tolist())
+        unkept = tuple(t for t in row_list if t not in kept)
+        floor = float(logits[: min(ids.shape[0], TOP_M)].min()) if ids.shape[0] else math.inf
+        known = known_columns(columns, settings, kept, floor)
+        out = [out[0]] + [replace(st, known=k) for st, k in zip(out[1:], known, strict=True)]
     return Funnel(
         reply_id=reply_id,
         step=step,
@@ -390,4 +413,6 @@ def run_funnel(
         n_logits=int(ids.shape[0]),
         exact=exact,
         compute_s=time.perf_counter() - t0,
+        unkept=unkept,
+        stored=stored,
     )

@@ -15,6 +15,7 @@ step (not the prompt's), applied to the step's kept candidates.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import llama_cpp
@@ -50,6 +51,8 @@ class KeptStep:
         texts: the candidates' texts when kept with them (a stored reply); None: the vocabulary's.
         gbnf: the reply's output constraint as GBNF (the grammar column); None: none.
         reply_start: where the reply's tokens start in ``history`` (the grammar is fed ``history[reply_start:]``).
+        entropy_bits: the raw model's entropy over the whole vocabulary, bits (NaN: not known).
+        stored: the candidates are a stored reply's top-N.
     """
 
     reply_id: int
@@ -64,6 +67,8 @@ class KeptStep:
     texts: dict[int, str] | None = None
     gbnf: str | None = None
     reply_start: int = 0
+    entropy_bits: float = math.nan
+    stored: bool = False
 
 
 def checked_sampler(asked: SamplerSettings | None, kept: SamplerSettings) -> SamplerSettings:
@@ -116,6 +121,7 @@ def live_step(store: ReplyLogits, step: int) -> KeptStep:
         seed=store.seed,
         gbnf=store.gbnf,
         reply_start=store.reply_start,
+        entropy_bits=data.entropy_bits,
     )
 
 
@@ -141,6 +147,8 @@ def stored_step(stored: StoredStep) -> KeptStep:
         texts=stored.texts,
         gbnf=constraint_gbnf(stored.constraint),
         reply_start=max(0, len(stored.history) - stored.step),
+        entropy_bits=stored.entropy_bits,
+        stored=True,
     )
 
 
@@ -181,5 +189,7 @@ def step_funnel(
         n_rows=max(1, min(req.rows, MAX_ROWS)),
         texts=kept.texts,
         grammar=grammar,
+        entropy_bits=kept.entropy_bits,
+        stored=kept.stored,
     )
     return P.FunnelComputed(req.request_id, funnel)

@@ -103,6 +103,7 @@ class StepLogits:
         exact: whether ``ids`` is the whole vocabulary.
         drawn: the token the reply drew.
         history: the tokens before the step (prompt, then the reply so far).
+        entropy_bits: the raw model's entropy over the whole vocabulary, bits (NaN: not reduced yet).
     """
 
     ids: npt.NDArray[np.int32]
@@ -111,6 +112,7 @@ class StepLogits:
     exact: bool
     drawn: int
     history: tuple[int, ...]
+    entropy_bits: float = math.nan
 
 
 class ReplyLogits:
@@ -243,13 +245,14 @@ class ReplyLogits:
             reduced = step < len(self._lse)
             lse = self._lse[step] if reduced else None
             top = (self._ids[step], self._logits[step]) if reduced else None
+            entropy = self._entropy[step] if reduced else math.nan
         if full is not None:
             m = float(full.max())
             lse = m + math.log(float(np.exp(full.astype(np.float64) - m).sum())) if lse is None else lse
             return StepLogits(np.arange(self.n_vocab, dtype=np.int32), full, lse, True, drawn, history)
         if top is None or lse is None:
             return None
-        return StepLogits(top[0], top[1], lse, False, drawn, history)
+        return StepLogits(top[0], top[1], lse, False, drawn, history, entropy)
 
     def reduced(self) -> tuple[list[npt.NDArray[np.int32]], list[npt.NDArray[np.float32]], list[float], list[float]]:
         """Every reduced step's top-M ids and logits, log-sum-exp and entropy (bits), in step order

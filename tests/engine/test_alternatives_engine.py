@@ -10,6 +10,7 @@ engine must evaluate only t (the KV cache keeps prompt + reply[:k]).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import llama_cpp
 import numpy as np
@@ -193,3 +194,30 @@ def test_the_funnel_runs_on_a_stored_step(eng) -> None:
     assert isinstance(ev, P.FunnelComputed), ev
     kinds = [s.kind.value for s in ev.funnel.stages]
     assert "top_k" in kinds and ev.funnel.stages[kinds.index("top_k")].survivors == 3
+
+
+def test_a_stored_steps_funnel_never_passes_for_the_chains(eng) -> None:
+    """Issue 20 review, M1: with llama.cpp's defaults a stored reply's funnel showed every stage renormalised
+    over the 10 stored candidates ("left 10 -> 9") as if drawn, and a drawn token outside them as cut by the
+    model. Only the model column is the chain's there; the drawn outsider is named, not cut."""
+    eng.host.request(P.ResetContext(eng.host.next_id()))
+    msgs = (ChatMessage(*SYSTEM), ChatMessage("user", ASK))
+    fin, _ = _generate(eng, msgs, GREEDY, alternatives=10)
+    alts = fin.alternatives
+    assert alts is not None
+    stored = alts.stored_step(3, reply_id=778, settings=SamplerSettings(), seed=fin.stats.seed)
+    assert stored.entropy_bits == alts.entropy_bits[3]
+    outsider = 12_345  # a branch's drawn token below the 10 kept
+    assert outsider not in stored.ids
+    ev = eng.host.request(P.ComputeFunnel(eng.host.next_id(), stored=replace(stored, drawn=outsider)), timeout=30)
+    assert isinstance(ev, P.FunnelComputed), ev
+    f = ev.funnel
+    assert f.stored and not f.exact and f.unkept == (outsider,) and not f.all_known
+    model = f.stages[0]
+    assert model.known and model.survivors == 49_152  # SmolLM2's vocabulary, not "10"
+    assert model.entropy_bits == pytest.approx(alts.entropy_bits[3])  # the whole vocabulary's, kept with the reply
+    assert [st.known for st in f.stages[1:]] == [False] * (len(f.stages) - 1)  # top_k 40 > 10, then top_p
+    # top_k 3 within the 10 (no penalties before it): from it on, the chain's own figures.
+    sharp = SamplerSettings(top_k=3, repeat_penalty=1.0)
+    ev = eng.host.request(P.ComputeFunnel(eng.host.next_id(), sampler=sharp, stored=stored), timeout=30)
+    assert isinstance(ev, P.FunnelComputed) and ev.funnel.all_known and ev.funnel.unkept == ()

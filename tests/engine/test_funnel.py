@@ -261,3 +261,52 @@ def test_dry_is_made_once_per_vocabulary_and_settings_and_cloned_as_llama_cpp_ma
     assert (out[0] < logits).sum() >= 1  # DRY did penalise something: the comparison means something
     dry_cols = [next(st for st in f.stages if st.kind == FunnelStageKind.DRY) for f in funnels]
     assert all(c.probs == dry_cols[0].probs for c in dry_cols)  # DRY's column does not depend on temperature
+
+
+def test_a_top_n_funnel_shows_as_the_chains_only_what_the_chain_did(model_logits):
+    """Issue 20 review, M1: a stored reply keeps its top 10 and every stage renormalised over them
+    ("top_k 24 %" where the chain gave 14 %, "left 10 -> 9" for 49k -> 34). On the top-N, only the model
+    column and the stages after a cut that left only kept tokens are the chain's (``known``); each such
+    column must equal the full vocabulary's, and a drawn token outside the N is named, not "cut"."""
+    vocab, n_ctx, history, logits = model_logits
+    n_vocab = logits.shape[0]
+    ids_all = np.arange(n_vocab, dtype=np.int32)
+    lse = float(np.log(np.exp(logits.astype(np.float64) - logits.max()).sum()) + logits.max())
+    top_ids, top_logits, _lse = reduce_logits(logits, np.empty_like(logits))
+    outsider = int(top_ids[-1])  # ranked 64th: outside a stored top 10, drawn by a (what-if) chain
+    rng = random.Random(2020)
+    cases = [SamplerSettings(), SamplerSettings(top_k=5), SamplerSettings(top_k=0, top_p=1.0, min_p=0.3)]
+    cases += [random_settings(rng) for _ in range(24)]
+    seen_known = seen_unknown = 0
+    for trial, s in enumerate(cases):
+        for n in (10, TOP_M):
+            common = dict(settings=s, seed=7, history=history, vocab=vocab, n_ctx=n_ctx, reply_id=1, step=0)
+            full = run_funnel(ids=ids_all, logits=logits, logsumexp=lse, drawn=outsider, exact=True, **common)
+            part = run_funnel(
+                ids=top_ids[:n], logits=top_logits[:n], logsumexp=lse, drawn=outsider, exact=False, **common
+            )
+            why = f"trial {trial}, top {n}: {s}"
+            assert [st.kind for st in part.stages] == [st.kind for st in full.stages], why
+            assert part.stages[0].known and part.stages[0].survivors == n_vocab, why
+            assert part.unkept == ((outsider,) if n == 10 else ()), why
+            full_p = {tok: [st.probs[r] for st in full.stages] for r, (tok, _t) in enumerate(full.rows)}
+            for c, (st, ref) in enumerate(zip(part.stages, full.stages, strict=True)):
+                if c == 0 or not st.known:
+                    seen_unknown += c > 0
+                    continue
+                seen_known += 1
+                assert st.survivors == ref.survivors, (why, st.kind)
+                assert st.entropy_bits == pytest.approx(ref.entropy_bits, abs=1e-3), (why, st.kind)
+                for r, (tok, _text) in enumerate(part.rows):
+                    if tok in full_p:
+                        assert st.probs[r] == pytest.approx(full_p[tok][c], abs=2e-5), (why, st.kind, tok)
+            for r, (tok, _text) in enumerate(part.rows):  # the model column: true probabilities of the kept ones
+                if tok not in part.unkept:
+                    assert part.stages[0].probs[r] == pytest.approx(full_p[tok][0], rel=1e-5), why
+            kinds = [st.kind for st in part.stages]
+            if trial == 0 and n == 10:  # the defaults: top_k 40, then top_p on 10 tokens: only the model is known
+                assert not any(st.known for st in part.stages[1:]), why
+            if trial == 1:  # top_k 5 within the kept ones: every column from it on is the chain's, not before
+                k = kinds.index(FunnelStageKind.TOP_K)
+                assert all(st.known for st in part.stages[k:]) and not part.stages[k - 1].known, why
+    assert seen_known > 20 and seen_unknown > 20

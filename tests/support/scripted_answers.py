@@ -157,7 +157,7 @@ def stored_funnel(st: StoredStep, sampler: SamplerSettings | None) -> Funnel:
     rows = tuple((t, st.texts.get(t, "")) for t in st.ids)
     model = FunnelStage(FunnelStageKind.MODEL, probs, len(st.ids), 1.0, max(0.0, 1 - sum(probs)))
     draw = FunnelStage(FunnelStageKind.GREEDY, (1.0,) + (0.0,) * (len(st.ids) - 1), 1, 0.0, 0.0, st.ids[0])
-    return Funnel(st.reply_id, st.step, rows, (model, draw), st.drawn, s, st.seed, len(st.ids), False, 0.0)
+    return Funnel(st.reply_id, st.step, rows, (model, draw), st.drawn, s, st.seed, len(st.ids), False, 0.0, stored=True)
 
 
 def sweep_point(depth: int) -> DepthPoint:

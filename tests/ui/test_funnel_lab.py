@@ -20,6 +20,8 @@ from app.ui.funnel.legend import (
     STAGE_HELP,
     WHAT_IF_HELP,
     FooterRow,
+    cell_tip,
+    footer_value,
     header_tip,
 )
 from app.ui.funnel.panel import SHORT, visible_token
@@ -231,3 +233,25 @@ def test_a_token_picked_while_the_reply_streams_keeps_the_count_going(qtbot, win
     assert panel.step_field.value() == 2 and panel.step_field.maximum() == n
     panel.step_field.setValue(n)  # the last token can be picked
     qtbot.waitUntil(lambda: _settled(window) and panel.view.funnel.step == n - 1, timeout=5000)
+
+
+def test_a_stored_top_10_funnel_is_labelled_an_approximation_and_names_a_drawn_outsider(qtbot, window):
+    """Issue 20 review, M1: a stored reply's funnel (top 10) was labelled "as drawn" with every column's
+    renormalised figures, and the drawn token outside the 10 read "cut by model (×)"."""
+    model = FunnelStage(FunnelStageKind.MODEL, (0.5, 0.2, 0.0), 49_152, 2.1, 0.3)
+    later = [
+        FunnelStage(k, (0.6, 0.4, 0.0), 10, 1.0, 0.0, 5 if k.is_draw else -1, known=False)
+        for k in (FunnelStageKind.PENALTIES, FunnelStageKind.TOP_K, FunnelStageKind.TOP_P, FunnelStageKind.DIST)
+    ]
+    rows = ((5, " the"), (6, " a"), (9, "·Tail"))
+    f = Funnel(1, 25, rows, (model, *later), 9, SamplerSettings(), 1, 10, False, 0.001, unkept=(9,), stored=True)
+    panel = window.funnel_panel
+    panel.show_funnel(f, as_drawn=True)
+    assert panel.mode_label.text().startswith("approximation: the 10 candidates stored with the reply")
+    assert "as drawn" not in panel.mode_label.text()
+    assert "not among the 10 stored" in panel.status.text()
+    tip = cell_tip(f, 2, 0)  # the drawn token, model column
+    assert "not among the 10 candidates stored with the reply" in tip and "cut" not in tip
+    assert "cannot be known" in cell_tip(f, 0, 2) and "cut" not in cell_tip(f, 2, 3)
+    assert [footer_value(row, later[0]) for row in FooterRow] == ["?", "?", "?"]
+    assert footer_value(FooterRow.LEFT, model) == "49k"  # the vocabulary survives the model, not 10

@@ -92,6 +92,7 @@ class StoredStep:
         settings: the reply's sampler settings; seed: the seed it used.
         constraint: the output format the reply was made under (the funnel's grammar column, the
             grammar fed the reply's tokens before the step: the last ``step`` of ``history``); None: none.
+        entropy_bits: the raw model's entropy over the whole vocabulary at this step, bits (NaN: not known).
     """
 
     reply_id: int
@@ -105,6 +106,7 @@ class StoredStep:
     settings: SamplerSettings
     seed: int
     constraint: OutputConstraint | None = None
+    entropy_bits: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -223,6 +225,7 @@ class ReplyAlternatives:
             settings=settings,
             seed=seed,
             constraint=constraint,
+            entropy_bits=self.entropy_bits[step],
         )
 
     def head(self, n: int) -> ReplyAlternatives:

@@ -58,6 +58,11 @@ class FunnelStage:
         entropy_bits: entropy of the survivors' distribution, bits.
         outside: probability mass of survivors that are not among the shown rows.
         picked: for a draw stage, the token it picked (-1 otherwise).
+        known: whether these figures are the real chain's. Always True on the whole vocabulary; on a
+            step's top-M (:attr:`Funnel.exact` False) only the model column's probabilities and the
+            stages after a cut that provably left only kept candidates (:mod:`app.engine.funnel_known`):
+            before it, a stage's result depends on the tokens outside the kept ones, and its figures
+            (renormalised over the kept ones) must not be shown as the chain's.
     """
 
     kind: FunnelStageKind
@@ -66,6 +71,7 @@ class FunnelStage:
     entropy_bits: float
     outside: float
     picked: int = -1
+    known: bool = True
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,9 @@ class Funnel:
         exact: True when the funnel ran on the full vocabulary; False on the top-M (see
             :mod:`app.engine.funnel` for how close that is).
         compute_s: the engine's time to compute it, seconds.
+        unkept: the rows' tokens that are not among the candidates it ran on (a drawn token below a
+            stored reply's top-N): nothing is known of them, they were not cut.
+        stored: the candidates are the top-N stored with the reply (not the engine's kept logits).
     """
 
     reply_id: int
@@ -96,6 +105,13 @@ class Funnel:
     n_logits: int
     exact: bool
     compute_s: float
+    unkept: tuple[int, ...] = ()
+    stored: bool = False
+
+    @property
+    def all_known(self) -> bool:
+        """Whether every column's figures are the real chain's (:attr:`FunnelStage.known`)."""
+        return all(st.known for st in self.stages)
 
     @property
     def picked(self) -> int:

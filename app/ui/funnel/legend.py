@@ -10,12 +10,14 @@ llama.cpp's samplers (``src/llama-sampling.cpp``) and the settings' names in
 from __future__ import annotations
 
 import enum
+import math
 
 from app.core.sampling.funnel import Funnel, FunnelStage, FunnelStageKind
 from app.core.sampling.params import SamplerSettings
 from app.ui.common.token_label import visible
 
 AS_DRAWN = "as drawn (the reply's own settings)"
+UNKNOWN = "?"  # a figure the kept candidates cannot tell (a stored reply's top-N)
 WHAT_IF = "what-if: the current settings on this step's logits"
 LEGEND = (
     "Rows: tokens; ▶ = the token the reply drew. Columns: the chain's stages in the order shown above "
@@ -73,8 +75,31 @@ class FooterRow(str, enum.Enum):
     REST = "rest %"
 
 
+def kept_from(f: Funnel) -> str:
+    """Where ``f``'s candidates come from, for a sentence: "the 10 candidates stored with the reply"."""
+    return f"the {f.n_logits} candidates " + ("stored with the reply" if f.stored else "kept for this token")
+
+
+def approximation(f: Funnel) -> str:
+    """The mode line of a funnel some of whose columns cannot be known (not :attr:`Funnel.all_known`)."""
+    return f"approximation: {kept_from(f)} only; {UNKNOWN} where they cannot tell"
+
+
+def approximation_help(f: Funnel) -> str:
+    """What the approximation line means, on hover."""
+    return (
+        f"This token kept only {kept_from(f)} (their logits and the log-sum-exp over the vocabulary), not "
+        "all its logits. The model column is exact for them. A stage that renormalises or decides from the "
+        f"whole distribution cannot be run on them: its column shows {UNKNOWN} until a cut (top_k within "
+        "them, min_p, greedy) provably left only them; from there on the figures are the chain's."
+    )
+
+
 def footer_value(row: FooterRow, st: FunnelStage) -> str:
-    """A footer cell's short text: survivors (49k), entropy (bits, 1 decimal), mass outside the rows (%)."""
+    """A footer cell's short text: survivors (49k), entropy (bits, 1 decimal), mass outside the rows (%);
+    :data:`UNKNOWN` where the stage's figures are not known."""
+    if not st.known or (row is FooterRow.ENTROPY and math.isnan(st.entropy_bits)):
+        return UNKNOWN
     if row is FooterRow.LEFT:
         return count(st.survivors)
     if row is FooterRow.ENTROPY:
@@ -206,7 +231,10 @@ def header_tip(f: Funnel, c: int) -> str:
     lines = [STAGE_HELP[st.kind]]
     if setting is not None:
         lines.append(f"Here: {setting}.")
-    lines.append(f"{st.survivors:,} tokens left after it.")
+    if st.known:
+        lines.append(f"{st.survivors:,} tokens left after it.")
+    else:
+        lines.append(f"Cannot be known from {kept_from(f)}: it depends on the tokens outside them ({UNKNOWN}).")
     return "\n".join(lines)
 
 
@@ -216,6 +244,18 @@ def cell_tip(f: Funnel, r: int, c: int) -> str:
     tok, text = f.rows[r]
     name = visible(text)
     p = st.probs[r]
+    unkept = tok in f.unkept
+    drawn = " (the token the reply drew)" if tok == f.drawn else ""
+    if unkept and (st.kind is FunnelStageKind.MODEL or not st.known):
+        return (
+            f"{name} (token id {tok}){drawn}: not among {kept_from(f)}, so nothing is known of it here "
+            f"({UNKNOWN}); under the raw model it was less likely than each of them."
+        )
+    if not st.known:
+        return (
+            f"{name} (token id {tok}): {SHORT[st.kind]} cannot be known from {kept_from(f)} ({UNKNOWN}): "
+            "it depends on the tokens outside them."
+        )
     if p <= 0:
         return f"{name} (token id {tok}): cut by {SHORT[st.kind]} (×)."
     where = "under the raw model" if st.kind is FunnelStageKind.MODEL else f"after {SHORT[st.kind]}"
@@ -227,6 +267,8 @@ def cell_tip(f: Funnel, r: int, c: int) -> str:
 
 def footer_tip(row: FooterRow, st: FunnelStage) -> str:
     """A footer value under ``st``'s column: the exact figure behind the short one."""
+    if footer_value(row, st) == UNKNOWN:
+        return f"Not known after {SHORT[st.kind]}: the candidates kept for this token cannot tell."
     if row is FooterRow.LEFT:
         return f"{st.survivors:,} tokens left after {SHORT[st.kind]}."
     if row is FooterRow.ENTROPY:

@@ -41,8 +41,12 @@ from app.ui.funnel.legend import (
     SHORT,
     TOKEN_HELP,
     UNCERTAIN_HELP,
+    UNKNOWN,
     WHAT_IF,
     WHAT_IF_HELP,
+    approximation,
+    approximation_help,
+    kept_from,
 )
 from app.ui.funnel.table import FunnelView, visible_token
 
@@ -92,7 +96,7 @@ def funnel_note(f: Funnel) -> str | None:
 def _grammar_phrase(f: Funnel) -> str | None:
     """The phrase "the output format allowed n of m" when the grammar column cut candidates (m: those it was given)."""
     for before, st in zip(f.stages, f.stages[1:], strict=False):
-        if st.kind is FunnelStageKind.GRAMMAR and st.survivors < before.survivors:
+        if st.kind is FunnelStageKind.GRAMMAR and st.known and st.survivors < before.survivors:
             return f"the output format allowed {st.survivors} of {before.survivors}"
     return None
 
@@ -105,6 +109,8 @@ def _temperature_note(f: Funnel) -> str | None:
     t = kinds.index(FunnelStageKind.TEMPERATURE)
     cut: list[str] = []
     for before, st in zip(f.stages[: t - 1], f.stages[1:t], strict=True):
+        if not (st.known and before.known):  # the kept candidates cannot tell what it cut
+            continue
         if st.kind in _CUTTING_KINDS and st.survivors < before.survivors:
             cut.append(st.kind.value)
             if st.survivors == 1:
@@ -335,9 +341,15 @@ class FunnelPanel(QWidget):
     def show_funnel(self, funnel: Funnel, as_drawn: bool) -> None:
         """Draw ``funnel``; ``as_drawn``: it ran with the reply's own settings (else it is a what-if)."""
         self.view.show_funnel(funnel)
-        self.mode_label.setText(AS_DRAWN if as_drawn else WHAT_IF)
-        self.mode_label.setStyleSheet(f"color: {palette.GREEN if as_drawn else palette.AMBER};")
-        self.mode_label.setToolTip(AS_DRAWN_HELP if as_drawn else WHAT_IF_HELP)
+        if not funnel.all_known:  # never "as drawn": some columns are not the chain's (a stored reply's top-N)
+            mode = approximation(funnel) + ("" if as_drawn else " (what-if settings)")
+            self.mode_label.setText(mode)
+            self.mode_label.setStyleSheet(f"color: {palette.AMBER};")
+            self.mode_label.setToolTip(approximation_help(funnel))
+        else:
+            self.mode_label.setText(AS_DRAWN if as_drawn else WHAT_IF)
+            self.mode_label.setStyleSheet(f"color: {palette.GREEN if as_drawn else palette.AMBER};")
+            self.mode_label.setToolTip(AS_DRAWN_HELP if as_drawn else WHAT_IF_HELP)
         self.own_button.setVisible(not as_drawn)
         grammar = any(st.kind == FunnelStageKind.GRAMMAR for st in funnel.stages)  # an output format: first
         self.order_label.setText(wrappable(("grammar→" if grammar else "") + order_text(funnel.settings)))
@@ -346,16 +358,17 @@ class FunnelPanel(QWidget):
         self.note.setVisible(note is not None)
         if funnel.exact:
             src = f"From all {funnel.n_logits} logits"
+        elif funnel.all_known:
+            src = f"From {kept_from(funnel)}: a cut left only them, so every column is the chain's"
         else:
-            src = (
-                f"From its top {funnel.n_logits} logits: top_k above {funnel.n_logits} and temperature's "
-                "effect on the tail cannot be shown here"
-            )
+            src = f"From {kept_from(funnel)}: the model column is exact, {UNKNOWN} marks what they cannot tell"
+        if funnel.drawn in funnel.unkept:
+            src += f"; the drawn token is not among the {funnel.n_logits} {'stored' if funnel.stored else 'kept'}"
         self.status.setText(f"{src}; {funnel.compute_s * 1000:.1f} ms in the engine.")
         self.status.setToolTip(
-            "The newest tokens keep all their logits: the funnel is exact. Older tokens keep their top "
-            f"{funnel.n_logits if not funnel.exact else 64} logits and the log-sum-exp: the model column is exact, "
-            "the stages renormalise over those tokens."
+            "The newest tokens of the latest reply keep all their logits: the funnel is exact. Older tokens keep "
+            "their top 64 logits, a stored reply its top 10 (Settings), with the log-sum-exp: the model column "
+            f"is exact; a stage's column shows {UNKNOWN} until a cut provably left only those tokens."
         )
 
     def set_following(self, on: bool) -> None:

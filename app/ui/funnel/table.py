@@ -19,6 +19,7 @@ from app.ui.funnel.legend import (
     FOOTER_HELP,
     LEGEND,
     SHORT,
+    UNKNOWN,
     FooterRow,
     cell_tip,
     footer_tip,
@@ -218,7 +219,10 @@ class FunnelView(QWidget):
                 p.setPen(Qt.PenStyle.NoPen)
                 p.setBrush(qcolor(palette.TRACK))
                 p.drawRect(cell)
-                if prob > 0:
+                if not st.known or (c == 0 and tok in f.unkept):  # the kept candidates cannot tell
+                    p.setPen(qcolor(palette.FAINT))
+                    p.drawText(cell, centre, UNKNOWN)
+                elif prob > 0:
                     hit = st.kind.is_draw and tok == picked
                     p.setBrush(qcolor(palette.GREEN if hit else palette.ACCENT))
                     p.drawRect(QRectF(cell.x(), cell.y(), cell.width() * min(1.0, prob), cell.height()))
