@@ -255,3 +255,42 @@ def test_a_stored_top_10_funnel_is_labelled_an_approximation_and_names_a_drawn_o
     assert "cannot be known" in cell_tip(f, 0, 2) and "cut" not in cell_tip(f, 2, 3)
     assert [footer_value(row, later[0]) for row in FooterRow] == ["?", "?", "?"]
     assert footer_value(FooterRow.LEFT, model) == "49k"  # the vocabulary survives the model, not 10
+
+
+def test_the_funnel_follows_the_newest_reply_of_a_chat_left_while_it_was_written(qtbot, window):
+    """Issue 20 review, M2: chat A's new reply was written while chat B was shown; back in A, the lab's
+    Funnel showed the previous reply's token ("token 29 of 36"), with no word of which reply it was."""
+    window.chat.new_chat()
+    window.engine.script(reply("Other", "."))
+    send(qtbot, window, "Chat B.")
+    conv_b = window.chat.conversation_id
+    window.chat.new_chat()
+    window.funnel_dock.raise_()
+    window.engine.script(reply(*PIECES, entropy_bits=ENTROPY), reply("Yes", "."))
+    send(qtbot, window, "sea?")
+    conv_a, old = window.chat.conversation_id, _last_reply_id(window)
+    send(qtbot, window, "Sure?")
+    window.chat.open_token_funnel(old, 2)  # an older reply's token: from its stored candidates
+    qtbot.waitUntil(lambda: _settled(window) and window.funnel.stored is not None, timeout=5000)
+    assert window.funnel.shown_message() == old
+    window.stats_dock.raise_()  # the Funnel hidden, as in the chat layout
+    window.engine.script(Endless("wave "))
+    tokens: list = []
+    window.engine.token_received.connect(tokens.append)
+    box = window.composer.box
+    qtbot.keyClicks(box, "A long poem, please.")
+    qtbot.keyClick(box, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: len(tokens) >= 5, timeout=5000)
+    window.chat.open_conversation(conv_b)  # while it writes
+    with qtbot.waitSignal(window.engine.generation_finished, timeout=5000):
+        window.engine.cancel()
+    window.chat.open_conversation(conv_a)
+    new = _last_reply_id(window)
+    assert new != old
+    qtbot.waitUntil(lambda: window.chat.store.alternatives(new) is not None, timeout=5000)
+    window.funnel_dock.raise_()
+    panel = window.funnel_panel
+    qtbot.waitUntil(lambda: _settled(window), timeout=5000)
+    n = window.chat.store.alternatives(new).n_steps
+    assert window.funnel.shown_message() == new
+    assert panel.of_label.text() == f"of {n}"

@@ -378,8 +378,9 @@ class FunnelController(QObject):
         self.message_id = None
         self.n_steps = 0
         self._last_shown = None
-        if self.enabled and self.stored is not None:
-            # A stored reply's token was shown: the new reply's newest token is, from now on.
+        if self.stored is not None:
+            # A stored reply's token was shown: the new reply's newest token is, from now on (a hidden
+            # panel opens on the new reply, not on the older one it showed last: issue 20 review, M2).
             self.stored = None
             self.step = -1
             self._show_following(True)
