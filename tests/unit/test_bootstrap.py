@@ -537,7 +537,13 @@ def _run_command(bootstrap: ModuleType, monkeypatch: pytest.MonkeyPatch, starter
 
 @pytest.mark.parametrize(
     "app_args",
-    [["--model", "/m/mine.gguf"], ["--model=/m/mine.gguf", "--debug"], ["--debug", "--no-model"]],
+    [
+        ["--model", "/m/mine.gguf"],
+        ["--model=/m/mine.gguf", "--debug"],
+        ["--debug", "--no-model"],
+        ["/m/mine.gguf"],  # the positional FILE.gguf the app's --help offers (what a file manager passes)
+        ["--debug", "/m/mine.gguf"],
+    ],
 )
 def test_run_with_a_model_given_never_asks_for_the_starter_model(
     bootstrap: ModuleType, monkeypatch: pytest.MonkeyPatch, app_args: list[str]
@@ -548,6 +554,22 @@ def test_run_with_a_model_given_never_asks_for_the_starter_model(
     execs = _run_command(bootstrap, monkeypatch, no_network)
     assert bootstrap.main(["run", *app_args]) == 0
     assert execs == [["-m", "app", *app_args]]
+
+
+@pytest.mark.parametrize("app_args", [["--model"], ["--model", "--debug"], ["--model="], ["--dry-run", "--model"]])
+def test_run_with_model_and_no_file_says_so_and_starts_nothing(
+    bootstrap: ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], app_args: list[str]
+) -> None:
+    """``run --model`` with no file: said, exit 1; neither the starter model (the network) nor the app is asked."""
+
+    def no_network(*args: object) -> str:
+        raise AssertionError("--model without a file must stop before the starter model")
+
+    execs = _run_command(bootstrap, monkeypatch, no_network)
+    assert bootstrap.main(["run", *app_args]) == 1
+    assert execs == []
+    out = capsys.readouterr().out
+    assert "FAILED: --model needs a GGUF file after it" in out and "run --model /path/to/model.gguf" in out
 
 
 def test_own_options_right_after_the_command_are_the_scripts_not_the_apps(
