@@ -173,6 +173,8 @@ def _read(
             embeds.put(None)
             return
         lane = LANES.get(type(req), Lane.MAIN)
+        if isinstance(req, P.ComputeFunnel) and req.stored is not None and req.stored.model_path:
+            lane = Lane.INSPECT  # a stored reply's logits may be recomputed: an evaluation, off the reader
         if lane is Lane.INSPECT:
             inspections.put(req)
             continue

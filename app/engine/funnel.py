@@ -310,6 +310,7 @@ def run_funnel(
     grammar: Any = None,
     entropy_bits: float = math.nan,
     stored: bool = False,
+    recomputed: bool = False,
 ) -> Funnel:
     """The funnel of one step: ``settings``' stages applied one by one with llama.cpp's samplers.
 
@@ -331,6 +332,7 @@ def run_funnel(
         entropy_bits: the raw model's entropy over the whole vocabulary, bits, when known (not ``exact``:
             the model column's; NaN: not known, and not computed from the top-M).
         stored: the candidates are a stored reply's top-N (said on the funnel).
+        recomputed: a stored reply's logits computed again (said on the funnel).
 
     Not ``exact``, ``ids`` are the top-M best first (a token appended after them, a grammar's drawn one,
     is below them): each column says whether its figures are the chain's
@@ -415,4 +417,5 @@ def run_funnel(
         compute_s=time.perf_counter() - t0,
         unkept=unkept,
         stored=stored,
+        recomputed=recomputed,
     )

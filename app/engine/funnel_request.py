@@ -16,6 +16,7 @@ step (not the prompt's), applied to the step's kept candidates.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import llama_cpp
@@ -53,6 +54,7 @@ class KeptStep:
         reply_start: where the reply's tokens start in ``history`` (the grammar is fed ``history[reply_start:]``).
         entropy_bits: the raw model's entropy over the whole vocabulary, bits (NaN: not known).
         stored: the candidates are a stored reply's top-N.
+        recomputed: a stored reply's step with all its logits computed again (``exact``).
     """
 
     reply_id: int
@@ -69,6 +71,7 @@ class KeptStep:
     reply_start: int = 0
     entropy_bits: float = math.nan
     stored: bool = False
+    recomputed: bool = False
 
 
 def checked_sampler(asked: SamplerSettings | None, kept: SamplerSettings) -> SamplerSettings:
@@ -152,6 +155,37 @@ def stored_step(stored: StoredStep) -> KeptStep:
     )
 
 
+def same_model_file(a: str, b: str) -> bool:
+    """Whether paths ``a`` and ``b`` name the same file (False when either cannot be read)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def recomputed_step(stored: StoredStep, logits: npt.NDArray[np.float32]) -> KeptStep:
+    """A stored reply's step with all its logits, computed again by the model that wrote it (``logits``:
+    [n_vocab], after ``stored.history``): exact, as the live reply's newest steps."""
+    exact = stored_step(stored)
+    m = float(logits.max())
+    lse = m + math.log(float(np.exp(logits.astype(np.float64) - m).sum()))
+    return KeptStep(
+        reply_id=exact.reply_id,
+        step=exact.step,
+        ids=np.arange(logits.shape[0], dtype=np.int32),
+        logits=logits,
+        logsumexp=lse,
+        exact=True,
+        drawn=exact.drawn,
+        history=exact.history,
+        seed=exact.seed,
+        texts=exact.texts,
+        gbnf=exact.gbnf,
+        reply_start=exact.reply_start,
+        recomputed=True,
+    )
+
+
 def step_funnel(
     req: P.ComputeFunnel, kept: KeptStep, settings: SamplerSettings, vocab: Vocab, n_ctx: int
 ) -> P.FunnelComputed:
@@ -191,5 +225,6 @@ def step_funnel(
         grammar=grammar,
         entropy_bits=kept.entropy_bits,
         stored=kept.stored,
+        recomputed=kept.recomputed,
     )
     return P.FunnelComputed(req.request_id, funnel)

@@ -32,12 +32,22 @@ from app.core import protocol as P
 from app.core.chat.context import ChatMessage
 from app.core.gguf.gguf_info import GGUFInfo
 from app.core.hardware.memory import KVCacheLayout
+from app.core.sampling.alternatives import StoredStep
 from app.engine.constraint.grammar import constraint_gbnf
 from app.engine.constraint.sampler import grammar_sampler
 from app.engine.depth_sweep import sweep_depth
 from app.engine.embeddings import Embedder
 from app.engine.errors import CancelFlag, EngineError
-from app.engine.funnel_request import checked_sampler, live_reply, live_step, step_funnel, stored_step
+from app.engine.funnel_request import (
+    KeptStep,
+    checked_sampler,
+    live_reply,
+    live_step,
+    recomputed_step,
+    same_model_file,
+    step_funnel,
+    stored_step,
+)
 from app.engine.inspection.chat_cache import take_chat_cache
 from app.engine.llama_log import LlamaLog
 from app.engine.loader import LoadedModel, check_model, load_model
@@ -247,8 +257,9 @@ class Session:
     def funnel(self, req: P.ComputeFunnel) -> P.FunnelComputed:
         """The sampler funnel of one kept step (:mod:`app.engine.funnel_request`); safe during a reply.
 
-        A stored step (``req.stored``) is checked before the model is needed; a live one reads
-        the loaded model's kept logits under the model lock.
+        A stored step (``req.stored``) is checked before the model is needed, and recomputed whole when the
+        model that wrote it is loaded (:meth:`_recomputed`, on the inspect thread); a live one reads the loaded
+        model's kept logits under the model lock.
 
         Raises:
             EngineError: ``no_model``; ``no_logits`` (no reply kept its logits, another reply's
@@ -256,7 +267,7 @@ class Session:
         """
         if req.stored is not None:
             settings = checked_sampler(req.sampler, req.stored.settings)
-            kept = stored_step(req.stored)
+            kept = self._recomputed(req.stored) or stored_step(req.stored)
             with self._model_lock:
                 m = self._require()
                 return step_funnel(req, kept, settings, m.funnel_vocab, m.n_ctx)
@@ -266,6 +277,26 @@ class Session:
             settings = checked_sampler(req.sampler, store.settings)
             kept = live_step(store, req.step)
             return step_funnel(req, kept, settings, m.funnel_vocab, m.n_ctx)
+
+    def _recomputed(self, stored: StoredStep) -> KeptStep | None:
+        """``stored``'s step with all its logits when the model that wrote it is loaded (its ``model_path``,
+        the same file): its prompt and tokens before the step evaluated again in the inspect context (what
+        that context kept of them from the last time is reused: the next token of the same reply, or a
+        slider move, costs a position or one). None: no path, another model, or the evaluation failed
+        (logged): the stored top-N serve."""
+        if not stored.model_path:
+            return None
+        with self._inspect_lock:
+            with self._model_lock:
+                m = self._require()
+                if not same_model_file(stored.model_path, m.llm.model_path):
+                    return None
+            try:
+                logits = m.token_inspector.reply_logits(stored.history, stored.step)
+            except EngineError as exc:
+                log.warning("recomputing a stored reply's logits failed: %s", exc)
+                return None
+        return recomputed_step(stored, logits)
 
     def prepare_inspect(self) -> None:
         """Build the inspector's tables and context now (:class:`~app.core.protocol.PrepareInspect`);

@@ -10,6 +10,7 @@ engine must evaluate only t (the KV cache keeps prompt + reply[:k]).
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import replace
 
 import llama_cpp
@@ -221,3 +222,41 @@ def test_a_stored_steps_funnel_never_passes_for_the_chains(eng) -> None:
     sharp = SamplerSettings(top_k=3, repeat_penalty=1.0)
     ev = eng.host.request(P.ComputeFunnel(eng.host.next_id(), sampler=sharp, stored=stored), timeout=30)
     assert isinstance(ev, P.FunnelComputed) and ev.funnel.all_known and ev.funnel.unkept == ()
+
+
+def test_a_stored_step_is_recomputed_whole_when_its_model_is_loaded(eng, smollm2) -> None:
+    """Issue 20 review, M1 (best): with the model that wrote a stored reply loaded, its step's logits are
+    computed again (prompt and tokens before the step, in the inspect context): the funnel is exact, as the
+    live reply's newest steps, and says "recomputed"; with another file named, the stored top-10 serve."""
+    eng.host.request(P.ResetContext(eng.host.next_id()))
+    msgs = (ChatMessage(*SYSTEM), ChatMessage("user", ASK))
+    fin, _ = _generate(eng, msgs, GREEDY, alternatives=10, keep_logits=True)
+    alts = fin.alternatives
+    assert alts is not None and alts.n_steps >= 20
+    step = alts.n_steps - 3  # in the live store's full-vocabulary ring: the exact funnel to compare with
+    live = eng.host.request(P.ComputeFunnel(eng.host.next_id(), -1, step, SamplerSettings(), rows=8), timeout=30)
+    assert isinstance(live, P.FunnelComputed) and live.funnel.exact, live
+    stored = alts.stored_step(step, reply_id=779, settings=GREEDY, seed=fin.stats.seed, model_path=str(smollm2))
+    asked = P.ComputeFunnel(eng.host.next_id(), sampler=SamplerSettings(), stored=stored, rows=8)
+    t0 = time.perf_counter()
+    ev = eng.host.request(asked, timeout=60)
+    first_s = time.perf_counter() - t0
+    assert isinstance(ev, P.FunnelComputed), ev
+    f, ref = ev.funnel, live.funnel
+    assert f.recomputed and f.exact and f.all_known and f.n_logits == 49_152 and not f.stored
+    assert f.rows == tuple((t, alts.texts.get(t, text)) for t, text in ref.rows)
+    for st, rst in zip(f.stages, ref.stages, strict=True):  # the chain's own figures, to float rounding
+        assert st.kind == rst.kind and st.survivors == rst.survivors
+        assert st.probs == pytest.approx(rst.probs, abs=5e-4)  # prefill, then one token at a time, as the chat
+    # The next token of the same reply: its prompt is kept in the inspect context, one position evaluated.
+    nxt = alts.stored_step(step + 1, reply_id=779, settings=GREEDY, seed=fin.stats.seed, model_path=str(smollm2))
+    t0 = time.perf_counter()
+    ev = eng.host.request(P.ComputeFunnel(eng.host.next_id(), stored=nxt, rows=8), timeout=60)
+    next_s = time.perf_counter() - t0
+    assert isinstance(ev, P.FunnelComputed) and ev.funnel.recomputed and ev.funnel.step == step + 1
+    print(
+        f"recomputed funnel (SmolLM2, {len(stored.history)} tokens): {first_s * 1000:.0f} ms, next token {next_s * 1000:.0f} ms"
+    )
+    other = replace(stored, model_path=str(smollm2) + ".not-loaded")
+    ev = eng.host.request(P.ComputeFunnel(eng.host.next_id(), stored=other, rows=8), timeout=30)
+    assert isinstance(ev, P.FunnelComputed) and not ev.funnel.recomputed and ev.funnel.stored, ev

@@ -3,6 +3,8 @@ token count of a stored reply, the empty state, following the branch shown, the 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from app.core import protocol as P
@@ -371,3 +373,25 @@ def test_a_narrow_dock_scrolls_to_the_draw_column_instead_of_cutting_it(qtbot, w
     scroll = window.funnel_dock.widget()
     scroll.fit_panel()
     assert scroll.widget().minimumWidth() >= view.minimumWidth()
+
+
+def test_a_stored_reply_names_the_model_that_wrote_it_so_the_engine_can_recompute_it(qtbot, window, monkeypatch):
+    """Issue 20 review, M1: an older reply's token is sent with the model file that wrote it (the engine
+    recomputes its logits when that file is loaded), but not when the reply's context shifted (its
+    positions moved: the prompt kept is not what the model saw)."""
+    window.engine.script(reply("a", "b", "c"), reply("x", "y"))
+    send(qtbot, window, "first")
+    first = _reply_id(window)
+    send(qtbot, window, "second")
+    window.chat.open_token_funnel(first, 1)
+    qtbot.waitUntil(lambda: any(r.stored is not None for r in window.engine.sent(P.ComputeFunnel)), timeout=5000)
+    asked = [r for r in window.engine.sent(P.ComputeFunnel) if r.stored is not None][-1]
+    made_by = window.chat.store.get_message(first).meta.model_path
+    assert made_by and asked.stored.model_path == made_by
+    store = window.chat.store
+    message = store.get_message(first)
+    shifted = replace(message, meta=replace(message.meta, stats=replace(message.meta.stats, context_shifts=1)))
+    real = store.get_message
+    monkeypatch.setattr(store, "get_message", lambda mid: shifted if mid == first else real(mid))
+    target = window.chat.alternatives.step_target(first, 1)
+    assert target is not None and target.stored.model_path == ""

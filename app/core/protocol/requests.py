@@ -169,6 +169,10 @@ class ComputeFunnel:
 
     A reply made under an output constraint gets a grammar column first: a live reply's own (kept
     with its logits), a stored step's ``stored.constraint``.
+
+    A stored step naming the model file that wrote it (``stored.model_path``) is recomputed whole when that
+    file is loaded: the engine evaluates its prompt and tokens again (on its inspect thread) and the funnel
+    is exact (``Funnel.recomputed``); otherwise it runs on the stored top-N (``Funnel.stored``).
     """
 
     request_id: int

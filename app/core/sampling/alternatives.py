@@ -93,6 +93,9 @@ class StoredStep:
         constraint: the output format the reply was made under (the funnel's grammar column, the
             grammar fed the reply's tokens before the step: the last ``step`` of ``history``); None: none.
         entropy_bits: the raw model's entropy over the whole vocabulary at this step, bits (NaN: not known).
+        model_path: the model file that wrote the reply, when its logits may be recomputed (the reply ran
+            without a context shift): with that file loaded, the engine evaluates ``history`` again for
+            all the step's logits (``ComputeFunnel``); "": never, the top-N only.
     """
 
     reply_id: int
@@ -107,6 +110,7 @@ class StoredStep:
     seed: int
     constraint: OutputConstraint | None = None
     entropy_bits: float = math.nan
+    model_path: str = ""
 
 
 @dataclass(frozen=True)
@@ -198,10 +202,17 @@ class ReplyAlternatives:
         )
 
     def stored_step(
-        self, step: int, reply_id: int, settings: SamplerSettings, seed: int, constraint: OutputConstraint | None = None
+        self,
+        step: int,
+        reply_id: int,
+        settings: SamplerSettings,
+        seed: int,
+        constraint: OutputConstraint | None = None,
+        model_path: str = "",
     ) -> StoredStep:
         """What :class:`~app.core.protocol.ComputeFunnel` carries to run the funnel on ``step`` (``constraint``:
-        the output format the reply was made under, None: none).
+        the output format the reply was made under, None: none; ``model_path``: :attr:`StoredStep.model_path`,
+        kept only when :attr:`history` holds the whole prompt: fewer than :data:`MAX_HISTORY` tokens).
 
         Raises:
             IndexError: no such step.
@@ -226,6 +237,7 @@ class ReplyAlternatives:
             seed=seed,
             constraint=constraint,
             entropy_bits=self.entropy_bits[step],
+            model_path=model_path if len(self.history) < MAX_HISTORY else "",
         )
 
     def head(self, n: int) -> ReplyAlternatives:

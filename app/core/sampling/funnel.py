@@ -93,6 +93,7 @@ class Funnel:
         unkept: the rows' tokens that are not among the candidates it ran on (a drawn token below a
             stored reply's top-N): nothing is known of them, they were not cut.
         stored: the candidates are the top-N stored with the reply (not the engine's kept logits).
+        recomputed: a stored reply's step whose logits the model that wrote it computed again (``exact``).
     """
 
     reply_id: int
@@ -107,6 +108,7 @@ class Funnel:
     compute_s: float
     unkept: tuple[int, ...] = ()
     stored: bool = False
+    recomputed: bool = False
 
     @property
     def all_known(self) -> bool:

@@ -288,6 +288,38 @@ class InspectContext:
         cap.tensors = joined(cap.tensors, mine, pos - c0)
         return pos + 1 - c0, logits
 
+    def last_logits(self, tokens: tuple[int, ...], n_single: int) -> F32:
+        """llama.cpp's logits after ``tokens`` at positions ``0...`` (a stored reply's step recomputed for the
+        funnel), evaluated as the chat evaluated them: the prompt in :data:`INSPECT_N_BATCH` slices, its last
+        token and the last ``n_single`` (the reply's tokens) one at a time, as prefill and decode did (a batch
+        of several tokens gives logits a few percent apart in probability on SmolLM2 Q4_1). What the context
+        holds of ``tokens`` from its previous evaluation is kept; logits for the last token only (one row of
+        n_vocab, never one per position); the eval callback copies nothing.
+
+        Raises:
+            EngineError: as :meth:`evaluate`; ``internal`` when the context cannot be created.
+        """
+        self.open(len(tokens) + 1)
+        mem = llama_cpp.llama_get_memory(self._ctx)
+        keep = min(common_prefix(self._held, tokens), len(tokens) - 1)
+        if keep <= 0 or not llama_cpp.llama_memory_seq_rm(mem, 0, keep, -1):
+            llama_cpp.llama_memory_clear(mem, True)
+            keep = 0
+        self._held = ()
+        llama_cpp.llama_set_n_threads(self._ctx, self._n_threads, self._n_threads)
+        self.capture.enabled = False
+        try:
+            s0 = keep
+            batched = len(tokens) - n_single - 1  # the prompt's tokens but its last
+            while s0 < len(tokens):
+                e = min(batched, (s0 // INSPECT_N_BATCH + 1) * INSPECT_N_BATCH) if s0 < batched else s0 + 1
+                self._decode(tokens, s0, e, all_logits=False)
+                self._held = tokens[:e]
+                s0 = e
+        finally:
+            self.capture.enabled = True
+        return self.logits(-1)
+
     def logits(self, row: int) -> F32:
         """A copy of the logits [n_vocab] of batch row ``row`` of the last evaluation."""
         out: F32 = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._ctx, row), shape=(self._n_vocab,)).copy()

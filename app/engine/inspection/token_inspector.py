@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from app.core import protocol as P
 from app.core.gguf.gguf_info import GGUFInfo
@@ -83,6 +84,17 @@ class TokenInspector:
         """
         self.tables()
         self._context.open(n_tokens + 1)
+
+    def reply_logits(self, tokens: tuple[int, ...], n_reply: int) -> npt.NDArray[np.float32]:
+        """The logits [n_vocab] after ``tokens`` (a stored reply's prompt, then its first ``n_reply`` tokens),
+        from position 0 in the inspect context (:meth:`InspectContext.last_logits`).
+
+        Raises:
+            EngineError: ``cancelled`` (:meth:`request_stop`); ``internal`` (llama.cpp refused the evaluation).
+        """
+        if self._context.stopped:
+            raise EngineError(P.FailureKind.CANCELLED, "The evaluation was stopped: the model is being unloaded.")
+        return self._context.last_logits(tokens, n_reply)
 
     def inspect(self, req: P.InspectToken, chat: ChatCache) -> TokenInspection:
         """Inspect ``req.position`` of what ``chat`` holds.

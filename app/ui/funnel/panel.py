@@ -356,7 +356,9 @@ class FunnelPanel(QWidget):
         note = funnel_note(funnel)
         self.note.setText(note or "")
         self.note.setVisible(note is not None)
-        if funnel.exact:
+        if funnel.recomputed:
+            src = f"Recomputed: the model that wrote this reply evaluated it again for all {funnel.n_logits} logits"
+        elif funnel.exact:
             src = f"From all {funnel.n_logits} logits"
         elif funnel.all_known:
             src = f"From {kept_from(funnel)}: a cut left only them, so every column is the chain's"
