@@ -392,7 +392,7 @@ def run_funnel(
     model = FunnelStage(
         FunnelStageKind.MODEL,
         tuple(float(x) for x in model_p),
-        vocab.n_tokens if not exact else int(ids.shape[0]),
+        int(ids.shape[0]) if exact else (-1 if stored else vocab.n_tokens),  # stored: maybe another model's
         model_h,
         max(0.0, 1.0 - float(model_p.sum())),
     )

@@ -54,7 +54,8 @@ class FunnelStage:
         kind: which stage.
         probs: each shown row's probability after this stage, renormalised over the
             survivors (softmax of the survivors' logits as the next stage sees them); 0 = cut.
-        survivors: tokens left after this stage (finite logits).
+        survivors: tokens left after this stage (finite logits); -1: not known (the model column of a
+            stored reply's top-N: the vocabulary of the model that wrote it).
         entropy_bits: entropy of the survivors' distribution, bits.
         outside: probability mass of survivors that are not among the shown rows.
         picked: for a draw stage, the token it picked (-1 otherwise).

@@ -98,7 +98,11 @@ def approximation_help(f: Funnel) -> str:
 def footer_value(row: FooterRow, st: FunnelStage) -> str:
     """A footer cell's short text: survivors (49k), entropy (bits, 1 decimal), mass outside the rows (%);
     :data:`UNKNOWN` where the stage's figures are not known."""
-    if not st.known or (row is FooterRow.ENTROPY and math.isnan(st.entropy_bits)):
+    if (
+        not st.known
+        or (row is FooterRow.ENTROPY and math.isnan(st.entropy_bits))
+        or (row is FooterRow.LEFT and st.survivors < 0)
+    ):
         return UNKNOWN
     if row is FooterRow.LEFT:
         return count(st.survivors)
@@ -231,8 +235,10 @@ def header_tip(f: Funnel, c: int) -> str:
     lines = [STAGE_HELP[st.kind]]
     if setting is not None:
         lines.append(f"Here: {setting}.")
-    if st.known:
+    if st.known and st.survivors >= 0:
         lines.append(f"{st.survivors:,} tokens left after it.")
+    elif st.known:
+        lines.append("The vocabulary of the model that wrote the reply (not known here).")
     else:
         lines.append(f"Cannot be known from {kept_from(f)}: it depends on the tokens outside them ({UNKNOWN}).")
     return "\n".join(lines)
@@ -259,7 +265,8 @@ def cell_tip(f: Funnel, r: int, c: int) -> str:
     if p <= 0:
         return f"{name} (token id {tok}): cut by {SHORT[st.kind]} (×)."
     where = "under the raw model" if st.kind is FunnelStageKind.MODEL else f"after {SHORT[st.kind]}"
-    out = f"{name} (token id {tok}): {100 * p:.2f} % {where}, renormalised over the {st.survivors:,} survivors."
+    over = f"the {st.survivors:,} survivors" if st.survivors >= 0 else "the whole vocabulary"
+    out = f"{name} (token id {tok}): {100 * p:.2f} % {where}, renormalised over {over}."
     if st.kind.is_draw and tok == f.picked:
         out += " A new draw with these settings picks it (the green bar)."
     return out
