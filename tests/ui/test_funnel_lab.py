@@ -294,3 +294,17 @@ def test_the_funnel_follows_the_newest_reply_of_a_chat_left_while_it_was_written
     n = window.chat.store.alternatives(new).n_steps
     assert window.funnel.shown_message() == new
     assert panel.of_label.text() == f"of {n}"
+
+
+def test_after_a_model_load_the_shown_funnel_opens_on_the_most_uncertain_token(qtbot, window):
+    """Issue 20 review (low): after a restart the Funnel opened on "N of N, newest" (end of turn) when it was
+    on screen as the model loaded, on the most uncertain token when opened later; both open as a chat does."""
+    window.funnel_dock.raise_()
+    window.engine.script(reply(*PIECES, entropy_bits=ENTROPY))
+    send(qtbot, window, "sea?")
+    mid = _last_reply_id(window)
+    qtbot.waitUntil(lambda: window.chat.store.alternatives(mid) is not None and _settled(window), timeout=5000)
+    window.engine.model_loaded.emit(window.engine.model)  # a model (re)loaded: the engine kept no logits
+    panel = window.funnel_panel
+    qtbot.waitUntil(lambda: _settled(window) and window.funnel.stored is not None, timeout=5000)
+    assert panel.view.funnel.step == 2 and panel.step_field.value() == 3 and not panel.follow.isChecked()

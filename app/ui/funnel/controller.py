@@ -354,11 +354,12 @@ class FunnelController(QObject):
             return newest
         return self.uncertain_lookup(newest.stored.reply_id) or newest
 
-    def _show_newest(self) -> None:
-        """Show the newest token of the chat shown that kept its candidates (or say there is none)."""
-        target = self.newest_lookup() if self.newest_lookup is not None else None
+    def _show_opening(self) -> None:
+        """Show what the panel opens on in the chat shown (:meth:`_opening_target`: its newest reply's most
+        uncertain token, as when a chat is opened), or say there is none."""
+        target = self._opening_target()
         if target is not None:
-            self.open_step(target, following=True)
+            self.open_step(target)  # as set_enabled opens it
         else:
             self._say_no_reply()
 
@@ -393,7 +394,9 @@ class FunnelController(QObject):
 
     def _forget(self, *_args: object, newest: bool = True) -> None:
         """The engine kept no logits any more (a model loaded, the engine stopped). After a load (``newest``)
-        the chat shown's newest stored token is shown instead, when the panel is on screen."""
+        the panel, when on screen, opens as on a chat opened: the chat shown's newest reply's most uncertain
+        token, from its stored candidates (after a restart it opened on the last token, end of turn at 97 %,
+        or on the most uncertain, depending on whether the panel was shown when the model loaded)."""
         self.stored = None
         self.reply_id = None
         self.message_id = None
@@ -401,7 +404,7 @@ class FunnelController(QObject):
         self._in_flight = None
         self._last_shown = None
         if newest and self.enabled:
-            self._show_newest()
+            self._show_opening()
         else:
             self._say_no_reply()
 
