@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from app.core.inspection.token_inspection import LensCell
 from app.core.sampling.alternatives import Candidate, StepView
-from app.ui.common.token_alts import menu_text, tooltip_html
+from app.ui.common.token_alts import alternatives_menu, menu_text, tooltip_html
 from app.ui.common.token_label import FSI, PDI, isolate
 from app.ui.funnel.panel import visible_token
 from app.ui.inspect.panel import InspectWindow, lens_cell_text
@@ -107,3 +107,16 @@ def test_token_menu_hover_and_funnel_rows_keep_rtl_tokens_in_place(qapp):
     row = "▶" + visible_token(HEBREW)  # the funnel's row label: the drawn mark, then the token
     assert row == f"▶{FSI}{HEBREW}{PDI}"
     assert drawn_before(row, "▶", HEBREW)
+
+
+def test_the_token_menu_names_a_drawn_token_outside_the_kept_candidates(qapp):
+    """Issue 20 review (low): a red token's menu listed its top 10 but not the token drawn; a green one's
+    showed it '(drawn)'. Drawn from below them, it comes first, disabled, with where it ranked."""
+    kept = (Candidate(200, "a", 0.5), Candidate(300, "b", 0.2))
+    menu = alternatives_menu(None, StepView(4, 100, "zz", None, 2.0, kept, 0.3), lambda _s: None, lambda _s, _t: None)
+    items = [a for a in menu.actions() if a.data() is not None]
+    assert [a.data() for a in items] == [100, 200, 300]
+    assert items[0].text().endswith("below 20.0%   (drawn; not among the 2 kept)") and not items[0].isEnabled()
+    assert items[1].isEnabled() and items[2].isEnabled()
+    green = alternatives_menu(None, StepView(4, 200, "a", 0.5, 2.0, kept, 0.3), lambda _s: None, None)
+    assert [a.data() for a in green.actions() if a.data() is not None] == [200, 300]  # drawn among them: once

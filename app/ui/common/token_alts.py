@@ -141,6 +141,15 @@ def alternatives_menu(
     menu.addSeparator()
     head = menu.addAction("Continue from here with… (a new branch)")
     head.setEnabled(False)
+    if all(c.token_id != view.token_id for c in view.candidates):
+        # Drawn from below the kept candidates (a red token): named first, so the menu says what was drawn.
+        least = min((c.p for c in view.candidates), default=None)
+        below = f"below {_pct(least)}" if least is not None else _pct(None)
+        drawn = menu.addAction(
+            f"{menu_text(view.text)}    {below}   (drawn; not among the {len(view.candidates)} kept)"
+        )
+        drawn.setData(view.token_id)
+        drawn.setEnabled(False)
     for c in view.candidates:
         act = QAction(f"{menu_text(c.text)}    {_pct(c.p)}", menu)
         act.setData(c.token_id)
