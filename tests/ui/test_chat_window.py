@@ -12,6 +12,7 @@ from PySide6.QtGui import QDropEvent
 
 from app.core import protocol as P
 from app.core.chat.context import StopReason
+from app.core.gguf.gguf_info import format_bytes
 from app.ui.chat.view import CodeBlock, MessageWidget
 from app.ui.engine.client import EngineState
 from tests.support.budgets import stream_budget_ms
@@ -382,3 +383,22 @@ def test_a_stored_reply_keeps_showing_after_a_reload_against_its_own_n_ctx(qtbot
     assert window.stats_panel.n_ctx == fin.stats.n_ctx * 2  # the loaded model's
     assert window.stats_panel.ctx_bar.n_ctx == fin.stats.n_ctx  # the reply's own
     assert f"/ {fin.stats.n_ctx:,} tokens" in window.stats_panel.ctx_label.text()
+
+
+def test_a_stored_reply_s_stats_name_its_model_and_keep_its_own_kv_figures_after_another_model_loads(qtbot, window):
+    """Issue 20 review (low): after another model loaded, Stats showed the old reply's tokens against the new
+    model's KV cache layout ("1.6 MiB used of 72.0 MiB": Gemma's bytes per token for SmolLM2's 91 tokens)."""
+    window.engine.script(reply("First", " chat", "."))
+    fin = send(qtbot, window, "Chat A, please.")
+    window.engine.model_loaded.emit(window.engine.model)  # a model (re)loaded: the live turn ends
+    window.stats_panel.set_model(8192, window.stats_panel.layout_kv)  # its n_ctx and KV cache layout
+    window.stats_panel.refresh()
+    made_by = window.chat.store.get_message(window.chat_view.messages[-1].message_id).meta.model_path
+    panel = window.stats_panel
+    assert panel.phase.text().startswith("✓ Last reply in this chat (stored)")
+    assert panel.phase.text().endswith(f" · written by {made_by.rsplit('/', 1)[-1]}")
+    s = fin.stats
+    assert s.kv_allocated_bytes > 0
+    assert panel.kv_label.text() == (
+        f"{format_bytes(s.kv_used_bytes)} used of {format_bytes(s.kv_allocated_bytes)} allocated when this reply was written"
+    )

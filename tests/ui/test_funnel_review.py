@@ -388,6 +388,10 @@ def test_a_stored_reply_names_the_model_that_wrote_it_so_the_engine_can_recomput
     asked = [r for r in window.engine.sent(P.ComputeFunnel) if r.stored is not None][-1]
     made_by = window.chat.store.get_message(first).meta.model_path
     assert made_by and asked.stored.model_path == made_by
+    # The scripted engine never recomputes: the panel says who wrote the reply and when it would be.
+    name = made_by.rsplit("/", 1)[-1]
+    panel = window.funnel_panel
+    qtbot.waitUntil(lambda: f"(written by {name}: recomputed whole only with that file loaded)" in panel.status.text())
     store = window.chat.store
     message = store.get_message(first)
     shifted = replace(message, meta=replace(message.meta, stats=replace(message.meta.stats, context_shifts=1)))

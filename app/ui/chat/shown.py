@@ -126,6 +126,6 @@ class ShownChat(QObject):
             return
         self._stored_of = key
         if last is not None and last.meta.stats is not None:
-            self._stored.show_stored(last.meta.stats)
+            self._stored.show_stored(last.meta.stats, last.meta.model_path)
         else:
             self._stored.reset()

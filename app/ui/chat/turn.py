@@ -63,6 +63,7 @@ class LiveTurn:
         candidates: the last token's top candidates ``(id, text, logit)`` and its logsumexp.
         stored: ``final`` is a stored reply's stats (the chat just opened), not a turn of
             this session: no tokens, no prompt, the KV cache holds something else.
+        made_by: the model file that wrote the stored reply ("": not known, or a turn of this session).
         timeline: the turn on the engine's clock, folded from the same events
             (:class:`~app.core.inspection.timeline.TimelineRecorder`).
         alternatives: the reply's kept alternatives once it ended (every step of the stored
@@ -95,6 +96,7 @@ class LiveTurn:
     last_rebuild_tokens: int = 0
     shift_dropped_messages: int = 0
     stored: bool = False
+    made_by: str = ""
     timeline: TimelineRecorder = field(default_factory=TimelineRecorder)
     alternatives: ReplyAlternatives | None = None
     alternatives_offset: int = 0
@@ -117,11 +119,13 @@ class LiveTurn:
     def _bump(self) -> None:
         self.version = next(_COUNTER)
 
-    def show_stored(self, stats: GenerationStats) -> None:
-        """Show a stored reply's figures (the last reply of the chat just opened)."""
+    def show_stored(self, stats: GenerationStats, made_by: str = "") -> None:
+        """Show a stored reply's figures (the last reply of the chat just opened), written by the model file
+        ``made_by`` ("": not known)."""
         self.reset(TurnPhase.DONE)
         self.final = stats
         self.stored = True
+        self.made_by = made_by
         self.n_past = stats.context_used
 
     def start(self, message_id: int | None = None) -> None:

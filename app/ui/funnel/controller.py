@@ -438,7 +438,7 @@ class FunnelController(QObject):
         as_drawn = own is not None and same_chain(f.settings, own)
         if st is not None and (f.reply_id, f.step) == (st.reply_id, st.step):
             self.panel.set_steps(max(self.reply_steps, f.step + 1), f.step, self._position(None, st.reply_id, f.step))
-            self.panel.show_funnel(f, as_drawn)
+            self.panel.show_funnel(f, as_drawn, made_by=st.model_path if not f.recomputed else "")
             self.panel.view.repaint()
             if self._change_t is not None and f.settings == self._run_settings():
                 self.latencies_s.append(time.perf_counter() - self._change_t)

@@ -16,6 +16,8 @@ reply drew, even as drawn.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -338,8 +340,9 @@ class FunnelPanel(QWidget):
         self.follow.setEnabled(False)
         self.uncertain.setEnabled(False)
 
-    def show_funnel(self, funnel: Funnel, as_drawn: bool) -> None:
-        """Draw ``funnel``; ``as_drawn``: it ran with the reply's own settings (else it is a what-if)."""
+    def show_funnel(self, funnel: Funnel, as_drawn: bool, made_by: str = "") -> None:
+        """Draw ``funnel``; ``as_drawn``: it ran with the reply's own settings (else it is a what-if);
+        ``made_by``: the model file that wrote a stored reply not recomputed (most often: another model loaded)."""
         self.view.show_funnel(funnel)
         if not funnel.all_known:  # never "as drawn": some columns are not the chain's (a stored reply's top-N)
             mode = approximation(funnel) + ("" if as_drawn else " (what-if settings)")
@@ -364,6 +367,8 @@ class FunnelPanel(QWidget):
             src = f"From {kept_from(funnel)}: a cut left only them, so every column is the chain's"
         else:
             src = f"From {kept_from(funnel)}: the model column is exact, {UNKNOWN} marks what they cannot tell"
+        if made_by:
+            src += f" (written by {Path(made_by).name}: recomputed whole only with that file loaded)"
         if funnel.drawn in funnel.unkept:
             src += f"; the drawn token is not among the {funnel.n_logits} {'stored' if funnel.stored else 'kept'}"
         self.status.setText(f"{src}; {funnel.compute_s * 1000:.1f} ms in the engine.")

@@ -3,11 +3,13 @@ and what bounded the turn's speed (:mod:`app.ui.panels.speed_bound_view`)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from app.core.chat.context import StopReason
+from app.core.chat.context import GenerationStats, StopReason
 from app.core.gguf.gguf_info import GGUFInfo, format_bytes
 from app.core.hardware.memory import KVCacheLayout
 from app.core.remote import NOT_REPORTED
@@ -221,6 +223,20 @@ class StatsPanel(QWidget):
         self._seen = -1
         self.refresh()
 
+    def _show_stored_kv(self, final: GenerationStats) -> None:
+        """The KV cache line of a stored reply: the bytes it used of those allocated when it was written."""
+        used_b, alloc = final.kv_used_bytes, final.kv_allocated_bytes
+        if alloc <= 0:
+            self.kv_bar.set_segments([], 0)
+            self.kv_label.setText("KV cache bytes: not stored with this reply")
+            return
+        self.kv_bar.set_segments(
+            [BarSegment(used_b, REUSED_COLOR, f"{format_bytes(used_b)} of the KV cache held its tokens")], alloc
+        )
+        self.kv_label.setText(
+            f"{format_bytes(used_b)} used of {format_bytes(alloc)} allocated when this reply was written"
+        )
+
     def refresh(self, plot: bool = True) -> None:
         """Repaint from :attr:`turn` if it changed since the last call.
 
@@ -252,7 +268,8 @@ class StatsPanel(QWidget):
         elif t.phase is TurnPhase.FAILED or final is None:
             self.phase.setText("✕ Not finished — the reason is in the message above the chat")
         elif t.stored:
-            self.phase.setText(f"✓ Last reply in this chat (stored) — {StopReason(final.stop_reason).label}")
+            by = f" · written by {Path(t.made_by).name}" if t.made_by else ""
+            self.phase.setText(f"✓ Last reply in this chat (stored) — {StopReason(final.stop_reason).label}{by}")
         else:
             self.phase.setText(f"✓ Done — {StopReason(final.stop_reason).label}")
         self.phase.setProperty("phase", t.phase.value)
@@ -312,7 +329,11 @@ class StatsPanel(QWidget):
         if self.remote and not self.n_ctx:
             self.ctx_label.setText(f"{fmt.tokens(used)} tokens · n_ctx {NOT_REPORTED}")
         lay = self.layout_kv
-        if lay is not None:
+        if t.stored and final is not None and lay is not None:
+            # Its own KV figures, as its context bar shows its own n_ctx: the loaded model's layout may be
+            # another model's (after a load, the KV cache holds none of it).
+            self._show_stored_kv(final)
+        elif lay is not None:
             used_b = lay.used_bytes(used)
             alloc = lay.allocated_bytes
             self.kv_bar.set_segments(
