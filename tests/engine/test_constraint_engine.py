@@ -170,7 +170,9 @@ def test_the_funnel_shows_the_grammar_first_cutting_and_keeping_the_drawn_token(
     stored = done.alternatives.stored_step(n - 2, reply_id=1, settings=s, seed=done.stats.seed, constraint=c)
     ev = eng.host.request(P.ComputeFunnel(eng.host.next_id(), stored=stored))
     assert isinstance(ev, P.FunnelComputed) and ev.funnel.stages[1].kind == FunnelStageKind.GRAMMAR, ev
-    assert ev.funnel.stages[1].survivors <= ev.funnel.stages[0].survivors
+    # (on the stored 10 only: the grammar column is not the chain's there, and the model column's vocabulary is
+    # the writing model's, not known: issue 20 review, M1)
+    assert ev.funnel.stages[1].survivors <= ev.funnel.n_logits and not ev.funnel.stages[1].known
     # without the constraint: no grammar column
     ev = eng.host.request(P.ComputeFunnel(eng.host.next_id(), stored=replace(stored, constraint=None)))
     assert isinstance(ev, P.FunnelComputed) and all(st.kind != FunnelStageKind.GRAMMAR for st in ev.funnel.stages)
