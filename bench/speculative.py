@@ -148,7 +148,8 @@ def measure(model: str, spec, prompts, args, label: str, system: str = "You are 
         )
         assert isinstance(loaded, P.ModelLoaded), getattr(loaded, "message", loaded)
         plain_tps, spec_tps, ratios, rates, per_round, same = [], [], [], [], [], 0
-        batch, round_cost, tokens_per_round = [], [], []
+        batch, round_cost, tokens_per_round, chosen = [], [], [], []
+        steps: tuple[float, ...] = ()
         ends: dict[str, int] = {}
         drafted_at: list[int] = []
         accepted_at: list[int] = []
@@ -171,6 +172,8 @@ def measure(model: str, spec, prompts, args, label: str, system: str = "You are 
                     round_cost.append(s.verify_s / s.rounds * a.stats.decode_tok_s)
                     tokens_per_round.append((b.stats.generated_tokens - 1) / s.rounds)
                 per_round.append(s.mean_accepted_per_round)
+                chosen.append(s.chosen_mean)
+                steps = s.verify_steps or steps
                 same += a.text == b.text
                 pairs += 1
                 for end, n in s.round_ends:
@@ -186,7 +189,7 @@ def measure(model: str, spec, prompts, args, label: str, system: str = "You are 
                 print(
                     f"{label} r{r} p{j}: plain {a.stats.decode_tok_s:.1f} tok/s, speculative "
                     f"{b.stats.decode_tok_s:.1f} tok/s (x{ratios[-1]:.2f}), accepted {s.accepted}/{s.drafted} "
-                    f"in {s.rounds} rounds, same text: {a.text == b.text}",
+                    f"in {s.rounds} rounds (mean draft {s.chosen_mean:.1f}), same text: {a.text == b.text}",
                     flush=True,
                 )
         out = {
@@ -202,6 +205,8 @@ def measure(model: str, spec, prompts, args, label: str, system: str = "You are 
             "verify_cost_in_plain_steps": statistics.median(round_cost),
             "tokens_per_round": statistics.median(tokens_per_round),
             "round_ends": ends,
+            "mean_draft_length": round(statistics.median(chosen), 2),
+            "verify_steps_measured_by_the_engine": [round(x, 2) for x in steps],
             "acceptance_by_position": [
                 round(a / d, 3) if d else 0.0 for a, d in zip(accepted_at, drafted_at, strict=False)
             ],
@@ -265,6 +270,11 @@ def main() -> int:
     ap.add_argument("--p-min", type=float, default=0.75)
     ap.add_argument("--ngram", type=int, default=3)
     ap.add_argument("--cases", default="cost,code,chat,gemma,draft")
+    ap.add_argument(
+        "--fixed",
+        action="store_true",
+        help="every round drafts what the drafter has, up to draft_max (llama.cpp's way)",
+    )
     args = ap.parse_args()
     if not args.model:
         ap.error("give --model or set GLASSBOX_TEST_SMOLLM2")
@@ -272,13 +282,15 @@ def main() -> int:
     from app.core.speculative.settings import Drafter, SpeculationSettings
     from tests.support.quantized import requantized
 
-    lookup = SpeculationSettings(True, Drafter.PROMPT_LOOKUP, args.draft_max, args.p_min, args.ngram)
+    adaptive = not args.fixed
+    lookup = SpeculationSettings(True, Drafter.PROMPT_LOOKUP, args.draft_max, args.p_min, args.ngram, adaptive=adaptive)
     results: dict[str, object] = {
         "model": Path(args.model).name,
         "threads": args.threads,
         "gen": args.gen,
         "repeats": args.repeats,
         "draft_max": args.draft_max,
+        "adaptive": adaptive,
         "ngram": args.ngram,
         "p_min": args.p_min,
     }
@@ -295,7 +307,9 @@ def main() -> int:
         results["gemma_code_prompt_lookup"] = measure(gemma, lookup, (COPY_DOCUMENT,), args, "gemma code/lookup", "")
     if "draft" in cases:
         target = str(requantized(Path(args.model), QuantType.Q8_0))
-        draft = SpeculationSettings(True, Drafter.DRAFT_MODEL, args.draft_max, args.p_min, args.ngram, args.model)
+        draft = SpeculationSettings(
+            True, Drafter.DRAFT_MODEL, args.draft_max, args.p_min, args.ngram, args.model, adaptive=adaptive
+        )
         results["draft_model_target"] = Path(target).name
         results["chat_draft_model"] = measure(target, draft, CHAT_PROMPTS, args, "chat/draft")
         results["code_draft_model"] = measure(target, draft, (CODE_PROMPT,), args, "code/draft")

@@ -268,6 +268,7 @@ class Turn:
                     settings=spec.settings,
                     history=prompt.tokens,
                     weights_bytes=spec.weights_bytes,
+                    cost=spec.cost,
                 )
             else:
                 result = decode_loop(**common)

@@ -11,8 +11,9 @@ from tests.support.engine import Engine
 #: How far apart llama.cpp's CPU kernels put the same position's logits in a one-token batch and in a longer
 #: one: 0.59 measured on SmolLM2 Q4_1 (app.engine.llama_context.GlassboxLlama.logits_batch); for the top 8
 #: tokens of 6 positions of a code prompt, 6-token batch against one-token steps: SmolLM2 up to 0.43, Gemma 3
-#: up to 0.85 (its Gemma test gives the same text, so the margin is not used there).
+#: up to 0.85 (docs/guide/benchmarks.md, bench/speculative.py). Each model's test uses its own figure.
 BATCH_KERNEL_MARGIN = 0.6
+GEMMA_BATCH_KERNEL_MARGIN = 0.9
 #: Top candidates asked for per token: the near-tie check looks for the flipped token among them.
 NEAR_TIE_CANDIDATES = 8
 
@@ -93,11 +94,13 @@ def token_events(events: list) -> list[P.TokenEvent]:
     return out
 
 
-def same_or_near_tie(plain: list[P.TokenEvent], spec: list[P.TokenEvent], *, greedy: bool) -> str:
+def same_or_near_tie(
+    plain: list[P.TokenEvent], spec: list[P.TokenEvent], *, greedy: bool, margin: float = BATCH_KERNEL_MARGIN
+) -> str:
     """ "same" when both replies have the same tokens; else "near tie at i" after checking that the first
     differing token is the only kind of difference: the tokens before it agree, and there the two runs'
-    logits of both tokens are within BATCH_KERNEL_MARGIN of each other (greedy: the plain run's top two
-    are those tokens, within the margin of each other)."""
+    logits of both tokens are within ``margin`` (the model's measured batch-kernel difference) of each
+    other (greedy: the plain run's top two are those tokens, within the margin of each other)."""
     a, b = [e.token_id for e in plain], [e.token_id for e in spec]
     if a == b:
         return "same"
@@ -110,8 +113,8 @@ def same_or_near_tie(plain: list[P.TokenEvent], spec: list[P.TokenEvent], *, gre
             f"token {i}: {b[i]} is not among the plain run's top candidates {plain[i].candidates}"
         )
         gap = pc[a[i]] - pc[b[i]]
-        assert 0 <= gap <= BATCH_KERNEL_MARGIN, f"token {i}: not a near tie (gap {gap:.3f} logits)"
+        assert 0 <= gap <= margin, f"token {i}: not a near tie (gap {gap:.3f} logits)"
         assert b[i] in sc and sc[b[i]] >= sc.get(a[i], -1e9)
     for t in set(pc) & set(sc):
-        assert abs(pc[t] - sc[t]) <= BATCH_KERNEL_MARGIN, f"token {i}: logits of {t} differ by {pc[t] - sc[t]:.3f}"
+        assert abs(pc[t] - sc[t]) <= margin, f"token {i}: logits of {t} differ by {pc[t] - sc[t]:.3f}"
     return f"near tie at {i}"

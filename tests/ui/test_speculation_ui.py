@@ -20,7 +20,7 @@ from app.core.hardware.speed_bound import decode_weight_bytes
 from app.core.speculative.settings import Drafter, SpeculationSettings
 from app.core.speculative.stats import RoundEnd
 from app.ui.speculative.draft_memory import COMPUTE_MEANS
-from app.ui.speculative.figures import position_bars
+from app.ui.speculative.figures import cost_sentence, position_bars
 from app.ui.speculative.measure import PAIRS
 from tests.support import scripted_answers as answers
 from tests.support.fake_engine import reply
@@ -65,6 +65,11 @@ def test_the_settings_reach_load_model_and_are_remembered_for_the_file(qtbot, wi
     load = _apply(qtbot, window, draft_max=5, ngram=2)
     assert load.settings.speculation == SpeculationSettings(True, Drafter.PROMPT_LOOKUP, 5, 0.75, 2, "")
     assert window.settings.load_for(str(tiny_model)).speculation.draft_max == 5  # remembered for the file
+    assert box.adaptive.isChecked() and not box.adaptive.isHidden()
+    box.adaptive.setChecked(False)  # fixed lengths, as llama.cpp drafts
+    assert box.settings().adaptive is False
+    box.set_settings(SpeculationSettings(True, adaptive=True))
+    assert box.adaptive.isChecked()
     facts = window.model_panel.facts
     rows = {facts.itemAt(i, facts.ItemRole.LabelRole).widget().text(): i for i in range(facts.rowCount())}
     value = facts.itemAt(rows["speculation"], facts.ItemRole.FieldRole).widget().text()
@@ -210,6 +215,8 @@ def test_the_speculation_view_follows_the_reply_shown(qtbot, window):
     plain = decode_weight_bytes(window.engine.model.info)
     assert view.roofline.text().startswith(f"{format_bytes(int(spec.weight_bytes_per_token))} speculated, ")
     assert f"{format_bytes(plain)} plain (÷{plain / spec.weight_bytes_per_token:.2f})" in view.roofline.text()
+    assert spec.drafted > 0 and view.cost.text() == cost_sentence(spec)
+    assert view.cost.text().startswith("Drafts of ") or view.cost.text().startswith("Verifying ")
 
 
 def test_measure_speed_up_sends_alternating_greedy_pairs_and_keeps_the_chat(qtbot, window):

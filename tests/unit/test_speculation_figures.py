@@ -158,3 +158,19 @@ def test_a_draft_model_that_cannot_be_read_is_named(tmp_path):
     off = LoadSettings(speculation=SpeculationSettings(enabled=True, drafter=Drafter.DRAFT_MODEL))
     assert draft_memory(off, None, 4096)[0].startswith("Choose a draft model")
     assert draft_memory(LoadSettings(), None, 4096) == ("", 0)
+
+
+def test_what_a_round_costs_in_words():
+    spec = replace(STATS, adaptive=True, verify_steps=(1.0, 1.22, 1.8, 0.0, 2.59))
+    assert F.cost_sentence(spec) == (
+        "Verifying 2 / 3 / 5 tokens costs 1.22 / 1.80 / 2.59 one-token steps on this machine. "
+        "Drafts of 2.0 tokens on average, the length that pays here (at most draft_max 4)."
+    )
+    fixed = replace(STATS, adaptive=False)
+    assert F.cost_sentence(fixed) == "Drafts of 2.0 tokens on average (fixed: up to draft_max 4)."
+    assert F.cost_sentence(replace(STATS, drafted=0, drafted_at=())) == ""
+    assert F.ROUND_END_WORDS[RoundEnd.SKIPPED] == "did not pay" and "pay" in F.ROUND_END_MEANING[RoundEnd.SKIPPED]
+    many = replace(STATS, verify_steps=tuple(1.0 + 0.1 * i for i in range(17)))
+    assert F.cost_sentence(many).startswith(
+        "Verifying 2 / 6 / 10 / 13 / 17 tokens costs 1.10 / 1.50 / 1.90 / 2.20 / 2.60 "
+    )

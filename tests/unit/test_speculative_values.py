@@ -117,3 +117,15 @@ def test_the_header_check_refuses_what_both_headers_state_differently() -> None:
     assert bos is not None and bos.check is CompatCheck.BOS and "token 1 in a.gguf, token 7 in b.gguf" in bos.message
     flag = header_incompatibility(model, _header("/d/c.gguf", 49152, **adds))
     assert flag is not None and "SmolLM2.gguf does not add BOS, c.gguf adds BOS" in flag.message
+
+
+def test_the_draft_length_setting_and_the_measured_costs_are_stored() -> None:
+    fixed = SpeculationSettings(True, Drafter.PROMPT_LOOKUP, 8, adaptive=False)
+    assert SpeculationSettings.from_dict(json.loads(json.dumps(fixed.to_dict()))) == fixed
+    assert "fixed draft length" in fixed.terms() and "fixed draft length" not in SpeculationSettings(True).terms()
+    assert SpeculationSettings.from_dict({"enabled": True}).adaptive  # saved before the setting: adaptive
+    stats = SpeculationStats(Drafter.PROMPT_LOOKUP, 8, adaptive=True, verify_steps=(1.0, 1.22, 0.0, 2.59))
+    back = SpeculationStats.from_dict(json.loads(json.dumps(stats.to_dict())))
+    assert back == stats
+    damaged = SpeculationStats.from_dict({"drafter": "prompt_lookup", "verify_steps": [1.0, "x", True, 1.5]})
+    assert damaged is not None and damaged.verify_steps == (1.0, 1.5) and not damaged.adaptive

@@ -50,6 +50,9 @@ class SpeculationSettings:
             (llama.cpp's ``--draft-p-min``), 0..1.
         ngram: prompt lookup's n-gram size, tokens (1..16).
         draft_model: path of the draft GGUF (``DRAFT_MODEL``).
+        adaptive: each round drafts the length that pays on this machine, at most draft_max
+            (:mod:`app.core.speculative.budget`); False: what the drafter has, up to draft_max, as
+            llama.cpp does.
     """
 
     enabled: bool = False
@@ -58,6 +61,7 @@ class SpeculationSettings:
     p_min: float = 0.75
     ngram: int = 3
     draft_model: str = ""
+    adaptive: bool = True
 
     def __post_init__(self) -> None:
         given: object = self.drafter
@@ -66,10 +70,12 @@ class SpeculationSettings:
 
     def terms(self) -> tuple[str, ...]:
         """The settings in the field's terms, e.g. ``("speculation: prompt lookup", "draft_max 8", "n-gram 3")``;
-        ``("speculation off",)`` when off."""
+        ``("speculation off",)`` when off; "fixed draft length" when not ``adaptive``."""
         if not self.enabled:
             return ("speculation off",)
-        out = (f"speculation: {self.drafter.label}", f"draft_max {self.draft_max}")
+        out: tuple[str, ...] = (f"speculation: {self.drafter.label}", f"draft_max {self.draft_max}")
+        if not self.adaptive:
+            out = (*out, "fixed draft length")
         if self.drafter is Drafter.PROMPT_LOOKUP:
             return (*out, f"n-gram {self.ngram}")
         return (*out, f"p_min {self.p_min:g}", f"draft model {self.draft_model or '(none)'}")

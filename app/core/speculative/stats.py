@@ -21,6 +21,7 @@ class RoundEnd(str, enum.Enum):
     DRAFT_MAX = "draft_max"  #: draft_max tokens drafted, all accepted
     NO_DRAFT = "no_draft"  #: the drafter proposed nothing (no n-gram match)
     STOPPED = "stopped"  #: the reply ended inside the round (EOS, stop string, max_tokens, Stop)
+    SKIPPED = "skipped"  #: drafting did not pay on this machine (app.core.speculative.budget): a plain step
 
     def __str__(self) -> str:
         return str(self.value)
@@ -59,6 +60,11 @@ class SpeculationStats:
         draft_weight_bytes_per_token: the draft model's weight bytes read per generated token (its
             weights x its llama_decode calls in the reply, catching up included / tokens generated),
             bytes; 0.0 for prompt lookup (no second model).
+        adaptive: the draft lengths were chosen by the cost model (:mod:`app.core.speculative.budget`);
+            False: every round drafted what the drafter had, up to draft_max.
+        verify_steps: for m = 1, 2, ...: what verifying m tokens in one llama_decode cost, in one-token
+            steps, as measured on this model so far (0.0 where never timed; () when nothing was).
+        chosen_mean: the mean length of the drafts verified, tokens (0.0: none).
     """
 
     drafter: Drafter
@@ -76,6 +82,14 @@ class SpeculationStats:
     rejected: tuple[tuple[int, str], ...] = ()
     weight_bytes_per_token: float = 0.0
     draft_weight_bytes_per_token: float = 0.0
+    adaptive: bool = False
+    verify_steps: tuple[float, ...] = ()
+
+    @property
+    def chosen_mean(self) -> float:
+        """The mean length of the drafts verified, tokens (drafted / rounds that drafted; 0.0: none)."""
+        rounds = self.drafted_at[0] if self.drafted_at else 0
+        return self.drafted / rounds if rounds else 0.0
 
     @property
     def total_weight_bytes_per_token(self) -> float:
@@ -114,6 +128,8 @@ class SpeculationStats:
             "rejected": [[i, text] for i, text in self.rejected],
             "weight_bytes_per_token": self.weight_bytes_per_token,
             "draft_weight_bytes_per_token": self.draft_weight_bytes_per_token,
+            "adaptive": self.adaptive,
+            "verify_steps": list(self.verify_steps),
             "acceptance_rate": self.acceptance_rate,
             "mean_accepted_per_round": self.mean_accepted_per_round,
         }
@@ -147,6 +163,12 @@ class SpeculationStats:
             if parsed is not None and isinstance(n, int) and not isinstance(n, bool):
                 ends.append((parsed, n))
         rejected = [(i, t) for i, t in pairs("rejected") if isinstance(i, int) and isinstance(t, str)]
+        steps = data.get("verify_steps")
+        verify_steps = tuple(
+            float(x)
+            for x in (steps if isinstance(steps, list) else [])
+            if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+        )
         return cls(
             drafter=Drafter.parse(data.get("drafter")),
             draft_max=num("draft_max", int),
@@ -163,4 +185,6 @@ class SpeculationStats:
             rejected=tuple(rejected),
             weight_bytes_per_token=num("weight_bytes_per_token", float),
             draft_weight_bytes_per_token=num("draft_weight_bytes_per_token", float),
+            adaptive=data.get("adaptive") is True,
+            verify_steps=verify_steps,
         )

@@ -58,6 +58,9 @@ class PromptLookup:
         start = int(hits[-1]) + n
         return [int(t) for t in ids[start : start + k]], RoundEnd.DRAFT_MAX
 
+    def prepare(self, context: Sequence[int]) -> None:
+        """Nothing to read ahead: the n-gram search reads the context each round."""
+
     def close(self) -> None:
         """Nothing to free."""
 
@@ -158,6 +161,12 @@ class DraftModel:
             del self._held[keep:]
         for i in range(keep, len(context), self._n_batch):
             self._decode(context[i : i + self._n_batch], i)
+
+    def prepare(self, context: Sequence[int]) -> None:
+        """Read the prompt ahead, before the reply's first token: the draft model's prompt processing is
+        part of the prefill (the time to first token), not of the first round's drafting."""
+        if 0 < len(context) < self.n_ctx:
+            self._sync(context)
 
     def draft(self, context: Sequence[int], k: int) -> Draft:
         """Up to ``k`` greedy tokens continuing ``context`` while the top token's probability >= p_min.

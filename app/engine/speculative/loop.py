@@ -2,7 +2,9 @@
 
 A round, with the model's last sampled token ``t`` pending (sampled, not yet evaluated):
 
-1. the drafter proposes ``d1..dk`` continuing prompt + reply (:mod:`app.engine.speculative.drafters`);
+1. the drafter proposes ``d1..dk`` continuing prompt + reply (:mod:`app.engine.speculative.drafters`),
+   k the length that pays on this machine (:mod:`app.core.speculative.budget`: measured verification
+   costs and acceptance by position; k = 0 is a plain step, ``SKIPPED``), at most draft_max;
 2. ``[t, d1..dk]`` are evaluated in ONE ``llama_decode``, logits at each of those positions only
    (:class:`~app.engine.speculative.verify.Verifier`);
 3. at each position i the model's own sampler chain draws (``llama_sampler_sample(chain, ctx, i)``),
@@ -36,6 +38,7 @@ from typing import Any, Protocol
 
 from app.core import protocol as P
 from app.core.chat.context import ContextPolicy, StopReason
+from app.core.speculative.budget import DraftBudget, VerifyCost
 from app.core.speculative.settings import SpeculationSettings
 from app.core.speculative.stats import RoundEnd, SpeculationStats
 from app.engine.constraint.sampler import draw_for
@@ -64,6 +67,8 @@ class Drafting(Protocol):
     @property
     def forward_passes(self) -> int: ...
 
+    def prepare(self, context: Sequence[int]) -> None: ...
+
     def draft(self, context: Sequence[int], k: int) -> Draft: ...
 
     def close(self) -> None: ...
@@ -91,10 +96,16 @@ class _Tally:
         self.drafted_at = [0] * self.draft_max
 
     def stats(
-        self, s: SpeculationSettings, weights_bytes: int, generated: int, draft_bytes: int = 0
+        self,
+        s: SpeculationSettings,
+        weights_bytes: int,
+        generated: int,
+        draft_bytes: int = 0,
+        verify_steps: tuple[float, ...] = (),
     ) -> SpeculationStats:
         """The reply's :class:`SpeculationStats` (trailing draft positions never drafted left out);
-        ``draft_bytes``: the draft model's weight bytes read in the reply (weights x its llama_decode calls)."""
+        ``draft_bytes``: the draft model's weight bytes read in the reply (weights x its llama_decode calls);
+        ``verify_steps``: :meth:`VerifyCost.steps`."""
         n = max((i + 1 for i, c in enumerate(self.drafted_at) if c), default=0)
         return SpeculationStats(
             drafter=s.drafter,
@@ -112,6 +123,8 @@ class _Tally:
             rejected=tuple(self.rejected),
             weight_bytes_per_token=weights_bytes * self.rounds / generated if generated else 0.0,
             draft_weight_bytes_per_token=draft_bytes / generated if generated else 0.0,
+            adaptive=s.adaptive,
+            verify_steps=verify_steps,
         )
 
 
@@ -133,6 +146,7 @@ def speculative_loop(
     settings: SpeculationSettings,
     history: Sequence[int],
     weights_bytes: int,
+    cost: VerifyCost | None = None,
     store: ReplyLogits | None = None,
     forced: ForcedTokens | None = None,
     prefix: Sequence[int] = (),
@@ -146,6 +160,7 @@ def speculative_loop(
         history: the tokens before the reply's first sampled one (the prompt, a branch's prefix
             included): with the reply so far, what the drafter continues.
         weights_bytes: the model's weights, bytes (``weight_bytes_per_token``).
+        cost: the loaded model's measured round costs (kept across replies; None: a new one).
 
     Returns:
         The :class:`DecodeResult`, its ``speculation`` filled.
@@ -163,6 +178,8 @@ def speculative_loop(
     drafting = True
     want, keep_rows = sink.wants_logits, store is not None
     verifier = Verifier(llm, min(settings.draft_max + 1, llm.n_batch))
+    cost = cost if cost is not None else VerifyCost(verifier.capacity)
+    budget = DraftBudget(cost, verifier.capacity - 1, settings.adaptive)
     sample = draw_for(req, vocab.n_tokens)  # llama_sampler_sample, checked under an output constraint
     passes0 = drafter.forward_passes
 
@@ -180,6 +197,9 @@ def speculative_loop(
         return token, sink.take(token, used, row if want else None, lse, cands)
 
     try:
+        tp = time.perf_counter_ns()
+        drafter.prepare(history)  # a draft model reads the prompt now: prefill, not the first round
+        tally.draft_ns += time.perf_counter_ns() - tp
         # The first token: from the prefill's logits, as the plain loop draws it.
         first = inspector.logits() if want or keep_rows else None
         _, reason = draw(first, -1, llm.n_tokens + 1)
@@ -205,12 +225,19 @@ def speculative_loop(
             if max_tokens >= 0:
                 k = min(k, max_tokens - len(gen) - 1)
             td = time.perf_counter_ns()
-            draft, why = drafter.draft([*history, *gen], k) if drafting and k > 0 else ([], RoundEnd.NO_DRAFT)
-            draft = draft[: max(k, 0)]
-            tally.draft_ns += time.perf_counter_ns() - td
+            draft, why = _draft(drafter, budget, [*history, *gen], k if drafting else 0)
+            spent = time.perf_counter_ns() - td
+            tally.draft_ns += spent
+            if draft and drafter.weights_bytes:
+                # a draft model's llama_decode calls, catching up on the round before included (prompt
+                # lookup's ~0.1 ms a round is not a cost per drafted token)
+                cost.drafted(len(draft), spent / 1e9)
             tv = time.perf_counter_ns()
             rows = verifier.decode([gen[-1], *draft])
-            tally.verify_ns += time.perf_counter_ns() - tv
+            spent = time.perf_counter_ns() - tv
+            tally.verify_ns += spent
+            cost.verified(len(draft) + 1, spent / 1e9)
+            sampled0, accepted0 = tally.sample_ns, tally.accepted
             tally.rounds += 1
             tally.drafted += len(draft)
             for i in range(len(draft)):
@@ -233,11 +260,31 @@ def speculative_loop(
                     if reason is not None:
                         end = RoundEnd.STOPPED
                     break
+            budget.judged(len(draft), tally.accepted - accepted0)
+            cost.drew(tally.accepted - accepted0 + 1, (tally.sample_ns - sampled0) / 1e9)
             verifier.keep(kept)
             tally.ends[end] = tally.ends.get(end, 0) + 1
     finally:
         verifier.close()
     text = sink.finish()
     draft_bytes = drafter.weights_bytes * (drafter.forward_passes - passes0)
-    spec = tally.stats(settings, weights_bytes, len(gen), draft_bytes)
+    spec = tally.stats(settings, weights_bytes, len(gen), draft_bytes, cost.steps())
     return DecodeResult(text, reason, len(gen), sink.t_first, sink.t_last, shifts, spec)
+
+
+def _draft(drafter: Drafting, budget: DraftBudget, context: list[int], k: int) -> tuple[list[int], RoundEnd]:
+    """The round's draft: up to ``k`` tokens (the room left), as many as the budget says pay.
+
+    A budget of 0 is a plain step: ``SKIPPED`` when the drafter had a draft (prompt lookup is asked,
+    ~0.1 ms; a draft model is not, its drafting is the cost saved), else ``NO_DRAFT``.
+    """
+    if k <= 0:
+        return [], RoundEnd.NO_DRAFT
+    want = budget.length(k)
+    if want > 0:
+        draft, why = drafter.draft(context, want)
+        return draft[:want], why
+    if drafter.weights_bytes:
+        return [], RoundEnd.SKIPPED
+    had, why = drafter.draft(context, 1)
+    return [], RoundEnd.SKIPPED if had else why

@@ -8,7 +8,7 @@ draft is refused with its reason (``FailureKind.INCOMPATIBLE``) before any weigh
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from app.core import protocol as P
 from app.core.chat.context import LoadSettings
 from app.core.gguf.gguf_info import GGUFError, GGUFInfo, check_loadable
 from app.core.hardware.memory import kv_cache_layout, n_ubatch_for
+from app.core.speculative.budget import VerifyCost
 from app.core.speculative.draft import DraftInfo
 from app.core.speculative.settings import Drafter, SpeculationSettings
 from app.engine.compat import check_files
@@ -37,12 +38,17 @@ class Speculator:
         drafter: the drafter (a draft model's context is freed by :meth:`close`).
         weights_bytes: the model's weights, bytes (the roofline's bytes per token).
         draft: the draft model's facts (None for prompt lookup).
+        cost: what a round costs with this model here, measured by its replies (the draft lengths' budget).
     """
 
     settings: SpeculationSettings
     drafter: Drafting
     weights_bytes: int
     draft: DraftInfo | None = None
+    cost: VerifyCost = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.cost = VerifyCost(self.settings.draft_max + 1)
 
     def close(self) -> None:
         """Free the drafter (a draft model's context and weights)."""

@@ -31,13 +31,18 @@ ROUND_END_WORDS: dict[RoundEnd, str] = {
     RoundEnd.DRAFT_MAX: "all accepted",
     RoundEnd.NO_DRAFT: "no draft",
     RoundEnd.STOPPED: "reply ended",
+    RoundEnd.SKIPPED: "did not pay",
 }
 ROUND_END_MEANING: dict[RoundEnd, str] = {
     RoundEnd.MISMATCH: "the model's own sampler chose another token at a drafted position",
     RoundEnd.P_MIN: "the draft model's confidence fell below p_min, so it stopped drafting",
-    RoundEnd.DRAFT_MAX: "draft_max tokens drafted and every one accepted",
+    RoundEnd.DRAFT_MAX: "every drafted token accepted (draft_max of them, or the length that pays here)",
     RoundEnd.NO_DRAFT: "the drafter proposed nothing (prompt lookup found no n-gram match): a plain decode step",
     RoundEnd.STOPPED: "the reply ended inside the round (end of turn, a stop string, max_tokens, Stop)",
+    RoundEnd.SKIPPED: (
+        "a draft was at hand, but at the acceptance measured so far and what a longer verification costs on this "
+        "machine, drafting would not pay: a plain decode step"
+    ),
 }
 
 
@@ -138,6 +143,35 @@ def round_end_rows(spec: SpeculationStats) -> list[tuple[RoundEnd, str, int, flo
     """Why rounds stopped: ``(end, words, rounds, share of all rounds)`` for every way, in a fixed order."""
     total = sum(n for _e, n in spec.round_ends)
     return [(end, ROUND_END_WORDS[end], spec.ended(end), spec.ended(end) / total if total else 0.0) for end in RoundEnd]
+
+
+def cost_sentence(spec: SpeculationStats) -> str:
+    """What a verification costs here and how long the drafts were, in one or two sentences ("" when
+    the engine measured nothing)."""
+    measured = [(m, x) for m, x in enumerate(spec.verify_steps, start=1) if m > 1 and x > 0]
+    how = (
+        f"Drafts of {spec.chosen_mean:.1f} tokens on average, the length that pays here (at most draft_max "
+        f"{spec.draft_max})."
+        if spec.adaptive
+        else f"Drafts of {spec.chosen_mean:.1f} tokens on average (fixed: up to draft_max {spec.draft_max})."
+    )
+    if not measured:
+        return how if spec.drafted else ""
+    if len(measured) > 5:  # five sizes, the first and the last among them
+        measured = [measured[round(i * (len(measured) - 1) / 4)] for i in range(5)]
+    sizes = " / ".join(str(m) for m, _x in measured)
+    steps = " / ".join(f"{x:.2f}" for _m, x in measured)
+    return f"Verifying {sizes} tokens costs {steps} one-token steps on this machine. {how}"
+
+
+COST_EXPLAINED = (
+    "A round checks its drafted tokens and its own in one llama_decode. Where decode is bound by memory "
+    "bandwidth (a GPU, a large model), that costs about one one-token step however long the draft; where it is "
+    "bound by arithmetic (a small model on a CPU), each extra token costs a share of a step, and a draft pays "
+    "only when enough of it is accepted. Glassbox times every round and drafts the length with the most tokens "
+    "per second expected at the acceptance measured so far (Leviathan et al. 2023, section 3.4); Fixed drafts "
+    "what the drafter has, up to draft_max, as llama.cpp does."
+)
 
 
 def time_split(spec: SpeculationStats) -> list[tuple[str, float]]:

@@ -1,6 +1,6 @@
-"""The Model panel's "Speculative decoding" group: on/off, the drafter, draft_max, p_min, the n-gram size
-and the draft model file, applied with the reload like the other load settings (they are
-``LoadSettings.speculation``, remembered per model file).
+"""The Model panel's "Speculative decoding" group: on/off, the drafter, draft_max and whether the draft
+length adapts to what pays here, p_min, the n-gram size and the draft model file, applied with the
+reload like the other load settings (they are ``LoadSettings.speculation``, remembered per model file).
 
 The draft model is picked from the library (the Choose… menu lists its GGUF files, the loaded model
 left out) or with a file dialog; the panel shows the draft's memory beside the model's
@@ -113,6 +113,13 @@ class SpeculationBox(QWidget):
             "The draft model stops drafting when its top token's probability falls below this "
             "(llama.cpp's --draft-p-min): a long, unsure draft costs verify time for tokens likely rejected."
         )
+        self.adaptive = QCheckBox("only what pays here")
+        self.adaptive.setObjectName("field_draft_adaptive")
+        self.adaptive.setToolTip(
+            "On: each round drafts the length with the most tokens per second expected, from the verification "
+            "times measured on this machine and the acceptance so far (on a CPU, often 1-2 tokens or none; on a "
+            "GPU, up to draft_max).\nOff: every round drafts what the drafter has, up to draft_max, as llama.cpp does."
+        )
         self.ngram = QSpinBox()
         self.ngram.setObjectName("field_ngram")
         self.ngram.setRange(1, NGRAM_LIMIT)
@@ -136,6 +143,7 @@ class SpeculationBox(QWidget):
         self.drafter.setMinimumWidth(self.drafter.sizeHint().width())
         form.addRow("drafter", self.drafter)
         form.addRow("draft_max", self.draft_max)
+        form.addRow("length", self.adaptive)
         form.addRow("p_min", self.p_min)
         form.addRow("n-gram", self.ngram)
         # The file on a row of its own, the dock's whole width, under its label and Choose…: beside the label
@@ -167,6 +175,7 @@ class SpeculationBox(QWidget):
         self.enabled.toggled.connect(self._person_edited)
         self.drafter.currentIndexChanged.connect(self._person_edited)
         self.draft_max.valueChanged.connect(self._person_edited)
+        self.adaptive.toggled.connect(self._person_edited)
         self.p_min.valueChanged.connect(self._person_edited)
         self.ngram.valueChanged.connect(self._person_edited)
         self.set_settings(SpeculationSettings())
@@ -181,16 +190,18 @@ class SpeculationBox(QWidget):
             p_min=round(self.p_min.value(), 2),
             ngram=self.ngram.value(),
             draft_model=self._draft_path,
+            adaptive=self.adaptive.isChecked(),
         )
 
     def set_settings(self, s: SpeculationSettings) -> None:
         """Show ``s`` (no :attr:`edited`)."""
-        fields = (self.enabled, self.drafter, self.draft_max, self.p_min, self.ngram)
+        fields = (self.enabled, self.drafter, self.draft_max, self.adaptive, self.p_min, self.ngram)
         for w in fields:
             w.blockSignals(True)
         self.enabled.setChecked(s.enabled)
         self.drafter.setCurrentIndex(max(0, self.drafter.findData(s.drafter.value)))
         self.draft_max.setValue(s.draft_max)
+        self.adaptive.setChecked(s.adaptive)
         self.p_min.setValue(s.p_min)
         self.ngram.setValue(s.ngram)
         for w in fields:

@@ -45,6 +45,7 @@ END_COLOURS = {
     RoundEnd.DRAFT_MAX: palette.GREEN,
     RoundEnd.NO_DRAFT: palette.MUTED,
     RoundEnd.STOPPED: palette.LINK,
+    RoundEnd.SKIPPED: palette.FAINT,
 }
 
 
@@ -172,6 +173,12 @@ class SpeculationView(QWidget):
         self.time_text.setWordWrap(True)
         self.time_text.setTextFormat(Qt.TextFormat.RichText)
         right.addWidget(self.time_text)
+        right.addWidget(_title("What a round costs"))
+        self.cost = QLabel("")
+        self.cost.setObjectName("detailLabel")
+        self.cost.setWordWrap(True)
+        self.cost.setToolTip(F.COST_EXPLAINED)
+        right.addWidget(self.cost)
         right.addWidget(_title("Weights read per token"))
         self.roofline = QLabel("")
         self.roofline.setObjectName("detailLabel")
@@ -258,6 +265,7 @@ class SpeculationView(QWidget):
                 for n, s in parts
             )
         )
+        self.cost.setText(F.cost_sentence(spec) or "Not measured for this reply.")
         reads = F.WeightReads(
             float(self.plain_weight_bytes),
             spec.weight_bytes_per_token,
