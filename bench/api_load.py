@@ -170,7 +170,7 @@ def main() -> None:
     tag = 0
     for n_seq in args.parallel:
         settings.update(server=replace(settings.settings.server, parallel=n_seq))
-        assert engine.parallel == n_seq
+        assert engine.api.parallel == n_seq
         for clients in args.clients:
             r = {"parallel": n_seq, **run_round(url, key, clients, args.seconds, args.max_tokens, loop_wait, tag)}
             tag += 1

@@ -30,10 +30,10 @@ def test_the_persons_reply_waits_for_the_api_request_in_flight_and_stop_ends_it_
     try:
         client.script(Endless("api "), reply("mine"), Endless("second "))
         api_events: list = []
-        ticket = client.submit_external(_api(), api_events.append)
+        ticket = client.api.submit(_api(), api_events.append)
         waiting: list = []
-        second = client.submit_external(_api("second"), waiting.append)
-        assert client.external_in_flight == ticket and client.external_queue == (second,)
+        second = client.api.submit(_api("second"), waiting.append)
+        assert client.api.in_flight == ticket and client.api.waiting == (second,)
         qtbot.waitUntil(lambda: any(isinstance(e, P.TokenEvent) for e in api_events), timeout=WAIT_MS)
         assert client.state is EngineState.READY and not client.generating  # the person's chat is idle
         # The person sends: their reply goes next, ahead of the waiting API request, and is not sent yet.
@@ -41,9 +41,9 @@ def test_the_persons_reply_waits_for_the_api_request_in_flight_and_stop_ends_it_
         assert rid is not None and client.generating and client.state is EngineState.GENERATING
         assert [g.external for g in client.sent(P.Generate)] == [True]
         client.cancel()  # Stop before it was sent: it will end at once, nothing evaluated
-        assert client.external_in_flight == ticket  # Stop was the person's: the API request goes on
+        assert client.api.in_flight == ticket  # Stop was the person's: the API request goes on
         with qtbot.waitSignal(client.generation_finished, timeout=WAIT_MS) as mine:
-            assert client.cancel_external(ticket)
+            assert client.api.cancel(ticket)
         assert isinstance(api_events[-1], P.Finished) and api_events[-1].stats.stop_reason == StopReason.CANCELLED
         fin = mine.args[0]
         assert fin.request_id == rid and fin.stats.stop_reason == StopReason.CANCELLED
@@ -54,10 +54,10 @@ def test_the_persons_reply_waits_for_the_api_request_in_flight_and_stop_ends_it_
             (False, "Count."),
             (True, "second"),
         ]
-        assert client.external_in_flight == second and client.external_queue == ()
-        assert client.cancel_external(second)
+        assert client.api.in_flight == second and client.api.waiting == ()
+        assert client.api.cancel(second)
         qtbot.waitUntil(lambda: bool(waiting) and isinstance(waiting[-1], P.Finished), timeout=WAIT_MS)
-        assert client.external_in_flight is None and client.state is EngineState.READY
+        assert client.api.in_flight is None and client.state is EngineState.READY
     finally:
         client.shutdown()
 
@@ -67,12 +67,12 @@ def test_a_waiting_api_request_cancelled_ends_at_once(qtbot, tiny_model):
     try:
         client.script(Endless())
         first: list = []
-        client.submit_external(_api(), first.append)
+        client.api.submit(_api(), first.append)
         later: list = []
-        ticket = client.submit_external(_api("later"), later.append)
-        assert client.cancel_external(ticket) and client.external_queue == ()
+        ticket = client.api.submit(_api("later"), later.append)
+        assert client.api.cancel(ticket) and client.api.waiting == ()
         assert len(later) == 1 and isinstance(later[0], P.Failed) and later[0].kind is P.FailureKind.CANCELLED
-        assert not client.cancel_external(ticket)  # it has ended
+        assert not client.api.cancel(ticket)  # it has ended
     finally:
         client.shutdown()
     assert isinstance(first[-1], P.Failed) and first[-1].kind is P.FailureKind.ENGINE
@@ -86,7 +86,7 @@ def test_a_crash_ends_the_reply_and_every_api_request_once(qtbot, tiny_model):
         client.generation_ended.connect(ended.append)
         rid = client.generate(ASK, SamplerSettings())
         queued: list = []
-        client.submit_external(_api(), queued.append)  # waits: the person's reply is in the engine
+        client.api.submit(_api(), queued.append)  # waits: the person's reply is in the engine
         with qtbot.waitSignal(client.engine_crashed, timeout=WAIT_MS) as died:
             pass
         assert died.args[0] == "The engine process was killed (SIGKILL)."
@@ -126,26 +126,24 @@ def test_with_parallel_sequences_api_requests_go_together_and_the_persons_reply_
     an API request sends CancelSequence for it alone, never the shared Stop flag."""
     client = _loaded(qtbot, tiny_model)
     try:
-        client.set_parallel(2)
+        client.api.set_parallel(2)
         client.script(Endless("a "), Endless("b "), reply("mine"), Endless("c "))
         events: dict[str, list] = {"a": [], "b": [], "c": []}
-        tickets = {k: client.submit_external(_api(k), events[k].append) for k in ("a", "b", "c")}
+        tickets = {k: client.api.submit(_api(k), events[k].append) for k in ("a", "b", "c")}
         sent = client.sent(P.GenerateParallel)
         assert [(g.generate.messages[0].content, g.n_seq) for g in sent] == [("a", 2), ("b", 2)]
-        assert client.external_in_flight_tickets == (tickets["a"], tickets["b"]) and client.external_queue == (
-            tickets["c"],
-        )
+        assert client.api.in_flight_tickets == (tickets["a"], tickets["b"]) and client.api.waiting == (tickets["c"],)
         rid = client.generate(ASK, SamplerSettings())
         assert rid is not None and [g.request_id for g in client.sent(P.Generate)] == [rid]  # sent, not held
-        assert client.cancel_external(tickets["a"])
+        assert client.api.cancel(tickets["a"])
         assert [c.request_id for c in client.sent(P.CancelSequence)] == [sent[0].request_id]
         qtbot.waitUntil(lambda: bool(events["a"]) and isinstance(events["a"][-1], P.Finished), timeout=WAIT_MS)
         assert events["a"][-1].stats.stop_reason == StopReason.CANCELLED
         # its sequence is free: the waiting request goes in
         qtbot.waitUntil(lambda: len(client.sent(P.GenerateParallel)) == 3, timeout=WAIT_MS)
         for k in ("b", "c"):
-            assert client.cancel_external(tickets[k])
-        qtbot.waitUntil(lambda: client.external_in_flight_tickets == () and not client.generating, timeout=WAIT_MS)
+            assert client.api.cancel(tickets[k])
+        qtbot.waitUntil(lambda: client.api.in_flight_tickets == () and not client.generating, timeout=WAIT_MS)
     finally:
         client.shutdown()
 
@@ -153,11 +151,11 @@ def test_with_parallel_sequences_api_requests_go_together_and_the_persons_reply_
 def test_a_model_switch_stops_every_parallel_sequence_and_loads_when_they_have_ended(qtbot, tiny_model):
     client = _loaded(qtbot, tiny_model)
     try:
-        client.set_parallel(2)
+        client.api.set_parallel(2)
         client.script(Endless("a "), Endless("b "))
         events: dict[str, list] = {"a": [], "b": []}
         for k in events:
-            client.submit_external(_api(k), events[k].append)
+            client.api.submit(_api(k), events[k].append)
         sent = [g.request_id for g in client.sent(P.GenerateParallel)]
         assert len(sent) == 2
         loads_before = len(client.sent(P.LoadModel))
@@ -167,6 +165,6 @@ def test_a_model_switch_stops_every_parallel_sequence_and_loads_when_they_have_e
             assert len(client.sent(P.LoadModel)) == loads_before  # sent once they have ended
         assert all(isinstance(events[k][-1], P.Finished) for k in events)
         assert all(events[k][-1].stats.stop_reason == StopReason.CANCELLED for k in events)
-        assert client.external_in_flight_tickets == () and client.state is EngineState.READY
+        assert client.api.in_flight_tickets == () and client.state is EngineState.READY
     finally:
         client.shutdown()

@@ -106,9 +106,9 @@ def test_the_top_bar_says_when_the_engine_answers_api_requests(qtbot, window):
     assert label.full_text == "● ready"
     chat = parse_request({"messages": [{"role": "user", "content": "hi"}]}, Endpoint.CHAT)
     events: list = []
-    ticket = window.engine.submit_external(chat.generate, events.append)
+    ticket = window.engine.api.submit(chat.generate, events.append)
     assert label.full_text == "● answering an API request"
-    assert window.engine.cancel_external(ticket)
+    assert window.engine.api.cancel(ticket)
     qtbot.waitUntil(lambda: label.full_text == "● ready", timeout=5000)
 
 
@@ -161,7 +161,7 @@ def _parallel_in_flight(window, n_requests):
     chat = parse_request({"messages": [{"role": "user", "content": "hi"}]}, Endpoint.CHAT)
     events: list[list] = [[] for _ in range(n_requests)]
     for ev_list in events:
-        window.engine.submit_external(chat.generate, ev_list.append)
+        window.engine.api.submit(chat.generate, ev_list.append)
     window.engine.request_sent.disconnect(sent.append)
     ids = [r.request_id for r in sent if isinstance(r, P.GenerateParallel)]
     return ids, events
@@ -183,14 +183,14 @@ def test_parallel_sequences_are_set_in_the_panel_without_a_restart_and_shown_in_
     switch_on(window)
     url = window.server.url
     # One at a time unless the person asks for more: N sequences each hold the loaded n_ctx's KV cache.
-    assert panel.parallel.value() == DEFAULT_PARALLEL == window.engine.parallel == 1
+    assert panel.parallel.value() == DEFAULT_PARALLEL == window.engine.api.parallel == 1
     assert "one at a time" in panel.sequences.summary.text()
     panel.parallel.setValue(4)
     panel.parallel.editingFinished.emit()
     assert "Up to 4 API requests" in panel.sequences.summary.text()
     panel.parallel.setValue(2)
     panel.parallel.editingFinished.emit()
-    assert window.settings_ctl.settings.server.parallel == 2 and window.engine.parallel == 2
+    assert window.settings_ctl.settings.server.parallel == 2 and window.engine.api.parallel == 2
     assert window.server.url == url  # no restart
     ids, events = _parallel_in_flight(window, 2)
     assert len(ids) == 2
@@ -198,7 +198,7 @@ def test_parallel_sequences_are_set_in_the_panel_without_a_restart_and_shown_in_
         P.SequenceFigures(ids[0], 0, P.SequenceState.DECODING, 30, 30, 12, 21.5),
         P.SequenceFigures(ids[1], 1, P.SequenceState.PREFILL, 40, 16, 0, 0.0),
     )
-    window.engine.sequences_progressed.emit(P.SequencesProgressed(figures, 2, 4096, 180 << 20, 99 << 20, 17))
+    window.engine.api.sequences_progressed.emit(P.SequencesProgressed(figures, 2, 4096, 180 << 20, 99 << 20, 17))
     table = panel.sequences.table
     assert table.rowCount() == 2 and table.isVisibleTo(panel)
     cells = [[table.item(r, c).text() for c in range(table.columnCount())] for r in range(2)]
@@ -206,13 +206,13 @@ def test_parallel_sequences_are_set_in_the_panel_without_a_restart_and_shown_in_
     assert "21" in cells[0][3] and cells[1][1] == "prefill" and cells[1][4] == "16 / 40"
     summary = panel.sequences.summary.text()
     assert "2 sequences × n_ctx 4,096" in summary and "KV cache 180 MiB" in summary and "2 in flight" in summary
-    window.engine.sequences_progressed.emit(P.SequencesProgressed(figures, 2, 4096, 180 << 20, 99 << 20, 1, True))
+    window.engine.api.sequences_progressed.emit(P.SequencesProgressed(figures, 2, 4096, 180 << 20, 99 << 20, 1, True))
     assert "Paused while your reply is written" in panel.sequences.summary.text()
     window.engine.resume()
     qtbot.waitUntil(lambda: _ended(events), timeout=10_000)
     panel.parallel.setValue(1)
     panel.parallel.editingFinished.emit()
-    assert window.engine.parallel == 1 and not table.isVisibleTo(panel)
+    assert window.engine.api.parallel == 1 and not table.isVisibleTo(panel)
     assert "one at a time" in panel.sequences.summary.text()
 
 
@@ -229,7 +229,7 @@ def test_sequences_leave_the_table_when_they_end_and_the_context_with_the_model(
     ids, events = _parallel_in_flight(window, 4)
     assert len(ids) == 4
     figures = tuple(P.SequenceFigures(rid, i, P.SequenceState.DECODING, 30, 30, 9, 20.0) for i, rid in enumerate(ids))
-    window.engine.sequences_progressed.emit(P.SequencesProgressed(figures, 4, 4096, 360 << 20, 99 << 20, 4))
+    window.engine.api.sequences_progressed.emit(P.SequencesProgressed(figures, 4, 4096, 360 << 20, 99 << 20, 4))
     table = panel.sequences.table
     assert table.rowCount() == 4 and "4 in flight" in panel.sequences.summary.text()
     with qtbot.waitSignal(window.engine.model_loaded, timeout=15_000):
@@ -252,13 +252,13 @@ def test_setting_one_sequence_mid_flight_keeps_the_running_ones_shown(qtbot, win
     panel.parallel.setValue(2)
     panel.parallel.editingFinished.emit()
     ids, events = _parallel_in_flight(window, 3)  # two sent as sequences, the third queued in the window
-    assert len(ids) == 2 and len(window.engine.external_queue) == 1
+    assert len(ids) == 2 and len(window.engine.api.waiting) == 1
     figures = tuple(P.SequenceFigures(rid, i, P.SequenceState.DECODING, 30, 30, 9, 20.0) for i, rid in enumerate(ids))
-    window.engine.sequences_progressed.emit(P.SequencesProgressed(figures, 2, 4096, 180 << 20, 99 << 20, 2))
+    window.engine.api.sequences_progressed.emit(P.SequencesProgressed(figures, 2, 4096, 180 << 20, 99 << 20, 2))
     panel.parallel.setValue(1)
     panel.parallel.editingFinished.emit()
     table = panel.sequences.table
-    assert window.engine.parallel == 1 and table.isVisibleTo(panel) and table.rowCount() == 2
+    assert window.engine.api.parallel == 1 and table.isVisibleTo(panel) and table.rowCount() == 2
     summary = panel.sequences.summary.text()
     assert "1 from the next request" in summary and "2 in flight" in summary and "finish first" in summary
     assert "the 1 queued then run one at a time" in summary

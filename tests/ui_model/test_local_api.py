@@ -32,7 +32,7 @@ def one_at_a_time(win):
     the server left running at its address."""
     url = win.server.url
     win.settings_ctl.update(server=replace(win.settings_ctl.settings.server, parallel=1))
-    assert win.engine.parallel == 1 and win.server.url == url
+    assert win.engine.api.parallel == 1 and win.server.url == url
 
 
 _opened: list[openai.OpenAI] = []
@@ -211,7 +211,7 @@ def test_closing_the_connection_cancels_the_generation(qtbot, window, stream):
     assert time.monotonic() - t0 < 5
     entry = window.server.entries[-1]
     assert entry.stats.stop_reason is StopReason.CANCELLED and entry.stats.generated_tokens < 2000
-    assert window.engine.external_in_flight is None
+    assert window.engine.api.in_flight is None
     window.server.switch(False)
 
 
@@ -256,8 +256,8 @@ def test_a_request_while_the_person_chats_waits_and_keeps_their_conversation(qtb
     assert win.engine.generating
     first = bg.submit(chat, c, "Say hello.", max_tokens=6)
     second = bg.submit(chat, client(c.base_url, c.api_key), "Say goodbye.", max_tokens=6)
-    qtbot.waitUntil(lambda: len(win.engine.external_queue) == 2, timeout=10_000)
-    assert win.engine.external_in_flight is None  # the person's reply is in the engine; the API waits
+    qtbot.waitUntil(lambda: len(win.engine.api.waiting) == 2, timeout=10_000)
+    assert win.engine.api.in_flight is None  # the person's reply is in the engine; the API waits
     assert "2 waiting" in win.server_panel.queue.text()
     assert all(e.status is RequestStatus.QUEUED for e in win.server.entries[-2:])
     # cancel the second from the window (the two threads' requests may reach the server in either order)
@@ -322,9 +322,9 @@ def test_the_persons_reply_waits_for_an_api_request_in_flight_and_stop_ends_it_a
     one_at_a_time(win)
     pid = win.engine.pid
     long = bg.submit(c.completions.create, model="m", prompt=COUNTING, max_tokens=60, temperature=0)
-    qtbot.waitUntil(lambda: win.engine.external_in_flight is not None, timeout=10_000)
+    qtbot.waitUntil(lambda: win.engine.api.in_flight is not None, timeout=10_000)
     queued = bg.submit(chat, client(c.base_url, c.api_key), "Say hello.", max_tokens=4)
-    qtbot.waitUntil(lambda: len(win.engine.external_queue) == 1, timeout=10_000)
+    qtbot.waitUntil(lambda: len(win.engine.api.waiting) == 1, timeout=10_000)
     box = win.composer.box
     box.setFocus()
     qtbot.keyClicks(box, "Hello?")

@@ -51,14 +51,14 @@ def api(window):
     """The window serving with 4 parallel sequences; every SequencesProgressed it got is in ``window.notices``."""
     url, key = serve(window, parallel=4)
     window.notices = []
-    window.engine.sequences_progressed.connect(window.notices.append)
+    window.engine.api.sequences_progressed.connect(window.notices.append)
     yield window, url, key
     window.server.switch(False)
 
 
 def set_parallel(win, n):
     win.settings_ctl.update(server=replace(win.settings_ctl.settings.server, parallel=n))
-    assert win.engine.parallel == n
+    assert win.engine.api.parallel == n
 
 
 def greedy_with_logprobs(c, text):
@@ -109,13 +109,13 @@ def test_a_client_that_hangs_up_frees_its_sequence(qtbot, api, bg):
     s = _raw_post(url, key, {"prompt": COUNTING, "max_tokens": 2000, "temperature": 0, "stream": True})
     try:
         qtbot.waitUntil(lambda: bool(win.server.entries) and len(win.server.entries[-1].reply) > 10, timeout=20_000)
-        assert len(win.engine.external_in_flight_tickets) == 1
+        assert len(win.engine.api.in_flight_tickets) == 1
     finally:
         s.close()
     qtbot.waitUntil(lambda: win.server.entries[-1].status is RequestStatus.CANCELLED, timeout=10_000)
     entry = win.server.entries[-1]
     assert entry.stats.stop_reason is StopReason.CANCELLED and entry.stats.generated_tokens < 2000
-    assert win.engine.external_in_flight_tickets == ()
+    assert win.engine.api.in_flight_tickets == ()
     qtbot.waitUntil(lambda: bool(win.notices) and not win.notices[-1].sequences, timeout=5_000)  # its sequence is free
     r = wait(qtbot, bg.submit(chat, client(url, key), "Say hello."))  # and the next request is served
     assert r.choices[0].message.content

@@ -13,7 +13,8 @@ The pieces it composes, each the one owner of its part:
 - :class:`~app.ui.chat.chat_settings.ChatSettingsController`: what applies to the chat shown, and the rule for new chats;
 - :class:`~app.ui.chat.reply.ReplyInFlight`: the reply being written, streamed into by
   :class:`~app.ui.chat.streaming.ReplyStreaming` (the engine's events);
-- :mod:`app.ui.chat.presenter`: what a stored message's widget shows.
+- :mod:`app.ui.chat.presenter`: what a stored message's widget shows;
+- :class:`~app.ui.chat.turn_repair.TurnRepairs`: the turn-order repairs the banner offers, and doing one.
 
 A reply belongs to the conversation it was asked in (:attr:`ChatController.reply_conversation_id`),
 not to what is on screen: while it streams, the person may open other chats or a new
@@ -23,13 +24,10 @@ updated only while that conversation is shown (re-attached when it is shown agai
 
 from __future__ import annotations
 
-import html
-
 from PySide6.QtCore import QObject, Signal
 
 from app.core.chat.context import ChatMessage, ContextPolicy, Role
 from app.core.conversations import ConversationStore, DeletedMessages, Message, MessageMeta
-from app.core.conversations.turns import TurnRepair, first_repeat
 from app.core.sampling.alternatives import ReplyAlternatives
 from app.core.sampling.params import SamplerSettings
 from app.ui.chat.alternatives import ChatAlternatives, branch_start
@@ -41,13 +39,14 @@ from app.ui.chat.presenter import ContinueRule, MessageLook, stored_look, tool_r
 from app.ui.chat.reply import ReplyInFlight, continued_settings, new_reply_meta
 from app.ui.chat.shown import ShownChat
 from app.ui.chat.streaming import ReplyStreaming
+from app.ui.chat.turn_repair import TurnRepairs
 from app.ui.chat.view import ChatView
 from app.ui.common.severity import Severity
 from app.ui.engine.client import EngineClient, EngineState
 from app.ui.window.notices import NoticeTopic
 from app.ui.window.settings_controller import SettingsController
 
-__all__ = ["ChatController", "TurnRepair"]
+__all__ = ["ChatController"]
 
 
 class ChatController(QObject):
@@ -68,7 +67,7 @@ class ChatController(QObject):
         notice(object, str, object): a message for the banner (:class:`Severity`, text,
             :class:`NoticeTopic`, so a later event clears only its own kind of message).
         repair_offered(str, list): the model's template refused the conversation's turn order;
-            the refusal and ``[(label, callback)]`` repairs for the banner (:meth:`repair_turns`).
+            the refusal and ``[(label, callback)]`` repairs for the banner (:attr:`repairs`).
         conversation_changed(object): the conversation shown changed (id or None).
         conversations_changed(): titles, order or the set of conversations changed.
         reply_conversation_changed(object): the conversation a reply is being written in
@@ -110,9 +109,11 @@ class ChatController(QObject):
         self.alternatives = ChatAlternatives(
             store, view, settings, shown, lambda: self._sampler, lambda: self.reply.message_id if self.reply else None
         )
+        # The turn-order repairs the banner offers when the template refuses the chat (app/ui/chat/turn_repair.py).
+        self.repairs = TurnRepairs(store, shown, self.notice.emit, lambda: self.busy, self._show_repaired, self._answer)
         self.streaming = ReplyStreaming(
             engine, store, view, composer, shown, settings, self.alternatives, lambda: self.continue_rule,
-            self.turn_repairs, self,
+            self.repairs.offers, self,
         )  # fmt: skip
         for name in (
             "notice",
@@ -498,59 +499,17 @@ class ChatController(QObject):
         """Write pending streamed text to disk (the window calls it every second)."""
         self.store.flush()
 
-    # ------------------------------------------------------------------ turn-order repair
-    def turn_repairs(self) -> list[tuple[str, object]]:
-        """Banner actions that repair the first place where the active path repeats a role."""
-        conv = self.conversation_id
-        found = first_repeat(self.store.active_path(conv)) if conv is not None else None
-        if found is None:
-            return []
-        earlier, later = found
-        return [
-            ("Merge them", lambda: self.repair_turns(later, TurnRepair.MERGE)),
-            ("Delete the earlier one", lambda: self.repair_turns(earlier, TurnRepair.DELETE_EARLIER)),
-        ]
-
-    def repair_turns(self, message_id: int, how: TurnRepair) -> bool:
-        """Repair two messages in a row with the same role, then ask for the reply the chat waits for.
-
-        ``how``: MERGE appends ``message_id`` to its parent (no text lost); DELETE_EARLIER
-        deletes ``message_id`` (the earlier one) and keeps what followed it. Returns False
-        when nothing was changed (a reply in flight, or the message is gone).
-        """
-        if self.busy:
-            self.notice.emit(
-                Severity.INFO, "Stop the reply in progress before repairing the conversation.", NoticeTopic.GENERAL
-            )
-            return False
-        try:
-            msg = self.store.get_message(message_id)
-            if how is TurnRepair.MERGE:
-                self.store.merge_with_parent(message_id)
-            else:
-                self.store.delete_keeping_replies(message_id)
-        except (KeyError, ValueError) as exc:
-            self.notice.emit(
-                Severity.WARNING, f"The conversation changed; nothing was repaired ({exc}).", NoticeTopic.GENERAL
-            )
-            return False
-        if msg.conversation_id != self.conversation_id:
-            self.open_conversation(msg.conversation_id)
+    def _show_repaired(self, conv: int) -> None:
+        """Show chat ``conv`` as a turn-order repair left it (:attr:`repairs`)."""
+        if conv != self.conversation_id:
+            self.open_conversation(conv)
         self.render()
         self.conversations_changed.emit()
-        role = msg.role.value
-        if how is TurnRepair.MERGE:
-            self.notice.emit(Severity.INFO, f"Merged the two {role} messages into one.", NoticeTopic.GENERAL)
-        else:
-            preview = " ".join(msg.content.split())
-            preview = preview if len(preview) <= 60 else preview[:59] + "…"
-            self.notice.emit(
-                Severity.INFO, f"Deleted the earlier {role} message: “{html.escape(preview)}”.", NoticeTopic.GENERAL
-            )
-        path = self.store.active_path(msg.conversation_id)
-        if path and path[-1].role is Role.USER and self._engine_ready():
-            self._start_reply(parent_id=path[-1].id)
-        return True
+
+    def _answer(self, parent_id: int) -> None:
+        """Ask for the reply to the chat shown's message ``parent_id`` when a model is ready (a repaired chat)."""
+        if self._engine_ready():
+            self._start_reply(parent_id=parent_id)
 
     # ------------------------------------------------------------------ alternatives
     def open_token_funnel(self, message_id: int, step: int) -> None:

@@ -1,47 +1,25 @@
-"""The engine as a QObject: requests in, Qt signals out (the facade over its three parts).
+"""The engine as a QObject: requests in, Qt signals out (the facade over its parts).
 
-:class:`EngineClient` keeps the signals and commands the window, the chat, the panels and the
-local API use; the work is in three parts:
+:class:`EngineClient` keeps the signals and commands the window, the chat and the panels use, the
+engine's state and the person's reply; the work is in its parts:
 
 - :mod:`app.ui.engine.host_link`: the host's lifecycle (start, a fresh host for each switch, stop,
   the reader thread that hands events to the UI thread, the Stop watchdog, what a death means);
 - :mod:`app.ui.engine.requests`: which request an event answers (request id -> kind), and here a
   table (kind, event type) -> handler instead of one branch per event;
-- :mod:`app.ui.engine.external`: the local API's queue and the person's reply held behind it
-  (plain Python).
+- :mod:`app.ui.engine.api_requests`: the local API's side, :attr:`EngineClient.api` (its queue, the
+  person's reply held behind it, parallel sequences, embeddings), through a narrow door to this
+  client (:class:`~app.ui.engine.api_requests.EngineDoor`); its rules are in its docstring.
 
 A model load after the first in an engine goes to a fresh engine process (the rule and its
 measured cost: :mod:`app.ui.engine.host_link`). The switch is invisible in the signals: the state
 goes LOADING → READY (never DEAD or STARTING), and the new process's EngineReady is not emitted again.
-
-External requests (the local API, :mod:`app.ui.server`) share the one engine through this
-client too: :meth:`EngineClient.submit_external` queues a request, and it is sent only when nothing
-else is in the engine, so exactly one Generate is ever in flight and Stop (the one shared cancel flag)
-always means that one. The person's path is unchanged: an external request leaves the state
-READY and emits none of the person's signals (its events go to the request's own sink). When
-the person sends while an external request is in flight, their Generate waits for it (it goes
-first, ahead of queued external requests); Stop before it was sent ends it at once in the
-engine (Finished, CANCELLED, nothing evaluated). The engine keeps the person's KV cache across
-an external request (``Generate.external``: :mod:`app.engine.kv_snapshot`).
-
-With N parallel sequences (:meth:`EngineClient.set_parallel`, the Server panel's setting; issue 23
-§4) and the local engine, up to N external requests are in the engine at once, each a
-:class:`~app.core.protocol.GenerateParallel` decoded with the others in a context of its own
-(:mod:`app.engine.parallel`), each stopped by its own :class:`~app.core.protocol.CancelSequence`
-(never by the shared Stop flag). The person's reply is then never held: the engine pauses the API
-sequences while it runs. N = 1 is the one-at-a-time path above, unchanged.
 
 The engine can also be a remote server (:meth:`EngineClient.load_model` with ``remote``): a
 :class:`~app.remote.host.RemoteHost` then stands where the engine process stood, with the same
 interface and the same events, so everything above holds for it (a switch between the local engine
 and a server, or between servers, goes to a fresh host like a model switch). The UI tests put a
 scripted host there (``host_factory``), so they run all of this client.
-
-Size: the facade holds every signal and command of the engine the window uses, with one table of
-answers; its parts (host_link, requests, external) are already modules of their own. Over 600 lines
-since the local API's parallel sequences and embeddings came in (issue 23): the next split is the
-local API's side (``submit_external`` to ``_fail_embeds``: the queue's pumping, parallel sequences,
-embeddings) into a class of its own behind a narrow interface (is the engine free, send, expect).
 """
 
 from __future__ import annotations
@@ -50,7 +28,6 @@ import enum
 import itertools
 import logging
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
@@ -59,15 +36,14 @@ from app.core import protocol as P
 from app.core.chat.context import ChatMessage, ContextPolicy, LoadSettings
 from app.core.constraint.model import OutputConstraint
 from app.core.mcp.offer import ToolOffer
-from app.core.protocol.parallel import MAX_SEQUENCES
 from app.core.remote import RemoteEndpoint
 from app.core.sampling.alternatives import StoredStep
 from app.core.sampling.params import SamplerSettings
-from app.ui.engine.external import ExternalQueue, ExternalSink, ExternalTicket
+from app.ui.engine.api_requests import ApiRequests, EngineDoor
 from app.ui.engine.host_link import STOP_GRACE_MS, HostFactory, HostLink, crash_description, default_hosts
 from app.ui.engine.requests import RequestKind, RequestTable
 
-__all__ = ["STOP_GRACE_MS", "EngineClient", "EngineState", "ExternalSink", "ExternalTicket"]
+__all__ = ["STOP_GRACE_MS", "EngineClient", "EngineState"]
 
 log = logging.getLogger(__name__)
 K = RequestKind
@@ -96,6 +72,10 @@ class EngineClient(QObject):
         log_path: the engine process's log file (None: stderr).
         host_factory: makes each host (None: :func:`~app.ui.engine.host_link.default_hosts`).
 
+    Attributes:
+        api: the local API's side of this engine (:class:`~app.ui.engine.api_requests.ApiRequests`).
+        model: the loaded model's :class:`~app.core.protocol.ModelLoaded`, None without one.
+
     Signals:
         state_changed(object): the new :class:`EngineState`.
         engine_ready(object): :class:`~app.core.protocol.EngineReady`.
@@ -110,21 +90,13 @@ class EngineClient(QObject):
             after generation_finished / generation_failed, before engine_crashed).
         engine_crashed(str): the engine died; the text says why and what to do.
         log_line(object): a llama.cpp warning or error.
-        funnel_computed(object): :class:`~app.core.protocol.FunnelComputed` for :meth:`compute_funnel`.
-        funnel_failed(object): :class:`~app.core.protocol.Failed` for :meth:`compute_funnel`.
-        prompt_rendered(object): :class:`~app.core.protocol.PromptRendered` for :meth:`render_prompt`.
-        prompt_render_failed(object): :class:`~app.core.protocol.Failed` for :meth:`render_prompt`.
-        prompt_counted(object): :class:`~app.core.protocol.PromptCounted` for :meth:`count_prompt`.
-        prompt_count_failed(object): :class:`~app.core.protocol.Failed` for :meth:`count_prompt`.
-        token_inspected(object): :class:`~app.core.protocol.TokenInspected` for :meth:`inspect_token`.
-        inspection_failed(object): :class:`~app.core.protocol.Failed` for :meth:`inspect_token`.
+        funnel_computed(object), funnel_failed(object): :class:`~app.core.protocol.FunnelComputed` or
+            :class:`~app.core.protocol.Failed` for :meth:`compute_funnel`; so ``prompt_rendered`` /
+            ``prompt_render_failed`` for :meth:`render_prompt`, ``prompt_counted`` / ``prompt_count_failed``
+            for :meth:`count_prompt`, ``token_inspected`` / ``inspection_failed`` for :meth:`inspect_token`.
         request_sent(object): a request (:class:`~app.core.protocol.LoadModel`,
             :class:`~app.core.protocol.Generate`, :class:`~app.core.protocol.ResetContext`, ...)
             was sent to the engine; emitted with every one, just before it goes to the host.
-        external_queue_changed(): an external request was queued, sent, or ended
-            (:attr:`external_queue`, :attr:`external_in_flight`).
-        sequences_progressed(object): :class:`~app.core.protocol.SequencesProgressed`, the engine's
-            parallel API sequences now (a few times a second while any is in flight).
         constraint_checked(object): :class:`~app.core.protocol.ConstraintChecked` or
             :class:`~app.core.protocol.Failed` for :meth:`check_constraint`.
         sweep_started(int), sweep_progressed(object), sweep_ended(object): a depth sweep
@@ -156,8 +128,6 @@ class EngineClient(QObject):
     token_inspected = Signal(P.TokenInspected)
     inspection_failed = Signal(P.Failed)
     request_sent = Signal(object)  # any request of app.core.protocol.requests
-    external_queue_changed = Signal()
-    sequences_progressed = Signal(P.SequencesProgressed)
     sweep_started = Signal(int)
     sweep_progressed = Signal(P.DepthMeasured)
     sweep_ended = Signal(object)  # P.DepthSwept | P.Failed | None
@@ -174,15 +144,23 @@ class EngineClient(QObject):
         self._remote: RemoteEndpoint | None = None  # the server the engine is, None: the local process
         self._state = EngineState.DEAD
         self._requests = RequestTable()
-        self._queue = ExternalQueue(self.external_queue_changed.emit)
         self._ids = itertools.count(1)  # request ids, unique across engine processes
         self._pending_load: P.LoadModel | None = None  # sent once what is in the engine has ended
         self._prepared_for: P.ModelLoaded | None = None  # the model PrepareInspect was sent for
         self._quiet_ready = False  # the next EngineReady comes from a switch: not emitted again
         self.ready_info: P.EngineReady | None = None
-        self._embed_sinks: dict[int, ExternalSink] = {}  # request id -> who waits for the Embedded
-        self._parallel = 1  # API requests decoded together at most (set_parallel); 1: one at a time
         self.model: P.ModelLoaded | None = None
+        door = EngineDoor(
+            free=self._free_for_api,
+            running=lambda: self._link.host is not None,
+            model=lambda: self.model,
+            remote=lambda: self._remote,
+            ask=self._ask,
+            send=self._send,
+            stop=self._link,
+            after=self._next,
+        )
+        self.api = ApiRequests(door, self)  # the local API's side: its queue, parallel sequences, embeddings
         # What each answer does: (kind of request, event type) -> handler.
         self._answers: dict[tuple[RequestKind, type], Callable[[Any], None]] = {
             (K.LOAD, P.ModelLoaded): self._model_loaded,
@@ -193,12 +171,6 @@ class EngineClient(QObject):
             (K.REPLY, P.ContextShifted): self.context_shifted.emit,
             (K.REPLY, P.Finished): self._reply_ended,
             (K.REPLY, P.Failed): self._reply_ended,
-            (K.EXTERNAL, P.PromptPrepared): self._queue.deliver,
-            (K.EXTERNAL, P.PrefillProgress): self._queue.deliver,
-            (K.EXTERNAL, P.TokenBatch): self._queue.deliver,
-            (K.EXTERNAL, P.ContextShifted): self._queue.deliver,
-            (K.EXTERNAL, P.Finished): self._external_ended,
-            (K.EXTERNAL, P.Failed): self._external_ended,
             (K.FUNNEL, P.FunnelComputed): self.funnel_computed.emit,
             (K.FUNNEL, P.Failed): self.funnel_failed.emit,
             (K.RENDER, P.PromptRendered): self.prompt_rendered.emit,
@@ -210,8 +182,6 @@ class EngineClient(QObject):
             (K.SWEEP, P.DepthMeasured): self.sweep_progressed.emit,
             (K.SWEEP, P.DepthSwept): self._sweep_ended,
             (K.SWEEP, P.Failed): self._sweep_ended,
-            (K.EMBED, P.Embedded): self._embed_ended,
-            (K.EMBED, P.Failed): self._embed_ended,
             (K.CHECK, P.ConstraintChecked): self.constraint_checked.emit,
             (K.CHECK, P.Failed): self.constraint_checked.emit,
         }
@@ -219,8 +189,9 @@ class EngineClient(QObject):
         self._notices: dict[type, Callable[[Any], None]] = {
             P.EngineReady: self._engine_ready,
             P.LogLine: self.log_line.emit,
-            P.SequencesProgressed: self.sequences_progressed.emit,
         }
+        self._answers.update(self.api.answers())
+        self._notices.update(self.api.notices())
 
     # ------------------------------------------------------------------ read-outs
     @property
@@ -274,7 +245,6 @@ class EngineClient(QObject):
         self._link.drop(kill=kill, stop_timeout_s=stop_timeout_s)
         reply, sweep = self._requests.one(K.REPLY), self._requests.one(K.SWEEP)
         self._requests.clear()
-        self._queue.drop_held()
         self._pending_load = None
         self._quiet_ready = False
         self.model = None
@@ -283,8 +253,7 @@ class EngineClient(QObject):
             self.generation_ended.emit(reply)
         if sweep is not None:
             self.sweep_ended.emit(None)
-        self._fail_externals("The engine stopped; nothing more can be generated until it is restarted.")
-        self._fail_embeds("The engine stopped; restart it (or load a model) and send the request again.")
+        self.api.engine_stopped()
 
     # ------------------------------------------------------------------ commands
     def load_model(self, path: str, settings: LoadSettings, *, remote: RemoteEndpoint | None = None) -> int:
@@ -305,20 +274,17 @@ class EngineClient(QObject):
         self.model = None
         self._set_state(EngineState.LOADING)
         self._pending_load = P.LoadModel(rid, path, settings)
-        self._fail_embeds(
-            "The model was switched in Glassbox while the embeddings were computed; send the request again."
-        )
-        if self._queue.in_flight is not None:  # the model goes away under it: stop it (it ends with what it has)
-            self._cancel_externals_in_flight()
+        self._requests.forget(K.EMBED)
+        self.api.model_switching()  # the API requests in the engine are stopped; embeddings fail
         if self.generating or self.sweeping:
             self.cancel()  # the load is sent when the reply (or sweep) has ended (_send_pending_load)
-        elif self._queue.in_flight is None:
+        elif self.api.in_flight is None:
             self._send_pending_load()
         return rid
 
     def _send_pending_load(self) -> None:
         """Send the load waiting for a reply to end, to a fresh host if this one loaded a model before."""
-        if self._queue.in_flight is not None or self.generating or self.sweeping:
+        if self.api.in_flight is not None or self.generating or self.sweeping:
             return  # sent when what is in the engine has ended
         req, self._pending_load = self._pending_load, None
         if req is None:
@@ -374,8 +340,7 @@ class EngineClient(QObject):
             tools=tools.tools if tools is not None else (),
             tool_choice=tools.choice if tools is not None else None,
         )
-        if self._queue.serial_in_flight:  # an external request is in the engine: this reply goes next
-            self._queue.hold(req)
+        if self.api.hold_behind(req):  # an API request is in the engine: this reply goes next
             return rid
         self._link.clear_cancel()
         self._send(req)
@@ -504,8 +469,7 @@ class EngineClient(QObject):
         self._link.unwatch_stop()
         self._set_state(self._state_after_reply())
         self.sweep_ended.emit(ev)
-        self._send_pending_load()
-        self._pump_external()
+        self._next()
 
     def cancel(self) -> None:
         """Stop the reply (or depth sweep) in flight; if the engine does not answer in 3 s it is restarted."""
@@ -514,7 +478,7 @@ class EngineClient(QObject):
             return
         if self._link.host is None or not self.generating:
             return
-        if self._queue.cancel_held():  # not sent yet: it ends as soon as it is (nothing evaluated)
+        if self.api.cancel_held():  # not sent yet: it ends as soon as it is (nothing evaluated)
             return
         self._cancel_in_flight()
 
@@ -527,178 +491,20 @@ class EngineClient(QObject):
         self.request_sent.emit(req)
         self._link.send(req)
 
-    # ------------------------------------------------------------------ external requests
-    def submit_external(self, request: P.Generate, sink: ExternalSink) -> int:
-        """Queue an external request (the local API); returns its ticket number.
-
-        It is sent when no other Generate is in the engine, no load is pending and a model is
-        READY; the person's reply goes before queued external requests. ``request.request_id``
-        is replaced. ``sink`` gets the request's events (see :class:`ExternalTicket`).
-        """
-        ticket = self._queue.submit(request, sink)
-        self._pump_external()
-        return ticket
-
-    def cancel_external(self, ticket: int) -> bool:
-        """Cancel an external request: a queued one ends at once (Failed ``cancelled``), one in
-        flight is stopped like Stop (it ends with Finished, CANCELLED; a parallel sequence alone, by
-        :class:`~app.core.protocol.CancelSequence`). False when it has ended."""
-        if self._queue.cancel_waiting(ticket):
-            return True
-        found = self._queue.request_id_of(ticket)
-        if found is None or self._link.host is None:
+    # ------------------------------------------------------------------ the API side's door
+    def _free_for_api(self, parallel: bool) -> bool:
+        """The engine can take an API request now: as a parallel sequence (beside the person's reply) or
+        as the one plain Generate (nothing else in the engine); never while a load is asked or waits."""
+        if self._pending_load is not None or self._requests.one(K.LOAD) is not None or self._link.host is None:
             return False
-        rid, parallel = found
         if parallel:
-            self._send(P.CancelSequence(rid))
-        else:
-            self._cancel_in_flight()
-        return True
+            return self._state in (EngineState.READY, EngineState.GENERATING)
+        return self._state == EngineState.READY and not self.generating
 
-    def _cancel_externals_in_flight(self) -> None:
-        """Stop every external request in the engine (a model switch)."""
-        for rid in self._queue.parallel_ids():
-            self._send(P.CancelSequence(rid))
-        if self._queue.serial_in_flight:
-            self._cancel_in_flight()
-
-    def set_parallel(self, n: int) -> None:
-        """Decode up to ``n`` API requests together (1: one at a time, the plain path); requests sent
-        already keep the number they were sent with. Used with the local engine only."""
-        self._parallel = max(1, min(int(n), MAX_SEQUENCES))
-        self._pump_external()
-
-    @property
-    def parallel(self) -> int:
-        """API requests decoded together at most, as set (:meth:`set_parallel`)."""
-        return self._parallel
-
-    @property
-    def parallel_in_use(self) -> bool:
-        """API requests go to the engine as parallel sequences now (set above 1, the local engine)."""
-        return self._parallel > 1 and self._remote is None
-
-    def external_ticket_of(self, request_id: int) -> int | None:
-        """The ticket of the external request in the engine sent as ``request_id`` (the id a
-        :class:`~app.core.protocol.SequenceFigures` carries), or None."""
-        return self._queue.ticket_of(request_id)
-
-    @property
-    def external_in_flight_tickets(self) -> tuple[int, ...]:
-        """Tickets of every external request in the engine."""
-        return self._queue.in_flight_tickets
-
-    @property
-    def external_queue(self) -> tuple[int, ...]:
-        """Tickets of the external requests waiting, first to go first."""
-        return self._queue.tickets
-
-    @property
-    def external_in_flight(self) -> int | None:
-        """The ticket of the external request in the engine, or None."""
-        return self._queue.in_flight
-
-    def _pump_external(self) -> None:
-        """Send the next queued external request when the engine is free (as many as there are free
-        parallel sequences, with N > 1)."""
-        if self.parallel_in_use:
-            self._pump_parallel()
-            return
-        if (
-            self._queue.in_flight is not None
-            or not self._queue.tickets
-            or self.generating
-            or self._pending_load is not None
-            or self._requests.one(K.LOAD) is not None
-            or self._state != EngineState.READY
-            or self._link.host is None
-        ):
-            return
-        rid = next(self._ids)
-        req = self._queue.start_next(rid)
-        if req is None:
-            return
-        self._requests.expect(rid, K.EXTERNAL)
-        self._link.clear_cancel()
-        self._send(req)
-
-    def _pump_parallel(self) -> None:
-        """Send queued external requests as parallel sequences while fewer than N are in the engine; the
-        person's reply in flight does not hold them (the engine pauses them while it runs)."""
-        while (
-            self._queue.tickets
-            and not self._queue.serial_in_flight
-            and self._pending_load is None
-            and self._requests.one(K.LOAD) is None
-            and self._state in (EngineState.READY, EngineState.GENERATING)
-            and self._link.host is not None
-        ):
-            rid = next(self._ids)
-            req = self._queue.start_next(rid, limit=self._parallel)
-            if req is None:
-                return
-            self._requests.expect(rid, K.EXTERNAL)
-            self._send(P.GenerateParallel(rid, req, self._parallel))
-
-    def _external_ended(self, ev: P.Finished | P.Failed) -> None:
-        """An external request in flight ended: hand the event over, then the next in line goes."""
-        if ev.request_id in self._queue.parallel_ids():  # the shared Stop flag and the held reply are not its
-            self._queue.end(ev)
-            self._send_pending_load()
-            self._pump_external()
-            return
-        self._link.unwatch_stop()
-        self._queue.end(ev)
-        held = self._queue.take_held()
-        if held is not None and self._link.host is not None:
-            request, cancelled = held
-            self._link.clear_cancel()
-            self._send(request)
-            if cancelled:
-                self._cancel_in_flight()
-            return
+    def _next(self) -> None:
+        """What the engine is free for now that a reply, a sweep or an API request has ended: a load, then the API's queue."""
         self._send_pending_load()
-        self._pump_external()
-
-    def _fail_externals(self, message: str) -> None:
-        """End every external request, in flight and queued, with Failed ``engine``."""
-        self._requests.forget(K.EXTERNAL)
-        self._queue.fail_all(message)
-
-    # ------------------------------------------------------------------ embeddings (issue 23 §3)
-    def embed(self, request: P.Embed, sink: ExternalSink) -> int | None:
-        """Send an :class:`~app.core.protocol.Embed` (``request_id`` replaced); ``sink`` gets exactly one
-        :class:`~app.core.protocol.Embedded` or :class:`~app.core.protocol.Failed` (kind ``engine`` when
-        the engine stops or the model is switched first). The engine runs it in a context of its own,
-        beside a reply in flight. Returns the request id, or None with no model or a remote engine
-        (nothing is sent, ``sink`` is not called)."""
-        if self._link.host is None or self.model is None or self.remote is not None:
-            return None
-        rid = next(self._ids)
-        self._requests.expect(rid, K.EMBED)
-        self._embed_sinks[rid] = sink
-        self._send(replace(request, request_id=rid))
-        return rid
-
-    def cancel_embed(self, request_id: int) -> bool:
-        """Stop the Embed ``request_id`` (:class:`~app.core.protocol.CancelEmbed`); its sink gets Failed
-        ``cancelled``. False when it has been answered already (nothing is sent)."""
-        if request_id not in self._embed_sinks or self._link.host is None:
-            return False
-        self._send(P.CancelEmbed(request_id))
-        return True
-
-    def _embed_ended(self, ev: P.Embedded | P.Failed) -> None:
-        sink = self._embed_sinks.pop(ev.request_id, None)
-        if sink is not None:
-            sink(ev)
-
-    def _fail_embeds(self, message: str) -> None:
-        """End every embeddings request waiting for the engine with Failed ``engine``."""
-        self._requests.forget(K.EMBED)
-        sinks, self._embed_sinks = self._embed_sinks, {}
-        for rid, sink in sinks.items():
-            sink(P.Failed(rid, P.FailureKind.ENGINE, message))
+        self.api.pump()
 
     # ------------------------------------------------------------------ events
     @Slot(object)
@@ -724,20 +530,20 @@ class EngineClient(QObject):
         else:
             self.generation_failed.emit(ev)
         self.generation_ended.emit(ev.request_id)
-        self._send_pending_load()
-        self._pump_external()
+        self._next()
 
     def _model_loaded(self, ev: P.ModelLoaded) -> None:
         self.model = ev
         self._set_state(EngineState.READY)
         self.model_loaded.emit(ev)
-        self._pump_external()
+        self.api.pump()
 
     def _load_failed(self, ev: P.Failed) -> None:
         self.model = None
         self._set_state(EngineState.NO_MODEL)
         self.model_load_failed.emit(ev)
-        self._fail_externals(f"The model could not be loaded: {ev.message}")
+        self._requests.forget(K.EXTERNAL)
+        self.api.fail_generates(f"The model could not be loaded: {ev.message}")
 
     def _engine_ready(self, ev: P.EngineReady) -> None:
         self.ready_info = ev
@@ -764,7 +570,7 @@ class EngineClient(QObject):
 
     @Slot()
     def _stop_timed_out(self) -> None:
-        if self._link.host is None or (not self.generating and not self.sweeping and self._queue.in_flight is None):
+        if self._link.host is None or (not self.generating and not self.sweeping and self.api.in_flight is None):
             return
         log.error("engine did not stop within %d ms; killing it", STOP_GRACE_MS)
         # The reader thread sees the pipe close and reports the death to a host we no longer hold.

@@ -1,10 +1,10 @@
 """The local API's requests on the one engine: who waits, who is in, and the person's reply held behind it.
 
-Plain Python (no Qt), driven by :class:`app.ui.engine.client.EngineClient`. With one sequence (the
+Plain Python (no Qt), driven by :class:`app.ui.engine.api_requests.ApiRequests`. With one sequence (the
 Server panel's "parallel sequences" at 1) exactly one Generate is in the engine at a time, so Stop
 (the one shared cancel flag) always means that one:
 
-- an external request (:meth:`ExternalQueue.submit`) waits in line until the client finds the engine
+- an external request (:meth:`ExternalQueue.submit`) waits in line until the API side finds the engine
   free and calls :meth:`ExternalQueue.start_next`;
 - when the person sends while an external request is in the engine, their Generate is held
   (:meth:`ExternalQueue.hold`) and goes first when that request ends (:meth:`ExternalQueue.take_held`),
@@ -61,8 +61,8 @@ class ExternalQueue:
     """The external requests waiting, the one in the engine, and the person's held reply.
 
     Args:
-        changed: called after a request was queued, sent, or ended (the client's
-            ``external_queue_changed``), before the ended request's sink hears of it.
+        changed: called after a request was queued, sent, or ended (the API side's
+            ``queue_changed``), before the ended request's sink hears of it.
     """
 
     def __init__(self, changed: Callable[[], None] = lambda: None) -> None:

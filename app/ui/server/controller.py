@@ -2,11 +2,12 @@
 
 :class:`ServerController` is the :class:`~app.server.gateway.EngineGateway` the server thread
 talks to. ``submit`` and ``cancel`` are called in the server thread and reach the UI thread
-through queued signals; there each request goes to :meth:`EngineClient.submit_external`, the
-one place that decides what runs in the engine. Each request's events are logged
-(:mod:`app.ui.server.request_log`) and handed back to the server thread (``ApiJob.deliver``).
-An embeddings request goes to :meth:`EngineClient.embed` instead (not the queue: the engine
-runs it in a context of its own, beside a reply in flight), under the same busy policy.
+through queued signals; there each request goes to the engine's API side (``engine.api``,
+:meth:`~app.ui.engine.api_requests.ApiRequests.submit`), which decides when it runs in the engine.
+Each request's events are logged (:mod:`app.ui.server.request_log`) and handed back to the server
+thread (``ApiJob.deliver``). An embeddings request goes to
+:meth:`~app.ui.engine.api_requests.ApiRequests.embed` instead (not the queue: the engine runs it in
+a context of its own, beside a reply in flight), under the same busy policy.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ class ServerController(QObject):
         if self._closed:
             return
         self._applied = s
-        self.engine.set_parallel(s.parallel)
+        self.engine.api.set_parallel(s.parallel)
         if s.enabled and not s.api_key:
             self._settings.update(server=s.with_key())  # comes back here through settings.changed
             return
@@ -166,9 +167,9 @@ class ServerController(QObject):
 
     def _cancel(self, job_id: int) -> bool:
         if job_id in self._embeds:
-            return self.engine.cancel_embed(self._embeds[job_id])
+            return self.engine.api.cancel_embed(self._embeds[job_id])
         ticket = self._tickets.get(job_id)
-        return ticket is not None and self.engine.cancel_external(ticket)
+        return ticket is not None and self.engine.api.cancel(ticket)
 
     @Slot(object)
     def _on_submitted(self, job: ApiJob) -> None:
@@ -199,7 +200,7 @@ class ServerController(QObject):
             job.deliver(ev)
 
         template = self._settings.settings.chat_template_for(self.engine.model.info.path)
-        self._tickets[job.id] = self.engine.submit_external(with_chat_template(req.generate, template), sink)
+        self._tickets[job.id] = self.engine.api.submit(with_chat_template(req.generate, template), sink)
 
     @Slot(object)
     def _on_embed_asked(self, job: EmbeddingJob) -> None:
@@ -223,7 +224,7 @@ class ServerController(QObject):
         if self._settings.settings.server.busy_policy is BusyPolicy.REFUSE and self.engine.generating:
             end(P.Failed(0, P.FailureKind.BUSY, BUSY_MESSAGE))
             return
-        rid = self.engine.embed(P.Embed(0, job.request.inputs, card.n_ctx), end)
+        rid = self.engine.api.embed(P.Embed(0, job.request.inputs, card.n_ctx), end)
         if rid is None:
             why = "the engine is a remote server" if self.engine.remote is not None else "no model is loaded"
             end(P.Failed(0, P.FailureKind.NO_MODEL, f"Embeddings need the local engine with a model; {why}."))
@@ -266,7 +267,7 @@ class ServerController(QObject):
     def queue_text(self) -> str:
         """``1 running, 2 waiting`` (API requests in the engine's queue)."""
         running = sum(e.status is RequestStatus.RUNNING for e in self.entries)
-        return f"{running} running, {len(self.engine.external_queue)} waiting"
+        return f"{running} running, {len(self.engine.api.waiting)} waiting"
 
     def entry_of_ticket(self, ticket: int) -> ApiLogEntry | None:
         """The log entry of the request the engine client gave ``ticket`` (queued or running), or None."""

@@ -196,7 +196,7 @@ class ServerPanel(QWidget):
 
         server.server_changed.connect(self._show_server)
         server.entry_changed.connect(self._entry_changed)
-        server.engine.external_queue_changed.connect(self._show_queue)
+        server.engine.api.queue_changed.connect(self._show_queue)
         # Read the settings now, not the emitted value: the controller may have changed them again
         # (a key generated on the first switch-on) before this slot runs for the first change.
         settings.changed.connect(lambda _s: self._show_settings(self._settings.settings.server))

@@ -107,8 +107,8 @@ class SequencesView(QWidget):
         row_h = self.table.verticalHeader().defaultSectionSize()
         self.table.setFixedHeight(self.table.horizontalHeader().sizeHint().height() + ROWS_SHOWN * row_h + 4)
         lay.addWidget(self.table)
-        server.engine.sequences_progressed.connect(self.show_sequences)
-        server.engine.external_queue_changed.connect(lambda: self.show_sequences(None))
+        server.engine.api.sequences_progressed.connect(self.show_sequences)
+        server.engine.api.queue_changed.connect(lambda: self.show_sequences(None))
         server.engine.model_loaded.connect(self._forget_context)
         server.engine.state_changed.connect(self._state_changed)
         self.show_sequences(None)
@@ -123,13 +123,13 @@ class SequencesView(QWidget):
         if ev is not None:
             self._last = ev
         engine = self._server.engine
-        parallel = engine.parallel
+        parallel = engine.api.parallel
         rows = tuple(
             f
             for f in (self._last.sequences if self._last is not None else ())
-            if engine.external_ticket_of(f.request_id) is not None
+            if engine.api.ticket_of(f.request_id) is not None
         )
-        self.summary.setText(summary_text(self._last, parallel, rows, len(engine.external_queue)))
+        self.summary.setText(summary_text(self._last, parallel, rows, len(engine.api.waiting)))
         self.table.setVisible(parallel > 1 or bool(rows))
         self.table.setRowCount(len(rows))
         for row, f in enumerate(rows):
@@ -152,6 +152,6 @@ class SequencesView(QWidget):
 
     def _who(self, request_id: int) -> str:
         """``client · endpoint`` of the request the engine knows as ``request_id`` ("" when unknown)."""
-        ticket = self._server.engine.external_ticket_of(request_id)
+        ticket = self._server.engine.api.ticket_of(request_id)
         entry = self._server.entry_of_ticket(ticket) if ticket is not None else None
         return f"{entry.client} · {entry.endpoint}" if entry is not None else f"#{request_id}"

@@ -80,7 +80,7 @@ class SpeculationFeature(QObject):
         self._last_good: LoadRequest | None = None  # the last load on this machine that worked
         self._restoring = False  # loading _last_good again after a refused draft (its refusal stays shown)
         self._refused: tuple[str, list[tuple[str, Callable[[], object]]]] = ("", [])  # the refusal's notice
-        self.measure = SpeedupMeasure(engine, self)
+        self.measure = SpeedupMeasure(engine.api, self)
         box.set_sources(lambda: [c for c in library() if c[1] != loader.loaded_path], choose_file)
         box.view_requested.connect(self.show_view)
         view.settings_requested.connect(self.show_settings)

@@ -6,11 +6,11 @@ runs decode the same tokens), mirostat off and ``max_tokens`` at most :data:`MAX
 ``speculate=False`` and one ``speculate=True``, in alternating order (plain first, then speculated first,
 ...: a warm-up or a machine growing busy favours neither way). The result is the median of the pairs'
 speed ratios and their range (:class:`~app.ui.speculative.figures.Speedup`; one pair read ×1.80, ×1.12,
-×0.82 and ×1.06 on four presses on a shared CPU). They go through the engine client's external queue (``external=True``, as the
-local API's requests): the engine keeps the person's KV cache and their next turn runs as if nothing had
-happened, and nothing is stored in the chat. The result is a measurement shown in the Speculation view,
-never a new reply or branch (decided in issue 22: the person's reply is what they asked for; a greedy
-rerun is a benchmark of it).
+×0.82 and ×1.06 on four presses on a shared CPU). They go through the local API's queue on the engine
+(:class:`~app.ui.engine.api_requests.ApiRequests`, ``external=True``, as the local API's requests): the
+engine keeps the person's KV cache and their next turn runs as if nothing had happened, and nothing is
+stored in the chat. The result is a measurement shown in the Speculation view, never a new reply or
+branch (decided in issue 22: the person's reply is what they asked for; a greedy rerun is a benchmark of it).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from PySide6.QtCore import QObject, Signal
 from app.core import protocol as P
 from app.core.chat.context import ChatMessage
 from app.core.sampling.params import Mirostat, SamplerSettings
-from app.ui.engine.client import EngineClient
+from app.ui.engine.api_requests import ApiRequests
 from app.ui.speculative.figures import Speedup, parted_at
 
 MAX_TOKENS = 256  # the longest rerun: enough tokens for a steady decode speed, short enough to wait for
@@ -89,8 +89,8 @@ def speedup_of(ends: list[P.Finished], sent: list[P.Generate]) -> Speedup:
 
 
 class SpeedupMeasure(QObject):
-    """Runs one measurement at a time on ``engine`` (see the module docstring): its runs are queued at once
-    and run one after another (each capped at :data:`MAX_TOKENS`); :meth:`cancel` stops them all.
+    """Runs one measurement at a time through ``api``, the engine's API side (see the module docstring): its
+    runs are queued at once and run one after another (each capped at :data:`MAX_TOKENS`); :meth:`cancel` stops them all.
 
     Signals:
         progressed(str, bool): the state in words, and whether a measurement is running.
@@ -100,9 +100,9 @@ class SpeedupMeasure(QObject):
     progressed = Signal(str, bool)
     measured = Signal(Speedup)
 
-    def __init__(self, engine: EngineClient, parent: QObject | None = None) -> None:
+    def __init__(self, api: ApiRequests, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.engine = engine
+        self.api = api
         self.sent: list[P.Generate] = []  # the requests of the measurement running (or last run)
         self._ends: list[P.Finished] = []
         self._tickets: list[int] = []
@@ -120,12 +120,12 @@ class SpeedupMeasure(QObject):
         self._ends = []
         self.sent = paired_requests(src)
         self._say_next()
-        self._tickets = [self.engine.submit_external(req, self._sink) for req in self.sent]
+        self._tickets = [self.api.submit(req, self._sink) for req in self.sent]
 
     def cancel(self) -> None:
         """Stop a running measurement (its runs are cancelled; nothing is shown)."""
         for t in self._tickets:
-            self.engine.cancel_external(t)
+            self.api.cancel(t)
 
     def _sink(self, ev: object) -> None:
         if not self.running or not isinstance(ev, (P.Finished, P.Failed)):

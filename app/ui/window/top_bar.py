@@ -257,10 +257,10 @@ class TopBar(_NavBar):
         """Show ``engine``'s state from now on, and the local API's requests it is answering."""
 
         def show(*_args: object) -> None:
-            self.show_state(engine.state, len(engine.external_in_flight_tickets), len(engine.external_queue))
+            self.show_state(engine.state, len(engine.api.in_flight_tickets), len(engine.api.waiting))
 
         engine.state_changed.connect(show)
-        engine.external_queue_changed.connect(show)
+        engine.api.queue_changed.connect(show)
 
     def show_model(self, change: ModelChange) -> None:
         """The model picker's label for a step of the model's life: loading, the model loaded
