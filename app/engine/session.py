@@ -84,6 +84,8 @@ class Session:
         self._embed_cancels: set[int] = set()  # Embed request ids cancelled (CancelEmbed), until they end
         self._gate = PersonFirst()  # the person's work first, the API's parallel sequences after
         self._parallel: ParallelRunner | None = None  # the API's parallel sequences, made on first use
+        # The last stored step recomputed: (its tokens, their logits), so a slider move on it evaluates nothing.
+        self._recomputed_last: tuple[tuple[int, ...], Any] | None = None
 
     # ------------------------------------------------------------------------ loaded state
     @property
@@ -157,6 +159,7 @@ class Session:
             if self._embedder is not None:
                 self._embedder.close()  # its context uses the model: freed first
                 self._embedder = None
+            self._recomputed_last = None  # the model's logits
             if self._m is not None:
                 self._m.store = None
                 self._m.token_inspector.close()  # its context uses the model: freed first
@@ -291,11 +294,15 @@ class Session:
                 m = self._require()
                 if not same_model_file(stored.model_path, m.llm.model_path):
                     return None
+            last = self._recomputed_last
+            if last is not None and last[0] == stored.history:
+                return recomputed_step(stored, last[1])
             try:
                 logits = m.token_inspector.reply_logits(stored.history, stored.step)
             except EngineError as exc:
                 log.warning("recomputing a stored reply's logits failed: %s", exc)
                 return None
+            self._recomputed_last = (stored.history, logits)
         return recomputed_step(stored, logits)
 
     def prepare_inspect(self) -> None:

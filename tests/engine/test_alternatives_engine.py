@@ -254,8 +254,14 @@ def test_a_stored_step_is_recomputed_whole_when_its_model_is_loaded(eng, smollm2
     ev = eng.host.request(P.ComputeFunnel(eng.host.next_id(), stored=nxt, rows=8), timeout=60)
     next_s = time.perf_counter() - t0
     assert isinstance(ev, P.FunnelComputed) and ev.funnel.recomputed and ev.funnel.step == step + 1
+    hot = SamplerSettings(temperature=1.5, top_k=0)  # a slider move on that token: its logits kept, nothing evaluated
+    t0 = time.perf_counter()
+    ev = eng.host.request(P.ComputeFunnel(eng.host.next_id(), sampler=hot, stored=nxt, rows=8), timeout=60)
+    slider_s = time.perf_counter() - t0
+    assert isinstance(ev, P.FunnelComputed) and ev.funnel.recomputed and ev.funnel.settings.temperature == 1.5
     print(
-        f"recomputed funnel (SmolLM2, {len(stored.history)} tokens): {first_s * 1000:.0f} ms, next token {next_s * 1000:.0f} ms"
+        f"recomputed funnel (SmolLM2, {len(stored.history)} tokens): {first_s * 1000:.0f} ms, "
+        f"next token {next_s * 1000:.0f} ms, a slider move {slider_s * 1000:.0f} ms"
     )
     other = replace(stored, model_path=str(smollm2) + ".not-loaded")
     ev = eng.host.request(P.ComputeFunnel(eng.host.next_id(), stored=other, rows=8), timeout=30)
