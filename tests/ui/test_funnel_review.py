@@ -399,3 +399,8 @@ def test_a_stored_reply_names_the_model_that_wrote_it_so_the_engine_can_recomput
     monkeypatch.setattr(store, "get_message", lambda mid: shifted if mid == first else real(mid))
     target = window.chat.alternatives.step_target(first, 1)
     assert target is not None and target.stored.model_path == ""
+    # A continued reply: its first part's tokens are recomputable, its later part's not (re-tokenized text).
+    continued = replace(message, meta=replace(message.meta, earlier_tokens=2))
+    monkeypatch.setattr(store, "get_message", lambda mid: continued if mid == first else real(mid))
+    assert window.chat.alternatives.step_target(first, 1).stored.model_path == made_by
+    assert window.chat.alternatives.step_target(first, 2).stored.model_path == ""

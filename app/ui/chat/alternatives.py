@@ -102,8 +102,11 @@ class ChatAlternatives:
             return None
         meta = self.store.get_message(message_id).meta
         settings = meta.sampler if meta.sampler is not None else self._sampler()
-        shifted = meta.stats is not None and meta.stats.context_shifts > 0  # positions moved: not recomputable
-        path = "" if shifted or not meta.model_path else meta.model_path
+        # Recomputable when the tokens before the step are what the model saw: not after a context shift (the
+        # positions moved), nor in a continued reply's later part (its earlier text may have been tokenized again).
+        shifted = meta.stats is not None and meta.stats.context_shifts > 0
+        continued = 0 < meta.earlier_tokens <= step
+        path = "" if shifted or continued or not meta.model_path else meta.model_path
         stored = alts.stored_step(step, message_id, settings, meta.seed_used or 0, meta.constraint, path)
         live = self.shown.live_reply
         if live is not None and live[0] == message_id and message_id != self._streaming():
