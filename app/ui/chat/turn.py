@@ -117,12 +117,17 @@ class LiveTurn:
     def _bump(self) -> None:
         self.version = next(_COUNTER)
 
-    def show_stored(self, stats: GenerationStats) -> None:
-        """Show a stored reply's figures (the last reply of the chat just opened)."""
+    def show_stored(self, stats: GenerationStats, alts: ReplyAlternatives | None = None) -> None:
+        """Show a stored reply's figures (the last reply of the chat just opened) and, when it kept
+        its alternatives ``alts``, its tokens (``tokens`` from them: no engine times, ``p`` None, so
+        the colour comes from the kept candidates, as the reply's Tokens button colours it)."""
         self.reset(TurnPhase.DONE)
         self.final = stats
         self.stored = True
         self.n_past = stats.context_used
+        if alts is not None:
+            self.alternatives = alts
+            self.tokens = [TokenRecord(t, alts.texts.get(t, ""), 0.0, None) for t in alts.tokens]
 
     def start(self, message_id: int | None = None) -> None:
         """Reset for a new turn (prefill begins) of stored reply ``message_id``."""
