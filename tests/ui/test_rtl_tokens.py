@@ -107,3 +107,38 @@ def test_token_menu_hover_and_funnel_rows_keep_rtl_tokens_in_place(qapp):
     row = "▶" + visible_token(HEBREW)  # the funnel's row label: the drawn mark, then the token
     assert row == f"▶{FSI}{HEBREW}{PDI}"
     assert drawn_before(row, "▶", HEBREW)
+
+
+def _blocks_ltr(doc) -> list[bool]:
+    from PySide6.QtCore import Qt
+
+    out, block = [], doc.firstBlock()
+    while block.isValid():
+        if block.text().strip():
+            out.append(block.textDirection() == Qt.LayoutDirection.LeftToRight)
+        block = block.next()
+    return out
+
+
+def test_token_lines_that_start_with_an_rtl_token_are_laid_out_left_to_right(qtbot, window):
+    """Review of issue 20: a Tokens line starting with an Arabic token (Gemma) was right-aligned (Qt takes a
+    paragraph's direction from its first strong letter). Token lines read left to right, whatever the script."""
+    from PySide6.QtGui import QTextDocument
+
+    from app.ui.chat.message import MessageAction
+
+    window.engine.script(reply(ARABIC, " " + HEBREW, "\n", ARABIC, " 42"))
+    send(qtbot, window, "hi")
+    panel = window.tokens_panel
+    qtbot.waitUntil(lambda: window.turn.alternatives is not None)
+    panel.refresh()
+    lines = _blocks_ltr(panel.view.document())
+    assert len(lines) >= 3 and all(lines), lines  # the prompt, the reply's first line, the line after ⏎
+    # the chat's reply as its tokens (its Tokens button), laid out as its label lays it out
+    w = window.chat_view.messages[-1]
+    window.chat_view.action_requested.emit(MessageAction.TOKENS, w.message_id, True)
+    label = w.token_text
+    assert label is not None
+    doc = QTextDocument()
+    doc.setHtml(label.text())
+    assert doc.toPlainText().lstrip().startswith(ARABIC) and all(_blocks_ltr(doc)), _blocks_ltr(doc)

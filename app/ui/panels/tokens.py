@@ -49,7 +49,7 @@ from app.ui.common.token_alts import (
     step_colour,
     tooltip_html,
 )
-from app.ui.common.token_label import visible_html
+from app.ui.common.token_label import ltr_lines, visible_html
 
 MAX_PROMPT_CHIPS = 400
 EMPTY = (
@@ -152,6 +152,7 @@ class TokensPanel(QWidget):
         self.view.setObjectName("tokenView")
         self.view.setOpenLinks(False)
         self.view.document().setUndoRedoEnabled(False)  # appended to for every token: no undo stack to grow
+        self.view.document().setDefaultTextOption(ltr_lines(self.view.document().defaultTextOption()))
         self.view.highlighted.connect(self._hovered)
         self.view.anchorClicked.connect(self._clicked)
         lay.addWidget(self.view)
