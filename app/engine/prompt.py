@@ -24,6 +24,7 @@ import jinja2
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
 from app.core.chat.context import ROLLING_RESERVE_FRACTION, ChatMessage, ContextPolicy, Role
+from app.core.chat.overflow import overflow_message
 from app.core.conversations.turns import repeated_roles
 from app.core.protocol import FailureKind
 from app.core.tools.history import template_messages
@@ -380,21 +381,8 @@ class PromptBuilder:
                 toks, text = self.tokens_for(kept, continue_last)
                 return FittedPrompt(toks, text, dropped, kept)
         last_len = len(self.tokens_for([m for m in messages if m.role == "system"] + messages[-1:], continue_last)[0])
-        if last_len >= self.n_ctx:
-            advice = (
-                f"Your message alone takes {last_len} tokens. Raise n_ctx in the Model panel "
-                f"(this model was trained for {self._trained_ctx} tokens), "
-                "or shorten the message."
-            )
-        else:
-            advice = (
-                f"Raise n_ctx in the Model panel (this model was trained for "
-                f"{self._trained_ctx} tokens), or set the context policy to "
-                '"Drop oldest turns and go on" so the oldest messages are left out.'
-            )
         raise EngineError(
-            FailureKind.CONTEXT_OVERFLOW,
-            f"The conversation is {n_full} tokens but the context holds {self.n_ctx} (n_ctx). {advice}",
+            FailureKind.CONTEXT_OVERFLOW, overflow_message(n_full, last_len, self.n_ctx, self._trained_ctx)
         )
 
     def fit_raw(self, text: str) -> FittedPrompt:

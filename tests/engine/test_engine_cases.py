@@ -196,6 +196,16 @@ def test_e4_rolling_policy_points_at_the_message_itself(fresh_engine):
     assert "Your message alone takes" in fail.message and "512" in fail.message
 
 
+def test_e4_a_message_longer_than_the_trained_context_is_not_told_to_raise_n_ctx(fresh_engine):
+    """Review of issue 20: a paste longer than SmolLM2's trained 8,192 tokens was told to raise n_ctx."""
+    eng = fresh_engine(n_ctx=512, context_policy=STOP_POLICY)
+    paste = " ".join(f"word{i}" for i in range(4500))  # about 9,000 tokens: more than the trained 8,192
+    fail = eng.generate([SYSTEM, ("user", paste)], temperature=0.0, max_tokens=10)
+    assert isinstance(fail, P.Failed) and fail.kind is P.FailureKind.CONTEXT_OVERFLOW
+    assert "Raise n_ctx" not in fail.message and "raising n_ctx would not help" in fail.message
+    assert "8,192" in fail.message and "shorten the message" in fail.message
+
+
 def test_e4_rolling_policy_drops_oldest_turns(fresh_engine):
     eng = fresh_engine(n_ctx=512, context_policy=ROLLING_POLICY)
     filler = " ".join(f"fact{i}" for i in range(110))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from app.core import protocol as P
 from app.core.chat.context import Role
 from tests.support.fake_engine import reply
-from tests.support.window import banner_button, close_window, load, make_window, send, short_replies
+from tests.support.window import banner_button, close_window, load, make_window, reply_over, send, short_replies
 
 
 def _last_reply(window) -> int:
@@ -33,9 +33,10 @@ def test_switching_chats_takes_the_other_chats_tokens_off_the_tokens_panel(qtbot
     assert "Zulu" in panel.view.toPlainText() and panel.step_view(0) is not None
     window.open_conversation(chat_a)
     panel.refresh()
-    # B's chips are gone: none is left on screen dead to hover and click
+    # B's chips are gone: none is left on screen dead to hover and click; A's stored reply shows instead
     assert "Zulu" not in panel.view.toPlainText() and "Yankee" not in panel.view.toPlainText()
-    assert panel.turn.tokens == [] and panel.step_view(0) is None
+    assert [r.piece for r in panel.turn.tokens] == ["Alpha", "Beta", "Gamma"]
+    assert panel.step_view(0) is not None and panel.step_view(0).candidates[0].text == "Alpha"
     # the Funnel shows A's newest token, from its stored candidates
     ctl = window.funnel
     fp = window.funnel_panel
@@ -150,3 +151,41 @@ def test_deleting_the_reply_shown_takes_its_funnel_off_the_panel(qtbot, window):
     qtbot.waitUntil(lambda: panel.view.funnel is None and panel.of_label.text() == "", timeout=5000)
     ctl.tick()
     assert panel.view.funnel is None and ctl._in_flight is None
+
+
+def _chips(panel) -> str:
+    panel.refresh()
+    return panel.view.toPlainText()
+
+
+def test_the_tokens_panel_shows_a_stored_reply_after_a_restart_and_a_branch_switch(qtbot, tiny_model):
+    win = make_window(qtbot)
+    load(qtbot, win, tiny_model)
+    short_replies(win)
+    win.engine.script(reply("Red", " sky"))
+    send(qtbot, win, "colour?")
+    first = _last_reply(win)
+    win.engine.script(reply("Blue", " sea", "."))
+    win.chat.regenerate(first)
+    qtbot.waitUntil(lambda: reply_over(win) and _last_reply(win) != first, timeout=5000)
+    second = _last_reply(win)
+    close_window(win)
+    win2 = make_window(qtbot)
+    try:
+        panel = win2.tokens_panel
+        # after a restart: the chat's last reply (the second branch) as its stored tokens, not an empty box
+        qtbot.waitUntil(lambda: "Blue" in _chips(panel), timeout=5000)
+        assert [r.piece for r in panel.turn.tokens] == ["Blue", " sea", "."]
+        assert panel.summary.text().startswith("Stored reply: 3 tokens")
+        # a branch switch shows the other branch's tokens
+        win2.chat.switch_branch(first)
+        assert "Red" in _chips(panel) and "Blue" not in panel.view.toPlainText()
+        # a stored token clicked: its funnel step is asked for the reply shown (no Inspect: no prompt kept)
+        asked: list = []
+        win2.chat.funnel_step_requested.connect(asked.append)
+        menu = panel.open_token(1)
+        assert menu is not None and not any("Inspect" in a.text() for a in menu.actions())
+        assert asked and (asked[-1].stored.reply_id, asked[-1].stored.step) == (first, 1)
+        assert second != first
+    finally:
+        close_window(win2)

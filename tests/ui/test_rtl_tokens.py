@@ -120,3 +120,38 @@ def test_the_token_menu_names_a_drawn_token_outside_the_kept_candidates(qapp):
     assert items[1].isEnabled() and items[2].isEnabled()
     green = alternatives_menu(None, StepView(4, 200, "a", 0.5, 2.0, kept, 0.3), lambda _s: None, None)
     assert [a.data() for a in green.actions() if a.data() is not None] == [200, 300]  # drawn among them: once
+
+
+def _blocks_ltr(doc) -> list[bool]:
+    from PySide6.QtCore import Qt
+
+    out, block = [], doc.firstBlock()
+    while block.isValid():
+        if block.text().strip():
+            out.append(block.textDirection() == Qt.LayoutDirection.LeftToRight)
+        block = block.next()
+    return out
+
+
+def test_token_lines_that_start_with_an_rtl_token_are_laid_out_left_to_right(qtbot, window):
+    """Review of issue 20: a Tokens line starting with an Arabic token (Gemma) was right-aligned (Qt takes a
+    paragraph's direction from its first strong letter). Token lines read left to right, whatever the script."""
+    from PySide6.QtGui import QTextDocument
+
+    from app.ui.chat.message import MessageAction
+
+    window.engine.script(reply(ARABIC, " " + HEBREW, "\n", ARABIC, " 42"))
+    send(qtbot, window, "hi")
+    panel = window.tokens_panel
+    qtbot.waitUntil(lambda: window.turn.alternatives is not None)
+    panel.refresh()
+    lines = _blocks_ltr(panel.view.document())
+    assert len(lines) >= 3 and all(lines), lines  # the prompt, the reply's first line, the line after ⏎
+    # the chat's reply as its tokens (its Tokens button), laid out as its label lays it out
+    w = window.chat_view.messages[-1]
+    window.chat_view.action_requested.emit(MessageAction.TOKENS, w.message_id, True)
+    label = w.token_text
+    assert label is not None
+    doc = QTextDocument()
+    doc.setHtml(label.text())
+    assert doc.toPlainText().lstrip().startswith(ARABIC) and all(_blocks_ltr(doc)), _blocks_ltr(doc)

@@ -6,7 +6,7 @@ switch and after a restart."""
 from __future__ import annotations
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QApplication
 
 from app.core.settings import Workspace
@@ -33,7 +33,8 @@ def _layout_action(window, text: str):
 
 def test_lab_sizes_are_a_share_of_the_window_within_bounds():
     small, large = lab_sizes(1366, 768), lab_sizes(1920, 1080)
-    assert (small.sampler_width, small.funnel_width, small.tokens_height) == (350, 470, 253)
+    assert (small.sampler_width, small.funnel_width, small.tokens_height) == (396, 470, 253)
+    assert large.sampler_width == 480  # as before the Sampler's share grew for 1366
     assert large.sampler_width > small.sampler_width and large.funnel_width > small.funnel_width
     assert large.tokens_height > small.tokens_height
     tiny = lab_sizes(800, 500)
@@ -156,3 +157,22 @@ def test_each_workspace_survives_a_restart(qtbot, tiny_model, left_in):
         assert again.model_dock.isHidden()
     finally:
         close_window(again)
+
+
+def test_the_samplers_track_at_1366x768_is_wider_and_every_value_box_whole(qtbot, window):
+    """Review of issue 20: at 1366x768 the lab's temperature track was 89 px for 0-5 (a 48 px drag went
+    1.00 -> 5.00). The Sampler takes 396 px there: the track is 130 px or more, every value whole, and the
+    chat keeps 480 px."""
+    _size(qtbot, window, 1366, 768)
+    window.workspaces.show(Workspace.SAMPLING)
+    sampler, funnel, _tokens = _lab_docks(window)
+    qtbot.waitUntil(lambda: sampler.width() >= 390 and funnel.width() >= FUNNEL_WIDTH[0] - 8, timeout=WAIT_MS)
+    QApplication.processEvents()
+    panel = window.sampler_panel
+    for name, row in panel.rows.items():
+        assert row.slider.width() >= 130, (name, row.slider.width())
+        edit = row.field.lineEdit()
+        assert edit.fontMetrics().horizontalAdvance(edit.text()) <= edit.width(), (name, edit.text(), edit.width())
+        right = row.field.mapTo(sampler, QPoint(row.field.width(), 0)).x()
+        assert right <= sampler.width() - 8, (name, right, sampler.width())  # not cut by the dock's edge
+    assert window.chat_view.width() >= 480

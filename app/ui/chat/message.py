@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 
 from app.core.chat.context import Role
 from app.core.sampling.alternatives import ReplyAlternatives, TokenColour
+from app.ui.chat.edit_box import EditBox
 from app.ui.chat.header import MessageHeader
 from app.ui.chat.markdown import plain_to_html, warm_up
 from app.ui.chat.markdown_view import MarkdownView, discard, rich_label
@@ -455,9 +456,8 @@ class MessageWidget(QFrame):
     def _start_edit(self) -> None:
         if self.editor is not None:
             return
-        self.editor = QPlainTextEdit(self._text)
+        self.editor = EditBox(self._text)  # as tall as its text (app/ui/chat/edit_box.py)
         self.editor.setObjectName("editBox")
-        self.editor.setMinimumHeight(80)
         bar = QWidget()
         row = QHBoxLayout(bar)
         row.setContentsMargins(0, 0, 0, 0)
@@ -476,6 +476,7 @@ class MessageWidget(QFrame):
         lay.insertWidget(idx + 1, self.editor)
         lay.insertWidget(idx + 2, bar)
         self.editor.setFocus()
+        self.editor.reveal()  # its first line in view, not under the bar above the chat
 
     def _save_edit(self) -> None:
         if self.editor is None:

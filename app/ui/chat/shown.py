@@ -5,7 +5,8 @@ another chat's data or a deleted reply's.
 
 The rule for the turn, in one place (:meth:`ShownChat.show`): the live turn (this session's last
 turn, fed by the engine's events) while its reply is on the path shown; otherwise the figures of
-the path's last stored reply (:meth:`~app.ui.chat.turn.LiveTurn.show_stored`), or nothing. So
+the path's last stored reply (:meth:`~app.ui.chat.turn.LiveTurn.show_stored`: its stored tokens and
+alternatives too, for the Tokens panel), or nothing. So
 opening another chat, switching a branch, deleting a reply and Undo each show the right reply's
 figures, and a reply still being written in another chat goes on recording into the live turn
 and shows again when its chat is shown.
@@ -95,6 +96,14 @@ class ShownChat(QObject):
         t = self.live
         return (t.message_id, t.request_id) if t.message_id is not None and t.request_id is not None else None
 
+    @property
+    def turn_reply(self) -> int | None:
+        """The stored id of the reply whose tokens :attr:`turn` holds (the live turn's, or the path's last
+        stored reply's; None: none)."""
+        if self._state.live:
+            return self.live.message_id
+        return self._stored_of[0] if self._stored_of is not None and self._stored.tokens else None
+
     def show(self, conversation_id: int | None, path: Sequence[Message] | None = None) -> None:
         """The chat on screen is ``conversation_id``, showing ``path`` (its active path; read from the
         store when None). Emits :attr:`changed`."""
@@ -126,6 +135,6 @@ class ShownChat(QObject):
             return
         self._stored_of = key
         if last is not None and last.meta.stats is not None:
-            self._stored.show_stored(last.meta.stats, last.meta.model_path)
+            self._stored.show_stored(last.meta.stats, last.meta.model_path, self.store.alternatives(last.id))
         else:
             self._stored.reset()

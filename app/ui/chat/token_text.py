@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QLabel, QMenu, QSizePolicy, QToolTip, QWidget
 
 from app.core.sampling.alternatives import ReplyAlternatives, TokenColour
 from app.ui.common.token_alts import alternatives_menu, anchor_step, chips_html, tooltip_html
+from app.ui.common.token_label import LTR_OPEN
 from app.ui.speculative.figures import DraftMarks
 
 
@@ -64,9 +65,10 @@ class TokenText(QLabel):
     def _render(self) -> None:
         m = self.marks if self.marks_shown else None
         if m is None:
-            self.setText(chips_html(self.alts, self.colour))
+            chips = chips_html(self.alts, self.colour)
         else:
-            self.setText(chips_html(self.alts, self.colour, m.accepted, frozenset(i for i, _t in m.rejected)))
+            chips = chips_html(self.alts, self.colour, m.accepted, frozenset(i for i, _t in m.rejected))
+        self.setText(f"{LTR_OPEN}{chips}</div>")  # left to right, whatever the first token's script
 
     def hover_html(self, step: int) -> str:
         """The hover of token ``step``: its alternatives, and what was drafted there while the marks are shown."""

@@ -119,14 +119,19 @@ class LiveTurn:
     def _bump(self) -> None:
         self.version = next(_COUNTER)
 
-    def show_stored(self, stats: GenerationStats, made_by: str = "") -> None:
+    def show_stored(self, stats: GenerationStats, made_by: str = "", alts: ReplyAlternatives | None = None) -> None:
         """Show a stored reply's figures (the last reply of the chat just opened), written by the model file
-        ``made_by`` ("": not known)."""
+        ``made_by`` ("": not known) and, when it kept its alternatives ``alts``, its tokens (``tokens`` from
+        them: no engine times, ``p`` None, so the colour comes from the kept candidates, as the reply's Tokens
+        button colours it)."""
         self.reset(TurnPhase.DONE)
         self.final = stats
         self.stored = True
         self.made_by = made_by
         self.n_past = stats.context_used
+        if alts is not None:
+            self.alternatives = alts
+            self.tokens = [TokenRecord(t, alts.texts.get(t, ""), 0.0, None) for t in alts.tokens]
 
     def start(self, message_id: int | None = None) -> None:
         """Reset for a new turn (prefill begins) of stored reply ``message_id``."""

@@ -8,11 +8,18 @@ POP DIRECTIONAL ISOLATE (U+2068 … U+2069, UAX #9 section 2.7; Qt's text layout
 token is laid out in its own direction, as one unit, and the text around it keeps its order
 ("token, then probability"; chips in context order).
 
+A line of tokens is laid out left to right whatever the script of its first token: Qt takes a
+paragraph's direction from its first strong letter (isolates included), so a Tokens line starting
+with an Arabic token was right-aligned and read from the right (:func:`ltr_lines`, :data:`LTR_OPEN`).
+
 Used by the inspect views (:mod:`app.ui.inspect.panel`), the Tokens panel's chips, hover and menu
 (:mod:`app.ui.panels.tokens`, :mod:`app.ui.common.token_alts`) and the funnel (:mod:`app.ui.funnel.panel`).
 """
 
 from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QTextOption
 
 from app.ui.common.pieces import visible_piece, visible_piece_html
 
@@ -39,3 +46,13 @@ def visible_html(text: str) -> str:
 def quoted(text: str) -> str:
     """A token's text as a Python literal (quotes, escapes: ``'\\n'``), isolated."""
     return isolate(repr(text))
+
+
+LTR_OPEN = "<div dir='ltr'>"  #: opens rich text whose paragraphs are laid out left to right (close with ``</div>``)
+
+
+def ltr_lines(option: QTextOption) -> QTextOption:
+    """``option`` with its text direction left to right: a document given it lays out every paragraph
+    left to right (Qt's ``QTextBlock::textDirection`` reads the document's option before the text)."""
+    option.setTextDirection(Qt.LayoutDirection.LeftToRight)
+    return option

@@ -12,8 +12,9 @@ asks to inspect it (:attr:`TokensPanel.inspect_requested`, handled by :mod:`app.
 a generated token's menu offers that too.
 
 It shows the turn of the chat shown (:attr:`ShownChat.turn <app.ui.chat.shown.ShownChat.turn>`):
-another chat opened, or its reply deleted, takes the chips away (a stored reply keeps no prompt
-tokens: the panel is empty until the next turn).
+another chat opened, or its reply deleted, takes the chips away. A stored reply (after a restart, another
+chat or branch shown) shows the tokens it drew, from the alternatives kept with it; it keeps no prompt
+tokens: those show with the next turn.
 """
 
 from __future__ import annotations
@@ -48,12 +49,12 @@ from app.ui.common.token_alts import (
     step_colour,
     tooltip_html,
 )
-from app.ui.common.token_label import visible_html
+from app.ui.common.token_label import ltr_lines, visible_html
 
 MAX_PROMPT_CHIPS = 400
 EMPTY = (
-    "The next reply's tokens appear here as it is written: its prompt's new tokens, then each token drawn. "
-    "A stored reply's tokens: its Tokens button in the chat."
+    "The next reply's tokens appear here as it is written: its prompt's new tokens, then each token drawn; "
+    "the chat's last reply shows its stored tokens here."
 )
 # The caption's least width beside the controls, pixels: a narrower dock (800x500) puts it on a line of
 # its own above them, where it has the panel's width (beside them it was squeezed into a 20 px column).
@@ -151,6 +152,7 @@ class TokensPanel(QWidget):
         self.view.setObjectName("tokenView")
         self.view.setOpenLinks(False)
         self.view.document().setUndoRedoEnabled(False)  # appended to for every token: no undo stack to grow
+        self.view.document().setDefaultTextOption(ltr_lines(self.view.document().defaultTextOption()))
         self.view.highlighted.connect(self._hovered)
         self.view.anchorClicked.connect(self._clicked)
         lay.addWidget(self.view)
@@ -347,6 +349,12 @@ class TokensPanel(QWidget):
         self._seen_version = -1
         self.refresh()
 
+    def _colour_key(self) -> str:
+        """What the generated tokens' colours mean, in a few words."""
+        if self.turn.alternatives is not None and self.colour is TokenColour.ENTROPY:
+            return "green = sure … red = unsure (entropy)"
+        return "green = likely … red = unlikely"
+
     def refresh(self) -> None:
         t = self.turn
         if t.version == self._seen_version:
@@ -415,15 +423,22 @@ class TokensPanel(QWidget):
                 self._seen_version = -1  # the rest on the next ticks
             bar = self.view.verticalScrollBar()
             bar.setValue(bar.maximum())
+        if t.prompt is None and t.stored and t.tokens:
+            self._set_summary(
+                f"Stored reply: {len(t.tokens):,} tokens ({self._colour_key()}) · its prompt shows with the next reply"
+            )
+            self.summary.setToolTip(
+                "The chat's last reply as it was stored: each token it drew, with the candidates it kept.\n"
+                "Hover a token for its alternatives; click it for the funnel or a new branch.\n"
+                "A stored reply keeps no prompt tokens: they show when the next reply is written."
+            )
         if t.prompt is not None:
             # The line keeps to the figures and the colour key (two lines in the bottom dock at
             # 1366x768); how to use the tokens is in its tooltip.
-            key = "green = likely … red = unlikely"
-            if t.alternatives is not None and self.colour is TokenColour.ENTROPY:
-                key = "green = sure … red = unsure (entropy)"
             self._set_summary(
                 f"Prompt: {t.prompt.prompt_tokens:,} tokens ({t.prompt.cached_tokens:,} reused, "
-                f"{t.prompt.to_evaluate:,} new — amber; specials — purple) · generated: {len(t.tokens):,} ({key})"
+                f"{t.prompt.to_evaluate:,} new — amber; specials — purple) · generated: {len(t.tokens):,} "
+                f"({self._colour_key()})"
             )
             help_lines = ["Amber: the prompt's new tokens; purple: chat-template special tokens."]
             if t.alternatives is not None:

@@ -2,7 +2,9 @@
 :class:`~app.ui.window.notices.Notices`, which decides what it says and about what.
 
 The banner takes its own place in the page's column, above the chat (it pushes the chat down,
-never covers it). When it goes, the chat moves up into its place, so what was under the pointer
+never covers it), and at most :data:`MAX_LINES` lines of it: a longer message is folded, with
+**More** to unfold it (the base-model notice was seven lines in the Sampling lab's chat column at
+1366x768, and pushed a short reply's action row out of the 189 px left to the chat). When it goes, the chat moves up into its place, so what was under the pointer
 is suddenly a message's button: a :class:`ClickGuard` swallows the clicks on the place where it
 was for :data:`GUARD_MS` (a click meant for the banner, made as it vanished, must not regenerate a
 reply).
@@ -10,17 +12,23 @@ reply).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from PySide6.QtCore import QElapsedTimer, QEvent, QObject, QPoint, QRect, Qt, QTimer
-from PySide6.QtGui import QMouseEvent
+from PySide6.QtGui import QMouseEvent, QResizeEvent, QTextDocument
 from PySide6.QtWidgets import QApplication, QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QWidget
 
 from app.ui.common.severity import Severity
 
+QWIDGETSIZE_MAX = (1 << 24) - 1  # Qt's "no maximum" for a widget's size
+
 # Milliseconds after a banner goes during which a click on the place it took does nothing: about a
 # reaction time (a click already on its way when the banner vanished), short enough not to be felt.
 GUARD_MS = 300
+# Lines of a message shown before it is folded behind More: a sentence or two, so that the chat keeps
+# most of a short column (the Sampling lab at 1366x768 leaves the chat about 340 px).
+MAX_LINES = 3
 
 
 class ClickGuard(QObject):
@@ -107,7 +115,16 @@ class Banner(QFrame):
         self.text.setWordWrap(True)
         self.text.setObjectName("bannerText")
         self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.text.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)  # folded: its first lines
         lay.addWidget(self.text, 1)
+        self.more = QToolButton()
+        self.more.setObjectName("bannerMore")
+        self.more.setCheckable(True)
+        self.more.setText("More")
+        self.more.setToolTip("Show the whole message")
+        self.more.toggled.connect(self._unfold)
+        self.more.hide()
+        lay.addWidget(self.more)
         self._actions = QHBoxLayout()
         lay.addLayout(self._actions)
         close = QToolButton()
@@ -118,6 +135,41 @@ class Banner(QFrame):
         self.severity = Severity.INFO
         self.guard = ClickGuard(self)
         self.hide()
+
+    def resizeEvent(self, e: QResizeEvent) -> None:
+        super().resizeEvent(e)
+        self._fold()
+
+    def _fold(self) -> None:
+        """Fold the message to :data:`MAX_LINES` lines when it needs more at its width, More beside it.
+
+        Whether it needs more is judged at the width the text has with More shown (hidden, More's
+        width is taken off first), so showing More never makes the text fit again (no back and forth).
+        """
+        cap = self.folded_height()
+        width = self.text.width()
+        if not self.more.isVisible():
+            lay = self.layout()
+            width -= self.more.sizeHint().width() + (lay.spacing() if lay is not None else 0)
+        folds = self.text.heightForWidth(max(1, width)) > cap + 2
+        if folds != self.more.isVisible():
+            self.more.setVisible(folds)
+        self.text.setMaximumHeight(cap if folds and not self.more.isChecked() else QWIDGETSIZE_MAX)
+
+    def folded_height(self) -> int:
+        """The height of :data:`MAX_LINES` lines of the message's rich text, pixels (a rich text line is a
+        pixel taller than the font's line spacing)."""
+        doc = QTextDocument()
+        doc.setDocumentMargin(0)
+        doc.setDefaultFont(self.text.font())
+        doc.setHtml("<br>".join(["Ay"] * MAX_LINES))
+        return math.ceil(doc.size().height())
+
+    def _unfold(self, on: bool) -> None:
+        """More (``on``) shows the whole message; Less folds it again."""
+        self.more.setText("Less" if on else "More")
+        self.more.setToolTip("Fold the message" if on else "Show the whole message")
+        self._fold()
 
     def setVisible(self, visible: bool) -> None:
         """Hidden while on screen (:meth:`hide`, ✕, a notice cleared): the place it took is guarded
@@ -143,6 +195,8 @@ class Banner(QFrame):
         self.style().unpolish(self)
         self.style().polish(self)
         self.text.setText(text)
+        self.more.setChecked(False)  # a new message starts folded
+        self._fold()
         while self._actions.count():
             item = self._actions.takeAt(0)
             old = item.widget() if item is not None else None

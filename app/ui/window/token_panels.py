@@ -63,8 +63,9 @@ class TokenPanels:
         funnel.follow(shown, alts.step_target, alts.newest_step_target, alts.uncertain_step_target)
 
     def turn_message(self) -> int | None:
-        """The message id of the live turn's reply, whose tokens the Tokens panel shows (None: none)."""
-        return self._shown.live.message_id
+        """The message id of the reply whose tokens the Tokens panel shows (the live turn's, or a stored
+        reply's; None: none)."""
+        return self._shown.turn_reply
 
     def _open_funnel(self, step: int) -> None:
         """The Tokens panel's step of the turn's reply, in the Funnel."""

@@ -34,7 +34,9 @@ LEFT, RIGHT, BOTTOM = (
 LAB_DOCKS = (("samplerDock", LEFT), ("funnelDock", RIGHT), ("tokensDock", BOTTOM))
 # The lab's sizes as a share of the window, within a least and a most (pixels): at 1366x768 the
 # Funnel's eight columns and the Sampler's sliders are readable, at 1920x1080 they grow with it.
-SAMPLER_SHARE, SAMPLER_WIDTH = 0.25, (350, 560)  # 350: its sliders without a sideways scroll
+# The Sampler: 396 px at 1366 (its temperature track 135 px, was 89 at a 0.25 share: a 48 px drag moved
+# it 0 -> 5), 480 at 1920 as before; 350 at least: its sliders without a sideways scroll.
+SAMPLER_SHARE, SAMPLER_WIDTH = 0.29, (350, 480)
 FUNNEL_SHARE, FUNNEL_WIDTH = 0.34, (470, 760)  # 470: its panel's least width (454 px) and the dock's frame
 TOKENS_SHARE, TOKENS_HEIGHT = 0.33, (180, 440)
 # Each lab dock's least size (width; the Tokens strip's height), kept through window resizes.
