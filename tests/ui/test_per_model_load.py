@@ -52,13 +52,14 @@ def test_each_file_loads_with_its_own_remembered_settings_and_reset_goes_back_to
         load(qtbot, win, a)
         assert (_sent(win).n_ctx, _sent(win).flash_attn) == (8192, FlashAttention.ON)
         assert panel.load_settings().n_ctx == 8192
-        # Reset: the fields show the defaults, nothing is remembered, Apply reloads with them.
+        # Reset: the fields show the defaults, still remembered until Apply reloads with them and forgets.
         qtbot.mouseClick(memory.reset_btn, Qt.MouseButton.LeftButton)
-        assert win.settings.remembered_load(str(a)) is None and panel.load_settings() == LoadSettings()
-        assert memory.text.text().startswith("Glassbox's defaults") and panel.apply_btn.property("pending")
+        assert win.settings.remembered_load(str(a)) is not None and panel.load_settings() == LoadSettings()
+        assert panel.apply_btn.property("pending")
         with qtbot.waitSignal(win.engine.model_loaded, timeout=5000):
             qtbot.mouseClick(panel.apply_btn, Qt.MouseButton.LeftButton)
-        assert _sent(win) == LoadSettings()
+        assert _sent(win) == LoadSettings() and win.settings.remembered_load(str(a)) is None
+        assert memory.text.text().startswith("Glassbox's defaults") and "Not applied yet" not in memory.text.text()
     finally:
         close_window(win)
 
@@ -103,12 +104,50 @@ def test_reset_keeps_the_template_override_which_has_its_own_button(qtbot, tiny_
         win.settings_ctl.apply(lambda s: s.with_chat_template(str(a), "{{ messages[0].content }}"))
         assert memory.template_btn.isVisibleTo(win.model_panel)
         memory.reset_btn.click()
+        with qtbot.waitSignal(win.engine.model_loaded, timeout=5000):
+            win.model_panel.apply_btn.click()
         assert win.settings.remembered_load(str(a)) is None
         assert win.settings.chat_template_for(str(a)) is not None  # Reset leaves the template alone
         memory.template_btn.click()
         assert win.settings.chat_template_for(str(a)) is None and not memory.template_btn.isVisibleTo(win.model_panel)
         win.per_model.refresh()  # nothing else changed: the same line
         assert memory.text.text().startswith("Glassbox's defaults")
+    finally:
+        close_window(win)
+
+
+def test_reset_is_an_edit_not_applied_forgotten_only_by_apply_and_dropped_when_another_model_loads(qtbot, tiny_model):
+    """Review 27 §1: Reset forgot the file's settings at once (settings.json's model_load {}, the Library
+    "Glassbox's defaults") while the panel said "Not applied yet ... dropped if another model loads first"."""
+    a, b = _two_models(tiny_model)
+    win = make_window(qtbot)
+    try:
+        panel, memory, lib = win.model_panel, win.model_panel.memory, win.models.library_tab
+        remembered = LoadSettings(n_ctx=512, flash_attn=FlashAttention.ON)
+        win.settings_ctl.apply(lambda s: s.with_load_for(str(a), remembered))
+        load(qtbot, win, a)
+        qtbot.waitUntil(lambda: lib.scanned and lib.model.row_of(a) >= 0, timeout=5000)
+        assert lib.select_path(a)
+        memory.reset_btn.click()
+        # Shown, not applied: the file's settings are still remembered, and every place says so.
+        assert panel.load_settings() == LoadSettings() and panel.apply_btn.property("pending")
+        assert win.settings.remembered_load(str(a)) == remembered
+        assert "(remembered for this file)" in lib.detail_load.text() and "n_ctx 512" in lib.detail_load.text()
+        text = memory.text.text()
+        assert text.startswith("Remembered for this file: n_ctx 512, flash attention on"), text
+        assert "Not applied yet: Glassbox's defaults (n_ctx 4096" in text and "forgets this file's settings" in text
+        # Another model loads first: the reset is dropped; A comes back with its settings.
+        load(qtbot, win, b)
+        load(qtbot, win, a)
+        assert _sent(win) == remembered and panel.load_settings().n_ctx == 512
+        # Reset, then Apply: reloaded with the defaults, and only now forgotten.
+        memory.reset_btn.click()
+        with qtbot.waitSignal(win.engine.model_loaded, timeout=5000):
+            qtbot.mouseClick(panel.apply_btn, Qt.MouseButton.LeftButton)
+        assert _sent(win) == LoadSettings() and win.settings.remembered_load(str(a)) is None
+        assert (
+            memory.text.text().startswith("Glassbox's defaults") and "(Glassbox's defaults)" in lib.detail_load.text()
+        )
     finally:
         close_window(win)
 
