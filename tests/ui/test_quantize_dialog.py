@@ -461,3 +461,15 @@ def test_make_another_returns_to_the_form_without_starting_and_marks_the_types_m
     assert dialog.message.kind.value == "error" and "already exists" in dialog.message.plain
     dialog.select_type(QuantType.Q4_0)
     assert dialog.message.kind is None and not dialog.message.isVisible()
+
+
+def test_the_finished_message_gives_the_fallback_reason_said_before_start(qtbot, smollm2, tmp_path):
+    """Review 27 §7: before Start "1 of 272 tensors falls back to Q8_0: its rows of 576 weights are not a whole
+    number of Q6_K blocks"; after, "their rows are not a whole number of Q4_0 blocks" (576 = 18 x 32)."""
+    dialog = _dialog(qtbot, smollm2, tmp_path, _made)
+    dialog.select_type(QuantType.Q4_0)
+    before = dialog.type_note.text()
+    assert "Q6_K blocks" in before
+    with qtbot.waitSignal(dialog.quantized, timeout=10_000):
+        dialog.start_button.click()
+    assert before in dialog.message.plain and "Q4_0 blocks" not in dialog.message.plain

@@ -488,12 +488,16 @@ class QuantizeDialog(QDialog):
         self.finished_state = True
         self._mark_made()
         self.message.clear_message()  # a refusal from before this run is stale
-        fallback = (
-            f" llama.cpp gave {ev.fallback_tensors} of {ev.tensors} tensors another type: their rows are not a "
-            f"whole number of {ev.qtype.value} blocks."
-            if ev.fallback_tensors
-            else ""
-        )
+        fallback = ""
+        if ev.fallback_tensors:
+            # The dry run's reason, the one said before Start (which rows, which types); never a guess at the block
+            # size: a Q4_0 file's Q6_K head is not there because 576 is not a whole number of Q4_0 blocks.
+            note = self.plan.option(ev.qtype).fallback_note
+            fallback = (
+                f" {note}"
+                if note
+                else f" llama.cpp gave {ev.fallback_tensors} of {ev.tensors} tensors another type (its log says which)."
+            )
         requant = " It measures requantization." if ev.requantized else ""
         self.message.show_message(
             Severity.INFO,
