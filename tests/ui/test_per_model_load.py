@@ -7,7 +7,9 @@ from __future__ import annotations
 import shutil
 from dataclasses import replace
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtGui import QWheelEvent
+from PySide6.QtWidgets import QApplication
 
 from app.core import protocol as P
 from app.core.chat.context import ContextPolicy, FlashAttention, LoadSettings
@@ -167,5 +169,43 @@ def test_the_library_shows_what_the_selected_file_will_load_with(qtbot, tiny_mod
         # A change in the settings shows at once on the selected row.
         win.settings_ctl.apply(lambda s: s.with_load_for(str(b), LoadSettings(n_ctx=1024)))
         assert "n_ctx 1024" in lib.detail_load.text() and "remembered" in lib.detail_load.text()
+    finally:
+        close_window(win)
+
+
+def _wheel_down(widget) -> None:
+    """Three notches of a mouse wheel down over ``widget``'s centre."""
+    pos = QPointF(widget.width() / 2, widget.height() / 2)
+    ev = QWheelEvent(
+        pos,
+        QPointF(widget.mapToGlobal(pos.toPoint())),
+        QPoint(0, 0),
+        QPoint(0, -360),
+        Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier,
+        Qt.ScrollPhase.NoScrollPhase,
+        False,
+    )
+    QApplication.sendEvent(widget, ev)
+
+
+def test_a_button_that_hides_itself_leaves_no_focus_in_n_ctx_for_the_wheel(qtbot, tiny_model):
+    """Review 27 §10: a button of the memory box hid itself once pressed, Qt gave its focus to the next widget in
+    the chain, the n_ctx field, and the wheel scrolling the Model panel then changed n_ctx (4096 -> 4352)."""
+    a, _b = _two_models(tiny_model)
+    win = make_window(qtbot)
+    try:
+        panel, memory = win.model_panel, win.model_panel.memory
+        load(qtbot, win, a)
+        win.show()
+        win.activateWindow()
+        win.settings_ctl.apply(lambda s: s.with_chat_template(str(a), "{{ messages[0].content }}"))
+        assert memory.template_btn.isVisibleTo(panel)
+        memory.template_btn.setFocus(Qt.FocusReason.MouseFocusReason)  # as a click gives it
+        memory.template_btn.click()  # the override goes: the button hides itself
+        assert not memory.template_btn.isVisibleTo(panel) and not panel.n_ctx.hasFocus()
+        before = panel.n_ctx.value()
+        _wheel_down(panel.n_ctx)
+        assert panel.n_ctx.value() == before and not panel.unapplied()
     finally:
         close_window(win)

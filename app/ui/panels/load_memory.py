@@ -69,6 +69,7 @@ class LoadMemoryBox(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("loadMemory")
+        self.setFocusPolicy(Qt.FocusPolicy.ClickFocus)  # holds the focus of a button it hides (:meth:`_show`)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(4)
@@ -111,6 +112,14 @@ class LoadMemoryBox(QWidget):
         :func:`memory_text`), and whether it has a chat template override."""
         self.remembered = remembered is not None
         self.text.setText(memory_text(path, remembered, unapplied, to_defaults=to_defaults))
-        self.reset_btn.setVisible(self.remembered)
+        self._show(self.reset_btn, self.remembered)
         for w in (self.template_text, self.template_btn):
-            w.setVisible(path is not None and template_override)
+            self._show(w, path is not None and template_override)
+
+    def _show(self, w: QWidget, visible: bool) -> None:
+        """Show or hide ``w``; a focused button hidden (it was just pressed) leaves the focus on this box:
+        Qt would pass it to the next widget in the focus chain, the n_ctx field below, and a wheel meant
+        to scroll the panel would then change n_ctx (review 27 §10)."""
+        if not visible and w.hasFocus():
+            self.setFocus(Qt.FocusReason.OtherFocusReason)
+        w.setVisible(visible)
