@@ -190,7 +190,9 @@ def sweep_depth(m: LoadedModel, req: P.SweepDepth, emit: Callable[[object], None
     reset = False
     # The prefill's compute roof: llama.cpp's matrix multiply on this model's weight types, with the
     # prefill's threads and tokens per graph (min(n_ubatch, n_prompt) columns); not timed with the depths.
-    roof = matmul_flop_s(m.info.tensors, min(n_ubatch, req.n_prompt), threads[1]) if req.n_prompt else ()
+    # Layers offloaded (a GPU, RPC servers): the CPU's rate bounds nothing, so none is measured.
+    on_cpu = req.n_prompt > 0 and not m.settings.n_gpu_layers
+    roof = matmul_flop_s(m.info.tensors, min(n_ubatch, req.n_prompt), threads[1]) if on_cpu else ()
     try:
         c.clear()
         c.abortable(True)

@@ -312,7 +312,8 @@ class DepthSwept:
         kv_reset: the chat's KV cache was left empty (too large to copy, or llama.cpp refused the
             copy back): the next turn evaluates the conversation again.
         matmul_flop_s: ``((ggml type, FLOP/s), ...)``: llama.cpp's matrix multiply on the model's weight
-            types, on the prefill threads (``app/engine/matmul_roof.py``; empty: not measured).
+            types, on the prefill threads (``app/engine/matmul_roof.py``; empty: not measured: no prefill timed,
+            or layers offloaded to a GPU or RPC servers, where the CPU's rate bounds nothing).
     """
 
     request_id: int
