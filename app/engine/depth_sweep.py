@@ -48,6 +48,7 @@ from app.core.depth_sweep.plan import DepthPoint, check_plan, mean_std
 from app.engine import kv_snapshot
 from app.engine.errors import CancelFlag, EngineError
 from app.engine.loader import LoadedModel
+from app.engine.matmul_roof import matmul_flop_s
 from app.engine.turn import clear_chat
 
 LLAMA_DECODE_ABORTED = 2  # llama_decode's return when the abort callback said stop (include/llama.h)
@@ -187,6 +188,11 @@ def sweep_depth(m: LoadedModel, req: P.SweepDepth, emit: Callable[[object], None
     cancelled = False
     restored = 0
     reset = False
+    # The prefill's compute roof: llama.cpp's matrix multiply on this model's weight types, with the
+    # prefill's threads and tokens per graph (min(n_ubatch, n_prompt) columns); not timed with the depths.
+    # Layers offloaded (a GPU, RPC servers): the CPU's rate bounds nothing, so none is measured.
+    on_cpu = req.n_prompt > 0 and not m.settings.n_gpu_layers
+    roof = matmul_flop_s(m.info.tensors, min(n_ubatch, req.n_prompt), threads[1]) if on_cpu else ()
     try:
         c.clear()
         c.abortable(True)
@@ -219,7 +225,7 @@ def sweep_depth(m: LoadedModel, req: P.SweepDepth, emit: Callable[[object], None
                     c.back_to_mark()
             point = DepthPoint(depth, *mean_std(pp), *mean_std(tg), fill_s=fill_s)
             points.append(point)
-            emit(P.DepthMeasured(req.request_id, i, len(depths), point, (time.perf_counter_ns() - t0) / 1e9))
+            emit(P.DepthMeasured(req.request_id, i, len(depths), point, (time.perf_counter_ns() - t0) / 1e9, roof))
     except _Stopped:
         cancelled = True
     finally:
@@ -241,4 +247,5 @@ def sweep_depth(m: LoadedModel, req: P.SweepDepth, emit: Callable[[object], None
         n_ubatch=n_ubatch,
         kv_restored_tokens=restored,
         kv_reset=reset,
+        matmul_flop_s=roof,
     )

@@ -160,6 +160,10 @@ def stored_funnel(st: StoredStep, sampler: SamplerSettings | None) -> Funnel:
     return Funnel(st.reply_id, st.step, rows, (model, draw), st.drawn, s, st.seed, len(st.ids), False, 0.0, stored=True)
 
 
+#: A depth sweep's made-up matmul rates (``DepthSwept.matmul_flop_s``): the prefill's compute roof.
+SWEEP_ROOF = (("Q4_1", 40e9), ("Q8_0", 60e9))
+
+
 def sweep_point(depth: int) -> DepthPoint:
     """A depth sweep's made-up figures: prefill 200 and decode 50 tok/s at depth 0, falling as 1024 / (1024 + depth)."""
     f = 1024 / (1024 + depth)

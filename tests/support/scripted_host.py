@@ -437,7 +437,7 @@ class ScriptedHost:
             if self._cancel.is_set():
                 break
             points.append(answers.sweep_point(depth))
-            yield P.DepthMeasured(req.request_id, i, len(req.depths), points[-1], 0.01 * (i + 1))
+            yield P.DepthMeasured(req.request_id, i, len(req.depths), points[-1], 0.01 * (i + 1), answers.SWEEP_ROOF)
         cancelled = len(points) < len(req.depths)
         yield P.DepthSwept(
             req.request_id,
@@ -449,6 +449,7 @@ class ScriptedHost:
             self._model.n_batch,
             512,
             kv_restored_tokens=len(self._kv),
+            matmul_flop_s=answers.SWEEP_ROOF,
         )
 
     def _count_events(self, req: P.CountPrompt) -> Iterator[object]:

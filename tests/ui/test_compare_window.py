@@ -13,6 +13,7 @@ from PySide6.QtCore import QPoint, Qt
 
 from app.core import protocol as P
 from app.core.chat.context import ChatMessage, Role
+from app.core.hardware import machine_load
 from app.ui.common import dialogs
 from app.ui.common.token_label import visible
 from app.ui.quant.compare_entry import CompareLauncher
@@ -22,6 +23,12 @@ from tests.support.comparisons import CannedComparison, canned_runner_factory, s
 from tests.support.window import close_window, make_window
 
 WAIT = 5000
+
+
+@pytest.fixture(autouse=True)
+def quiet_machine(monkeypatch):  # type: ignore[no-untyped-def]
+    """A load average of 0: the tok/s shown do not depend on what else this machine runs during the test."""
+    monkeypatch.setattr(machine_load.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
 
 
 def _window(qtbot, tmp_path: Path, canned: CannedComparison, chat=None) -> CompareWindow:  # type: ignore[no-untyped-def]
@@ -221,6 +228,25 @@ def test_the_verdict_places_no_handful_of_tokens_and_says_a_chat_was_one_shorter
     chat = replace(summary_for("a", "b", [scored_token(i, 0.002) for i in range(150)], 300), n_ctx_asked=512)
     assert verdict(chat).startswith("The chat is 300 tokens, shorter than n_ctx 512: it was scored as one chunk of 300")
     assert "scoreboard" in verdict(chat)
+
+
+def test_tok_s_measured_while_glassbox_ran_something_else_or_under_load_are_marked(  # type: ignore[no-untyped-def]
+    qtbot, tmp_path: Path, monkeypatch
+) -> None:
+    """Review 27 §4: the comparison's prefill for A fell 142 -> 94 tok/s while the chat replied, with no note."""
+    win = _window(qtbot, tmp_path, CannedComparison(n_tokens=600))
+    _run(qtbot, win)
+    assert win.summary.values["b.decode_tok_s"].text() == "80.0 tok/s" and "*" not in win.summary.elapsed.text()
+    busy = ["a chat reply"]
+    monkeypatch.setattr(win.controller, "_others", lambda: tuple(busy))
+    _run(qtbot, win)
+    assert win.summary.values["a.prefill_tok_s"].text().endswith("tok/s *")
+    assert "* tok/s measured under load: a chat reply ran meanwhile" in win.summary.elapsed.text()
+    assert "Measured under load" in win.summary.values["b.decode_tok_s"].toolTip()
+    busy.clear()
+    monkeypatch.setattr(machine_load.os, "getloadavg", lambda: (9.0, 9.0, 9.0))  # other programs
+    _run(qtbot, win)
+    assert "other work kept" in win.summary.elapsed.text() and win.summary.values["b.decode_tok_s"].text().endswith("*")
 
 
 def _entry(path: Path, name: str, arch: str, quant: str):  # type: ignore[no-untyped-def]

@@ -7,7 +7,9 @@ from __future__ import annotations
 import shutil
 from dataclasses import replace
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtGui import QWheelEvent
+from PySide6.QtWidgets import QApplication
 
 from app.core import protocol as P
 from app.core.chat.context import ContextPolicy, FlashAttention, LoadSettings
@@ -52,13 +54,14 @@ def test_each_file_loads_with_its_own_remembered_settings_and_reset_goes_back_to
         load(qtbot, win, a)
         assert (_sent(win).n_ctx, _sent(win).flash_attn) == (8192, FlashAttention.ON)
         assert panel.load_settings().n_ctx == 8192
-        # Reset: the fields show the defaults, nothing is remembered, Apply reloads with them.
+        # Reset: the fields show the defaults, still remembered until Apply reloads with them and forgets.
         qtbot.mouseClick(memory.reset_btn, Qt.MouseButton.LeftButton)
-        assert win.settings.remembered_load(str(a)) is None and panel.load_settings() == LoadSettings()
-        assert memory.text.text().startswith("Glassbox's defaults") and panel.apply_btn.property("pending")
+        assert win.settings.remembered_load(str(a)) is not None and panel.load_settings() == LoadSettings()
+        assert panel.apply_btn.property("pending")
         with qtbot.waitSignal(win.engine.model_loaded, timeout=5000):
             qtbot.mouseClick(panel.apply_btn, Qt.MouseButton.LeftButton)
-        assert _sent(win) == LoadSettings()
+        assert _sent(win) == LoadSettings() and win.settings.remembered_load(str(a)) is None
+        assert memory.text.text().startswith("Glassbox's defaults") and "Not applied yet" not in memory.text.text()
     finally:
         close_window(win)
 
@@ -103,12 +106,50 @@ def test_reset_keeps_the_template_override_which_has_its_own_button(qtbot, tiny_
         win.settings_ctl.apply(lambda s: s.with_chat_template(str(a), "{{ messages[0].content }}"))
         assert memory.template_btn.isVisibleTo(win.model_panel)
         memory.reset_btn.click()
+        with qtbot.waitSignal(win.engine.model_loaded, timeout=5000):
+            win.model_panel.apply_btn.click()
         assert win.settings.remembered_load(str(a)) is None
         assert win.settings.chat_template_for(str(a)) is not None  # Reset leaves the template alone
         memory.template_btn.click()
         assert win.settings.chat_template_for(str(a)) is None and not memory.template_btn.isVisibleTo(win.model_panel)
         win.per_model.refresh()  # nothing else changed: the same line
         assert memory.text.text().startswith("Glassbox's defaults")
+    finally:
+        close_window(win)
+
+
+def test_reset_is_an_edit_not_applied_forgotten_only_by_apply_and_dropped_when_another_model_loads(qtbot, tiny_model):
+    """Review 27 §1: Reset forgot the file's settings at once (settings.json's model_load {}, the Library
+    "Glassbox's defaults") while the panel said "Not applied yet ... dropped if another model loads first"."""
+    a, b = _two_models(tiny_model)
+    win = make_window(qtbot)
+    try:
+        panel, memory, lib = win.model_panel, win.model_panel.memory, win.models.library_tab
+        remembered = LoadSettings(n_ctx=512, flash_attn=FlashAttention.ON)
+        win.settings_ctl.apply(lambda s: s.with_load_for(str(a), remembered))
+        load(qtbot, win, a)
+        qtbot.waitUntil(lambda: lib.scanned and lib.model.row_of(a) >= 0, timeout=5000)
+        assert lib.select_path(a)
+        memory.reset_btn.click()
+        # Shown, not applied: the file's settings are still remembered, and every place says so.
+        assert panel.load_settings() == LoadSettings() and panel.apply_btn.property("pending")
+        assert win.settings.remembered_load(str(a)) == remembered
+        assert "(remembered for this file)" in lib.detail_load.text() and "n_ctx 512" in lib.detail_load.text()
+        text = memory.text.text()
+        assert text.startswith("Remembered for this file: n_ctx 512, flash attention on"), text
+        assert "Not applied yet: Glassbox's defaults (n_ctx 4096" in text and "forgets this file's settings" in text
+        # Another model loads first: the reset is dropped; A comes back with its settings.
+        load(qtbot, win, b)
+        load(qtbot, win, a)
+        assert _sent(win) == remembered and panel.load_settings().n_ctx == 512
+        # Reset, then Apply: reloaded with the defaults, and only now forgotten.
+        memory.reset_btn.click()
+        with qtbot.waitSignal(win.engine.model_loaded, timeout=5000):
+            qtbot.mouseClick(panel.apply_btn, Qt.MouseButton.LeftButton)
+        assert _sent(win) == LoadSettings() and win.settings.remembered_load(str(a)) is None
+        assert (
+            memory.text.text().startswith("Glassbox's defaults") and "(Glassbox's defaults)" in lib.detail_load.text()
+        )
     finally:
         close_window(win)
 
@@ -128,5 +169,43 @@ def test_the_library_shows_what_the_selected_file_will_load_with(qtbot, tiny_mod
         # A change in the settings shows at once on the selected row.
         win.settings_ctl.apply(lambda s: s.with_load_for(str(b), LoadSettings(n_ctx=1024)))
         assert "n_ctx 1024" in lib.detail_load.text() and "remembered" in lib.detail_load.text()
+    finally:
+        close_window(win)
+
+
+def _wheel_down(widget) -> None:
+    """Three notches of a mouse wheel down over ``widget``'s centre."""
+    pos = QPointF(widget.width() / 2, widget.height() / 2)
+    ev = QWheelEvent(
+        pos,
+        QPointF(widget.mapToGlobal(pos.toPoint())),
+        QPoint(0, 0),
+        QPoint(0, -360),
+        Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier,
+        Qt.ScrollPhase.NoScrollPhase,
+        False,
+    )
+    QApplication.sendEvent(widget, ev)
+
+
+def test_a_button_that_hides_itself_leaves_no_focus_in_n_ctx_for_the_wheel(qtbot, tiny_model):
+    """Review 27 §10: a button of the memory box hid itself once pressed, Qt gave its focus to the next widget in
+    the chain, the n_ctx field, and the wheel scrolling the Model panel then changed n_ctx (4096 -> 4352)."""
+    a, _b = _two_models(tiny_model)
+    win = make_window(qtbot)
+    try:
+        panel, memory = win.model_panel, win.model_panel.memory
+        load(qtbot, win, a)
+        win.show()
+        win.activateWindow()
+        win.settings_ctl.apply(lambda s: s.with_chat_template(str(a), "{{ messages[0].content }}"))
+        assert memory.template_btn.isVisibleTo(panel)
+        memory.template_btn.setFocus(Qt.FocusReason.MouseFocusReason)  # as a click gives it
+        memory.template_btn.click()  # the override goes: the button hides itself
+        assert not memory.template_btn.isVisibleTo(panel) and not panel.n_ctx.hasFocus()
+        before = panel.n_ctx.value()
+        _wheel_down(panel.n_ctx)
+        assert panel.n_ctx.value() == before and not panel.unapplied()
     finally:
         close_window(win)

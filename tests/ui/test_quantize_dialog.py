@@ -439,3 +439,37 @@ def test_a_type_llama_cpp_refuses_is_shown_refused_with_its_reason(qtbot, smollm
     assert "importance matrix" in dialog.type_note.text() and not dialog.start_button.isEnabled()
     dialog.select_type(QuantType.Q2_K)
     assert dialog.start_button.isEnabled()
+
+
+def test_make_another_returns_to_the_form_without_starting_and_marks_the_types_made(qtbot, smollm2, tmp_path):
+    """Review 27 §5 (fix21 §6): "Make another" started a new quantization at once with the type just made
+    (failing "already exists"), the error stayed after another type was picked, and made types were not marked."""
+    dialog = _dialog(qtbot, smollm2, tmp_path, _made)
+    with qtbot.waitSignal(dialog.quantized, timeout=10_000):
+        dialog.start_button.click()
+    assert dialog.start_button.text() == "Make another" and dialog.compare_button.isVisible()
+    dialog.start_button.click()
+    assert not dialog.job.running  # nothing started
+    assert dialog.start_button.text() == "Start" and not dialog.compare_button.isVisible()
+    rows = {dialog.types.topLevelItem(i).text(0) for i in range(dialog.types.topLevelItemCount())}
+    assert "Q8_0 · made" in rows and "Q6_K" in rows
+    assert dialog.qtype is QuantType.Q6_K and dialog.name_edit.text() == "SmolLM2-135M-Instruct.Q4_1.Q6_K.gguf"
+    assert dialog.message.kind.value == "info" and "Made SmolLM2-135M-Instruct.Q4_1.Q8_0.gguf" in dialog.message.plain
+    # A taken name is refused in words; choosing another type takes the stale refusal away.
+    dialog.select_type(QuantType.Q8_0)
+    dialog.start_button.click()
+    assert dialog.message.kind.value == "error" and "already exists" in dialog.message.plain
+    dialog.select_type(QuantType.Q4_0)
+    assert dialog.message.kind is None and not dialog.message.isVisible()
+
+
+def test_the_finished_message_gives_the_fallback_reason_said_before_start(qtbot, smollm2, tmp_path):
+    """Review 27 §7: before Start "1 of 272 tensors falls back to Q8_0: its rows of 576 weights are not a whole
+    number of Q6_K blocks"; after, "their rows are not a whole number of Q4_0 blocks" (576 = 18 x 32)."""
+    dialog = _dialog(qtbot, smollm2, tmp_path, _made)
+    dialog.select_type(QuantType.Q4_0)
+    before = dialog.type_note.text()
+    assert "Q6_K blocks" in before
+    with qtbot.waitSignal(dialog.quantized, timeout=10_000):
+        dialog.start_button.click()
+    assert before in dialog.message.plain and "Q4_0 blocks" not in dialog.message.plain

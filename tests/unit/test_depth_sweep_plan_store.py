@@ -41,16 +41,17 @@ def test_mean_and_sd_as_llama_bench_and_time_left():
 def test_the_roofline_falls_with_depth_as_the_kv_cache_read_grows(smollm2):
     info = read_gguf_info(smollm2)
     layout = kv_cache_layout(info, 8192)
-    f16 = depth_bounds(info, describe_architecture(info), layout, (0, 1024, 4096), 128, 32, 512, 20e9, 100e9)
+    rates = {"Q4_1": 100e9, "Q8_0": 100e9}
+    f16 = depth_bounds(info, describe_architecture(info), layout, (0, 1024, 4096), 128, 32, 512, 20e9, rates)
     assert f16[0].decode_tok_s > f16[1].decode_tok_s > f16[2].decode_tok_s
     assert f16[0].kv_bytes < f16[1].kv_bytes < f16[2].kv_bytes
     assert f16[2].decode_tok_s == pytest.approx(20e9 / (f16[2].weight_bytes + f16[2].kv_bytes))
     assert all(b.prefill_tok_s > 0 for b in f16)
     # A q8_0 KV cache reads about half the bytes of f16 at the same depth: a higher bound.
     q8 = kv_cache_layout(info, 8192, type_k=KVCacheType.Q8_0, type_v=KVCacheType.Q8_0)
-    (deep,) = depth_bounds(info, describe_architecture(info), q8, (4096,), 128, 32, 512, 20e9, 0.0)
+    (deep,) = depth_bounds(info, describe_architecture(info), q8, (4096,), 128, 32, 512, 20e9, {})
     assert deep.kv_bytes == pytest.approx(f16[2].kv_bytes * 34 / 64, rel=0.01)
-    assert deep.decode_tok_s > f16[2].decode_tok_s and deep.prefill_tok_s == 0.0  # FLOP/s not measured
+    assert deep.decode_tok_s > f16[2].decode_tok_s and deep.prefill_tok_s == 0.0  # matmul rates not measured
 
 
 def _record(path: str, **key) -> SweepRecord:

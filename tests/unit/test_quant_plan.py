@@ -71,6 +71,10 @@ def test_the_dry_runs_figures_replace_the_rough_ones_with_the_fallback_sentence(
         "blocks (256 weights), so the file is larger than Q2_K's 2.62 bits per weight suggest."
     )
     assert sized.option(QuantType.Q4_0).fallback_note.startswith("1 of 272 tensors falls back to Q8_0: its rows")
+    # Why a Q6_K block in a Q4_0 file at all: llama.cpp's mix gives the (tied) output head Q6_K (review 27 §7).
+    assert "(256 weights; llama.cpp gives the output head (token_embd.weight) Q6_K in a Q4_0 file)" in (
+        sized.option(QuantType.Q4_0).fallback_note
+    )
     assert sized.option(QuantType.Q8_0).exact and sized.option(QuantType.Q8_0).fallback_note == ""
     assert not sized.option(QuantType.Q3_K_M).allowed and "refuses it" in sized.option(QuantType.Q3_K_M).refusal
     assert sized.option(QuantType.Q6_K) == plan.option(QuantType.Q6_K)  # not in the answer: rough, as it was

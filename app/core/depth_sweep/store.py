@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from app.core.depth_sweep.plan import DepthPoint
+from app.core.depth_sweep.roofline import DepthBound
 from app.core.gguf.gguf_facts import format_bytes
+from app.core.hardware.machine_load import is_under_load, load_note
 from app.core.settings import atomic_write_text
 
 FILE_NAME = "depth_sweeps.json"
@@ -41,6 +43,9 @@ CSV_COLUMNS = (
     "decode_tok_s",
     "decode_std",
     "fill_s",
+    "roofline_decode_tok_s",
+    "roofline_prefill_tok_s",
+    "under_load",
 )
 
 
@@ -123,6 +128,19 @@ class SweepRecord:
         cancelled: Stop ended it before every depth was measured.
         started: when it ran, seconds since the epoch.
         run_id: unique within the file (the start time in ns).
+        roofline: the roofline at each depth measured, computed when the run was kept from the model and
+            load settings it ran with, ``bandwidth_bytes_s`` and ``matmul_flop_s`` (empty: none; a run kept
+            before runs kept their roofline, or no bandwidth measured then).
+        bandwidth_bytes_s: the machine's bandwidth measurement the roofline used, bytes/s (0: none).
+        matmul_flop_s: ``((ggml type, FLOP/s), ...)``: llama.cpp's matrix multiply measured in the run
+            (the prefill's compute roof).
+        roofline_kept: False for a run from before runs kept their own roofline (it has none to show).
+        color: the index of its colour among the plot's colours, given once when it is kept (-1: from
+            before; one is derived from its id), so a run keeps its colour whatever else is shown.
+        load_per_cpu: the highest load of other work per CPU seen during the run (the 1-minute load
+            average less the sweep's own threads, per CPU; -1: not measured, a run from before or no
+            load average on this system).
+        others_running: Glassbox's other jobs that ran during it ("a quantization", "a comparison").
     """
 
     key: SweepKey
@@ -133,6 +151,38 @@ class SweepRecord:
     cancelled: bool
     started: float
     run_id: str = field(default_factory=lambda: str(time.time_ns()))
+    roofline: tuple[DepthBound, ...] = ()
+    bandwidth_bytes_s: float = 0.0
+    matmul_flop_s: tuple[tuple[str, float], ...] = ()
+    roofline_kept: bool = True
+    color: int = -1
+    load_per_cpu: float = -1.0
+    others_running: tuple[str, ...] = ()
+
+    @property
+    def under_load(self) -> bool:
+        """Measured while other work shared the CPUs (:func:`~app.core.hardware.machine_load.is_under_load`)."""
+        return is_under_load(self.load_per_cpu, self.others_running)
+
+    def load_text(self) -> str:
+        """ "" for a quiet run, else why it was under load (:func:`~app.core.hardware.machine_load.load_note`)."""
+        return load_note(self.load_per_cpu, self.others_running)
+
+    def color_index(self, n_colors: int) -> int:
+        """Its colour among ``n_colors``: the one given when kept, else one derived from its id (stable)."""
+        if self.color >= 0:
+            return self.color % n_colors
+        digits = "".join(ch for ch in self.run_id if ch.isdigit())
+        return int(digits[-9:] or 0) % n_colors
+
+    def roof_text(self) -> str:
+        """Where its roofline came from, e.g. "roofline: 9.1 GB/s; Q4_1 47 GFLOP/s, Q8_0 69 GFLOP/s"."""
+        if not self.roofline_kept:
+            return "no roofline kept (measured before runs kept their own)"
+        if not self.roofline:
+            return "no roofline (the machine's bandwidth was not measured then)"
+        rates = ", ".join(f"{name} {f / 1e9:.0f} GFLOP/s" for name, f in self.matmul_flop_s)
+        return f"roofline: {self.bandwidth_bytes_s / 1e9:.1f} GB/s" + (f"; {rates}" if rates else "")
 
     def label(self) -> str:
         """E.g. "SmolLM2-135M-Instruct-Q4_1.gguf · 2026-12-02 14:05 · pp128 tg32 ×2 · n_ctx 4096 · 2 threads ..."."""
@@ -171,6 +221,13 @@ class SweepRecord:
             cancelled=bool(d["cancelled"]),
             started=float(d["started"]),
             run_id=str(d["run_id"]),
+            roofline=tuple(DepthBound(**b) for b in d.get("roofline", ())),
+            bandwidth_bytes_s=float(d.get("bandwidth_bytes_s", 0.0)),
+            matmul_flop_s=tuple((str(n), float(f)) for n, f in d.get("matmul_flop_s", ())),
+            roofline_kept="roofline" in d,
+            color=int(d.get("color", -1)),
+            load_per_cpu=float(d.get("load_per_cpu", -1.0)),
+            others_running=tuple(str(x) for x in d.get("others_running", ())),
         )
 
 
@@ -244,12 +301,15 @@ class SweepStore:
 
 
 def export_csv(records: tuple[SweepRecord, ...]) -> str:
-    """The runs as CSV: one row per run and depth (tok/s, their standard deviations, the settings)."""
+    """The runs as CSV: one row per run and depth (tok/s, their standard deviations, the settings, the run's own
+    roofline at that depth, and why it was measured under load: empty for a quiet run)."""
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     w.writerow(CSV_COLUMNS)
     for r in records:
+        bounds = {b.depth: b for b in r.roofline}
         for p in r.points:
+            b = bounds.get(p.depth)
             w.writerow(
                 [
                     r.key.model.name,
@@ -259,6 +319,9 @@ def export_csv(records: tuple[SweepRecord, ...]) -> str:
                     r.repetitions,
                     p.depth,
                     *(f"{v:.3f}" for v in (p.prefill_tok_s, p.prefill_std, p.decode_tok_s, p.decode_std, p.fill_s)),
+                    f"{b.decode_tok_s:.3f}" if b else "",
+                    f"{b.prefill_tok_s:.3f}" if b else "",
+                    r.load_text(),
                 ]
             )
     return out.getvalue()

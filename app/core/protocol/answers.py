@@ -311,6 +311,9 @@ class DepthSwept:
             reuses them); 0 with ``kv_reset``.
         kv_reset: the chat's KV cache was left empty (too large to copy, or llama.cpp refused the
             copy back): the next turn evaluates the conversation again.
+        matmul_flop_s: ``((ggml type, FLOP/s), ...)``: llama.cpp's matrix multiply on the model's weight
+            types, on the prefill threads (``app/engine/matmul_roof.py``; empty: not measured: no prefill timed,
+            or layers offloaded to a GPU or RPC servers, where the CPU's rate bounds nothing).
     """
 
     request_id: int
@@ -323,6 +326,7 @@ class DepthSwept:
     n_ubatch: int
     kv_restored_tokens: int = 0
     kv_reset: bool = False
+    matmul_flop_s: tuple[tuple[str, float], ...] = ()
 
 
 TERMINAL_EVENTS = (*TERMINAL_EVENTS, DepthSwept)

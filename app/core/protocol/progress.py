@@ -229,6 +229,8 @@ class DepthMeasured:
         total: how many depths the request has.
         point: the depth's figures.
         elapsed_s: seconds since the request reached the engine.
+        matmul_flop_s: ``((ggml type, FLOP/s), ...)``: llama.cpp's matrix multiply here on the model's
+            weight types, measured before the first depth (the prefill's compute roof; empty: not measured).
     """
 
     request_id: int
@@ -236,6 +238,7 @@ class DepthMeasured:
     total: int
     point: DepthPoint
     elapsed_s: float
+    matmul_flop_s: tuple[tuple[str, float], ...] = ()
 
 
 # ---- end of speed against context length ---------------------------------------------------------

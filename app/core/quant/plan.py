@@ -184,12 +184,20 @@ def fallback_note(qtype: QuantType, fallbacks: Sequence[FallbackTensor], n_tenso
     chosen = sorted({f.chosen for f in fallbacks})
     blocks = ", ".join(str(b) for b in sorted({f.block_weights for f in fallbacks}))
     one = len(fallbacks) == 1
+    # The output head gets its own type in llama.cpp's mix (src/llama-quant.cpp llama_tensor_get_type_impl: Q6_K
+    # for the output tensor, or token_embd when the head is tied to it, unless the file is Q8_0): said, or a Q6_K
+    # in a Q4_0 file is a mystery (review 27 §7).
+    heads = sorted({(f.name, f.chosen) for f in fallbacks if f.name in _HEADS and f.chosen != qtype.base_type})
+    head = "".join(f"; llama.cpp gives the output head ({name}) {t} in a {qtype.value} file" for name, t in heads)
     return (
         f"{len(fallbacks)} of {n_tensors} tensors {'falls' if one else 'fall'} back to "
         f"{' or '.join(sorted({f.given for f in fallbacks}))}: {'its' if one else 'their'} rows of {rows} "
-        f"are not a whole number of {' or '.join(chosen)} blocks ({blocks} weights), so the file is larger than "
-        f"{qtype.value}'s {qtype.base_bits_per_weight:.2f} bits per weight suggest."
+        f"are not a whole number of {' or '.join(chosen)} blocks ({blocks} weights{head}), so the file is larger "
+        f"than {qtype.value}'s {qtype.base_bits_per_weight:.2f} bits per weight suggest."
     )
+
+
+_HEADS = ("output.weight", "token_embd.weight")  # the LM head: its own tensor, or tied to the embeddings
 
 
 def name_problem(name: str) -> str:

@@ -1,21 +1,33 @@
 """The depth sweep's run: asks the engine, follows its progress, keeps the finished run in the store.
 
 One owner of "the sweep in flight" on the window's side is the engine client (``EngineClient.sweeping``);
-this controller owns the figures of the run shown (:attr:`SweepController.points`) and the store of
-runs (:class:`~app.core.depth_sweep.store.SweepStore`).
+this controller owns the figures of the run shown (:attr:`SweepController.points`), the store of
+runs (:class:`~app.core.depth_sweep.store.SweepStore`) and the bandwidth measurement the next run's
+roofline uses (:attr:`SweepController.bandwidth`). Each run keeps the roofline of what it was measured
+with: the model and load settings loaded when it started, the bandwidth then, and llama.cpp's matrix
+multiply rates measured in the run (``DepthSwept.matmul_flop_s``); a later load or measurement leaves
+it alone. It also keeps whether it ran under load (:class:`~app.core.hardware.machine_load.LoadWatch`:
+the load average and Glassbox's other jobs, sampled at each depth) and its colour, given once.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from PySide6.QtCore import QObject, Signal
 
 from app.core import protocol as P
 from app.core.depth_sweep.plan import DepthPoint, check_plan, time_left_s
+from app.core.depth_sweep.roofline import DepthBound, depth_bounds
 from app.core.depth_sweep.store import ModelFile, SweepKey, SweepRecord, SweepStore
+from app.core.gguf.architecture import describe_architecture
+from app.core.hardware.bandwidth import Bandwidth
+from app.core.hardware.machine_load import LoadWatch
 from app.ui.engine.client import EngineClient, EngineState
+
+N_COLORS = 7  # len(app.ui.depth_sweep.plot.RUN_COLORS): a run's colour index is given modulo this
 
 
 @dataclass(frozen=True)
@@ -43,18 +55,50 @@ class SweepController(QObject):
     ended = Signal(str)
     runs_changed = Signal()
 
-    def __init__(self, engine: EngineClient, store: SweepStore, parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        engine: EngineClient,
+        store: SweepStore,
+        parent: QObject | None = None,
+        *,
+        bandwidth: Bandwidth | None = None,
+        others: Callable[[], tuple[str, ...]] = tuple,
+    ) -> None:
         super().__init__(parent)
         self.engine = engine
         self.store = store
+        self.bandwidth = bandwidth  # this machine's last measurement (None: not measured): the next run's roofline
+        self._others = others  # Glassbox's other jobs running now
         self.plan: Plan | None = None
         self.points: list[DepthPoint] = []
+        self.roof: tuple[tuple[str, float], ...] = ()  # the run's matmul rates, from its events
+        self.color = 0  # the colour index of the run in flight (kept with it)
         self.latest: SweepRecord | None = None  # the run kept last
         self._rid: int | None = None
         self._key: SweepKey | None = None
+        self._model: P.ModelLoaded | None = None  # the model as loaded when the run started
+        self._bandwidth: Bandwidth | None = None  # the bandwidth when the run started
+        self._watch: LoadWatch | None = None
         self._started = 0.0
         engine.sweep_progressed.connect(self._progressed)
         engine.sweep_ended.connect(self._ended)
+
+    def set_bandwidth(self, bw: Bandwidth) -> None:
+        """A new bandwidth measurement: the next run's roofline uses it (runs kept keep theirs)."""
+        self.bandwidth = bw
+
+    def next_color(self) -> int:
+        """The colour index a new run gets: the one after the last run kept's."""
+        runs = self.store.runs
+        return (runs[-1].color_index(N_COLORS) + 1) % N_COLORS if runs else 0
+
+    def bounds(self, depths: tuple[int, ...], n_prompt: int, n_gen: int) -> tuple[DepthBound, ...]:
+        """The roofline at ``depths`` of the run in flight (the model, settings and bandwidth it started with,
+        its matmul rates once measured), or, with none in flight, of a run started now; () without a model
+        on this machine or a bandwidth measurement."""
+        if self.running:
+            return _bounds(self._model, self._bandwidth, self.roof, depths, n_prompt, n_gen)
+        return _bounds(self.engine.model, self.bandwidth, (), depths, n_prompt, n_gen)
 
     @property
     def running(self) -> bool:
@@ -107,6 +151,9 @@ class SweepController(QObject):
             n_gpu_layers=s.n_gpu_layers if model.gpu_offload else 0,
         )
         self._rid, self.plan, self.points, self._started = rid, plan, [], time.time()
+        self._model, self._bandwidth, self.roof, self.color = model, self.bandwidth, (), self.next_color()
+        self._watch = LoadWatch(max(model.n_threads, model.n_threads_batch))
+        self._watch.sample(self._others())
         self.started.emit()
         return ""
 
@@ -129,6 +176,9 @@ class SweepController(QObject):
         if ev.request_id != self._rid:
             return
         self.points.append(ev.point)
+        self.roof = ev.matmul_flop_s or self.roof
+        if self._watch is not None:
+            self._watch.sample(self._others())
         self.progressed.emit()
 
     def _ended(self, ev: P.DepthSwept | P.Failed | None) -> None:
@@ -161,7 +211,28 @@ class SweepController(QObject):
         key = replace(
             key, n_threads=ev.n_threads, n_threads_batch=ev.n_threads_batch, n_batch=ev.n_batch, n_ubatch=ev.n_ubatch
         )
-        record = SweepRecord(key, plan.n_prompt, plan.n_gen, plan.repetitions, ev.points, ev.cancelled, self._started)
+        watch = self._watch or LoadWatch(ev.n_threads)
+        watch.sample(self._others())
+        self.roof = ev.matmul_flop_s or self.roof
+        depths = tuple(p.depth for p in ev.points)
+        roofline = _bounds(self._model, self._bandwidth, self.roof, depths, plan.n_prompt, plan.n_gen)
+        record = SweepRecord(
+            key,
+            plan.n_prompt,
+            plan.n_gen,
+            plan.repetitions,
+            ev.points,
+            ev.cancelled,
+            self._started,
+            roofline=roofline,
+            bandwidth_bytes_s=self._bandwidth.bytes_s if self._bandwidth else 0.0,
+            matmul_flop_s=self.roof,
+            color=self.color,
+            load_per_cpu=watch.per_cpu,
+            others_running=tuple(watch.others),
+        )
+        if record.under_load:
+            text += f" Its figures were {record.load_text()}: compare them with runs measured likewise."
         self.latest = record
         try:
             self.store.add(record)
@@ -169,3 +240,20 @@ class SweepController(QObject):
             text += f" It could not be kept: {exc}."
         self.runs_changed.emit()
         return text
+
+
+def _bounds(
+    model: P.ModelLoaded | None,
+    bw: Bandwidth | None,
+    rates: tuple[tuple[str, float], ...],
+    depths: tuple[int, ...],
+    n_prompt: int,
+    n_gen: int,
+) -> tuple[DepthBound, ...]:
+    """:func:`~app.core.depth_sweep.roofline.depth_bounds` for ``model`` as loaded; () without a model on this
+    machine, a bandwidth measurement or depths."""
+    if model is None or model.remote is not None or bw is None or not depths:
+        return ()
+    info = model.info
+    arch = describe_architecture(info)
+    return depth_bounds(info, arch, model.kv_layout, depths, n_prompt, n_gen, model.n_batch, bw.bytes_s, dict(rates))

@@ -20,6 +20,7 @@ from app.ui.depth_sweep.chat_guard import SweepChatGuard
 from app.ui.depth_sweep.controller import SweepController
 from app.ui.depth_sweep.window import DepthSweepWindow
 from app.ui.engine.client import EngineClient
+from app.ui.jobs.runner import running_jobs
 from app.ui.panels.speed_bound_view import BandwidthProbe
 from app.ui.window.notices import Notices, NoticeTopic
 
@@ -49,10 +50,12 @@ class DepthSweep(QObject):
     ) -> None:
         super().__init__(parent)
         self._parent = parent
-        self._cache_dir = cache_dir
         self.store = SweepStore(data_dir / FILE_NAME)
-        self.controller = SweepController(engine, self.store, self)
+        self.controller = SweepController(
+            engine, self.store, self, bandwidth=cached_bandwidth(cache_dir), others=lambda: running_jobs(parent)
+        )
         self.probe = BandwidthProbe(cache_dir, self)
+        self.probe.measured.connect(self.controller.set_bandwidth)
         self.guard = SweepChatGuard(engine, composer, notices, self.controller.cancel, self.open, self)
         self.window: DepthSweepWindow | None = None
         if self.store.notice:
@@ -61,7 +64,7 @@ class DepthSweep(QObject):
     def open(self) -> DepthSweepWindow:
         """Show the Speed vs context window (made on first use) and bring it forward."""
         if self.window is None:
-            self.window = DepthSweepWindow(self.controller, cached_bandwidth(self._cache_dir), self.probe, self._parent)
+            self.window = DepthSweepWindow(self.controller, self.probe, self._parent)
             self.window.resize(*WINDOW_SIZE)
         self.window.show()
         self.window.raise_()

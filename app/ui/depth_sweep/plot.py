@@ -2,9 +2,10 @@
 
 The x axis is the depth on a log scale, ``log2(depth + 256)`` so that depth 0 has a place (llama.cpp's
 KV view is padded to 256 cells anyway: :data:`app.core.hardware.speed_bound.KV_VIEW_PAD`), labelled at
-the depths measured (0, 512, 1k, 2k...). One curve per run shown, each in its colour; the roofline's
-bound for the loaded model, dashed in the first run's colour. The runs' colours are keyed in the window's
-list of runs (a legend on the plot would cover the curves at 1366x768).
+the depths measured (0, 512, 1k, 2k...). One curve per run shown, each in its colour, with its own
+roofline dashed in the same colour to its own deepest depth (each run keeps the roofline of the settings
+and bandwidth it was measured with); a run measured under load is drawn with hollow markers. The runs'
+colours are keyed in the window's list of runs (a legend on the plot would cover the curves at 1366x768).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from app.core.depth_sweep.roofline import DepthBound
 from app.core.hardware.speed_bound import KV_VIEW_PAD
 from app.ui.common import palette
 
-#: Colours of the runs shown, in order (the run being measured, or the latest, first).
+#: The runs' colours; a run keeps the one given when it started (``SweepRecord.color``).
 RUN_COLORS = (palette.GREEN, palette.ACCENT, palette.AMBER, palette.PURPLE, palette.RED, palette.LINK, palette.YELLOW)
 
 
@@ -41,12 +42,15 @@ def depth_label(depth: int) -> str:
 
 @dataclass(frozen=True)
 class Series:
-    """One run on the plot: its key (a run id), label, colour and points."""
+    """One run on the plot: its key (a run id), label, colour, points, its own roofline (dashed; empty: none)
+    and whether it was measured under load (hollow markers)."""
 
     key: str
     label: str
     color: str
     points: tuple[DepthPoint, ...]
+    bounds: tuple[DepthBound, ...] = ()
+    under_load: bool = False
 
 
 class SweepPlot(QWidget):
@@ -72,9 +76,10 @@ class SweepPlot(QWidget):
         self.decode.setLabel("bottom", "depth: tokens already in the KV cache")
         self.curves: dict[str, list[pg.PlotDataItem]] = {}  # run key -> (prefill, decode) curves
 
-    def show_runs(self, series: Sequence[Series], bounds: Sequence[DepthBound] = ()) -> None:
-        """Draw ``series`` (one curve each on both plots) and the roofline's ``bounds`` (dashed; none: not drawn)."""
+    def show_runs(self, series: Sequence[Series]) -> None:
+        """Draw ``series``: one curve each on both plots, and each one's roofline dashed in its colour."""
         self.curves = {}
+        self.roofs: dict[str, list[pg.PlotDataItem]] = {}  # run key -> its dashed (decode[, prefill]) bounds
         for plot in (self.prefill, self.decode):
             plot.clear()
         depths: set[int] = set()
@@ -82,28 +87,34 @@ class SweepPlot(QWidget):
             xs = [depth_x(p.depth) for p in s.points]
             depths.update(p.depth for p in s.points)
             pen = pg.mkPen(s.color, width=2)
-            brush = pg.mkBrush(s.color)
+            brush = pg.mkBrush(palette.PLOT_BG if s.under_load else s.color)
             items = []
             for plot, ys in (
                 (self.prefill, [p.prefill_tok_s for p in s.points]),
                 (self.decode, [p.decode_tok_s for p in s.points]),
             ):
-                items.append(plot.plot(xs, ys, pen=pen, symbol="o", symbolSize=6, symbolBrush=brush))
+                items.append(plot.plot(xs, ys, pen=pen, symbol="o", symbolSize=6, symbolBrush=brush, symbolPen=pen))
             self.curves[s.key] = items
-        color = series[0].color if series else palette.TEXT_DIM
-        dash = pg.mkPen(color, width=1.5, style=Qt.PenStyle.DashLine)
-        if bounds and any(b.decode_tok_s > 0 for b in bounds):
-            xs = [depth_x(b.depth) for b in bounds]
-            depths.update(b.depth for b in bounds)
-            self.decode.plot(xs, [b.decode_tok_s for b in bounds], pen=dash)
-            if any(b.prefill_tok_s > 0 for b in bounds):
-                self.prefill.plot(xs, [b.prefill_tok_s for b in bounds], pen=dash)
+            self.roofs[s.key] = self._roof(s)
+            depths.update(b.depth for b in s.bounds)
         ticks = [(depth_x(d), depth_label(d)) for d in sorted(depths)]
         self.decode.getAxis("bottom").setTicks([_thin(ticks)])
         self.prefill.getAxis("bottom").setTicks([_thin(ticks)])
         for plot in (self.prefill, self.decode):
             plot.enableAutoRange()
             plot.setYRange(0, max(_top(plot), 1.0) * 1.1, padding=0)
+
+    def _roof(self, s: Series) -> list[pg.PlotDataItem]:
+        """``s``'s roofline, dashed in its colour (none without a decode bound)."""
+        bounds = s.bounds
+        if not bounds or not any(b.decode_tok_s > 0 for b in bounds):
+            return []
+        dash = pg.mkPen(s.color, width=1.5, style=Qt.PenStyle.DashLine)
+        xs = [depth_x(b.depth) for b in bounds]
+        items = [self.decode.plot(xs, [b.decode_tok_s for b in bounds], pen=dash)]
+        if any(b.prefill_tok_s > 0 for b in bounds):
+            items.append(self.prefill.plot(xs, [b.prefill_tok_s for b in bounds], pen=dash))
+        return items
 
 
 def _top(plot: pg.PlotItem) -> float:

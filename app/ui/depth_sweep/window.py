@@ -3,7 +3,8 @@
 A top-level window (it does not take a dock's place). From the top: the plan (depths, n_prompt,
 n_gen, repetitions; Run / Cancel), the progress (depth i of n, time left), the loaded model's
 settings and the roofline's source, then the plot (:mod:`app.ui.depth_sweep.plot`) beside the runs
-kept (checkable to overlay, the loaded model's first), and the table of the run shown with the
+kept (checkable to overlay, the loaded model's first; each in the colour it was given, "under load" where
+it was measured while other work shared the CPUs), and the table of the run shown with its own
 roofline's prediction and the share of it reached; Export writes the runs checked as CSV or JSON.
 """
 
@@ -33,16 +34,22 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.depth_sweep.plan import DepthPoint, default_depths, parse_depths
-from app.core.depth_sweep.roofline import DepthBound, depth_bounds
+from app.core.depth_sweep.roofline import DepthBound
 from app.core.depth_sweep.store import ModelFile, SweepRecord, export_csv, export_json
-from app.core.gguf.architecture import describe_architecture
 from app.core.hardware.bandwidth import Bandwidth
 from app.core.settings import atomic_write_text
 from app.ui.depth_sweep.controller import Plan, SweepController
 from app.ui.depth_sweep.plot import RUN_COLORS, Series, SweepPlot, depth_label
 from app.ui.panels.speed_bound_view import BandwidthProbe
 
-COLUMNS = ("depth", "prefill tok/s", "decode tok/s", "roofline decode tok/s", "of the roofline", "fill s")
+COLUMNS = (
+    "depth",
+    "prefill tok/s",
+    "decode tok/s",
+    "roofline decode tok/s",
+    "of the roofline",
+    "time to fill to the depth (s)",
+)
 CURRENT = "current"  # the label of the run being measured in the plot's legend
 
 
@@ -65,23 +72,15 @@ class DepthSweepWindow(QWidget):
     """The window (see the module docstring); it shows what ``controller`` runs and keeps.
 
     Args:
-        controller: the run in flight and the runs kept.
-        bandwidth: this machine's measured bandwidth and FLOP/s (None: not measured; "Measure" runs the probe).
-        probe: the bandwidth probe (its answer draws the roofline).
+        controller: the run in flight, the runs kept and the bandwidth measurement.
+        probe: the bandwidth probe ("Measure" runs it; its answer draws the next run's roofline).
     """
 
-    def __init__(
-        self,
-        controller: SweepController,
-        bandwidth: Bandwidth | None,
-        probe: BandwidthProbe,
-        parent: QWidget | None = None,
-    ) -> None:
+    def __init__(self, controller: SweepController, probe: BandwidthProbe, parent: QWidget | None = None) -> None:
         super().__init__(parent, Qt.WindowType.Window)
         self.setObjectName("depthSweepWindow")
         self.setWindowTitle("Speed vs context length")
         self.controller = c = controller
-        self.bandwidth = bandwidth
         self.probe = probe
         self._auto_depths = ""  # the depths text last filled in by default (replaced when the plan changes)
         self._checked: set[str] = set()
@@ -263,9 +262,13 @@ class DepthSweepWindow(QWidget):
         self.runs.clear()
         colors = self._colors()
         for r in self._ordered_runs():
-            item = QListWidgetItem(r.label())
+            load = r.load_text()
+            item = QListWidgetItem(r.label() + (" · under load" if load else ""))
             item.setData(Qt.ItemDataRole.UserRole, r.run_id)
-            item.setToolTip(f"{r.key.model.describe()}\n{r.key.llama_cpp_version} · {r.key.system_info}")
+            tip = f"{r.key.model.describe()}\n{r.key.llama_cpp_version} · {r.key.system_info}\n{r.roof_text()}"
+            item.setToolTip(
+                tip + (f"\n{load[0].upper()}{load[1:]}: its figures are lower and noisier." if load else "")
+            )
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
             item.setCheckState(Qt.CheckState.Checked if r.run_id in self._checked else Qt.CheckState.Unchecked)
             if r.run_id in colors:  # its curves' colour: the list is the plot's key
@@ -283,56 +286,61 @@ class DepthSweepWindow(QWidget):
         QTimer.singleShot(0, self._fill_runs)  # the colours follow the runs checked (not inside the item's own signal)
 
     def _colors(self) -> dict[str, str]:
-        """Run id -> the colour its curves are drawn in (the run being measured takes the first)."""
-        first = 1 if self.controller.running else 0
-        return {r.run_id: RUN_COLORS[(first + i) % len(RUN_COLORS)] for i, r in enumerate(self.checked_runs())}
+        """Run id -> the colour its curves are drawn in: the one it was given when it ran (never changes)."""
+        return {r.run_id: RUN_COLORS[r.color_index(len(RUN_COLORS))] for r in self.checked_runs()}
 
     def checked_runs(self) -> tuple[SweepRecord, ...]:
         """The runs checked in the list, in its order."""
         return tuple(r for r in self._ordered_runs() if r.run_id in self._checked)
 
-    def _bounds(self, depths: tuple[int, ...]) -> tuple[DepthBound, ...]:
-        model, bw = self.controller.engine.model, self.bandwidth
-        if model is None or model.remote is not None or not depths:
-            self.roof_line.setText("")
-            return ()
-        if bw is None:
-            self.roof_line.setText(
-                "Dashed: the roofline, once this machine's memory bandwidth is measured (about 1.5 s)."
+    def _roof_text(self, shown: SweepRecord | None) -> str:
+        """The roofline's source: the run shown in the table's own, else what a run started now would use."""
+        c = self.controller
+        model, bw = c.engine.model, c.bandwidth
+        if shown is not None:
+            load = shown.load_text()
+            return (
+                "Dashed: each run's own roofline, in its colour (decode ≤ bandwidth ÷ (weights + the KV cache read at "
+                "each depth); prefill ≤ llama.cpp's matrix multiply rates measured in the run, or the bandwidth). "
+                f"The table's run: {shown.roof_text()}." + (f" It was {load}." if load else "")
             )
-            return ()
-        self.roof_line.setText(
-            f"Dashed: the roofline for the loaded {Path(model.info.path).name} (KV cache {model.settings.type_k}): decode ≤ {bw.gb_s:.1f} GB/s ÷ (weights + the KV "
-            f"cache read at each depth); prefill ≤ {bw.flop_s / 1e9:.0f} GFLOP/s or the bandwidth, the slower."
-        )
-        plan = self.controller.plan if self.controller.running else None
-        n_prompt = plan.n_prompt if plan else self.n_prompt.value()
-        n_gen = plan.n_gen if plan else self.n_gen.value()
-        arch = describe_architecture(model.info)
-        return depth_bounds(
-            model.info, arch, model.kv_layout, depths, n_prompt, n_gen, model.n_batch, bw.bytes_s, bw.flop_s
+        if model is None or model.remote is not None:
+            return ""
+        if bw is None:
+            return "Dashed: the roofline, once this machine's memory bandwidth is measured (about 1.5 s)."
+        return (
+            f"Dashed: the roofline for {Path(model.info.path).name} as loaded (KV cache {model.settings.type_k}): "
+            f"decode ≤ {bw.gb_s:.1f} GB/s ÷ (weights + the KV cache read at each depth); prefill ≤ llama.cpp's matrix "
+            "multiply rates on this model's weight types (measured at the start of each run) or the bandwidth."
         )
 
     def _redraw(self) -> None:
         c = self.controller
         series: list[Series] = []
         shown: tuple[DepthPoint, ...] = ()
-        if c.running:
-            shown = tuple(c.points)
-            series.append(Series(CURRENT, "this run", RUN_COLORS[0], shown))
-        colors = self._colors()
-        for r in self.checked_runs():
-            series.append(Series(r.run_id, r.short_label(), colors[r.run_id], r.points))
-            if not shown:
-                shown = r.points
+        shown_bounds: tuple[DepthBound, ...] = ()
+        shown_run: SweepRecord | None = None
         try:
             planned = parse_depths(self.depths.text())
         except ValueError:
             planned = ()
-        depths = tuple(sorted({p.depth for p in shown} | set(planned)))
-        bounds = self._bounds(depths)
-        self.plot.show_runs(series, bounds)
-        self._fill_table(shown, {b.depth: b for b in bounds})
+        if c.running and c.plan is not None:
+            shown = tuple(c.points)
+            depths = tuple(sorted({p.depth for p in shown} | set(c.plan.depths)))
+            shown_bounds = c.bounds(depths, c.plan.n_prompt, c.plan.n_gen)
+            color = RUN_COLORS[c.color % len(RUN_COLORS)]
+            series.append(Series(CURRENT, "this run", color, shown, shown_bounds))
+        colors = self._colors()
+        for r in self.checked_runs():
+            series.append(Series(r.run_id, r.short_label(), colors[r.run_id], r.points, r.roofline, r.under_load))
+            if not shown:
+                shown, shown_bounds, shown_run = r.points, r.roofline, r
+        if not series:  # nothing measured yet: what a run started now would be held against
+            shown_bounds = c.bounds(tuple(sorted(set(planned))), self.n_prompt.value(), self.n_gen.value())
+            series.append(Series(CURRENT, "the next run's roofline", RUN_COLORS[c.next_color()], (), shown_bounds))
+        self.roof_line.setText(self._roof_text(shown_run))
+        self.plot.show_runs(series)
+        self._fill_table(shown, {b.depth: b for b in shown_bounds})
 
     def _fill_table(self, points: tuple[DepthPoint, ...], bounds: dict[int, DepthBound]) -> None:
         self.table.setRowCount(len(points))
@@ -357,9 +365,8 @@ class DepthSweepWindow(QWidget):
         if self.probe.start():
             self.roof_line.setText("Measuring this machine's memory bandwidth…")
 
-    def _measured(self, bw: Bandwidth) -> None:
-        self.bandwidth = bw
-        self._redraw()
+    def _measured(self, _bw: Bandwidth) -> None:
+        self._redraw()  # the controller has it (the next run's roofline); runs kept keep theirs
 
     def _remove(self) -> None:
         items = self.runs.selectedItems()

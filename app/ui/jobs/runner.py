@@ -181,3 +181,11 @@ class JobRunner(QObject):
         self._kill_timer.stop()
         self._request = None
         self._link.drop(kill=True)
+
+
+def running_jobs(root: QObject) -> tuple[str, ...]:
+    """What the jobs running under ``root`` (its :class:`JobRunner` descendants) are, each named once by the
+    runner's ``objectName`` ("a quantization", "a comparison"; "a job" when unnamed), for a speed figure
+    taken meanwhile to say it shared the CPUs."""
+    names = (r.objectName() or "a job" for r in root.findChildren(JobRunner) if r.running)
+    return tuple(dict.fromkeys(names))

@@ -19,10 +19,17 @@ from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
 from app.core.chat.context import LoadSettings
 
 
-def memory_text(path: str | None, remembered: LoadSettings | None, unapplied: Sequence[str] = ()) -> str:
+def memory_text(
+    path: str | None,
+    remembered: LoadSettings | None,
+    unapplied: Sequence[str] = (),
+    *,
+    to_defaults: bool = False,
+) -> str:
     """Where the load settings shown come from (``path``: the model's file or a server's model id, None:
     no model yet; ``remembered``: its remembered load settings or None), and the edits not applied yet
-    (``unapplied``, in the field's terms: :meth:`~app.ui.panels.model.ModelPanel.unapplied`)."""
+    (``unapplied``, in the field's terms: :meth:`~app.ui.panels.model.ModelPanel.unapplied`;
+    ``to_defaults``: the fields show Glassbox's defaults, as after Reset, so Apply forgets what is remembered)."""
     if path is None:
         return (
             "No model yet: a model opened loads with the settings remembered for its file, else Glassbox's defaults "
@@ -35,6 +42,12 @@ def memory_text(path: str | None, remembered: LoadSettings | None, unapplied: Se
         where = f"Remembered for this file: {', '.join(changed)}; the rest as Glassbox's defaults."
     if not unapplied:
         return where
+    if to_defaults and remembered is not None:
+        return (
+            f"{where} Not applied yet: Glassbox's defaults ({', '.join(unapplied)}). Apply reloads with them and "
+            "forgets this file's settings; until then they stay remembered, and another model loading first "
+            "drops this reset."
+        )
     return (
         f"{where} Not applied yet: {', '.join(unapplied)} (Apply reloads and remembers; dropped if another model "
         "loads first)."
@@ -45,7 +58,8 @@ class LoadMemoryBox(QWidget):
     """Says whether the load settings shown are remembered for the file or Glassbox's defaults.
 
     Signals:
-        reset_requested(): forget this file's load settings (it loads with Glassbox's defaults).
+        reset_requested(): put Glassbox's defaults in the fields (Apply reloads with them and forgets the file's
+            load settings).
         template_reset_requested(): forget this file's chat template override (the GGUF's is used).
     """
 
@@ -55,6 +69,7 @@ class LoadMemoryBox(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("loadMemory")
+        self.setFocusPolicy(Qt.FocusPolicy.ClickFocus)  # holds the focus of a button it hides (:meth:`_show`)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(4)
@@ -66,8 +81,8 @@ class LoadMemoryBox(QWidget):
         self.reset_btn = QPushButton("Reset to defaults")
         self.reset_btn.setObjectName("resetLoadButton")
         self.reset_btn.setToolTip(
-            "Forget the load settings remembered for this file: it loads with Glassbox's defaults "
-            f"({', '.join(LoadSettings().terms()[:7])}). Press Apply to reload with them. "
+            f"Put Glassbox's defaults ({', '.join(LoadSettings().terms()[:7])}) in the fields. Nothing is "
+            "forgotten yet: Apply reloads with them and forgets this file's settings. "
             "A chat template override is kept (it has its own button)."
         )
         self.reset_btn.clicked.connect(self.reset_requested)
@@ -90,11 +105,21 @@ class LoadMemoryBox(QWidget):
         remembered: LoadSettings | None,
         template_override: bool,
         unapplied: Sequence[str] = (),
+        *,
+        to_defaults: bool = False,
     ) -> None:
         """Show where ``path``'s load settings come from and the edits not applied yet (see
         :func:`memory_text`), and whether it has a chat template override."""
         self.remembered = remembered is not None
-        self.text.setText(memory_text(path, remembered, unapplied))
-        self.reset_btn.setVisible(self.remembered)
+        self.text.setText(memory_text(path, remembered, unapplied, to_defaults=to_defaults))
+        self._show(self.reset_btn, self.remembered)
         for w in (self.template_text, self.template_btn):
-            w.setVisible(path is not None and template_override)
+            self._show(w, path is not None and template_override)
+
+    def _show(self, w: QWidget, visible: bool) -> None:
+        """Show or hide ``w``; a focused button hidden (it was just pressed) leaves the focus on this box:
+        Qt would pass it to the next widget in the focus chain, the n_ctx field below, and a wheel meant
+        to scroll the panel would then change n_ctx (review 27 §10)."""
+        if not visible and w.hasFocus():
+            self.setFocus(Qt.FocusReason.OtherFocusReason)
+        w.setVisible(visible)

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, Signal
 
 from app.core import protocol as P
+from app.core.hardware.bandwidth import usable_cpus
+from app.core.hardware.machine_load import LoadWatch, load_note
 from app.core.quant.compare_run import ComparisonRun
 from app.core.quant.comparison import ComparisonFinished, ComparisonProgressed, ComparisonStarted, ComparisonSummary
 from app.ui.jobs.runner import JobRunner
@@ -37,6 +39,8 @@ class CompareController(QObject):
     Args:
         make_runner: makes the job runner (the composition root's starts a real engine process; tests
             pass one on a scripted host).
+        others: what else Glassbox runs now ("a chat reply", "a quantization"...): the comparison's tok/s
+            taken meanwhile are marked measured under load (:attr:`load_text`), as is a high load average.
 
     Signals:
         started(): a comparison was started (its engine process is starting).
@@ -55,10 +59,19 @@ class CompareController(QObject):
     cancelled = Signal()
     ended = Signal()
 
-    def __init__(self, make_runner: Callable[[], JobRunner], parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        make_runner: Callable[[], JobRunner],
+        parent: QObject | None = None,
+        *,
+        others: Callable[[], tuple[str, ...]] = tuple,
+    ) -> None:
         super().__init__(parent)
+        self._others = others
+        self._watch: LoadWatch | None = None
         self._runner = make_runner()
         self._runner.setParent(self)
+        self._runner.setObjectName("a comparison")  # what a speed measured meanwhile says ran (running_jobs)
         self._runner.progressed.connect(self._on_progress)
         self._runner.finished.connect(self._on_finished)
         self._runner.failed.connect(self._on_failed)
@@ -83,6 +96,8 @@ class CompareController(QObject):
             return False
         self.choice = choice
         self.run = ComparisonRun(n_ctx=choice.n_ctx)
+        self._watch = LoadWatch(max(1, usable_cpus() - 1))  # the job's engine: one CPU fewer than available
+        self._sample()
         self.version += 1
         self._runner.start(
             lambda rid: P.CompareModels(
@@ -106,6 +121,16 @@ class CompareController(QObject):
         """End a running comparison's process at once, saying nothing (the window closes)."""
         self._runner.shutdown()
 
+    @property
+    def load_text(self) -> str:
+        """Why the comparison's tok/s were measured under load ("" when quiet, or none ran yet)."""
+        w = self._watch
+        return load_note(w.per_cpu, tuple(w.others)) if w is not None else ""
+
+    def _sample(self) -> None:
+        if self._watch is not None:
+            self._watch.sample(tuple(n for n in self._others() if n != self._runner.objectName()))
+
     def _on_progress(self, ev: object) -> None:
         if isinstance(ev, ComparisonStarted):
             self.run.n_ctx = ev.n_ctx
@@ -115,11 +140,13 @@ class CompareController(QObject):
             self.run.add(ev.done, ev.total, ev.elapsed_s, ev.tokens)
         else:
             return
+        self._sample()
         self.version += 1
         self.changed.emit()
 
     def _on_finished(self, ev: object) -> None:
         if isinstance(ev, ComparisonFinished):
+            self._sample()
             self.run.finish(ev.summary)
             self.version += 1
             self.changed.emit()

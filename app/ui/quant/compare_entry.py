@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QMenu, QWidget
 
 from app.core.chat.context import ChatMessage
 from app.core.models.library import ModelEntry
+from app.ui.engine.client import EngineClient
 from app.ui.jobs.runner import JobRunner
 from app.ui.quant.compare_window import CompareWindow, make_compare_window
 
@@ -34,6 +35,8 @@ class CompareLauncher(QObject):
         chat_source: the chat shown as the engine would be sent it (None: no chat shown).
         template_for: the person's chat template override for a model file (None: the GGUF's).
         make_runner: makes the job runner (None: a real engine process per comparison).
+        others: what else Glassbox runs now ("a chat reply", "a quantization"...; the comparison's tok/s
+            taken meanwhile are marked measured under load).
     """
 
     def __init__(
@@ -44,8 +47,10 @@ class CompareLauncher(QObject):
         chat_source: Callable[[], tuple[ChatMessage, ...] | None],
         template_for: Callable[[str], str | None],
         make_runner: Callable[[], JobRunner] | None = None,
+        others: Callable[[], tuple[str, ...]] = tuple,
     ) -> None:
         super().__init__(main)
+        self._others = others
         self._main = main
         self._args = (entries, loaded, chat_source, template_for)
         self._make_runner = make_runner
@@ -63,7 +68,9 @@ class CompareLauncher(QObject):
     def open(self) -> CompareWindow:
         """Show the Compare window (made on first use), its lists refreshed, in front."""
         if self.window is None:
-            self.window = make_compare_window(*self._args, make_runner=self._make_runner, parent=self._main)
+            self.window = make_compare_window(
+                *self._args, make_runner=self._make_runner, parent=self._main, others=self._others
+            )
         if not self.window.controller.running:
             self.window.prepare()
         if self.window.isVisible():  # already open, maybe behind the main window: bring it forward
@@ -86,3 +93,8 @@ class CompareLauncher(QObject):
             self.window.controller.shutdown()
             self.window.close()
         return False
+
+
+def engine_activity(engine: EngineClient) -> tuple[str, ...]:
+    """What the chat's engine is doing that shares the CPUs with a comparison: "a chat reply", "a depth sweep"."""
+    return (("a chat reply",) if engine.generating else ()) + (("a depth sweep",) if engine.sweeping else ())

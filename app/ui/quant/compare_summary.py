@@ -246,8 +246,9 @@ class SummaryView(QWidget):
             lab.setText("–")
         self.elapsed.setText("")
 
-    def show_summary(self, s: ComparisonSummary) -> None:
-        """Fill every figure from ``s``."""
+    def show_summary(self, s: ComparisonSummary, load: str = "") -> None:
+        """Fill every figure from ``s``; ``load``: why its tok/s were measured under load ("" when quiet,
+        :func:`~app.core.hardware.machine_load.load_note`), said under them and on their hover."""
         self.headline.setText(verdict(s))
         self.headline.setToolTip(KL_HELP)
         for key, _label_text, _tip in TEXT_FIGURES:
@@ -256,7 +257,17 @@ class SummaryView(QWidget):
             self.file_names[side].setToolTip(f"Model {side.upper()}: {figures.path}")
             for key, _label_text, _tip in FILE_FIGURES:
                 self.values[f"{side}.{key}"].setText(file_value(figures, key))
-        self.elapsed.setText(f"A: {Path(s.a.path).name}   ·   B: {Path(s.b.path).name}   ·   took {s.elapsed_s:,.1f} s")
+        speeds = dict((key, tip) for key, _label_text, tip in FILE_FIGURES if key.endswith("_tok_s"))
+        for side in ("a", "b"):
+            for key, tip in speeds.items():
+                lab = self.values[f"{side}.{key}"]
+                lab.setToolTip(f"{tip} Measured under load: {load}." if load else tip)
+                if load:
+                    lab.setText(lab.text() + " *")
+        note = f"\n* tok/s {load}: lower and noisier than on a quiet machine." if load else ""
+        self.elapsed.setText(
+            f"A: {Path(s.a.path).name}   ·   B: {Path(s.b.path).name}   ·   took {s.elapsed_s:,.1f} s{note}"
+        )
 
 
 def _grid() -> QGridLayout:

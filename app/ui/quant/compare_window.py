@@ -281,7 +281,7 @@ class CompareWindow(QWidget):
         self.worst.clearSelection()
 
     def _finished(self, summary: ComparisonSummary) -> None:
-        self.summary.show_summary(summary)
+        self.summary.show_summary(summary, self.controller.load_text)
         self.setup.say(f"Done in {summary.elapsed_s:,.1f} s. Hover a token for both models' top five there.")
 
     def _failed(self, message: str) -> None:
@@ -359,9 +359,11 @@ def make_compare_window(
     template_for: Callable[[str], str | None],
     make_runner: Callable[[], JobRunner] | None = None,
     parent: QWidget | None = None,
+    others: Callable[[], tuple[str, ...]] = tuple,
 ) -> CompareWindow:
-    """A Compare window with its controller (``make_runner``: None starts real engine processes)."""
-    controller = CompareController(make_runner or JobRunner)
+    """A Compare window with its controller (``make_runner``: None starts real engine processes; ``others``:
+    what else Glassbox runs now, for the tok/s measured under load)."""
+    controller = CompareController(make_runner or JobRunner, others=others)
     window = CompareWindow(controller, entries, loaded, chat_source, template_for, parent)
     controller.setParent(window)
     return window

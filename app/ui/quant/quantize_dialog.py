@@ -133,6 +133,7 @@ class QuantizeDialog(QDialog):
         self.job = job
         job.setParent(self)
         self.made: Path | None = None
+        self.finished_state = False  # a result was made and the form is not back yet ("Make another" returns it)
         self._name_edited = False
         self.setWindowTitle(f"Make a quantization — {self.source.name}")
         self.setMinimumWidth(MIN_WIDTH)
@@ -226,7 +227,7 @@ class QuantizeDialog(QDialog):
         self.start_button = QPushButton("Start")
         self.start_button.setObjectName("startButton")
         self.start_button.setDefault(True)
-        self.start_button.clicked.connect(self.start)
+        self.start_button.clicked.connect(self._start_clicked)
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setObjectName("cancelButton")
         self.cancel_button.hide()
@@ -244,6 +245,7 @@ class QuantizeDialog(QDialog):
         job.failed.connect(self._on_failed)
         job.cancelled.connect(self._on_cancelled)
         self.types.currentItemChanged.connect(lambda *_: self._type_changed())
+        self._mark_made()
         first = self.types.topLevelItem(0)
         if first is not None:
             self.types.setCurrentItem(first)
@@ -289,14 +291,34 @@ class QuantizeDialog(QDialog):
         if folder:
             self.folder = Path(folder)
             self._show_folder()
+            self._mark_made()
 
     def _name_typed(self, _text: str) -> None:
         self._name_edited = True
+        self._drop_stale_error()
+
+    def _drop_stale_error(self) -> None:
+        """A refusal of the name or type shown before is about a choice since changed: it goes."""
+        if self.message.kind is Severity.ERROR and not self.job.running:
+            self.message.clear_message()
+
+    def _mark_made(self) -> None:
+        """Mark the types whose result (the default name) is already in the folder: "Q8_0 · made"."""
+        for i in range(self.types.topLevelItemCount()):
+            item = self.types.topLevelItem(i)
+            if item is None:
+                continue
+            q = QuantType(item.data(0, _ROLE))
+            dest = default_destination(self.source, q, self.folder)
+            made = dest.is_file()
+            item.setText(0, f"{q.value} · made" if made else q.value)
+            item.setToolTip(0, f"{dest.name} is already in {self.folder}" if made else "")
 
     def _type_changed(self) -> None:
         q = self.qtype
         if q is None:
             return
+        self._drop_stale_error()
         if not self._name_edited:
             self._set_name(default_destination(self.source, q, self.folder).name)
         option = self.plan.option(q)
@@ -354,6 +376,33 @@ class QuantizeDialog(QDialog):
         self.resize(width, height)
 
     # --- running ------------------------------------------------------------------------------------
+    def _start_clicked(self) -> None:
+        if self.finished_state:
+            self.make_another()
+        else:
+            self.start()
+
+    def make_another(self) -> None:
+        """Back to the form after a result was made, nothing started: the types made marked, the first one not
+        made chosen, its default name, no message but what was made."""
+        self.finished_state = False
+        self.start_button.setText("Start")
+        self.compare_button.hide()
+        self.start_button.setDefault(True)
+        self.progress.hide()
+        self.status.hide()
+        made = self.made.name if self.made is not None else ""
+        self._name_edited = False
+        self._mark_made()
+        for i in range(self.types.topLevelItemCount()):
+            item = self.types.topLevelItem(i)
+            if item is not None and not item.text(0).endswith("· made"):
+                self.types.setCurrentItem(item)
+                break
+        self._type_changed()  # the name follows the type again
+        self.message.show_message(Severity.INFO, f"Made {made}. Choose a type for another, then Start.")
+        self.fit_height()
+
     def start(self) -> None:
         """Start the quantization of the chosen type into :attr:`destination` (refused in words when the name
         is empty or taken)."""
@@ -436,12 +485,19 @@ class QuantizeDialog(QDialog):
     def _on_finished(self, ev: P.Quantized) -> None:
         self._set_running(False)
         self.made = Path(ev.dest)
-        fallback = (
-            f" llama.cpp gave {ev.fallback_tensors} of {ev.tensors} tensors another type: their rows are not a "
-            f"whole number of {ev.qtype.value} blocks."
-            if ev.fallback_tensors
-            else ""
-        )
+        self.finished_state = True
+        self._mark_made()
+        self.message.clear_message()  # a refusal from before this run is stale
+        fallback = ""
+        if ev.fallback_tensors:
+            # The dry run's reason, the one said before Start (which rows, which types); never a guess at the block
+            # size: a Q4_0 file's Q6_K head is not there because 576 is not a whole number of Q4_0 blocks.
+            note = self.plan.option(ev.qtype).fallback_note
+            fallback = (
+                f" {note}"
+                if note
+                else f" llama.cpp gave {ev.fallback_tensors} of {ev.tensors} tensors another type (its log says which)."
+            )
         requant = " It measures requantization." if ev.requantized else ""
         self.message.show_message(
             Severity.INFO,

@@ -83,11 +83,13 @@ class QuantizeJob(QObject):
     def __init__(self, hosts: Callable[[], Host] | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.runner = JobRunner(hosts, self)
+        self.runner.setObjectName("a quantization")  # what a speed measured meanwhile says ran (running_jobs)
         self.runner.progressed.connect(self._on_progress)
         self.runner.finished.connect(self._on_finished)
         self.runner.failed.connect(self._on_failed)
         self.runner.cancelled.connect(self._on_cancelled)
         self.planner = JobRunner(hosts, self)
+        self.planner.setObjectName("a quantization's dry run")
         self.planner.finished.connect(self._on_planned)
         self.planner.failed.connect(lambda ev: self.plan_failed.emit(ev.message))
         self.dest: Path | None = None

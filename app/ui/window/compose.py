@@ -77,7 +77,8 @@ def add_compare_window(window: MainWindow) -> CompareLauncher:
     """Tools → Compare quantizations… and the Library's "Compare with the source" after a quantization
     (issue 21 §1): the Compare window, given only what it reads (the library's entries, the loaded
     model, the chat shown, the chat-template overrides)."""
-    from app.ui.quant.compare_entry import CompareLauncher
+    from app.ui.jobs.runner import running_jobs
+    from app.ui.quant.compare_entry import CompareLauncher, engine_activity
 
     def chat_shown() -> tuple[ChatMessage, ...] | None:
         chat = window.chat
@@ -91,6 +92,7 @@ def add_compare_window(window: MainWindow) -> CompareLauncher:
         loaded=lambda: window.loader.loaded_path,
         chat_source=chat_shown,
         template_for=lambda path: window.settings_ctl.settings.chat_template_for(path),
+        others=lambda: engine_activity(window.engine) + running_jobs(window),
     )
     launcher.add_to(window.menus.actions.tools_menu)
     window.models.compare_requested.connect(launcher.compare)  # the Library's "Compare with the source"

@@ -10,9 +10,9 @@ which also sends each load with them. This module wires what the window adds aro
   fields until another model loads, and then goes (it was never remembered);
 - the panel's :class:`~app.ui.panels.load_memory.LoadMemoryBox` says "remembered for this file" or
   "Glassbox's defaults", and which edits are not applied yet, follows the model, the fields and the
-  settings, and its Reset forgets the file's load
-  settings (the fields show the defaults; Apply reloads with them) while its template button
-  forgets the file's chat template override;
+  settings, and its Reset is an edit like any other: the fields show Glassbox's defaults, nothing is
+  forgotten until Apply (which reloads with them and forgets the file's load settings), and another
+  model loading first drops it; its template button forgets the file's chat template override at once;
 - the Library shows what the selected file will load with (``LibraryTab.set_load_summary``).
 
 "The defaults" are Glassbox's built-in :class:`~app.core.chat.context.LoadSettings` (never the last
@@ -71,11 +71,12 @@ class PerModelSettings:
         self.refresh()
 
     def reset(self) -> None:
-        """Forget the load settings remembered for the model shown: the fields show Glassbox's
-        defaults, and Apply (pending where they differ from how it is loaded) reloads with them."""
-        self._loader.remember(None)
-        self._panel.show_fields(self._loader.current_load)
-        self.refresh()  # the fields now differ from how the model is loaded: not applied yet
+        """Put Glassbox's defaults in the fields, as an edit not applied yet: the file's settings stay
+        remembered until Apply reloads with the defaults (remembering the defaults forgets them,
+        :meth:`Settings.with_load_for <app.core.settings.Settings.with_load_for>`); another model loading
+        first drops the edit. The context policy, which needs no reload, goes back at once, as its edit does."""
+        self._panel.show_fields(LoadSettings())
+        self._edited(self._panel.load_settings())  # the policy at once; the rest not applied yet
 
     def reset_template(self) -> None:
         """Forget the chat template override of the model shown (the GGUF's template is used)."""
@@ -91,7 +92,8 @@ class PerModelSettings:
         s = self._settings.settings
         template = path is not None and s.chat_template_for(path) is not None
         unapplied = () if fields_reset else self._panel.unapplied()
-        self._panel.memory.show_memory(path, s.remembered_load(path), template, unapplied)
+        to_defaults = bool(unapplied) and self._panel.load_settings() == LoadSettings()
+        self._panel.memory.show_memory(path, s.remembered_load(path), template, unapplied, to_defaults=to_defaults)
         self._library.show_details()  # the selected file's line, again
 
     def _edited(self, s: LoadSettings) -> None:
