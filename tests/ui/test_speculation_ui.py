@@ -244,3 +244,18 @@ def test_measure_speed_up_sends_alternating_greedy_pairs_and_keeps_the_chat(qtbo
     assert len(window.chat_view.messages) == n_messages  # a measurement, not a new reply
     send(qtbot, window, "another")  # another reply shown: the measurement was not of it
     qtbot.waitUntil(view.measure_text.isHidden, timeout=WAIT_MS)
+
+
+def test_a_measurement_stays_with_the_reply_it_measured_when_another_is_sent_meanwhile(qtbot, window):
+    """Review of issue 22: Measure speed-up, then "Say hi." while it ran: the result showed under the new reply."""
+    _apply(qtbot, window, draft_max=4)
+    window.engine.script(*[reply(*PIECES)] * (2 + 2 * PAIRS))
+    send(qtbot, window, "write add")
+    view = window.panels.speculation_panel
+    window.panels.speculation_dock.show()
+    measure = window.speculation.measure
+    qtbot.waitUntil(view.measure_btn.isEnabled, timeout=WAIT_MS)
+    view.measure_btn.click()
+    send(qtbot, window, "Say hi.")  # goes first; the measurement's requests wait behind it
+    qtbot.waitUntil(lambda: measure.result is not None, timeout=WAIT_MS)
+    assert view.measure_text.isHidden() and view.measure_text.text() == ""

@@ -174,3 +174,22 @@ def test_what_a_round_costs_in_words():
     assert F.cost_sentence(many).startswith(
         "Verifying 2 / 6 / 10 / 13 / 17 tokens costs 1.10 / 1.50 / 1.90 / 2.20 / 2.60 "
     )
+
+
+def test_the_speeds_shown_are_the_median_pairs_so_they_give_the_ratio_shown():
+    """Review of issue 22: "×0.95 (slower…): 19.2 tok/s speculated, 24.0 plain" (19.2 / 24.0 = 0.80): the
+    medians of each speed came from different pairs."""
+    src = MeasureSource((ChatMessage(Role.USER, "hi"),), SamplerSettings(temperature=0.7, max_tokens=-1))
+    sent = paired_requests(src)
+
+    def fin(tok_s: float, drafted: bool) -> P.Finished:
+        spec = STATS if drafted else None
+        return P.Finished(0, "a", GenerationStats(generated_tokens=11, decode_s=10 / tok_s, speculation=spec))
+
+    # pairs (plain, speculated): (10, 15) x1.5, (20, 16) x0.8, (10, 12) x1.2, in the sent order P S, S P, P S
+    ends = [fin(10.0, False), fin(15.0, True), fin(16.0, True), fin(20.0, False), fin(10.0, False), fin(12.0, True)]
+    result = speedup_of(ends, sent)
+    assert result.ratio == pytest.approx(1.2)
+    assert result.speculated_tok_s / result.plain_tok_s == pytest.approx(result.ratio)  # was 15 / 10
+    nothing = F.Speedup(20.0, 20.0, 100, 100, -1, replace(STATS, drafted=0, accepted=0), (1.0,))
+    assert "nothing drafted" in nothing.sentence() and "0% of drafts" not in nothing.sentence()

@@ -9,9 +9,9 @@ drafted rounds with 11 % accepted, each paying for a batch of 9).
 
 So the budget measures both, and the next round drafts the best length:
 
-- cost (:class:`VerifyCost`, the loaded model's lifetime): the running mean of a verification's time
-  per batch size m, ``v(m)`` seconds; unmeasured sizes are read off the line through the measured ones
-  (a memory-bound guess, ``v(m) = v(1) (1 + 0.05 (m - 1))``, before any batch of two or more was
+- cost (:class:`VerifyCost`, the loaded model's lifetime): a verification's time per batch size m,
+  ``v(m)`` seconds, on the line ``v(1) (1 + slope (m - 1))`` fitted to the medians of the recent
+  timings of each size (a memory-bound guess, slope 0.05, before any batch of two or more was
   timed); and the drafter's time per drafted token ``d`` (a draft model's llama_decode; ~0 for prompt
   lookup), and the sampler's time per drawn token ``s``;
 - acceptance (:class:`DraftBudget`, one reply): for each draft position i, the share ``a_i`` of the
@@ -37,6 +37,8 @@ every length is judged against a measured one-token step.
 
 from __future__ import annotations
 
+import statistics
+from collections import deque
 from dataclasses import dataclass, field
 
 #: The acceptance assumed for a draft position before any round reached it, and its weight in rounds.
@@ -48,6 +50,8 @@ DECAY = 0.95
 #: The verification's extra cost per drafted token assumed before a batch of two or more was timed,
 #: in one-token steps: memory-bound, so long drafts are tried first.
 GUESSED_SLOPE = 0.05
+#: Timings kept per verification size (their median is read).
+RECENT = 15
 #: After this many rounds in a row that skipped a draft, one round drafts a single token.
 EXPLORE_EVERY = 16
 
@@ -65,22 +69,45 @@ class _Mean:
 
 
 @dataclass
+class _Recent:
+    """The last :data:`RECENT` timings of one verification size, read by their median (a round slowed by
+    another process on a shared CPU moves a mean, not a median)."""
+
+    times: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT))
+    n: int = 0  #: timings ever added
+
+    def add(self, x: float) -> None:
+        self.times.append(x)
+        self.n += 1
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times)
+
+
+@dataclass
 class VerifyCost:
     """What a round costs on this machine and model: kept for the loaded model's lifetime.
+
+    A verification's time is read off one line, ``v(m) = v(1) (1 + slope (m - 1))``: v(1) the median of
+    the recent one-token rounds, the slope fitted through (1, v(1)) to the medians of the other sizes
+    (least squares, each size weighted by its timings), never below 0. So the costs rise with m as
+    they must, however noisy one size's timings are (on a CPU shared with other work, one size's median
+    can come out below a smaller size's).
 
     Attributes:
         capacity: the longest verification, tokens (draft_max + 1).
     """
 
     capacity: int
-    _verify: dict[int, _Mean] = field(default_factory=dict)
+    _verify: dict[int, _Recent] = field(default_factory=dict)
     _draft: _Mean = field(default_factory=_Mean)
     _sample: _Mean = field(default_factory=_Mean)
 
     def verified(self, m: int, seconds: float) -> None:
         """A verification of ``m`` tokens (one llama_decode) took ``seconds``."""
         if m >= 1 and seconds > 0:
-            self._verify.setdefault(m, _Mean()).add(seconds)
+            self._verify.setdefault(m, _Recent()).add(seconds)
 
     def drafted(self, k: int, seconds: float) -> None:
         """The drafter took ``seconds`` for a draft of ``k`` tokens (k >= 1)."""
@@ -97,38 +124,39 @@ class VerifyCost:
         """True once a one-token verification was timed (before that :meth:`verify_s` is a guess)."""
         return 1 in self._verify
 
-    def verify_s(self, m: int) -> float:
-        """The estimated seconds of a verification of ``m`` tokens (in units of a one-token step, 1.0,
-        before a one-token verification was timed: :class:`DraftBudget` times one first).
+    @property
+    def timings(self) -> int:
+        """Verifications timed so far."""
+        return sum(r.n for r in self._verify.values())
 
-        Measured sizes read their mean; others the line through (1, v(1)) and the measured sizes
-        above 1 (least squares through that point), or :data:`GUESSED_SLOPE` when none is measured.
-        """
-        if m in self._verify:
-            return self._verify[m].mean
-        v1 = self._verify[1].mean if 1 in self._verify else 1.0
+    def verify_s(self, m: int) -> float:
+        """The estimated seconds of a verification of ``m`` tokens, on the line of the class docstring (in
+        units of a one-token step, 1.0, before a one-token verification was timed: :class:`DraftBudget`
+        times one first)."""
+        v1 = self._verify[1].median if 1 in self._verify else 1.0
         return v1 * (1.0 + self.slope() * (m - 1))
 
     def slope(self) -> float:
-        """The verification's extra cost per token beyond the first, in one-token steps."""
+        """The verification's extra cost per token beyond the first, in one-token steps
+        (:data:`GUESSED_SLOPE` before a size above 1 was timed)."""
         if 1 not in self._verify:
             return GUESSED_SLOPE
-        v1 = self._verify[1].mean
+        v1 = self._verify[1].median
         num = den = 0.0
-        for m, mean in self._verify.items():
+        for m, recent in self._verify.items():
             if m > 1:
-                w = float(mean.n)
-                num += w * (m - 1) * (mean.mean / v1 - 1.0)
+                w = float(len(recent.times))
+                num += w * (m - 1) * (recent.median / v1 - 1.0)
                 den += w * (m - 1) ** 2
         return max(num / den, 0.0) if den else GUESSED_SLOPE
 
     def steps(self) -> tuple[float, ...]:
-        """For m = 1..capacity: a verification of m tokens over a one-token one, as measured (0.0 where m
-        was never timed); () before a one-token verification was timed."""
+        """For m = 1..capacity: what a verification of m tokens costs in one-token steps on the fitted line,
+        at the sizes timed (0.0 at the others); () before a one-token verification was timed."""
         if 1 not in self._verify:
             return ()
-        v1 = self._verify[1].mean
-        return tuple(self._verify[m].mean / v1 if m in self._verify else 0.0 for m in range(1, self.capacity + 1))
+        slope = self.slope()
+        return tuple(1.0 + slope * (m - 1) if m in self._verify else 0.0 for m in range(1, self.capacity + 1))
 
     @property
     def draft_s(self) -> float:
@@ -200,6 +228,13 @@ class DraftBudget:
         else:
             self._skipped_in_a_row = 0
         return best_k
+
+    def may_pay(self, cap: int) -> bool:
+        """Whether a draft of 1..cap tokens could pay here at all (True before the costs are known): False
+        only when even a draft accepted whole would not (a draft model as slow as the model), so the
+        draft model need not even read the prompt."""
+        c = self.cost
+        return not c.known or self._could_pay(cap, 1.0 / (c.verify_s(1) + c.sample_s))
 
     def _could_pay(self, cap: int, plain: float) -> bool:
         """Whether some draft of 1..cap tokens, every one accepted, would beat a plain step's ``plain``

@@ -197,9 +197,12 @@ def speculative_loop(
         return token, sink.take(token, used, row if want else None, lse, cands)
 
     try:
-        tp = time.perf_counter_ns()
-        drafter.prepare(history)  # a draft model reads the prompt now: prefill, not the first round
-        tally.draft_ns += time.perf_counter_ns() - tp
+        if budget.may_pay(verifier.capacity - 1):
+            # a draft model reads the prompt now (prefill, not the first round); not at all once its
+            # drafts are known not to pay here, even accepted whole
+            tp = time.perf_counter_ns()
+            drafter.prepare(history)
+            tally.draft_ns += time.perf_counter_ns() - tp
         # The first token: from the prefill's logits, as the plain loop draws it.
         first = inspector.logits() if want or keep_rows else None
         _, reason = draw(first, -1, llm.n_tokens + 1)

@@ -240,8 +240,8 @@ class Speedup:
     """One "Measure speed-up": the same prompt regenerated greedily without and with speculation, in pairs.
 
     Attributes:
-        plain_tok_s / speculated_tok_s: decode speed of each, tok/s (the engine's figures; the median
-            over the pairs).
+        plain_tok_s / speculated_tok_s: decode speed of each, tok/s (the engine's figures, of the pair
+            whose ratio is the median).
         plain_tokens / speculated_tokens: tokens each generated (the first pair).
         parted_at: where the two greedy texts first differ, characters (-1: the same text; the
             verification is exact, so they should be).
@@ -259,9 +259,10 @@ class Speedup:
 
     @property
     def ratio(self) -> float:
-        """The median of the pairs' speculated / plain decode speeds (0.0 when the plain speed is unknown)."""
+        """The median of the pairs' speculated / plain decode speeds (the lower middle one of an even count, a
+        pair's own ratio; 0.0 when the plain speed is unknown)."""
         if self.ratios:
-            return statistics.median(self.ratios)
+            return statistics.median_low(self.ratios)
         return self.speculated_tok_s / self.plain_tok_s if self.plain_tok_s > 0 else 0.0
 
     @property
@@ -281,7 +282,11 @@ class Speedup:
             f"({self.speculated_tokens:,} tokens), {self.plain_tok_s:,.1f} plain ({self.plain_tokens:,}), greedy"
         )
         if self.spec is not None:
-            text += f" · {pct(self.spec.acceptance_rate)} of drafts accepted"
+            text += (
+                f" · {pct(self.spec.acceptance_rate)} of drafts accepted"
+                if self.spec.drafted
+                else " · nothing drafted (drafting did not pay)"
+            )
         if self.parted_at >= 0:
             text += f" · the two texts part at character {self.parted_at:,}"
         return text

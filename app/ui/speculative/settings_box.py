@@ -113,10 +113,10 @@ class SpeculationBox(QWidget):
             "The draft model stops drafting when its top token's probability falls below this "
             "(llama.cpp's --draft-p-min): a long, unsure draft costs verify time for tokens likely rejected."
         )
-        self.adaptive = QCheckBox("only what pays here")
+        self.adaptive = QCheckBox("adaptive")
         self.adaptive.setObjectName("field_draft_adaptive")
         self.adaptive.setToolTip(
-            "On: each round drafts the length with the most tokens per second expected, from the verification "
+            "Adaptive: each round drafts the length with the most tokens per second expected, from the verification "
             "times measured on this machine and the acceptance so far (on a CPU, often 1-2 tokens or none; on a "
             "GPU, up to draft_max).\nOff: every round drafts what the drafter has, up to draft_max, as llama.cpp does."
         )
@@ -143,7 +143,7 @@ class SpeculationBox(QWidget):
         self.drafter.setMinimumWidth(self.drafter.sizeHint().width())
         form.addRow("drafter", self.drafter)
         form.addRow("draft_max", self.draft_max)
-        form.addRow("length", self.adaptive)
+        form.addRow("draft length", self.adaptive)
         form.addRow("p_min", self.p_min)
         form.addRow("n-gram", self.ngram)
         # The file on a row of its own, the dock's whole width, under its label and Choose…: beside the label

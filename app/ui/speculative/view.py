@@ -80,6 +80,7 @@ class SpeculationView(QWidget):
         self._seen = -1
         self._busy = False  # a measurement runs
         self._measured_of: int | None = None  # the serial of the turn the measurement shown is of
+        self._measure_words = ""  # the last measurement's words (shown with the reply it measured)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(10, 6, 10, 6)
         lay.setSpacing(6)
@@ -203,13 +204,21 @@ class SpeculationView(QWidget):
 
     def show_measurement(self, text: str, busy: bool) -> None:
         """The speed-up measurement's state in words; ``busy``: it is running (the button waits)."""
-        if busy or self._measured_of is None:
-            self._measured_of = self.shown.turn.serial  # the reply measured: its result goes with it
+        if (busy and not self._busy) or self._measured_of is None:
+            # the reply measured, fixed when the measurement starts: its result goes with it, whatever
+            # reply is shown when the result comes (the review of issue 22 saw it on a reply sent meanwhile)
+            self._measured_of = self.shown.turn.serial
         self._busy = busy
+        self._measure_words = text
+        self._show_measure()
+        self.measure_btn.setEnabled(not busy)
+
+    def _show_measure(self) -> None:
+        """The measurement's words, only while the reply measured is the one shown."""
+        text = self._measure_words if self._measured_of == self.shown.turn.serial else ""
         self.measure_text.setText(text)
         self.measure_text.setVisible(bool(text))
         self.measure_text.setToolTip(F.Speedup.PARTED if "part at character" in text else "")
-        self.measure_btn.setEnabled(not busy)
 
     # ------------------------------------------------------------------ the clock
     def refresh(self) -> None:
@@ -218,10 +227,7 @@ class SpeculationView(QWidget):
         if turn.version == self._seen:
             return
         self._seen = turn.version
-        if not self._busy and self._measured_of is not None and turn.serial != self._measured_of:
-            self._measured_of = None  # another reply is shown: the last measurement was not of it
-            self.measure_text.clear()
-            self.measure_text.hide()
+        self._show_measure()
         stats = turn.final
         self._show(stats, stats.speculation if stats is not None else None)
 
