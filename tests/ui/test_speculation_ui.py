@@ -259,3 +259,27 @@ def test_a_measurement_stays_with_the_reply_it_measured_when_another_is_sent_mea
     send(qtbot, window, "Say hi.")  # goes first; the measurement's requests wait behind it
     qtbot.waitUntil(lambda: measure.result is not None, timeout=WAIT_MS)
     assert view.measure_text.isHidden() and view.measure_text.text() == ""
+
+
+def test_a_reply_being_speculated_says_so_while_it_streams(qtbot, window):
+    """Review of issue 22: while a speculated reply streamed, the view said it "was not speculated"."""
+    from tests.support.fake_engine import Endless
+
+    _apply(qtbot, window, draft_max=4)
+    view = window.panels.speculation_panel
+    window.panels.speculation_dock.show()
+    window.engine.script(Endless("1 "))
+    box = window.composer.box
+    box.setFocus()
+    qtbot.keyClicks(box, "count")
+    qtbot.keyClick(box, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: "being written" in view.advice.text(), timeout=WAIT_MS)
+    assert "not speculated" not in view.advice.text() and view.settings_btn.isHidden()
+    tokens: list = []
+    window.engine.token_received.connect(tokens.append)
+    qtbot.waitUntil(lambda: len(tokens) >= 5, timeout=WAIT_MS)  # drafted rounds to show when it ends
+    assert "being written" in view.advice.text()
+    with qtbot.waitSignal(window.engine.generation_finished, timeout=WAIT_MS):
+        window.chat.stop()
+    qtbot.waitUntil(lambda: view.spec is not None, timeout=WAIT_MS)  # over: its figures
+    assert view.advice.isHidden() and not view.details.isHidden()

@@ -305,6 +305,12 @@ def parted_at(a: str, b: str) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
+WRITING_SPECULATED = (
+    "This reply is being written with speculative decoding. Its figures (drafted, accepted, acceptance by "
+    "draft position, why rounds stopped, the time split) show here when it ends."
+)
+
+
 def not_speculated_advice(settings: SpeculationSettings | None) -> str:
     """What the Speculation view says for a reply that was not speculated (``settings``: the loaded
     model's speculation settings, None: no model loaded)."""

@@ -238,11 +238,16 @@ class SpeculationView(QWidget):
             w.setVisible(spec is None)
         if spec is None or stats is None:
             self.headline.setText("<b>Speculative decoding</b>")
-            self.advice.setText(
-                F.not_speculated_advice(self.settings)
-                if stats is not None or self.settings is None
-                else "No reply yet. " + F.not_speculated_advice(self.settings)
-            )
+            writing = self.shown.state.writing
+            if stats is None and writing and self.settings is not None and self.settings.enabled:
+                self.advice.setText(F.WRITING_SPECULATED)  # the review of issue 22 read "not speculated" here
+            else:
+                self.advice.setText(
+                    F.not_speculated_advice(self.settings)
+                    if stats is not None or self.settings is None
+                    else "No reply yet. " + F.not_speculated_advice(self.settings)
+                )
+            self.settings_btn.setVisible(not (stats is None and writing))
             ok = stats is not None and self.settings is not None and self.settings.enabled
             self.measure_btn.setEnabled(ok and not self._busy)
             return
