@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import replace
 
+import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import Qt as QtGui_Qt
 from PySide6.QtGui import QTextDocument
@@ -22,6 +23,7 @@ from app.core.speculative.stats import RoundEnd
 from app.ui.speculative.draft_memory import COMPUTE_MEANS
 from app.ui.speculative.figures import cost_sentence, position_bars
 from app.ui.speculative.measure import PAIRS
+from app.ui.speculative.position_plot import MAX_HEIGHT_PX
 from tests.support import scripted_answers as answers
 from tests.support.fake_engine import reply
 from tests.support.window import WAIT_MS, banner_button, send
@@ -283,3 +285,35 @@ def test_a_reply_being_speculated_says_so_while_it_streams(qtbot, window):
         window.chat.stop()
     qtbot.waitUntil(lambda: view.spec is not None, timeout=WAIT_MS)  # over: its figures
     assert view.advice.isHidden() and not view.details.isHidden()
+
+
+def test_the_position_chart_fits_at_1366x768_with_draft_max_8(qtbot, window):
+    """Review of issue 22: at 1366x768 with draft_max 8 the bar labels ran together ("32/3219/19…") and the
+    position axis was cut below the dock's edge."""
+    window.resize(1366, 768)
+    _apply(qtbot, window, draft_max=8)
+    view = window.panels.speculation_panel
+    window.panels.speculation_dock.show()
+    panel = window.sampler_panel
+    panel.set_settings(replace(panel.settings(), max_tokens=-1), emit=True)
+    window.engine.script(reply(*(PIECES * 60)))  # 600 tokens: two-digit counts at every position
+    fin = send(qtbot, window, "write add many times")
+    qtbot.waitUntil(lambda: view.spec == fin.stats.speculation, timeout=WAIT_MS)
+    plot = view.positions
+    qtbot.waitUntil(lambda: plot.view.isVisible() and plot.view.height() > 0, timeout=WAIT_MS)
+    qtbot.wait(50)  # a layout pass at the new size
+    assert len(plot.labels) == 8 and all(len(t) >= 5 for t in plot.labels)  # "15/15"
+    drawn = [
+        plot.view.mapFromScene(item.sceneBoundingRect()).boundingRect()
+        for item in plot.view.getPlotItem().items
+        if isinstance(item, pg.TextItem) and item.isVisible()
+    ]
+    assert all(not a.intersects(b) for i, a in enumerate(drawn) for b in drawn[i + 1 :]), drawn
+    for b in position_bars(fin.stats.speculation):  # every count is still at hand, on hover
+        assert f"position {b.position}: {b.accepted}/{b.drafted} accepted" in plot.toolTip()
+    axis = plot.view.getPlotItem().getAxis("bottom")
+    axis_rect = plot.view.mapFromScene(axis.sceneBoundingRect()).boundingRect()
+    # The chart no taller than fits in the dock at 1366x768 (where the review's dock showed about 190 px below
+    # the figures), its axis inside it; before, it stretched to the tall right column's height.
+    assert plot.height() <= MAX_HEIGHT_PX < view.details.height()
+    assert axis_rect.top() >= 0 and axis_rect.bottom() <= plot.view.rect().bottom(), (plot.view.rect(), axis_rect)

@@ -128,7 +128,7 @@ class SpeculationView(QWidget):
         mid.setSpacing(14)
         self.positions = PositionPlot()
         self.positions.setMinimumWidth(200)
-        mid.addWidget(self.positions, 3)
+        mid.addWidget(self.positions, 3, Qt.AlignmentFlag.AlignTop)  # its axis in view, not below the dock's edge
 
         ends = QVBoxLayout()
         ends.setSpacing(3)
