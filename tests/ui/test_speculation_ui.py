@@ -21,7 +21,7 @@ from app.core.hardware.speed_bound import decode_weight_bytes
 from app.core.speculative.settings import Drafter, SpeculationSettings
 from app.core.speculative.stats import RoundEnd
 from app.ui.speculative.draft_memory import COMPUTE_MEANS
-from app.ui.speculative.figures import cost_sentence, position_bars
+from app.ui.speculative.figures import cost_sentence, position_bars, visible_draft
 from app.ui.speculative.measure import PAIRS
 from app.ui.speculative.position_plot import MAX_HEIGHT_PX
 from tests.support import scripted_answers as answers
@@ -181,7 +181,7 @@ def test_the_drafted_tokens_are_marked_and_the_rejected_draft_is_on_hover(qtbot,
     assert flagged == {i for i, _t in spec.rejected}
     step, drafted = spec.rejected[0]
     assert drafted == "~" + PIECES[step]
-    assert f"proposed “{drafted}”" in tt.hover_html(step)
+    assert f"proposed “{visible_draft(drafted)}”" in tt.hover_html(step)  # "~·add": white space shown
     assert "accepted" in tt.hover_html(spec.accepted_tokens[0])
     assert f"({len(spec.accepted_tokens)} of {len(PIECES)} tokens)" in bar.legend.text()
     bar.check.click()  # the toggle: marks off

@@ -46,11 +46,20 @@ def test_marks_count_the_reply_steps_after_an_earlier_part():
     m = F.DraftMarks.of(STATS, offset=10)  # a continued reply: 10 tokens before Continue
     assert m.accepted == frozenset({10, 11, 14, 15, 16, 19})
     assert m.rejected_at(12) == " foo" and m.rejected_at(2) is None
-    assert "proposed “ foo”" in m.hover(12) and "accepted" in m.hover(10) and m.hover(13) == ""
+    assert "proposed “·foo”" in m.hover(12) and "accepted" in m.hover(10) and m.hover(13) == ""
     assert m.legend(20) == (
         "Underlined: drafted by the prompt lookup and accepted (6 of 20 tokens). "
         "▾: a rejected draft (2), hover it for what was proposed."
     )
+
+
+def test_a_rejected_draft_shows_its_newlines_and_invisible_characters():
+    """Review of issue 22: the hover read "proposed '`: def total(items):'", the newline shown as a space."""
+    stats = replace(STATS, rejected=((2, "`:\ndef total(items):\r\u200b\t"),))
+    hover = F.DraftMarks.of(stats).hover(2)
+    assert "proposed “`:⏎def·total(items):⟨U+000D⟩⟨U+200B⟩→”" in hover
+    assert "\n" not in hover and "\u200b" not in hover
+    assert F.visible_draft("") == "∅" and F.visible_draft("ok") == "ok"
 
 
 def test_the_bars_by_position_leave_out_positions_never_drafted():

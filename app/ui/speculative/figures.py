@@ -19,11 +19,13 @@ reads them:
 from __future__ import annotations
 
 import statistics
+import unicodedata
 from dataclasses import dataclass
 
 from app.core.gguf.gguf_info import format_bytes
 from app.core.speculative.settings import Drafter, SpeculationSettings
 from app.core.speculative.stats import RoundEnd, SpeculationStats
+from app.ui.common.pieces import visible_piece
 
 ROUND_END_WORDS: dict[RoundEnd, str] = {
     RoundEnd.MISMATCH: "mismatch",
@@ -44,6 +46,21 @@ ROUND_END_MEANING: dict[RoundEnd, str] = {
         "machine, drafting would not pay: a plain decode step"
     ),
 }
+
+
+#: Unicode categories drawn as their code point in a drafted text: controls, format characters (zero-width
+#: ones, bidi marks), line and paragraph separators, spaces other than " ".
+_UNSEEN = {"Cc", "Cf", "Zl", "Zp", "Zs"}
+
+
+def visible_draft(text: str) -> str:
+    """A drafted text as the token view shows a token (· space, ⏎ newline, → tab, ∅ empty:
+    :func:`~app.ui.common.pieces.visible_piece`), every other invisible character as its code point
+    (``⟨U+200B⟩``), so a hover shows what was proposed, newlines included."""
+    return "".join(
+        f"⟨U+{ord(c):04X}⟩" if unicodedata.category(c) in _UNSEEN and c not in " \n\t" else c
+        for c in visible_piece(text)
+    )
 
 
 def pct(x: float) -> str:
@@ -85,7 +102,7 @@ class DraftMarks:
         rejected = self.rejected_at(step)
         if rejected is not None:
             return (
-                f"Rejected draft here: the {self.drafter.label} proposed “{rejected}”; the model's own sampler "
+                f"Rejected draft here: the {self.drafter.label} proposed “{visible_draft(rejected)}”; the model's own sampler "
                 "chose this token instead, so the round ended."
             )
         if step in self.accepted:
