@@ -317,3 +317,36 @@ def test_the_position_chart_fits_at_1366x768_with_draft_max_8(qtbot, window):
     # the figures), its axis inside it; before, it stretched to the tall right column's height.
     assert plot.height() <= MAX_HEIGHT_PX < view.details.height()
     assert axis_rect.top() >= 0 and axis_rect.bottom() <= plot.view.rect().bottom(), (plot.view.rect(), axis_rect)
+
+
+def test_the_top_bar_names_the_measurement_not_api_requests(qtbot, window):
+    """Review of issue 22: during Measure speed-up the top bar read "answering an API request, 3 waiting"."""
+    _apply(qtbot, window, draft_max=4)
+    window.engine.script(*[reply(*PIECES)] * (1 + 2 * PAIRS))
+    send(qtbot, window, "write add")
+    view = window.panels.speculation_panel
+    window.panels.speculation_dock.show()
+    label = window.top_bar.state_label
+    seen: list[str] = []
+    # what the bar reads as each run goes (the measurement says so once its runs are queued, and at each run's start)
+    window.speculation.measure.progressed.connect(lambda *_a: seen.append(label.full_text))
+    qtbot.waitUntil(view.measure_btn.isEnabled, timeout=WAIT_MS)
+    view.measure_btn.click()
+    qtbot.waitUntil(lambda: window.speculation.measure.result is not None, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: label.full_text == "● ready", timeout=WAIT_MS)
+    during = [t for t in seen if t != "● ready"]
+    assert during and all("API request" not in t for t in during), during
+    assert f"● measuring speed-up, {2 * PAIRS} runs left" in during and "● measuring speed-up, 1 run left" in during
+
+
+def test_the_top_bar_counts_api_requests_beside_the_measurement():
+    from app.ui.window.top_bar import api_text
+
+    own = ("measuring speed-up", 3)
+    assert api_text(1, 2, own) == "measuring speed-up, 3 runs left"
+    assert api_text(1, 4, own) == "measuring speed-up, 3 runs left; 2 API requests waiting"
+    assert (
+        api_text(2, 2, ("measuring speed-up", 1))
+        == "measuring speed-up, 1 run left; answering an API request, 2 waiting"
+    )
+    assert api_text(1, 2) == "answering an API request, 2 waiting"

@@ -124,6 +124,12 @@ class SpeedupMeasure(QObject):
         self.sent = paired_requests(src)
         self._say_next()
         self._tickets = [self.api.submit(req, self._sink) for req in self.sent]
+        if self.running:  # again, now that its tickets are known (the top bar names them as this measurement)
+            self._say_next()
+
+    def tickets(self) -> frozenset[int]:
+        """The API tickets of the measurement running (empty: none runs)."""
+        return frozenset(self._tickets) if self.running else frozenset()
 
     def cancel(self) -> None:
         """Stop a running measurement (its runs are cancelled; nothing is shown)."""

@@ -202,6 +202,8 @@ class MainWindow(QMainWindow):
             paths.cache_dir,
             self,
         )
+        measure = self.speculation.measure
+        self.top_bar.name_own_requests("measuring speed-up", measure.tickets, measure.progressed)
         self.menus = Menus(
             self,
             loader,

@@ -6,7 +6,9 @@ The chat page's bar follows the engine (:meth:`TopBar.follow_engine`) and the lo
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QSize, Qt, Signal
+from collections.abc import Callable, Collection
+
+from PySide6.QtCore import QEvent, QSize, Qt, Signal, SignalInstance
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QMenu, QPushButton, QSizePolicy, QToolButton, QWidget
 
@@ -35,8 +37,21 @@ _STATE_TEXT = {
 }
 
 
-def api_text(answering: int, waiting: int) -> str:
-    """The state label's words for the local API's requests: in the engine (answered) and queued."""
+def api_text(answering: int, waiting: int, own: tuple[str, int] | None = None) -> str:
+    """The state label's words for the local API's requests: in the engine (answered) and queued.
+
+    ``own``: ``(words, runs)`` when ``runs`` of those requests (in the engine or queued) are the app's own,
+    as "Measure speed-up"'s are, not a person's API requests: they are named by ``words`` ("measuring
+    speed-up, 4 runs left") and the API requests counted are the others.
+    """
+    if own is not None and own[1] > 0:
+        words, runs = own
+        others_answering = max(0, answering - min(runs, answering))
+        others_waiting = max(0, waiting - max(0, runs - min(runs, answering)))
+        text = f"{words}, {runs} run{'s' if runs != 1 else ''} left"
+        if others_answering or others_waiting:
+            text += "; " + api_text(others_answering, others_waiting)
+        return text
     if not answering:
         return "1 API request waiting" if waiting == 1 else f"{waiting} API requests waiting"
     text = "answering an API request" if answering == 1 else f"answering {answering} API requests"
@@ -162,6 +177,8 @@ class TopBar(_NavBar):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(Page.CHAT, parent)
+        self._own: tuple[str, Callable[[], Collection[int]]] | None = None  # the app's own API runs, named
+        self._show_engine: Callable[[], None] = lambda: None  # the state label again (follow_engine)
         self.model_button = QToolButton()
         self.model_button.setObjectName("modelButton")
         self.model_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
@@ -235,12 +252,15 @@ class TopBar(_NavBar):
         fm = self.model_button.fontMetrics()
         self.model_button.setText(fm.elidedText(self._model_text, Qt.TextElideMode.ElideMiddle, room))
 
-    def show_state(self, state: EngineState, api_answering: int = 0, api_waiting: int = 0) -> None:
+    def show_state(
+        self, state: EngineState, api_answering: int = 0, api_waiting: int = 0, own: tuple[str, int] | None = None
+    ) -> None:
         """``● ready``, ``● loading…``... coloured by the stylesheet's ``state`` property.
 
         ``api_answering``: local API requests in the engine; ``api_waiting``: those queued for it (see
         app/ui/server). While the person's own chat is idle, the engine is busy with them and the label
-        says so, the ones answered apart from the ones waiting ("answering 4 API requests, 1 waiting").
+        says so, the ones answered apart from the ones waiting ("answering 4 API requests, 1 waiting");
+        ``own``: the app's own runs among them and their name (:func:`api_text`).
         """
         api_requests = api_answering + api_waiting
         shown = EngineState.GENERATING if state is EngineState.READY and api_requests else state
@@ -249,7 +269,7 @@ class TopBar(_NavBar):
         self.state_label.style().polish(self.state_label)
         text = _STATE_TEXT[state]
         if shown is not state:
-            text = api_text(api_answering, api_waiting)
+            text = api_text(api_answering, api_waiting, own)
         self.state_label.set_full_text(f"● {text}")
         self._elide_model_text()  # the picker gets what the state leaves
 
@@ -257,10 +277,22 @@ class TopBar(_NavBar):
         """Show ``engine``'s state from now on, and the local API's requests it is answering."""
 
         def show(*_args: object) -> None:
-            self.show_state(engine.state, len(engine.api.in_flight_tickets), len(engine.api.waiting))
+            api = engine.api
+            mine = self._own[1]() if self._own is not None else frozenset()
+            runs = sum(1 for t in (*api.in_flight_tickets, *api.waiting) if t in mine)
+            own = (self._own[0], runs) if self._own is not None else None
+            self.show_state(engine.state, len(api.in_flight_tickets), len(api.waiting), own)
 
         engine.state_changed.connect(show)
         engine.api.queue_changed.connect(show)
+        self._show_engine = show
+
+    def name_own_requests(self, words: str, tickets: Callable[[], Collection[int]], changed: SignalInstance) -> None:
+        """The API tickets ``tickets()`` are the app's own runs (Measure speed-up's), said as ``words``
+        rather than as a person's API requests (the review of issue 22 read "answering an API request, 3
+        waiting" while measuring); ``changed``: a signal emitted when ``tickets()`` may have changed."""
+        self._own = (words, tickets)
+        changed.connect(lambda *_a: self._show_engine())
 
     def show_model(self, change: ModelChange) -> None:
         """The model picker's label for a step of the model's life: loading, the model loaded
