@@ -350,3 +350,31 @@ def test_the_top_bar_counts_api_requests_beside_the_measurement():
         == "measuring speed-up, 1 run left; answering an API request, 2 waiting"
     )
     assert api_text(1, 2) == "answering an API request, 2 waiting"
+
+
+def test_a_branch_from_a_token_marks_only_its_own_request_and_counts_as_the_footer(qtbot, window):
+    """Review of issue 22: a branch read "(24 of 41 tokens)" while the footer said 33, and its kept tokens
+    carried marks of the branch's request shifted onto them."""
+    _apply(qtbot, window, draft_max=4)
+    window.engine.script(reply(*PIECES), reply(*PIECES[:6]))
+    send(qtbot, window, "write add")
+    old = _reply_widget(window).message_id
+    assert window.chat.branch_from_alternative(old, 2, 7)  # keeps steps 0-1 and a new token 2: 3 steps
+    qtbot.waitUntil(lambda: not window.chat.busy and _reply_widget(window).message_id != old, timeout=WAIT_MS)
+    w = _reply_widget(window)
+    qtbot.waitUntil(lambda: w.footer.text() != "", timeout=WAIT_MS)
+    spec = window.chat.store.get_message(w.message_id).meta.stats.speculation
+    assert spec is not None and spec.accepted_tokens
+    w.tokens_btn.click()
+    tt, bar = w.token_text, w.drafts_bar
+    assert tt is not None and bar is not None
+    n_steps = tt.alts.n_steps
+    kept = n_steps - len(PIECES[:6])
+    assert kept == 3
+    chips = tt.text().split("<a href=")[1:]
+    underlined = {i for i, c in enumerate(chips) if "text-decoration:underline" in c}
+    assert underlined == {kept + i for i in spec.accepted_tokens}  # the request's own tokens, none kept
+    assert all(tt.hover_html(i).count("Drafted by") == 0 for i in range(kept))
+    legend = bar.legend.text()
+    assert f"({len(spec.accepted_tokens)} of the {len(PIECES[:6])} tokens of the last request" in legend
+    assert f"{len(PIECES[:6])} tokens" in w.footer.text()  # one count, the footer's

@@ -48,7 +48,8 @@ def test_marks_count_the_reply_steps_after_an_earlier_part():
     assert m.rejected_at(12) == " foo" and m.rejected_at(2) is None
     assert "proposed “·foo”" in m.hover(12) and "accepted" in m.hover(10) and m.hover(13) == ""
     assert m.legend(20) == (
-        "Underlined: drafted by the prompt lookup and accepted (6 of 20 tokens). "
+        "Underlined: drafted by the prompt lookup and accepted (6 of the 10 tokens of the last request; the 10 "
+        "before it were written by an earlier request and are not marked). "
         "▾: a rejected draft (2), hover it for what was proposed."
     )
 

@@ -82,14 +82,20 @@ class ChatAlternatives:
         if w is None:
             return
         alts = self.store.alternatives(message_id) if on else None
-        w.show_tokens(alts, self.settings.settings.token_colour, self.draft_marks(message_id) if on else None)
+        w.show_tokens(alts, self.settings.settings.token_colour, self.draft_marks(message_id, alts) if on else None)
 
-    def draft_marks(self, message_id: int) -> DraftMarks | None:
+    def draft_marks(self, message_id: int, alts: ReplyAlternatives | None = None) -> DraftMarks | None:
         """Stored reply ``message_id``'s drafted tokens (None: it was not speculated). The engine counts
-        its last request's tokens; a continued reply's earlier tokens come first in its token view."""
+        its last request's tokens, the last ``generated_tokens`` steps of the token view ``alts``; the steps
+        before them (a continued reply's earlier part, a branch's kept tokens) were written by an earlier
+        request and carry no marks (without ``alts``: ``earlier_tokens`` steps before)."""
         meta = self.store.get_message(message_id).meta
-        spec = meta.stats.speculation if meta.stats is not None else None
-        return DraftMarks.of(spec, meta.earlier_tokens) if spec is not None else None
+        stats = meta.stats
+        spec = stats.speculation if stats is not None else None
+        if spec is None or stats is None:
+            return None
+        before = alts.n_steps - stats.generated_tokens if alts is not None else -1
+        return DraftMarks.of(spec, before if before >= 0 else meta.earlier_tokens)
 
     def set_token_colour(self, colour: TokenColour) -> None:
         """Colour every reply shown as its tokens by ``colour`` (with the Tokens panel, at once)."""

@@ -77,11 +77,14 @@ class DraftMarks:
         rejected: ``(step, drafted text)``: at that step the draft proposed this text and the model's own
             sampler chose the token shown instead (the round ended there).
         drafter: which drafter made the drafts.
+        first: the first step of the request the counts are of (the steps before it: a continued reply's
+            earlier part, a branch's kept tokens, written by an earlier request and not marked).
     """
 
     accepted: frozenset[int]
     rejected: tuple[tuple[int, str], ...]
     drafter: Drafter
+    first: int = 0
 
     @classmethod
     def of(cls, spec: SpeculationStats, offset: int = 0) -> DraftMarks:
@@ -91,6 +94,7 @@ class DraftMarks:
             frozenset(offset + i for i in spec.accepted_tokens),
             tuple((offset + i, text) for i, text in spec.rejected),
             spec.drafter,
+            offset,
         )
 
     def rejected_at(self, step: int) -> str | None:
@@ -111,9 +115,16 @@ class DraftMarks:
 
     def legend(self, n_steps: int) -> str:
         """The line above the marked tokens: what the marks mean, with the counts."""
-        n = sum(1 for i in self.accepted if 0 <= i < n_steps)
+        n = sum(1 for i in self.accepted if self.first <= i < n_steps)
+        made = max(0, n_steps - self.first)  # the request's tokens: the count the footer and the view give
+        of = (
+            f"{n:,} of the {made:,} tokens of the last request; the {self.first:,} before it were written by an "
+            "earlier request and are not marked"
+            if self.first
+            else f"{n:,} of {n_steps:,} tokens"
+        )
         return (
-            f"Underlined: drafted by the {self.drafter.label} and accepted ({n:,} of {n_steps:,} tokens). "
+            f"Underlined: drafted by the {self.drafter.label} and accepted ({of}). "
             f"▾: a rejected draft ({len(self.rejected):,}), hover it for what was proposed."
         )
 
