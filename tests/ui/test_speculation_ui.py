@@ -378,3 +378,26 @@ def test_a_branch_from_a_token_marks_only_its_own_request_and_counts_as_the_foot
     legend = bar.legend.text()
     assert f"({len(spec.accepted_tokens)} of the {len(PIECES[:6])} tokens of the last request" in legend
     assert f"{len(PIECES[:6])} tokens" in w.footer.text()  # one count, the footer's
+
+
+def test_a_continued_reply_says_its_figures_are_the_last_requests(qtbot, window):
+    """Review of issue 22: after Continue the view counted only the continued part without saying so (the
+    earlier part's counts are not kept with the reply, so the whole reply's cannot be summed)."""
+    _apply(qtbot, window, draft_max=4)
+    view = window.panels.speculation_panel
+    window.panels.speculation_dock.show()
+    panel = window.sampler_panel
+    panel.set_settings(replace(panel.settings(), max_tokens=4), emit=True)
+    window.engine.script(reply(*PIECES[:4]), reply(*PIECES[4:]))
+    send(qtbot, window, "write add")
+    qtbot.waitUntil(lambda: view.spec is not None, timeout=WAIT_MS)
+    assert "the last request's only" not in view.headline.text()
+    panel.set_settings(replace(panel.settings(), max_tokens=-1), emit=True)
+    w = _reply_widget(window)
+    with qtbot.waitSignal(window.engine.generation_finished, timeout=WAIT_MS):
+        assert window.chat.continue_reply(w.message_id)
+    rest = len(PIECES) - 4
+    qtbot.waitUntil(lambda: f"over {rest:,} tokens" in view.headline.text(), timeout=WAIT_MS)
+    qtbot.waitUntil(
+        lambda: "the reply's first 4 tokens came from an earlier one" in view.headline.text(), timeout=WAIT_MS
+    )

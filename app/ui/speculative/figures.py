@@ -129,6 +129,15 @@ class DraftMarks:
         )
 
 
+def last_request_words(before: int) -> str:
+    """What the Speculation view adds when the reply's first ``before`` tokens came from an earlier request
+    (a continued reply's earlier part, a branch's kept tokens): its figures are the last request's only."""
+    return (
+        f" · <i>the last request's only: the reply's first {before:,} tokens came from an earlier one (before "
+        "Continue, or kept by a branch), whose drafts are not kept with the reply</i>"
+    )
+
+
 def footer_part(spec: SpeculationStats) -> str:
     """The reply footer's part: ``drafts 40/52 accepted (77%)``."""
     return f"drafts {spec.accepted:,}/{spec.drafted:,} accepted ({pct(spec.acceptance_rate)})"

@@ -81,6 +81,7 @@ class SpeculationView(QWidget):
         self._busy = False  # a measurement runs
         self._measured_of: int | None = None  # the serial of the turn the measurement shown is of
         self._measure_words = ""  # the last measurement's words (shown with the reply it measured)
+        self._before = 0  # the reply's tokens before the request its figures are of (Continue, a branch)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(10, 6, 10, 6)
         lay.setSpacing(6)
@@ -229,6 +230,10 @@ class SpeculationView(QWidget):
         self._seen = turn.version
         self._show_measure()
         stats = turn.final
+        # The reply's steps before the request the figures are of (a continued reply's earlier part, a branch's
+        # kept tokens): the engine counts one request; earlier parts' counts are not kept with the reply.
+        alts = turn.alternatives
+        self._before = max(0, alts.n_steps - stats.generated_tokens) if alts is not None and stats is not None else 0
         self._show(stats, stats.speculation if stats is not None else None)
 
     def _show(self, stats: GenerationStats | None, spec: SpeculationStats | None) -> None:
@@ -258,6 +263,7 @@ class SpeculationView(QWidget):
             f"(<b>{F.pct(spec.acceptance_rate)}</b>) · {spec.rounds:,} rounds, "
             f"<b>{spec.mean_accepted_per_round:.2f}</b> accepted per round · "
             f"decode <b>{stats.decode_tok_s:,.1f} tok/s</b> over {stats.generated_tokens:,} tokens"
+            + (F.last_request_words(self._before) if self._before else "")
         )
         self.positions.show_bars(F.position_bars(spec))
         for end, words, n, share in F.round_end_rows(spec):
