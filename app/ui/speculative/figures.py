@@ -133,8 +133,8 @@ def last_request_words(before: int) -> str:
     """What the Speculation view adds when the reply's first ``before`` tokens came from an earlier request
     (a continued reply's earlier part, a branch's kept tokens): its figures are the last request's only."""
     return (
-        f" · <i>the last request's only: the reply's first {before:,} tokens came from an earlier one (before "
-        "Continue, or kept by a branch), whose drafts are not kept with the reply</i>"
+        f" · <i>the last request's only: the reply's first {before:,} tokens came from an earlier one (Continue, "
+        "a branch), whose drafts are not kept</i>"
     )
 
 
