@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import llama_cpp
 import numpy as np
@@ -184,6 +184,15 @@ def recomputed_step(stored: StoredStep, logits: npt.NDArray[np.float32]) -> Kept
         reply_start=exact.reply_start,
         recomputed=True,
     )
+
+
+def exact_step(kept: KeptStep, logits: npt.NDArray[np.float32]) -> KeptStep:
+    """``kept`` (a step that kept its top-M) with all its logits (``logits``: [n_vocab], after
+    ``kept.history``, evaluated again by the same model): exact, said as recomputed."""
+    m = float(logits.max())
+    lse = m + math.log(float(np.exp(logits.astype(np.float64) - m).sum()))
+    ids = np.arange(logits.shape[0], dtype=np.int32)
+    return replace(kept, ids=ids, logits=logits, logsumexp=lse, exact=True, recomputed=True)
 
 
 def step_funnel(

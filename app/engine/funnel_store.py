@@ -11,7 +11,9 @@ How exact the funnel is on the top-M: the model column is exact (true probabilit
 the stages see only the M most likely tokens, so a stage that renormalises (top_p, typical_p,
 the draw) renormalises over them: the mass outside the top 64 (usually well under 1 % after a
 sentence has started, more on a flat distribution) is missing, and a stage keeping more than
-64 tokens is shown keeping 64. The newest steps run on the full vocabulary and are exact.
+64 tokens is shown keeping 64. The newest steps run on the full vocabulary and are exact; an older
+step asked for by the funnel is evaluated again in the inspect context (``Session._recomputed_live``),
+exact too, and these top-M serve only when that fails.
 
 Cost on the decode thread: one copy of the logits into a ring slot per step (19-23 us for
 262k logits), and every ``REDUCE_EVERY`` steps a wake-up of the worker thread. The reduction

@@ -41,6 +41,7 @@ from app.engine.errors import CancelFlag, EngineError
 from app.engine.funnel_request import (
     KeptStep,
     checked_sampler,
+    exact_step,
     live_reply,
     live_step,
     recomputed_step,
@@ -279,7 +280,32 @@ class Session:
             store = live_reply(m.store, req.reply_id)
             settings = checked_sampler(req.sampler, store.settings)
             kept = live_step(store, req.step)
+            if kept.exact or len(kept.history) >= m.n_ctx:  # newest steps; or past a context shift
+                return step_funnel(req, kept, settings, m.funnel_vocab, m.n_ctx)
+        # An older step of the live reply kept only its top-M: evaluated again, as a stored reply's is, so
+        # the funnel is exact there too (review of issue 20: "most uncertain" opened on an approximation).
+        kept = self._recomputed_live(kept)
+        with self._model_lock:
+            m = self._require()
             return step_funnel(req, kept, settings, m.funnel_vocab, m.n_ctx)
+
+    def _recomputed_live(self, kept: KeptStep) -> KeptStep:
+        """The live reply's older step ``kept`` (its top-M) with all its logits, evaluated again in the inspect
+        context after its history (:meth:`_recomputed`'s way); ``kept`` itself when that fails (logged)."""
+        with self._inspect_lock:
+            with self._model_lock:
+                m = self._require()
+            last = self._recomputed_last
+            if last is not None and last[0] == kept.history:
+                logits = last[1]
+            else:
+                try:
+                    logits = m.token_inspector.reply_logits(kept.history, kept.step)
+                except EngineError as exc:
+                    log.warning("recomputing the reply's logits failed: %s", exc)
+                    return kept
+                self._recomputed_last = (kept.history, logits)
+        return exact_step(kept, logits)
 
     def _recomputed(self, stored: StoredStep) -> KeptStep | None:
         """``stored``'s step with all its logits when the model that wrote it is loaded (its ``model_path``,

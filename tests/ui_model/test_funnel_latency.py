@@ -48,9 +48,12 @@ def test_slider_moves_repaint_the_funnel_from_stored_logits(qtbot, model_window)
         qtbot.waitUntil(lambda v=v: panel.view.funnel.settings.top_p == v, timeout=10_000)
     assert sum(isinstance(r, P.Generate) for r in sent) == n_generate  # no new generation
     assert len(ctl.latencies_s) == 12
-    # An earlier token (its stored top 64): the same, on the step the person picked.
+    # An earlier token (it kept its top 64): evaluated again, exact, then the same on the step picked.
     panel.step_field.setValue(3)
-    qtbot.waitUntil(lambda: panel.view.funnel.step == 2 and not panel.view.funnel.exact, timeout=10_000)
+    qtbot.waitUntil(
+        lambda: panel.view.funnel.step == 2 and panel.view.funnel.exact and panel.view.funnel.recomputed,
+        timeout=10_000,
+    )
     for v in (0.3, 0.1, 0.0):
         sp.rows["min_p"].field.setValue(v)
         qtbot.waitUntil(lambda v=v: panel.view.funnel.settings.min_p == v, timeout=10_000)
