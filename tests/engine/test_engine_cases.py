@@ -179,7 +179,7 @@ def test_e4_prompt_longer_than_the_context(fresh_engine):
     fail = eng.generate([SYSTEM, ("user", long_msg)], temperature=0.0, max_tokens=10)
     assert isinstance(fail, P.Failed)
     assert fail.kind is P.FailureKind.CONTEXT_OVERFLOW  # an enum member across the process pipe
-    n_prompt = int(fail.message.split("conversation is ")[1].split(" tokens")[0])
+    n_prompt = int(fail.message.split("conversation is ")[1].split(" tokens")[0].replace(",", ""))
     assert n_prompt > 512
     assert "512" in fail.message and "n_ctx" in fail.message
     assert "Raise n_ctx" in fail.message

@@ -28,3 +28,9 @@ def test_a_long_conversation_is_told_to_raise_n_ctx_only_while_the_trained_conte
 def test_an_unknown_trained_context_keeps_the_n_ctx_advice():
     text = overflow_message(700, 700, 512, 0)
     assert "Raise n_ctx above 700" in text and "trained" not in text
+
+
+def test_both_counts_are_written_alike():
+    """Review of issue 20 (low): "The conversation is 9022 tokens … holds 4096 … takes 9,022 tokens"."""
+    text = overflow_message(9_022, 9_022, 4096, 8192)
+    assert text.startswith("The conversation is 9,022 tokens but the context holds 4,096 (n_ctx).")

@@ -24,7 +24,7 @@ def overflow_message(n_full: int, message_tokens: int, n_ctx: int, trained_ctx: 
     Returns:
         One paragraph: both counts, then the advice.
     """
-    head = f"The conversation is {n_full} tokens but the context holds {n_ctx} (n_ctx)."
+    head = f"The conversation is {n_full:,} tokens but the context holds {n_ctx:,} (n_ctx)."
     trained = f"this model was trained for {trained_ctx:,} tokens" if trained_ctx > 0 else ""
     if message_tokens >= n_ctx:
         alone = f"Your message alone takes {message_tokens:,} tokens."
