@@ -166,33 +166,17 @@ def same_model_file(a: str, b: str) -> bool:
 def recomputed_step(stored: StoredStep, logits: npt.NDArray[np.float32]) -> KeptStep:
     """A stored reply's step with all its logits, computed again by the model that wrote it (``logits``:
     [n_vocab], after ``stored.history``): exact, as the live reply's newest steps."""
-    exact = stored_step(stored)
-    m = float(logits.max())
-    lse = m + math.log(float(np.exp(logits.astype(np.float64) - m).sum()))
-    return KeptStep(
-        reply_id=exact.reply_id,
-        step=exact.step,
-        ids=np.arange(logits.shape[0], dtype=np.int32),
-        logits=logits,
-        logsumexp=lse,
-        exact=True,
-        drawn=exact.drawn,
-        history=exact.history,
-        seed=exact.seed,
-        texts=exact.texts,
-        gbnf=exact.gbnf,
-        reply_start=exact.reply_start,
-        recomputed=True,
-    )
+    return exact_step(stored_step(stored), logits)
 
 
 def exact_step(kept: KeptStep, logits: npt.NDArray[np.float32]) -> KeptStep:
     """``kept`` (a step that kept its top-M) with all its logits (``logits``: [n_vocab], after
-    ``kept.history``, evaluated again by the same model): exact, said as recomputed."""
+    ``kept.history``, evaluated again by the same model): exact, said as recomputed (no longer the stored
+    top-N); its whole-vocabulary entropy stays the one kept with it."""
     m = float(logits.max())
     lse = m + math.log(float(np.exp(logits.astype(np.float64) - m).sum()))
     ids = np.arange(logits.shape[0], dtype=np.int32)
-    return replace(kept, ids=ids, logits=logits, logsumexp=lse, exact=True, recomputed=True)
+    return replace(kept, ids=ids, logits=logits, logsumexp=lse, exact=True, recomputed=True, stored=False)
 
 
 def step_funnel(

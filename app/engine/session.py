@@ -27,6 +27,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import llama_cpp
+import numpy as np
+import numpy.typing as npt
 
 from app.core import protocol as P
 from app.core.chat.context import ChatMessage
@@ -86,7 +88,7 @@ class Session:
         self._gate = PersonFirst()  # the person's work first, the API's parallel sequences after
         self._parallel: ParallelRunner | None = None  # the API's parallel sequences, made on first use
         # The last stored step recomputed: (its tokens, their logits), so a slider move on it evaluates nothing.
-        self._recomputed_last: tuple[tuple[int, ...], Any] | None = None
+        self._recomputed_last: tuple[tuple[int, ...], npt.NDArray[np.float32]] | None = None
 
     # ------------------------------------------------------------------------ loaded state
     @property
@@ -290,46 +292,42 @@ class Session:
             return step_funnel(req, kept, settings, m.funnel_vocab, m.n_ctx)
 
     def _recomputed_live(self, kept: KeptStep) -> KeptStep:
-        """The live reply's older step ``kept`` (its top-M) with all its logits, evaluated again in the inspect
-        context after its history (:meth:`_recomputed`'s way); ``kept`` itself when that fails (logged)."""
+        """The live reply's older step ``kept`` (its top-M) with all its logits (:meth:`_logits_after`);
+        ``kept`` itself when that fails."""
         with self._inspect_lock:
-            with self._model_lock:
-                m = self._require()
-            last = self._recomputed_last
-            if last is not None and last[0] == kept.history:
-                logits = last[1]
-            else:
-                try:
-                    logits = m.token_inspector.reply_logits(kept.history, kept.step)
-                except EngineError as exc:
-                    log.warning("recomputing the reply's logits failed: %s", exc)
-                    return kept
-                self._recomputed_last = (kept.history, logits)
-        return exact_step(kept, logits)
+            logits = self._logits_after(kept.history, kept.step)
+        return kept if logits is None else exact_step(kept, logits)
 
     def _recomputed(self, stored: StoredStep) -> KeptStep | None:
         """``stored``'s step with all its logits when the model that wrote it is loaded (its ``model_path``,
-        the same file): its prompt and tokens before the step evaluated again in the inspect context (what
-        that context kept of them from the last time is reused: the next token of the same reply, or a
-        slider move, costs a position or one). None: no path, another model, or the evaluation failed
-        (logged): the stored top-N serve."""
+        the same file; :meth:`_logits_after`). None: no path, another model, or the evaluation failed: the
+        stored top-N serve."""
         if not stored.model_path:
             return None
         with self._inspect_lock:
             with self._model_lock:
-                m = self._require()
-                if not same_model_file(stored.model_path, m.llm.model_path):
+                if not same_model_file(stored.model_path, self._require().llm.model_path):
                     return None
-            last = self._recomputed_last
-            if last is not None and last[0] == stored.history:
-                return recomputed_step(stored, last[1])
-            try:
-                logits = m.token_inspector.reply_logits(stored.history, stored.step)
-            except EngineError as exc:
-                log.warning("recomputing a stored reply's logits failed: %s", exc)
-                return None
-            self._recomputed_last = (stored.history, logits)
-        return recomputed_step(stored, logits)
+            logits = self._logits_after(stored.history, stored.step)
+        return None if logits is None else recomputed_step(stored, logits)
+
+    def _logits_after(self, history: tuple[int, ...], step: int) -> npt.NDArray[np.float32] | None:
+        """The loaded model's logits after ``history`` (a reply's prompt and its first ``step`` tokens),
+        evaluated again in the inspect context (what that context kept of them from the last time is
+        reused: the next token of the same reply, or a slider move, costs a position or none). None when
+        the evaluation failed (logged). Call with the inspect lock held."""
+        with self._model_lock:
+            m = self._require()
+        last = self._recomputed_last
+        if last is not None and last[0] == history:
+            return last[1]
+        try:
+            logits = m.token_inspector.reply_logits(history, step)
+        except EngineError as exc:
+            log.warning("recomputing a reply's logits failed: %s", exc)
+            return None
+        self._recomputed_last = (history, logits)
+        return logits
 
     def prepare_inspect(self) -> None:
         """Build the inspector's tables and context now (:class:`~app.core.protocol.PrepareInspect`);

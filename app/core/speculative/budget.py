@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import statistics
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 #: The acceptance assumed for a draft position before any round reached it, and its weight in rounds.
@@ -133,8 +134,12 @@ class VerifyCost:
         """The estimated seconds of a verification of ``m`` tokens, on the line of the class docstring (in
         units of a one-token step, 1.0, before a one-token verification was timed: :class:`DraftBudget`
         times one first)."""
-        v1 = self._verify[1].median if 1 in self._verify else 1.0
-        return v1 * (1.0 + self.slope() * (m - 1))
+        v1, slope = self.line()
+        return v1 * (1.0 + slope * (m - 1))
+
+    def line(self) -> tuple[float, float]:
+        """``(v(1) seconds, slope in one-token steps per extra token)``: the line every size is read off."""
+        return (self._verify[1].median if 1 in self._verify else 1.0), self.slope()
 
     def slope(self) -> float:
         """The verification's extra cost per token beyond the first, in one-token steps
@@ -185,7 +190,6 @@ class DraftBudget:
     _reached: list[float] = field(default_factory=list)
     _accepted: list[float] = field(default_factory=list)
     _skipped_in_a_row: int = 0
-    chosen: list[int] = field(default_factory=list)  #: the lengths chosen for rounds that had a draft
 
     def __post_init__(self) -> None:
         self._reached = [0.0] * self.draft_max
@@ -212,10 +216,13 @@ class DraftBudget:
         c = self.cost
         if not c.known:
             return 0  # one plain step first: every other size is judged against its time
-        best_k, best = 0, 1.0 / (c.verify_s(1) + c.sample_s)
+        round_s = self._round_s()
+        best_k, best = 0, 1.0 / round_s(0, 1.0)
+        run = total = 1.0
         for k in range(1, cap + 1):
-            e = self.expected_tokens(k)
-            speed = e / (c.verify_s(k + 1) + k * c.draft_s + e * c.sample_s)
+            run *= self.rate(k - 1)
+            total += run  # E(k), built up position by position
+            speed = total / round_s(k, total)
             if speed > best:
                 best_k, best = k, speed
         if best_k == 0:
@@ -233,22 +240,25 @@ class DraftBudget:
         """Whether a draft of 1..cap tokens could pay here at all (True before the costs are known): False
         only when even a draft accepted whole would not (a draft model as slow as the model), so the
         draft model need not even read the prompt."""
+        return not self.cost.known or self._could_pay(cap, 1.0 / self._round_s()(0, 1.0))
+
+    def _round_s(self) -> Callable[[int, float], float]:
+        """T(k, E): the seconds of a round drafting k tokens that yields E (module docstring)."""
         c = self.cost
-        return not c.known or self._could_pay(cap, 1.0 / (c.verify_s(1) + c.sample_s))
+        v1, slope = c.line()
+        draft_s, sample_s = c.draft_s, c.sample_s
+        return lambda k, e: v1 * (1.0 + slope * k) + k * draft_s + e * sample_s
 
     def _could_pay(self, cap: int, plain: float) -> bool:
         """Whether some draft of 1..cap tokens, every one accepted, would beat a plain step's ``plain``
         tokens per second (False: a draft model as slow as the model; looking again cannot help)."""
-        c = self.cost
-        return any(
-            (k + 1) / (c.verify_s(k + 1) + k * c.draft_s + (k + 1) * c.sample_s) > plain for k in range(1, cap + 1)
-        )
+        round_s = self._round_s()
+        return any((k + 1) / round_s(k, k + 1.0) > plain for k in range(1, cap + 1))
 
     def judged(self, drafted: int, accepted: int) -> None:
         """A round drafted ``drafted`` tokens and the first ``accepted`` of them were accepted."""
         if drafted <= 0:
             return
-        self.chosen.append(drafted)
         for i in range(self.draft_max):
             self._reached[i] *= DECAY
             self._accepted[i] *= DECAY
